@@ -1,0 +1,124 @@
+//===- MoEAttrs.cpp - moe dialect attributes ------------------------------===//
+//
+// Routing attributes and their RoutingAttrInterface implementations.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/MoEAttrs.h"
+#include "dialect/MoEDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::moe;
+
+#include "dialect/MoEEnums.cpp.inc"
+
+#include "dialect/MoEInterfaces.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialect/MoEAttrs.cpp.inc"
+
+void MoEDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialect/MoEAttrs.cpp.inc"
+      >();
+}
+
+/// Shared check of `1 <= k <= E` against a layer (E may be dynamic).
+static LogicalResult verifyKAgainstExperts(StringRef routing, int64_t k,
+                                           int64_t numExperts,
+                                           function_ref<InFlightDiagnostic()> emitError) {
+  if (!ShapedType::isDynamic(numExperts) && k > numExperts)
+    return emitError() << "routing " << routing << " selects k = " << k
+                       << " experts per token, but the layer has only E = "
+                       << numExperts << " experts";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DenseRoutingAttr
+//===----------------------------------------------------------------------===//
+
+int64_t DenseRoutingAttr::getExpertsPerToken(int64_t numExperts) const {
+  return numExperts;
+}
+std::optional<int64_t> DenseRoutingAttr::getFixedK() const { return std::nullopt; }
+bool DenseRoutingAttr::isSampling(bool) const { return false; }
+Regularizer DenseRoutingAttr::getRegularizer() const { return Regularizer::none; }
+double DenseRoutingAttr::getRegularizerCoefficient() const { return 0.0; }
+LogicalResult
+DenseRoutingAttr::verifyForLayer(int64_t, bool,
+                                 function_ref<InFlightDiagnostic()>) const {
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// TopKRoutingAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult TopKRoutingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      int64_t k) {
+  if (k < 1)
+    return emitError() << "#moe.top_k needs k >= 1, got k = " << k;
+  return success();
+}
+
+int64_t TopKRoutingAttr::getExpertsPerToken(int64_t) const { return getK(); }
+std::optional<int64_t> TopKRoutingAttr::getFixedK() const { return getK(); }
+bool TopKRoutingAttr::isSampling(bool) const { return false; }
+Regularizer TopKRoutingAttr::getRegularizer() const { return Regularizer::none; }
+double TopKRoutingAttr::getRegularizerCoefficient() const { return 0.0; }
+LogicalResult
+TopKRoutingAttr::verifyForLayer(int64_t numExperts, bool,
+                                function_ref<InFlightDiagnostic()> emitError) const {
+  return verifyKAgainstExperts("#moe.top_k", getK(), numExperts, emitError);
+}
+
+//===----------------------------------------------------------------------===//
+// MoesartRoutingAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+MoesartRoutingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                           int64_t k, MoesartAdjust adjust,
+                           llvm::APFloat trimmedLassoValue) {
+  double trimmedLasso = trimmedLassoValue.convertToDouble();
+  if (k < 1)
+    return emitError() << "#moe.moesart needs k >= 1, got k = " << k;
+  if (!std::isfinite(trimmedLasso) || trimmedLasso < 0.0)
+    return emitError() << "#moe.moesart needs a finite trimmed_lasso >= 0, got "
+                       << trimmedLasso;
+  return success();
+}
+
+int64_t MoesartRoutingAttr::getExpertsPerToken(int64_t) const {
+  return getK();
+}
+std::optional<int64_t> MoesartRoutingAttr::getFixedK() const { return getK(); }
+bool MoesartRoutingAttr::isSampling(bool training) const { return training; }
+Regularizer MoesartRoutingAttr::getRegularizer() const {
+  return Regularizer::trimmed_lasso;
+}
+double MoesartRoutingAttr::getRegularizerCoefficient() const {
+  return getTrimmedLasso().convertToDouble();
+}
+LogicalResult MoesartRoutingAttr::verifyForLayer(
+    int64_t numExperts, bool training,
+    function_ref<InFlightDiagnostic()> emitError) const {
+  int64_t k = getK();
+  if (failed(verifyKAgainstExperts("#moe.moesart", k, numExperts, emitError)))
+    return failure();
+  if (training && getAdjust() == MoesartAdjust::small_random && k < 2)
+    return emitError() << "#moe.moesart with adjust = small_random needs k >= 2 "
+                          "in training mode (one sampled expert keeps its logit, "
+                          "the other k-1 are adjusted), got k = "
+                       << k;
+  return success();
+}

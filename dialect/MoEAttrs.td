@@ -1,0 +1,160 @@
+//===- MoEAttrs.td - moe dialect attributes ----------------*- tablegen -*-===//
+
+#ifndef MOE_ATTRS_TD
+#define MOE_ATTRS_TD
+
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "dialect/MoEDialect.td"
+include "dialect/MoEInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def MoE_ActivationKind : I32EnumAttr<"Activation",
+    "expert activation function", [
+      I32EnumAttrCase<"gelu", 0>,
+      I32EnumAttrCase<"gelu_tanh", 1>,
+      I32EnumAttrCase<"relu", 2>,
+      I32EnumAttrCase<"silu", 3>,
+      I32EnumAttrCase<"swiglu", 4>,
+      I32EnumAttrCase<"geglu", 5>]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
+def MoE_MoesartAdjust : I32EnumAttr<"MoesartAdjust",
+    "MOESART training-mode weight adjustment", [
+      I32EnumAttrCase<"small_random", 0>,
+      I32EnumAttrCase<"zero", 1>,
+      I32EnumAttrCase<"large", 2>]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
+def MoE_Regularizer : I32EnumAttr<"Regularizer",
+    "auxiliary-loss regularizer of a routing policy", [
+      I32EnumAttrCase<"none", 0>,
+      I32EnumAttrCase<"trimmed_lasso", 1>]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+class MoE_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<MoE_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def MoE_ActivationAttr : EnumAttr<MoE_Dialect, MoE_ActivationKind, "activation"> {
+  let summary = "expert activation: gelu, gelu_tanh, relu, silu, swiglu, geglu";
+  let description = [{
+    The activation of every expert FFN of a layer.
+
+    * `gelu`: `0.5 x (1 + erf(x / sqrt(2)))`
+    * `gelu_tanh`: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`
+    * `relu`: `max(x, 0)`
+    * `silu`: `x * sigmoid(x)`
+    * `swiglu` (gated): `W1: [E, D, 2H]`, `u = x W1[e] + b1[e]`,
+      `h = silu(u[:, :H]) * u[:, H:]`
+    * `geglu` (gated): as `swiglu` with `gelu` (erf) in place of `silu`
+
+    Example: `#moe.activation<swiglu>`
+  }];
+  let assemblyFormat = "`<` $value `>`";
+  let extraClassDeclaration = [{
+    /// Whether the activation is gated (W1 holds the gate and up projections
+    /// side by side: [E, D, 2H]).
+    bool isGated() const {
+      return getValue() == Activation::swiglu ||
+             getValue() == Activation::geglu;
+    }
+  }];
+}
+
+def MoE_DenseRoutingAttr : MoE_Attr<"DenseRouting", "dense",
+    [DeclareAttrInterfaceMethods<MoE_RoutingAttrInterface>]> {
+  let summary = "dense softmax gating: every expert runs on every token";
+  let description = [{
+    Every token runs all E experts: `S_t = {0, ..., E-1}`, with weights
+    `w_t,i = g_t,i = softmax(o_t)_i`. No regularizer: in training mode the
+    layer's auxiliary loss is 0.
+
+    Example: `#moe.dense`
+  }];
+}
+
+def MoE_TopKRoutingAttr : MoE_Attr<"TopKRouting", "top_k",
+    [DeclareAttrInterfaceMethods<MoE_RoutingAttrInterface>]> {
+  let summary = "top-k routing with renormalized softmax weights";
+  let description = [{
+    Each token runs the k experts with the largest router logits `o_t` (ties:
+    the lower expert index first), weighted by the softmax restricted to them:
+    `w_t,i = exp(o_i) / sum_{j in S_t} exp(o_j)`. No regularizer: in training
+    mode the layer's auxiliary loss is 0. Requires `1 <= k <= E`.
+
+    Example: `#moe.top_k<k = 2>`
+  }];
+  let parameters = (ins "int64_t":$k);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+// A non-negative f64 coefficient, parsed and printed as a float literal.
+def MoE_TrimmedLassoParameter
+    : AttrOrTypeParameter<"::llvm::APFloat", "trimmed-lasso coefficient lambda"> {
+  let comparator = "$_lhs.bitwiseIsEqual($_rhs)";
+  let defaultValue = "::llvm::APFloat(1.0e-3)";
+  let printer = "$_printer.printFloat($_self)";
+}
+
+def MoE_MoesartRoutingAttr : MoE_Attr<"MoesartRouting", "moesart",
+    [DeclareAttrInterfaceMethods<MoE_RoutingAttrInterface>]> {
+  let summary = "MOESART: sampling-based routing with adjusted weights";
+  let description = [{
+    MOESART routing with k experts per token (`1 <= k <= E`).
+
+    Inference: S_t is the top-k of `o_t` (ties: lower index first) and
+    `w = softmax_S(o_i - log(max(k (g_i + 1e-10), 1e-10)))` (about 1/k).
+
+    Training (`training` on the layer, which then needs a `seed`): k experts
+    are sampled without replacement in proportion to g. Draw r uses a uniform
+    u and the current distribution p (starting at g): it picks the first i
+    with `u < cumsum(p)_i` (if rounding leaves none, the last i with
+    `p_i > 0`), then sets `p_i = 0` and renormalizes `p /= (sum(p) + 1e-10)`.
+    The weights depend on `adjust`:
+
+    * `small_random` (default; needs k >= 2): one more uniform u picks j, the
+      `floor(u k)`-th (0-based) member of S_t in ascending expert index;
+      `õ_j = o_j`, `õ_i = o_i - log(max((k-1)(g_i + 1e-10), 1e-10))` for the
+      other i in S_t, `w = softmax_S(õ)`
+      (closed form: `w_j = g_j / (1 + g_j)`, `w_i = 1 / ((k-1)(1 + g_j))`).
+    * `zero`: `õ_i = o_i - log(max(k (g_i + 1e-10), 1e-10))`, `w = softmax_S(õ)`.
+    * `large`: `w_i = g_i / sum_{j in S_t} g_j`.
+
+    The auxiliary loss (second result in training mode) is the trimmed lasso
+    `trimmed_lasso * mean_t (1 - sum of the k largest g_t,i)`
+    (`trimmed_lasso` defaults to 1e-3, must be finite and >= 0).
+
+    Random numbers: Philox4x32-10 keyed by the 64-bit seed (low word, high
+    word), counter `(t, r, 0, 0)`, `u = (out[0] >> 8) * 2^-24`; draws
+    r = 0..k-1 sample S_t, draw r = k picks j.
+
+    Examples: `#moe.moesart<k = 2>`,
+    `#moe.moesart<k = 4, adjust = large, trimmed_lasso = 1.0e-2>`
+  }];
+  let parameters = (ins
+    "int64_t":$k,
+    DefaultValuedParameter<"::mlir::moe::MoesartAdjust",
+        "::mlir::moe::MoesartAdjust::small_random",
+        "training-mode weight adjustment">:$adjust,
+    MoE_TrimmedLassoParameter:$trimmed_lasso);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif // MOE_ATTRS_TD

@@ -1,0 +1,63 @@
+//===- MoEDialect.cpp - the moe dialect -----------------------------------===//
+
+#include "dialect/MoEDialect.h"
+#include "dialect/MoEAttrs.h"
+#include "dialect/MoEOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+#include "dialect/MoEDialect.cpp.inc"
+
+void MoEDialect::initialize() {
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "dialect/MoEOps.cpp.inc"
+      >();
+}
+
+LogicalResult MoEDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == getCausalAttrName()) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a unit attribute, got "
+                             << attr.getValue();
+    if (isa<SoftLayerOp>(op))
+      return op->emitError()
+             << "'" << name
+             << "' cannot mark a moe.soft_layer: Soft MoE mixes tokens across "
+                "positions inside a group, which a causal layer must not do";
+    if (!isa<LayerOp>(op))
+      return op->emitError() << "'" << name << "' applies to moe.layer only, not to '"
+                             << op->getName() << "'";
+    return success();
+  }
+  if (name == getParamAttrName())
+    return op->emitError() << "'" << name
+                           << "' is a function-argument attribute; it cannot "
+                              "be attached to an operation";
+  return op->emitError() << "unknown moe dialect attribute '" << name << "'";
+}
+
+LogicalResult MoEDialect::verifyRegionArgAttribute(Operation *op,
+                                                   unsigned regionIndex,
+                                                   unsigned argIndex,
+                                                   NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == getParamAttrName()) {
+    auto str = dyn_cast<StringAttr>(attr.getValue());
+    if (!str || str.getValue().empty())
+      return op->emitError() << "'" << name << "' on argument #" << argIndex
+                             << " must be a non-empty string naming a tensor "
+                                "of the parameters file, got "
+                             << attr.getValue();
+    return success();
+  }
+  return op->emitError() << "unknown moe dialect argument attribute '" << name
+                         << "' on argument #" << argIndex;
+}

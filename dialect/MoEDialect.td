@@ -1,0 +1,61 @@
+//===- MoEDialect.td - the moe dialect ---------------------*- tablegen -*-===//
+//
+// The `moe` dialect: Mixture-of-Experts layers, their routers and (later) the
+// explicit dispatch -> expert -> combine chain. See DESIGN.md section 3.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_DIALECT_TD
+#define MOE_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def MoE_Dialect : Dialect {
+  let name = "moe";
+  let cppNamespace = "::mlir::moe";
+  let summary = "Mixture-of-Experts layers, routers and their decomposition";
+  let description = [{
+    The `moe` dialect represents Mixture-of-Experts (MoE) layers at the level
+    an ML compiler sees them: one op per layer (`moe.layer` for token-choice
+    routing, `moe.soft_layer` for Soft MoE), whose routing policy is an
+    attribute implementing `RoutingAttrInterface`.
+
+    Notation used throughout: T tokens, D model width, E experts, H expert
+    hidden width, k experts per token. An expert is the FFN
+
+        f_e(x) = act(x W1[e] + b1[e]) W2[e] + b2[e]
+
+    with `W1: [E, D, H]`, `W2: [E, H, D]` and optional biases `b1: [E, H]`,
+    `b2: [E, D]`. Gated activations (`swiglu`, `geglu`) take `W1: [E, D, 2H]`
+    (and `b1: [E, 2H]`): `u = x W1[e] + b1[e]`, `h = act(u[:, :H]) * u[:, H:]`
+    with act = silu / gelu.
+
+    Dialect attributes:
+    * `moe.param = "name"` on a function argument: the argument is a
+      parameter bound by name from a `.safetensors` file.
+    * `moe.causal` (unit) on a `moe.layer`: the layer belongs to a causal
+      (decoder) model; it may be sparsified but never turned into Soft MoE,
+      which mixes tokens across positions.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Name of the function-argument attribute binding a parameter by name.
+    static constexpr ::llvm::StringLiteral getParamAttrName() {
+      return ::llvm::StringLiteral("moe.param");
+    }
+    /// Name of the unit attribute that marks a layer as causal.
+    static constexpr ::llvm::StringLiteral getCausalAttrName() {
+      return ::llvm::StringLiteral("moe.causal");
+    }
+  private:
+    void registerAttributes();
+  public:
+  }];
+}
+
+class MoE_Op<string mnemonic, list<Trait> traits = []>
+    : Op<MoE_Dialect, mnemonic, traits>;
+
+#endif // MOE_DIALECT_TD

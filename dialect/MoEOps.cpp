@@ -1,0 +1,261 @@
+//===- MoEOps.cpp - moe dialect operations --------------------------------===//
+//
+// Verifiers of the moe ops. Every relation of DESIGN.md section 3 between
+// known sizes is checked; each message names the operand at fault using the
+// names of the assembly format (input, router_weight, router_bias, w1, w2,
+// b1, b2, seed, slots, scale, output, aux_loss).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/MoEOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+/// A named operand or result, as the diagnostics call it.
+struct Named {
+  StringRef name;
+  Value value;
+};
+
+/// Verification helpers bound to one op.
+class ShapeChecker {
+public:
+  explicit ShapeChecker(Operation *op) : op(op) {}
+
+  static RankedTensorType type(Value v) {
+    return cast<RankedTensorType>(v.getType());
+  }
+
+  /// All floating-point operands share one element type (f32, f16 or bf16).
+  LogicalResult elementTypes(ArrayRef<Named> values) {
+    Type elt = type(values.front().value).getElementType();
+    if (!isa<Float32Type, Float16Type, BFloat16Type>(elt))
+      return op->emitOpError()
+             << values.front().name << " element type must be f32, f16 or bf16, got "
+             << elt;
+    for (const Named &v : values.drop_front()) {
+      if (!v.value)
+        continue;
+      Type other = type(v.value).getElementType();
+      if (other != elt)
+        return op->emitOpError()
+               << v.name << " has element type " << other << ", but "
+               << values.front().name << " has " << elt
+               << " (all floating-point operands of one op share one element type)";
+    }
+    return success();
+  }
+
+  LogicalResult rank(Named v, int64_t rank, StringRef layout) {
+    RankedTensorType t = type(v.value);
+    if (t.getRank() != rank)
+      return op->emitOpError() << "expects " << v.name << " of rank " << rank
+                               << " " << layout << ", got " << t;
+    return success();
+  }
+
+  /// Dimension `idx` of `v` (the size `symbol`) must equal `expected`, which
+  /// `source` fixed. Dynamic sizes on either side are not checked.
+  LogicalResult dim(Named v, unsigned idx, StringRef symbol, int64_t expected,
+                    StringRef source) {
+    int64_t actual = type(v.value).getDimSize(idx);
+    if (ShapedType::isDynamic(actual) || ShapedType::isDynamic(expected) ||
+        actual == expected)
+      return success();
+    return op->emitOpError() << v.name << " dimension " << idx << " (" << symbol
+                             << ") is " << actual << ", but " << source
+                             << " has " << symbol << " = " << expected;
+  }
+
+  /// Verifies the expert FFN weights and biases against E and D.
+  LogicalResult experts(Named w1, Named w2, Named b1, Named b2,
+                        ActivationAttr activation, int64_t numExperts,
+                        StringRef expertSource, int64_t modelDim) {
+    bool gated = activation.isGated();
+    if (failed(rank(w1, 3, gated ? "[E, D, 2H]" : "[E, D, H]")) ||
+        failed(rank(w2, 3, "[E, H, D]")))
+      return failure();
+    if (failed(dim(w1, 0, "E", numExperts, expertSource)) ||
+        failed(dim(w1, 1, "D", modelDim, "input")))
+      return failure();
+    // From here on E is whatever is known first.
+    int64_t e = known(numExperts, type(w1.value).getDimSize(0));
+    StringRef eSource = ShapedType::isDynamic(numExperts) ? "w1" : expertSource;
+    if (failed(dim(w2, 0, "E", e, eSource)) ||
+        failed(dim(w2, 2, "D", modelDim, "input")))
+      return failure();
+
+    int64_t w1Width = type(w1.value).getDimSize(2);
+    int64_t hidden = type(w2.value).getDimSize(1);
+    if (gated) {
+      if (!ShapedType::isDynamic(w1Width) && w1Width % 2 != 0)
+        return op->emitOpError()
+               << "w1 dimension 2 (2H) is " << w1Width << ", but the gated activation "
+               << stringifyActivation(activation.getValue())
+               << " needs an even width holding the gate and up projections";
+      if (!ShapedType::isDynamic(w1Width) && !ShapedType::isDynamic(hidden) &&
+          w1Width != 2 * hidden)
+        return op->emitOpError()
+               << "w1 dimension 2 (2H) is " << w1Width << ", but the gated activation "
+               << stringifyActivation(activation.getValue())
+               << " needs 2H = " << 2 * hidden << " (w2 has H = " << hidden << ")";
+    } else if (failed(dim(w2, 1, "H", w1Width, "w1"))) {
+      return failure();
+    }
+    int64_t w1WidthKnown =
+        known(w1Width, ShapedType::isDynamic(hidden) ? hidden : (gated ? 2 * hidden : hidden));
+
+    if (static_cast<bool>(b1.value) != static_cast<bool>(b2.value))
+      return op->emitOpError()
+             << "has " << (b1.value ? "b1 without b2" : "b2 without b1")
+             << ": expert biases come in pairs, expert_biases(b1, b2)";
+    if (!b1.value)
+      return success();
+    StringRef hSym = gated ? "2H" : "H";
+    if (failed(rank(b1, 2, gated ? "[E, 2H]" : "[E, H]")) ||
+        failed(dim(b1, 0, "E", e, eSource)) ||
+        failed(dim(b1, 1, hSym, w1WidthKnown, "w1")) ||
+        failed(rank(b2, 2, "[E, D]")) || failed(dim(b2, 0, "E", e, eSource)) ||
+        failed(dim(b2, 1, "D", modelDim, "input")))
+      return failure();
+    return success();
+  }
+
+  static int64_t known(int64_t a, int64_t b) {
+    return ShapedType::isDynamic(a) ? b : a;
+  }
+
+private:
+  Operation *op;
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// LayerOp
+//===----------------------------------------------------------------------===//
+
+int64_t LayerOp::getNumExperts() {
+  int64_t e = getRouterWeight().getType().getDimSize(1);
+  if (ShapedType::isDynamic(e) && getW1().getType().getRank() == 3)
+    e = getW1().getType().getDimSize(0);
+  return e;
+}
+
+bool LayerOp::isCausal() {
+  return (*this)->hasAttr(MoEDialect::getCausalAttrName());
+}
+
+LogicalResult LayerOp::verify() {
+  ShapeChecker check(*this);
+  Named input{"input", getInput()}, routerWeight{"router_weight", getRouterWeight()},
+      routerBias{"router_bias", getRouterBias()}, w1{"w1", getW1()},
+      w2{"w2", getW2()}, b1{"b1", getB1()}, b2{"b2", getB2()},
+      output{"output", getOutput()};
+  if (failed(check.elementTypes(
+          {input, routerWeight, routerBias, w1, w2, b1, b2, output})))
+    return failure();
+
+  if (failed(check.rank(input, 2, "[T, D]")) ||
+      failed(check.rank(routerWeight, 2, "[D, E]")))
+    return failure();
+  auto inputType = getInput().getType();
+  int64_t tokens = inputType.getDimSize(0), modelDim = inputType.getDimSize(1);
+  if (failed(check.dim(routerWeight, 0, "D", modelDim, "input")))
+    return failure();
+  int64_t numExperts = getRouterWeight().getType().getDimSize(1);
+  if (getRouterBias() && (failed(check.rank(routerBias, 1, "[E]")) ||
+                          failed(check.dim(routerBias, 0, "E", numExperts,
+                                           "router_weight"))))
+    return failure();
+  if (failed(check.experts(w1, w2, b1, b2, getActivationAttr(), numExperts,
+                           "router_weight", modelDim)))
+    return failure();
+  if (failed(check.rank(output, 2, "[T, D]")) ||
+      failed(check.dim(output, 0, "T", tokens, "input")) ||
+      failed(check.dim(output, 1, "D", modelDim, "input")))
+    return failure();
+
+  // Mode: training needs a seed and returns (output, aux_loss).
+  bool training = getTraining();
+  if (training) {
+    if (!getSeed())
+      return emitOpError("is in training mode and needs a 'seed' operand "
+                         "(tensor<i64>) keying its random stream");
+    if (!getAuxLoss())
+      return emitOpError("is in training mode and returns two results "
+                         "(output, aux_loss), got 1");
+  } else {
+    if (getSeed())
+      return emitOpError("has a 'seed' operand but is not in training mode; "
+                         "add the 'training' attribute or drop the seed");
+    if (getAuxLoss())
+      return emitOpError("is in inference mode and returns one result; the "
+                         "aux_loss result needs the 'training' attribute");
+  }
+  if (Value seed = getSeed()) {
+    auto t = cast<RankedTensorType>(seed.getType());
+    if (t.getRank() != 0 || !t.getElementType().isSignlessInteger(64))
+      return emitOpError() << "expects seed of type tensor<i64>, got " << t;
+  }
+  if (Value loss = getAuxLoss()) {
+    auto t = cast<RankedTensorType>(loss.getType());
+    if (t.getRank() != 0 || !t.getElementType().isF32())
+      return emitOpError() << "expects aux_loss of type tensor<f32>, got " << t;
+  }
+
+  int64_t e = ShapeChecker::known(numExperts, getW1().getType().getDimSize(0));
+  return getRouting().verifyForLayer(e, training,
+                                     [&]() { return emitOpError(); });
+}
+
+//===----------------------------------------------------------------------===//
+// SoftLayerOp
+//===----------------------------------------------------------------------===//
+
+int64_t SoftLayerOp::getNumExperts() {
+  int64_t e = getSlots().getType().getDimSize(1);
+  if (ShapedType::isDynamic(e) && getW1().getType().getRank() == 3)
+    e = getW1().getType().getDimSize(0);
+  return e;
+}
+
+int64_t SoftLayerOp::getSlotsPerExpert() {
+  return getSlots().getType().getDimSize(2);
+}
+
+LogicalResult SoftLayerOp::verify() {
+  ShapeChecker check(*this);
+  Named input{"input", getInput()}, slots{"slots", getSlots()},
+      scale{"scale", getScale()}, w1{"w1", getW1()}, w2{"w2", getW2()},
+      b1{"b1", getB1()}, b2{"b2", getB2()}, output{"output", getOutput()};
+  if (failed(check.elementTypes({input, slots, scale, w1, w2, b1, b2, output})))
+    return failure();
+  if (failed(check.rank(input, 3, "[G, M, D]")) ||
+      failed(check.rank(slots, 3, "[D, E, S]")))
+    return failure();
+  auto inputType = getInput().getType();
+  int64_t modelDim = inputType.getDimSize(2);
+  if (failed(check.dim(slots, 0, "D", modelDim, "input")))
+    return failure();
+  if (getScale() && failed(check.rank(scale, 0, "(a scalar, tensor<f32>)")))
+    return failure();
+  if (failed(check.experts(w1, w2, b1, b2, getActivationAttr(),
+                           getSlots().getType().getDimSize(1), "slots",
+                           modelDim)))
+    return failure();
+  if (failed(check.rank(output, 3, "[G, M, D]")) ||
+      failed(check.dim(output, 0, "G", inputType.getDimSize(0), "input")) ||
+      failed(check.dim(output, 1, "M", inputType.getDimSize(1), "input")) ||
+      failed(check.dim(output, 2, "D", modelDim, "input")))
+    return failure();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialect/MoEOps.cpp.inc"
