@@ -1,0 +1,696 @@
+//===- MoEReference.cpp - Plain C++ reference of the moe ops --------------===//
+//
+// See MoEReference.h for the contract and the precision choices.
+//
+//===----------------------------------------------------------------------===//
+
+#include "test/reference/MoEReference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+
+namespace moe {
+namespace ref {
+
+namespace {
+
+[[noreturn]] void fail(const std::string &msg) {
+  std::fprintf(stderr, "moe::ref error: %s\n", msg.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+void check(bool cond, const std::string &msg) {
+  if (!cond)
+    fail(msg);
+}
+
+std::string sizeMsg(const char *what, size_t got, int64_t want) {
+  return std::string(what) + " has " + std::to_string(got) +
+         " elements, expected " + std::to_string(want);
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Activations and experts
+//===----------------------------------------------------------------------===//
+
+bool isGated(Activation act) {
+  return act == Activation::SwiGLU || act == Activation::GeGLU;
+}
+
+double gelu(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
+
+double geluTanh(double v) {
+  const double c = std::sqrt(2.0 / 3.14159265358979323846);
+  return 0.5 * v * (1.0 + std::tanh(c * (v + 0.044715 * v * v * v)));
+}
+
+double relu(double v) { return v > 0.0 ? v : 0.0; }
+
+double silu(double v) { return v / (1.0 + std::exp(-v)); }
+
+double activate(Activation act, double v) {
+  switch (act) {
+  case Activation::Gelu:
+  case Activation::GeGLU:
+    return gelu(v);
+  case Activation::GeluTanh:
+    return geluTanh(v);
+  case Activation::Relu:
+    return relu(v);
+  case Activation::Silu:
+  case Activation::SwiGLU:
+    return silu(v);
+  }
+  fail("unknown activation");
+}
+
+const char *activationName(Activation act) {
+  switch (act) {
+  case Activation::Gelu:
+    return "gelu";
+  case Activation::GeluTanh:
+    return "gelu_tanh";
+  case Activation::Relu:
+    return "relu";
+  case Activation::Silu:
+    return "silu";
+  case Activation::SwiGLU:
+    return "swiglu";
+  case Activation::GeGLU:
+    return "geglu";
+  }
+  return "?";
+}
+
+bool parseActivation(const std::string &name, Activation &act) {
+  static const Activation all[] = {Activation::Gelu,   Activation::GeluTanh,
+                                   Activation::Relu,   Activation::Silu,
+                                   Activation::SwiGLU, Activation::GeGLU};
+  for (Activation a : all) {
+    if (name == activationName(a)) {
+      act = a;
+      return true;
+    }
+  }
+  return false;
+}
+
+void Experts::verify() const {
+  check(numExperts >= 1 && modelDim >= 1 && hiddenDim >= 1,
+        "experts: E, D and H must be >= 1");
+  const int64_t E = numExperts, D = modelDim, H = hiddenDim, C = w1Cols();
+  check(int64_t(w1.size()) == E * D * C, sizeMsg("W1", w1.size(), E * D * C));
+  check(int64_t(w2.size()) == E * H * D, sizeMsg("W2", w2.size(), E * H * D));
+  check(b1.empty() || int64_t(b1.size()) == E * C,
+        sizeMsg("b1", b1.size(), E * C));
+  check(b2.empty() || int64_t(b2.size()) == E * D,
+        sizeMsg("b2", b2.size(), E * D));
+}
+
+void expertForward(const Experts &ex, int64_t e, const double *x,
+                   double *out) {
+  check(e >= 0 && e < ex.numExperts, "expert index out of range");
+  const int64_t D = ex.modelDim, H = ex.hiddenDim, C = ex.w1Cols();
+  // u = x W1[e] + b1[e]
+  std::vector<double> u(static_cast<size_t>(C), 0.0);
+  const float *w1 = ex.w1.data() + e * D * C;
+  for (int64_t c = 0; c < C; ++c) {
+    double acc = ex.b1.empty() ? 0.0 : double(ex.b1[size_t(e * C + c)]);
+    for (int64_t d = 0; d < D; ++d)
+      acc += x[d] * double(w1[d * C + c]);
+    u[size_t(c)] = acc;
+  }
+  // h = act(u) or act(u[:H]) * u[H:]
+  std::vector<double> h(static_cast<size_t>(H));
+  if (isGated(ex.activation)) {
+    for (int64_t i = 0; i < H; ++i)
+      h[size_t(i)] = activate(ex.activation, u[size_t(i)]) * u[size_t(H + i)];
+  } else {
+    for (int64_t i = 0; i < H; ++i)
+      h[size_t(i)] = activate(ex.activation, u[size_t(i)]);
+  }
+  // out = h W2[e] + b2[e]
+  const float *w2 = ex.w2.data() + e * H * D;
+  for (int64_t d = 0; d < D; ++d) {
+    double acc = ex.b2.empty() ? 0.0 : double(ex.b2[size_t(e * D + d)]);
+    for (int64_t i = 0; i < H; ++i)
+      acc += h[size_t(i)] * double(w2[i * D + d]);
+    out[d] = acc;
+  }
+}
+
+std::vector<double> expertForward(const Experts &ex, int64_t e,
+                                  const float *x) {
+  std::vector<double> xd(x, x + ex.modelDim);
+  std::vector<double> out(static_cast<size_t>(ex.modelDim));
+  expertForward(ex, e, xd.data(), out.data());
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Routing
+//===----------------------------------------------------------------------===//
+
+const char *adjustName(Adjust adjust) {
+  switch (adjust) {
+  case Adjust::SmallRandom:
+    return "small_random";
+  case Adjust::Zero:
+    return "zero";
+  case Adjust::Large:
+    return "large";
+  }
+  return "?";
+}
+
+bool parseAdjust(const std::string &name, Adjust &adjust) {
+  static const Adjust all[] = {Adjust::SmallRandom, Adjust::Zero,
+                               Adjust::Large};
+  for (Adjust a : all) {
+    if (name == adjustName(a)) {
+      adjust = a;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<double> softmax(const double *v, int64_t n) {
+  std::vector<double> out(static_cast<size_t>(n));
+  if (n == 0)
+    return out;
+  double m = v[0];
+  for (int64_t i = 1; i < n; ++i)
+    m = std::max(m, v[i]);
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    out[size_t(i)] = std::exp(v[i] - m);
+    s += out[size_t(i)];
+  }
+  for (int64_t i = 0; i < n; ++i)
+    out[size_t(i)] /= s;
+  return out;
+}
+
+std::vector<int64_t> topKIndices(const double *v, int64_t n, int64_t k) {
+  check(k >= 0 && k <= n, "top-k: k out of range");
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), int64_t(0));
+  // Larger value first; equal values: lower index first (a strict weak
+  // order, so the result is fully determined).
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](int64_t a, int64_t b) {
+                      if (v[a] != v[b])
+                        return v[a] > v[b];
+                      return a < b;
+                    });
+  idx.resize(size_t(k));
+  return idx;
+}
+
+namespace {
+
+/// The sequential sampling of DESIGN 3.1 in arithmetic type T. p is the
+/// starting distribution (g) in T.
+template <typename T>
+std::vector<int64_t> sampleImpl(std::vector<T> p, int64_t k, uint64_t seed,
+                                uint32_t token, double *margin) {
+  const int64_t n = int64_t(p.size());
+  check(k >= 1 && k <= n, "sampling: k out of range");
+  std::vector<int64_t> chosen;
+  std::vector<bool> taken(static_cast<size_t>(n), false);
+  double minDist = kInf;
+  for (int64_t r = 0; r < k; ++r) {
+    const T u = T(philoxUniform(seed, token, uint32_t(r)));
+    int64_t pick = -1;
+    T c = T(0);
+    for (int64_t i = 0; i < n; ++i) {
+      c += p[size_t(i)];
+      minDist = std::min(minDist, std::fabs(double(u) - double(c)));
+      if (pick < 0 && u < c)
+        pick = i;
+    }
+    if (pick < 0) {
+      // Rounding left no i with u < c_i: the last i with p_i > 0.
+      for (int64_t i = n - 1; i >= 0; --i) {
+        if (p[size_t(i)] > T(0)) {
+          pick = i;
+          break;
+        }
+      }
+    }
+    if (pick < 0) {
+      // Degenerate: nothing left with p_i > 0 (see the header).
+      for (int64_t i = 0; i < n; ++i) {
+        if (!taken[size_t(i)]) {
+          pick = i;
+          break;
+        }
+      }
+    }
+    chosen.push_back(pick);
+    taken[size_t(pick)] = true;
+    p[size_t(pick)] = T(0);
+    T s = T(0);
+    for (int64_t i = 0; i < n; ++i)
+      s += p[size_t(i)];
+    const T denom = s + T(1e-10);
+    for (int64_t i = 0; i < n; ++i)
+      p[size_t(i)] = p[size_t(i)] / denom;
+  }
+  if (margin)
+    *margin = minDist;
+  return chosen;
+}
+
+} // namespace
+
+std::vector<int64_t> sampleWithoutReplacement(const double *g, int64_t n,
+                                              int64_t k, uint64_t seed,
+                                              uint32_t token,
+                                              SamplingPrecision precision,
+                                              double *margin) {
+  if (precision == SamplingPrecision::F32) {
+    std::vector<float> p(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      p[size_t(i)] = float(g[i]);
+    return sampleImpl<float>(std::move(p), k, seed, token, margin);
+  }
+  return sampleImpl<double>(std::vector<double>(g, g + n), k, seed, token,
+                            margin);
+}
+
+std::vector<int64_t> sampleWithoutReplacementF32(const float *g, int64_t n,
+                                                 int64_t k, uint64_t seed,
+                                                 uint32_t token,
+                                                 double *margin) {
+  return sampleImpl<float>(std::vector<float>(g, g + n), k, seed, token,
+                           margin);
+}
+
+int64_t smallRandomPick(const std::vector<int64_t> &selected, uint64_t seed,
+                        uint32_t token) {
+  const int64_t K = int64_t(selected.size());
+  check(K >= 1, "small_random: empty expert set");
+  const double u = double(philoxUniform(seed, token, uint32_t(K)));
+  int64_t pos = int64_t(std::floor(u * double(K)));
+  pos = std::min(std::max(pos, int64_t(0)), K - 1);
+  std::vector<int64_t> sorted = selected;
+  std::sort(sorted.begin(), sorted.end());
+  return sorted[size_t(pos)];
+}
+
+namespace {
+
+/// softmax over S of the adjusted logits õ.
+std::vector<double> softmaxOver(const std::vector<double> &adjusted) {
+  return softmax(adjusted.data(), int64_t(adjusted.size()));
+}
+
+/// o_i - log(max(c * (g_i + 1e-10), 1e-10)).
+double adjustLogit(double o, double g, double c) {
+  return o - std::log(std::max(c * (g + 1e-10), 1e-10));
+}
+
+} // namespace
+
+TokenRouting routeToken(const double *o, int64_t E, const Routing &routing,
+                        bool training, uint64_t seed, uint32_t token,
+                        SamplingPrecision precision) {
+  check(E >= 1, "routing: E must be >= 1");
+  TokenRouting res;
+  std::vector<double> g = softmax(o, E);
+  if (routing.kind == RoutingKind::Dense) {
+    res.selected.resize(size_t(E));
+    std::iota(res.selected.begin(), res.selected.end(), int64_t(0));
+    res.weights = g;
+    res.decisionMargin = kInf;
+    return res;
+  }
+  const int64_t K = routing.k;
+  check(K >= 1 && K <= E, "routing: k = " + std::to_string(K) +
+                              " must be in [1, E = " + std::to_string(E) +
+                              "]");
+
+  const bool sampled = routing.kind == RoutingKind::MoESART && training;
+  if (!sampled) {
+    // Top-K of o (top_k at inference and training, MOESART inference).
+    std::vector<int64_t> ranked = topKIndices(o, E, std::min(K + 1, E));
+    res.decisionMargin = K < E ? o[ranked[size_t(K - 1)]] - o[ranked[size_t(K)]]
+                               : kInf;
+    ranked.resize(size_t(K));
+    res.selected = ranked;
+    std::vector<double> adjusted;
+    for (int64_t i : ranked) {
+      if (routing.kind == RoutingKind::TopK)
+        adjusted.push_back(o[i]);
+      else
+        adjusted.push_back(adjustLogit(o[i], g[size_t(i)], double(K)));
+    }
+    res.weights = softmaxOver(adjusted);
+    return res;
+  }
+
+  check(K >= 2, "MOESART training needs k >= 2");
+  res.selected = sampleWithoutReplacement(g.data(), E, K, seed, token,
+                                          precision, &res.decisionMargin);
+  std::vector<double> adjusted;
+  switch (routing.adjust) {
+  case Adjust::SmallRandom: {
+    res.pickedJ = smallRandomPick(res.selected, seed, token);
+    for (int64_t i : res.selected) {
+      if (i == res.pickedJ)
+        adjusted.push_back(o[i]);
+      else
+        adjusted.push_back(adjustLogit(o[i], g[size_t(i)], double(K - 1)));
+    }
+    res.weights = softmaxOver(adjusted);
+    break;
+  }
+  case Adjust::Zero:
+    for (int64_t i : res.selected)
+      adjusted.push_back(adjustLogit(o[i], g[size_t(i)], double(K)));
+    res.weights = softmaxOver(adjusted);
+    break;
+  case Adjust::Large: {
+    double s = 0.0;
+    for (int64_t i : res.selected)
+      s += g[size_t(i)];
+    for (int64_t i : res.selected)
+      res.weights.push_back(g[size_t(i)] / s);
+    break;
+  }
+  }
+  return res;
+}
+
+double trimmedLassoLoss(const std::vector<double> &g, int64_t T, int64_t E,
+                        int64_t k, double lambda) {
+  check(int64_t(g.size()) == T * E, sizeMsg("g", g.size(), T * E));
+  check(k >= 1 && k <= E, "trimmed lasso: k out of range");
+  if (T == 0)
+    return 0.0;
+  double total = 0.0;
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> row(g.begin() + t * E, g.begin() + (t + 1) * E);
+    std::sort(row.begin(), row.end(), std::greater<double>());
+    double top = 0.0;
+    for (int64_t i = 0; i < k; ++i)
+      top += row[size_t(i)];
+    total += 1.0 - top;
+  }
+  return lambda * (total / double(T));
+}
+
+//===----------------------------------------------------------------------===//
+// moe.layer
+//===----------------------------------------------------------------------===//
+
+LayerResult moeLayer(const LayerInputs &in, const LayerOptions &opt) {
+  const Experts &ex = in.experts;
+  ex.verify();
+  const int64_t T = in.numTokens, D = ex.modelDim, E = ex.numExperts;
+  check(T >= 0, "T must be >= 0");
+  check(int64_t(in.x.size()) == T * D, sizeMsg("x", in.x.size(), T * D));
+  check(int64_t(in.wr.size()) == D * E, sizeMsg("Wr", in.wr.size(), D * E));
+  check(in.br.empty() || int64_t(in.br.size()) == E,
+        sizeMsg("br", in.br.size(), E));
+  const Routing &routing = opt.routing;
+  if (routing.kind != RoutingKind::Dense)
+    check(routing.k >= 1 && routing.k <= E,
+          "k = " + std::to_string(routing.k) + " must be in [1, E = " +
+              std::to_string(E) + "]");
+  if (routing.kind == RoutingKind::MoESART && opt.training)
+    check(routing.k >= 2, "MOESART training needs k >= 2");
+  check(T <= int64_t(0xFFFFFFFFll), "T does not fit the Philox counter");
+
+  LayerResult res;
+  res.logits.assign(size_t(T * E), 0.0);
+  res.probs.assign(size_t(T * E), 0.0);
+  res.selected.resize(size_t(T));
+  res.weights.resize(size_t(T));
+  res.dropped.resize(size_t(T));
+  res.pickedJ.assign(size_t(T), -1);
+  res.decisionMargin.assign(size_t(T), kInf);
+
+  // Router and routing.
+  for (int64_t t = 0; t < T; ++t) {
+    double *o = res.logits.data() + t * E;
+    for (int64_t e = 0; e < E; ++e) {
+      double acc = in.br.empty() ? 0.0 : double(in.br[size_t(e)]);
+      for (int64_t d = 0; d < D; ++d)
+        acc += double(in.x[size_t(t * D + d)]) * double(in.wr[size_t(d * E + e)]);
+      o[e] = acc;
+    }
+    std::vector<double> g = softmax(o, E);
+    std::copy(g.begin(), g.end(), res.probs.begin() + t * E);
+    TokenRouting tr = routeToken(o, E, routing, opt.training, opt.seed,
+                                 uint32_t(t), opt.samplingPrecision);
+    res.selected[size_t(t)] = std::move(tr.selected);
+    res.weights[size_t(t)] = std::move(tr.weights);
+    res.dropped[size_t(t)].assign(res.selected[size_t(t)].size(), false);
+    res.pickedJ[size_t(t)] = tr.pickedJ;
+    res.decisionMargin[size_t(t)] = tr.decisionMargin;
+  }
+
+  // GShard capacity: assignments in token order, then in S_t's order.
+  if (opt.capacityFactor > 0) {
+    const int64_t kk = routing.expertsPerToken(E);
+    const double c =
+        std::ceil(opt.capacityFactor * double(T) * double(kk) / double(E));
+    res.capacity = int64_t(c);
+    std::vector<int64_t> count(static_cast<size_t>(E), 0);
+    for (int64_t t = 0; t < T; ++t) {
+      const std::vector<int64_t> &sel = res.selected[size_t(t)];
+      for (size_t i = 0; i < sel.size(); ++i) {
+        if (count[size_t(sel[i])] >= res.capacity)
+          res.dropped[size_t(t)][i] = true;
+        else
+          ++count[size_t(sel[i])];
+      }
+    }
+  }
+
+  // Experts and combine.
+  res.y.assign(size_t(T * D), 0.0f);
+  std::vector<double> xd(static_cast<size_t>(D)), fx(static_cast<size_t>(D));
+  std::vector<double> acc(static_cast<size_t>(D));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t d = 0; d < D; ++d)
+      xd[size_t(d)] = double(in.x[size_t(t * D + d)]);
+    std::fill(acc.begin(), acc.end(), 0.0);
+    const std::vector<int64_t> &sel = res.selected[size_t(t)];
+    for (size_t i = 0; i < sel.size(); ++i) {
+      if (res.dropped[size_t(t)][i])
+        continue;
+      expertForward(ex, sel[i], xd.data(), fx.data());
+      const double w = res.weights[size_t(t)][i];
+      for (int64_t d = 0; d < D; ++d)
+        acc[size_t(d)] += w * fx[size_t(d)];
+    }
+    for (int64_t d = 0; d < D; ++d)
+      res.y[size_t(t * D + d)] = float(acc[size_t(d)]);
+  }
+
+  if (opt.training && routing.kind == RoutingKind::MoESART)
+    res.auxLoss =
+        trimmedLassoLoss(res.probs, T, E, routing.k, routing.trimmedLasso);
+  return res;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.soft_layer
+//===----------------------------------------------------------------------===//
+
+SoftLayerResult softMoELayer(const SoftLayerInputs &in) {
+  const Experts &ex = in.experts;
+  ex.verify();
+  const int64_t G = in.numGroups, M = in.groupSize, S = in.slotsPerExpert;
+  const int64_t D = ex.modelDim, E = ex.numExperts, ES = E * S;
+  check(G >= 0 && M >= 1 && S >= 1, "soft layer: need G >= 0, M >= 1, S >= 1");
+  check(int64_t(in.x.size()) == G * M * D,
+        sizeMsg("x", in.x.size(), G * M * D));
+  check(int64_t(in.phi.size()) == D * ES, sizeMsg("Phi", in.phi.size(), D * ES));
+
+  // Phin[d, (e,s)], normalised over d per (e, s) when requested.
+  std::vector<double> phin(static_cast<size_t>(D * ES));
+  for (int64_t j = 0; j < ES; ++j) {
+    double r = 1.0;
+    if (in.normalize) {
+      double ss = 0.0;
+      for (int64_t d = 0; d < D; ++d) {
+        double v = double(in.phi[size_t(d * ES + j)]);
+        ss += v * v;
+      }
+      r = 1.0 / std::sqrt(ss + 1e-6);
+    }
+    for (int64_t d = 0; d < D; ++d)
+      phin[size_t(d * ES + j)] = double(in.phi[size_t(d * ES + j)]) * r;
+  }
+
+  SoftLayerResult res;
+  res.logits.assign(size_t(G * M * ES), 0.0);
+  res.dispatch.assign(size_t(G * M * ES), 0.0);
+  res.combine.assign(size_t(G * M * ES), 0.0);
+  res.slots.assign(size_t(G * ES * D), 0.0);
+  res.slotOutputs.assign(size_t(G * ES * D), 0.0);
+  res.y.assign(size_t(G * M * D), 0.0f);
+
+  std::vector<double> xn(static_cast<size_t>(D));
+  for (int64_t g = 0; g < G; ++g) {
+    // Logits.
+    for (int64_t m = 0; m < M; ++m) {
+      const float *x = in.x.data() + (g * M + m) * D;
+      double r = 1.0;
+      if (in.normalize) {
+        double ss = 0.0;
+        for (int64_t d = 0; d < D; ++d)
+          ss += double(x[d]) * double(x[d]);
+        r = 1.0 / std::sqrt(ss + 1e-6);
+      }
+      for (int64_t d = 0; d < D; ++d)
+        xn[size_t(d)] = double(x[d]) * r;
+      for (int64_t j = 0; j < ES; ++j) {
+        double acc = 0.0;
+        for (int64_t d = 0; d < D; ++d)
+          acc += xn[size_t(d)] * phin[size_t(d * ES + j)];
+        res.logits[size_t((g * M + m) * ES + j)] = acc * in.scale;
+      }
+    }
+    // Dispatch: softmax over m for each (e, s).
+    std::vector<double> col(static_cast<size_t>(M));
+    for (int64_t j = 0; j < ES; ++j) {
+      for (int64_t m = 0; m < M; ++m)
+        col[size_t(m)] = res.logits[size_t((g * M + m) * ES + j)];
+      std::vector<double> sm = softmax(col.data(), M);
+      for (int64_t m = 0; m < M; ++m)
+        res.dispatch[size_t((g * M + m) * ES + j)] = sm[size_t(m)];
+    }
+    // Combine: softmax over (e, s) jointly for each m.
+    for (int64_t m = 0; m < M; ++m) {
+      std::vector<double> sm =
+          softmax(res.logits.data() + (g * M + m) * ES, ES);
+      std::copy(sm.begin(), sm.end(), res.combine.begin() + (g * M + m) * ES);
+    }
+    // Slots from the raw x, and the expert outputs.
+    for (int64_t j = 0; j < ES; ++j) {
+      double *slot = res.slots.data() + (g * ES + j) * D;
+      for (int64_t m = 0; m < M; ++m) {
+        const double w = res.dispatch[size_t((g * M + m) * ES + j)];
+        const float *x = in.x.data() + (g * M + m) * D;
+        for (int64_t d = 0; d < D; ++d)
+          slot[d] += w * double(x[d]);
+      }
+      expertForward(ex, j / S, slot, res.slotOutputs.data() + (g * ES + j) * D);
+    }
+    // Outputs.
+    std::vector<double> acc(static_cast<size_t>(D));
+    for (int64_t m = 0; m < M; ++m) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < ES; ++j) {
+        const double w = res.combine[size_t((g * M + m) * ES + j)];
+        const double *yt = res.slotOutputs.data() + (g * ES + j) * D;
+        for (int64_t d = 0; d < D; ++d)
+          acc[size_t(d)] += w * yt[d];
+      }
+      for (int64_t d = 0; d < D; ++d)
+        res.y[size_t((g * M + m) * D + d)] = float(acc[size_t(d)]);
+    }
+  }
+  return res;
+}
+
+//===----------------------------------------------------------------------===//
+// Test data
+//===----------------------------------------------------------------------===//
+
+uint64_t TestRng::next() {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+double TestRng::uniform() { return double(next() >> 11) * 0x1.0p-53; }
+
+double TestRng::normal() {
+  if (hasSpare) {
+    hasSpare = false;
+    return spare;
+  }
+  const double u1 = 1.0 - uniform(); // (0, 1]
+  const double u2 = uniform();
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  const double theta = 2.0 * 3.14159265358979323846 * u2;
+  spare = r * std::sin(theta);
+  hasSpare = true;
+  return r * std::cos(theta);
+}
+
+std::vector<float> randomNormal(int64_t n, uint64_t seed, double stddev) {
+  TestRng rng(seed);
+  std::vector<float> v(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (float &f : v)
+    f = float(rng.normal() * stddev);
+  return v;
+}
+
+Experts randomExperts(int64_t E, int64_t D, int64_t H, Activation act,
+                      bool withBiases, uint64_t seed) {
+  Experts ex;
+  ex.numExperts = E;
+  ex.modelDim = D;
+  ex.hiddenDim = H;
+  ex.activation = act;
+  const int64_t C = ex.w1Cols();
+  // Distinct, fixed sub-seeds per tensor.
+  TestRng seeds(seed ^ 0x6D6F652D72656621ull);
+  ex.w1 = randomNormal(E * D * C, seeds.next(), 1.0 / std::sqrt(double(D)));
+  ex.w2 = randomNormal(E * H * D, seeds.next(), 1.0 / std::sqrt(double(H)));
+  const uint64_t sb1 = seeds.next(), sb2 = seeds.next();
+  if (withBiases) {
+    ex.b1 = randomNormal(E * C, sb1, 0.1);
+    ex.b2 = randomNormal(E * D, sb2, 0.1);
+  }
+  return ex;
+}
+
+LayerInputs randomLayerInputs(int64_t T, int64_t D, int64_t E, int64_t H,
+                              Activation act, bool withRouterBias,
+                              bool withExpertBiases, uint64_t seed) {
+  LayerInputs in;
+  in.numTokens = T;
+  TestRng seeds(seed ^ 0x726F757465722121ull);
+  in.x = randomNormal(T * D, seeds.next(), 1.0);
+  in.wr = randomNormal(D * E, seeds.next(), 1.0 / std::sqrt(double(D)));
+  const uint64_t sbr = seeds.next(), sex = seeds.next();
+  if (withRouterBias)
+    in.br = randomNormal(E, sbr, 0.1);
+  in.experts = randomExperts(E, D, H, act, withExpertBiases, sex);
+  return in;
+}
+
+int64_t firstMismatch(const std::vector<float> &a, const std::vector<float> &b,
+                      double rtol, double atol) {
+  if (a.size() != b.size())
+    return 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i], y = b[i];
+    if (std::isnan(x) || std::isnan(y) ||
+        std::fabs(x - y) > atol + rtol * std::fabs(y))
+      return int64_t(i);
+  }
+  return -1;
+}
+
+} // namespace ref
+} // namespace moe

@@ -1,0 +1,316 @@
+//===- MoEReference.h - Plain C++ reference of the moe ops ------*- C++ -*-===//
+//
+// An independent reference implementation of DESIGN.md section 3 (moe.layer
+// and moe.soft_layer), written with plain loops and no MLIR, used by the
+// integration tests to check the compiler's CPU and GPU results.
+//
+// Data layout: every tensor is a row-major std::vector<float> (element type
+// f32 in and out); shapes are given by the integer fields of the structs.
+//
+// Precision choices
+// -----------------
+// * All arithmetic is done in double with double accumulation (router logits,
+//   softmax, routing weights, expert FFNs, the combine sum, Soft MoE logits,
+//   normalisation, dispatch/combine softmaxes and slot sums). Intermediates
+//   are kept in double; only the final outputs `y` are rounded to f32.
+//   Routing weights, g, o, and Soft MoE dispatch/combine weights are also
+//   returned in double for inspection.
+// * MOESART training *sampling* is by default done in f32
+//   (SamplingPrecision::F32), because the compiler computes g and the cumsum
+//   in f32 and the sampling is a discontinuous function of them. The
+//   reference mirrors the sequential definition of DESIGN 3.1 exactly:
+//     - p starts as g rounded to f32 (g itself is the double softmax, so the
+//       f32 start is the correctly rounded softmax);
+//     - the cumsum is accumulated in f32 left to right (i = 0..E-1), and the
+//       draw picks the first i with `u < c_i` (an f32 comparison; u has 24
+//       bits and is exact in f32); if none, the last i with p_i > 0;
+//     - then p_i = 0 and every p_j = p_j / (s + 1e-10f) where s is the f32
+//       sum of p accumulated left to right (after zeroing p_i), and the
+//       division is an f32 division (not a multiplication by a reciprocal).
+//   If the compiler's f32 g differs from the correctly rounded one by an ulp,
+//   a draw can only change when u lies within a few ulps of a cumsum
+//   boundary; LayerResult::decisionMargin reports the distance so that
+//   integration tests can skip such ill-conditioned tokens.
+//   SamplingPrecision::F64 runs the same algorithm in double (1e-10 added in
+//   double) for statistical tests.
+// * Degenerate case (not covered by the design): when every remaining p_i is
+//   0 (e.g. K exceeds the number of experts whose g did not underflow), the
+//   draw picks the lowest-index expert not selected yet.
+// * small_random's pick j = floor(u * K) is computed exactly (u * K in double
+//   is exact), clamped to K - 1; the f32 product gives the same integer.
+// * The capacity is C = ceil(cf * T * k / E), evaluated in double in that
+//   order ((cf * T) * k) / E, with k = E for #moe.dense.
+//
+// Errors in the inputs (wrong sizes, k out of range, ...) print one line to
+// stderr and abort(): the library does not use exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_TEST_REFERENCE_MOEREFERENCE_H
+#define MOE_TEST_REFERENCE_MOEREFERENCE_H
+
+#include "test/reference/Philox.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moe {
+namespace ref {
+
+//===----------------------------------------------------------------------===//
+// Activations and experts
+//===----------------------------------------------------------------------===//
+
+enum class Activation { Gelu, GeluTanh, Relu, Silu, SwiGLU, GeGLU };
+
+/// True for swiglu/geglu: W1 is [E, D, 2H] and h = act(u[:H]) * u[H:].
+bool isGated(Activation act);
+/// The element-wise activation: gelu (erf), gelu_tanh, relu, silu; for the
+/// gated ones, the activation of their gate half (silu / gelu (erf)).
+double activate(Activation act, double v);
+/// The name as written in `#moe.activation<NAME>`.
+const char *activationName(Activation act);
+/// Parses an `#moe.activation` name; returns false when unknown.
+bool parseActivation(const std::string &name, Activation &act);
+
+double gelu(double v);     // 0.5 v (1 + erf(v / sqrt 2))
+double geluTanh(double v); // 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))
+double relu(double v);     // max(v, 0)
+double silu(double v);     // v / (1 + exp(-v))
+
+/// The experts f_e(x) = act(x W1[e] + b1[e]) W2[e] + b2[e].
+struct Experts {
+  int64_t numExperts = 0; // E
+  int64_t modelDim = 0;   // D
+  int64_t hiddenDim = 0;  // H (W2 is [E, H, D]; gated W1 is [E, D, 2H])
+  Activation activation = Activation::Gelu;
+  std::vector<float> w1; // [E, D, H] or [E, D, 2H] when gated
+  std::vector<float> w2; // [E, H, D]
+  std::vector<float> b1; // empty, or [E, H] / [E, 2H] when gated
+  std::vector<float> b2; // empty, or [E, D]
+
+  /// The width of W1's last dimension: H, or 2H when gated.
+  int64_t w1Cols() const { return isGated(activation) ? 2 * hiddenDim : hiddenDim; }
+  /// Aborts with a message when a size does not match.
+  void verify() const;
+};
+
+/// f_e(x) for one row: x has D doubles, out receives D doubles.
+void expertForward(const Experts &experts, int64_t e, const double *x,
+                   double *out);
+/// Same for an f32 row.
+std::vector<double> expertForward(const Experts &experts, int64_t e,
+                                  const float *x);
+
+//===----------------------------------------------------------------------===//
+// Routing (moe.layer)
+//===----------------------------------------------------------------------===//
+
+enum class RoutingKind { Dense, TopK, MoESART };
+enum class Adjust { SmallRandom, Zero, Large };
+enum class SamplingPrecision { F32, F64 };
+
+const char *adjustName(Adjust adjust);
+bool parseAdjust(const std::string &name, Adjust &adjust);
+
+struct Routing {
+  RoutingKind kind = RoutingKind::Dense;
+  int64_t k = 0; // unused for Dense (every expert)
+  Adjust adjust = Adjust::SmallRandom;
+  double trimmedLasso = 1e-3; // lambda of the auxiliary loss (MOESART)
+
+  static Routing dense() { return Routing(); }
+  static Routing topK(int64_t k) {
+    Routing r;
+    r.kind = RoutingKind::TopK;
+    r.k = k;
+    return r;
+  }
+  static Routing moesart(int64_t k, Adjust adjust = Adjust::SmallRandom,
+                         double trimmedLasso = 1e-3) {
+    Routing r;
+    r.kind = RoutingKind::MoESART;
+    r.k = k;
+    r.adjust = adjust;
+    r.trimmedLasso = trimmedLasso;
+    return r;
+  }
+  /// The number of experts per token: k, or E for Dense.
+  int64_t expertsPerToken(int64_t numExperts) const {
+    return kind == RoutingKind::Dense ? numExperts : k;
+  }
+};
+
+/// Max-subtracted softmax of n doubles.
+std::vector<double> softmax(const double *v, int64_t n);
+
+/// Indices of the k largest of v[0..n), in rank order (largest first; equal
+/// values: lower index first).
+std::vector<int64_t> topKIndices(const double *v, int64_t n, int64_t k);
+
+/// MOESART sampling of K experts without replacement from g (DESIGN 3.1):
+/// draw r = 0..K-1 uses u = philoxUniform(seed, token, r). Returns the
+/// experts in draw order. In F32 mode g is first rounded to f32 and all the
+/// arithmetic is f32 (see the header comment); in F64 mode it is double.
+/// If `margin` is non-null it receives min over draws and i of |u - c_i|
+/// (the cumsums as computed, compared in double).
+std::vector<int64_t> sampleWithoutReplacement(const double *g, int64_t n,
+                                              int64_t k, uint64_t seed,
+                                              uint32_t token,
+                                              SamplingPrecision precision,
+                                              double *margin = nullptr);
+/// The f32 algorithm on an f32 distribution, exactly as the compiler is
+/// expected to run it (p starts as g; no rounding step).
+std::vector<int64_t> sampleWithoutReplacementF32(const float *g, int64_t n,
+                                                 int64_t k, uint64_t seed,
+                                                 uint32_t token,
+                                                 double *margin = nullptr);
+
+/// small_random's j: u = philoxUniform(seed, token, K) picks the
+/// floor(u*K)-th (0-based) member of `selected` in ascending expert index.
+int64_t smallRandomPick(const std::vector<int64_t> &selected, uint64_t seed,
+                        uint32_t token);
+
+/// The routing decision for one token.
+struct TokenRouting {
+  std::vector<int64_t> selected; // S_t in routing order (see LayerResult)
+  std::vector<double> weights;   // w_t,i, parallel to `selected`
+  int64_t pickedJ = -1;          // small_random's j (training), else -1
+  double decisionMargin = 0;     // see LayerResult::decisionMargin
+};
+
+/// Routes one token from its router logits o (n = E values).
+TokenRouting routeToken(const double *o, int64_t numExperts,
+                        const Routing &routing, bool training, uint64_t seed,
+                        uint32_t token,
+                        SamplingPrecision precision = SamplingPrecision::F32);
+
+/// lambda * mean_t (1 - sum of the K largest g_t,i) over T rows of g [T, E].
+double trimmedLassoLoss(const std::vector<double> &g, int64_t numTokens,
+                        int64_t numExperts, int64_t k, double lambda);
+
+//===----------------------------------------------------------------------===//
+// moe.layer
+//===----------------------------------------------------------------------===//
+
+struct LayerInputs {
+  int64_t numTokens = 0; // T
+  std::vector<float> x;  // [T, D]
+  std::vector<float> wr; // [D, E]
+  std::vector<float> br; // empty, or [E]
+  Experts experts;
+};
+
+struct LayerOptions {
+  Routing routing;
+  bool training = false;
+  uint64_t seed = 0; // the i64 seed operand, reinterpreted as unsigned
+  /// GShard capacity factor; <= 0 means dropless (the default).
+  double capacityFactor = 0;
+  SamplingPrecision samplingPrecision = SamplingPrecision::F32;
+};
+
+struct LayerResult {
+  std::vector<float> y; // [T, D]
+  /// The second result in training mode: lambda * mean_t(1 - topK sum of g)
+  /// for MOESART, 0 for the other routings; 0 in inference mode too.
+  double auxLoss = 0;
+  /// selected[t][i]: the experts S_t, in routing order: ascending index for
+  /// dense, rank order for top_k and MOESART inference, draw order for
+  /// MOESART training.
+  std::vector<std::vector<int64_t>> selected;
+  /// weights[t][i]: w_t,i for selected[t][i] (before capacity drops).
+  std::vector<std::vector<double>> weights;
+  /// dropped[t][i]: the assignment was dropped by the capacity limit.
+  std::vector<std::vector<bool>> dropped;
+  /// small_random's j per token (training), else -1.
+  std::vector<int64_t> pickedJ;
+  std::vector<double> logits; // o [T, E]
+  std::vector<double> probs;  // g [T, E]
+  /// How robust the expert choice of token t is to small perturbations of
+  /// the inputs: +inf for dense (and top_k with k = E); o_(k) - o_(k+1) (the
+  /// gap between the last chosen and the first unchosen logit) for top_k
+  /// and MOESART inference; for MOESART training the smallest |u - c_i| over
+  /// all draws and all i (c = the cumsums the sampling compared u with).
+  std::vector<double> decisionMargin;
+  /// The per-expert capacity C, or -1 when dropless.
+  int64_t capacity = -1;
+};
+
+/// moe.layer forward (DESIGN 3.1). Aborts on invalid inputs (e.g. MOESART
+/// training with k < 2, k outside [1, E]).
+LayerResult moeLayer(const LayerInputs &in, const LayerOptions &options);
+
+//===----------------------------------------------------------------------===//
+// moe.soft_layer
+//===----------------------------------------------------------------------===//
+
+struct SoftLayerInputs {
+  int64_t numGroups = 0;       // G
+  int64_t groupSize = 0;       // M
+  int64_t slotsPerExpert = 0;  // S
+  std::vector<float> x;        // [G, M, D]
+  std::vector<float> phi;      // [D, E, S]
+  double scale = 1.0;          // the optional scale operand (default 1)
+  bool normalize = false;      // the `normalize` unit attribute
+  Experts experts;
+};
+
+struct SoftLayerResult {
+  std::vector<float> y;         // [G, M, D]
+  std::vector<double> logits;   // L  [G, M, E, S]
+  std::vector<double> dispatch; // Dw [G, M, E, S], softmax over m
+  std::vector<double> combine;  // Cw [G, M, E, S], softmax over (e, s)
+  std::vector<double> slots;    // X~ [G, E, S, D]
+  std::vector<double> slotOutputs; // Y~ [G, E, S, D]
+};
+
+/// moe.soft_layer forward (DESIGN 3.2).
+SoftLayerResult softMoELayer(const SoftLayerInputs &in);
+
+//===----------------------------------------------------------------------===//
+// Deterministic test data (independent of Philox)
+//===----------------------------------------------------------------------===//
+
+/// splitmix64 (Steele, Lea, Flood) with a Box-Muller normal generator.
+class TestRng {
+public:
+  explicit TestRng(uint64_t seed) : state(seed) {}
+  uint64_t next();
+  /// Uniform in [0, 1) with 53 bits.
+  double uniform();
+  /// Standard normal (Box-Muller; the second value of a pair is cached).
+  double normal();
+
+private:
+  uint64_t state;
+  bool hasSpare = false;
+  double spare = 0;
+};
+
+/// n normal values * stddev, as f32.
+std::vector<float> randomNormal(int64_t n, uint64_t seed, double stddev = 1.0);
+
+/// Random experts: W1 ~ N(0, 1/D), W2 ~ N(0, 1/H), biases ~ N(0, 0.1^2)
+/// when withBiases. Deterministic in seed.
+Experts randomExperts(int64_t numExperts, int64_t modelDim, int64_t hiddenDim,
+                      Activation act, bool withBiases, uint64_t seed);
+
+/// Random moe.layer inputs: x ~ N(0, 1), Wr ~ N(0, 1/D), br ~ N(0, 0.1^2)
+/// when withRouterBias, experts as randomExperts. Deterministic in seed.
+LayerInputs randomLayerInputs(int64_t numTokens, int64_t modelDim,
+                              int64_t numExperts, int64_t hiddenDim,
+                              Activation act, bool withRouterBias,
+                              bool withExpertBiases, uint64_t seed);
+
+/// Relative-or-absolute closeness: |a - b| <= atol + rtol * |b| elementwise;
+/// returns the index of the first mismatch (0 when the sizes differ; NaN
+/// never matches) or -1 when all match.
+int64_t firstMismatch(const std::vector<float> &a, const std::vector<float> &b,
+                      double rtol, double atol);
+
+} // namespace ref
+} // namespace moe
+
+#endif // MOE_TEST_REFERENCE_MOEREFERENCE_H
