@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages moe-mlir needs, only when they are missing.
+# Usage: setup-deps.sh [EXTRA_PACKAGE...]
 # Idempotent; run as root (or with sudo available). apt is the only registry used.
 set -euo pipefail
 
@@ -9,6 +10,8 @@ PKGS=(
   clang-22 lld-22
   libgtest-dev
 )
+# Extra packages for optional jobs, e.g. `setup-deps.sh libclang-rt-22-dev`.
+PKGS+=("$@")
 
 missing=()
 for p in "${PKGS[@]}"; do
