@@ -127,6 +127,26 @@ public:
     return success();
   }
 
+  /// `v` is a tensor of i32 of the given rank.
+  LogicalResult indexTensor(Named v, int64_t rankValue, StringRef layout) {
+    if (failed(rank(v, rankValue, layout)))
+      return failure();
+    Type elt = type(v.value).getElementType();
+    if (!elt.isSignlessInteger(32))
+      return op->emitOpError() << "expects " << v.name
+                               << " to hold i32 indices, got " << type(v.value);
+    return success();
+  }
+
+  static int64_t mul(int64_t a, int64_t b) {
+    return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) ? ShapedType::kDynamic
+                                                                : a * b;
+  }
+  static int64_t add(int64_t a, int64_t b) {
+    return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) ? ShapedType::kDynamic
+                                                                : a + b;
+  }
+
   static int64_t known(int64_t a, int64_t b) {
     return ShapedType::isDynamic(a) ? b : a;
   }
@@ -209,6 +229,10 @@ LogicalResult LayerOp::verify() {
       return emitOpError() << "expects aux_loss of type tensor<f32>, got " << t;
   }
 
+  if (auto cf = getCapacityFactor(); cf && !(cf->convertToDouble() > 0.0))
+    return emitOpError() << "capacity_factor must be > 0, got "
+                         << cf->convertToDouble();
+
   int64_t e = ShapeChecker::known(numExperts, getW1().getType().getDimSize(0));
   return getRouting().verifyForLayer(e, training,
                                      [&]() { return emitOpError(); });
@@ -253,6 +277,236 @@ LogicalResult SoftLayerOp::verify() {
       failed(check.dim(output, 0, "G", inputType.getDimSize(0), "input")) ||
       failed(check.dim(output, 1, "M", inputType.getDimSize(1), "input")) ||
       failed(check.dim(output, 2, "D", modelDim, "input")))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RouteOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RouteOp::verify() {
+  ShapeChecker check(*this);
+  Named input{"input", getInput()}, routerWeight{"router_weight", getRouterWeight()},
+      routerBias{"router_bias", getRouterBias()}, logits{"logits", getLogits()};
+  if (failed(check.elementTypes({input, routerWeight, routerBias, logits})) ||
+      failed(check.rank(input, 2, "[T, D]")) ||
+      failed(check.rank(routerWeight, 2, "[D, E]")) ||
+      failed(check.dim(routerWeight, 0, "D",
+                       getInput().getType().getDimSize(1), "input")))
+    return failure();
+  int64_t numExperts = getRouterWeight().getType().getDimSize(1);
+  if (getRouterBias() &&
+      (failed(check.rank(routerBias, 1, "[E]")) ||
+       failed(check.dim(routerBias, 0, "E", numExperts, "router_weight"))))
+    return failure();
+  if (failed(check.rank(logits, 2, "[T, E]")) ||
+      failed(check.dim(logits, 0, "T", getInput().getType().getDimSize(0),
+                       "input")) ||
+      failed(check.dim(logits, 1, "E", numExperts, "router_weight")))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GateOp
+//===----------------------------------------------------------------------===//
+
+int64_t GateOp::getNumExperts() { return getLogits().getType().getDimSize(1); }
+
+LogicalResult GateOp::verify() {
+  ShapeChecker check(*this);
+  Named logits{"logits", getLogits()}, weights{"weights", getWeights()},
+      indices{"indices", getIndices()};
+  if (failed(check.elementTypes({logits, weights})) ||
+      failed(check.rank(logits, 2, "[T, E]")) ||
+      failed(check.rank(weights, 2, "[T, K]")) ||
+      failed(check.indexTensor(indices, 2, "[T, K]")))
+    return failure();
+  int64_t tokens = getLogits().getType().getDimSize(0);
+  int64_t numExperts = getNumExperts();
+  int64_t k = ShapedType::kDynamic;
+  if (!ShapedType::isDynamic(numExperts))
+    k = getRouting().getExpertsPerToken(numExperts);
+  else if (auto fixed = getRouting().getFixedK())
+    k = *fixed;
+  if (failed(check.dim(weights, 0, "T", tokens, "logits")) ||
+      failed(check.dim(weights, 1, "K", k, "the routing")) ||
+      failed(check.dim(indices, 0, "T", tokens, "logits")) ||
+      failed(check.dim(indices, 1, "K", k, "the routing")))
+    return failure();
+  bool training = getTraining();
+  if (training && !getSeed())
+    return emitOpError("is in training mode and needs a 'seed' operand "
+                       "(tensor<i64>) keying its random stream");
+  if (!training && getSeed())
+    return emitOpError("has a 'seed' operand but is not in training mode; "
+                       "add the 'training' attribute or drop the seed");
+  if (training != static_cast<bool>(getAuxLoss()))
+    return emitOpError() << (training ? "is in training mode and returns the "
+                                        "aux_loss as a third result"
+                                      : "is in inference mode and returns no "
+                                        "aux_loss");
+  if (Value seed = getSeed()) {
+    auto t = cast<RankedTensorType>(seed.getType());
+    if (t.getRank() != 0 || !t.getElementType().isSignlessInteger(64))
+      return emitOpError() << "expects seed of type tensor<i64>, got " << t;
+  }
+  if (Value loss = getAuxLoss()) {
+    auto t = cast<RankedTensorType>(loss.getType());
+    if (t.getRank() != 0 || !t.getElementType().isF32())
+      return emitOpError() << "expects aux_loss of type tensor<f32>, got " << t;
+  }
+  return getRouting().verifyForLayer(numExperts, training,
+                                     [&]() { return emitOpError(); });
+}
+
+//===----------------------------------------------------------------------===//
+// DispatchOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DispatchOp::verify() {
+  ShapeChecker check(*this);
+  Named input{"input", getInput()}, indices{"indices", getIndices()},
+      rows{"rows", getRows()}, offsets{"offsets", getOffsets()},
+      sourceRows{"source_rows", getSourceRows()},
+      positions{"positions", getPositions()};
+  if (failed(check.elementTypes({input, rows})) ||
+      failed(check.rank(input, 2, "[T, D]")) ||
+      failed(check.indexTensor(indices, 2, "[T, K]")) ||
+      failed(check.rank(rows, 2, "[T*K, D]")) ||
+      failed(check.indexTensor(offsets, 1, "[E+1]")) ||
+      failed(check.indexTensor(sourceRows, 1, "[T*K]")) ||
+      failed(check.indexTensor(positions, 2, "[T, K]")))
+    return failure();
+  int64_t tokens = getInput().getType().getDimSize(0);
+  int64_t modelDim = getInput().getType().getDimSize(1);
+  int64_t k = getIndices().getType().getDimSize(1);
+  int64_t assignments = ShapeChecker::mul(tokens, k);
+  if (failed(check.dim(indices, 0, "T", tokens, "input")) ||
+      failed(check.dim(rows, 0, "T*K", assignments, "input and indices")) ||
+      failed(check.dim(rows, 1, "D", modelDim, "input")) ||
+      failed(check.dim(offsets, 0, "E+1", getNumExperts() + 1, "num_experts")) ||
+      failed(check.dim(sourceRows, 0, "T*K", assignments, "input and indices")) ||
+      failed(check.dim(positions, 0, "T", tokens, "input")) ||
+      failed(check.dim(positions, 1, "K", k, "indices")))
+    return failure();
+  if (auto cf = getCapacityFactor(); cf && !(cf->convertToDouble() > 0.0))
+    return emitOpError() << "capacity_factor must be > 0, got "
+                         << cf->convertToDouble();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertFFNOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpertFFNOp::verify() {
+  ShapeChecker check(*this);
+  Named rows{"rows", getRows()}, offsets{"offsets", getOffsets()},
+      w1{"w1", getW1()}, w2{"w2", getW2()}, b1{"b1", getB1()}, b2{"b2", getB2()},
+      output{"output", getOutput()};
+  if (failed(check.elementTypes({rows, w1, w2, b1, b2, output})) ||
+      failed(check.rank(rows, 2, "[N, D]")) ||
+      failed(check.indexTensor(offsets, 1, "[E+1]")))
+    return failure();
+  int64_t groups = getOffsets().getType().getDimSize(0);
+  int64_t numExperts = ShapedType::isDynamic(groups) ? groups : groups - 1;
+  int64_t modelDim = getRows().getType().getDimSize(1);
+  if (numExperts == 0)
+    return emitOpError("expects offsets of shape [E+1] with E >= 1, got ")
+           << getOffsets().getType();
+  if (failed(check.experts(w1, w2, b1, b2, getActivationAttr(), numExperts,
+                           "offsets", modelDim)) ||
+      failed(check.rank(output, 2, "[N, D]")) ||
+      failed(check.dim(output, 0, "N", getRows().getType().getDimSize(0), "rows")) ||
+      failed(check.dim(output, 1, "D", modelDim, "rows")))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CombineOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CombineOp::verify() {
+  ShapeChecker check(*this);
+  Named expertOut{"expert_output", getExpertOutput()}, weights{"weights", getWeights()},
+      positions{"positions", getPositions()}, output{"output", getOutput()};
+  if (failed(check.elementTypes({expertOut, weights, output})) ||
+      failed(check.rank(expertOut, 2, "[N, D]")) ||
+      failed(check.rank(weights, 2, "[T, K]")) ||
+      failed(check.indexTensor(positions, 2, "[T, K]")) ||
+      failed(check.rank(output, 2, "[T, D]")))
+    return failure();
+  auto wType = getWeights().getType();
+  if (failed(check.dim(positions, 0, "T", wType.getDimSize(0), "weights")) ||
+      failed(check.dim(positions, 1, "K", wType.getDimSize(1), "weights")) ||
+      failed(check.dim(output, 0, "T", wType.getDimSize(0), "weights")) ||
+      failed(check.dim(output, 1, "D", getExpertOutput().getType().getDimSize(1),
+                       "expert_output")))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// SoftDispatchOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftDispatchOp::verify() {
+  ShapeChecker check(*this);
+  Named input{"input", getInput()}, slots{"slots", getSlots()},
+      scale{"scale", getScale()}, rows{"rows", getRows()},
+      offsets{"offsets", getOffsets()},
+      combine{"combine_weights", getCombineWeights()};
+  if (failed(check.elementTypes({input, slots, scale, rows, combine})) ||
+      failed(check.rank(input, 3, "[G, M, D]")) ||
+      failed(check.rank(slots, 3, "[D, E, S]")) ||
+      (getScale() && failed(check.rank(scale, 0, "(a scalar, tensor<f32>)"))) ||
+      failed(check.rank(rows, 2, "[E*G*S, D]")) ||
+      failed(check.indexTensor(offsets, 1, "[E+1]")) ||
+      failed(check.rank(combine, 4, "[G, M, E, S]")))
+    return failure();
+  auto x = getInput().getType();
+  auto phi = getSlots().getType();
+  int64_t g = x.getDimSize(0), m = x.getDimSize(1), d = x.getDimSize(2);
+  int64_t e = phi.getDimSize(1), sl = phi.getDimSize(2);
+  if (failed(check.dim(slots, 0, "D", d, "input")) ||
+      failed(check.dim(rows, 0, "E*G*S",
+                       ShapeChecker::mul(ShapeChecker::mul(e, g), sl),
+                       "input and slots")) ||
+      failed(check.dim(rows, 1, "D", d, "input")) ||
+      failed(check.dim(offsets, 0, "E+1", ShapeChecker::add(e, 1), "slots")) ||
+      failed(check.dim(combine, 0, "G", g, "input")) ||
+      failed(check.dim(combine, 1, "M", m, "input")) ||
+      failed(check.dim(combine, 2, "E", e, "slots")) ||
+      failed(check.dim(combine, 3, "S", sl, "slots")))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// SoftCombineOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftCombineOp::verify() {
+  ShapeChecker check(*this);
+  Named expertOut{"expert_output", getExpertOutput()},
+      combine{"combine_weights", getCombineWeights()}, output{"output", getOutput()};
+  if (failed(check.elementTypes({expertOut, combine, output})) ||
+      failed(check.rank(expertOut, 2, "[E*G*S, D]")) ||
+      failed(check.rank(combine, 4, "[G, M, E, S]")) ||
+      failed(check.rank(output, 3, "[G, M, D]")))
+    return failure();
+  auto cw = getCombineWeights().getType();
+  int64_t g = cw.getDimSize(0), e = cw.getDimSize(2), sl = cw.getDimSize(3);
+  int64_t d = getExpertOutput().getType().getDimSize(1);
+  if (failed(check.dim(expertOut, 0, "E*G*S",
+                       ShapeChecker::mul(ShapeChecker::mul(e, g), sl),
+                       "combine_weights")) ||
+      failed(check.dim(output, 0, "G", g, "combine_weights")) ||
+      failed(check.dim(output, 1, "M", cw.getDimSize(1), "combine_weights")) ||
+      failed(check.dim(output, 2, "D", d, "expert_output")))
     return failure();
   return success();
 }

@@ -33,7 +33,10 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     takes a `seed` operand (`tensor<i64>`, keying the Philox stream of
     sampling routings) and returns a second result, the auxiliary loss
     `tensor<f32>` (the routing's regularizer, 0 where it has none). In
-    inference mode it takes no seed and returns only `y`. The layer is pure
+    inference mode it takes no seed and returns only `y`. The optional
+    `capacity_factor` (f64, > 0) limits every expert to
+    `ceil(capacity_factor * T * k / E)` tokens, GShard-style (see
+    `moe.dispatch`); without it the layer is dropless. The layer is pure
     in both modes: a seeded training layer is deterministic.
 
     All floating-point operands and the result `y` share one element type
@@ -62,7 +65,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     Optional<AnyRankedTensor>:$seed,
     MoE_RoutingAttrInterface:$routing,
     MoE_ActivationAttr:$activation,
-    UnitAttr:$training);
+    UnitAttr:$training,
+    OptionalAttr<F64Attr>:$capacity_factor);
   let results = (outs
     AnyRankedTensor:$output,
     Optional<AnyRankedTensor>:$aux_loss);
@@ -145,6 +149,197 @@ def MoE_SoftLayerOp : MoE_Op<"soft_layer", [Pure, AttrSizedOperandSegments]> {
     /// Slots per expert S, or ShapedType::kDynamic.
     int64_t getSlotsPerExpert();
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// The decomposed chain (DESIGN.md section 3.3)
+//===----------------------------------------------------------------------===//
+
+def MoE_RouteOp : MoE_Op<"route", [Pure]> {
+  let summary = "router logits o = x Wr + br";
+  let description = [{
+    Computes the router logits `o = x Wr + br` of a token-choice layer:
+    `input: [T, D]`, `router_weight: [D, E]`, optional `router_bias: [E]`,
+    result `[T, E]`.
+
+    ```mlir
+    %o = moe.route %x router(%wr, %br)
+           : (tensor<64x128xf32>, tensor<128x8xf32>, tensor<8xf32>) -> tensor<64x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$router_weight,
+                       Optional<AnyRankedTensor>:$router_bias);
+  let results = (outs AnyRankedTensor:$logits);
+  let assemblyFormat = [{
+    $input `router` `(` $router_weight (`,` $router_bias^)? `)`
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_GateOp : MoE_Op<"gate", [Pure]> {
+  let summary = "routing weights and expert indices per token";
+  let description = [{
+    Applies a routing policy to router logits `logits: [T, E]`: computes
+    `g = softmax(o)` and, for each token, the K experts it runs
+    (`K = routing.getExpertsPerToken(E)`: E for `#moe.dense`, k otherwise)
+    with their weights, exactly as DESIGN.md section 3.1 and `moe.layer`.
+
+    Results: `weights: [T, K]` (the logits' element type), `indices: [T, K]`
+    (i32 expert ids), and in training mode (`training`, which needs `seed`)
+    the auxiliary loss `tensor<f32>`. The order of the K entries of a token is
+    the order of S_t: ascending expert index for `#moe.dense`, descending
+    logit (ties: lower index) for top-k selections, draw order for MOESART
+    training samples. A capacity-limited `moe.dispatch` drops assignments in
+    this order.
+
+    ```mlir
+    %w, %i = moe.gate %o {routing = #moe.top_k<k = 2>}
+               : (tensor<64x8xf32>) -> (tensor<64x2xf32>, tensor<64x2xi32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$logits, Optional<AnyRankedTensor>:$seed,
+                       MoE_RoutingAttrInterface:$routing, UnitAttr:$training);
+  let results = (outs AnyRankedTensor:$weights, AnyRankedTensor:$indices,
+                      Optional<AnyRankedTensor>:$aux_loss);
+  let extraClassDeclaration = [{
+    /// Number of experts E (logits dimension 1), or ShapedType::kDynamic.
+    int64_t getNumExperts();
+  }];
+  let assemblyFormat = [{
+    $logits (`seed` `(` $seed^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
+  let summary = "permute tokens into per-expert groups";
+  let description = [{
+    Groups the assignments `(t, i)` of `indices: [T, K]` by expert: the
+    result `rows: [T*K, D]` holds `input[t]` for every kept assignment,
+    expert 0's rows first, then expert 1's, and so on; inside an expert's
+    group rows keep token order (t, then i). The routing plan:
+
+    * `offsets: [E+1]` (i32): expert e's rows are `offsets[e] ..
+      offsets[e+1]-1`; `offsets[E]` is the number of kept assignments;
+    * `source_rows: [T*K]` (i32): the token of each permuted row (-1 for the
+      unused rows after `offsets[E]`);
+    * `positions: [T, K]` (i32): the permuted row of assignment (t, i), or -1
+      if it was dropped.
+
+    Dropless by default. With `capacity_factor = cf` (GShard), every expert
+    keeps at most `C = ceil(cf * T * K / E)` assignments; assignments are
+    taken in token order (t ascending, then i ascending) and those arriving at
+    a full expert are dropped (they contribute zero to the combined output;
+    the remaining weights are not renormalized). Unused rows are zero.
+
+    ```mlir
+    %rows, %offsets, %src, %pos = moe.dispatch %x, %i {num_experts = 8 : i64}
+        : (tensor<64x128xf32>, tensor<64x2xi32>)
+        -> (tensor<128x128xf32>, tensor<9xi32>, tensor<128xi32>, tensor<64x2xi32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$indices,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
+                       OptionalAttr<F64Attr>:$capacity_factor);
+  let results = (outs AnyRankedTensor:$rows, AnyRankedTensor:$offsets,
+                      AnyRankedTensor:$source_rows, AnyRankedTensor:$positions);
+  let assemblyFormat = [{
+    $input `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_ExpertFFNOp : MoE_Op<"expert_ffn", [Pure, AttrSizedOperandSegments]> {
+  let summary = "grouped expert FFN over per-expert row groups";
+  let description = [{
+    Applies expert e's FFN `f_e(x) = act(x W1[e] + b1[e]) W2[e] + b2[e]` to
+    rows `offsets[e] .. offsets[e+1]-1` of `rows: [N, D]` (a grouped GEMM
+    pair); rows from `offsets[E]` on are zero in the result `[N, D]`.
+    Weights and biases as for `moe.layer` (gated activations take
+    `W1: [E, D, 2H]`).
+
+    ```mlir
+    %out = moe.expert_ffn %rows, %offsets experts(%w1, %w2)
+             {activation = #moe.activation<gelu>}
+             : (tensor<128x128xf32>, tensor<9xi32>, tensor<8x128x512xf32>,
+                tensor<8x512x128xf32>) -> tensor<128x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$rows, AnyRankedTensor:$offsets,
+                       AnyRankedTensor:$w1, AnyRankedTensor:$w2,
+                       Optional<AnyRankedTensor>:$b1, Optional<AnyRankedTensor>:$b2,
+                       MoE_ActivationAttr:$activation);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = [{
+    $rows `,` $offsets `experts` `(` $w1 `,` $w2 `)`
+    (`expert_biases` `(` $b1^ `,` $b2 `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
+  let summary = "weighted scatter of expert outputs back to tokens";
+  let description = [{
+    `y[t] = sum_{i : positions[t, i] >= 0} weights[t, i] * expert_out[positions[t, i]]`
+    with `expert_out: [N, D]`, `weights: [T, K]`, `positions: [T, K]` (i32,
+    from `moe.dispatch`); result `[T, D]`.
+
+    ```mlir
+    %y = moe.combine %out, %w, %pos
+           : (tensor<128x128xf32>, tensor<64x2xf32>, tensor<64x2xi32>) -> tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$expert_output, AnyRankedTensor:$weights,
+                       AnyRankedTensor:$positions);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = [{
+    $expert_output `,` $weights `,` $positions attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_SoftDispatchOp : MoE_Op<"soft_dispatch", [Pure]> {
+  let summary = "Soft MoE slots: softmax(over tokens)-weighted token averages";
+  let description = [{
+    The dispatch half of `moe.soft_layer` over `input x: [G, M, D]` and
+    `slots Phi: [D, E, S]` (optional `scale`, unit attribute `normalize`):
+    logits `L[g,m,e,s]` as in `moe.soft_layer`, `Dw = softmax_m(L)`,
+    `Cw = softmax_(e,s)(L)`.
+
+    Results:
+    * `rows: [E*G*S, D]`: slot `X~[g,e,s,:] = sum_m Dw[g,m,e,s] x[g,m,:]` at
+      row `(e*G + g)*S + s` (expert-major, so each expert's slots are one
+      contiguous group for `moe.expert_ffn`);
+    * `offsets: [E+1]` (i32): `offsets[e] = e*G*S`;
+    * `combine_weights: [G, M, E, S]`: `Cw`.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$slots,
+                       Optional<AnyRankedTensor>:$scale, UnitAttr:$normalize);
+  let results = (outs AnyRankedTensor:$rows, AnyRankedTensor:$offsets,
+                      AnyRankedTensor:$combine_weights);
+  let assemblyFormat = [{
+    $input `slots` `(` $slots `)` (`scale` `(` $scale^ `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_SoftCombineOp : MoE_Op<"soft_combine", [Pure]> {
+  let summary = "Soft MoE outputs: softmax(over slots)-weighted slot averages";
+  let description = [{
+    `y[g,m,:] = sum_{e,s} combine_weights[g,m,e,s] * expert_output[(e*G + g)*S + s, :]`
+    with `expert_output: [E*G*S, D]` and `combine_weights: [G, M, E, S]`;
+    result `[G, M, D]`.
+  }];
+  let arguments = (ins AnyRankedTensor:$expert_output,
+                       AnyRankedTensor:$combine_weights);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = [{
+    $expert_output `,` $combine_weights attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // MOE_OPS_TD

@@ -2,13 +2,20 @@
 #ifndef MOE_PASSES_PASSES_H
 #define MOE_PASSES_PASSES_H
 
+#include "dialect/MoEDialect.h"
+
 #include "mlir/Pass/Pass.h"
 
 namespace mlir {
+class RewritePatternSet;
 namespace moe {
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
+
+/// Patterns rewriting moe.layer / moe.soft_layer into the chain of
+/// DESIGN.md section 3.3 (used by --moe-decompose and by the lowering).
+void populateDecompositionPatterns(RewritePatternSet &patterns);
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"

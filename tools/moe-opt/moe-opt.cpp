@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/MoEDialect.h"
+#include "lowering/Passes.h"
+#include "lowering/Pipelines.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -17,6 +19,8 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::moe::registerMoEPasses();
+  mlir::moe::registerMoELoweringPasses();
+  mlir::moe::registerPipelines();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/MoEDialect.h"
+#include "lowering/Passes.h"
+#include "lowering/Pipelines.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -26,5 +28,9 @@ mlirGetDialectPluginInfo() {
 extern "C" LLVM_ATTRIBUTE_WEAK ::mlir::PassPluginLibraryInfo
 mlirGetPassPluginInfo() {
   return {MLIR_PLUGIN_API_VERSION, "MoEPasses", LLVM_VERSION_STRING,
-          []() { ::mlir::moe::registerMoEPasses(); }};
+          []() {
+            ::mlir::moe::registerMoEPasses();
+            ::mlir::moe::registerMoELoweringPasses();
+            ::mlir::moe::registerPipelines();
+          }};
 }

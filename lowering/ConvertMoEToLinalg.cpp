@@ -1,0 +1,974 @@
+//===- ConvertMoEToLinalg.cpp - moe ops -> upstream dialects --------------===//
+//
+// Lowers the moe chain ops (DESIGN.md section 3.3) to linalg, tensor, scf,
+// arith and math; layers are first decomposed into the chain. Numerics are
+// exactly those of DESIGN.md section 3, computed in f32:
+//
+// * softmaxes subtract the maximum first;
+// * top-k is "rank < k" with rank(e) = #{j : o_j > o_e or (o_j == o_e and
+//   j < e)}, i.e. ties go to the lower index, and entries are ordered by rank;
+// * MOESART training samples with Philox4x32-10 keyed by the seed (low word,
+//   high word), counter (t, r, 0, 0), u = (out[0] >> 8) * 2^-24, cumulative
+//   sums accumulated left to right in f32, renormalization p / (sum + 1e-10).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/Passes.h"
+
+#include "dialect/MoEOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StructuredOpsUtils.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <cmath>
+
+namespace mlir {
+namespace moe {
+#define GEN_PASS_DEF_CONVERTMOETOLINALG
+#include "lowering/Passes.h.inc"
+} // namespace moe
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+
+using IT = utils::IteratorType;
+
+//===----------------------------------------------------------------------===//
+// A small IR-emission helper around ImplicitLocOpBuilder.
+//===----------------------------------------------------------------------===//
+
+class Emitter {
+public:
+  explicit Emitter(ImplicitLocOpBuilder &b) : b(b) {}
+
+  ImplicitLocOpBuilder &b;
+
+  Type f32() { return b.getF32Type(); }
+  Type i32() { return b.getI32Type(); }
+
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value ci32(int64_t v) {
+    return arith::ConstantOp::create(b, b.getI32IntegerAttr(static_cast<int32_t>(v)));
+  }
+  Value cf32(double v) {
+    return arith::ConstantOp::create(b, b.getF32FloatAttr(static_cast<float>(v)));
+  }
+  Value ci1(bool v) { return arith::ConstantOp::create(b, b.getBoolAttr(v)); }
+
+  // Scalar arithmetic.
+  Value addf(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
+  Value subf(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
+  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+  Value divf(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
+  Value maxf(Value x, Value y) { return arith::MaximumFOp::create(b, x, y); }
+  Value exp(Value x) { return math::ExpOp::create(b, x); }
+  Value log(Value x) { return math::LogOp::create(b, x); }
+  Value addi(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value subi(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
+  Value muli(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+  Value cmpf(arith::CmpFPredicate p, Value x, Value y) {
+    return arith::CmpFOp::create(b, p, x, y);
+  }
+  Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, p, x, y);
+  }
+  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, c, x, y); }
+  Value andi(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+  Value ori(Value x, Value y) { return arith::OrIOp::create(b, x, y); }
+  Value toIndex(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
+  Value toI32(Value v) { return arith::IndexCastOp::create(b, i32(), v); }
+  Value toF32(Value v) { // index or i32 -> f32
+    if (v.getType().isIndex())
+      v = arith::IndexCastOp::create(b, b.getI64Type(), v);
+    return arith::SIToFPOp::create(b, f32(), v);
+  }
+
+  // Tensors.
+  Value dim(Value t, int64_t i) {
+    auto type = cast<RankedTensorType>(t.getType());
+    if (!type.isDynamicDim(i))
+      return idx(type.getDimSize(i));
+    return tensor::DimOp::create(b, t, i);
+  }
+  OpFoldResult dimOfr(Value t, int64_t i) {
+    auto type = cast<RankedTensorType>(t.getType());
+    if (!type.isDynamicDim(i))
+      return b.getIndexAttr(type.getDimSize(i));
+    return tensor::DimOp::create(b, t, i).getResult();
+  }
+  Value extract(Value t, ValueRange indices) {
+    return tensor::ExtractOp::create(b, t, indices);
+  }
+  Value insert(Value v, Value t, ValueRange indices) {
+    return tensor::InsertOp::create(b, v, t, indices);
+  }
+  Value empty(ArrayRef<OpFoldResult> sizes, Type elt) {
+    return tensor::EmptyOp::create(b, sizes, elt);
+  }
+  Value filled(ArrayRef<OpFoldResult> sizes, Value scalar) {
+    Value e = empty(sizes, scalar.getType());
+    return linalg::FillOp::create(b, scalar, e).getResult(0);
+  }
+
+  /// scf.for lb..ub with iter_args; body returns the values to yield.
+  ValueRange forLoop(Value lb, Value ub, ValueRange init,
+                     function_ref<SmallVector<Value>(Emitter &, Value, ValueRange)> body) {
+    auto loop = scf::ForOp::create(
+        b, lb, ub, idx(1), init,
+        [&](OpBuilder &nested, Location loc, Value iv, ValueRange args) {
+          ImplicitLocOpBuilder nb(loc, nested);
+          Emitter ne(nb);
+          SmallVector<Value> yields = body(ne, iv, args);
+          scf::YieldOp::create(nb, yields);
+        });
+    return loop.getResults();
+  }
+
+  /// scf.if with results of the given types.
+  ValueRange ifElse(Value cond, TypeRange types,
+                    function_ref<SmallVector<Value>(Emitter &)> thenBody,
+                    function_ref<SmallVector<Value>(Emitter &)> elseBody) {
+    auto ifOp = scf::IfOp::create(
+        b, cond,
+        [&](OpBuilder &nested, Location loc) {
+          ImplicitLocOpBuilder nb(loc, nested);
+          Emitter ne(nb);
+          scf::YieldOp::create(nb, thenBody(ne));
+        },
+        [&](OpBuilder &nested, Location loc) {
+          ImplicitLocOpBuilder nb(loc, nested);
+          Emitter ne(nb);
+          scf::YieldOp::create(nb, elseBody(ne));
+        });
+    assert(ifOp.getResultTypes() == types && "scf.if result types");
+    (void)types;
+    return ifOp.getResults();
+  }
+
+  /// A linalg.generic over `numDims` loops.
+  Value generic(Type resultType, ValueRange inputs, Value init,
+                ArrayRef<AffineMap> maps, ArrayRef<IT> iterators,
+                function_ref<Value(Emitter &, ValueRange)> body) {
+    auto op = linalg::GenericOp::create(
+        b, TypeRange{resultType}, inputs, ValueRange{init}, maps, iterators,
+        [&](OpBuilder &nested, Location loc, ValueRange args) {
+          ImplicitLocOpBuilder nb(loc, nested);
+          Emitter ne(nb);
+          linalg::YieldOp::create(nb, body(ne, args));
+        });
+    return op.getResult(0);
+  }
+
+  AffineMap map(unsigned numDims, ArrayRef<unsigned> dims) {
+    SmallVector<AffineExpr> exprs;
+    for (unsigned d : dims)
+      exprs.push_back(b.getAffineDimExpr(d));
+    return AffineMap::get(numDims, 0, exprs, b.getContext());
+  }
+
+  /// C[m, n] = sum_k A[m, k] B[k, n]; loops ordered (m, k, n) so that the
+  /// innermost loop walks B and C contiguously.
+  Value matmul(Value a, Value bm) {
+    Value init = filled({dimOfr(a, 0), dimOfr(bm, 1)}, cf32(0.0));
+    return generic(init.getType(), {a, bm}, init,
+                   {map(3, {0, 1}), map(3, {1, 2}), map(3, {0, 2})},
+                   {IT::parallel, IT::reduction, IT::parallel},
+                   [](Emitter &e, ValueRange args) {
+                     return e.addf(args[2], e.mulf(args[0], args[1]));
+                   });
+  }
+
+  /// rows[r, c] + bias[c].
+  Value addRowBias(Value rows, Value bias) {
+    Value init = empty({dimOfr(rows, 0), dimOfr(rows, 1)}, f32());
+    return generic(init.getType(), {rows, bias}, init,
+                   {map(2, {0, 1}), map(2, {1}), map(2, {0, 1})},
+                   {IT::parallel, IT::parallel},
+                   [](Emitter &e, ValueRange args) { return e.addf(args[0], args[1]); });
+  }
+
+  /// 2-D slice [offsets][sizes] of a tensor, with unit strides.
+  Value slice2d(Value t, OpFoldResult r0, OpFoldResult c0, OpFoldResult rows,
+                OpFoldResult cols) {
+    OpFoldResult one = b.getIndexAttr(1);
+    return tensor::ExtractSliceOp::create(b, t, ArrayRef<OpFoldResult>{r0, c0},
+                                          ArrayRef<OpFoldResult>{rows, cols},
+                                          ArrayRef<OpFoldResult>{one, one});
+  }
+
+  /// Expert e's matrix of a rank-3 weight [E, A, B] as a rank-2 [A, B] tensor.
+  Value expertMatrix(Value w, Value e) {
+    auto type = cast<RankedTensorType>(w.getType());
+    OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+    SmallVector<OpFoldResult> offsets{e, zero, zero};
+    SmallVector<OpFoldResult> sizes{one, dimOfr(w, 1), dimOfr(w, 2)};
+    SmallVector<OpFoldResult> strides(3, one);
+    auto resultType = RankedTensorType::get(
+        {type.getDimSize(1), type.getDimSize(2)}, type.getElementType());
+    return tensor::ExtractSliceOp::create(b, resultType, w, offsets, sizes, strides);
+  }
+
+  /// Expert e's vector of a rank-2 bias [E, A] as a rank-1 [A] tensor.
+  Value expertVector(Value bias, Value e) {
+    auto type = cast<RankedTensorType>(bias.getType());
+    OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+    auto resultType = RankedTensorType::get({type.getDimSize(1)}, type.getElementType());
+    return tensor::ExtractSliceOp::create(
+        b, resultType, bias, ArrayRef<OpFoldResult>{e, zero},
+        ArrayRef<OpFoldResult>{one, dimOfr(bias, 1)}, ArrayRef<OpFoldResult>{one, one});
+  }
+
+  /// The activations of DESIGN.md section 3 on a scalar.
+  Value activate(Activation act, Value x) {
+    switch (act) {
+    case Activation::relu:
+      return maxf(x, cf32(0.0));
+    case Activation::silu:
+    case Activation::swiglu:
+      return divf(x, addf(cf32(1.0), exp(arith::NegFOp::create(b, x))));
+    case Activation::gelu:
+    case Activation::geglu: {
+      Value erf = math::ErfOp::create(b, mulf(x, cf32(M_SQRT1_2)));
+      return mulf(mulf(cf32(0.5), x), addf(cf32(1.0), erf));
+    }
+    case Activation::gelu_tanh: {
+      Value x3 = mulf(mulf(x, x), x);
+      Value inner = mulf(cf32(std::sqrt(2.0 / M_PI)), addf(x, mulf(cf32(0.044715), x3)));
+      return mulf(mulf(cf32(0.5), x), addf(cf32(1.0), math::TanhOp::create(b, inner)));
+    }
+    }
+    llvm_unreachable("unknown activation");
+  }
+
+  /// Philox4x32-10 with key (k0, k1) and counter (c0, c1, 0, 0); returns the
+  /// uniform u = (out[0] >> 8) * 2^-24 as f32.
+  Value philoxUniform(Value k0, Value k1, Value c0, Value c1) {
+    Value c2 = ci32(0), c3 = ci32(0);
+    Value m0 = ci32(static_cast<int32_t>(0xD2511F53u));
+    Value m1 = ci32(static_cast<int32_t>(0xCD9E8D57u));
+    Value w0 = ci32(static_cast<int32_t>(0x9E3779B9u));
+    Value w1 = ci32(static_cast<int32_t>(0xBB67AE85u));
+    for (int round = 0; round < 10; ++round) {
+      if (round > 0) {
+        k0 = addi(k0, w0);
+        k1 = addi(k1, w1);
+      }
+      auto p0 = arith::MulUIExtendedOp::create(b, m0, c0);
+      auto p1 = arith::MulUIExtendedOp::create(b, m1, c2);
+      Value n0 = arith::XOrIOp::create(b, arith::XOrIOp::create(b, p1.getHigh(), c1), k0);
+      Value n1 = p1.getLow();
+      Value n2 = arith::XOrIOp::create(b, arith::XOrIOp::create(b, p0.getHigh(), c3), k1);
+      Value n3 = p0.getLow();
+      c0 = n0;
+      c1 = n1;
+      c2 = n2;
+      c3 = n3;
+    }
+    Value top24 = arith::ShRUIOp::create(b, c0, ci32(8));
+    Value asFloat = arith::UIToFPOp::create(b, f32(), top24);
+    return mulf(asFloat, cf32(std::ldexp(1.0, -24)));
+  }
+};
+
+static Value cmpOlt(Emitter &e, Value x, Value y) {
+  return e.cmpf(arith::CmpFPredicate::OLT, x, y);
+}
+
+//===----------------------------------------------------------------------===//
+// moe.route
+//===----------------------------------------------------------------------===//
+
+struct LowerRoute : public OpRewritePattern<RouteOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(RouteOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value logits = e.matmul(op.getInput(), op.getRouterWeight());
+    if (op.getRouterBias())
+      logits = e.addRowBias(logits, op.getRouterBias());
+    rewriter.replaceOp(op, tensor::CastOp::create(b, op.getLogits().getType(), logits)
+                               .getResult());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.gate
+//===----------------------------------------------------------------------===//
+
+struct LowerGate : public OpRewritePattern<GateOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GateOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value logits = op.getLogits();
+    Value tokens = e.dim(logits, 0), experts = e.dim(logits, 1);
+    Value kIdx = e.dim(op.getWeights(), 1);
+    Value kF = e.toF32(kIdx);
+    bool training = op.getTraining();
+    RoutingAttrInterface routing = op.getRouting();
+    bool dense = isa<DenseRoutingAttr>(routing);
+    auto moesart = dyn_cast<MoesartRoutingAttr>(routing);
+    bool sampling = routing.isSampling(training);
+
+    Value zeroF = e.cf32(0.0), zeroI = e.ci32(0), c0 = e.idx(0), c1 = e.idx(1);
+    Value w0 = e.filled({e.dimOfr(logits, 0), e.dimOfr(op.getWeights(), 1)}, zeroF);
+    Value i0 = e.filled({e.dimOfr(logits, 0), e.dimOfr(op.getWeights(), 1)}, zeroI);
+    Value p0 = e.filled({e.dimOfr(logits, 1)}, zeroF); // sampling scratch
+    Value key0, key1;
+    if (sampling) {
+      Value seed = e.extract(op.getSeed(), {});
+      key0 = arith::TruncIOp::create(b, e.i32(), seed);
+      key1 = arith::TruncIOp::create(
+          b, e.i32(),
+          arith::ShRUIOp::create(b, seed,
+                                 arith::ConstantOp::create(b, b.getI64IntegerAttr(32))));
+    }
+
+    ValueRange loop = e.forLoop(
+        c0, tokens, {w0, i0, zeroF, p0},
+        [&](Emitter &e, Value t, ValueRange args) -> SmallVector<Value> {
+          Value weights = args[0], indices = args[1], loss = args[2], p = args[3];
+          auto logit = [&](Emitter &e, Value ex) { return e.extract(logits, {t, ex}); };
+          // Softmax statistics with max-subtraction.
+          Value maxLogit = e.forLoop(c0, experts, {e.cf32(-INFINITY)},
+                                     [&](Emitter &e, Value ex, ValueRange a) {
+                                       return SmallVector<Value>{
+                                           e.maxf(a[0], logit(e, ex))};
+                                     })[0];
+          Value expSum = e.forLoop(c0, experts, {e.cf32(0.0)},
+                                   [&](Emitter &e, Value ex, ValueRange a) {
+                                     return SmallVector<Value>{e.addf(
+                                         a[0], e.exp(e.subf(logit(e, ex), maxLogit)))};
+                                   })[0];
+          auto prob = [&](Emitter &e, Value ex) {
+            return e.divf(e.exp(e.subf(logit(e, ex), maxLogit)), expSum);
+          };
+          // rank(ex) = #{j : o_j > o_ex or (o_j == o_ex and j < ex)}.
+          auto rank = [&](Emitter &e, Value ex) {
+            Value oe = logit(e, ex);
+            return e.forLoop(c0, experts, {c0}, [&](Emitter &e, Value j, ValueRange a) {
+              Value oj = logit(e, j);
+              Value before = e.ori(
+                  e.cmpf(arith::CmpFPredicate::OGT, oj, oe),
+                  e.andi(e.cmpf(arith::CmpFPredicate::OEQ, oj, oe),
+                         e.cmpi(arith::CmpIPredicate::ult, j, ex)));
+              return SmallVector<Value>{e.select(before, e.addi(a[0], c1), a[0])};
+            })[0];
+          };
+          auto selected = [&](Emitter &e, Value idxs, Value i) {
+            return e.toIndex(e.extract(idxs, {t, i}));
+          };
+          /// w_i = softmax over the selected entries of adjusted(i).
+          auto softmaxSelected = [&](Emitter &e, Value idxs, Value ws,
+                                     function_ref<Value(Emitter &, Value, Value)> adjusted) {
+            Value mx = e.forLoop(c0, kIdx, {e.cf32(-INFINITY)},
+                                 [&](Emitter &e, Value i, ValueRange a) {
+                                   return SmallVector<Value>{
+                                       e.maxf(a[0], adjusted(e, i, selected(e, idxs, i)))};
+                                 })[0];
+            Value sum = e.forLoop(c0, kIdx, {e.cf32(0.0)},
+                                  [&](Emitter &e, Value i, ValueRange a) {
+                                    Value v = adjusted(e, i, selected(e, idxs, i));
+                                    return SmallVector<Value>{
+                                        e.addf(a[0], e.exp(e.subf(v, mx)))};
+                                  })[0];
+            return e.forLoop(c0, kIdx, {ws}, [&](Emitter &e, Value i, ValueRange a) {
+              Value v = adjusted(e, i, selected(e, idxs, i));
+              Value w = e.divf(e.exp(e.subf(v, mx)), sum);
+              return SmallVector<Value>{e.insert(w, a[0], {t, i})};
+            })[0];
+          };
+          /// o_i - log(max(c * (g_i + 1e-10), 1e-10)).
+          auto adjustLogit = [&](Emitter &e, Value ex, Value c) {
+            Value g = e.addf(prob(e, ex), e.cf32(1e-10));
+            Value clamped = e.maxf(e.mulf(c, g), e.cf32(1e-10));
+            return e.subf(logit(e, ex), e.log(clamped));
+          };
+
+          if (dense) {
+            SmallVector<Value> r = llvm::to_vector(e.forLoop(
+                c0, experts, {weights, indices}, [&](Emitter &e, Value ex, ValueRange a) {
+                  return SmallVector<Value>{e.insert(prob(e, ex), a[0], {t, ex}),
+                                            e.insert(e.toI32(ex), a[1], {t, ex})};
+                }));
+            weights = r[0];
+            indices = r[1];
+          } else if (!sampling) {
+            // Top-k by rank: entry rank(ex) holds expert ex.
+            indices = e.forLoop(c0, experts, {indices},
+                                [&](Emitter &e, Value ex, ValueRange a) {
+                                  Value r = rank(e, ex);
+                                  Value in = e.cmpi(arith::CmpIPredicate::ult, r, kIdx);
+                                  return SmallVector<Value>{llvm::to_vector(e.ifElse(
+                                      in, {a[0].getType()},
+                                      [&](Emitter &e) {
+                                        return SmallVector<Value>{
+                                            e.insert(e.toI32(ex), a[0], {t, r})};
+                                      },
+                                      [&](Emitter &) { return SmallVector<Value>{a[0]}; }))[0]};
+                                })[0];
+            if (moesart) {
+              weights = softmaxSelected(e, indices, weights,
+                                        [&](Emitter &e, Value, Value ex) {
+                                          return adjustLogit(e, ex, kF);
+                                        });
+            } else {
+              weights = softmaxSelected(e, indices, weights,
+                                        [&](Emitter &e, Value, Value ex) {
+                                          return logit(e, ex);
+                                        });
+            }
+          } else {
+            // MOESART training: K draws without replacement from g.
+            p = e.forLoop(c0, experts, {p}, [&](Emitter &e, Value ex, ValueRange a) {
+              return SmallVector<Value>{e.insert(prob(e, ex), a[0], {ex})};
+            })[0];
+            Value tI32 = e.toI32(t);
+            SmallVector<Value> drawn = llvm::to_vector(e.forLoop(
+                c0, kIdx, {indices, p}, [&](Emitter &e, Value r, ValueRange a) {
+                  Value idxs = a[0], pr = a[1];
+                  Value u = e.philoxUniform(key0, key1, tI32, e.toI32(r));
+                  Value minus1 = e.ci32(-1);
+                  // First i with u < cumsum(p)_i, and the last i with p_i > 0.
+                  ValueRange scan = e.forLoop(
+                      c0, experts, {e.cf32(0.0), minus1, minus1},
+                      [&](Emitter &e, Value ex, ValueRange s) {
+                        Value pe = e.extract(pr, {ex});
+                        Value cum = e.addf(s[0], pe);
+                        Value exI = e.toI32(ex);
+                        Value hit = e.andi(e.cmpi(arith::CmpIPredicate::slt, s[1], e.ci32(0)),
+                                           cmpOlt(e, u, cum));
+                        Value found = e.select(hit, exI, s[1]);
+                        Value positive = e.cmpf(arith::CmpFPredicate::OGT, pe, e.cf32(0.0));
+                        Value last = e.select(positive, exI, s[2]);
+                        return SmallVector<Value>{cum, found, last};
+                      });
+                  Value found = scan[1], last = scan[2];
+                  // If no expert has p > 0 left: the lowest index not yet drawn.
+                  Value firstFree = e.forLoop(
+                      c0, experts, {minus1}, [&](Emitter &e, Value ex, ValueRange s) {
+                        Value exI = e.toI32(ex);
+                        Value taken = e.forLoop(c0, r, {e.ci1(false)},
+                                                [&](Emitter &e, Value j, ValueRange q) {
+                                                  Value same = e.cmpi(
+                                                      arith::CmpIPredicate::eq,
+                                                      e.extract(idxs, {t, j}), exI);
+                                                  return SmallVector<Value>{e.ori(q[0], same)};
+                                                })[0];
+                        Value take = e.andi(
+                            e.cmpi(arith::CmpIPredicate::slt, s[0], e.ci32(0)),
+                            arith::XOrIOp::create(e.b, taken, e.ci1(true)));
+                        return SmallVector<Value>{e.select(take, exI, s[0])};
+                      })[0];
+                  Value zeroI = e.ci32(0);
+                  Value pick = e.select(
+                      e.cmpi(arith::CmpIPredicate::sge, found, zeroI), found,
+                      e.select(e.cmpi(arith::CmpIPredicate::sge, last, zeroI), last,
+                               firstFree));
+                  idxs = e.insert(pick, idxs, {t, r});
+                  pr = e.insert(e.cf32(0.0), pr, {e.toIndex(pick)});
+                  Value sum = e.forLoop(c0, experts, {e.cf32(0.0)},
+                                        [&](Emitter &e, Value ex, ValueRange s) {
+                                          return SmallVector<Value>{
+                                              e.addf(s[0], e.extract(pr, {ex}))};
+                                        })[0];
+                  Value denom = e.addf(sum, e.cf32(1e-10));
+                  pr = e.forLoop(c0, experts, {pr}, [&](Emitter &e, Value ex, ValueRange s) {
+                    Value v = e.divf(e.extract(s[0], {ex}), denom);
+                    return SmallVector<Value>{e.insert(v, s[0], {ex})};
+                  })[0];
+                  return SmallVector<Value>{idxs, pr};
+                }));
+            indices = drawn[0];
+            p = drawn[1];
+            switch (moesart.getAdjust()) {
+            case MoesartAdjust::small_random: {
+              // j = the floor(u*K)-th member of S_t in ascending expert index.
+              Value u = e.philoxUniform(key0, key1, tI32, e.toI32(kIdx));
+              Value scaled = arith::FPToSIOp::create(b, b.getI64Type(), e.mulf(u, kF));
+              Value jr = e.toIndex(scaled);
+              jr = arith::MinSIOp::create(b, jr, e.subi(kIdx, c1));
+              Value j = e.forLoop(c0, kIdx, {e.ci32(-1)}, [&](Emitter &e, Value a, ValueRange s) {
+                Value ea = e.extract(indices, {t, a});
+                Value asc = e.forLoop(c0, kIdx, {c0}, [&](Emitter &e, Value bb, ValueRange q) {
+                  Value eb = e.extract(indices, {t, bb});
+                  Value less = e.cmpi(arith::CmpIPredicate::slt, eb, ea);
+                  return SmallVector<Value>{e.select(less, e.addi(q[0], c1), q[0])};
+                })[0];
+                Value isJ = e.cmpi(arith::CmpIPredicate::eq, asc, jr);
+                return SmallVector<Value>{e.select(isJ, ea, s[0])};
+              })[0];
+              Value km1 = e.subf(kF, e.cf32(1.0));
+              weights = softmaxSelected(e, indices, weights,
+                                        [&](Emitter &e, Value, Value ex) {
+                                          Value isJ = e.cmpi(arith::CmpIPredicate::eq,
+                                                             e.toI32(ex), j);
+                                          return e.select(isJ, logit(e, ex),
+                                                          adjustLogit(e, ex, km1));
+                                        });
+              break;
+            }
+            case MoesartAdjust::zero:
+              weights = softmaxSelected(e, indices, weights,
+                                        [&](Emitter &e, Value, Value ex) {
+                                          return adjustLogit(e, ex, kF);
+                                        });
+              break;
+            case MoesartAdjust::large: {
+              Value sum = e.forLoop(c0, kIdx, {e.cf32(0.0)},
+                                    [&](Emitter &e, Value i, ValueRange a) {
+                                      return SmallVector<Value>{e.addf(
+                                          a[0], prob(e, selected(e, indices, i)))};
+                                    })[0];
+              weights = e.forLoop(c0, kIdx, {weights}, [&](Emitter &e, Value i, ValueRange a) {
+                Value w = e.divf(prob(e, selected(e, indices, i)), sum);
+                return SmallVector<Value>{e.insert(w, a[0], {t, i})};
+              })[0];
+              break;
+            }
+            }
+          }
+          if (training && moesart) {
+            // Trimmed lasso: 1 - (sum of the K largest g_t,i).
+            Value top = e.forLoop(c0, experts, {e.cf32(0.0)},
+                                  [&](Emitter &e, Value ex, ValueRange a) {
+                                    Value in = e.cmpi(arith::CmpIPredicate::ult,
+                                                      rank(e, ex), kIdx);
+                                    return SmallVector<Value>{
+                                        e.select(in, e.addf(a[0], prob(e, ex)), a[0])};
+                                  })[0];
+            loss = e.addf(loss, e.subf(e.cf32(1.0), top));
+          }
+          return {weights, indices, loss, p};
+        });
+
+    SmallVector<Value> results{
+        tensor::CastOp::create(b, op.getWeights().getType(), loop[0]),
+        tensor::CastOp::create(b, op.getIndices().getType(), loop[1])};
+    if (op.getAuxLoss()) {
+      Value loss = e.cf32(0.0);
+      if (moesart)
+        loss = e.mulf(e.cf32(moesart.getRegularizerCoefficient()),
+                      e.divf(loop[2], e.toF32(tokens)));
+      results.push_back(tensor::FromElementsOp::create(
+          b, RankedTensorType::get({}, e.f32()), ValueRange{loss}));
+    }
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.dispatch
+//===----------------------------------------------------------------------===//
+
+struct LowerDispatch : public OpRewritePattern<DispatchOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(DispatchOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value x = op.getInput(), indices = op.getIndices();
+    int64_t numExperts = op.getNumExperts();
+    Value tokens = e.dim(x, 0), k = e.dim(indices, 1);
+    Value assignments = e.muli(tokens, k);
+    Value c0 = e.idx(0), c1 = e.idx(1), experts = e.idx(numExperts);
+    Value zeroI = e.ci32(0), oneI = e.ci32(1), minus1 = e.ci32(-1);
+    Value expertsI = e.ci32(numExperts);
+
+    // Per-expert capacity C = ceil(cf * T * K / E), or "unbounded".
+    Value capacity;
+    if (auto cf = op.getCapacityFactor()) {
+      Type f64 = b.getF64Type();
+      auto toF64 = [&](Value v) {
+        return arith::SIToFPOp::create(
+            b, f64, arith::IndexCastOp::create(b, b.getI64Type(), v));
+      };
+      Value cfv = arith::ConstantOp::create(b, b.getF64FloatAttr(cf->convertToDouble()));
+      Value c = arith::DivFOp::create(
+          b, arith::MulFOp::create(b, arith::MulFOp::create(b, cfv, toF64(tokens)),
+                                   toF64(k)),
+          toF64(experts));
+      c = math::CeilOp::create(b, c);
+      capacity = arith::FPToSIOp::create(b, e.i32(), c);
+    } else {
+      capacity = e.toI32(assignments);
+    }
+    auto validExpert = [&](Emitter &e, Value ex) {
+      return e.andi(e.cmpi(arith::CmpIPredicate::sge, ex, e.ci32(0)),
+                    e.cmpi(arith::CmpIPredicate::slt, ex, expertsI));
+    };
+
+    // Pass 1: assignments per expert.
+    Value counts0 = e.filled({b.getIndexAttr(numExperts)}, zeroI);
+    Value counts = e.forLoop(c0, tokens, {counts0}, [&](Emitter &e, Value t, ValueRange a) {
+      return SmallVector<Value>{e.forLoop(c0, k, {a[0]}, [&](Emitter &e, Value i, ValueRange q) {
+        Value ex = e.extract(indices, {t, i});
+        return SmallVector<Value>{llvm::to_vector(e.ifElse(
+            validExpert(e, ex), {q[0].getType()},
+            [&](Emitter &e) {
+              Value exIdx = e.toIndex(ex);
+              Value n = e.addi(e.extract(q[0], {exIdx}), e.ci32(1));
+              return SmallVector<Value>{e.insert(n, q[0], {exIdx})};
+            },
+            [&](Emitter &) { return SmallVector<Value>{q[0]}; }))[0]};
+      })[0]};
+    })[0];
+    // Offsets: exclusive prefix sum of min(count, C).
+    Value offsets0 = e.filled({b.getIndexAttr(numExperts + 1)}, zeroI);
+    Value offsets = e.forLoop(c0, experts, {offsets0}, [&](Emitter &e, Value ex, ValueRange a) {
+      Value kept = arith::MinSIOp::create(e.b, e.extract(counts, {ex}), capacity);
+      Value next = e.addi(e.extract(a[0], {ex}), kept);
+      return SmallVector<Value>{e.insert(next, a[0], {e.addi(ex, c1)})};
+    })[0];
+
+    // Pass 2: place the rows, in token order.
+    Value rows0 = e.filled({e.dimOfr(op.getRows(), 0), e.dimOfr(x, 1)}, e.cf32(0.0));
+    rows0 = tensor::CastOp::create(
+        b, RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, e.f32()),
+        rows0);
+    Value src0 = e.filled({e.dimOfr(op.getSourceRows(), 0)}, minus1);
+    Value pos0 = e.filled({e.dimOfr(indices, 0), e.dimOfr(indices, 1)}, minus1);
+    Value cursor0 = e.filled({b.getIndexAttr(numExperts)}, zeroI);
+    OpFoldResult modelDim = e.dimOfr(x, 1);
+    ValueRange placed = e.forLoop(
+        c0, tokens, {rows0, src0, pos0, cursor0},
+        [&](Emitter &e, Value t, ValueRange a) {
+          ValueRange inner = e.forLoop(
+              c0, k, a, [&](Emitter &e, Value i, ValueRange q) {
+                Value ex = e.extract(indices, {t, i});
+                Value exSafe = e.select(validExpert(e, ex), ex, e.ci32(0));
+                Value exIdx = e.toIndex(exSafe);
+                Value used = e.extract(q[3], {exIdx});
+                Value keep = e.andi(validExpert(e, ex),
+                                    e.cmpi(arith::CmpIPredicate::slt, used, capacity));
+                ValueRange r = e.ifElse(
+                    keep, TypeRange(q),
+                    [&](Emitter &e) {
+                      Value posI = e.addi(e.extract(offsets, {exIdx}), used);
+                      Value pos = e.toIndex(posI);
+                      Value row = e.slice2d(x, t, e.b.getIndexAttr(0),
+                                            e.b.getIndexAttr(1), modelDim);
+                      Value rows = tensor::InsertSliceOp::create(
+                          e.b, row, q[0], ArrayRef<OpFoldResult>{pos, e.b.getIndexAttr(0)},
+                          ArrayRef<OpFoldResult>{e.b.getIndexAttr(1), modelDim},
+                          ArrayRef<OpFoldResult>{e.b.getIndexAttr(1), e.b.getIndexAttr(1)});
+                      Value src = e.insert(e.toI32(t), q[1], {pos});
+                      Value positions = e.insert(posI, q[2], {t, i});
+                      Value cursor = e.insert(e.addi(used, e.ci32(1)), q[3], {exIdx});
+                      return SmallVector<Value>{rows, src, positions, cursor};
+                    },
+                    [&](Emitter &) { return SmallVector<Value>(q.begin(), q.end()); });
+                return SmallVector<Value>(r.begin(), r.end());
+              });
+          return SmallVector<Value>(inner.begin(), inner.end());
+        });
+    (void)oneI;
+    rewriter.replaceOp(op, {tensor::CastOp::create(b, op.getRows().getType(), placed[0]),
+                            tensor::CastOp::create(b, op.getOffsets().getType(), offsets),
+                            tensor::CastOp::create(b, op.getSourceRows().getType(), placed[1]),
+                            tensor::CastOp::create(b, op.getPositions().getType(), placed[2])});
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.expert_ffn
+//===----------------------------------------------------------------------===//
+
+struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ExpertFFNOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value rows = op.getRows(), offsets = op.getOffsets();
+    Value experts = e.subi(e.dim(offsets, 0), e.idx(1));
+    OpFoldResult modelDim = e.dimOfr(rows, 1);
+    Activation act = op.getActivation();
+    bool gated = op.getActivationAttr().isGated();
+    auto dynType = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, e.f32());
+    Value out0 = e.filled({e.dimOfr(rows, 0), e.dimOfr(rows, 1)}, e.cf32(0.0));
+    out0 = tensor::CastOp::create(b, dynType, out0);
+    Value c0 = e.idx(0);
+
+    Value out = e.forLoop(c0, experts, {out0}, [&](Emitter &e, Value ex, ValueRange a) {
+      Value start = e.toIndex(e.extract(offsets, {ex}));
+      Value end = e.toIndex(e.extract(offsets, {e.addi(ex, e.idx(1))}));
+      Value n = e.subi(end, start);
+      Value xs = e.slice2d(rows, start, e.b.getIndexAttr(0), n, modelDim);
+      Value u = e.matmul(xs, e.expertMatrix(op.getW1(), ex));
+      if (op.getB1())
+        u = e.addRowBias(u, e.expertVector(op.getB1(), ex));
+      Value h;
+      if (gated) {
+        Value width = e.dim(u, 1);
+        Value half = arith::DivUIOp::create(e.b, width, e.idx(2));
+        Value gate = e.slice2d(u, e.b.getIndexAttr(0), e.b.getIndexAttr(0), n, half);
+        Value up = e.slice2d(u, e.b.getIndexAttr(0), half, n, half);
+        Value init = e.empty({n, half}, e.f32());
+        h = e.generic(init.getType(), {gate, up}, init,
+                      {e.map(2, {0, 1}), e.map(2, {0, 1}), e.map(2, {0, 1})},
+                      {IT::parallel, IT::parallel}, [&](Emitter &e, ValueRange v) {
+                        return e.mulf(e.activate(act, v[0]), v[1]);
+                      });
+      } else {
+        Value init = e.empty({n, e.dimOfr(u, 1)}, e.f32());
+        h = e.generic(init.getType(), {u}, init, {e.map(2, {0, 1}), e.map(2, {0, 1})},
+                      {IT::parallel, IT::parallel},
+                      [&](Emitter &e, ValueRange v) { return e.activate(act, v[0]); });
+      }
+      Value y = e.matmul(h, e.expertMatrix(op.getW2(), ex));
+      if (op.getB2())
+        y = e.addRowBias(y, e.expertVector(op.getB2(), ex));
+      Value next = tensor::InsertSliceOp::create(
+          e.b, y, a[0], ArrayRef<OpFoldResult>{start, e.b.getIndexAttr(0)},
+          ArrayRef<OpFoldResult>{n, modelDim},
+          ArrayRef<OpFoldResult>{e.b.getIndexAttr(1), e.b.getIndexAttr(1)});
+      return SmallVector<Value>{next};
+    })[0];
+    rewriter.replaceOp(op, tensor::CastOp::create(b, op.getOutput().getType(), out).getResult());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.combine
+//===----------------------------------------------------------------------===//
+
+struct LowerCombine : public OpRewritePattern<CombineOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(CombineOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value out = op.getExpertOutput();
+    // Loops (t, i, d): y[t, d] += w[t, i] * out[positions[t, i], d].
+    Value init = e.filled({e.dimOfr(op.getWeights(), 0), e.dimOfr(out, 1)}, e.cf32(0.0));
+    Value y = e.generic(
+        init.getType(), {op.getWeights(), op.getPositions()}, init,
+        {e.map(3, {0, 1}), e.map(3, {0, 1}), e.map(3, {0, 2})},
+        {IT::parallel, IT::reduction, IT::parallel}, [&](Emitter &e, ValueRange v) {
+          Value d = linalg::IndexOp::create(e.b, 2);
+          Value kept = e.cmpi(arith::CmpIPredicate::sge, v[1], e.ci32(0));
+          Value row = e.toIndex(e.select(kept, v[1], e.ci32(0)));
+          Value val = e.extract(out, {row, d});
+          Value contribution = e.select(kept, e.mulf(v[0], val), e.cf32(0.0));
+          return e.addf(v[2], contribution);
+        });
+    rewriter.replaceOp(op, tensor::CastOp::create(b, op.getOutput().getType(), y).getResult());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Soft MoE
+//===----------------------------------------------------------------------===//
+
+/// Softmax of a rank-4 tensor over the dims flagged in `reduced` (max-subtracted).
+static Value softmax4(Emitter &e, Value logits, ArrayRef<bool> reduced) {
+  SmallVector<unsigned> all{0, 1, 2, 3}, kept;
+  SmallVector<IT> iters;
+  SmallVector<OpFoldResult> keptSizes;
+  for (unsigned d = 0; d < 4; ++d) {
+    iters.push_back(reduced[d] ? IT::reduction : IT::parallel);
+    if (!reduced[d]) {
+      kept.push_back(d);
+      keptSizes.push_back(e.dimOfr(logits, d));
+    }
+  }
+  Value maxInit = e.filled(keptSizes, e.cf32(-INFINITY));
+  Value mx = e.generic(maxInit.getType(), {logits}, maxInit,
+                       {e.map(4, all), e.map(4, kept)}, iters,
+                       [](Emitter &e, ValueRange v) { return e.maxf(v[1], v[0]); });
+  Value sumInit = e.filled(keptSizes, e.cf32(0.0));
+  Value sum = e.generic(sumInit.getType(), {logits, mx}, sumInit,
+                        {e.map(4, all), e.map(4, kept), e.map(4, kept)}, iters,
+                        [](Emitter &e, ValueRange v) {
+                          return e.addf(v[2], e.exp(e.subf(v[0], v[1])));
+                        });
+  SmallVector<OpFoldResult> sizes;
+  for (unsigned d = 0; d < 4; ++d)
+    sizes.push_back(e.dimOfr(logits, d));
+  Value init = e.empty(sizes, e.f32());
+  SmallVector<IT> par(4, IT::parallel);
+  return e.generic(init.getType(), {logits, mx, sum}, init,
+                   {e.map(4, all), e.map(4, kept), e.map(4, kept), e.map(4, all)}, par,
+                   [](Emitter &e, ValueRange v) {
+                     return e.divf(e.exp(e.subf(v[0], v[1])), v[2]);
+                   });
+}
+
+/// t * rsqrt(sum over `normDim` of t^2 + 1e-6) for a rank-3 tensor.
+static Value normalize3(Emitter &e, Value t, unsigned normDim) {
+  SmallVector<unsigned> all{0, 1, 2}, kept;
+  SmallVector<IT> iters;
+  SmallVector<OpFoldResult> keptSizes, sizes;
+  for (unsigned d = 0; d < 3; ++d) {
+    sizes.push_back(e.dimOfr(t, d));
+    iters.push_back(d == normDim ? IT::reduction : IT::parallel);
+    if (d != normDim) {
+      kept.push_back(d);
+      keptSizes.push_back(e.dimOfr(t, d));
+    }
+  }
+  Value sqInit = e.filled(keptSizes, e.cf32(0.0));
+  Value sq = e.generic(sqInit.getType(), {t}, sqInit, {e.map(3, all), e.map(3, kept)}, iters,
+                       [](Emitter &e, ValueRange v) {
+                         return e.addf(v[1], e.mulf(v[0], v[0]));
+                       });
+  Value init = e.empty(sizes, e.f32());
+  SmallVector<IT> par(3, IT::parallel);
+  return e.generic(init.getType(), {t, sq}, init,
+                   {e.map(3, all), e.map(3, kept), e.map(3, all)}, par,
+                   [](Emitter &e, ValueRange v) {
+                     Value r = math::RsqrtOp::create(e.b, e.addf(v[1], e.cf32(1e-6)));
+                     return e.mulf(v[0], r);
+                   });
+}
+
+struct LowerSoftDispatch : public OpRewritePattern<SoftDispatchOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SoftDispatchOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value x = op.getInput(), phi = op.getSlots();
+    Value xn = op.getNormalize() ? normalize3(e, x, 2) : x;
+    Value phin = op.getNormalize() ? normalize3(e, phi, 0) : phi;
+    OpFoldResult g = e.dimOfr(x, 0), m = e.dimOfr(x, 1), d = e.dimOfr(x, 2);
+    OpFoldResult ne = e.dimOfr(phi, 1), s = e.dimOfr(phi, 2);
+    // L[g, m, e, s] = scale * sum_d xn[g, m, d] * phin[d, e, s]; loops (g, m, e, s, d).
+    Value lInit = e.filled({g, m, ne, s}, e.cf32(0.0));
+    Value logits = e.generic(
+        lInit.getType(), {xn, phin}, lInit,
+        {e.map(5, {0, 1, 4}), e.map(5, {4, 2, 3}), e.map(5, {0, 1, 2, 3})},
+        {IT::parallel, IT::parallel, IT::parallel, IT::parallel, IT::reduction},
+        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
+    if (op.getScale()) {
+      Value scale = e.extract(op.getScale(), {});
+      Value init = e.empty({g, m, ne, s}, e.f32());
+      SmallVector<IT> par(4, IT::parallel);
+      logits = e.generic(init.getType(), {logits}, init,
+                         {e.map(4, {0, 1, 2, 3}), e.map(4, {0, 1, 2, 3})}, par,
+                         [&](Emitter &e, ValueRange v) { return e.mulf(v[0], scale); });
+    }
+    Value dispatchW = softmax4(e, logits, {false, true, false, false});
+    Value combineW = softmax4(e, logits, {false, false, true, true});
+    // X~[e, g, s, d] = sum_m Dw[g, m, e, s] x[g, m, d]; loops (e, g, s, d, m).
+    Value xInit = e.filled({ne, g, s, d}, e.cf32(0.0));
+    Value slotsOut = e.generic(
+        xInit.getType(), {dispatchW, x}, xInit,
+        {e.map(5, {1, 4, 0, 2}), e.map(5, {1, 4, 3}), e.map(5, {0, 1, 2, 3})},
+        {IT::parallel, IT::parallel, IT::parallel, IT::parallel, IT::reduction},
+        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
+    SmallVector<ReassociationIndices> reassoc{{0, 1, 2}, {3}};
+    Value rows = tensor::CollapseShapeOp::create(b, slotsOut, reassoc);
+    // offsets[e] = e * G * S.
+    Value perExpert = e.toI32(e.muli(e.dim(x, 0), e.dim(phi, 2)));
+    Value offInit = e.empty({op.getOffsets().getType().getDimSize(0) >= 0
+                                 ? OpFoldResult(b.getIndexAttr(
+                                       op.getOffsets().getType().getDimSize(0)))
+                                 : OpFoldResult(e.addi(e.dim(phi, 1), e.idx(1)))},
+                            e.i32());
+    Value offsets = e.generic(offInit.getType(), {}, offInit, {e.map(1, {0})},
+                              {IT::parallel}, [&](Emitter &e, ValueRange) {
+                                Value i = e.toI32(linalg::IndexOp::create(e.b, 0));
+                                return e.muli(i, perExpert);
+                              });
+    rewriter.replaceOp(op, {tensor::CastOp::create(b, op.getRows().getType(), rows),
+                            tensor::CastOp::create(b, op.getOffsets().getType(), offsets),
+                            tensor::CastOp::create(b, op.getCombineWeights().getType(),
+                                                   combineW)});
+    return success();
+  }
+};
+
+struct LowerSoftCombine : public OpRewritePattern<SoftCombineOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SoftCombineOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value out = op.getExpertOutput(), cw = op.getCombineWeights();
+    OpFoldResult g = e.dimOfr(cw, 0), m = e.dimOfr(cw, 1), ne = e.dimOfr(cw, 2),
+                 s = e.dimOfr(cw, 3), d = e.dimOfr(out, 1);
+    auto cwType = cast<RankedTensorType>(cw.getType());
+    auto outType = cast<RankedTensorType>(out.getType());
+    auto expandedType = RankedTensorType::get(
+        {cwType.getDimSize(2), cwType.getDimSize(0), cwType.getDimSize(3),
+         outType.getDimSize(1)},
+        e.f32());
+    SmallVector<ReassociationIndices> reassoc{{0, 1, 2}, {3}};
+    Value out4 = tensor::ExpandShapeOp::create(b, expandedType, out, reassoc,
+                                               ArrayRef<OpFoldResult>{ne, g, s, d});
+    // y[g, m, d] = sum_{e, s} Cw[g, m, e, s] * out4[e, g, s, d]; loops (g, m, d, e, s).
+    Value init = e.filled({g, m, d}, e.cf32(0.0));
+    Value y = e.generic(
+        init.getType(), {cw, out4}, init,
+        {e.map(5, {0, 1, 3, 4}), e.map(5, {3, 0, 4, 2}), e.map(5, {0, 1, 2})},
+        {IT::parallel, IT::parallel, IT::parallel, IT::reduction, IT::reduction},
+        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
+    rewriter.replaceOp(op, tensor::CastOp::create(b, op.getOutput().getType(), y).getResult());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+struct ConvertMoEToLinalgPass
+    : public moe::impl::ConvertMoEToLinalgBase<ConvertMoEToLinalgPass> {
+  void runOnOperation() override {
+    Operation *root = getOperation();
+    // The CPU lowering computes in f32 for now: say so precisely.
+    WalkResult unsupported = root->walk([](Operation *op) {
+      if (op->getDialect() && isa<MoEDialect>(op->getDialect())) {
+        for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes())) {
+          auto tt = dyn_cast<RankedTensorType>(t);
+          if (tt && isa<FloatType>(tt.getElementType()) && !tt.getElementType().isF32()) {
+            op->emitError() << "cannot lower '" << op->getName() << "' with element type "
+                            << tt.getElementType()
+                            << ": the CPU lowering supports f32 only for now";
+            return WalkResult::interrupt();
+          }
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (unsupported.wasInterrupted())
+      return signalPassFailure();
+
+    ConversionTarget target(getContext());
+    target.addIllegalDialect<MoEDialect>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(&getContext());
+    populateDecompositionPatterns(patterns);
+    populateMoEToLinalgPatterns(patterns);
+    if (failed(applyPartialConversion(root, target, std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns) {
+  patterns.add<LowerRoute, LowerGate, LowerDispatch, LowerExpertFFN, LowerCombine,
+               LowerSoftDispatch, LowerSoftCombine>(patterns.getContext());
+}

@@ -1,0 +1,36 @@
+//===- Pipelines.h - moe lowering pipelines ---------------------*- C++ -*-===//
+//
+// Pass pipelines that take moe IR to executable code. Embedders build them
+// into their own PassManager; moe-opt exposes them as pipeline flags.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LOWERING_PIPELINES_H
+#define MOE_LOWERING_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+namespace moe {
+
+/// Options of `--moe-cpu-pipeline`.
+struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
+  PassOptions::Option<bool> resultsToOutParams{
+      *this, "results-to-out-params",
+      llvm::cl::desc("Turn the tensor results of public functions into "
+                     "caller-allocated out-parameters (what moe-run calls)"),
+      llvm::cl::init(false)};
+};
+
+/// Builds `--moe-cpu-pipeline`: every moe op to upstream dialects, one-shot
+/// bufferization, loops, and the LLVM dialect for the host.
+void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
+
+/// Registers the pipelines as `--moe-cpu-pipeline` (and, later,
+/// `--moe-nvptx-pipeline`).
+void registerPipelines();
+
+} // namespace moe
+} // namespace mlir
+
+#endif // MOE_LOWERING_PIPELINES_H

@@ -1,0 +1,124 @@
+//===- Decompose.cpp - layers -> route/gate/dispatch/expert/combine -------===//
+
+#include "dialect/MoEOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir {
+namespace moe {
+#define GEN_PASS_DEF_MOEDECOMPOSE
+#include "passes/Passes.h.inc"
+} // namespace moe
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+
+static RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elt) {
+  return RankedTensorType::get(shape, elt);
+}
+
+static int64_t mulDims(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) ? ShapedType::kDynamic
+                                                              : a * b;
+}
+
+struct DecomposeLayer : public OpRewritePattern<LayerOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(LayerOp op, PatternRewriter &rewriter) const override {
+    int64_t numExperts = op.getNumExperts();
+    if (ShapedType::isDynamic(numExperts))
+      return rewriter.notifyMatchFailure(op, "the number of experts is dynamic");
+    Location loc = op.getLoc();
+    auto xType = op.getInput().getType();
+    Type elt = xType.getElementType();
+    int64_t tokens = xType.getDimSize(0), modelDim = xType.getDimSize(1);
+    int64_t k = op.getRouting().getExpertsPerToken(numExperts);
+    Type i32 = rewriter.getI32Type();
+
+    auto route = RouteOp::create(rewriter, loc, tensorOf({tokens, numExperts}, elt),
+                                 op.getInput(), op.getRouterWeight(),
+                                 op.getRouterBias());
+    Type auxType = op.getAuxLoss() ? op.getAuxLoss().getType() : Type();
+    auto gate = GateOp::create(rewriter, loc, tensorOf({tokens, k}, elt),
+                               tensorOf({tokens, k}, i32), auxType,
+                               route.getLogits(), op.getSeed(), op.getRouting(),
+                               op.getTraining());
+    int64_t assignments = mulDims(tokens, k);
+    auto dispatch = DispatchOp::create(
+        rewriter, loc, tensorOf({assignments, modelDim}, elt),
+        tensorOf({numExperts + 1}, i32), tensorOf({assignments}, i32),
+        tensorOf({tokens, k}, i32), op.getInput(), gate.getIndices(),
+        rewriter.getI64IntegerAttr(numExperts), op.getCapacityFactorAttr());
+    auto ffn = ExpertFFNOp::create(rewriter, loc, dispatch.getRows().getType(),
+                                   dispatch.getRows(), dispatch.getOffsets(),
+                                   op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                                   op.getActivationAttr());
+    auto combine = CombineOp::create(rewriter, loc, op.getOutput().getType(),
+                                     ffn.getOutput(), gate.getWeights(),
+                                     dispatch.getPositions());
+    SmallVector<Value> results{combine.getOutput()};
+    if (op.getAuxLoss())
+      results.push_back(gate.getAuxLoss());
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+struct DecomposeSoftLayer : public OpRewritePattern<SoftLayerOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SoftLayerOp op,
+                                PatternRewriter &rewriter) const override {
+    auto xType = op.getInput().getType();
+    auto phiType = op.getSlots().getType();
+    int64_t numExperts = op.getNumExperts();
+    if (ShapedType::isDynamic(numExperts))
+      return rewriter.notifyMatchFailure(op, "the number of experts is dynamic");
+    Location loc = op.getLoc();
+    Type elt = xType.getElementType();
+    int64_t groups = xType.getDimSize(0), tokens = xType.getDimSize(1),
+            modelDim = xType.getDimSize(2), slots = phiType.getDimSize(2);
+    int64_t rows = mulDims(mulDims(numExperts, groups), slots);
+    auto dispatch = SoftDispatchOp::create(
+        rewriter, loc, tensorOf({rows, modelDim}, elt),
+        tensorOf({numExperts + 1}, rewriter.getI32Type()),
+        tensorOf({groups, tokens, numExperts, slots}, elt), op.getInput(),
+        op.getSlots(), op.getScale(), op.getNormalize());
+    auto ffn = ExpertFFNOp::create(rewriter, loc, dispatch.getRows().getType(),
+                                   dispatch.getRows(), dispatch.getOffsets(),
+                                   op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                                   op.getActivationAttr());
+    rewriter.replaceOpWithNewOp<SoftCombineOp>(op, op.getOutput().getType(),
+                                               ffn.getOutput(),
+                                               dispatch.getCombineWeights());
+    return success();
+  }
+};
+
+struct MoEDecomposePass : public moe::impl::MoEDecomposeBase<MoEDecomposePass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateDecompositionPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+    // Say why a layer was left alone.
+    getOperation()->walk([](Operation *op) {
+      if (isa<LayerOp, SoftLayerOp>(op))
+        op->emitWarning() << "'" << op->getName()
+                          << "' not decomposed: the number of experts is "
+                             "dynamic, and the dispatch plan needs it";
+    });
+  }
+};
+
+} // namespace
+
+void moe::populateDecompositionPatterns(RewritePatternSet &patterns) {
+  patterns.add<DecomposeLayer, DecomposeSoftLayer>(patterns.getContext());
+}
