@@ -19,10 +19,12 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
     os << "buffer-results-to-out-params{modify-public-functions "
           "hoist-static-allocs},";
   os << "buffer-deallocation-pipeline,"
+     << "convert-bufferization-to-memref,"
      << "func.func(convert-linalg-to-loops),"
      << "canonicalize,"
      << "convert-scf-to-cf,"
      << "expand-strided-metadata,"
+     << "lower-affine,"
      << "finalize-memref-to-llvm,"
      << "convert-math-to-llvm,"
      << "convert-math-to-libm,"

@@ -1,5 +1,6 @@
 // RUN: for f in block dense moesart moesart_train soft top2_swiglu; do \
-// RUN:   moe-opt %examples/$f.mlir --moe-cpu-pipeline -o %t.$f.mlir || exit 1; \
+// RUN:   moe-opt %examples/$f.mlir --moe-cpu-pipeline -o %t.$f.mlir && \
+// RUN:   mlir-translate --mlir-to-llvmir %t.$f.mlir -o /dev/null || exit 1; \
 // RUN: done
 // RUN: cat %t.*.mlir | FileCheck %s
 // RUN: moe-opt %examples/dense.mlir --moe-cpu-pipeline="results-to-out-params=true" | FileCheck %s --check-prefix=OUT
@@ -11,6 +12,9 @@
 // CHECK-NOT: tensor.
 // CHECK-NOT: memref.
 // CHECK-NOT: scf.
+// CHECK-NOT: affine.
+// CHECK-NOT: bufferization.
+// CHECK-NOT: unrealized_conversion_cast
 // CHECK: llvm.func @forward
 
 // With results-to-out-params, the result is a caller-allocated argument.
