@@ -511,5 +511,64 @@ LogicalResult SoftCombineOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// FusedExpertsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedExpertsOp::verify() {
+  ShapeChecker check(*this);
+  Named input{"input", getInput()}, indices{"indices", getIndices()},
+      weights{"weights", getWeights()}, w1{"w1", getW1()}, w2{"w2", getW2()},
+      b1{"b1", getB1()}, b2{"b2", getB2()}, output{"output", getOutput()};
+  if (failed(check.elementTypes({input, weights, w1, w2, b1, b2, output})) ||
+      failed(check.rank(input, 2, "[T, D]")) ||
+      failed(check.indexTensor(indices, 2, "[T, K]")) ||
+      failed(check.rank(weights, 2, "[T, K]")) ||
+      failed(check.rank(output, 2, "[T, D]")))
+    return failure();
+  auto x = getInput().getType();
+  int64_t tokens = x.getDimSize(0), modelDim = x.getDimSize(1);
+  int64_t k = getIndices().getType().getDimSize(1);
+  if (failed(check.dim(indices, 0, "T", tokens, "input")) ||
+      failed(check.dim(weights, 0, "T", tokens, "input")) ||
+      failed(check.dim(weights, 1, "K", k, "indices")) ||
+      failed(check.experts(w1, w2, b1, b2, getActivationAttr(), getNumExperts(),
+                           "num_experts", modelDim)) ||
+      failed(check.dim(output, 0, "T", tokens, "input")) ||
+      failed(check.dim(output, 1, "D", modelDim, "input")))
+    return failure();
+  if (auto cf = getCapacityFactor(); cf && !(cf->convertToDouble() > 0.0))
+    return emitOpError() << "capacity_factor must be > 0, got "
+                         << cf->convertToDouble();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FusedSoftExpertsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedSoftExpertsOp::verify() {
+  ShapeChecker check(*this);
+  Named input{"input", getInput()}, slots{"slots", getSlots()},
+      scale{"scale", getScale()}, w1{"w1", getW1()}, w2{"w2", getW2()},
+      b1{"b1", getB1()}, b2{"b2", getB2()}, output{"output", getOutput()};
+  if (failed(check.elementTypes({input, slots, scale, w1, w2, b1, b2, output})) ||
+      failed(check.rank(input, 3, "[G, M, D]")) ||
+      failed(check.rank(slots, 3, "[D, E, S]")) ||
+      (getScale() && failed(check.rank(scale, 0, "(a scalar, tensor<f32>)"))))
+    return failure();
+  auto x = getInput().getType();
+  int64_t modelDim = x.getDimSize(2);
+  if (failed(check.dim(slots, 0, "D", modelDim, "input")) ||
+      failed(check.experts(w1, w2, b1, b2, getActivationAttr(),
+                           getSlots().getType().getDimSize(1), "slots", modelDim)) ||
+      failed(check.rank(output, 3, "[G, M, D]")) ||
+      failed(check.dim(output, 0, "G", x.getDimSize(0), "input")) ||
+      failed(check.dim(output, 1, "M", x.getDimSize(1), "input")) ||
+      failed(check.dim(output, 2, "D", modelDim, "input")))
+    return failure();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialect/MoEOps.cpp.inc"

@@ -342,4 +342,77 @@ def MoE_SoftCombineOp : MoE_Op<"soft_combine", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Fused ops (--moe-fuse)
+//===----------------------------------------------------------------------===//
+
+def MoE_FusedExpertsOp : MoE_Op<"fused_experts", [Pure, AttrSizedOperandSegments]> {
+  let summary = "fused dispatch -> expert FFN -> combine";
+  let description = [{
+    The fusion of `moe.dispatch`, `moe.expert_ffn` and `moe.combine`:
+
+        y[t] = sum_{i : (t, i) kept} weights[t, i] * f_{indices[t, i]}(input[t])
+
+    with `input: [T, D]`, `indices: [T, K]` (i32), `weights: [T, K]`, the
+    expert weights and optional biases of `moe.layer`, `num_experts = E` and
+    the optional GShard `capacity_factor` of `moe.dispatch` (an assignment is
+    kept unless its expert already holds `ceil(cf * T * K / E)` earlier
+    assignments in token order). Results are exactly those of the unfused
+    chain.
+
+    Code generation treats it as one kernel family: rows are gathered
+    through the routing plan inside GEMM1 (no permuted copy of the tokens),
+    the activation is applied in GEMM1's epilogue, the routed weight in
+    GEMM2's, and contributions are reduced per token in a fixed order
+    (deterministic). The CPU lowering tiles each expert's rows so that the
+    `[T*K, H]` intermediate is never materialized for all tokens at once.
+
+    ```mlir
+    %y = moe.fused_experts %x, %i, %w experts(%w1, %w2)
+           {num_experts = 8 : i64, activation = #moe.activation<swiglu>}
+           : (tensor<32x256xf32>, tensor<32x2xi32>, tensor<32x2xf32>,
+              tensor<8x256x1024xf32>, tensor<8x512x256xf32>) -> tensor<32x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$indices,
+                       AnyRankedTensor:$weights,
+                       AnyRankedTensor:$w1, AnyRankedTensor:$w2,
+                       Optional<AnyRankedTensor>:$b1, Optional<AnyRankedTensor>:$b2,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
+                       MoE_ActivationAttr:$activation,
+                       OptionalAttr<F64Attr>:$capacity_factor);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = [{
+    $input `,` $indices `,` $weights `experts` `(` $w1 `,` $w2 `)`
+    (`expert_biases` `(` $b1^ `,` $b2 `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_FusedSoftExpertsOp : MoE_Op<"fused_soft_experts", [Pure, AttrSizedOperandSegments]> {
+  let summary = "fused soft_dispatch -> expert FFN -> soft_combine";
+  let description = [{
+    The fusion of `moe.soft_dispatch`, `moe.expert_ffn` and
+    `moe.soft_combine`; its value is that of `moe.soft_layer` with the same
+    operands and attributes. Code generation computes the slot averages, the
+    expert FFNs of the slots and the combine in one kernel family, without
+    materializing the `[E*G*S, D]` slot rows in memory between them on the
+    GPU path.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$slots,
+                       Optional<AnyRankedTensor>:$scale,
+                       AnyRankedTensor:$w1, AnyRankedTensor:$w2,
+                       Optional<AnyRankedTensor>:$b1, Optional<AnyRankedTensor>:$b2,
+                       MoE_ActivationAttr:$activation, UnitAttr:$normalize);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = [{
+    $input `slots` `(` $slots `)` (`scale` `(` $scale^ `)`)?
+    `experts` `(` $w1 `,` $w2 `)`
+    (`expert_biases` `(` $b1^ `,` $b2 `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // MOE_OPS_TD

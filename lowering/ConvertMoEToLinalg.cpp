@@ -577,6 +577,69 @@ struct LowerGate : public OpRewritePattern<GateOp> {
 // moe.dispatch
 //===----------------------------------------------------------------------===//
 
+/// The routing plan shared by moe.dispatch and moe.fused_experts: per-expert
+/// capacity C = ceil(cf * T * K / E) (or T*K without a capacity factor) and
+/// offsets = exclusive prefix sum over experts of min(count, C).
+struct RoutingPlan {
+  Value capacity; // i32
+  Value offsets;  // tensor<E+1 x i32>
+};
+
+static Value isValidExpert(Emitter &e, Value ex, int64_t numExperts) {
+  return e.andi(e.cmpi(arith::CmpIPredicate::sge, ex, e.ci32(0)),
+                e.cmpi(arith::CmpIPredicate::slt, ex, e.ci32(numExperts)));
+}
+
+static RoutingPlan buildRoutingPlan(Emitter &e, Value indices, Value tokens, Value k,
+                                    int64_t numExperts,
+                                    std::optional<llvm::APFloat> capacityFactor) {
+  ImplicitLocOpBuilder &b = e.b;
+  Value assignments = e.muli(tokens, k);
+  Value c0 = e.idx(0), c1 = e.idx(1), experts = e.idx(numExperts);
+  Value zeroI = e.ci32(0);
+  Value capacity;
+  if (capacityFactor) {
+    Type f64 = b.getF64Type();
+    auto toF64 = [&](Value v) {
+      return arith::SIToFPOp::create(b, f64,
+                                     arith::IndexCastOp::create(b, b.getI64Type(), v));
+    };
+    Value cfv =
+        arith::ConstantOp::create(b, b.getF64FloatAttr(capacityFactor->convertToDouble()));
+    Value c = arith::DivFOp::create(
+        b, arith::MulFOp::create(b, arith::MulFOp::create(b, cfv, toF64(tokens)), toF64(k)),
+        toF64(experts));
+    c = math::CeilOp::create(b, c);
+    capacity = arith::FPToSIOp::create(b, e.i32(), c);
+  } else {
+    capacity = e.toI32(assignments);
+  }
+
+  // Pass 1: assignments per expert.
+  Value counts0 = e.filled({b.getIndexAttr(numExperts)}, zeroI);
+  Value counts = e.forLoop(c0, tokens, {counts0}, [&](Emitter &e, Value t, ValueRange a) {
+    return SmallVector<Value>{e.forLoop(c0, k, {a[0]}, [&](Emitter &e, Value i, ValueRange q) {
+      Value ex = e.extract(indices, {t, i});
+      return SmallVector<Value>{llvm::to_vector(e.ifElse(
+          isValidExpert(e, ex, numExperts), {q[0].getType()},
+          [&](Emitter &e) {
+            Value exIdx = e.toIndex(ex);
+            Value n = e.addi(e.extract(q[0], {exIdx}), e.ci32(1));
+            return SmallVector<Value>{e.insert(n, q[0], {exIdx})};
+          },
+          [&](Emitter &) { return SmallVector<Value>{q[0]}; }))[0]};
+    })[0]};
+  })[0];
+  // Offsets: exclusive prefix sum of min(count, C).
+  Value offsets0 = e.filled({b.getIndexAttr(numExperts + 1)}, zeroI);
+  Value offsets = e.forLoop(c0, experts, {offsets0}, [&](Emitter &e, Value ex, ValueRange a) {
+    Value kept = arith::MinSIOp::create(e.b, e.extract(counts, {ex}), capacity);
+    Value next = e.addi(e.extract(a[0], {ex}), kept);
+    return SmallVector<Value>{e.insert(next, a[0], {e.addi(ex, c1)})};
+  })[0];
+  return {capacity, offsets};
+}
+
 struct LowerDispatch : public OpRewritePattern<DispatchOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -586,56 +649,14 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
     Value x = op.getInput(), indices = op.getIndices();
     int64_t numExperts = op.getNumExperts();
     Value tokens = e.dim(x, 0), k = e.dim(indices, 1);
-    Value assignments = e.muli(tokens, k);
-    Value c0 = e.idx(0), c1 = e.idx(1), experts = e.idx(numExperts);
-    Value zeroI = e.ci32(0), oneI = e.ci32(1), minus1 = e.ci32(-1);
-    Value expertsI = e.ci32(numExperts);
-
-    // Per-expert capacity C = ceil(cf * T * K / E), or "unbounded".
-    Value capacity;
-    if (auto cf = op.getCapacityFactor()) {
-      Type f64 = b.getF64Type();
-      auto toF64 = [&](Value v) {
-        return arith::SIToFPOp::create(
-            b, f64, arith::IndexCastOp::create(b, b.getI64Type(), v));
-      };
-      Value cfv = arith::ConstantOp::create(b, b.getF64FloatAttr(cf->convertToDouble()));
-      Value c = arith::DivFOp::create(
-          b, arith::MulFOp::create(b, arith::MulFOp::create(b, cfv, toF64(tokens)),
-                                   toF64(k)),
-          toF64(experts));
-      c = math::CeilOp::create(b, c);
-      capacity = arith::FPToSIOp::create(b, e.i32(), c);
-    } else {
-      capacity = e.toI32(assignments);
-    }
+    Value c0 = e.idx(0);
+    Value minus1 = e.ci32(-1);
     auto validExpert = [&](Emitter &e, Value ex) {
-      return e.andi(e.cmpi(arith::CmpIPredicate::sge, ex, e.ci32(0)),
-                    e.cmpi(arith::CmpIPredicate::slt, ex, expertsI));
+      return isValidExpert(e, ex, numExperts);
     };
-
-    // Pass 1: assignments per expert.
-    Value counts0 = e.filled({b.getIndexAttr(numExperts)}, zeroI);
-    Value counts = e.forLoop(c0, tokens, {counts0}, [&](Emitter &e, Value t, ValueRange a) {
-      return SmallVector<Value>{e.forLoop(c0, k, {a[0]}, [&](Emitter &e, Value i, ValueRange q) {
-        Value ex = e.extract(indices, {t, i});
-        return SmallVector<Value>{llvm::to_vector(e.ifElse(
-            validExpert(e, ex), {q[0].getType()},
-            [&](Emitter &e) {
-              Value exIdx = e.toIndex(ex);
-              Value n = e.addi(e.extract(q[0], {exIdx}), e.ci32(1));
-              return SmallVector<Value>{e.insert(n, q[0], {exIdx})};
-            },
-            [&](Emitter &) { return SmallVector<Value>{q[0]}; }))[0]};
-      })[0]};
-    })[0];
-    // Offsets: exclusive prefix sum of min(count, C).
-    Value offsets0 = e.filled({b.getIndexAttr(numExperts + 1)}, zeroI);
-    Value offsets = e.forLoop(c0, experts, {offsets0}, [&](Emitter &e, Value ex, ValueRange a) {
-      Value kept = arith::MinSIOp::create(e.b, e.extract(counts, {ex}), capacity);
-      Value next = e.addi(e.extract(a[0], {ex}), kept);
-      return SmallVector<Value>{e.insert(next, a[0], {e.addi(ex, c1)})};
-    })[0];
+    RoutingPlan plan =
+        buildRoutingPlan(e, indices, tokens, k, numExperts, op.getCapacityFactor());
+    Value capacity = plan.capacity, offsets = plan.offsets;
 
     // Pass 2: place the rows, in token order.
     Value rows0 = e.filled({e.dimOfr(op.getRows(), 0), e.dimOfr(x, 1)}, e.cf32(0.0));
@@ -644,7 +665,7 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
         rows0);
     Value src0 = e.filled({e.dimOfr(op.getSourceRows(), 0)}, minus1);
     Value pos0 = e.filled({e.dimOfr(indices, 0), e.dimOfr(indices, 1)}, minus1);
-    Value cursor0 = e.filled({b.getIndexAttr(numExperts)}, zeroI);
+    Value cursor0 = e.filled({b.getIndexAttr(numExperts)}, e.ci32(0));
     OpFoldResult modelDim = e.dimOfr(x, 1);
     ValueRange placed = e.forLoop(
         c0, tokens, {rows0, src0, pos0, cursor0},
@@ -678,7 +699,6 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
               });
           return SmallVector<Value>(inner.begin(), inner.end());
         });
-    (void)oneI;
     rewriter.replaceOp(op, {tensor::CastOp::create(b, op.getRows().getType(), placed[0]),
                             tensor::CastOp::create(b, op.getOffsets().getType(), offsets),
                             tensor::CastOp::create(b, op.getSourceRows().getType(), placed[1]),
@@ -691,6 +711,36 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
 // moe.expert_ffn
 //===----------------------------------------------------------------------===//
 
+/// The FFN of expert `ex` on rows `xs` ([n, D]): act(xs W1 + b1) W2 + b2.
+static Value expertFFN(Emitter &e, Value xs, Value n, Value ex, Value w1, Value w2,
+                       Value b1, Value b2, ActivationAttr activation) {
+  Value u = e.matmul(xs, e.expertMatrix(w1, ex));
+  if (b1)
+    u = e.addRowBias(u, e.expertVector(b1, ex));
+  Activation act = activation.getValue();
+  Value h;
+  if (activation.isGated()) {
+    Value half = arith::DivUIOp::create(e.b, e.dim(u, 1), e.idx(2));
+    Value gate = e.slice2d(u, e.b.getIndexAttr(0), e.b.getIndexAttr(0), n, half);
+    Value up = e.slice2d(u, e.b.getIndexAttr(0), half, n, half);
+    Value init = e.empty({n, half}, e.f32());
+    h = e.generic(init.getType(), {gate, up}, init,
+                  {e.map(2, {0, 1}), e.map(2, {0, 1}), e.map(2, {0, 1})},
+                  {IT::parallel, IT::parallel}, [&](Emitter &e, ValueRange v) {
+                    return e.mulf(e.activate(act, v[0]), v[1]);
+                  });
+  } else {
+    Value init = e.empty({n, e.dimOfr(u, 1)}, e.f32());
+    h = e.generic(init.getType(), {u}, init, {e.map(2, {0, 1}), e.map(2, {0, 1})},
+                  {IT::parallel, IT::parallel},
+                  [&](Emitter &e, ValueRange v) { return e.activate(act, v[0]); });
+  }
+  Value y = e.matmul(h, e.expertMatrix(w2, ex));
+  if (b2)
+    y = e.addRowBias(y, e.expertVector(b2, ex));
+  return y;
+}
+
 struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -700,8 +750,6 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
     Value rows = op.getRows(), offsets = op.getOffsets();
     Value experts = e.subi(e.dim(offsets, 0), e.idx(1));
     OpFoldResult modelDim = e.dimOfr(rows, 1);
-    Activation act = op.getActivation();
-    bool gated = op.getActivationAttr().isGated();
     auto dynType = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, e.f32());
     Value out0 = e.filled({e.dimOfr(rows, 0), e.dimOfr(rows, 1)}, e.cf32(0.0));
     out0 = tensor::CastOp::create(b, dynType, out0);
@@ -712,30 +760,8 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
       Value end = e.toIndex(e.extract(offsets, {e.addi(ex, e.idx(1))}));
       Value n = e.subi(end, start);
       Value xs = e.slice2d(rows, start, e.b.getIndexAttr(0), n, modelDim);
-      Value u = e.matmul(xs, e.expertMatrix(op.getW1(), ex));
-      if (op.getB1())
-        u = e.addRowBias(u, e.expertVector(op.getB1(), ex));
-      Value h;
-      if (gated) {
-        Value width = e.dim(u, 1);
-        Value half = arith::DivUIOp::create(e.b, width, e.idx(2));
-        Value gate = e.slice2d(u, e.b.getIndexAttr(0), e.b.getIndexAttr(0), n, half);
-        Value up = e.slice2d(u, e.b.getIndexAttr(0), half, n, half);
-        Value init = e.empty({n, half}, e.f32());
-        h = e.generic(init.getType(), {gate, up}, init,
-                      {e.map(2, {0, 1}), e.map(2, {0, 1}), e.map(2, {0, 1})},
-                      {IT::parallel, IT::parallel}, [&](Emitter &e, ValueRange v) {
-                        return e.mulf(e.activate(act, v[0]), v[1]);
-                      });
-      } else {
-        Value init = e.empty({n, e.dimOfr(u, 1)}, e.f32());
-        h = e.generic(init.getType(), {u}, init, {e.map(2, {0, 1}), e.map(2, {0, 1})},
-                      {IT::parallel, IT::parallel},
-                      [&](Emitter &e, ValueRange v) { return e.activate(act, v[0]); });
-      }
-      Value y = e.matmul(h, e.expertMatrix(op.getW2(), ex));
-      if (op.getB2())
-        y = e.addRowBias(y, e.expertVector(op.getB2(), ex));
+      Value y = expertFFN(e, xs, n, ex, op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                          op.getActivationAttr());
       Value next = tensor::InsertSliceOp::create(
           e.b, y, a[0], ArrayRef<OpFoldResult>{start, e.b.getIndexAttr(0)},
           ArrayRef<OpFoldResult>{n, modelDim},
@@ -772,6 +798,123 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
           return e.addf(v[2], contribution);
         });
     rewriter.replaceOp(op, tensor::CastOp::create(b, op.getOutput().getType(), y).getResult());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.fused_experts: gather inside GEMM1, weight in GEMM2's epilogue, tiled
+//===----------------------------------------------------------------------===//
+
+/// Rows of one expert's group processed at a time: the [rows, H]
+/// intermediate never exceeds kFusedTileRows x H.
+static constexpr int64_t kFusedTileRows = 32;
+
+struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(FusedExpertsOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value x = op.getInput(), indices = op.getIndices(), weights = op.getWeights();
+    int64_t numExperts = op.getNumExperts();
+    Value tokens = e.dim(x, 0), k = e.dim(indices, 1);
+    Value c0 = e.idx(0), c1 = e.idx(1);
+    RoutingPlan plan =
+        buildRoutingPlan(e, indices, tokens, k, numExperts, op.getCapacityFactor());
+
+    // Source token and routed weight of every kept row, in plan order.
+    Value assignments = e.muli(tokens, k);
+    Value src0 = e.filled({OpFoldResult(assignments)}, e.ci32(0));
+    Value rw0 = e.filled({OpFoldResult(assignments)}, e.cf32(0.0));
+    Value cursor0 = e.filled({b.getIndexAttr(numExperts)}, e.ci32(0));
+    ValueRange placed = e.forLoop(
+        c0, tokens, {src0, rw0, cursor0}, [&](Emitter &e, Value t, ValueRange a) {
+          ValueRange inner = e.forLoop(c0, k, a, [&](Emitter &e, Value i, ValueRange q) {
+            Value ex = e.extract(indices, {t, i});
+            Value valid = isValidExpert(e, ex, numExperts);
+            Value exIdx = e.toIndex(e.select(valid, ex, e.ci32(0)));
+            Value used = e.extract(q[2], {exIdx});
+            Value keep =
+                e.andi(valid, e.cmpi(arith::CmpIPredicate::slt, used, plan.capacity));
+            ValueRange r = e.ifElse(
+                keep, TypeRange(q),
+                [&](Emitter &e) {
+                  Value pos = e.toIndex(e.addi(e.extract(plan.offsets, {exIdx}), used));
+                  return SmallVector<Value>{
+                      e.insert(e.toI32(t), q[0], {pos}),
+                      e.insert(e.extract(weights, {t, i}), q[1], {pos}),
+                      e.insert(e.addi(used, e.ci32(1)), q[2], {exIdx})};
+                },
+                [&](Emitter &) { return SmallVector<Value>(q.begin(), q.end()); });
+            return SmallVector<Value>(r.begin(), r.end());
+          });
+          return SmallVector<Value>(inner.begin(), inner.end());
+        });
+    Value sourceRows = placed[0], rowWeights = placed[1];
+
+    OpFoldResult modelDim = e.dimOfr(x, 1);
+    auto dynType = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, e.f32());
+    Value y0 = tensor::CastOp::create(
+        b, dynType, e.filled({e.dimOfr(x, 0), modelDim}, e.cf32(0.0)));
+    Value tile = e.idx(kFusedTileRows);
+    Value y = e.forLoop(c0, e.idx(numExperts), {y0}, [&](Emitter &e, Value ex, ValueRange a) {
+      Value start = e.toIndex(e.extract(plan.offsets, {ex}));
+      Value end = e.toIndex(e.extract(plan.offsets, {e.addi(ex, c1)}));
+      auto tiles = scf::ForOp::create(
+          e.b, start, end, tile, ValueRange{a[0]},
+          [&](OpBuilder &nested, Location loc, Value r0, ValueRange acc) {
+            ImplicitLocOpBuilder nb(loc, nested);
+            Emitter e(nb);
+            Value n = arith::MinSIOp::create(nb, tile, e.subi(end, r0));
+            // GEMM1's gather: rows read through the plan, no permuted copy.
+            Value gInit = e.empty({n, modelDim}, e.f32());
+            Value xs = e.generic(gInit.getType(), {}, gInit, {e.map(2, {0, 1})},
+                                 {IT::parallel, IT::parallel}, [&](Emitter &e, ValueRange) {
+                                   Value i = linalg::IndexOp::create(e.b, 0);
+                                   Value d = linalg::IndexOp::create(e.b, 1);
+                                   Value t = e.toIndex(e.extract(sourceRows, {e.addi(r0, i)}));
+                                   return e.extract(x, {t, d});
+                                 });
+            Value out = expertFFN(e, xs, n, ex, op.getW1(), op.getW2(), op.getB1(),
+                                  op.getB2(), op.getActivationAttr());
+            // GEMM2's epilogue: scale by the routed weight and add to the token.
+            Value acc2 = e.forLoop(e.idx(0), n, {acc[0]}, [&](Emitter &e, Value i, ValueRange s) {
+              Value row = e.addi(r0, i);
+              Value t = e.toIndex(e.extract(sourceRows, {row}));
+              Value w = e.extract(rowWeights, {row});
+              OpFoldResult one = e.b.getIndexAttr(1), zero = e.b.getIndexAttr(0);
+              Value current = e.slice2d(s[0], t, zero, one, modelDim);
+              Value contribution = e.slice2d(out, i, zero, one, modelDim);
+              Value init = e.empty({one, modelDim}, e.f32());
+              Value updated = e.generic(
+                  init.getType(), {current, contribution}, init,
+                  {e.map(2, {0, 1}), e.map(2, {0, 1}), e.map(2, {0, 1})},
+                  {IT::parallel, IT::parallel}, [&](Emitter &e, ValueRange v) {
+                    return e.addf(v[0], e.mulf(w, v[1]));
+                  });
+              Value next = tensor::InsertSliceOp::create(
+                  e.b, updated, s[0], ArrayRef<OpFoldResult>{t, zero},
+                  ArrayRef<OpFoldResult>{one, modelDim}, ArrayRef<OpFoldResult>{one, one});
+              return SmallVector<Value>{next};
+            })[0];
+            scf::YieldOp::create(nb, acc2);
+          });
+      return SmallVector<Value>{tiles.getResult(0)};
+    })[0];
+    rewriter.replaceOp(op, tensor::CastOp::create(b, op.getOutput().getType(), y).getResult());
+    return success();
+  }
+};
+
+/// On the CPU the fused Soft MoE computes exactly the soft chain.
+struct LowerFusedSoftExperts : public OpRewritePattern<FusedSoftExpertsOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(FusedSoftExpertsOp op, PatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<SoftLayerOp>(
+        op, op.getOutput().getType(), op.getInput(), op.getSlots(), op.getScale(),
+        op.getW1(), op.getW2(), op.getB1(), op.getB2(), op.getActivationAttr(),
+        op.getNormalizeAttr());
     return success();
   }
 };
@@ -970,5 +1113,6 @@ struct ConvertMoEToLinalgPass
 
 void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns) {
   patterns.add<LowerRoute, LowerGate, LowerDispatch, LowerExpertFFN, LowerCombine,
-               LowerSoftDispatch, LowerSoftCombine>(patterns.getContext());
+               LowerSoftDispatch, LowerSoftCombine, LowerFusedExperts,
+               LowerFusedSoftExperts>(patterns.getContext());
 }

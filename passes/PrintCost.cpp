@@ -1,0 +1,592 @@
+//===- PrintCost.cpp - --moe-print-cost: per-layer cost table -------------===//
+//
+// --moe-print-cost prints, on stdout (llvm::outs()), one table per run of the
+// pass: one row per MoE layer, then a "total" row when there is more than one.
+// It is an analysis: the IR is not changed and nothing goes to stderr, so
+// `moe-opt FILE --moe-print-cost -o /dev/null` shows only the table.
+//
+// Rows, in program order (pre-order walk of the pass's operation):
+//   * `moe.layer`, `moe.soft_layer`;
+//   * `moe.fused_experts`, `moe.fused_soft_experts`;
+//   * the decomposed chain: one row per `moe.expert_ffn`. Its `rows` operand
+//     is traced to `moe.dispatch` (T and D from its input, k from the indices'
+//     second dimension, E from `num_experts`, the capacity factor), the
+//     indices to `moe.gate` (routing, training) and the gate's logits to
+//     `moe.route` (router weight and bias); for Soft MoE to
+//     `moe.soft_dispatch` (G, M, D, Phi, normalize). The combine is a user
+//     `moe.combine` / `moe.soft_combine` of the FFN's output. A fused op is
+//     traced the same way (indices -> moe.gate -> moe.route). Parts of the
+//     layer that cannot be found contribute nothing: their column shows "-"
+//     (router), or the column counts only the parts that were found.
+//
+// Columns:
+//   layer    op name and location "file:line" (file name without directory;
+//            "?" without a file location)
+//   form     dense | top_k k=K | moesart k=K, with " train" in training mode
+//            and " cf=X" with a capacity factor; soft S=S M=M for Soft MoE;
+//            prefixed with "chain " for the decomposed chain and "fused " for
+//            fused ops ("chain k=K" / "fused k=K" when no moe.gate is found)
+//   act      expert activation
+//   T        tokens (Soft MoE: G*M)
+//   D, H     model width, expert hidden width (H, also for gated activations,
+//            whose W1 has 2H columns)
+//   E        experts
+//   k|S      experts per token k (E for dense) or, for Soft MoE, slots per
+//            expert S
+//   router FLOPs, expert FLOPs, disp+comb FLOPs, experts touched,
+//   weight bytes (expected bytes of expert weights touched), params/token
+//            (active parameters per token); see below.
+//
+// Cost model (a multiply-add is 2 FLOPs; every other elementwise operation,
+// including exp, erf, tanh, rsqrt and a division, is 1 FLOP). With
+// H1 = 2H for gated activations (swiglu, geglu) and H1 = H otherwise:
+//   per-row expert FLOPs  F = 2*D*H1 + 2*H*D      (the two GEMMs)
+//                            + H1                  (activation: H for act(u),
+//                                                   or H for act(gate) plus H
+//                                                   for the gating multiply)
+//                            + H1 [b1] + D [b2]    (bias adds, if present)
+//   per-expert params     P = D*H1 + H*D + H1 [b1] + D [b2]
+// Token-choice (moe.layer, chain, fused_experts):
+//   router       2*T*D*E + T*E [router bias]                 (moe.route)
+//   rows         T*k (k = E for dense); with a capacity factor cf the kept
+//                rows are capped at E*ceil(cf*T*k/E)
+//   experts      rows * F
+//   disp+comb    5*T*E (softmax of the logits: max, sub, exp, sum, div; in
+//                moe.gate) + 2*T*k*D (weighted combine). Top-k selection,
+//                MOESART sampling/weight adjustment, the aux loss and the
+//                dispatch gather are O(T*E) comparisons or data movement
+//                and are not counted.
+//   touched      E*(1-(1-k/E)^T): the expected number of distinct experts hit
+//                when each token picks k experts uniformly (dense: E). With T
+//                dynamic this is "?" unless k = E.
+//   weight bytes touched * P * element size of W1 (f32 4, f16/bf16 2),
+//                rounded to an integer
+//   params/token D*E + E [router bias] + k*P
+// Soft MoE (moe.soft_layer, chain, fused_soft_experts), x: [G,M,D],
+// Phi: [D,E,S]:
+//   router       2*G*M*D*E*S (logits) + 3*G*M*D + 3*D*E*S when `normalize`
+//                (square, sum, scale per element of x and of Phi; the rsqrt
+//                per row and the scalar `scale` are not counted)
+//   rows         E*G*S slots
+//   experts      rows * F
+//   disp+comb    2*E*S*G*M*D (slot averages) + 2*G*M*E*S*D (combine)
+//                + 10*G*M*E*S (the two softmaxes, over m and over (e,s))
+//   touched      E: every slot averages all tokens of its group
+//   weight bytes E * P * element size
+//   params/token D*E*S + E*P: every token's output mixes all E*S slots, so
+//                all experts' parameters (and Phi) are active for every token
+//                (the scalar `scale` is not counted)
+//
+// Number format: integers are printed exactly with thousands separators
+// ("1,234,567") below 1e12 and in scientific notation with four significant
+// digits ("1.235e+12") from 1e12 on; "experts touched" is printed with two
+// decimals. "?" marks a value that needs a dynamic size; "-" a part the row
+// does not contain. The total row sums each column ("?" if any row has "?").
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/MoEOps.h"
+#include "passes/Passes.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <vector>
+#include <string>
+
+namespace mlir {
+namespace moe {
+#define GEN_PASS_DEF_MOEPRINTCOST
+#include "passes/Passes.h.inc"
+} // namespace moe
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// A quantity: known (a double; integers are exact below 2^53), unknown ("?",
+// needs a dynamic size) or not applicable ("-").
+//===----------------------------------------------------------------------===//
+
+struct Q {
+  enum Kind { NA, Unknown, Known } kind = NA;
+  double v = 0.0;
+
+  static Q na() { return Q{NA, 0.0}; }
+  static Q unknown() { return Q{Unknown, 0.0}; }
+  static Q of(double v) { return Q{Known, v}; }
+  bool known() const { return kind == Known; }
+};
+
+// Arithmetic on sizes: unknown is absorbing. (Not-applicable only appears in
+// whole columns; sums treat it as "nothing to add".)
+static Q operator*(Q a, Q b) {
+  if (a.kind == Q::Unknown || b.kind == Q::Unknown)
+    return Q::unknown();
+  if (a.kind == Q::NA || b.kind == Q::NA)
+    return Q::na();
+  return Q::of(a.v * b.v);
+}
+static Q operator+(Q a, Q b) {
+  if (a.kind == Q::Unknown || b.kind == Q::Unknown)
+    return Q::unknown();
+  if (a.kind == Q::NA)
+    return b;
+  if (b.kind == Q::NA)
+    return a;
+  return Q::of(a.v + b.v);
+}
+static Q operator*(double a, Q b) { return Q::of(a) * b; }
+
+static Q dimOf(Value v, unsigned i) {
+  if (!v)
+    return Q::unknown();
+  auto type = dyn_cast<ShapedType>(v.getType());
+  if (!type || !type.hasRank() || i >= type.getRank() || type.isDynamicDim(i))
+    return Q::unknown();
+  return Q::of(static_cast<double>(type.getDimSize(i)));
+}
+
+static Q fromDim(int64_t d) {
+  return ShapedType::isDynamic(d) ? Q::unknown() : Q::of(static_cast<double>(d));
+}
+
+/// The first known of the candidates (they agree when known: the verifiers
+/// check it).
+static Q firstKnown(std::initializer_list<Q> qs) {
+  for (Q q : qs)
+    if (q.known())
+      return q;
+  return Q::unknown();
+}
+
+//===----------------------------------------------------------------------===//
+// Formatting
+//===----------------------------------------------------------------------===//
+
+static std::string withSeparators(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+static std::string fmtInt(Q q) {
+  if (q.kind == Q::NA)
+    return "-";
+  if (q.kind == Q::Unknown)
+    return "?";
+  if (q.v >= 1e12) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << llvm::format("%.3e", q.v);
+    return s;
+  }
+  return withSeparators(static_cast<uint64_t>(std::llround(q.v)));
+}
+
+static std::string fmtFixed2(Q q) {
+  if (q.kind == Q::NA)
+    return "-";
+  if (q.kind == Q::Unknown)
+    return "?";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format("%.2f", q.v);
+  return s;
+}
+
+static std::string fmtDimForm(Q q) {
+  return q.known() ? std::to_string(static_cast<int64_t>(q.v)) : "?";
+}
+
+static std::string locationText(Location loc) {
+  if (auto fl = loc->findInstanceOf<FileLineColLoc>())
+    return (llvm::sys::path::filename(fl.getFilename().getValue()) + ":" +
+            llvm::Twine(fl.getLine()))
+        .str();
+  return "?";
+}
+
+//===----------------------------------------------------------------------===//
+// Rows
+//===----------------------------------------------------------------------===//
+
+struct Row {
+  std::string layer, form, act;
+  Q T, D, H, E, kOrSlots;
+  Q router, experts, dispatch, touched, bytes, params;
+};
+
+/// Sizes of the expert FFNs: from W1 [E,D,H1], W2 [E,H,D], b1, b2.
+struct Experts {
+  Q E, D, H, H1;
+  Q rowFlops;    // F of the header comment
+  Q params;      // P of the header comment
+  Q eltBytes;
+  std::string act;
+};
+
+static Experts expertsOf(Value w1, Value w2, Value b1, Value b2,
+                         ActivationAttr activation) {
+  Experts x;
+  bool gated = activation.isGated();
+  x.act = stringifyActivation(activation.getValue()).str();
+  x.E = firstKnown({dimOf(w1, 0), dimOf(w2, 0)});
+  x.D = firstKnown({dimOf(w1, 1), dimOf(w2, 2)});
+  Q w1Cols = dimOf(w1, 2);
+  Q hFromW1 = w1Cols.known() && gated ? Q::of(w1Cols.v / 2) : w1Cols;
+  x.H = firstKnown({dimOf(w2, 1), hFromW1});
+  x.H1 = gated ? 2.0 * x.H : x.H;
+  Q biases = Q::of(0);
+  if (b1)
+    biases = biases + x.H1;
+  if (b2)
+    biases = biases + x.D;
+  x.rowFlops = 2.0 * x.D * x.H1 + 2.0 * x.H * x.D + x.H1 + biases;
+  x.params = x.D * x.H1 + x.H * x.D + biases;
+  x.eltBytes = Q::unknown();
+  auto type = cast<ShapedType>(w1.getType());
+  if (type.getElementType().isIntOrFloat())
+    x.eltBytes = Q::of((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+  return x;
+}
+
+static std::string routingForm(RoutingAttrInterface routing, bool training) {
+  std::string s;
+  if (isa<DenseRoutingAttr>(routing))
+    s = "dense";
+  else if (auto topk = dyn_cast<TopKRoutingAttr>(routing))
+    s = "top_k k=" + std::to_string(topk.getK());
+  else if (auto ms = dyn_cast<MoesartRoutingAttr>(routing))
+    s = "moesart k=" + std::to_string(ms.getK());
+  else if (std::optional<int64_t> k = routing.getFixedK())
+    s = "routing k=" + std::to_string(*k);
+  else
+    s = "routing";
+  if (training)
+    s += " train";
+  return s;
+}
+
+static std::string capacityForm(std::optional<llvm::APFloat> cf) {
+  if (!cf)
+    return "";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << " cf=" << llvm::format("%g", cf->convertToDouble());
+  return s;
+}
+
+/// What a token-choice row contains besides the experts.
+struct TokenChoiceParts {
+  bool router = false, routerBias = false; // a moe.route (or the layer's router)
+  bool softmax = false;                    // a moe.gate (or the layer's gate)
+  bool combine = false;                    // a moe.combine (or fused/layer)
+  std::optional<double> capacityFactor;
+};
+
+static void fillTokenChoice(Row &r, Q T, Q D, Q E, Q k, const Experts &x,
+                            const TokenChoiceParts &parts) {
+  r.T = T;
+  r.D = D;
+  r.H = x.H;
+  r.E = E;
+  r.kOrSlots = k;
+  r.act = x.act;
+  r.router = parts.router ? 2.0 * T * D * E + (parts.routerBias ? T * E : Q::of(0))
+                          : Q::na();
+  Q rows = T * k;
+  if (parts.capacityFactor && rows.known() && E.known() && E.v > 0) {
+    double cap = std::ceil(*parts.capacityFactor * rows.v / E.v);
+    rows = Q::of(std::min(rows.v, E.v * cap));
+  }
+  r.experts = rows * x.rowFlops;
+  r.dispatch = Q::na();
+  if (parts.softmax)
+    r.dispatch = r.dispatch + 5.0 * T * E;
+  if (parts.combine)
+    r.dispatch = r.dispatch + 2.0 * T * k * D;
+  if (E.known() && k.known() && k.v == E.v && !T.known())
+    r.touched = E; // dense: every expert, for any T >= 1
+  else if (E.known() && k.known() && T.known() && E.v > 0)
+    r.touched = Q::of(E.v * (1.0 - std::pow(1.0 - k.v / E.v, T.v)));
+  else
+    r.touched = Q::unknown();
+  r.bytes = r.touched * x.params * x.eltBytes;
+  if (r.bytes.known())
+    r.bytes = Q::of(std::round(r.bytes.v));
+  r.params = k * x.params;
+  if (parts.router)
+    r.params = D * E + (parts.routerBias ? E : Q::of(0)) + r.params;
+}
+
+static void fillSoft(Row &r, Q G, Q M, Q D, Q E, Q S, bool normalize,
+                     bool combine, const Experts &x) {
+  r.T = G * M;
+  r.D = D;
+  r.H = x.H;
+  r.E = E;
+  r.kOrSlots = S;
+  r.act = x.act;
+  r.router = 2.0 * G * M * D * E * S;
+  if (normalize)
+    r.router = r.router + 3.0 * G * M * D + 3.0 * D * E * S;
+  r.experts = E * G * S * x.rowFlops;
+  r.dispatch = 2.0 * E * S * G * M * D + 10.0 * G * M * E * S;
+  if (combine)
+    r.dispatch = r.dispatch + 2.0 * G * M * E * S * D;
+  r.touched = E;
+  r.bytes = E * x.params * x.eltBytes;
+  r.params = D * E * S + E * x.params;
+}
+
+static std::string softForm(Q S, Q M) {
+  return "soft S=" + fmtDimForm(S) + " M=" + fmtDimForm(M);
+}
+
+static std::string label(Operation *op) {
+  return op->getName().getStringRef().str() + " " + locationText(op->getLoc());
+}
+
+/// Router, gate and combine around a chain or fused op, found through the
+/// indices operand (indices -> moe.gate -> moe.route).
+static void traceGate(Value indices, TokenChoiceParts &parts, std::string &form,
+                      Q k) {
+  auto gate = indices.getDefiningOp<GateOp>();
+  if (!gate || gate.getIndices() != indices) {
+    form += "k=" + fmtDimForm(k);
+    return;
+  }
+  form += routingForm(gate.getRouting(), gate.getTraining());
+  parts.softmax = true;
+  if (auto route = gate.getLogits().getDefiningOp<RouteOp>()) {
+    parts.router = true;
+    parts.routerBias = static_cast<bool>(route.getRouterBias());
+  }
+}
+
+static Row layerRow(LayerOp op) {
+  Row r;
+  r.layer = label(op);
+  Experts x = expertsOf(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                        op.getActivationAttr());
+  Q T = dimOf(op.getInput(), 0);
+  Q D = firstKnown({dimOf(op.getInput(), 1), dimOf(op.getRouterWeight(), 0), x.D});
+  Q E = firstKnown({dimOf(op.getRouterWeight(), 1), x.E});
+  Q k = E.known() ? fromDim(op.getRouting().getExpertsPerToken(
+                        static_cast<int64_t>(E.v)))
+                  : (op.getRouting().getFixedK()
+                         ? Q::of(static_cast<double>(*op.getRouting().getFixedK()))
+                         : Q::unknown());
+  TokenChoiceParts parts;
+  parts.router = parts.softmax = parts.combine = true;
+  parts.routerBias = static_cast<bool>(op.getRouterBias());
+  if (auto cf = op.getCapacityFactor())
+    parts.capacityFactor = cf->convertToDouble();
+  r.form = routingForm(op.getRouting(), op.getTraining()) +
+           capacityForm(op.getCapacityFactor());
+  fillTokenChoice(r, T, D, E, k, x, parts);
+  return r;
+}
+
+static Row softLayerRow(SoftLayerOp op) {
+  Row r;
+  r.layer = label(op);
+  Experts x = expertsOf(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                        op.getActivationAttr());
+  Q M = dimOf(op.getInput(), 1), S = dimOf(op.getSlots(), 2);
+  Q D = firstKnown({dimOf(op.getInput(), 2), dimOf(op.getSlots(), 0), x.D});
+  Q E = firstKnown({dimOf(op.getSlots(), 1), x.E});
+  r.form = softForm(S, M);
+  fillSoft(r, dimOf(op.getInput(), 0), M, D, E, S, op.getNormalize(),
+           /*combine=*/true, x);
+  return r;
+}
+
+static Row fusedSoftRow(FusedSoftExpertsOp op) {
+  Row r;
+  r.layer = label(op);
+  Experts x = expertsOf(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                        op.getActivationAttr());
+  Q M = dimOf(op.getInput(), 1), S = dimOf(op.getSlots(), 2);
+  Q D = firstKnown({dimOf(op.getInput(), 2), dimOf(op.getSlots(), 0), x.D});
+  Q E = firstKnown({dimOf(op.getSlots(), 1), x.E});
+  r.form = "fused " + softForm(S, M);
+  fillSoft(r, dimOf(op.getInput(), 0), M, D, E, S, op.getNormalize(),
+           /*combine=*/true, x);
+  return r;
+}
+
+static Row fusedRow(FusedExpertsOp op) {
+  Row r;
+  r.layer = label(op);
+  Experts x = expertsOf(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                        op.getActivationAttr());
+  Q T = firstKnown({dimOf(op.getInput(), 0), dimOf(op.getIndices(), 0)});
+  Q D = firstKnown({dimOf(op.getInput(), 1), x.D});
+  Q E = Q::of(static_cast<double>(op.getNumExperts()));
+  Q k = firstKnown({dimOf(op.getIndices(), 1), dimOf(op.getWeights(), 1)});
+  TokenChoiceParts parts;
+  parts.combine = true;
+  if (auto cf = op.getCapacityFactor())
+    parts.capacityFactor = cf->convertToDouble();
+  r.form = "fused ";
+  traceGate(op.getIndices(), parts, r.form, k);
+  r.form += capacityForm(op.getCapacityFactor());
+  fillTokenChoice(r, T, D, E, k, x, parts);
+  return r;
+}
+
+static Row expertFFNRow(ExpertFFNOp op) {
+  Row r;
+  r.layer = label(op);
+  Experts x = expertsOf(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                        op.getActivationAttr());
+  Value out = op.getOutput();
+
+  if (auto dispatch = op.getRows().getDefiningOp<DispatchOp>()) {
+    Q T = firstKnown({dimOf(dispatch.getInput(), 0), dimOf(dispatch.getIndices(), 0)});
+    Q D = firstKnown({dimOf(dispatch.getInput(), 1), x.D});
+    Q E = Q::of(static_cast<double>(dispatch.getNumExperts()));
+    Q k = dimOf(dispatch.getIndices(), 1);
+    TokenChoiceParts parts;
+    if (auto cf = dispatch.getCapacityFactor())
+      parts.capacityFactor = cf->convertToDouble();
+    for (Operation *user : out.getUsers())
+      if (auto combine = dyn_cast<CombineOp>(user))
+        if (combine.getExpertOutput() == out)
+          parts.combine = true;
+    r.form = "chain ";
+    traceGate(dispatch.getIndices(), parts, r.form, k);
+    r.form += capacityForm(dispatch.getCapacityFactor());
+    fillTokenChoice(r, T, D, E, k, x, parts);
+    return r;
+  }
+
+  if (auto dispatch = op.getRows().getDefiningOp<SoftDispatchOp>()) {
+    Q M = dimOf(dispatch.getInput(), 1), S = dimOf(dispatch.getSlots(), 2);
+    Q D = firstKnown({dimOf(dispatch.getInput(), 2), dimOf(dispatch.getSlots(), 0), x.D});
+    Q E = firstKnown({dimOf(dispatch.getSlots(), 1), x.E});
+    bool combine = false;
+    for (Operation *user : out.getUsers())
+      if (auto sc = dyn_cast<SoftCombineOp>(user))
+        if (sc.getExpertOutput() == out)
+          combine = true;
+    r.form = "chain " + softForm(S, M);
+    fillSoft(r, dimOf(dispatch.getInput(), 0), M, D, E, S,
+             dispatch.getNormalize(), combine, x);
+    return r;
+  }
+
+  // Rows of unknown origin: only the expert FLOPs of the rows it is given.
+  r.form = "expert_ffn";
+  r.act = x.act;
+  r.T = r.kOrSlots = Q::unknown();
+  r.D = x.D;
+  r.H = x.H;
+  r.E = x.E;
+  r.router = r.dispatch = Q::na();
+  r.experts = dimOf(op.getRows(), 0) * x.rowFlops;
+  r.touched = r.bytes = r.params = Q::unknown();
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// The table
+//===----------------------------------------------------------------------===//
+
+static void printTable(ArrayRef<Row> rows, llvm::raw_ostream &os) {
+  static const char *headers[] = {
+      "layer",        "form",         "act",
+      "T",            "D",            "H",
+      "E",            "k|S",          "router FLOPs",
+      "expert FLOPs", "disp+comb FLOPs", "experts touched",
+      "weight bytes", "params/token"};
+  constexpr size_t numCols = sizeof(headers) / sizeof(headers[0]);
+  constexpr size_t numTextCols = 3; // left-aligned; the rest right-aligned
+
+  std::vector<std::array<std::string, numCols>> cells;
+  auto addRow = [&](const Row &r, bool total) {
+    auto dim = [&](Q q) { return total ? std::string() : fmtInt(q); };
+    cells.push_back({r.layer, r.form, r.act, dim(r.T), dim(r.D), dim(r.H),
+                     dim(r.E), dim(r.kOrSlots), fmtInt(r.router),
+                     fmtInt(r.experts), fmtInt(r.dispatch),
+                     fmtFixed2(r.touched), fmtInt(r.bytes), fmtInt(r.params)});
+  };
+  for (const Row &r : rows)
+    addRow(r, /*total=*/false);
+  if (rows.size() > 1) {
+    Row total;
+    total.layer = "total";
+    for (const Row &r : rows) {
+      total.router = total.router + r.router;
+      total.experts = total.experts + r.experts;
+      total.dispatch = total.dispatch + r.dispatch;
+      total.touched = total.touched + r.touched;
+      total.bytes = total.bytes + r.bytes;
+      total.params = total.params + r.params;
+    }
+    addRow(total, /*total=*/true);
+  }
+
+  std::array<size_t, numCols> width;
+  for (size_t c = 0; c < numCols; ++c) {
+    width[c] = std::strlen(headers[c]);
+    for (const auto &line : cells)
+      width[c] = std::max(width[c], line[c].size());
+  }
+  auto printLine = [&](auto cellAt) {
+    std::string line;
+    for (size_t c = 0; c < numCols; ++c) {
+      std::string cell = cellAt(c);
+      if (c != 0)
+        line += "  ";
+      std::string pad(width[c] - cell.size(), ' ');
+      line += c < numTextCols ? cell + pad : pad + cell;
+    }
+    // No trailing blanks (a text column may end the line only if all numeric
+    // columns were empty, which cannot happen, but keep lines clean anyway).
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
+    os << line << "\n";
+  };
+  printLine([&](size_t c) { return std::string(headers[c]); });
+  for (const auto &line : cells)
+    printLine([&](size_t c) { return line[c]; });
+  if (rows.empty())
+    os << "(no MoE layers)\n";
+}
+
+struct MoEPrintCostPass : public moe::impl::MoEPrintCostBase<MoEPrintCostPass> {
+  void runOnOperation() override {
+    std::vector<Row> rows;
+    getOperation()->walk<WalkOrder::PreOrder>([&](Operation *op) {
+      if (auto layer = dyn_cast<LayerOp>(op))
+        rows.push_back(layerRow(layer));
+      else if (auto soft = dyn_cast<SoftLayerOp>(op))
+        rows.push_back(softLayerRow(soft));
+      else if (auto fused = dyn_cast<FusedExpertsOp>(op))
+        rows.push_back(fusedRow(fused));
+      else if (auto fusedSoft = dyn_cast<FusedSoftExpertsOp>(op))
+        rows.push_back(fusedSoftRow(fusedSoft));
+      else if (auto ffn = dyn_cast<ExpertFFNOp>(op))
+        rows.push_back(expertFFNRow(ffn));
+    });
+    printTable(rows, llvm::outs());
+    llvm::outs().flush();
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace
