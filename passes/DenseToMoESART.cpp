@@ -76,12 +76,12 @@ struct MoEDenseToMoESARTPass
         return;
       int64_t e = op.getNumExperts();
       if (!ShapedType::isDynamic(e) && k > e)
-        op.emitWarning() << "dense layer left unchanged: k = " << k
+        op.emitWarning() << "dense layer left unchanged: k = " << static_cast<int64_t>(k)
                          << " exceeds its E = " << e << " experts";
       else
         op.emitWarning() << "dense layer left unchanged: adjust = small_random "
                             "needs k >= 2 in training mode, got k = "
-                         << k;
+                         << static_cast<int64_t>(k);
     });
   }
 

@@ -1,0 +1,118 @@
+//===- Backend.h - moe-run execution backends ------------------*- C++ -*-===//
+//
+// moe-run binds the arguments of one function on the host, then hands the
+// module to a backend that lowers, compiles and runs it. A backend sees the
+// entry's signature (recorded before lowering) and host buffers for every
+// argument and result; where the data lives while it runs is its business.
+// The CPU backend is the only one so far; a CUDA backend implements the same
+// interface.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_TOOLS_MOE_RUN_BACKEND_H
+#define MOE_TOOLS_MOE_RUN_BACKEND_H
+
+#include "runtime/io/TensorIO.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moe {
+namespace run {
+
+/// A dense tensor in 64-byte aligned host memory (row-major, little-endian),
+/// the layout the lowered code expects behind a memref descriptor with an
+/// identity layout.
+class HostTensor {
+public:
+  HostTensor() = default;
+  HostTensor(io::DType dtype, std::vector<int64_t> shape);
+  HostTensor(HostTensor &&) = default;
+  HostTensor &operator=(HostTensor &&) = default;
+
+  /// False if the memory could not be allocated.
+  bool ok() const { return storage != nullptr; }
+  io::DType dtype() const { return elementType; }
+  const std::vector<int64_t> &shape() const { return dims; }
+  int64_t rank() const { return static_cast<int64_t>(dims.size()); }
+  int64_t numElements() const { return count; }
+  size_t byteSize() const { return count * io::elementSize(elementType); }
+  uint8_t *data() { return storage.get(); }
+  const uint8_t *data() const { return storage.get(); }
+
+  /// Copies the bytes of `tensor`, which must have this dtype and shape.
+  void assign(const io::Tensor &tensor);
+  /// A copy as an io::Tensor.
+  io::Tensor toTensor() const;
+  /// Element `i` as a double.
+  double elementAsDouble(int64_t i) const;
+
+private:
+  struct Free {
+    void operator()(uint8_t *p) const { std::free(p); }
+  };
+  io::DType elementType = io::DType::F32;
+  std::vector<int64_t> dims;
+  int64_t count = 0;
+  std::unique_ptr<uint8_t, Free> storage;
+};
+
+/// One argument or result of the entry function.
+struct ValueInfo {
+  /// The position among the arguments (or results).
+  unsigned index = 0;
+  /// The type as MLIR prints it, e.g. "tensor<64x128xf32>".
+  std::string typeString;
+  io::DType dtype = io::DType::F32;
+  std::vector<int64_t> shape;
+  /// The `moe.param` name of an argument, if any.
+  std::optional<std::string> param;
+};
+
+/// The entry function's signature, recorded before lowering.
+struct Signature {
+  std::string name;
+  std::vector<ValueInfo> arguments;
+  std::vector<ValueInfo> results;
+};
+
+/// A way to run the entry function of a module.
+class Backend {
+public:
+  virtual ~Backend();
+  /// Short name for messages ("cpu").
+  virtual const char *name() const = 0;
+  /// Lowers and compiles `module` (it is modified in place) so that run()
+  /// can call `signature.name`. Diagnostics go to the context's handler; the
+  /// returned error is one line without the "moe-run: " prefix.
+  virtual llvm::Error compile(mlir::ModuleOp module,
+                              const Signature &signature) = 0;
+  /// Runs the function once. `arguments` and `results` match the signature
+  /// (types and shapes); `results` are overwritten. The arguments are left
+  /// unchanged.
+  virtual llvm::Error run(std::vector<HostTensor> &arguments,
+                          std::vector<HostTensor> &results) = 0;
+};
+
+struct CpuBackendOptions {
+  /// Print the module to stdout after lowering, before JIT compilation.
+  bool dumpLowered = false;
+  /// Shared libraries the JIT loads for symbol resolution.
+  std::vector<std::string> sharedLibs;
+};
+
+/// The host backend: moe::buildCpuPipeline (results as out-parameters), then
+/// MLIR's ExecutionEngine (LLVM -O3, JIT) calling `_mlir_ciface_<entry>`.
+std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options);
+
+} // namespace run
+} // namespace moe
+
+#endif // MOE_TOOLS_MOE_RUN_BACKEND_H

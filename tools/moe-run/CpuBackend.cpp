@@ -1,0 +1,185 @@
+//===- CpuBackend.cpp - moe-run on the host through the MLIR JIT ----------===//
+//
+// Lowering: the entry gets `llvm.emit_c_interface` and every argument
+// `bufferization.writable = false` (so the code never writes into the
+// caller's input buffers), then moe::buildCpuPipeline with
+// results-to-out-params. Afterwards the entry is
+//
+//   void _mlir_ciface_<entry>(Desc_0 *arg0, ..., Desc_n *out0, ...)
+//
+// with inputs first, then one out-parameter per result, each a pointer to a
+// memref descriptor
+//
+//   struct Desc_R { T *allocated; T *aligned; int64_t offset;
+//                   int64_t sizes[R]; int64_t strides[R]; };
+//
+// (for rank 0 just {allocated, aligned, offset}). ExecutionEngine wraps every
+// function `f` into a packed `_mlir_f(void **args)` where args[i] points to
+// the i-th argument value; for the ciface function the values are the
+// descriptor pointers, so args[i] is a `Desc_i **`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/moe-run/Backend.h"
+
+#include "lowering/Pipelines.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+
+using namespace mlir;
+
+namespace moe {
+namespace run {
+
+namespace {
+
+/// Memory of one memref descriptor for a row-major buffer: {allocated,
+/// aligned, offset, sizes[R], strides[R]} as 64-bit words.
+std::vector<int64_t> makeDescriptor(HostTensor &tensor) {
+  const int64_t rank = tensor.rank();
+  std::vector<int64_t> words(3 + 2 * rank);
+  static_assert(sizeof(void *) == sizeof(int64_t), "64-bit host required");
+  void *ptr = tensor.data();
+  std::memcpy(&words[0], &ptr, sizeof(ptr));
+  std::memcpy(&words[1], &ptr, sizeof(ptr));
+  words[2] = 0;
+  int64_t stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    words[3 + d] = tensor.shape()[d];
+    words[3 + rank + d] = stride;
+    stride *= tensor.shape()[d];
+  }
+  return words;
+}
+
+class CpuBackend final : public Backend {
+public:
+  explicit CpuBackend(const CpuBackendOptions &options) : options(options) {}
+  const char *name() const override { return "cpu"; }
+  llvm::Error compile(ModuleOp module, const Signature &signature) override;
+  llvm::Error run(std::vector<HostTensor> &arguments,
+                  std::vector<HostTensor> &results) override;
+
+private:
+  CpuBackendOptions options;
+  Signature signature;
+  std::unique_ptr<ExecutionEngine> engine;
+  void (*entry)(void **) = nullptr;
+};
+
+llvm::Error CpuBackend::compile(ModuleOp module, const Signature &sig) {
+  signature = sig;
+  MLIRContext *ctx = module.getContext();
+  auto func = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      module, StringAttr::get(ctx, sig.name));
+  if (!func)
+    return llvm::createStringError("no function @" + sig.name);
+
+  func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                UnitAttr::get(ctx));
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    // moe.param has served its purpose (binding); it must not reach LLVM.
+    func.removeArgAttr(i, StringAttr::get(ctx, "moe.param"));
+    func.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
+                    BoolAttr::get(ctx, false));
+  }
+
+  PassManager pm(ctx, module.getOperationName());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return llvm::createStringError("invalid pass manager options");
+  mlir::moe::CpuPipelineOptions pipelineOptions;
+  pipelineOptions.resultsToOutParams = true;
+  mlir::moe::buildCpuPipeline(pm, pipelineOptions);
+  if (failed(pm.run(module)))
+    return llvm::createStringError("lowering @" + sig.name +
+                                   " for the cpu failed");
+  if (options.dumpLowered) {
+    module.print(llvm::outs());
+    llvm::outs() << "\n";
+    llvm::outs().flush();
+  }
+
+  static bool targetsInitialized = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return true;
+  }();
+  (void)targetsInitialized;
+
+  std::vector<llvm::StringRef> libs;
+  for (const std::string &lib : options.sharedLibs) {
+    if (!llvm::sys::fs::exists(lib))
+      return llvm::createStringError("runtime library " + lib + " not found");
+    libs.push_back(lib);
+  }
+  auto transformer = makeOptimizingTransformer(/*optLevel=*/3,
+                                               /*sizeLevel=*/0,
+                                               /*targetMachine=*/nullptr);
+  ExecutionEngineOptions engineOptions;
+  engineOptions.transformer = transformer;
+  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  engineOptions.sharedLibPaths = libs;
+  auto created = ExecutionEngine::create(module, engineOptions);
+  if (!created)
+    return llvm::createStringError("JIT compilation failed: " +
+                                   llvm::toString(created.takeError()));
+  engine = std::move(*created);
+
+  auto fn = engine->lookupPacked("_mlir_ciface_" + sig.name);
+  if (!fn)
+    return llvm::createStringError("JIT compilation failed: " +
+                                   llvm::toString(fn.takeError()));
+  entry = *fn;
+  return llvm::Error::success();
+}
+
+llvm::Error CpuBackend::run(std::vector<HostTensor> &arguments,
+                            std::vector<HostTensor> &results) {
+  if (!entry)
+    return llvm::createStringError("run() before compile()");
+  if (arguments.size() != signature.arguments.size() ||
+      results.size() != signature.results.size())
+    return llvm::createStringError("internal error: wrong buffer count");
+
+  std::vector<std::vector<int64_t>> descriptors;
+  descriptors.reserve(arguments.size() + results.size());
+  for (HostTensor &t : arguments)
+    descriptors.push_back(makeDescriptor(t));
+  for (HostTensor &t : results)
+    descriptors.push_back(makeDescriptor(t));
+  std::vector<void *> descriptorPtrs;
+  descriptorPtrs.reserve(descriptors.size());
+  for (auto &d : descriptors)
+    descriptorPtrs.push_back(d.data());
+  std::vector<void *> packed;
+  packed.reserve(descriptorPtrs.size());
+  for (void *&p : descriptorPtrs)
+    packed.push_back(&p);
+
+  entry(packed.data());
+  return llvm::Error::success();
+}
+
+} // namespace
+
+Backend::~Backend() = default;
+
+std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
+} // namespace run
+} // namespace moe

@@ -1,0 +1,629 @@
+//===- moe-run.cpp - compile and run one function of a moe module ---------===//
+//
+// moe-run FILE.mlir [--entry=NAME] [--input=X.npy]... [--params=P.safetensors]
+//         [--fill-random [--seed=N]] [--output=Y.npy]... [--repeat=N]
+//         [--device=auto|cpu|cuda]
+//
+// Parses FILE (moe + every upstream dialect), records the entry function's
+// signature, binds its arguments from .npy / .safetensors files or seeded
+// random values, lowers and JIT-compiles it through a backend (Backend.h)
+// and prints a checksum line per result. Every error is one line on stderr,
+// "moe-run: ...", and exit code 1 (MLIR diagnostics about the input IR are
+// printed as usual before exiting with 1).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/moe-run/Backend.h"
+
+#include "dialect/MoEDialect.h"
+#include "lowering/Passes.h"
+#include "runtime/io/TensorIO.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#ifndef MOE_RUN_C_RUNNER_UTILS
+#define MOE_RUN_C_RUNNER_UTILS "/usr/lib/llvm-22/lib/libmlir_c_runner_utils.so"
+#endif
+
+using namespace mlir;
+using ::moe::run::HostTensor;
+using ::moe::run::Signature;
+using ::moe::run::ValueInfo;
+namespace io = ::moe::io;
+
+//===----------------------------------------------------------------------===//
+// Command line
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+enum class Device { Auto, Cpu, Cuda };
+
+llvm::cl::OptionCategory runCategory("moe-run options");
+
+llvm::cl::opt<std::string> inputFile(llvm::cl::Positional,
+                                     llvm::cl::desc("FILE.mlir"),
+                                     llvm::cl::Required,
+                                     llvm::cl::cat(runCategory));
+
+llvm::cl::opt<std::string>
+    entryName("entry",
+              llvm::cl::desc("Function to run (default: the only public "
+                             "func.func with a body)"),
+              llvm::cl::value_desc("NAME"), llvm::cl::cat(runCategory));
+
+llvm::cl::list<std::string> inputPaths(
+    "input",
+    llvm::cl::desc("Binds the next argument without moe.param, in order "
+                   "(repeatable; dtype and shape must match exactly)"),
+    llvm::cl::value_desc("PATH.npy"), llvm::cl::cat(runCategory));
+
+llvm::cl::opt<std::string> paramsPath(
+    "params",
+    llvm::cl::desc("Binds every argument {moe.param = \"NAME\"} to the "
+                   "tensor NAME (shape must match; F32/F16/BF16 are converted "
+                   "to the argument's float type)"),
+    llvm::cl::value_desc("PATH.safetensors"), llvm::cl::cat(runCategory));
+
+llvm::cl::opt<bool> fillRandom(
+    "fill-random",
+    llvm::cl::desc("Give every argument not bound by a file seeded random "
+                   "values (see the overview above)"),
+    llvm::cl::cat(runCategory));
+
+llvm::cl::opt<uint64_t>
+    seed("seed", llvm::cl::desc("Seed of --fill-random (default 0)"),
+         llvm::cl::value_desc("N"), llvm::cl::init(0),
+         llvm::cl::cat(runCategory));
+
+llvm::cl::list<std::string> outputPaths(
+    "output",
+    llvm::cl::desc("Writes a result (repeatable; give one per result, or "
+                   "none)"),
+    llvm::cl::value_desc("PATH.npy"), llvm::cl::cat(runCategory));
+
+llvm::cl::opt<unsigned>
+    repeat("repeat",
+           llvm::cl::desc("One warm-up run, then N timed runs; prints "
+                          "'median-ms: X' (default 0: a single untimed run)"),
+           llvm::cl::value_desc("N"), llvm::cl::init(0),
+           llvm::cl::cat(runCategory));
+
+llvm::cl::opt<Device> device(
+    "device", llvm::cl::desc("Where to run (default auto)"),
+    llvm::cl::values(
+        clEnumValN(Device::Auto, "auto",
+                   "cuda when this build has a CUDA path and a usable GPU, "
+                   "else cpu"),
+        clEnumValN(Device::Cpu, "cpu", "the host, through the MLIR JIT"),
+        clEnumValN(Device::Cuda, "cuda", "an NVIDIA GPU (not built yet)")),
+    llvm::cl::init(Device::Auto), llvm::cl::cat(runCategory));
+
+llvm::cl::opt<bool> dumpLowered(
+    "dump-lowered",
+    llvm::cl::desc("Print the lowered (LLVM dialect) module to stdout "
+                   "before running"),
+    llvm::cl::cat(runCategory));
+
+const char *const overview =
+    R"(moe-run: compile and run one function of a moe module
+
+Arguments. The entry's arguments must be statically shaped ranked tensors of
+f32, f16, bf16, i32 or i64. Arguments with {moe.param = "NAME"} are
+parameters, bound by name from --params; the others are inputs, bound in
+order by --input (no dtype conversion for .npy files). Results must be
+statically shaped tensors of the same element types.
+
+--fill-random. Every argument not bound by a file gets values from a
+deterministic generator: a splitmix64 generator seeded with --seed gives one
+64-bit output per argument (argument #i takes output #i+1), which seeds that
+argument's own splitmix64 stream. Each float element is
+  z = sqrt(-2 ln u1) * cos(2 pi u2)   (Box-Muller, first value only)
+with u1, u2 uniform in (0, 1] built from the top 53 bits of two successive
+64-bit outputs, times a scale, rounded to the element type:
+  inputs:                                scale 1
+  parameters of rank >= 2, shape [..,K,N]: scale 1/sqrt(K) (K is the fan-in:
+                                         D for [D,E] and [E,D,H], H for [E,H,D])
+  parameters of rank 1, shape [N]:       scale 1/sqrt(N)
+  parameters of rank 0:                  scale 1
+Integer arguments (e.g. a tensor<i64> seed) get the value of --seed in every
+element (truncated to 32 bits for i32).
+
+Output. Per result, one line on stdout:
+  result #I: TYPE checksum: sum=S abs_sum=A
+where S and A are the sum and the sum of absolute values of the elements,
+accumulated as double, printed with printf's %.6e. With --repeat=N a line
+  median-ms: X
+follows (X: the median wall time of the N timed runs in milliseconds, %.3f).
+--output writes results as .npy (bf16 results are written as f32, numpy has
+no bfloat16).
+
+The CPU path lowers with moe's cpu pipeline (results as out-parameters) and
+JIT-compiles at -O3; the function never writes into its argument buffers.
+
+Errors: one line on stderr starting with "moe-run: ", exit code 1.
+)";
+
+/// Prints "moe-run: MESSAGE" and returns the exit code 1.
+int fail(const llvm::Twine &message) {
+  llvm::outs().flush();
+  llvm::errs() << "moe-run: " << message << "\n";
+  return 1;
+}
+
+std::string typeToString(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+std::string argName(unsigned index) { return "%arg" + std::to_string(index); }
+
+/// "argument #2 (%arg2)".
+std::string describeArgument(const ValueInfo &arg) {
+  return "argument #" + std::to_string(arg.index) + " (" + argName(arg.index) +
+         ")";
+}
+
+std::optional<io::DType> toDType(Type type) {
+  if (type.isF32())
+    return io::DType::F32;
+  if (type.isF16())
+    return io::DType::F16;
+  if (type.isBF16())
+    return io::DType::BF16;
+  if (type.isSignlessInteger(32))
+    return io::DType::I32;
+  if (type.isSignlessInteger(64))
+    return io::DType::I64;
+  return std::nullopt;
+}
+
+/// Fills `info` from `type`; returns an error (without the subject) if the
+/// type is not supported.
+std::optional<std::string> describeType(Type type, ValueInfo &info) {
+  info.typeString = typeToString(type);
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return "has type " + info.typeString +
+           "; moe-run supports statically shaped ranked tensors of f32, "
+           "f16, bf16, i32 and i64";
+  auto dtype = toDType(tensor.getElementType());
+  if (!dtype)
+    return "has element type " + typeToString(tensor.getElementType()) + " (" +
+           info.typeString + "); moe-run supports f32, f16, bf16, i32 and i64";
+  info.dtype = *dtype;
+  info.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+  auto count = io::shapeNumElements(info.shape);
+  // Refuse sizes that cannot possibly be allocated (> 2^48 bytes).
+  if (!count || *count > (int64_t(1) << 48) /
+                             static_cast<int64_t>(io::elementSize(*dtype)))
+    return "has type " + info.typeString + ", too large to allocate";
+  return std::nullopt;
+}
+
+std::string fileTensorDesc(io::DType dtype, const std::vector<int64_t> &shape,
+                           bool safetensorsNames) {
+  return std::string(safetensorsNames ? io::safetensorsDTypeName(dtype)
+                                      : io::dtypeName(dtype)) +
+         " " + io::formatShape(shape);
+}
+
+//===----------------------------------------------------------------------===//
+// Random values
+//===----------------------------------------------------------------------===//
+
+struct SplitMix64 {
+  uint64_t state;
+  explicit SplitMix64(uint64_t seed) : state(seed) {}
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in (0, 1].
+  double uniform() {
+    return static_cast<double>((next() >> 11) + 1) * 0x1.0p-53;
+  }
+  double normal() {
+    double u1 = uniform();
+    double u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  }
+};
+
+void fillRandomValues(HostTensor &tensor, const ValueInfo &info,
+                      uint64_t streamSeed, uint64_t userSeed) {
+  const int64_t n = tensor.numElements();
+  uint8_t *out = tensor.data();
+  switch (info.dtype) {
+  case io::DType::I32: {
+    int32_t v = static_cast<int32_t>(userSeed);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(out + 4 * i, &v, 4);
+    return;
+  }
+  case io::DType::I64: {
+    int64_t v = static_cast<int64_t>(userSeed);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(out + 8 * i, &v, 8);
+    return;
+  }
+  default:
+    break;
+  }
+  double scale = 1.0;
+  if (info.param) {
+    const auto &shape = info.shape;
+    int64_t fanIn = 1;
+    if (shape.size() >= 2)
+      fanIn = shape[shape.size() - 2];
+    else if (shape.size() == 1)
+      fanIn = shape[0];
+    scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fanIn, 1)));
+  }
+  SplitMix64 rng(streamSeed);
+  for (int64_t i = 0; i < n; ++i) {
+    float v = static_cast<float>(rng.normal() * scale);
+    switch (info.dtype) {
+    case io::DType::F32:
+      std::memcpy(out + 4 * i, &v, 4);
+      break;
+    case io::DType::F16: {
+      uint16_t h = io::floatToHalfBits(v);
+      std::memcpy(out + 2 * i, &h, 2);
+      break;
+    }
+    case io::DType::BF16: {
+      uint16_t h = io::floatToBFloat16Bits(v);
+      std::memcpy(out + 2 * i, &h, 2);
+      break;
+    }
+    default:
+      break;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Backends
+//===----------------------------------------------------------------------===//
+
+/// Chooses the backend for --device. Returns nullptr after printing the
+/// error. `note` receives a line to print once the run starts (auto's choice).
+std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
+                                                   std::string &note) {
+  ::moe::run::CpuBackendOptions cpuOptions;
+  cpuOptions.dumpLowered = dumpLowered;
+  cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
+  switch (dev) {
+  case Device::Cuda:
+    fail("--device=cuda: the CUDA path is not built yet");
+    return nullptr;
+  case Device::Auto:
+    note = "moe-run: device auto: using cpu (no CUDA path in this build)";
+    return ::moe::run::createCpuBackend(cpuOptions);
+  case Device::Cpu:
+    return ::moe::run::createCpuBackend(cpuOptions);
+  }
+  return nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
+/// Finds the entry function. Prints the error and returns null on failure.
+func::FuncOp findEntry(ModuleOp module) {
+  SmallVector<func::FuncOp> publicFuncs;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func.isPublic() && !func.isExternal())
+      publicFuncs.push_back(func);
+  auto list = [&] {
+    std::string s;
+    for (auto [i, f] : llvm::enumerate(publicFuncs))
+      s += (i ? ", @" : "@") + f.getSymName().str();
+    return s;
+  };
+
+  if (!entryName.empty()) {
+    auto func = module.lookupSymbol<func::FuncOp>(entryName);
+    if (!func) {
+      fail(inputFile + " has no function @" + entryName +
+           (publicFuncs.empty() ? std::string()
+                                : " (public functions: " + list() + ")"));
+      return nullptr;
+    }
+    if (func.isExternal()) {
+      fail("@" + entryName + " in " + inputFile +
+           " is a declaration; it has no body to run");
+      return nullptr;
+    }
+    if (!func.isPublic()) {
+      fail("@" + entryName + " in " + inputFile +
+           " is not public; only public functions can be run");
+      return nullptr;
+    }
+    return func;
+  }
+  if (publicFuncs.empty()) {
+    fail(inputFile + " has no public function with a body to run");
+    return nullptr;
+  }
+  if (publicFuncs.size() > 1) {
+    fail(inputFile + " has " + llvm::Twine(publicFuncs.size()) +
+         " public functions (" + list() + "); choose one with --entry");
+    return nullptr;
+  }
+  return publicFuncs.front();
+}
+
+/// Records the entry's signature. Prints the error and returns false on
+/// failure.
+bool recordSignature(func::FuncOp func, Signature &sig) {
+  sig.name = func.getSymName().str();
+  FunctionType type = func.getFunctionType();
+  for (unsigned i = 0; i < type.getNumInputs(); ++i) {
+    ValueInfo info;
+    info.index = i;
+    if (auto error = describeType(type.getInput(i), info)) {
+      fail("@" + sig.name + ": " + describeArgument(info) + " " + *error);
+      return false;
+    }
+    if (Attribute attr = func.getArgAttr(i, "moe.param")) {
+      auto name = dyn_cast<StringAttr>(attr);
+      if (!name) {
+        fail("@" + sig.name + ": " + describeArgument(info) +
+             " has a moe.param attribute that is not a string");
+        return false;
+      }
+      info.param = name.str();
+    }
+    sig.arguments.push_back(std::move(info));
+  }
+  for (unsigned i = 0; i < type.getNumResults(); ++i) {
+    ValueInfo info;
+    info.index = i;
+    if (auto error = describeType(type.getResult(i), info)) {
+      fail("@" + sig.name + ": result #" + llvm::Twine(i) + " " + *error);
+      return false;
+    }
+    sig.results.push_back(std::move(info));
+  }
+  return true;
+}
+
+/// Allocates one HostTensor per value. Prints the error and returns false on
+/// failure.
+bool allocate(const std::vector<ValueInfo> &values, const char *what,
+              std::vector<HostTensor> &out) {
+  for (const ValueInfo &v : values) {
+    out.emplace_back(v.dtype, v.shape);
+    if (!out.back().ok()) {
+      fail("cannot allocate " + llvm::Twine(out.back().byteSize()) +
+           " bytes for " + what + " #" + llvm::Twine(v.index) + " (" +
+           v.typeString + ")");
+      return false;
+    }
+  }
+  return true;
+}
+
+int runMain(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  // Hidden, but available for debugging: --mlir-print-ir-after-all etc.
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  llvm::cl::HideUnrelatedOptions(runCategory);
+  llvm::cl::ParseCommandLineOptions(argc, argv, overview);
+
+  // Cheap flag checks first.
+  if (seed.getNumOccurrences() && !fillRandom)
+    return fail("--seed has no effect without --fill-random");
+  std::string deviceNote;
+  auto backend = selectBackend(device, deviceNote);
+  if (!backend)
+    return 1;
+
+  registerAllPasses();
+  mlir::moe::registerMoELoweringPasses();
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+  registry.insert<mlir::moe::MoEDialect>();
+  MLIRContext context(registry);
+
+  std::string openError;
+  auto file = openInputFile(inputFile, &openError);
+  if (!file)
+    return fail(openError.empty() ? "cannot open " + inputFile : openError);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1; // The diagnostics have been printed.
+
+  func::FuncOp func = findEntry(*module);
+  if (!func)
+    return 1;
+  Signature sig;
+  if (!recordSignature(func, sig))
+    return 1;
+  const std::string fn = "@" + sig.name;
+
+  // Counts.
+  if (!outputPaths.empty() && outputPaths.size() != sig.results.size())
+    return fail(fn + " has " + llvm::Twine(sig.results.size()) + " result" +
+                (sig.results.size() == 1 ? "" : "s") + ", got " +
+                llvm::Twine(outputPaths.size()) + " --output");
+  std::vector<const ValueInfo *> inputArgs, paramArgs;
+  for (const ValueInfo &arg : sig.arguments)
+    (arg.param ? paramArgs : inputArgs).push_back(&arg);
+  if (inputPaths.size() > inputArgs.size() ||
+      (!fillRandom && inputPaths.size() != inputArgs.size()))
+    return fail(fn + " takes " + llvm::Twine(inputArgs.size()) + " input" +
+                (inputArgs.size() == 1 ? "" : "s") +
+                " (arguments without moe.param), got " +
+                llvm::Twine(inputPaths.size()) + " --input");
+  if (!fillRandom && paramsPath.empty() && !paramArgs.empty()) {
+    const ValueInfo &arg = *paramArgs.front();
+    return fail(describeArgument(arg) + " of " + fn + ", parameter '" +
+                *arg.param +
+                "', is not bound: pass --params=FILE.safetensors "
+                "or --fill-random");
+  }
+
+  // Bind the arguments.
+  std::vector<HostTensor> arguments, results;
+  if (!allocate(sig.arguments, "argument", arguments) ||
+      !allocate(sig.results, "result", results))
+    return 1;
+  std::vector<bool> bound(sig.arguments.size(), false);
+
+  for (auto [path, arg] : llvm::zip(inputPaths, inputArgs)) {
+    auto tensor = io::readNpy(path);
+    if (!tensor)
+      return fail(tensor.error());
+    if (tensor->dtype != arg->dtype || tensor->shape != arg->shape)
+      return fail("--input " + path + " for " + describeArgument(*arg) +
+                  ": expected " + arg->typeString + ", got " +
+                  fileTensorDesc(tensor->dtype, tensor->shape, false));
+    arguments[arg->index].assign(*tensor);
+    bound[arg->index] = true;
+  }
+
+  if (!paramsPath.empty()) {
+    auto params = io::SafeTensorsFile::open(paramsPath);
+    if (!params)
+      return fail(params.error());
+    for (const ValueInfo *arg : paramArgs) {
+      const io::SafeTensorInfo *entry = params->find(*arg->param);
+      if (!entry) {
+        if (fillRandom)
+          continue;
+        return fail("parameter '" + *arg->param + "' (argument #" +
+                    llvm::Twine(arg->index) + ") not found in " + paramsPath);
+      }
+      std::string subject = "parameter '" + *arg->param + "' (argument #" +
+                            std::to_string(arg->index) + ", " +
+                            argName(arg->index) + ") in " + paramsPath;
+      bool convertible =
+          io::isFloatType(entry->dtype) && io::isFloatType(arg->dtype);
+      if (entry->shape != arg->shape ||
+          (entry->dtype != arg->dtype && !convertible))
+        return fail(subject + ": expected " + arg->typeString + ", got " +
+                    fileTensorDesc(entry->dtype, entry->shape, true));
+      auto tensor = entry->dtype == arg->dtype
+                        ? params->get(*arg->param)
+                        : params->get(*arg->param, arg->dtype);
+      if (!tensor)
+        return fail(tensor.error());
+      arguments[arg->index].assign(*tensor);
+      bound[arg->index] = true;
+    }
+  }
+
+  if (fillRandom) {
+    SplitMix64 master(seed);
+    for (const ValueInfo &arg : sig.arguments) {
+      uint64_t streamSeed = master.next();
+      if (!bound[arg.index])
+        fillRandomValues(arguments[arg.index], arg, streamSeed, seed);
+    }
+  } else {
+    for (const ValueInfo &arg : sig.arguments)
+      if (!bound[arg.index])
+        return fail(describeArgument(arg) + " of " + fn +
+                    " is not bound: pass --input/--params or --fill-random");
+  }
+
+  // Compile and run.
+  if (!deviceNote.empty())
+    llvm::errs() << deviceNote << "\n";
+  if (llvm::Error err = backend->compile(*module, sig))
+    return fail(llvm::toString(std::move(err)));
+
+  std::vector<double> times;
+  unsigned runs = repeat ? repeat + 1 : 1;
+  for (unsigned r = 0; r < runs; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    if (llvm::Error err = backend->run(arguments, results))
+      return fail(llvm::toString(std::move(err)));
+    auto end = std::chrono::steady_clock::now();
+    if (r > 0)
+      times.push_back(
+          std::chrono::duration<double, std::milli>(end - start).count());
+  }
+
+  // Outputs first: a failure to write leaves stdout empty.
+  for (auto [path, result] : llvm::zip(outputPaths, results)) {
+    io::Tensor tensor = result.toTensor();
+    if (tensor.dtype == io::DType::BF16) {
+      auto converted = io::convertTensor(tensor, io::DType::F32);
+      if (!converted)
+        return fail(converted.error());
+      tensor = converted.take();
+    }
+    if (io::Status status = io::writeNpy(path, tensor); !status)
+      return fail(status.error());
+  }
+  for (auto [i, result] : llvm::enumerate(results)) {
+    double sum = 0, absSum = 0;
+    for (int64_t k = 0, n = result.numElements(); k < n; ++k) {
+      double v = result.elementAsDouble(k);
+      sum += v;
+      absSum += std::fabs(v);
+    }
+    llvm::outs() << "result #" << i << ": " << sig.results[i].typeString
+                 << " checksum: sum=" << llvm::format("%.6e", sum)
+                 << " abs_sum=" << llvm::format("%.6e", absSum) << "\n";
+  }
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    size_t n = times.size();
+    double median =
+        n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+    llvm::outs() << "median-ms: " << llvm::format("%.3f", median) << "\n";
+  }
+  llvm::outs().flush();
+
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) { return runMain(argc, argv); }
