@@ -555,8 +555,8 @@ static void printTable(ArrayRef<Row> rows, llvm::raw_ostream &os) {
       std::string pad(width[c] - cell.size(), ' ');
       line += c < numTextCols ? cell + pad : pad + cell;
     }
-    // No trailing blanks (a text column may end the line only if all numeric
-    // columns were empty, which cannot happen, but keep lines clean anyway).
+    // No trailing blanks (the empty text cells of the total row, "(no MoE
+    // layers)" tables).
     while (!line.empty() && line.back() == ' ')
       line.pop_back();
     os << line << "\n";
