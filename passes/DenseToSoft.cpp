@@ -118,12 +118,14 @@ struct MoEDenseToSoftPass : public moe::impl::MoEDenseToSoftBase<MoEDenseToSoftP
   void runOnOperation() override {
     if (slotsPerExpert < 1) {
       emitError(getOperation()->getLoc())
-          << "moe-dense-to-soft: slots-per-expert must be >= 1, got " << slotsPerExpert;
+          << "moe-dense-to-soft: slots-per-expert must be >= 1, got "
+          << static_cast<int64_t>(slotsPerExpert);
       return signalPassFailure();
     }
     if (groupSize < 0) {
       emitError(getOperation()->getLoc())
-          << "moe-dense-to-soft: group-size must be >= 0, got " << groupSize;
+          << "moe-dense-to-soft: group-size must be >= 0, got "
+          << static_cast<int64_t>(groupSize);
       return signalPassFailure();
     }
     // Check every candidate first, so that a bad group size changes nothing.
