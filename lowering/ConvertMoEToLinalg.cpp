@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "lowering/Philox.h"
 
 #include "dialect/MoEOps.h"
 #include "passes/Passes.h"
@@ -256,30 +257,9 @@ public:
   /// Philox4x32-10 with key (k0, k1) and counter (c0, c1, 0, 0); returns the
   /// uniform u = (out[0] >> 8) * 2^-24 as f32.
   Value philoxUniform(Value k0, Value k1, Value c0, Value c1) {
-    Value c2 = ci32(0), c3 = ci32(0);
-    Value m0 = ci32(static_cast<int32_t>(0xD2511F53u));
-    Value m1 = ci32(static_cast<int32_t>(0xCD9E8D57u));
-    Value w0 = ci32(static_cast<int32_t>(0x9E3779B9u));
-    Value w1 = ci32(static_cast<int32_t>(0xBB67AE85u));
-    for (int round = 0; round < 10; ++round) {
-      if (round > 0) {
-        k0 = addi(k0, w0);
-        k1 = addi(k1, w1);
-      }
-      auto p0 = arith::MulUIExtendedOp::create(b, m0, c0);
-      auto p1 = arith::MulUIExtendedOp::create(b, m1, c2);
-      Value n0 = arith::XOrIOp::create(b, arith::XOrIOp::create(b, p1.getHigh(), c1), k0);
-      Value n1 = p1.getLow();
-      Value n2 = arith::XOrIOp::create(b, arith::XOrIOp::create(b, p0.getHigh(), c3), k1);
-      Value n3 = p0.getLow();
-      c0 = n0;
-      c1 = n1;
-      c2 = n2;
-      c3 = n3;
-    }
-    Value top24 = arith::ShRUIOp::create(b, c0, ci32(8));
-    Value asFloat = arith::UIToFPOp::create(b, f32(), top24);
-    return mulf(asFloat, cf32(std::ldexp(1.0, -24)));
+    std::array<Value, 4> out =
+        buildPhilox4x32x10(b, b.getLoc(), {k0, k1}, {c0, c1, ci32(0), ci32(0)});
+    return buildPhiloxUniform(b, b.getLoc(), out[0]);
   }
 };
 
