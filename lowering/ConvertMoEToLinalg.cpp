@@ -735,19 +735,29 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
     out0 = tensor::CastOp::create(b, dynType, out0);
     Value c0 = e.idx(0);
 
-    Value out = e.forLoop(c0, experts, {out0}, [&](Emitter &e, Value ex, ValueRange a) {
+    // Experts write disjoint row groups: an scf.forall over experts, which
+    // the CPU pipeline runs on all cores (scf.parallel -> async runtime).
+    (void)c0;
+    auto forall = scf::ForallOp::create(b, ArrayRef<OpFoldResult>{experts},
+                                        ValueRange{out0}, std::nullopt);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(forall.getBody());
+      Emitter e(b);
+      Value ex = forall.getInductionVar(0);
       Value start = e.toIndex(e.extract(offsets, {ex}));
       Value end = e.toIndex(e.extract(offsets, {e.addi(ex, e.idx(1))}));
       Value n = e.subi(end, start);
       Value xs = e.slice2d(rows, start, e.b.getIndexAttr(0), n, modelDim);
       Value y = expertFFN(e, xs, n, ex, op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                           op.getActivationAttr());
-      Value next = tensor::InsertSliceOp::create(
-          e.b, y, a[0], ArrayRef<OpFoldResult>{start, e.b.getIndexAttr(0)},
-          ArrayRef<OpFoldResult>{n, modelDim},
-          ArrayRef<OpFoldResult>{e.b.getIndexAttr(1), e.b.getIndexAttr(1)});
-      return SmallVector<Value>{next};
-    })[0];
+      b.setInsertionPointToStart(forall.getTerminator().getBody());
+      tensor::ParallelInsertSliceOp::create(
+          b, y, forall.getRegionIterArgs()[0],
+          ArrayRef<OpFoldResult>{start, b.getIndexAttr(0)}, ArrayRef<OpFoldResult>{n, modelDim},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
+    }
+    Value out = forall.getResult(0);
     rewriter.replaceOp(op, tensor::CastOp::create(b, op.getOutput().getType(), out).getResult());
     return success();
   }

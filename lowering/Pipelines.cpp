@@ -21,7 +21,15 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   os << "buffer-deallocation-pipeline,"
      << "convert-bufferization-to-memref,"
      << "func.func(convert-linalg-to-loops),"
-     << "canonicalize,"
+     << "canonicalize,";
+  if (options.parallel)
+    os << "func.func(scf-forall-to-parallel),"
+       << "async-parallel-for{async-dispatch=true min-task-size=1},"
+       << "async-to-async-runtime,"
+       << "async-runtime-ref-counting,"
+       << "async-runtime-ref-counting-opt,"
+       << "convert-async-to-llvm,";
+  os << "canonicalize,"
      << "convert-scf-to-cf,"
      << "expand-strided-metadata,"
      << "lower-affine,"
@@ -40,4 +48,9 @@ void moe::registerPipelines() {
       "Lower moe IR to the LLVM dialect for the host: moe -> linalg/tensor/"
       "scf/arith/math, one-shot bufferization, loops, LLVM",
       buildCpuPipeline);
+  PassPipelineRegistration<NVPTXPipelineOptions>(
+      "moe-nvptx-pipeline",
+      "Lower moe IR to MoE kernels in a gpu.binary (NVVM/PTX) and host LLVM "
+      "code calling the mgpu* runtime",
+      buildNVPTXPipeline);
 }

@@ -52,6 +52,9 @@
 #ifndef MOE_RUN_C_RUNNER_UTILS
 #define MOE_RUN_C_RUNNER_UTILS "/usr/lib/llvm-22/lib/libmlir_c_runner_utils.so"
 #endif
+#ifndef MOE_RUN_ASYNC_RUNTIME
+#define MOE_RUN_ASYNC_RUNTIME "/usr/lib/llvm-22/lib/libmlir_async_runtime.so"
+#endif
 
 using namespace mlir;
 using ::moe::run::HostTensor;
@@ -326,6 +329,7 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   ::moe::run::CpuBackendOptions cpuOptions;
   cpuOptions.dumpLowered = dumpLowered;
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
+  cpuOptions.sharedLibs.push_back(MOE_RUN_ASYNC_RUNTIME);
   switch (dev) {
   case Device::Cuda:
     fail("--device=cuda: the CUDA path is not built yet");
