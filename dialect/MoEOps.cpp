@@ -138,6 +138,29 @@ public:
     return success();
   }
 
+  /// An optional capacity factor must be > 0.
+  LogicalResult capacityFactor(std::optional<llvm::APFloat> cf) {
+    if (cf && !(cf->convertToDouble() > 0.0))
+      return op->emitOpError() << "capacity_factor must be > 0, got "
+                               << cf->convertToDouble();
+    return success();
+  }
+
+  /// The seed is tensor<i64> and the aux loss tensor<f32>, when present.
+  LogicalResult seedAndLossTypes(Value seed, Value loss) {
+    if (seed) {
+      auto t = cast<RankedTensorType>(seed.getType());
+      if (t.getRank() != 0 || !t.getElementType().isSignlessInteger(64))
+        return op->emitOpError() << "expects seed of type tensor<i64>, got " << t;
+    }
+    if (loss) {
+      auto t = cast<RankedTensorType>(loss.getType());
+      if (t.getRank() != 0 || !t.getElementType().isF32())
+        return op->emitOpError() << "expects aux_loss of type tensor<f32>, got " << t;
+    }
+    return success();
+  }
+
   static int64_t mul(int64_t a, int64_t b) {
     return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) ? ShapedType::kDynamic
                                                                 : a * b;
@@ -218,20 +241,11 @@ LogicalResult LayerOp::verify() {
       return emitOpError("is in inference mode and returns one result; the "
                          "aux_loss result needs the 'training' attribute");
   }
-  if (Value seed = getSeed()) {
-    auto t = cast<RankedTensorType>(seed.getType());
-    if (t.getRank() != 0 || !t.getElementType().isSignlessInteger(64))
-      return emitOpError() << "expects seed of type tensor<i64>, got " << t;
-  }
-  if (Value loss = getAuxLoss()) {
-    auto t = cast<RankedTensorType>(loss.getType());
-    if (t.getRank() != 0 || !t.getElementType().isF32())
-      return emitOpError() << "expects aux_loss of type tensor<f32>, got " << t;
-  }
+  if (failed(check.seedAndLossTypes(getSeed(), getAuxLoss())))
+    return failure();
 
-  if (auto cf = getCapacityFactor(); cf && !(cf->convertToDouble() > 0.0))
-    return emitOpError() << "capacity_factor must be > 0, got "
-                         << cf->convertToDouble();
+  if (failed(check.capacityFactor(getCapacityFactor())))
+    return failure();
 
   int64_t e = ShapeChecker::known(numExperts, getW1().getType().getDimSize(0));
   return getRouting().verifyForLayer(e, training,
@@ -347,16 +361,8 @@ LogicalResult GateOp::verify() {
                                         "aux_loss as a third result"
                                       : "is in inference mode and returns no "
                                         "aux_loss");
-  if (Value seed = getSeed()) {
-    auto t = cast<RankedTensorType>(seed.getType());
-    if (t.getRank() != 0 || !t.getElementType().isSignlessInteger(64))
-      return emitOpError() << "expects seed of type tensor<i64>, got " << t;
-  }
-  if (Value loss = getAuxLoss()) {
-    auto t = cast<RankedTensorType>(loss.getType());
-    if (t.getRank() != 0 || !t.getElementType().isF32())
-      return emitOpError() << "expects aux_loss of type tensor<f32>, got " << t;
-  }
+  if (failed(check.seedAndLossTypes(getSeed(), getAuxLoss())))
+    return failure();
   return getRouting().verifyForLayer(numExperts, training,
                                      [&]() { return emitOpError(); });
 }
@@ -391,9 +397,8 @@ LogicalResult DispatchOp::verify() {
       failed(check.dim(positions, 0, "T", tokens, "input")) ||
       failed(check.dim(positions, 1, "K", k, "indices")))
     return failure();
-  if (auto cf = getCapacityFactor(); cf && !(cf->convertToDouble() > 0.0))
-    return emitOpError() << "capacity_factor must be > 0, got "
-                         << cf->convertToDouble();
+  if (failed(check.capacityFactor(getCapacityFactor())))
+    return failure();
   return success();
 }
 
@@ -537,9 +542,8 @@ LogicalResult FusedExpertsOp::verify() {
       failed(check.dim(output, 0, "T", tokens, "input")) ||
       failed(check.dim(output, 1, "D", modelDim, "input")))
     return failure();
-  if (auto cf = getCapacityFactor(); cf && !(cf->convertToDouble() > 0.0))
-    return emitOpError() << "capacity_factor must be > 0, got "
-                         << cf->convertToDouble();
+  if (failed(check.capacityFactor(getCapacityFactor())))
+    return failure();
   return success();
 }
 

@@ -6,6 +6,9 @@
 //
 //   moe-ref layer  ...   random moe.layer data + expected y (and loss)
 //   moe-ref block  ...   N residual moe.layer blocks: x <- x + layer_l(x)
+//                        (--soft-layers: some of them as soft-from-router)
+//   moe-ref soft-from-router ...  random dense moe.layer data + the expected
+//                        y of the Soft MoE layer --moe-dense-to-soft makes
 //   moe-ref soft   ...   random moe.soft_layer data + expected y
 //   moe-ref gate   ...   moe.gate's expected weights/indices for given logits
 //   moe-ref compare ACTUAL.npy EXPECTED.npy [--tol 1e-4]
@@ -420,6 +423,30 @@ double maxAbs(const std::vector<float> &v) {
   return m;
 }
 
+/// The Soft MoE layer that --moe-dense-to-soft makes of a dense layer
+/// (DESIGN 4): Phi[d, e, s] = Wr[d, e] for every slot s, scale 1, the router
+/// bias dropped, x [T, D] regrouped to [T/M, M, D] (the same row-major data)
+/// and the output back to [T, D].
+std::vector<float> softFromRouter(const ref::LayerInputs &in, int64_t slots,
+                                  int64_t groupSize, bool normalize) {
+  const int64_t T = in.numTokens, D = in.experts.modelDim,
+                E = in.experts.numExperts;
+  ref::SoftLayerInputs s;
+  s.numGroups = T / groupSize;
+  s.groupSize = groupSize;
+  s.slotsPerExpert = slots;
+  s.x = in.x;
+  s.phi.resize(size_t(D * E * slots));
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t k = 0; k < slots; ++k)
+        s.phi[size_t((d * E + e) * slots + k)] = in.wr[size_t(d * E + e)];
+  s.scale = 1.0;
+  s.normalize = normalize;
+  s.experts = in.experts;
+  return ref::softMoELayer(s).y;
+}
+
 /// A per-layer data seed for `moe-ref block`.
 uint64_t layerSeed(uint64_t dataSeed, int64_t layer) {
   ref::TestRng rng(dataSeed ^ 0x626C6F636B212121ull);
@@ -437,15 +464,53 @@ const std::set<std::string> layerValued = {
     "tokens", "dim", "experts", "hidden", "activation", "routing", "k",
     "adjust", "lambda", "seed-value", "capacity-factor", "data-seed", "names",
     "params", "input", "seed-input", "expected", "expected-loss",
-    "min-margin", "layers"};
+    "min-margin", "layers", "slots", "group-size", "soft-layers"};
 const std::set<std::string> layerFlags = {"training", "router-bias",
-                                          "expert-biases"};
+                                          "expert-biases", "normalize"};
 
-int cmdLayer(int argc, char **argv, bool block) {
+/// `layer`, `block` and `soft-from-router` share the data and the options.
+enum class LayerMode { Layer, Block, SoftFromRouter };
+
+int cmdLayer(int argc, char **argv, LayerMode mode) {
   Args args(argc, argv, 2, layerValued, layerFlags, 0);
+  const bool block = mode == LayerMode::Block;
+  const bool softOnly = mode == LayerMode::SoftFromRouter;
   const int64_t T = args.positiveInt("tokens"), D = args.positiveInt("dim"),
                 E = args.positiveInt("experts"), H = args.positiveInt("hidden");
   const ref::Activation act = parseActivationOpt(args);
+  // Soft MoE from the router (soft-from-router, block --soft-layers).
+  if (softOnly)
+    for (const char *name :
+         {"routing", "k", "adjust", "lambda", "seed-value", "seed-input",
+          "expected-loss", "capacity-factor", "min-margin", "soft-layers"})
+      if (args.has(name))
+        die(std::string("--") + name + " is not a 'soft-from-router' option");
+  if (softOnly && args.flag("training"))
+    die("'soft-from-router' has no training mode");
+  if (mode == LayerMode::Layer)
+    for (const char *name : {"slots", "group-size", "soft-layers"})
+      if (args.has(name))
+        die(std::string("--") + name +
+            " is a 'soft-from-router' or 'block --soft-layers' option");
+  if (mode == LayerMode::Layer && args.flag("normalize"))
+    die("--normalize is a 'soft-from-router' or 'block --soft-layers' option");
+  std::set<int64_t> softLayers;
+  if (softOnly)
+    softLayers.insert(0);
+  if (args.has("soft-layers"))
+    for (const std::string &part : splitList(args.str("soft-layers")))
+      if (!softLayers.insert(Args::parseInt(part, "--soft-layers")).second)
+        die("--soft-layers: layer " + part + " given twice");
+  if (block && softLayers.empty() &&
+      (args.has("slots") || args.has("group-size") || args.flag("normalize")))
+    die("--slots, --group-size and --normalize need --soft-layers");
+  const int64_t slots = args.has("slots") ? args.positiveInt("slots") : 1;
+  const int64_t groupSize =
+      args.has("group-size") ? args.positiveInt("group-size") : T;
+  if (T % groupSize != 0)
+    die(format("--group-size %" PRId64 " does not divide --tokens %" PRId64,
+               groupSize, T));
+  const bool normalize = args.flag("normalize");
   const bool training = args.flag("training");
   const bool routerBias = args.flag("router-bias");
   const bool expertBiases = args.flag("expert-biases");
@@ -460,7 +525,8 @@ int cmdLayer(int argc, char **argv, bool block) {
     die("--tokens does not fit the Philox counter");
 
   ref::LayerOptions opt;
-  opt.routing = parseRoutingOpt(args, E, training);
+  if (!softOnly)
+    opt.routing = parseRoutingOpt(args, E, training);
   opt.training = training;
   if (args.has("seed-value")) {
     if (!training)
@@ -487,6 +553,11 @@ int cmdLayer(int argc, char **argv, bool block) {
                      (expertBiases ? ", b1, b2" : "");
   if (block)
     what = format("%" PRId64 " x (%s)", layers, what.c_str());
+  for (int64_t l : softLayers)
+    if (l < 0 || l >= layers)
+      die(format("--soft-layers: layer %" PRId64 " out of range [0, %" PRId64
+                 ")",
+                 l, layers));
   std::vector<std::string> names =
       parseNames(args, perLayer * size_t(layers), what);
   const std::string paramsPath = args.str("params"),
@@ -508,8 +579,25 @@ int cmdLayer(int argc, char **argv, bool block) {
                                         names.begin() + (l + 1) * perLayer);
     addLayerParams(params, layerNames, in);
 
-    ref::LayerResult res = ref::moeLayer(in, opt);
     std::string label = block ? format("layer %" PRId64 ": ", l) : "";
+    ref::LayerResult res;
+    if (softLayers.count(l)) {
+      res.y = softFromRouter(in, slots, groupSize, normalize);
+      std::printf("%ssoft from router: G=%" PRId64 " M=%" PRId64 " S=%" PRId64
+                  "%s, scale 1, %s, activation %s, T=%" PRId64 " D=%" PRId64
+                  " E=%" PRId64 " H=%" PRId64 "\n",
+                  label.c_str(), T / groupSize, groupSize, slots,
+                  normalize ? ", normalize" : "",
+                  routerBias ? "router bias dropped" : "no router bias",
+                  ref::activationName(act), T, D, E, H);
+      if (block)
+        for (size_t i = 0; i < x.size(); ++i)
+          x[i] = x[i] + res.y[i];
+      else
+        x = res.y;
+      continue;
+    }
+    res = ref::moeLayer(in, opt);
     std::printf("%s%s, activation %s, T=%" PRId64 " D=%" PRId64 " E=%" PRId64
                 " H=%" PRId64 "%s\n",
                 label.c_str(), routingString(opt.routing, training).c_str(),
@@ -1287,8 +1375,19 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   Fails with "borderline token" when a token's decision margin (logit gap for
   top-k selections, |u - cumsum| for MOESART sampling) is below M (1e-6).
 moe-ref block --layers N (default 2) + the layer options (no training)
+    [--soft-layers L1,L2,... [--slots S] [--group-size M] [--normalize]]
   N residual layers x <- x + layer_l(x) (x + moe(x), f32 adds); --names holds
-  N groups of layer names; the layers' weights use distinct seeds.
+  N groups of layer names; the layers' weights use distinct seeds. The
+  layers listed in --soft-layers (0-based) are computed as soft-from-router.
+moe-ref soft-from-router --tokens T --dim D --experts E --hidden H
+    --activation A [--slots S (1)] [--group-size M (T)] [--normalize]
+    [--router-bias] [--expert-biases] --data-seed S --names N1,N2,...
+    --params P --input X --expected Y
+  The data of 'moe-ref layer' (same seed, same names: a dense layer's
+  parameters) and the expected y of the Soft MoE layer that
+  --moe-dense-to-soft makes of it: Phi[:, e, s] = Wr[:, e] for every slot s,
+  scale 1, the router bias (if any) ignored, x [T, D] regrouped to
+  [T/M, M, D] and y back to [T, D].
 moe-ref soft --groups G --tokens M --dim D --experts E --slots S --hidden H
     --activation A [--normalize] [--scale-param [--scale V (2.5)]]
     [--expert-biases] --data-seed S --names phi[,scale],w1,w2[,b1,b2]
@@ -1328,9 +1427,11 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (subcommand == "layer")
-    return cmdLayer(argc, argv, /*block=*/false);
+    return cmdLayer(argc, argv, LayerMode::Layer);
   if (subcommand == "block")
-    return cmdLayer(argc, argv, /*block=*/true);
+    return cmdLayer(argc, argv, LayerMode::Block);
+  if (subcommand == "soft-from-router")
+    return cmdLayer(argc, argv, LayerMode::SoftFromRouter);
   if (subcommand == "soft")
     return cmdSoft(argc, argv);
   if (subcommand == "gate")
