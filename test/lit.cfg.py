@@ -36,3 +36,53 @@ if os.path.isdir(config.spec_examples_dir):
     config.available_features.add("shared-spec")
 if os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-opt")):
     config.available_features.add("stock-mlir-opt")
+
+# GPU path (test/gpu): ptxas validates emitted PTX; host-supports-nvptx: the
+# LLVM build has the NVPTX backend; cuda-device: a GPU and driver are present.
+_ptxas = None
+for _dir in [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""), "/usr/local/cuda"]:
+    if _dir and os.path.exists(os.path.join(_dir, "bin", "ptxas")):
+        _ptxas = os.path.join(_dir, "bin", "ptxas")
+        break
+if _ptxas is None:
+    _ptxas = shutil.which("ptxas")
+if _ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", _ptxas))
+
+
+def _llc_has_nvptx():
+    import subprocess
+    for llc in [os.path.join(config.llvm_tools_dir, "llc"), shutil.which("llc-22") or ""]:
+        if llc and os.path.exists(llc):
+            try:
+                out = subprocess.run([llc, "--version"], capture_output=True, text=True,
+                                     timeout=30).stdout
+            except (OSError, subprocess.SubprocessError):
+                continue
+            return "nvptx64" in out
+    return False
+
+
+if _llc_has_nvptx():
+    config.available_features.add("host-supports-nvptx")
+
+
+def _has_cuda_device():
+    import subprocess
+    if os.path.exists("/dev/nvidia0"):
+        return True
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        return subprocess.run([smi, "-L"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+if _has_cuda_device():
+    config.available_features.add("cuda-device")
+
+import sys as _sys
+config.substitutions.append(("%python", _sys.executable))

@@ -1,0 +1,216 @@
+/*===- MgpuAbi.h - Host ABI of MLIR 22's gpu-to-llvm lowering -----*- C -*-===//
+ *
+ * The functions that host code lowered by MLIR 22 (`gpu-to-llvm`, and
+ * `convert-nvgpu-to-nvvm` for TMA descriptors) calls, implemented by
+ * libMoECudaRuntime.so over the CUDA driver API (opened at run time with
+ * dlopen; nothing links libcuda). The LLVM IR signature MLIR emits is given
+ * beside each one; test/runtime/mgpu-abi.test re-derives those declarations
+ * with the stock mlir-opt/mlir-translate and compares them with what clang
+ * makes of this header, so an MLIR upgrade that changes the ABI fails there.
+ *
+ * Parameter types are chosen so that clang lowers each C prototype to exactly
+ * the LLVM types MLIR uses (int8_t for MLIR's i8 `isHostShared`, uint16_t for
+ * i16, int32_t for i32, intptr_t/int64_t/size_t for i64, pointers for ptr).
+ *
+ * Errors. The ABI returns no status, so the first failure is kept in a
+ * thread-safe sticky error state, printed once to stderr (unless disabled)
+ * and read with moeRuntimeGetLastError(). Every message starts with
+ * "moe-runtime: " and, for a driver failure, names the call and the error:
+ *   moe-runtime: cuModuleLoadData failed: CUDA_ERROR_INVALID_PTX (a PTX JIT
+ *   compilation failed)
+ * While an error is pending, calls that would do work (load, launch, alloc,
+ * copy, set, synchronize, create) are no-ops that return null handles;
+ * calls that release a non-null handle (free, unload, destroy) still release
+ * it when the driver is usable. No call crashes on a null handle.
+ *
+ * Environment: MOE_CUDA_DRIVER overrides the driver library opened
+ * (default "libcuda.so.1").
+ *===----------------------------------------------------------------------===*/
+
+#ifndef MOE_RUNTIME_CUDA_MGPUABI_H
+#define MOE_RUNTIME_CUDA_MGPUABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define MOE_RUNTIME_EXPORT __attribute__((visibility("default")))
+#else
+#define MOE_RUNTIME_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Modules ---------------------------------------------------------- */
+
+/* declare ptr @mgpuModuleLoad(ptr, i64)
+ * A cubin or fatbin (or PTX text) image of `size` bytes -> CUmodule.
+ * cuModuleLoadData; the image is bounds-checked first (ELF / fatbin headers;
+ * text is NUL-terminated within `size` before the driver sees it). */
+MOE_RUNTIME_EXPORT void *mgpuModuleLoad(void *data, size_t size);
+
+/* declare ptr @mgpuModuleLoadJIT(ptr, i32)
+ * NUL-terminated PTX -> CUmodule, JIT-compiled by the driver at `optLevel`
+ * (cuModuleLoadDataEx with CU_JIT_OPTIMIZATION_LEVEL; the JIT error log is
+ * appended to the error message). */
+MOE_RUNTIME_EXPORT void *mgpuModuleLoadJIT(void *data, int32_t optLevel);
+
+/* declare void @mgpuModuleUnload(ptr) -- cuModuleUnload. */
+MOE_RUNTIME_EXPORT void mgpuModuleUnload(void *module);
+
+/* declare ptr @mgpuModuleGetFunction(ptr, ptr) -- cuModuleGetFunction. */
+MOE_RUNTIME_EXPORT void *mgpuModuleGetFunction(void *module, const char *name);
+
+/* ---- Launches ---------------------------------------------------------- */
+
+/* declare void @mgpuLaunchKernel(ptr, i64, i64, i64, i64, i64, i64, i32,
+ *                                ptr, ptr, ptr, i64)
+ * cuLaunchKernel(function, grid, block, smem, stream, params, extra).
+ * `params` points to `paramsCount` pointers, one per (expanded) kernel
+ * argument. Dynamic shared memory above the default is opted in with
+ * cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES). A grid with a zero
+ * extent launches nothing; a negative or > 2^32-1 extent is an error. */
+MOE_RUNTIME_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX,
+                                         intptr_t gridY, intptr_t gridZ,
+                                         intptr_t blockX, intptr_t blockY,
+                                         intptr_t blockZ, int32_t smem,
+                                         void *stream, void **params,
+                                         void **extra, size_t paramsCount);
+
+/* declare void @mgpuLaunchClusterKernel(ptr, i64, i64, i64, i64, i64, i64,
+ *                                       i64, i64, i64, i32, ptr, ptr, ptr)
+ * Thread-block-cluster launch (sm_90+): cuLaunchKernelEx with the
+ * CLUSTER_DIMENSION and CLUSTER_SCHEDULING_POLICY_PREFERENCE(SPREAD)
+ * attributes. MLIR 22 passes no paramsCount here. */
+MOE_RUNTIME_EXPORT void
+mgpuLaunchClusterKernel(void *function, intptr_t clusterX, intptr_t clusterY,
+                        intptr_t clusterZ, intptr_t gridX, intptr_t gridY,
+                        intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                        intptr_t blockZ, int32_t smem, void *stream,
+                        void **params, void **extra);
+
+/* ---- Streams and events ------------------------------------------------ */
+
+/* declare ptr @mgpuStreamCreate() -- cuStreamCreate(NON_BLOCKING). */
+MOE_RUNTIME_EXPORT void *mgpuStreamCreate(void);
+/* declare void @mgpuStreamDestroy(ptr) -- cuStreamDestroy. */
+MOE_RUNTIME_EXPORT void mgpuStreamDestroy(void *stream);
+/* declare void @mgpuStreamSynchronize(ptr) -- cuStreamSynchronize. */
+MOE_RUNTIME_EXPORT void mgpuStreamSynchronize(void *stream);
+/* declare void @mgpuStreamWaitEvent(ptr, ptr) -- cuStreamWaitEvent. */
+MOE_RUNTIME_EXPORT void mgpuStreamWaitEvent(void *stream, void *event);
+/* declare ptr @mgpuEventCreate() -- cuEventCreate(DISABLE_TIMING). */
+MOE_RUNTIME_EXPORT void *mgpuEventCreate(void);
+/* declare void @mgpuEventDestroy(ptr) -- cuEventDestroy. */
+MOE_RUNTIME_EXPORT void mgpuEventDestroy(void *event);
+/* declare void @mgpuEventSynchronize(ptr) -- cuEventSynchronize. */
+MOE_RUNTIME_EXPORT void mgpuEventSynchronize(void *event);
+/* declare void @mgpuEventRecord(ptr, ptr) -- cuEventRecord(event, stream). */
+MOE_RUNTIME_EXPORT void mgpuEventRecord(void *event, void *stream);
+
+/* ---- Memory ------------------------------------------------------------ */
+
+/* declare ptr @mgpuMemAlloc(i64, ptr, i8)
+ * cuMemAlloc, or cuMemAllocManaged(ATTACH_GLOBAL) when isHostShared != 0.
+ * 0 bytes -> null without error. The stream is not used (allocation is
+ * synchronous, as upstream). */
+MOE_RUNTIME_EXPORT void *mgpuMemAlloc(uint64_t sizeBytes, void *stream,
+                                      int8_t isHostShared);
+/* declare void @mgpuMemFree(ptr, ptr) -- cuMemFree (null: no-op). */
+MOE_RUNTIME_EXPORT void mgpuMemFree(void *ptr, void *stream);
+/* declare void @mgpuMemcpy(ptr, ptr, i64, ptr)
+ * cuMemcpyAsync(dst, src, bytes, stream); direction from unified addressing. */
+MOE_RUNTIME_EXPORT void mgpuMemcpy(void *dst, void *src, size_t sizeBytes,
+                                   void *stream);
+/* declare void @mgpuMemset32(ptr, i32, i64, ptr) -- cuMemsetD32Async,
+ * `count` 32-bit elements. */
+MOE_RUNTIME_EXPORT void mgpuMemset32(void *dst, uint32_t value, size_t count,
+                                     void *stream);
+/* declare void @mgpuMemset16(ptr, i16, i64, ptr) -- cuMemsetD16Async,
+ * `count` 16-bit elements. */
+MOE_RUNTIME_EXPORT void mgpuMemset16(void *dst, uint16_t value, size_t count,
+                                     void *stream);
+
+/* declare void @mgpuMemHostRegisterMemRef(i64, ptr, i64)
+ * Page-locks the dense data of a ranked memref descriptor (pointer to
+ * {ptr, ptr, i64 offset, i64 sizes[rank], i64 strides[rank]}):
+ * cuMemHostRegister. */
+MOE_RUNTIME_EXPORT void mgpuMemHostRegisterMemRef(int64_t rank,
+                                                  void *descriptor,
+                                                  int64_t elementSizeBytes);
+/* declare void @mgpuMemHostUnregisterMemRef(i64, ptr, i64) --
+ * cuMemHostUnregister. */
+MOE_RUNTIME_EXPORT void mgpuMemHostUnregisterMemRef(int64_t rank,
+                                                    void *descriptor,
+                                                    int64_t elementSizeBytes);
+/* Not emitted by MLIR 22, kept for upstream compatibility. */
+MOE_RUNTIME_EXPORT void mgpuMemHostRegister(void *ptr, uint64_t sizeBytes);
+MOE_RUNTIME_EXPORT void mgpuMemHostUnregister(void *ptr);
+
+/* ---- Devices and TMA ---------------------------------------------------- */
+
+/* declare void @mgpuSetDefaultDevice(i32)
+ * The calling thread's device for every later call (default 0). */
+MOE_RUNTIME_EXPORT void mgpuSetDefaultDevice(int32_t device);
+
+/* declare ptr @mgpuTensorMapEncodeTiledMemref(i64, ptr, i64, i64, i64, i64,
+ *                                             i64, ptr)
+ * (rank, ranked memref descriptor, CUtensorMapDataType, interleave, swizzle,
+ * l2 promotion, oob fill, box dims[rank]) -> device pointer to a 128-byte
+ * CUtensorMap built with cuTensorMapEncodeTiled (sm_90+). The enums arrive
+ * as i64 in MLIR's IR. */
+MOE_RUNTIME_EXPORT void *mgpuTensorMapEncodeTiledMemref(
+    int64_t rank, void *descriptor, int64_t dataType, int64_t interleave,
+    int64_t swizzle, int64_t l2Promotion, int64_t oobFill, int64_t *boxDims);
+
+/* ---- Sticky error state (moe extension) -------------------------------- */
+
+/* The first error since start or the last moeRuntimeClearError(), or NULL.
+ * The string is copied per thread: valid until this thread's next call. */
+MOE_RUNTIME_EXPORT const char *moeRuntimeGetLastError(void);
+/* The CUresult of that error, -1 for errors that are not a driver result
+ * (no driver, bad argument, ...), 0 when there is none. */
+MOE_RUNTIME_EXPORT int moeRuntimeGetLastErrorCode(void);
+/* Forgets the pending error: calls do work again. */
+MOE_RUNTIME_EXPORT void moeRuntimeClearError(void);
+/* Whether the first error is printed to stderr (default 1). Returns the
+ * previous setting. */
+MOE_RUNTIME_EXPORT int moeRuntimeSetErrorPrinting(int enabled);
+/* Tests only: drop all driver state (release retained contexts, dlclose the
+ * driver, clear the error) so that the next call opens MOE_CUDA_DRIVER
+ * again. Handles created before become invalid. Not thread-safe. */
+MOE_RUNTIME_EXPORT void moeRuntimeResetForTesting(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+/* Every function above that MLIR emits, for tests: X(name). */
+#define MOE_MGPU_ABI_FUNCTIONS(X)                                              \
+  X(mgpuModuleLoad)                                                            \
+  X(mgpuModuleLoadJIT)                                                         \
+  X(mgpuModuleUnload)                                                          \
+  X(mgpuModuleGetFunction)                                                     \
+  X(mgpuLaunchKernel)                                                          \
+  X(mgpuLaunchClusterKernel)                                                   \
+  X(mgpuStreamCreate)                                                          \
+  X(mgpuStreamDestroy)                                                         \
+  X(mgpuStreamSynchronize)                                                     \
+  X(mgpuStreamWaitEvent)                                                       \
+  X(mgpuEventCreate)                                                           \
+  X(mgpuEventDestroy)                                                          \
+  X(mgpuEventSynchronize)                                                      \
+  X(mgpuEventRecord)                                                           \
+  X(mgpuMemAlloc)                                                              \
+  X(mgpuMemFree)                                                               \
+  X(mgpuMemcpy)                                                                \
+  X(mgpuMemset32)                                                              \
+  X(mgpuMemset16)                                                              \
+  X(mgpuMemHostRegisterMemRef)                                                 \
+  X(mgpuMemHostUnregisterMemRef)                                               \
+  X(mgpuSetDefaultDevice)                                                      \
+  X(mgpuTensorMapEncodeTiledMemref)
+
+#endif /* MOE_RUNTIME_CUDA_MGPUABI_H */
