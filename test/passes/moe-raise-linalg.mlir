@@ -1,0 +1,381 @@
+// --moe-raise-linalg: dense MoE layers written in upstream ops become
+// moe.layer {routing = #moe.dense}; near-misses stay as they are, with a
+// remark that says why.
+//
+// RUN: moe-opt %s --moe-raise-linalg -split-input-file -verify-diagnostics | FileCheck %s
+//
+// The form --convert-moe-to-linalg emits: block.mlir's two layers come back
+// (the second layer's moe.causal marker is dropped by the lowering and cannot
+// be recovered), dense.mlir's layer comes back with its four biases.
+// RUN: moe-opt %examples/block.mlir --convert-moe-to-linalg | moe-opt --moe-raise-linalg \
+// RUN:   | FileCheck %s --check-prefix=BLOCK
+// RUN: moe-opt %examples/dense.mlir --convert-moe-to-linalg | moe-opt --moe-raise-linalg \
+// RUN:   | FileCheck %s --check-prefix=DENSE
+// The same after the usual clean-ups of the lowered IR.
+// RUN: moe-opt %examples/block.mlir --convert-moe-to-linalg --canonicalize --cse \
+// RUN:   | moe-opt --moe-raise-linalg | FileCheck %s --check-prefix=CLEAN
+//
+// Lowered layers that are not dense, or have a capacity factor, are left alone.
+// RUN: moe-opt %examples/top2_swiglu.mlir --convert-moe-to-linalg \
+// RUN:   | moe-opt --moe-raise-linalg 2>&1 | FileCheck %s --check-prefix=TOPK
+// RUN: sed -e 's/activation<gelu>}/activation<gelu>, capacity_factor = 1.0}/' %examples/dense.mlir \
+// RUN:   | moe-opt --convert-moe-to-linalg | moe-opt --moe-raise-linalg 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=CAPACITY
+//
+// The frontend einsum forms that the integration test runs.
+// RUN: moe-opt %S/../integration/Inputs/raise-einsum.mlir --moe-raise-linalg \
+// RUN:   | FileCheck %s --check-prefix=EINSUM
+
+// BLOCK-LABEL: func.func @forward(
+// BLOCK-SAME: %[[X:[a-z0-9]+]]: tensor<128x64xf32>, %[[WR0:[a-z0-9]+]]: tensor<64x4xf32> {moe.param = "l0.router"}, %[[W10:[a-z0-9]+]]: tensor<4x64x256xf32> {moe.param = "l0.w1"}, %[[W20:[a-z0-9]+]]: tensor<4x256x64xf32> {moe.param = "l0.w2"}, %[[WR1:[a-z0-9]+]]: tensor<64x4xf32> {moe.param = "l1.router"}, %[[W11:[a-z0-9]+]]: tensor<4x64x256xf32> {moe.param = "l1.w1"}, %[[W21:[a-z0-9]+]]: tensor<4x256x64xf32> {moe.param = "l1.w2"})
+// BLOCK-NOT: scf.
+// BLOCK-NOT: linalg.
+// BLOCK: %[[L0:.*]] = moe.layer %[[X]] router(%[[WR0]]) experts(%[[W10]], %[[W20]]) {activation = #moe.activation<gelu>, routing = #moe.dense}
+// BLOCK: %[[C0:.*]] = tensor.cast %[[L0]]
+// BLOCK: %[[X1:.*]] = arith.addf %[[X]], %[[C0]]
+// BLOCK: %[[L1:.*]] = moe.layer %[[X1]] router(%[[WR1]]) experts(%[[W11]], %[[W21]]) {activation = #moe.activation<gelu>, routing = #moe.dense}
+// BLOCK: %[[C1:.*]] = tensor.cast %[[L1]]
+// BLOCK: %[[Y:.*]] = arith.addf %[[X1]], %[[C1]]
+// BLOCK-NOT: scf.
+// BLOCK-NOT: linalg.
+// BLOCK: return %[[Y]]
+
+// DENSE-LABEL: func.func @forward(
+// DENSE-NOT: scf.
+// DENSE-NOT: linalg.
+// DENSE: moe.layer %arg0 router(%arg1, %arg2) experts(%arg3, %arg4) expert_biases(%arg5, %arg6) {activation = #moe.activation<gelu>, routing = #moe.dense}
+// DENSE-NOT: scf.
+// DENSE-NOT: linalg.
+
+// CLEAN-LABEL: func.func @forward(
+// CLEAN-NOT: scf.
+// CLEAN-COUNT-2: moe.layer {{.*}} {activation = #moe.activation<gelu>, routing = #moe.dense}
+// CLEAN-NOT: scf.
+// CLEAN-NOT: moe.layer
+
+// TOPK: remark: not raised to moe.layer: looks like a lowered moe combine, but not of a dense layer
+// TOPK-NOT: moe.layer
+// TOPK: scf.for
+// TOPK-NOT: moe.layer
+
+// CAPACITY: remark: not raised to moe.layer: looks like a lowered moe combine
+// CAPACITY-NOT: moe.layer
+
+// EINSUM-LABEL: func.func @generic(
+// EINSUM-NEXT: %[[Y:.*]] = moe.layer %arg0 router(%arg1, %arg2) experts(%arg3, %arg4) expert_biases(%arg5, %arg6) {activation = #moe.activation<gelu>, routing = #moe.dense}
+// EINSUM-NEXT: return %[[Y]]
+// EINSUM-LABEL: func.func @named(
+// EINSUM-NEXT: %[[Y:.*]] = moe.layer %arg0 router(%arg1) experts(%arg2, %arg3) {activation = #moe.activation<silu>, routing = #moe.dense}
+// EINSUM-NEXT: return %[[Y]]
+
+// relu as linalg.max with a zero fill, the router bias as linalg.add of a
+// linalg.broadcast, only b2 (b1 becomes zeros), the weighted sum as a
+// linalg.generic with its operands swapped.
+
+// CHECK-LABEL: func.func @relu_named_bias2(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<8x16xf32>, %[[WR:[a-z0-9]+]]: tensor<16x4xf32>, %[[BR:[a-z0-9]+]]: tensor<4xf32>, %[[W1:[a-z0-9]+]]: tensor<4x16x32xf32>, %[[W2:[a-z0-9]+]]: tensor<4x32x16xf32>, %[[B2:[a-z0-9]+]]: tensor<4x16xf32>)
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[B1:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : tensor<4x32xf32>)
+// CHECK: %[[Y:.*]] = moe.layer %[[X]] router(%[[WR]], %[[BR]]) experts(%[[W1]], %[[W2]]) expert_biases(%[[B1]], %[[B2]]) {activation = #moe.activation<relu>, routing = #moe.dense}
+// CHECK-NOT: linalg.matmul
+// CHECK-NOT: linalg.batch_matmul
+// CHECK-NOT: linalg.softmax
+// CHECK: return %[[Y]]
+func.func @relu_named_bias2(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %br: tensor<4xf32>,
+                            %w1: tensor<4x16x32xf32>, %w2: tensor<4x32x16xf32>,
+                            %b2: tensor<4x16xf32>) -> tensor<8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e_te = tensor.empty() : tensor<8x4xf32>
+  %z_te = linalg.fill ins(%zero : f32) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %mm = linalg.matmul ins(%x, %wr : tensor<8x16xf32>, tensor<16x4xf32>) outs(%z_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %brb = linalg.broadcast ins(%br : tensor<4xf32>) outs(%e_te : tensor<8x4xf32>) dimensions = [0]
+  %logits = linalg.add ins(%mm, %brb : tensor<8x4xf32>, tensor<8x4xf32>) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %g = linalg.softmax dimension(1) ins(%logits : tensor<8x4xf32>) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %e_etd = tensor.empty() : tensor<4x8x16xf32>
+  %xb = linalg.broadcast ins(%x : tensor<8x16xf32>) outs(%e_etd : tensor<4x8x16xf32>) dimensions = [0]
+  %e_eth = tensor.empty() : tensor<4x8x32xf32>
+  %z_eth = linalg.fill ins(%zero : f32) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %h = linalg.batch_matmul ins(%xb, %w1 : tensor<4x8x16xf32>, tensor<4x16x32xf32>) outs(%z_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %act = linalg.max ins(%h, %z_eth : tensor<4x8x32xf32>, tensor<4x8x32xf32>) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %z_etd = linalg.fill ins(%zero : f32) outs(%e_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %y = linalg.batch_matmul ins(%act, %w2 : tensor<4x8x32xf32>, tensor<4x32x16xf32>) outs(%z_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %b2b = linalg.broadcast ins(%b2 : tensor<4x16xf32>) outs(%e_etd : tensor<4x8x16xf32>) dimensions = [1]
+  %yb = linalg.add ins(%y, %b2b : tensor<4x8x16xf32>, tensor<4x8x16xf32>) outs(%e_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %e_td = tensor.empty() : tensor<8x16xf32>
+  %z_td = linalg.fill ins(%zero : f32) outs(%e_td : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %out = linalg.generic {indexing_maps = [affine_map<(e, t, d) -> (e, t, d)>, affine_map<(e, t, d) -> (t, e)>, affine_map<(e, t, d) -> (t, d)>],
+                         iterator_types = ["reduction", "parallel", "parallel"]}
+      ins(%yb, %g : tensor<4x8x16xf32>, tensor<8x4xf32>) outs(%z_td : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %b, %a : f32
+    %s = arith.addf %p, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<8x16xf32>
+  return %out : tensor<8x16xf32>
+}
+
+// -----
+
+// gelu_tanh in one linalg.generic (x^3 as math.powf) with b1 only (b2
+// becomes zeros), the router as a generic with loops (t, d, e), the weighted
+// sum as linalg.contract.
+
+// CHECK-LABEL: func.func @gelu_tanh_contract(
+// CHECK: %[[B2:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<4x16xf32>)
+// CHECK: %[[Y:.*]] = moe.layer %arg0 router(%arg1) experts(%arg2, %arg3) expert_biases(%arg4, %[[B2]]) {activation = #moe.activation<gelu_tanh>, routing = #moe.dense}
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: linalg.contract
+// CHECK: return %[[Y]]
+func.func @gelu_tanh_contract(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>,
+                              %w2: tensor<4x32x16xf32>, %b1: tensor<4x32xf32>) -> tensor<8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e_te = tensor.empty() : tensor<8x4xf32>
+  %z_te = linalg.fill ins(%zero : f32) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %logits = linalg.generic {indexing_maps = [affine_map<(t, d, e) -> (t, d)>, affine_map<(t, d, e) -> (d, e)>, affine_map<(t, d, e) -> (t, e)>],
+                            iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%x, %wr : tensor<8x16xf32>, tensor<16x4xf32>) outs(%z_te : tensor<8x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<8x4xf32>
+  %g = linalg.softmax dimension(1) ins(%logits : tensor<8x4xf32>) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %e_eth = tensor.empty() : tensor<4x8x32xf32>
+  %z_eth = linalg.fill ins(%zero : f32) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %h = linalg.generic {indexing_maps = [affine_map<(e, t, h, d) -> (t, d)>, affine_map<(e, t, h, d) -> (e, d, h)>, affine_map<(e, t, h, d) -> (e, t, h)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w1 : tensor<8x16xf32>, tensor<4x16x32xf32>) outs(%z_eth : tensor<4x8x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8x32xf32>
+  %act = linalg.generic {indexing_maps = [affine_map<(e, t, h) -> (e, t, h)>, affine_map<(e, t, h) -> (e, h)>, affine_map<(e, t, h) -> (e, t, h)>],
+                         iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%h, %b1 : tensor<4x8x32xf32>, tensor<4x32xf32>) outs(%e_eth : tensor<4x8x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %u = arith.addf %a, %b : f32
+    %three = arith.constant 3.0 : f32
+    %c = arith.constant 0.044715 : f32
+    %k = arith.constant 0.7978845608 : f32
+    %one = arith.constant 1.0 : f32
+    %half = arith.constant 0.5 : f32
+    %u3 = math.powf %u, %three : f32
+    %cu3 = arith.mulf %c, %u3 : f32
+    %in = arith.addf %u, %cu3 : f32
+    %kin = arith.mulf %k, %in : f32
+    %th = math.tanh %kin : f32
+    %op = arith.addf %one, %th : f32
+    %hu = arith.mulf %half, %u : f32
+    %r = arith.mulf %hu, %op : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8x32xf32>
+  %e_etd = tensor.empty() : tensor<4x8x16xf32>
+  %z_etd = linalg.fill ins(%zero : f32) outs(%e_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %y = linalg.batch_matmul ins(%act, %w2 : tensor<4x8x32xf32>, tensor<4x32x16xf32>) outs(%z_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %e_td = tensor.empty() : tensor<8x16xf32>
+  %z_td = linalg.fill ins(%zero : f32) outs(%e_td : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %out = linalg.contract indexing_maps = [affine_map<(t, d, e) -> (t, e)>, affine_map<(t, d, e) -> (e, t, d)>, affine_map<(t, d, e) -> (t, d)>]
+           ins(%g, %y : tensor<8x4xf32>, tensor<4x8x16xf32>) outs(%z_td : tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %out : tensor<8x16xf32>
+}
+
+// -----
+
+// Near-miss: the softmax is over the tokens (dimension 0).
+
+// CHECK-LABEL: func.func @near_softmax_over_tokens(
+// CHECK-NOT: moe.layer
+// CHECK: linalg.softmax dimension(0)
+// CHECK-NOT: moe.layer
+func.func @near_softmax_over_tokens(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>,
+                                    %w2: tensor<4x32x16xf32>) -> tensor<8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e_te = tensor.empty() : tensor<8x4xf32>
+  %z_te = linalg.fill ins(%zero : f32) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %logits = linalg.matmul ins(%x, %wr : tensor<8x16xf32>, tensor<16x4xf32>) outs(%z_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %g = linalg.softmax dimension(0) ins(%logits : tensor<8x4xf32>) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %e_etd = tensor.empty() : tensor<4x8x16xf32>
+  %xb = linalg.broadcast ins(%x : tensor<8x16xf32>) outs(%e_etd : tensor<4x8x16xf32>) dimensions = [0]
+  %e_eth = tensor.empty() : tensor<4x8x32xf32>
+  %z_eth = linalg.fill ins(%zero : f32) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %h = linalg.batch_matmul ins(%xb, %w1 : tensor<4x8x16xf32>, tensor<4x16x32xf32>) outs(%z_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %act = linalg.max ins(%h, %z_eth : tensor<4x8x32xf32>, tensor<4x8x32xf32>) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %z_etd = linalg.fill ins(%zero : f32) outs(%e_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %y = linalg.batch_matmul ins(%act, %w2 : tensor<4x8x32xf32>, tensor<4x32x16xf32>) outs(%z_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %e_td = tensor.empty() : tensor<8x16xf32>
+  %z_td = linalg.fill ins(%zero : f32) outs(%e_td : tensor<8x16xf32>) -> tensor<8x16xf32>
+  // expected-remark @below {{not raised to moe.layer: the softmax is over dimension 0 (tokens), not over the experts (dimension 1)}}
+  %out = linalg.generic {indexing_maps = [affine_map<(t, d, e) -> (t, e)>, affine_map<(t, d, e) -> (e, t, d)>, affine_map<(t, d, e) -> (t, d)>],
+                         iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%g, %y : tensor<8x4xf32>, tensor<4x8x16xf32>) outs(%z_td : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<8x16xf32>
+  return %out : tensor<8x16xf32>
+}
+
+// -----
+
+// Near-miss: the weighted sum reduces over the tokens ("te,etd->ed"), not
+// over the experts.
+
+// CHECK-LABEL: func.func @near_sum_over_tokens(
+// CHECK-NOT: moe.layer
+// CHECK: linalg.softmax dimension(1)
+// CHECK-NOT: moe.layer
+func.func @near_sum_over_tokens(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>,
+                                %w2: tensor<4x32x16xf32>) -> tensor<4x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e_te = tensor.empty() : tensor<8x4xf32>
+  %z_te = linalg.fill ins(%zero : f32) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %logits = linalg.matmul ins(%x, %wr : tensor<8x16xf32>, tensor<16x4xf32>) outs(%z_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %g = linalg.softmax dimension(1) ins(%logits : tensor<8x4xf32>) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %e_etd = tensor.empty() : tensor<4x8x16xf32>
+  %xb = linalg.broadcast ins(%x : tensor<8x16xf32>) outs(%e_etd : tensor<4x8x16xf32>) dimensions = [0]
+  %e_eth = tensor.empty() : tensor<4x8x32xf32>
+  %z_eth = linalg.fill ins(%zero : f32) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %h = linalg.batch_matmul ins(%xb, %w1 : tensor<4x8x16xf32>, tensor<4x16x32xf32>) outs(%z_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %act = linalg.max ins(%h, %z_eth : tensor<4x8x32xf32>, tensor<4x8x32xf32>) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %z_etd = linalg.fill ins(%zero : f32) outs(%e_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %y = linalg.batch_matmul ins(%act, %w2 : tensor<4x8x32xf32>, tensor<4x32x16xf32>) outs(%z_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %e_ed = tensor.empty() : tensor<4x16xf32>
+  %z_ed = linalg.fill ins(%zero : f32) outs(%e_ed : tensor<4x16xf32>) -> tensor<4x16xf32>
+  // expected-remark @below {{not raised to moe.layer: the reduction is not a weighted sum over the experts}}
+  %out = linalg.generic {indexing_maps = [affine_map<(e, d, t) -> (t, e)>, affine_map<(e, d, t) -> (e, t, d)>, affine_map<(e, d, t) -> (e, d)>],
+                         iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%g, %y : tensor<8x4xf32>, tensor<4x8x16xf32>) outs(%z_ed : tensor<4x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x16xf32>
+  return %out : tensor<4x16xf32>
+}
+
+// -----
+
+// Near-miss: one first-layer weight shared by all experts (W1 is [D, H],
+// broadcast over E), so the experts are not E independent FFNs of moe.layer.
+
+// CHECK-LABEL: func.func @near_shared_expert_weight(
+// CHECK-NOT: moe.layer
+// CHECK: linalg.broadcast ins(%arg2 : tensor<16x32xf32>)
+// CHECK-NOT: moe.layer
+func.func @near_shared_expert_weight(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<16x32xf32>,
+                                     %w2: tensor<4x32x16xf32>) -> tensor<8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e_te = tensor.empty() : tensor<8x4xf32>
+  %z_te = linalg.fill ins(%zero : f32) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %logits = linalg.matmul ins(%x, %wr : tensor<8x16xf32>, tensor<16x4xf32>) outs(%z_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %g = linalg.softmax dimension(1) ins(%logits : tensor<8x4xf32>) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %e_etd = tensor.empty() : tensor<4x8x16xf32>
+  %xb = linalg.broadcast ins(%x : tensor<8x16xf32>) outs(%e_etd : tensor<4x8x16xf32>) dimensions = [0]
+  %e_edh = tensor.empty() : tensor<4x16x32xf32>
+  %w1b = linalg.broadcast ins(%w1 : tensor<16x32xf32>) outs(%e_edh : tensor<4x16x32xf32>) dimensions = [0]
+  %e_eth = tensor.empty() : tensor<4x8x32xf32>
+  %z_eth = linalg.fill ins(%zero : f32) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %h = linalg.batch_matmul ins(%xb, %w1b : tensor<4x8x16xf32>, tensor<4x16x32xf32>) outs(%z_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %act = linalg.max ins(%h, %z_eth : tensor<4x8x32xf32>, tensor<4x8x32xf32>) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %z_etd = linalg.fill ins(%zero : f32) outs(%e_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %y = linalg.batch_matmul ins(%act, %w2 : tensor<4x8x32xf32>, tensor<4x32x16xf32>) outs(%z_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %e_td = tensor.empty() : tensor<8x16xf32>
+  %z_td = linalg.fill ins(%zero : f32) outs(%e_td : tensor<8x16xf32>) -> tensor<8x16xf32>
+  // expected-remark @below {{not raised to moe.layer: the first expert GEMM is not x[t,d] * W1[e,d,h] summed over d (a weight shared by all experts, without the expert dimension?)}}
+  %out = linalg.generic {indexing_maps = [affine_map<(t, d, e) -> (t, e)>, affine_map<(t, d, e) -> (e, t, d)>, affine_map<(t, d, e) -> (t, d)>],
+                         iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%g, %y : tensor<8x4xf32>, tensor<4x8x16xf32>) outs(%z_td : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<8x16xf32>
+  return %out : tensor<8x16xf32>
+}
+
+// -----
+
+// Near-miss: a sigmoid gate instead of the softmax.
+
+// CHECK-LABEL: func.func @near_sigmoid_gate(
+// CHECK-NOT: moe.layer
+// CHECK: math.exp
+// CHECK-NOT: moe.layer
+func.func @near_sigmoid_gate(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>,
+                             %w2: tensor<4x32x16xf32>) -> tensor<8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e_te = tensor.empty() : tensor<8x4xf32>
+  %z_te = linalg.fill ins(%zero : f32) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %logits = linalg.matmul ins(%x, %wr : tensor<8x16xf32>, tensor<16x4xf32>) outs(%z_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(t, e) -> (t, e)>, affine_map<(t, e) -> (t, e)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%logits : tensor<8x4xf32>) outs(%e_te : tensor<8x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %one = arith.constant 1.0 : f32
+    %n = arith.negf %a : f32
+    %ex = math.exp %n : f32
+    %den = arith.addf %one, %ex : f32
+    %s = arith.divf %one, %den : f32
+    linalg.yield %s : f32
+  } -> tensor<8x4xf32>
+  %e_etd = tensor.empty() : tensor<4x8x16xf32>
+  %xb = linalg.broadcast ins(%x : tensor<8x16xf32>) outs(%e_etd : tensor<4x8x16xf32>) dimensions = [0]
+  %e_eth = tensor.empty() : tensor<4x8x32xf32>
+  %z_eth = linalg.fill ins(%zero : f32) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %h = linalg.batch_matmul ins(%xb, %w1 : tensor<4x8x16xf32>, tensor<4x16x32xf32>) outs(%z_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %act = linalg.max ins(%h, %z_eth : tensor<4x8x32xf32>, tensor<4x8x32xf32>) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %z_etd = linalg.fill ins(%zero : f32) outs(%e_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %y = linalg.batch_matmul ins(%act, %w2 : tensor<4x8x32xf32>, tensor<4x32x16xf32>) outs(%z_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %e_td = tensor.empty() : tensor<8x16xf32>
+  %z_td = linalg.fill ins(%zero : f32) outs(%e_td : tensor<8x16xf32>) -> tensor<8x16xf32>
+  // expected-remark @below {{not raised to moe.layer: the expert weights are computed elementwise (e.g. a sigmoid gate), not by a linalg.softmax over the experts}}
+  %out = linalg.generic {indexing_maps = [affine_map<(t, d, e) -> (t, e)>, affine_map<(t, d, e) -> (e, t, d)>, affine_map<(t, d, e) -> (t, d)>],
+                         iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%g, %y : tensor<8x4xf32>, tensor<4x8x16xf32>) outs(%z_td : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<8x16xf32>
+  return %out : tensor<8x16xf32>
+}
+
+// -----
+
+// Near-miss: the router logits are also returned, so the layer's internals
+// are used outside it.
+
+// CHECK-LABEL: func.func @near_intermediate_used_outside(
+// CHECK-NOT: moe.layer
+// CHECK: linalg.softmax dimension(1)
+// CHECK-NOT: moe.layer
+func.func @near_intermediate_used_outside(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>,
+                                          %w2: tensor<4x32x16xf32>) -> (tensor<8x16xf32>, tensor<8x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e_te = tensor.empty() : tensor<8x4xf32>
+  %z_te = linalg.fill ins(%zero : f32) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %logits = linalg.matmul ins(%x, %wr : tensor<8x16xf32>, tensor<16x4xf32>) outs(%z_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %g = linalg.softmax dimension(1) ins(%logits : tensor<8x4xf32>) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %e_etd = tensor.empty() : tensor<4x8x16xf32>
+  %xb = linalg.broadcast ins(%x : tensor<8x16xf32>) outs(%e_etd : tensor<4x8x16xf32>) dimensions = [0]
+  %e_eth = tensor.empty() : tensor<4x8x32xf32>
+  %z_eth = linalg.fill ins(%zero : f32) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %h = linalg.batch_matmul ins(%xb, %w1 : tensor<4x8x16xf32>, tensor<4x16x32xf32>) outs(%z_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %act = linalg.max ins(%h, %z_eth : tensor<4x8x32xf32>, tensor<4x8x32xf32>) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %z_etd = linalg.fill ins(%zero : f32) outs(%e_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %y = linalg.batch_matmul ins(%act, %w2 : tensor<4x8x32xf32>, tensor<4x32x16xf32>) outs(%z_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %e_td = tensor.empty() : tensor<8x16xf32>
+  %z_td = linalg.fill ins(%zero : f32) outs(%e_td : tensor<8x16xf32>) -> tensor<8x16xf32>
+  // expected-remark @below {{not raised to moe.layer: an intermediate of the layer (router, softmax, expert GEMMs or activation) is also used outside it}}
+  %out = linalg.generic {indexing_maps = [affine_map<(t, d, e) -> (t, e)>, affine_map<(t, d, e) -> (e, t, d)>, affine_map<(t, d, e) -> (t, d)>],
+                         iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%g, %y : tensor<8x4xf32>, tensor<4x8x16xf32>) outs(%z_td : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<8x16xf32>
+  return %out, %logits : tensor<8x16xf32>, tensor<8x4xf32>
+}
