@@ -35,4 +35,63 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
   ];
 }
 
+def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lower every moe op to MoE GPU kernels and host launch code";
+  let description = [{
+    Rewrites every moe op (layers, chain ops, fused ops; training and
+    inference) into host code on tensors that copies the operands to the
+    device (`gpu.alloc`, `gpu.memcpy`), launches kernels built into
+    `gpu.module @moe_kernels` and copies the results back into host tensors.
+    A layer runs entirely on the device: router GEMM, routing (softmax,
+    top-k or MOESART sampling with the CPU path's Philox stream, trimmed-lasso
+    partial sums), alignment (counts, offsets, the permutation padded to the
+    GEMM tile, GShard capacity), grouped GEMM 1 with the gather and the
+    activation in its epilogue, grouped GEMM 2 with the routed weight in its
+    epilogue, and a fixed-order per-token reduction (no float atomics). Soft
+    MoE: logits GEMM, both softmaxes, slot GEMM, expert GEMMs, combine GEMM.
+
+    Launches are emitted as calls to `@__moe_launch_<kernel>` declarations
+    (see `--moe-gpu-materialize-launches`), so that the upstream buffer
+    deallocation can run on the host code. f32 only for now.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::bufferization::BufferizationDialect", "::mlir::func::FuncDialect",
+    "::mlir::moe::MoEDialect"
+  ];
+}
+
+def MoEGPUMaterializeLaunches
+    : Pass<"moe-gpu-materialize-launches", "::mlir::ModuleOp"> {
+  let summary = "Turn the launch placeholders of convert-moe-to-gpu into gpu.launch_func";
+  let description = [{
+    Replaces every `func.call @__moe_launch_<kernel>(gx, gy, gz, bx, by, bz,
+    args...)` (a private declaration carrying `moe_gpu.kernel`) by
+    `gpu.launch_func @moe_kernels::@<kernel>` and removes the declarations.
+    Runs after one-shot bufferization and buffer deallocation.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def MoETestEmulateGPU : Pass<"moe-test-emulate-gpu", "::mlir::ModuleOp"> {
+  let summary = "Testing: run the GPU kernels on the host (OpenMP threads as GPU threads)";
+  let description = [{
+    For machines without a GPU: after `--moe-gpu-materialize-launches`,
+    replaces device allocations and copies by memref ops and every
+    `gpu.launch_func` by a loop over the blocks whose body runs the kernel in
+    an `omp.parallel` region of blockDim threads (`gpu.barrier` becomes
+    `omp.barrier`, workgroup memory one buffer per block), and drops the
+    `gpu.module`. The result lowers with the CPU passes plus
+    `convert-openmp-to-llvm` and runs with an OpenMP runtime. Used by the
+    lit tests that compare the kernels' numerics with the CPU path.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect", "::mlir::omp::OpenMPDialect",
+    "::mlir::func::FuncDialect"
+  ];
+}
+
 #endif // MOE_LOWERING_PASSES_TD

@@ -48,4 +48,9 @@ void moe::registerPipelines() {
       "Lower moe IR to the LLVM dialect for the host: moe -> linalg/tensor/"
       "scf/arith/math, one-shot bufferization, loops, LLVM",
       buildCpuPipeline);
+  PassPipelineRegistration<NVPTXPipelineOptions>(
+      "moe-nvptx-pipeline",
+      "Lower moe IR to MoE kernels in a gpu.binary (NVVM/PTX) and host LLVM "
+      "code calling the mgpu* runtime",
+      buildNVPTXPipeline);
 }

@@ -32,6 +32,46 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
 /// bufferization, loops, and the LLVM dialect for the host.
 void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
 
+/// Options of `--moe-nvptx-pipeline`.
+struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("Target SM architecture (sm_80, sm_90, ...)"),
+      llvm::cl::init("sm_90")};
+  PassOptions::Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("PTX features (sm_90 needs +ptx80 or newer)"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("What gpu.binary holds: isa (PTX text), bin (cubin, needs "
+                     "ptxas) or fatbin"),
+      llvm::cl::init("fatbin")};
+  PassOptions::Option<int> optLevel{
+      *this, "opt-level", llvm::cl::desc("Optimization level of the NVPTX backend (0-3)"),
+      llvm::cl::init(3)};
+  PassOptions::Option<bool> resultsToOutParams{
+      *this, "results-to-out-params",
+      llvm::cl::desc("Turn the tensor results of public functions into "
+                     "caller-allocated out-parameters (as --moe-cpu-pipeline)"),
+      llvm::cl::init(false)};
+  PassOptions::Option<std::string> cudaPath{
+      *this, "cuda-path",
+      llvm::cl::desc("CUDA toolkit (libdevice for math functions, ptxas for "
+                     "format=bin/fatbin); default: $CUDA_ROOT, $CUDA_HOME, "
+                     "$CUDA_PATH or /usr/local/cuda, whichever exists"),
+      llvm::cl::init("")};
+  PassOptions::Option<std::string> triple{
+      *this, "triple", llvm::cl::desc("Target triple of the kernels"),
+      llvm::cl::init("nvptx64-nvidia-cuda")};
+};
+
+/// Builds `--moe-nvptx-pipeline`: every moe op to MoE kernels in
+/// `gpu.module @moe_kernels` plus host launch code, one-shot bufferization
+/// and buffer deallocation on the host, the kernels through NVVM to a
+/// `gpu.binary`, and the host to the LLVM dialect calling the `mgpu*`
+/// runtime ABI of upstream `gpu-to-llvm`.
+void buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &options);
+
 /// Registers the pipelines as `--moe-cpu-pipeline` (and, later,
 /// `--moe-nvptx-pipeline`).
 void registerPipelines();

@@ -86,3 +86,36 @@ if _has_cuda_device():
 
 import sys as _sys
 config.substitutions.append(("%python", _sys.executable))
+# --moe-nvptx-pipeline links libdevice from the toolkit of that ptxas (it
+# looks at $CUDA_HOME, then /usr/local/cuda).
+if _ptxas and "CUDA_HOME" not in config.environment:
+    config.environment["CUDA_HOME"] = os.path.dirname(os.path.dirname(os.path.realpath(_ptxas)))
+
+# Host emulation of the GPU kernels (test/gpu/emulated-vs-cpu.mlir): the
+# kernels run as OpenMP teams under mlir-runner, so an OpenMP runtime and the
+# MLIR runner utilities are needed.
+_mlir_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
+config.substitutions.append(("%mlir_runner_libs", ",".join(
+    os.path.join(_mlir_lib_dir, lib) for lib in
+    ["libmlir_c_runner_utils.so", "libmlir_runner_utils.so"])))
+_libomp = None
+for _cand in [os.path.join(_mlir_lib_dir, "libomp.so"),
+              os.path.join(_mlir_lib_dir, "libomp.so.5"),
+              "/usr/lib/x86_64-linux-gnu/libomp.so.5",
+              "/usr/lib/aarch64-linux-gnu/libomp.so.5"]:
+    if os.path.exists(_cand):
+        _libomp = _cand
+        break
+if _libomp and os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-runner")):
+    config.available_features.add("openmp-runtime")
+    config.substitutions.append(("%libomp", _libomp))
+config.substitutions.append(("%moe_emulate_gpu_pipeline", "builtin.module("
+    "convert-moe-to-gpu,func.func(convert-elementwise-to-linalg),canonicalize,cse,"
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
+    "moe-gpu-materialize-launches,moe-test-emulate-gpu,"
+    "func.func(convert-linalg-to-loops),canonicalize,convert-scf-to-cf,"
+    "convert-openmp-to-llvm,expand-strided-metadata,lower-affine,"
+    "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+    "convert-to-llvm,reconcile-unrealized-casts)"))

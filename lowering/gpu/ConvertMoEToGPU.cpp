@@ -1,0 +1,672 @@
+//===- ConvertMoEToGPU.cpp - moe ops -> GPU kernels + host code -----------===//
+//
+// `--convert-moe-to-gpu` rewrites every moe op (layers, chain ops, fused ops;
+// training and inference) into host code on tensors that moves the operands
+// to the device, launches the kernels of Kernels.h (built into
+// `gpu.module @moe_kernels`) and copies the results back:
+//
+//   bufferization.to_buffer (inputs) -> gpu.alloc + gpu.memcpy in
+//   -> launches -> gpu.memcpy out into memref.alloc -> bufferization.to_tensor
+//
+// A whole layer (router, routing, alignment, both grouped GEMMs and the
+// reduction) runs on the device without host round trips; a chain op copies
+// its own operands and results.
+//
+// Kernel launches are emitted as calls to private declarations
+// `@__moe_launch_<kernel>(gx, gy, gz, bx, by, bz, args...)` carrying
+// `moe_gpu.kernel = @moe_kernels::@<kernel>`: the upstream ownership-based
+// buffer deallocation rejects gpu.launch_func (no memory-effect interface), so
+// `--moe-gpu-materialize-launches` turns the calls into gpu.launch_func after
+// bufferization and deallocation. Device buffers carry
+// `bufferization.manual_deallocation` and are freed here with gpu.dealloc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/Passes.h"
+
+#include "dialect/MoEOps.h"
+#include "lowering/gpu/IRBuilder.h"
+#include "lowering/gpu/Kernels.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <optional>
+
+namespace mlir {
+namespace moe {
+#define GEN_PASS_DEF_CONVERTMOETOGPU
+#define GEN_PASS_DEF_MOEGPUMATERIALIZELAUNCHES
+#include "lowering/Passes.h.inc"
+} // namespace moe
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::gpu_lowering;
+
+namespace {
+
+constexpr llvm::StringLiteral kLaunchAttr = "moe_gpu.kernel";
+constexpr llvm::StringLiteral kLaunchPrefix = "__moe_launch_";
+
+MemRefType flatType(Type elt) { return MemRefType::get({ShapedType::kDynamic}, elt); }
+
+/// Host-side emission for one moe op.
+class Host {
+public:
+  Host(ImplicitLocOpBuilder &b, KernelLibrary &lib, ModuleOp module)
+      : b(b), e(b), lib(lib), module(module) {
+    start = e.idx(0).getDefiningOp();
+  }
+
+  ImplicitLocOpBuilder &b;
+  IRB e;
+  KernelLibrary &lib;
+  ModuleOp module;
+  SmallVector<Value> deviceBuffers;
+  /// The first op of this moe op's host code: static host allocations go
+  /// before it, so that they do not split the GPU stream (gpu-async-region
+  /// synchronizes before host ops with side effects).
+  Operation *start;
+
+  Value dim(Value tensor, int64_t i) {
+    auto type = cast<RankedTensorType>(tensor.getType());
+    if (!type.isDynamicDim(i))
+      return e.idx(type.getDimSize(i));
+    return tensor::DimOp::create(b, tensor, i);
+  }
+  Value numElements(Value tensor) {
+    auto type = cast<RankedTensorType>(tensor.getType());
+    Value n = e.idx(1);
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      n = e.muli(n, dim(tensor, i));
+    return n;
+  }
+
+  /// A contiguous memref viewed as 1-D.
+  Value flatten(Value memref) {
+    auto type = cast<MemRefType>(memref.getType());
+    if (type.getRank() == 0)
+      return memref::ExpandShapeOp::create(b, MemRefType::get({1}, type.getElementType()),
+                                           memref, ArrayRef<ReassociationIndices>{});
+    if (type.getRank() == 1)
+      return memref;
+    ReassociationIndices all;
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      all.push_back(i);
+    return memref::CollapseShapeOp::create(b, memref, ArrayRef<ReassociationIndices>{all});
+  }
+
+  Value alloc(Type elt, Value n) {
+    auto op = gpu::AllocOp::create(b, flatType(elt), Type(), ValueRange{}, ValueRange{n},
+                                   ValueRange{}, /*hostShared=*/false);
+    op->setAttr(bufferization::BufferizationDialect::kManualDeallocation, b.getUnitAttr());
+    deviceBuffers.push_back(op.getMemref());
+    return op.getMemref();
+  }
+
+  Value upload(Value tensor) {
+    auto type = cast<RankedTensorType>(tensor.getType());
+    auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+    Value host = bufferization::ToBufferOp::create(b, memrefType, tensor, /*read_only=*/true);
+    Value dev = alloc(type.getElementType(), numElements(tensor));
+    gpu::MemcpyOp::create(b, Type(), ValueRange{}, dev, flatten(host));
+    return dev;
+  }
+
+  /// Copies `dev` into a new host tensor of `resultType`; `dims` are the
+  /// sizes of every dimension (only the dynamic ones are used).
+  Value download(Value dev, Type resultType, ArrayRef<Value> dims = {}) {
+    auto type = cast<RankedTensorType>(resultType);
+    SmallVector<Value> dyn;
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      if (type.isDynamicDim(i))
+        dyn.push_back(dims[i]);
+    auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+    Value host;
+    if (type.hasStaticShape()) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(start);
+      host = memref::AllocOp::create(b, memrefType, dyn);
+    } else {
+      host = memref::AllocOp::create(b, memrefType, dyn);
+    }
+    gpu::MemcpyOp::create(b, Type(), ValueRange{}, flatten(host), dev);
+    return bufferization::ToTensorOp::create(b, type, host, /*restrict=*/true,
+                                             /*writable=*/true);
+  }
+
+  void releaseAll() {
+    for (Value buf : deviceBuffers) {
+      auto op = gpu::DeallocOp::create(b, Type(), ValueRange{}, buf);
+      op->setAttr(bufferization::BufferizationDialect::kManualDeallocation, b.getUnitAttr());
+    }
+    deviceBuffers.clear();
+  }
+
+  func::FuncOp launchDecl(gpu::GPUFuncOp kernel) {
+    std::string name = (kLaunchPrefix + kernel.getName()).str();
+    if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+      return existing;
+    SmallVector<Type> args(6, b.getIndexType());
+    llvm::append_range(args, kernel.getArgumentTypes());
+    OpBuilder ob(module.getContext());
+    ob.setInsertionPointToStart(module.getBody());
+    auto decl = func::FuncOp::create(ob, module.getLoc(), name,
+                                     ob.getFunctionType(args, {}));
+    decl.setPrivate();
+    decl->setAttr(kLaunchAttr,
+                  SymbolRefAttr::get(ob.getStringAttr(kKernelModuleName),
+                                     {FlatSymbolRefAttr::get(kernel.getNameAttr())}));
+    return decl;
+  }
+
+  void launch(gpu::GPUFuncOp kernel, ArrayRef<Value> grid, int64_t block, ArrayRef<Value> args) {
+    SmallVector<Value> operands(grid.begin(), grid.end());
+    while (operands.size() < 3)
+      operands.push_back(e.idx(1));
+    operands.append({e.idx(block), e.idx(1), e.idx(1)});
+    operands.append(args.begin(), args.end());
+    func::CallOp::create(b, launchDecl(kernel), operands);
+  }
+  Value blocks(Value n, int64_t per) { return e.ceildiv(n, e.idx(per)); }
+
+  //===--------------------------------------------------------------------===//
+  // Device-level building blocks (operands and results are device buffers)
+  //===--------------------------------------------------------------------===//
+
+  Value route(Value x, Value wr, Value br, Value T, Value D, Value E) {
+    Value logits = alloc(e.f32(), e.muli(T, E));
+    launch(lib.route(br != nullptr), {blocks(E, kTileN), blocks(T, kTileM)}, kGemmThreads,
+           {x, wr, br ? br : wr, logits, T, D, E});
+    return logits;
+  }
+
+  struct Gate {
+    Value weights, indices, loss; // loss: device [1], or null
+  };
+  Gate gate(Value logits, Value T, Value E, int64_t k, RoutingAttrInterface routing,
+            bool training, Value seed) {
+    Value K = e.idx(k);
+    auto moesart = dyn_cast<MoesartRoutingAttr>(routing);
+    GateKind kind = isa<DenseRoutingAttr>(routing) ? GateKind::Dense
+                    : !moesart                    ? GateKind::TopK
+                    : routing.isSampling(training) ? GateKind::MoesartTraining
+                                                   : GateKind::MoesartInference;
+    bool loss = training && moesart;
+    Gate g;
+    g.weights = alloc(e.f32(), e.muli(T, K));
+    g.indices = alloc(e.i32(), e.muli(T, K));
+    Value p = kind == GateKind::MoesartTraining ? alloc(e.f32(), e.muli(T, E)) : g.weights;
+    Value nb = blocks(T, kGateThreads);
+    Value partials = loss ? alloc(e.f32(), nb) : g.weights;
+    Value key0 = e.ci32(0), key1 = e.ci32(0);
+    if (kind == GateKind::MoesartTraining) {
+      // The key is read on the host before the first GPU op (see `start`).
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(start);
+      Value s = tensor::ExtractOp::create(b, seed, ValueRange{});
+      key0 = arith::TruncIOp::create(b, e.i32(), s);
+      key1 = arith::TruncIOp::create(
+          b, e.i32(),
+          arith::ShRUIOp::create(b, s, arith::ConstantOp::create(b, b.getI64IntegerAttr(32))));
+    }
+    MoesartAdjust adjust = moesart ? moesart.getAdjust() : MoesartAdjust::small_random;
+    launch(lib.gate(kind, adjust, loss), {nb}, kGateThreads,
+           {logits, g.weights, g.indices, p, partials, T, E, K, key0, key1});
+    if (loss) {
+      g.loss = alloc(e.f32(), e.idx(1));
+      launch(lib.lossReduce(), {e.idx(1)}, 1,
+             {partials, nb, T, e.cf32(routing.getRegularizerCoefficient()), g.loss});
+    }
+    return g;
+  }
+
+  /// The routing plan on the device, padded to the GEMM tile.
+  struct Plan {
+    Value offsets, positions, sourceRows, rowWeights, sorted, tileExpert, numTiles;
+    Value pMax, maxTiles;
+  };
+  void sizePlan(Plan &plan, Value rows, int64_t numExperts) {
+    plan.maxTiles = e.addi(blocks(rows, kTileM), e.idx(numExperts));
+    plan.pMax = e.muli(plan.maxTiles, e.idx(kTileM));
+    plan.sorted = alloc(e.i32(), plan.pMax);
+    plan.tileExpert = alloc(e.i32(), plan.maxTiles);
+    plan.numTiles = alloc(e.i32(), e.idx(1));
+  }
+
+  Value capacity(Value T, Value K, int64_t numExperts, std::optional<llvm::APFloat> cf) {
+    if (!cf)
+      return e.toI32(e.muli(T, K));
+    Type f64 = b.getF64Type();
+    auto toF64 = [&](Value v) {
+      return arith::SIToFPOp::create(b, f64, arith::IndexCastOp::create(b, b.getI64Type(), v));
+    };
+    Value cfv = arith::ConstantOp::create(b, b.getF64FloatAttr(cf->convertToDouble()));
+    Value c = arith::DivFOp::create(
+        b, arith::MulFOp::create(b, arith::MulFOp::create(b, cfv, toF64(T)), toF64(K)),
+        toF64(e.idx(numExperts)));
+    return arith::FPToSIOp::create(b, e.i32(), math::CeilOp::create(b, c));
+  }
+
+  Plan align(Value indices, Value weights, Value T, Value K, int64_t numExperts, Value cap) {
+    Plan plan;
+    Value E = e.idx(numExperts), TK = e.muli(T, K);
+    plan.offsets = alloc(e.i32(), e.addi(E, e.idx(1)));
+    Value poff = alloc(e.i32(), e.addi(E, e.idx(1)));
+    plan.positions = alloc(e.i32(), TK);
+    plan.sourceRows = alloc(e.i32(), TK);
+    plan.rowWeights = weights ? alloc(e.f32(), TK) : Value();
+    sizePlan(plan, TK, numExperts);
+    Value dummyF = weights ? weights : alloc(e.f32(), e.idx(1));
+    launch(lib.align(weights != nullptr), {e.idx(1)}, kAlignThreads,
+           {indices, dummyF, T, K, E, cap, plan.offsets, poff, plan.positions, plan.sourceRows,
+            weights ? plan.rowWeights : dummyF, plan.sorted, plan.tileExpert, plan.numTiles,
+            plan.pMax, plan.maxTiles});
+    return plan;
+  }
+
+  Plan tileMap(Value offsets, Value rows, int64_t numExperts) {
+    Plan plan;
+    plan.offsets = offsets;
+    Value E = e.idx(numExperts);
+    Value poff = alloc(e.i32(), e.addi(E, e.idx(1)));
+    sizePlan(plan, rows, numExperts);
+    launch(lib.tileMap(), {e.idx(1)}, kAlignThreads,
+           {offsets, E, poff, plan.sorted, plan.tileExpert, plan.numTiles, plan.pMax,
+            plan.maxTiles});
+    return plan;
+  }
+
+  struct Experts {
+    Value w1, w2, b1, b2; // device
+    Activation act;
+    Value D, H;
+  };
+  Experts experts(Value w1, Value w2, Value b1, Value b2, ActivationAttr act) {
+    Experts x;
+    x.w1 = upload(w1);
+    x.w2 = upload(w2);
+    x.b1 = b1 ? upload(b1) : Value();
+    x.b2 = b2 ? upload(b2) : Value();
+    x.act = act.getValue();
+    x.D = dim(w1, 1);
+    x.H = act.isGated() ? e.divui(dim(w1, 2), e.idx(2)) : dim(w1, 2);
+    return x;
+  }
+
+  /// GEMM1 (+ gather, bias, activation) and GEMM2 (+ bias, routed weight)
+  /// over the padded tiles of `plan`, writing one row of `out` per kept row.
+  void ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value out) {
+    Value h = alloc(e.f32(), e.muli(plan.pMax, x.H));
+    launch(lib.gemm1(gather, x.act, x.b1 != nullptr), {blocks(x.H, kTileN), plan.maxTiles},
+           kGemmThreads,
+           {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
+            plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H});
+    bool weighted = plan.rowWeights != nullptr;
+    launch(lib.gemm2(weighted, x.b2 != nullptr), {blocks(x.D, kTileN), plan.maxTiles},
+           kGemmThreads,
+           {h, plan.sorted, weighted ? plan.rowWeights : x.w2, plan.tileExpert, plan.numTiles,
+            x.w2, x.b2 ? x.b2 : x.w2, out, x.H, x.D});
+  }
+
+  /// The fused token-choice expert family: align, GEMM1 with the gather,
+  /// GEMM2 with the routed weight, and the fixed-order per-token reduction.
+  Value fusedExperts(Value x, Value indices, Value weights, Value T, Value K, int64_t numExperts,
+                     std::optional<llvm::APFloat> cf, const Experts &ex) {
+    Plan plan = align(indices, weights, T, K, numExperts, capacity(T, K, numExperts, cf));
+    Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
+    ffn(x, /*gather=*/true, plan, ex, rows);
+    Value y = alloc(e.f32(), e.muli(T, ex.D));
+    launch(lib.reduce(), {blocks(e.muli(T, ex.D), kEltThreads)}, kEltThreads,
+           {rows, plan.positions, y, T, K, ex.D});
+    return y;
+  }
+
+  /// Soft MoE dispatch on the device: slot rows [E*G*S, D] and Cw.
+  struct SoftFront {
+    Value rows, combineWeights, G, M, D, ES, S;
+  };
+  SoftFront softFront(Value xT, Value phiT, Value scaleT, bool normalize, Value xDev = {}) {
+    SoftFront f;
+    f.G = dim(xT, 0);
+    f.M = dim(xT, 1);
+    f.D = dim(xT, 2);
+    f.S = dim(phiT, 2);
+    f.ES = e.muli(dim(phiT, 1), f.S);
+    Value GM = e.muli(f.G, f.M);
+    Value x = xDev ? xDev : upload(xT), phi = upload(phiT);
+    Value rx = x, rphi = phi;
+    if (normalize) {
+      rx = alloc(e.f32(), GM);
+      rphi = alloc(e.f32(), f.ES);
+      launch(lib.softNorms(), {blocks(e.addi(GM, f.ES), kEltThreads)}, kEltThreads,
+             {x, phi, rx, rphi, GM, f.ES, f.D});
+    }
+    Value scale = scaleT ? tensor::ExtractOp::create(b, scaleT, ValueRange{}).getResult()
+                         : e.cf32(1.0);
+    Value L = alloc(e.f32(), e.muli(GM, f.ES));
+    launch(lib.softLogits(normalize), {blocks(f.ES, kTileN), blocks(GM, kTileM)}, kGemmThreads,
+           {x, phi, rx, rphi, L, GM, f.ES, f.D, scale});
+    Value dw = alloc(e.f32(), e.muli(GM, f.ES));
+    launch(lib.softDispatchWeights(), {blocks(e.muli(f.G, f.ES), kEltThreads)}, kEltThreads,
+           {L, dw, f.G, f.M, f.ES});
+    f.combineWeights = alloc(e.f32(), e.muli(GM, f.ES));
+    launch(lib.softCombineWeights(), {blocks(GM, kEltThreads)}, kEltThreads,
+           {L, f.combineWeights, f.G, f.M, f.ES});
+    f.rows = alloc(e.f32(), e.muli(e.muli(f.ES, f.G), f.D));
+    launch(lib.softSlots(), {blocks(f.D, kTileN), blocks(f.ES, kTileM), f.G}, kGemmThreads,
+           {dw, x, f.rows, f.G, f.M, f.ES, f.S, f.D});
+    return f;
+  }
+
+  /// offsets[e] = e * G * S as a host tensor<E+1 x i32>.
+  Value softOffsets(int64_t numExperts, Value G, Value S) {
+    Value per = e.toI32(e.muli(G, S));
+    SmallVector<Value> elems;
+    for (int64_t i = 0; i <= numExperts; ++i)
+      elems.push_back(e.muli(e.ci32(i), per));
+    return tensor::FromElementsOp::create(
+        b, RankedTensorType::get({numExperts + 1}, e.i32()), elems);
+  }
+
+  Value softCombine(Value expertOut, Value cw, Value G, Value M, Value ES, Value S, Value D) {
+    Value y = alloc(e.f32(), e.muli(e.muli(G, M), D));
+    launch(lib.softCombine(), {blocks(D, kTileN), blocks(M, kTileM), G}, kGemmThreads,
+           {cw, expertOut, y, G, M, ES, S, D});
+    return y;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Per-op conversions
+//===----------------------------------------------------------------------===//
+
+int64_t staticExperts(Value w1) { return cast<RankedTensorType>(w1.getType()).getDimSize(0); }
+
+Value zeroLoss(Host &h, Type type) {
+  auto tt = cast<RankedTensorType>(type);
+  return arith::ConstantOp::create(
+      h.b, DenseElementsAttr::get(tt, h.b.getFloatAttr(tt.getElementType(), 0.0)));
+}
+
+LogicalResult convert(LayerOp op, Host &h) {
+  int64_t numExperts = op.getNumExperts();
+  if (ShapedType::isDynamic(numExperts))
+    return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
+  int64_t k = op.getRouting().getExpertsPerToken(numExperts);
+  Value T = h.dim(op.getInput(), 0), D = h.dim(op.getInput(), 1), E = h.e.idx(numExperts);
+  Value x = h.upload(op.getInput());
+  Value wr = h.upload(op.getRouterWeight());
+  Value br = op.getRouterBias() ? h.upload(op.getRouterBias()) : Value();
+  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                               op.getActivationAttr());
+  Value logits = h.route(x, wr, br, T, D, E);
+  Host::Gate g = h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed());
+  Value y = h.fusedExperts(x, g.indices, g.weights, T, h.e.idx(k), numExperts,
+                           op.getCapacityFactor(), ex);
+  SmallVector<Value> results{h.download(y, op.getOutput().getType(), {T, D})};
+  if (op.getAuxLoss())
+    results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())
+                             : zeroLoss(h, op.getAuxLoss().getType()));
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
+LogicalResult convert(RouteOp op, Host &h) {
+  Value T = h.dim(op.getInput(), 0), D = h.dim(op.getInput(), 1);
+  Value E = h.dim(op.getRouterWeight(), 1);
+  Value x = h.upload(op.getInput()), wr = h.upload(op.getRouterWeight());
+  Value br = op.getRouterBias() ? h.upload(op.getRouterBias()) : Value();
+  Value logits = h.route(x, wr, br, T, D, E);
+  Value r = h.download(logits, op.getLogits().getType(), {T, E});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(GateOp op, Host &h) {
+  int64_t numExperts = op.getNumExperts();
+  if (ShapedType::isDynamic(numExperts))
+    return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
+  int64_t k = op.getRouting().getExpertsPerToken(numExperts);
+  Value T = h.dim(op.getLogits(), 0), E = h.e.idx(numExperts);
+  Value logits = h.upload(op.getLogits());
+  Host::Gate g = h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed());
+  SmallVector<Value> results{h.download(g.weights, op.getWeights().getType(), {T, h.e.idx(k)}),
+                             h.download(g.indices, op.getIndices().getType(), {T, h.e.idx(k)})};
+  if (op.getAuxLoss())
+    results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())
+                             : zeroLoss(h, op.getAuxLoss().getType()));
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
+LogicalResult convert(DispatchOp op, Host &h) {
+  int64_t numExperts = op.getNumExperts();
+  Value T = h.dim(op.getInput(), 0), D = h.dim(op.getInput(), 1);
+  Value K = h.dim(op.getIndices(), 1);
+  Value x = h.upload(op.getInput()), indices = h.upload(op.getIndices());
+  Host::Plan plan = h.align(indices, Value(), T, K, numExperts,
+                            h.capacity(T, K, numExperts, op.getCapacityFactor()));
+  Value N = h.e.muli(T, K);
+  Value rows = h.alloc(h.e.f32(), h.e.muli(N, D));
+  h.launch(h.lib.dispatchRows(), {h.blocks(h.e.muli(N, D), kEltThreads)}, kEltThreads,
+           {x, plan.sourceRows, rows, N, D});
+  SmallVector<Value> results{
+      h.download(rows, op.getRows().getType(), {N, D}),
+      h.download(plan.offsets, op.getOffsets().getType(), {h.e.idx(numExperts + 1)}),
+      h.download(plan.sourceRows, op.getSourceRows().getType(), {N}),
+      h.download(plan.positions, op.getPositions().getType(), {T, K})};
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
+LogicalResult convert(ExpertFFNOp op, Host &h) {
+  int64_t numExperts = staticExperts(op.getW1());
+  if (ShapedType::isDynamic(numExperts))
+    return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
+  Value N = h.dim(op.getRows(), 0);
+  Value rows = h.upload(op.getRows()), offsets = h.upload(op.getOffsets());
+  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                               op.getActivationAttr());
+  Host::Plan plan = h.tileMap(offsets, N, numExperts);
+  Value out = h.alloc(h.e.f32(), h.e.muli(N, ex.D));
+  // Rows from offsets[E] on are zero.
+  gpu::MemsetOp::create(h.b, Type(), ValueRange{}, out, h.e.cf32(0.0));
+  h.ffn(rows, /*gather=*/false, plan, ex, out);
+  Value r = h.download(out, op.getOutput().getType(), {N, ex.D});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(CombineOp op, Host &h) {
+  Value T = h.dim(op.getWeights(), 0), K = h.dim(op.getWeights(), 1);
+  Value D = h.dim(op.getExpertOutput(), 1);
+  Value out = h.upload(op.getExpertOutput()), w = h.upload(op.getWeights());
+  Value pos = h.upload(op.getPositions());
+  Value y = h.alloc(h.e.f32(), h.e.muli(T, D));
+  h.launch(h.lib.combine(), {h.blocks(h.e.muli(T, D), kEltThreads)}, kEltThreads,
+           {out, w, pos, y, T, K, D});
+  Value r = h.download(y, op.getOutput().getType(), {T, D});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(FusedExpertsOp op, Host &h) {
+  int64_t numExperts = op.getNumExperts();
+  Value T = h.dim(op.getInput(), 0), K = h.dim(op.getIndices(), 1);
+  (void)K;
+  Value x = h.upload(op.getInput()), indices = h.upload(op.getIndices());
+  Value w = h.upload(op.getWeights());
+  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                               op.getActivationAttr());
+  Value y = h.fusedExperts(x, indices, w, T, K, numExperts, op.getCapacityFactor(), ex);
+  Value r = h.download(y, op.getOutput().getType(), {T, ex.D});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(SoftDispatchOp op, Host &h) {
+  int64_t numExperts = cast<RankedTensorType>(op.getSlots().getType()).getDimSize(1);
+  if (ShapedType::isDynamic(numExperts))
+    return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
+  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize());
+  Value offsets = h.softOffsets(numExperts, f.G, f.S);
+  SmallVector<Value> results{
+      h.download(f.rows, op.getRows().getType(), {h.e.muli(f.ES, f.G), f.D}),
+      tensor::CastOp::create(h.b, op.getOffsets().getType(), offsets),
+      h.download(f.combineWeights, op.getCombineWeights().getType(),
+                 {f.G, f.M, h.e.idx(numExperts), f.S})};
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
+LogicalResult convert(SoftCombineOp op, Host &h) {
+  Value G = h.dim(op.getCombineWeights(), 0), M = h.dim(op.getCombineWeights(), 1);
+  Value S = h.dim(op.getCombineWeights(), 3);
+  Value ES = h.e.muli(h.dim(op.getCombineWeights(), 2), S);
+  Value D = h.dim(op.getExpertOutput(), 1);
+  Value out = h.upload(op.getExpertOutput()), cw = h.upload(op.getCombineWeights());
+  Value y = h.softCombine(out, cw, G, M, ES, S, D);
+  Value r = h.download(y, op.getOutput().getType(), {G, M, D});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+template <typename OpT>
+LogicalResult convertSoftLayer(OpT op, Host &h) {
+  int64_t numExperts = cast<RankedTensorType>(op.getSlots().getType()).getDimSize(1);
+  if (ShapedType::isDynamic(numExperts))
+    return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
+  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize());
+  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                               op.getActivationAttr());
+  Value N = h.e.muli(f.ES, f.G);
+  Value offsets = h.upload(h.softOffsets(numExperts, f.G, f.S));
+  Host::Plan plan = h.tileMap(offsets, N, numExperts);
+  Value out = h.alloc(h.e.f32(), h.e.muli(N, f.D)); // every row is a slot
+  h.ffn(f.rows, /*gather=*/false, plan, ex, out);
+  Value y = h.softCombine(out, f.combineWeights, f.G, f.M, f.ES, f.S, f.D);
+  Value r = h.download(y, op.getOutput().getType(), {f.G, f.M, f.D});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+/// The first non-f32 floating-point type of a moe op, if any.
+std::optional<Type> unsupportedElementType(Operation *op) {
+  for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes())) {
+    auto tt = dyn_cast<RankedTensorType>(t);
+    if (tt && isa<FloatType>(tt.getElementType()) && !tt.getElementType().isF32())
+      return tt.getElementType();
+  }
+  return std::nullopt;
+}
+
+struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass> {
+  void getDependentDialects(DialectRegistry &registry) const override {
+    ConvertMoEToGPUBase::getDependentDialects(registry);
+    // gpu-module-to-binary later translates the kernels to LLVM IR: make
+    // sure the translations are known even in tools that do not register
+    // them (moe-opt, embedders).
+    registerAllGPUToLLVMIRTranslations(registry);
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<Operation *> ops;
+    module.walk([&](Operation *op) {
+      if (op->getDialect() && isa<MoEDialect>(op->getDialect()))
+        ops.push_back(op);
+    });
+    if (ops.empty())
+      return;
+    bool failedAny = false;
+    for (Operation *op : ops) {
+      if (std::optional<Type> t = unsupportedElementType(op)) {
+        op->emitError() << "cannot lower '" << op->getName() << "' with element type " << *t
+                        << " to the GPU: the NVPTX kernels support f32 only for now "
+                           "(f16/bf16 with tensor cores are planned)";
+        failedAny = true;
+      }
+    }
+    if (failedAny)
+      return signalPassFailure();
+
+    KernelLibrary lib(module);
+    for (Operation *op : ops) {
+      OpBuilder ob(op);
+      ImplicitLocOpBuilder b(op->getLoc(), ob);
+      Host h(b, lib, module);
+      LogicalResult result =
+          llvm::TypeSwitch<Operation *, LogicalResult>(op)
+              .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, CombineOp,
+                    FusedExpertsOp, SoftDispatchOp, SoftCombineOp>(
+                  [&](auto concrete) { return convert(concrete, h); })
+              .Case<SoftLayerOp, FusedSoftExpertsOp>(
+                  [&](auto concrete) { return convertSoftLayer(concrete, h); })
+              .Default([](Operation *op) {
+                return op->emitError("no GPU lowering for this moe op");
+              });
+      if (failed(result)) {
+        failedAny = true;
+        continue;
+      }
+      op->erase();
+    }
+    if (failedAny)
+      signalPassFailure();
+  }
+};
+
+/// Turns the launch placeholders into gpu.launch_func (after bufferization
+/// and buffer deallocation) and drops their declarations.
+struct MaterializeLaunchesPass
+    : public moe::impl::MoEGPUMaterializeLaunchesBase<MaterializeLaunchesPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::CallOp> calls;
+    module.walk([&](func::CallOp call) {
+      auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+      if (callee && callee->hasAttr(kLaunchAttr))
+        calls.push_back(call);
+    });
+    for (func::CallOp call : calls) {
+      auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+      auto kernelRef = cast<SymbolRefAttr>(callee->getAttr(kLaunchAttr));
+      auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(module, kernelRef);
+      if (!kernel) {
+        call.emitError() << "kernel " << kernelRef << " not found";
+        return signalPassFailure();
+      }
+      OpBuilder b(call);
+      ValueRange ops = call.getOperands();
+      gpu::LaunchFuncOp::create(b, call.getLoc(), kernel,
+                                gpu::KernelDim3{ops[0], ops[1], ops[2]},
+                                gpu::KernelDim3{ops[3], ops[4], ops[5]}, Value(),
+                                ops.drop_front(6));
+      call.erase();
+    }
+    for (func::FuncOp f : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+      if (f->hasAttr(kLaunchAttr))
+        f.erase();
+  }
+};
+
+} // namespace

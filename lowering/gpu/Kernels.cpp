@@ -1,0 +1,966 @@
+//===- Kernels.cpp - the MoE GPU kernels ----------------------------------===//
+//
+// See Kernels.h. The numerics mirror lowering/ConvertMoEToLinalg.cpp
+// operation by operation (same f32 formulas, same accumulation order per
+// output element, the same Philox4x32-10 builder), so the GPU path selects
+// the same experts as the CPU path for the same seed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/gpu/Kernels.h"
+
+#include "lowering/Philox.h"
+#include "lowering/gpu/IRBuilder.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+#include <cmath>
+#include <functional>
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::gpu_lowering;
+
+namespace {
+
+MemRefType flat(Type elt) { return MemRefType::get({ShapedType::kDynamic}, elt); }
+
+MemRefType workgroup(MLIRContext *ctx, int64_t n, Type elt) {
+  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  return MemRefType::get({n}, elt, MemRefLayoutAttrInterface(), space);
+}
+
+/// Builds (or finds) kernel `name` with the given arguments and workgroup
+/// attributions; `body` fills it (the gpu.return is added here).
+gpu::GPUFuncOp buildKernel(
+    gpu::GPUModuleOp module, StringRef name, ArrayRef<Type> args,
+    ArrayRef<Type> workgroupBuffers, int64_t blockSize,
+    function_ref<void(IRB &, ValueRange, ArrayRef<BlockArgument>)> body) {
+  if (auto existing = module.lookupSymbol<gpu::GPUFuncOp>(name))
+    return existing;
+  MLIRContext *ctx = module.getContext();
+  OpBuilder ob(ctx);
+  ob.setInsertionPointToEnd(module.getBody());
+  ImplicitLocOpBuilder b(module.getLoc(), ob);
+  auto func = gpu::GPUFuncOp::create(b, name, FunctionType::get(ctx, args, {}),
+                                     workgroupBuffers, TypeRange{});
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), ob.getUnitAttr());
+  func.setKnownBlockSizeAttr(ob.getDenseI32ArrayAttr(
+      {static_cast<int32_t>(blockSize), 1, 1}));
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  IRB e(b);
+  body(e, entry.getArguments().take_front(args.size()),
+       func.getWorkgroupAttributions());
+  gpu::ReturnOp::create(b);
+  return func;
+}
+
+Value threadId(IRB &e) { return gpu::ThreadIdOp::create(e.b, gpu::Dimension::x); }
+Value blockId(IRB &e, gpu::Dimension d) { return gpu::BlockIdOp::create(e.b, d); }
+void barrier(IRB &e) { gpu::BarrierOp::create(e.b); }
+
+/// The activations of DESIGN.md section 3 (the CPU path's formulas).
+Value activate(IRB &e, Activation act, Value x) {
+  switch (act) {
+  case Activation::relu:
+    return e.maxf(x, e.cf32(0.0));
+  case Activation::silu:
+  case Activation::swiglu:
+    return e.divf(x, e.addf(e.cf32(1.0), e.exp(arith::NegFOp::create(e.b, x))));
+  case Activation::gelu:
+  case Activation::geglu: {
+    Value erf = math::ErfOp::create(e.b, e.mulf(x, e.cf32(M_SQRT1_2)));
+    return e.mulf(e.mulf(e.cf32(0.5), x), e.addf(e.cf32(1.0), erf));
+  }
+  case Activation::gelu_tanh: {
+    Value x3 = e.mulf(e.mulf(x, x), x);
+    Value inner =
+        e.mulf(e.cf32(std::sqrt(2.0 / M_PI)), e.addf(x, e.mulf(e.cf32(0.044715), x3)));
+    return e.mulf(e.mulf(e.cf32(0.5), x), e.addf(e.cf32(1.0), math::TanhOp::create(e.b, inner)));
+  }
+  }
+  llvm_unreachable("unknown activation");
+}
+
+bool isGated(Activation act) {
+  return act == Activation::swiglu || act == Activation::geglu;
+}
+
+//===----------------------------------------------------------------------===//
+// The tiled GEMM skeleton
+//===----------------------------------------------------------------------===//
+
+/// What a GEMM kernel plugs into the skeleton. All callbacks run inside the
+/// kernel body; `lr` is a row of the block's tile (0..kTileM-1).
+struct GemmHooks {
+  Value active;     // i1, uniform over the block; null: always active
+  Value rowBase;    // index of the tile's first row (block_id.y * kTileM)
+  Value kDim, nDim; // index
+  int parts = 1;    // 2: gated GEMM1 (gate and up columns side by side)
+  /// The A row (i32, -1 for a zero row) of tile row `lr`: the gather.
+  std::function<Value(IRB &, Value lr)> aRow;
+  /// A[aRow, k] (aRow >= 0 and k < kDim hold).
+  std::function<Value(IRB &, Value aRow, Value k)> loadA;
+  /// B[k, n] of `part` (k < kDim and n < nDim hold).
+  std::function<Value(IRB &, Value k, Value n, int part)> loadB;
+  /// The epilogue of one output (n < nDim holds): acc has `parts` values.
+  std::function<void(IRB &, Value lr, Value aRow, Value n, ArrayRef<Value> acc)> store;
+};
+
+/// Workgroup buffers of the skeleton: A tile, B tile(s), the gathered rows.
+SmallVector<Type> gemmWorkgroup(MLIRContext *ctx, int parts) {
+  return {workgroup(ctx, kTileM * kTileK, Float32Type::get(ctx)),
+          workgroup(ctx, parts * kTileK * kTileN, Float32Type::get(ctx)),
+          workgroup(ctx, kTileM, IntegerType::get(ctx, 32))};
+}
+
+void buildGemm(IRB &e, ArrayRef<BlockArgument> wg, const GemmHooks &h) {
+  Value aTile = wg[0], bTile = wg[1], rows = wg[2];
+  Value tid = threadId(e);
+  constexpr int64_t threadsN = kTileN / kMicro; // 16
+  Value tx = e.remui(tid, e.idx(threadsN)), ty = e.divui(tid, e.idx(threadsN));
+  Value n0 = e.muli(blockId(e, gpu::Dimension::x), e.idx(kTileN));
+
+  auto body = [&](IRB &e) {
+    // The gather: the A row of every tile row, once per block.
+    e.ifThen(e.ult(tid, e.idx(kTileM)), [&](IRB &e) { e.store(h.aRow(e, tid), rows, tid); });
+    barrier(e);
+
+    int64_t numAcc = kMicro * kMicro * h.parts;
+    SmallVector<Value> init(numAcc, e.cf32(0.0));
+    SmallVector<Value> acc = e.forLoop(
+        e.idx(0), h.kDim, e.idx(kTileK), init, [&](IRB &e, Value k0, ValueRange accIn) {
+          // Stage A[rows, k0:k0+kTileK] (row-major, kTileK wide).
+          for (int64_t q = 0; q < kTileM * kTileK / kGemmThreads; ++q) {
+            Value l = e.addi(tid, e.idx(q * kGemmThreads));
+            Value r = e.divui(l, e.idx(kTileK)), kk = e.remui(l, e.idx(kTileK));
+            Value k = e.addi(k0, kk);
+            Value ar = e.load(rows, r);
+            Value ok = e.andi(e.ge(ar, e.ci32(0)), e.ult(k, h.kDim));
+            Value v = e.guardedLoad(ok, e.f32(),
+                                    [&](IRB &e) { return h.loadA(e, e.toIndex(ar), k); });
+            e.store(v, aTile, l);
+          }
+          // Stage B[k0:k0+kTileK, n0:n0+kTileN] of every part.
+          for (int part = 0; part < h.parts; ++part) {
+            for (int64_t q = 0; q < kTileK * kTileN / kGemmThreads; ++q) {
+              Value l = e.addi(tid, e.idx(q * kGemmThreads));
+              Value kk = e.divui(l, e.idx(kTileN)), c = e.remui(l, e.idx(kTileN));
+              Value k = e.addi(k0, kk), n = e.addi(n0, c);
+              Value ok = e.andi(e.ult(k, h.kDim), e.ult(n, h.nDim));
+              Value v = e.guardedLoad(ok, e.f32(),
+                                      [&](IRB &e) { return h.loadB(e, k, n, part); });
+              e.store(v, bTile, e.addi(l, e.idx(part * kTileK * kTileN)));
+            }
+          }
+          barrier(e);
+          // TENSOR CORES: once f16/bf16 storage arrives, this inner product
+          // over the staged tiles becomes nvgpu.mma.sync (sm_80, m16n8k16
+          // fragments loaded with nvgpu.ldmatrix) or nvgpu.warpgroup.mma
+          // (wgmma, sm_90, with TMA-staged tiles); the f32 path keeps the
+          // FMA micro-tile below.
+          SmallVector<Value> inner = e.forLoop(
+              e.idx(0), e.idx(kTileK), accIn, [&](IRB &e, Value kk, ValueRange a) {
+                SmallVector<Value> av, out(a.begin(), a.end());
+                for (int64_t i = 0; i < kMicro; ++i) {
+                  Value r = e.addi(ty, e.idx(i * (kTileM / kMicro)));
+                  av.push_back(e.load(aTile, e.addi(e.muli(r, e.idx(kTileK)), kk)));
+                }
+                for (int part = 0; part < h.parts; ++part)
+                  for (int64_t j = 0; j < kMicro; ++j) {
+                    Value c = e.addi(tx, e.idx(j * threadsN));
+                    Value bv = e.load(
+                        bTile, e.addi(e.addi(e.muli(kk, e.idx(kTileN)), c),
+                                      e.idx(part * kTileK * kTileN)));
+                    for (int64_t i = 0; i < kMicro; ++i) {
+                      int64_t slot = (part * kMicro + i) * kMicro + j;
+                      out[slot] = e.addf(out[slot], e.mulf(av[i], bv));
+                    }
+                  }
+                return out;
+              });
+          barrier(e);
+          return inner;
+        });
+    // Epilogue.
+    for (int64_t i = 0; i < kMicro; ++i) {
+      Value lr = e.addi(ty, e.idx(i * (kTileM / kMicro)));
+      Value ar = e.load(rows, lr);
+      for (int64_t j = 0; j < kMicro; ++j) {
+        Value n = e.addi(n0, e.addi(tx, e.idx(j * threadsN)));
+        SmallVector<Value> vals;
+        for (int part = 0; part < h.parts; ++part)
+          vals.push_back(acc[(part * kMicro + i) * kMicro + j]);
+        e.ifThen(e.ult(n, h.nDim), [&](IRB &e) { h.store(e, lr, ar, n, vals); });
+      }
+    }
+  };
+  if (h.active)
+    e.ifThen(h.active, body);
+  else
+    body(e);
+}
+
+/// The linear thread index of a 1-D launch of kEltThreads-thread blocks.
+Value globalThread(IRB &e) {
+  return e.addi(e.muli(blockId(e, gpu::Dimension::x), e.idx(kEltThreads)), threadId(e));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// KernelLibrary
+//===----------------------------------------------------------------------===//
+
+KernelLibrary::KernelLibrary(ModuleOp module) : module(module) {
+  MLIRContext *ctx = module.getContext();
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), UnitAttr::get(ctx));
+  gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(kKernelModuleName);
+  if (!gpuModule) {
+    OpBuilder b(ctx);
+    b.setInsertionPointToEnd(module.getBody());
+    gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(), kKernelModuleName);
+  }
+}
+
+gpu::GPUFuncOp KernelLibrary::route(bool bias) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  std::string name = std::string("moe_route_kernel") + (bias ? "_bias" : "");
+  return buildKernel(
+      gpuModule, name, {flat(f32), flat(f32), flat(f32), flat(f32), ix, ix, ix},
+      gemmWorkgroup(ctx, 1), kGemmThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value x = a[0], wr = a[1], br = a[2], logits = a[3], T = a[4], D = a[5], E = a[6];
+        GemmHooks h;
+        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
+        h.kDim = D;
+        h.nDim = E;
+        h.aRow = [&](IRB &e, Value lr) {
+          Value t = e.addi(h.rowBase, lr);
+          return e.select(e.ult(t, T), e.toI32(t), e.ci32(-1));
+        };
+        h.loadA = [&](IRB &e, Value ar, Value k) { return e.load(x, e.addi(e.muli(ar, D), k)); };
+        h.loadB = [&](IRB &e, Value k, Value n, int) {
+          return e.load(wr, e.addi(e.muli(k, E), n));
+        };
+        h.store = [&](IRB &e, Value, Value ar, Value n, ArrayRef<Value> acc) {
+          e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
+            Value v = acc[0];
+            if (bias)
+              v = e.addf(v, e.load(br, n));
+            e.store(v, logits, e.addi(e.muli(e.toIndex(ar), E), n));
+          });
+        };
+        buildGemm(e, wg, h);
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool loss) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  std::string name = "moe_gate_kernel_";
+  switch (kind) {
+  case GateKind::Dense:
+    name += "dense";
+    break;
+  case GateKind::TopK:
+    name += "topk";
+    break;
+  case GateKind::MoesartInference:
+    name += "moesart";
+    break;
+  case GateKind::MoesartTraining:
+    name += "moesart_train_" + stringifyMoesartAdjust(adjust).str();
+    break;
+  }
+  if (loss)
+    name += "_loss";
+  return buildKernel(
+      gpuModule, name,
+      {flat(f32), flat(f32), flat(i32), flat(f32), flat(f32), ix, ix, ix, i32, i32},
+      {workgroup(ctx, kGateThreads, f32)}, kGateThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value logits = a[0], weights = a[1], indices = a[2], p = a[3], partials = a[4];
+        Value T = a[5], E = a[6], K = a[7], key0 = a[8], key1 = a[9];
+        Value tid = threadId(e), bid = blockId(e, gpu::Dimension::x);
+        Value t = e.addi(e.muli(bid, e.idx(kGateThreads)), tid);
+        Value c0 = e.idx(0), c1 = e.idx(1);
+        Value kF = e.toF32(K);
+
+        auto token = [&](IRB &e) -> SmallVector<Value> {
+          Value base = e.muli(t, E), wbase = e.muli(t, K);
+          auto logit = [&](IRB &e, Value ex) { return e.load(logits, e.addi(base, ex)); };
+          Value mx = e.forLoop(c0, E, {e.cf32(-INFINITY)}, [&](IRB &e, Value ex, ValueRange s) {
+            return SmallVector<Value>{e.maxf(s[0], logit(e, ex))};
+          })[0];
+          Value sum = e.forLoop(c0, E, {e.cf32(0.0)}, [&](IRB &e, Value ex, ValueRange s) {
+            return SmallVector<Value>{e.addf(s[0], e.exp(e.subf(logit(e, ex), mx)))};
+          })[0];
+          auto prob = [&](IRB &e, Value ex) {
+            return e.divf(e.exp(e.subf(logit(e, ex), mx)), sum);
+          };
+          // rank(ex) = #{j : o_j > o_ex or (o_j == o_ex and j < ex)}.
+          auto rank = [&](IRB &e, Value ex) {
+            Value oe = logit(e, ex);
+            return e.forLoop(c0, E, {c0}, [&](IRB &e, Value j, ValueRange s) {
+              Value oj = logit(e, j);
+              Value before = e.ori(e.cmpf(arith::CmpFPredicate::OGT, oj, oe),
+                                   e.andi(e.cmpf(arith::CmpFPredicate::OEQ, oj, oe),
+                                          e.ult(j, ex)));
+              return SmallVector<Value>{e.select(before, e.addi(s[0], c1), s[0])};
+            })[0];
+          };
+          auto selected = [&](IRB &e, Value i) {
+            return e.toIndex(e.load(indices, e.addi(wbase, i)));
+          };
+          auto softmaxSelected = [&](IRB &e, function_ref<Value(IRB &, Value)> adjusted) {
+            Value m2 = e.forLoop(c0, K, {e.cf32(-INFINITY)}, [&](IRB &e, Value i, ValueRange s) {
+              return SmallVector<Value>{e.maxf(s[0], adjusted(e, selected(e, i)))};
+            })[0];
+            Value s2 = e.forLoop(c0, K, {e.cf32(0.0)}, [&](IRB &e, Value i, ValueRange s) {
+              Value v = adjusted(e, selected(e, i));
+              return SmallVector<Value>{e.addf(s[0], e.exp(e.subf(v, m2)))};
+            })[0];
+            e.forEach(c0, K, c1, [&](IRB &e, Value i) {
+              Value v = adjusted(e, selected(e, i));
+              e.store(e.divf(e.exp(e.subf(v, m2)), s2), weights, e.addi(wbase, i));
+            });
+          };
+          auto adjustLogit = [&](IRB &e, Value ex, Value c) {
+            Value g = e.addf(prob(e, ex), e.cf32(1e-10));
+            Value clamped = e.maxf(e.mulf(c, g), e.cf32(1e-10));
+            return e.subf(logit(e, ex), e.log(clamped));
+          };
+
+          if (kind == GateKind::Dense) {
+            e.forEach(c0, E, c1, [&](IRB &e, Value ex) {
+              e.store(prob(e, ex), weights, e.addi(wbase, ex));
+              e.store(e.toI32(ex), indices, e.addi(wbase, ex));
+            });
+          } else if (kind != GateKind::MoesartTraining) {
+            // Top-k by rank: entry rank(ex) holds expert ex.
+            e.forEach(c0, E, c1, [&](IRB &e, Value ex) {
+              Value r = rank(e, ex);
+              e.ifThen(e.ult(r, K),
+                       [&](IRB &e) { e.store(e.toI32(ex), indices, e.addi(wbase, r)); });
+            });
+            if (kind == GateKind::MoesartInference)
+              softmaxSelected(e, [&](IRB &e, Value ex) { return adjustLogit(e, ex, kF); });
+            else
+              softmaxSelected(e, [&](IRB &e, Value ex) { return logit(e, ex); });
+          } else {
+            // MOESART training: K draws without replacement from g.
+            Value pbase = base;
+            e.forEach(c0, E, c1, [&](IRB &e, Value ex) {
+              e.store(prob(e, ex), p, e.addi(pbase, ex));
+            });
+            Value tI32 = e.toI32(t), zeroI = e.ci32(0), minus1 = e.ci32(-1);
+            auto uniform = [&](IRB &e, Value r) {
+              std::array<Value, 4> out = buildPhilox4x32x10(
+                  e.b, e.b.getLoc(), {key0, key1}, {tI32, r, zeroI, zeroI});
+              return buildPhiloxUniform(e.b, e.b.getLoc(), out[0]);
+            };
+            e.forEach(c0, K, c1, [&](IRB &e, Value r) {
+              Value u = uniform(e, e.toI32(r));
+              // First i with u < cumsum(p)_i, and the last i with p_i > 0.
+              SmallVector<Value> scan = e.forLoop(
+                  c0, E, {e.cf32(0.0), minus1, minus1}, [&](IRB &e, Value ex, ValueRange s) {
+                    Value pe = e.load(p, e.addi(pbase, ex));
+                    Value cum = e.addf(s[0], pe);
+                    Value exI = e.toI32(ex);
+                    Value hit = e.andi(e.lt(s[1], e.ci32(0)),
+                                       e.cmpf(arith::CmpFPredicate::OLT, u, cum));
+                    Value found = e.select(hit, exI, s[1]);
+                    Value positive = e.cmpf(arith::CmpFPredicate::OGT, pe, e.cf32(0.0));
+                    return SmallVector<Value>{cum, found, e.select(positive, exI, s[2])};
+                  });
+              Value found = scan[1], last = scan[2];
+              // If no expert has p > 0 left: the lowest index not yet drawn.
+              Value firstFree = e.forLoop(c0, E, {minus1}, [&](IRB &e, Value ex, ValueRange s) {
+                Value exI = e.toI32(ex);
+                Value taken = e.forLoop(c0, r, {e.ci1(false)}, [&](IRB &e, Value j, ValueRange q) {
+                  return SmallVector<Value>{
+                      e.ori(q[0], e.eq(e.load(indices, e.addi(wbase, j)), exI))};
+                })[0];
+                Value take = e.andi(e.lt(s[0], e.ci32(0)), e.noti(taken));
+                return SmallVector<Value>{e.select(take, exI, s[0])};
+              })[0];
+              Value pick = e.select(e.ge(found, zeroI), found,
+                                    e.select(e.ge(last, zeroI), last, firstFree));
+              e.store(pick, indices, e.addi(wbase, r));
+              e.store(e.cf32(0.0), p, e.addi(pbase, e.toIndex(pick)));
+              Value s = e.forLoop(c0, E, {e.cf32(0.0)}, [&](IRB &e, Value ex, ValueRange q) {
+                return SmallVector<Value>{e.addf(q[0], e.load(p, e.addi(pbase, ex)))};
+              })[0];
+              Value denom = e.addf(s, e.cf32(1e-10));
+              e.forEach(c0, E, c1, [&](IRB &e, Value ex) {
+                Value at = e.addi(pbase, ex);
+                e.store(e.divf(e.load(p, at), denom), p, at);
+              });
+            });
+            switch (adjust) {
+            case MoesartAdjust::small_random: {
+              // j = the floor(u*K)-th member of S_t in ascending expert index.
+              Value u = uniform(e, e.toI32(K));
+              Value scaled = arith::FPToSIOp::create(e.b, e.b.getI64Type(), e.mulf(u, kF));
+              Value jr = e.mini(e.toIndex(scaled), e.subi(K, c1));
+              Value j = e.forLoop(c0, K, {minus1}, [&](IRB &e, Value ai, ValueRange s) {
+                Value ea = e.load(indices, e.addi(wbase, ai));
+                Value asc = e.forLoop(c0, K, {c0}, [&](IRB &e, Value bi, ValueRange q) {
+                  Value eb = e.load(indices, e.addi(wbase, bi));
+                  return SmallVector<Value>{e.select(e.lt(eb, ea), e.addi(q[0], c1), q[0])};
+                })[0];
+                return SmallVector<Value>{e.select(e.eq(asc, jr), ea, s[0])};
+              })[0];
+              Value km1 = e.subf(kF, e.cf32(1.0));
+              softmaxSelected(e, [&](IRB &e, Value ex) {
+                return e.select(e.eq(e.toI32(ex), j), logit(e, ex), adjustLogit(e, ex, km1));
+              });
+              break;
+            }
+            case MoesartAdjust::zero:
+              softmaxSelected(e, [&](IRB &e, Value ex) { return adjustLogit(e, ex, kF); });
+              break;
+            case MoesartAdjust::large: {
+              Value s = e.forLoop(c0, K, {e.cf32(0.0)}, [&](IRB &e, Value i, ValueRange q) {
+                return SmallVector<Value>{e.addf(q[0], prob(e, selected(e, i)))};
+              })[0];
+              e.forEach(c0, K, c1, [&](IRB &e, Value i) {
+                e.store(e.divf(prob(e, selected(e, i)), s), weights, e.addi(wbase, i));
+              });
+              break;
+            }
+            }
+          }
+          if (!loss)
+            return {e.cf32(0.0)};
+          // Trimmed lasso: 1 - (sum of the K largest g_t,i).
+          Value top = e.forLoop(c0, E, {e.cf32(0.0)}, [&](IRB &e, Value ex, ValueRange s) {
+            Value in = e.ult(rank(e, ex), K);
+            return SmallVector<Value>{e.select(in, e.addf(s[0], prob(e, ex)), s[0])};
+          })[0];
+          return {e.subf(e.cf32(1.0), top)};
+        };
+        Value contribution = e.ifElse(e.ult(t, T), {e.f32()}, token, [&](IRB &e) {
+          return SmallVector<Value>{e.cf32(0.0)};
+        })[0];
+        if (loss) {
+          // Per-block partial sum in token order (deterministic), reduced
+          // across blocks in block order by moe_loss_reduce_kernel.
+          Value tile = wg[0];
+          e.store(contribution, tile, tid);
+          barrier(e);
+          e.ifThen(e.eq(tid, c0), [&](IRB &e) {
+            Value s = e.forLoop(c0, e.idx(kGateThreads), {e.cf32(0.0)},
+                                [&](IRB &e, Value i, ValueRange q) {
+                                  return SmallVector<Value>{e.addf(q[0], e.load(tile, i))};
+                                })[0];
+            e.store(s, partials, bid);
+          });
+        }
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::lossReduce() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(gpuModule, "moe_loss_reduce_kernel", {flat(f32), ix, ix, f32, flat(f32)},
+                     {}, 1, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+                       Value s = e.forLoop(e.idx(0), a[1], {e.cf32(0.0)},
+                                           [&](IRB &e, Value i, ValueRange q) {
+                                             return SmallVector<Value>{
+                                                 e.addf(q[0], e.load(a[0], i))};
+                                           })[0];
+                       Value loss = e.mulf(a[3], e.divf(s, e.toF32(a[2])));
+                       e.store(loss, a[4], e.idx(0));
+                     });
+}
+
+/// Shared by moe_align_kernel and moe_tile_map_kernel: with the offsets of
+/// the (unpadded) expert groups in place, pad every group to kTileM rows.
+static void padGroups(IRB &e, Value tid, Value E, Value offsets, Value poff, Value numTiles) {
+  e.ifThen(e.eq(tid, e.idx(0)), [&](IRB &e) {
+    Value zero = e.ci32(0), tile = e.ci32(kTileM);
+    e.store(zero, poff, e.idx(0));
+    Value total = e.forLoop(e.idx(0), E, {zero}, [&](IRB &e, Value ex, ValueRange s) {
+      Value n = e.subi(e.load(offsets, e.addi(ex, e.idx(1))), e.load(offsets, ex));
+      Value padded = e.muli(arith::CeilDivSIOp::create(e.b, n, tile), tile);
+      Value next = e.addi(s[0], padded);
+      e.store(next, poff, e.addi(ex, e.idx(1)));
+      return SmallVector<Value>{next};
+    })[0];
+    e.store(arith::DivSIOp::create(e.b, total, tile), numTiles, e.idx(0));
+  });
+}
+
+gpu::GPUFuncOp KernelLibrary::align(bool weighted) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  std::string name = std::string("moe_align_kernel") + (weighted ? "_weighted" : "");
+  return buildKernel(
+      gpuModule, name,
+      {flat(i32), flat(f32), ix, ix, ix, i32, flat(i32), flat(i32), flat(i32), flat(i32),
+       flat(f32), flat(i32), flat(i32), flat(i32), ix, ix},
+      {}, kAlignThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value indices = a[0], w = a[1], T = a[2], K = a[3], E = a[4], cap = a[5];
+        Value offsets = a[6], poff = a[7], positions = a[8], src = a[9], rowW = a[10];
+        Value sorted = a[11], tileExpert = a[12], numTiles = a[13], pMax = a[14],
+              maxTiles = a[15];
+        Value tid = threadId(e), step = e.idx(kAlignThreads), c0 = e.idx(0);
+        Value TK = e.muli(T, K);
+        Value minus1 = e.ci32(-1);
+        // 1. Defaults: dropped / unused everywhere.
+        e.forEach(tid, TK, step, [&](IRB &e, Value i) {
+          e.store(minus1, positions, i);
+          e.store(minus1, src, i);
+          if (weighted)
+            e.store(e.cf32(0.0), rowW, i);
+        });
+        e.forEach(tid, pMax, step, [&](IRB &e, Value i) { e.store(minus1, sorted, i); });
+        e.forEach(tid, maxTiles, step, [&](IRB &e, Value i) { e.store(e.ci32(0), tileExpert, i); });
+        barrier(e);
+        // 2. Kept assignments per expert (one thread per expert, so every
+        // count and every placement below is in token order).
+        e.forEach(tid, E, step, [&](IRB &e, Value ex) {
+          Value exI = e.toI32(ex);
+          Value count = e.forLoop(c0, TK, {e.ci32(0)}, [&](IRB &e, Value i, ValueRange s) {
+            Value hit = e.eq(e.load(indices, i), exI);
+            return SmallVector<Value>{e.select(hit, e.addi(s[0], e.ci32(1)), s[0])};
+          })[0];
+          e.store(e.mini(count, cap), offsets, e.addi(ex, e.idx(1)));
+        });
+        barrier(e);
+        // 3. Offsets (exclusive prefix sum) and the tile-padded offsets.
+        e.ifThen(e.eq(tid, c0), [&](IRB &e) {
+          e.store(e.ci32(0), offsets, c0);
+          e.forLoop(c0, E, {e.ci32(0)}, [&](IRB &e, Value ex, ValueRange s) {
+            Value at = e.addi(ex, e.idx(1));
+            Value next = e.addi(s[0], e.load(offsets, at));
+            e.store(next, offsets, at);
+            return SmallVector<Value>{next};
+          });
+        });
+        barrier(e);
+        padGroups(e, tid, E, offsets, poff, numTiles);
+        barrier(e);
+        // 4. Placement: plan rows, positions, the padded permutation, and the
+        // expert of every tile.
+        e.forEach(tid, E, step, [&](IRB &e, Value ex) {
+          Value exI = e.toI32(ex);
+          Value base = e.load(offsets, ex), pbase = e.load(poff, ex);
+          e.forLoop(c0, TK, {e.ci32(0)}, [&](IRB &e, Value i, ValueRange s) {
+            Value j = s[0];
+            Value hit = e.eq(e.load(indices, i), exI);
+            e.ifThen(e.andi(hit, e.lt(j, cap)), [&](IRB &e) {
+              Value r = e.addi(base, j);
+              Value rIdx = e.toIndex(r);
+              e.store(r, positions, i);
+              e.store(e.toI32(e.divui(i, K)), src, rIdx);
+              if (weighted)
+                e.store(e.load(w, i), rowW, rIdx);
+              e.store(r, sorted, e.toIndex(e.addi(pbase, j)));
+            });
+            return SmallVector<Value>{e.select(hit, e.addi(j, e.ci32(1)), j)};
+          });
+          Value tile = e.ci32(kTileM);
+          Value first = e.toIndex(arith::DivSIOp::create(e.b, pbase, tile));
+          Value end = e.toIndex(
+              arith::DivSIOp::create(e.b, e.load(poff, e.addi(ex, e.idx(1))), tile));
+          e.forEach(first, end, e.idx(1), [&](IRB &e, Value ti) { e.store(exI, tileExpert, ti); });
+        });
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::tileMap() {
+  MLIRContext *ctx = module.getContext();
+  Type i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_tile_map_kernel",
+      {flat(i32), ix, flat(i32), flat(i32), flat(i32), flat(i32), ix, ix}, {}, kAlignThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value offsets = a[0], E = a[1], poff = a[2], sorted = a[3], tileExpert = a[4],
+              numTiles = a[5], pMax = a[6], maxTiles = a[7];
+        Value tid = threadId(e), step = e.idx(kAlignThreads);
+        e.forEach(tid, pMax, step, [&](IRB &e, Value i) { e.store(e.ci32(-1), sorted, i); });
+        e.forEach(tid, maxTiles, step, [&](IRB &e, Value i) { e.store(e.ci32(0), tileExpert, i); });
+        barrier(e);
+        padGroups(e, tid, E, offsets, poff, numTiles);
+        barrier(e);
+        e.forEach(tid, E, step, [&](IRB &e, Value ex) {
+          Value exI = e.toI32(ex);
+          Value base = e.load(offsets, ex), pbase = e.load(poff, ex);
+          Value n = e.subi(e.load(offsets, e.addi(ex, e.idx(1))), base);
+          e.forEach(e.idx(0), e.toIndex(n), e.idx(1), [&](IRB &e, Value j) {
+            Value jI = e.toI32(j);
+            e.store(e.addi(base, jI), sorted, e.toIndex(e.addi(pbase, jI)));
+          });
+          Value tile = e.ci32(kTileM);
+          Value first = e.toIndex(arith::DivSIOp::create(e.b, pbase, tile));
+          Value end = e.toIndex(
+              arith::DivSIOp::create(e.b, e.load(poff, e.addi(ex, e.idx(1))), tile));
+          e.forEach(first, end, e.idx(1), [&](IRB &e, Value ti) { e.store(exI, tileExpert, ti); });
+        });
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::dispatchRows() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_dispatch_rows_kernel", {flat(f32), flat(i32), flat(f32), ix, ix}, {},
+      kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value x = a[0], src = a[1], rows = a[2], N = a[3], D = a[4];
+        Value i = globalThread(e);
+        e.ifThen(e.ult(i, e.muli(N, D)), [&](IRB &e) {
+          Value r = e.divui(i, D), d = e.remui(i, D);
+          Value s = e.load(src, r);
+          Value v = e.guardedLoad(e.ge(s, e.ci32(0)), e.f32(), [&](IRB &e) {
+            return e.load(x, e.addi(e.muli(e.toIndex(s), D), d));
+          });
+          e.store(v, rows, i);
+        });
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  bool gated = isGated(act);
+  std::string name = std::string(gather ? "moe_gemm1_gather_kernel_" : "moe_gemm1_kernel_") +
+                     stringifyActivation(act).str() + (bias ? "_bias" : "");
+  return buildKernel(
+      gpuModule, name,
+      {flat(f32), flat(i32), flat(i32), flat(i32), flat(i32), flat(f32), flat(f32), flat(f32),
+       ix, ix},
+      gemmWorkgroup(ctx, gated ? 2 : 1), kGemmThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value A = a[0], sorted = a[1], src = a[2], tileExpert = a[3], numTiles = a[4];
+        Value w1 = a[5], b1 = a[6], hOut = a[7], D = a[8], H = a[9];
+        Value W = gated ? e.muli(H, e.idx(2)) : H; // columns of W1[e]
+        Value bm = blockId(e, gpu::Dimension::y);
+        Value ex = e.toIndex(e.load(tileExpert, bm));
+        GemmHooks h;
+        h.active = e.ult(bm, e.toIndex(e.load(numTiles, e.idx(0))));
+        h.rowBase = e.muli(bm, e.idx(kTileM));
+        h.kDim = D;
+        h.nDim = H;
+        h.parts = gated ? 2 : 1;
+        // The gather: rows are read through the permutation, never copied.
+        h.aRow = [&](IRB &e, Value lr) {
+          Value r = e.load(sorted, e.addi(h.rowBase, lr));
+          if (!gather)
+            return r;
+          return e.ifElse(
+              e.ge(r, e.ci32(0)), {e.i32()},
+              [&](IRB &e) { return SmallVector<Value>{e.load(src, e.toIndex(r))}; },
+              [&](IRB &e) { return SmallVector<Value>{e.ci32(-1)}; })[0];
+        };
+        h.loadA = [&](IRB &e, Value ar, Value k) { return e.load(A, e.addi(e.muli(ar, D), k)); };
+        Value wBase = e.muli(ex, e.muli(D, W));
+        h.loadB = [&](IRB &e, Value k, Value n, int part) {
+          Value col = part ? e.addi(n, H) : n;
+          return e.load(w1, e.addi(wBase, e.addi(e.muli(k, W), col)));
+        };
+        h.store = [&](IRB &e, Value lr, Value, Value n, ArrayRef<Value> acc) {
+          Value u = acc[0];
+          if (bias)
+            u = e.addf(u, e.load(b1, e.addi(e.muli(ex, W), n)));
+          Value v = activate(e, act, u);
+          if (gated) {
+            Value up = acc[1];
+            if (bias)
+              up = e.addf(up, e.load(b1, e.addi(e.muli(ex, W), e.addi(n, H))));
+            v = e.mulf(v, up);
+          }
+          Value p = e.addi(h.rowBase, lr);
+          e.store(v, hOut, e.addi(e.muli(p, H), n));
+        };
+        buildGemm(e, wg, h);
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  std::string name = std::string(weighted ? "moe_gemm2_weighted_kernel" : "moe_gemm2_kernel") +
+                     (bias ? "_bias" : "");
+  return buildKernel(
+      gpuModule, name,
+      {flat(f32), flat(i32), flat(f32), flat(i32), flat(i32), flat(f32), flat(f32), flat(f32),
+       ix, ix},
+      gemmWorkgroup(ctx, 1), kGemmThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value hIn = a[0], sorted = a[1], rowW = a[2], tileExpert = a[3], numTiles = a[4];
+        Value w2 = a[5], b2 = a[6], out = a[7], H = a[8], D = a[9];
+        Value bm = blockId(e, gpu::Dimension::y);
+        Value ex = e.toIndex(e.load(tileExpert, bm));
+        GemmHooks h;
+        h.active = e.ult(bm, e.toIndex(e.load(numTiles, e.idx(0))));
+        h.rowBase = e.muli(bm, e.idx(kTileM));
+        h.kDim = H;
+        h.nDim = D;
+        h.aRow = [&](IRB &e, Value lr) {
+          Value p = e.addi(h.rowBase, lr);
+          Value r = e.load(sorted, p);
+          return e.select(e.ge(r, e.ci32(0)), e.toI32(p), e.ci32(-1));
+        };
+        h.loadA = [&](IRB &e, Value ar, Value k) { return e.load(hIn, e.addi(e.muli(ar, H), k)); };
+        Value wBase = e.muli(ex, e.muli(H, D));
+        h.loadB = [&](IRB &e, Value k, Value n, int) {
+          return e.load(w2, e.addi(wBase, e.addi(e.muli(k, D), n)));
+        };
+        // Epilogue: bias, then the routed weight; one row per assignment
+        // (no atomics: moe_reduce_kernel sums a token's rows in fixed order).
+        h.store = [&](IRB &e, Value lr, Value, Value n, ArrayRef<Value> acc) {
+          Value r = e.load(sorted, e.addi(h.rowBase, lr));
+          e.ifThen(e.ge(r, e.ci32(0)), [&](IRB &e) {
+            Value rIdx = e.toIndex(r);
+            Value v = acc[0];
+            if (bias)
+              v = e.addf(v, e.load(b2, e.addi(e.muli(ex, D), n)));
+            if (weighted)
+              v = e.mulf(e.load(rowW, rIdx), v);
+            e.store(v, out, e.addi(e.muli(rIdx, D), n));
+          });
+        };
+        buildGemm(e, wg, h);
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::reduce() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_reduce_kernel", {flat(f32), flat(i32), flat(f32), ix, ix, ix}, {},
+      kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value rows = a[0], positions = a[1], y = a[2], T = a[3], K = a[4], D = a[5];
+        Value i = globalThread(e);
+        e.ifThen(e.ult(i, e.muli(T, D)), [&](IRB &e) {
+          Value t = e.divui(i, D), d = e.remui(i, D);
+          // The token's k rows, summed in assignment order: deterministic.
+          Value s = e.forLoop(e.idx(0), K, {e.cf32(0.0)}, [&](IRB &e, Value k, ValueRange q) {
+            Value pos = e.load(positions, e.addi(e.muli(t, K), k));
+            Value kept = e.ge(pos, e.ci32(0));
+            Value v = e.guardedLoad(kept, e.f32(), [&](IRB &e) {
+              return e.load(rows, e.addi(e.muli(e.toIndex(pos), D), d));
+            });
+            return SmallVector<Value>{e.addf(q[0], v)};
+          })[0];
+          e.store(s, y, i);
+        });
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::combine() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_combine_kernel", {flat(f32), flat(f32), flat(i32), flat(f32), ix, ix, ix},
+      {}, kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value out = a[0], w = a[1], positions = a[2], y = a[3], T = a[4], K = a[5], D = a[6];
+        Value i = globalThread(e);
+        e.ifThen(e.ult(i, e.muli(T, D)), [&](IRB &e) {
+          Value t = e.divui(i, D), d = e.remui(i, D);
+          Value s = e.forLoop(e.idx(0), K, {e.cf32(0.0)}, [&](IRB &e, Value k, ValueRange q) {
+            Value at = e.addi(e.muli(t, K), k);
+            Value pos = e.load(positions, at);
+            Value kept = e.ge(pos, e.ci32(0));
+            Value v = e.guardedLoad(kept, e.f32(), [&](IRB &e) {
+              return e.mulf(e.load(w, at), e.load(out, e.addi(e.muli(e.toIndex(pos), D), d)));
+            });
+            return SmallVector<Value>{e.addf(q[0], v)};
+          })[0];
+          e.store(s, y, i);
+        });
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::softNorms() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_soft_norms_kernel",
+      {flat(f32), flat(f32), flat(f32), flat(f32), ix, ix, ix}, {}, kEltThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value x = a[0], phi = a[1], rx = a[2], rphi = a[3], GM = a[4], ES = a[5], D = a[6];
+        Value i = globalThread(e);
+        // Rows of x: rx[i] = rsqrt(sum_d x[i, d]^2 + 1e-6).
+        e.ifThen(e.ult(i, GM), [&](IRB &e) {
+          Value s = e.forLoop(e.idx(0), D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange q) {
+            Value v = e.load(x, e.addi(e.muli(i, D), d));
+            return SmallVector<Value>{e.addf(q[0], e.mulf(v, v))};
+          })[0];
+          e.store(math::RsqrtOp::create(e.b, e.addf(s, e.cf32(1e-6))), rx, i);
+        });
+        // Columns of Phi: rphi[j] = rsqrt(sum_d Phi[d, j]^2 + 1e-6).
+        Value j = e.subi(i, GM);
+        e.ifThen(e.andi(e.ge(i, GM), e.ult(j, ES)), [&](IRB &e) {
+          Value s = e.forLoop(e.idx(0), D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange q) {
+            Value v = e.load(phi, e.addi(e.muli(d, ES), j));
+            return SmallVector<Value>{e.addf(q[0], e.mulf(v, v))};
+          })[0];
+          e.store(math::RsqrtOp::create(e.b, e.addf(s, e.cf32(1e-6))), rphi, j);
+        });
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::softLogits(bool normalize) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  std::string name = std::string("moe_soft_logits_kernel") + (normalize ? "_normalize" : "");
+  return buildKernel(
+      gpuModule, name,
+      {flat(f32), flat(f32), flat(f32), flat(f32), flat(f32), ix, ix, ix, f32},
+      gemmWorkgroup(ctx, 1), kGemmThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value x = a[0], phi = a[1], rx = a[2], rphi = a[3], L = a[4], GM = a[5], ES = a[6],
+              D = a[7], scale = a[8];
+        GemmHooks h;
+        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
+        h.kDim = D;
+        h.nDim = ES;
+        h.aRow = [&](IRB &e, Value lr) {
+          Value r = e.addi(h.rowBase, lr);
+          return e.select(e.ult(r, GM), e.toI32(r), e.ci32(-1));
+        };
+        h.loadA = [&](IRB &e, Value ar, Value k) {
+          Value v = e.load(x, e.addi(e.muli(ar, D), k));
+          return normalize ? e.mulf(v, e.load(rx, ar)) : v;
+        };
+        h.loadB = [&](IRB &e, Value k, Value n, int) {
+          Value v = e.load(phi, e.addi(e.muli(k, ES), n));
+          return normalize ? e.mulf(v, e.load(rphi, n)) : v;
+        };
+        h.store = [&](IRB &e, Value, Value ar, Value n, ArrayRef<Value> acc) {
+          e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
+            e.store(e.mulf(acc[0], scale), L, e.addi(e.muli(e.toIndex(ar), ES), n));
+          });
+        };
+        buildGemm(e, wg, h);
+      });
+}
+
+/// Softmax with max-subtraction over `n` entries at `at(i)`, written to `out`.
+static void softmaxInto(IRB &e, Value in, Value out, Value n,
+                        function_ref<Value(IRB &, Value)> at) {
+  Value c0 = e.idx(0);
+  Value mx = e.forLoop(c0, n, {e.cf32(-INFINITY)}, [&](IRB &e, Value i, ValueRange s) {
+    return SmallVector<Value>{e.maxf(s[0], e.load(in, at(e, i)))};
+  })[0];
+  Value sum = e.forLoop(c0, n, {e.cf32(0.0)}, [&](IRB &e, Value i, ValueRange s) {
+    return SmallVector<Value>{e.addf(s[0], e.exp(e.subf(e.load(in, at(e, i)), mx)))};
+  })[0];
+  e.forEach(c0, n, e.idx(1), [&](IRB &e, Value i) {
+    Value idx = at(e, i);
+    e.store(e.divf(e.exp(e.subf(e.load(in, idx), mx)), sum), out, idx);
+  });
+}
+
+gpu::GPUFuncOp KernelLibrary::softDispatchWeights() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_soft_dispatch_weights_kernel", {flat(f32), flat(f32), ix, ix, ix}, {},
+      kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value L = a[0], Dw = a[1], G = a[2], M = a[3], ES = a[4];
+        Value i = globalThread(e);
+        // One thread per (g, slot): softmax over the group's M tokens.
+        e.ifThen(e.ult(i, e.muli(G, ES)), [&](IRB &e) {
+          Value g = e.divui(i, ES), j = e.remui(i, ES);
+          softmaxInto(e, L, Dw, M, [&](IRB &e, Value m) {
+            return e.addi(e.muli(e.addi(e.muli(g, M), m), ES), j);
+          });
+        });
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::softCombineWeights() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_soft_combine_weights_kernel", {flat(f32), flat(f32), ix, ix, ix}, {},
+      kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value L = a[0], Cw = a[1], G = a[2], M = a[3], ES = a[4];
+        Value i = globalThread(e);
+        // One thread per token: softmax over all E*S slots jointly.
+        e.ifThen(e.ult(i, e.muli(G, M)), [&](IRB &e) {
+          softmaxInto(e, L, Cw, ES, [&](IRB &e, Value j) { return e.addi(e.muli(i, ES), j); });
+        });
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::softSlots() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_soft_slots_kernel", {flat(f32), flat(f32), flat(f32), ix, ix, ix, ix, ix},
+      gemmWorkgroup(ctx, 1), kGemmThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value Dw = a[0], x = a[1], rows = a[2], G = a[3], M = a[4], ES = a[5], S = a[6],
+              D = a[7];
+        Value g = blockId(e, gpu::Dimension::z);
+        // Per group g: X~[j, :] = sum_m Dw[g, m, j] x[g, m, :] (j = e*S + s).
+        GemmHooks h;
+        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
+        h.kDim = M;
+        h.nDim = D;
+        h.aRow = [&](IRB &e, Value lr) {
+          Value j = e.addi(h.rowBase, lr);
+          return e.select(e.ult(j, ES), e.toI32(j), e.ci32(-1));
+        };
+        h.loadA = [&](IRB &e, Value j, Value m) {
+          return e.load(Dw, e.addi(e.muli(e.addi(e.muli(g, M), m), ES), j));
+        };
+        h.loadB = [&](IRB &e, Value m, Value d, int) {
+          return e.load(x, e.addi(e.muli(e.addi(e.muli(g, M), m), D), d));
+        };
+        h.store = [&](IRB &e, Value, Value ar, Value d, ArrayRef<Value> acc) {
+          e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
+            Value j = e.toIndex(ar);
+            Value ex = e.divui(j, S), s = e.remui(j, S);
+            Value row = e.addi(e.muli(e.addi(e.muli(ex, G), g), S), s);
+            e.store(acc[0], rows, e.addi(e.muli(row, D), d));
+          });
+        };
+        buildGemm(e, wg, h);
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::softCombine() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_soft_combine_kernel", {flat(f32), flat(f32), flat(f32), ix, ix, ix, ix, ix},
+      gemmWorkgroup(ctx, 1), kGemmThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value Cw = a[0], out = a[1], y = a[2], G = a[3], M = a[4], ES = a[5], S = a[6],
+              D = a[7];
+        Value g = blockId(e, gpu::Dimension::z);
+        // Per group g: y[m, :] = sum_j Cw[g, m, j] Y~[(e*G + g)*S + s, :].
+        GemmHooks h;
+        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
+        h.kDim = ES;
+        h.nDim = D;
+        h.aRow = [&](IRB &e, Value lr) {
+          Value m = e.addi(h.rowBase, lr);
+          return e.select(e.ult(m, M), e.toI32(m), e.ci32(-1));
+        };
+        h.loadA = [&](IRB &e, Value m, Value j) {
+          return e.load(Cw, e.addi(e.muli(e.addi(e.muli(g, M), m), ES), j));
+        };
+        h.loadB = [&](IRB &e, Value j, Value d, int) {
+          Value ex = e.divui(j, S), s = e.remui(j, S);
+          Value row = e.addi(e.muli(e.addi(e.muli(ex, G), g), S), s);
+          return e.load(out, e.addi(e.muli(row, D), d));
+        };
+        h.store = [&](IRB &e, Value, Value ar, Value d, ArrayRef<Value> acc) {
+          e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
+            Value m = e.toIndex(ar);
+            e.store(acc[0], y, e.addi(e.muli(e.addi(e.muli(g, M), m), D), d));
+          });
+        };
+        buildGemm(e, wg, h);
+      });
+}

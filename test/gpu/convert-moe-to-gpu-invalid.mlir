@@ -1,0 +1,24 @@
+// REQUIRES: host-supports-nvptx
+// RUN: moe-opt %s -split-input-file -verify-diagnostics --convert-moe-to-gpu
+
+func.func @f16(%x: tensor<8x16xf16>, %wr: tensor<16x4xf16>, %w1: tensor<4x16x32xf16>,
+               %w2: tensor<4x32x16xf16>) -> tensor<8x16xf16> {
+  // expected-error @below {{cannot lower 'moe.layer' with element type 'f16' to the GPU: the NVPTX kernels support f32 only for now}}
+  %y = moe.layer %x router(%wr) experts(%w1, %w2)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<relu>}
+         : (tensor<8x16xf16>, tensor<16x4xf16>, tensor<4x16x32xf16>, tensor<4x32x16xf16>)
+         -> tensor<8x16xf16>
+  return %y : tensor<8x16xf16>
+}
+
+// -----
+
+func.func @bf16(%x: tensor<8x16xbf16>, %idx: tensor<8x2xi32>, %w: tensor<8x2xbf16>,
+                %w1: tensor<4x16x32xbf16>, %w2: tensor<4x32x16xbf16>) -> tensor<8x16xbf16> {
+  // expected-error @below {{cannot lower 'moe.fused_experts' with element type 'bf16' to the GPU}}
+  %y = moe.fused_experts %x, %idx, %w experts(%w1, %w2)
+         {num_experts = 4 : i64, activation = #moe.activation<relu>}
+         : (tensor<8x16xbf16>, tensor<8x2xi32>, tensor<8x2xbf16>, tensor<4x16x32xbf16>,
+            tensor<4x32x16xbf16>) -> tensor<8x16xbf16>
+  return %y : tensor<8x16xbf16>
+}

@@ -1,0 +1,121 @@
+// REQUIRES: host-supports-nvptx
+// RUN: moe-opt %s -split-input-file --convert-moe-to-gpu --canonicalize | FileCheck %s
+
+// A Mixtral-style layer runs entirely on the device: router GEMM, routing,
+// alignment, GEMM1 with the gather and SwiGLU, GEMM2 with the routed weight,
+// and the fixed-order reduction; launches are placeholders until bufferization.
+
+// CHECK-LABEL: module attributes {gpu.container_module}
+// CHECK-DAG: func.func private @__moe_launch_moe_route_kernel({{.*}}) attributes {moe_gpu.kernel = @moe_kernels::@moe_route_kernel}
+// CHECK-LABEL: func.func @top2
+// CHECK-NOT: moe.
+// Host results are allocated before the GPU work (no extra stream sync).
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<32x256xf32>
+// CHECK: bufferization.to_buffer %{{.*}} read_only : tensor<32x256xf32> to memref<32x256xf32>
+// CHECK: gpu.alloc (%{{.*}}) {bufferization.manual_deallocation} : memref<?xf32>
+// CHECK: gpu.memcpy
+// CHECK: call @__moe_launch_moe_route_kernel(
+// CHECK: call @__moe_launch_moe_gate_kernel_topk(
+// CHECK: call @__moe_launch_moe_align_kernel_weighted(
+// CHECK: call @__moe_launch_moe_gemm1_gather_kernel_swiglu(
+// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel(
+// CHECK: call @__moe_launch_moe_reduce_kernel(
+// CHECK: memref.collapse_shape %[[OUT]]
+// CHECK: gpu.memcpy
+// CHECK: bufferization.to_tensor %[[OUT]] restrict writable : memref<32x256xf32> to tensor<32x256xf32>
+// CHECK: gpu.dealloc
+// CHECK: return
+// CHECK: gpu.module @moe_kernels
+// Shared-memory tiles (A 64x16, B 16x64, gathered rows) on every GEMM.
+// CHECK: gpu.func @moe_route_kernel(
+// CHECK-SAME: workgroup(%{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<64xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// CHECK: gpu.barrier
+// CHECK: gpu.func @moe_gate_kernel_topk(
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK: gpu.func @moe_align_kernel_weighted(
+// CHECK: gpu.barrier
+// Gated GEMM1: the B tile holds the gate and the up columns (2 x 16x64).
+// CHECK: gpu.func @moe_gemm1_gather_kernel_swiglu(
+// CHECK-SAME: workgroup(%{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<64xi32, #gpu.address_space<workgroup>>)
+// CHECK: gpu.barrier
+// CHECK: gpu.func @moe_gemm2_weighted_kernel(
+// CHECK-SAME: workgroup(
+// CHECK: gpu.func @moe_reduce_kernel(
+// CHECK-NOT: memref.atomic_rmw
+func.func @top2(%x: tensor<32x256xf32>, %wr: tensor<256x8xf32>, %w1: tensor<8x256x1024xf32>,
+                %w2: tensor<8x512x256xf32>) -> tensor<32x256xf32> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<swiglu>}
+         : (tensor<32x256xf32>, tensor<256x8xf32>, tensor<8x256x1024xf32>, tensor<8x512x256xf32>)
+         -> tensor<32x256xf32>
+  return %y : tensor<32x256xf32>
+}
+
+// -----
+
+// MOESART training: Philox-sampled routing keyed by the seed (low word, high
+// word), trimmed-lasso partial sums per block and their fixed-order
+// reduction, GShard capacity ceil(cf * T * K / E).
+
+// CHECK-LABEL: func.func @train
+// CHECK: %[[SEED:.*]] = tensor.extract %{{.*}}[] : tensor<i64>
+// CHECK: %[[K0:.*]] = arith.trunci %[[SEED]] : i64 to i32
+// CHECK: %[[HI:.*]] = arith.shrui %[[SEED]], %{{.*}} : i64
+// CHECK: %[[K1:.*]] = arith.trunci %[[HI]] : i64 to i32
+// CHECK: call @__moe_launch_moe_gate_kernel_moesart_train_zero_loss({{.*}}, %[[K0]], %[[K1]])
+// CHECK: call @__moe_launch_moe_loss_reduce_kernel({{.*}}, %cst{{.*}}, %{{.*}}) : {{.*}} f32, memref<?xf32>) -> ()
+// C = ceil(1.25 * 64 * 2 / 8) = 20 (folded by the canonicalizer).
+// CHECK: call @__moe_launch_moe_align_kernel_weighted({{.*}}, %c64, %c2, %c8, %c20_i32,
+// CHECK: call @__moe_launch_moe_gemm1_gather_kernel_geglu(
+// CHECK: bufferization.to_tensor %{{.*}} : memref<f32> to tensor<f32>
+// CHECK: gpu.func @moe_gate_kernel_moesart_train_zero_loss(
+// CHECK-SAME: workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>)
+// Philox4x32-10 multipliers 0xD2511F53 and 0xCD9E8D57.
+// CHECK-DAG: arith.constant -766435501 : i32
+// CHECK-DAG: arith.constant -845247145 : i32
+// CHECK: arith.mului_extended
+// CHECK: gpu.barrier
+// CHECK: gpu.func @moe_loss_reduce_kernel(
+// CHECK-SAME: known_block_size = array<i32: 1, 1, 1>
+func.func @train(%x: tensor<64x32xf32>, %seed: tensor<i64>, %wr: tensor<32x8xf32>,
+                 %w1: tensor<8x32x64xf32>, %w2: tensor<8x32x32xf32>)
+    -> (tensor<64x32xf32>, tensor<f32>) {
+  %y, %loss = moe.layer %x router(%wr) experts(%w1, %w2) seed(%seed)
+         {routing = #moe.moesart<k = 2, adjust = zero>, activation = #moe.activation<geglu>,
+          training, capacity_factor = 1.25 : f64}
+         : (tensor<64x32xf32>, tensor<32x8xf32>, tensor<8x32x64xf32>, tensor<8x32x32xf32>,
+            tensor<i64>) -> (tensor<64x32xf32>, tensor<f32>)
+  return %y, %loss : tensor<64x32xf32>, tensor<f32>
+}
+
+// -----
+
+// Soft MoE: norms, logits GEMM, the two softmaxes (over tokens, over slots),
+// the slot GEMM, the expert GEMMs over the slot groups, the combine GEMM.
+
+// CHECK-LABEL: func.func @soft
+// CHECK: call @__moe_launch_moe_soft_norms_kernel(
+// CHECK: call @__moe_launch_moe_soft_logits_kernel_normalize(
+// CHECK: call @__moe_launch_moe_soft_dispatch_weights_kernel(
+// CHECK: call @__moe_launch_moe_soft_combine_weights_kernel(
+// CHECK: call @__moe_launch_moe_soft_slots_kernel(
+// CHECK: call @__moe_launch_moe_tile_map_kernel(
+// CHECK: call @__moe_launch_moe_gemm1_kernel_gelu_bias(
+// CHECK: call @__moe_launch_moe_gemm2_kernel_bias(
+// CHECK: call @__moe_launch_moe_soft_combine_kernel(
+// CHECK: gpu.func @moe_soft_dispatch_weights_kernel(
+// Max-subtraction: a running maximum from -inf, then exp(l - max).
+// CHECK: arith.constant 0xFF800000 : f32
+// CHECK: arith.maximumf
+// CHECK: arith.subf
+// CHECK: math.exp
+func.func @soft(%x: tensor<4x64x128xf32>, %phi: tensor<128x8x2xf32>, %scale: tensor<f32>,
+                %w1: tensor<8x128x512xf32>, %w2: tensor<8x512x128xf32>,
+                %b1: tensor<8x512xf32>, %b2: tensor<8x128xf32>) -> tensor<4x64x128xf32> {
+  %y = moe.soft_layer %x slots(%phi) scale(%scale) experts(%w1, %w2) expert_biases(%b1, %b2)
+         {activation = #moe.activation<gelu>, normalize}
+         : (tensor<4x64x128xf32>, tensor<128x8x2xf32>, tensor<f32>, tensor<8x128x512xf32>,
+            tensor<8x512x128xf32>, tensor<8x512xf32>, tensor<8x128xf32>) -> tensor<4x64x128xf32>
+  return %y : tensor<4x64x128xf32>
+}
