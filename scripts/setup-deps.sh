@@ -9,6 +9,7 @@ PKGS=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   clang-22 lld-22
   libgtest-dev
+  libomp-22-dev
 )
 # Extra packages for optional jobs, e.g. `setup-deps.sh libclang-rt-22-dev`.
 PKGS+=("$@")
