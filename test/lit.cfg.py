@@ -25,6 +25,10 @@ for var in ["ASAN_OPTIONS", "UBSAN_OPTIONS"]:
     if var in os.environ:
         config.environment[var] = os.environ[var]
 
+# Where the integration tests run moe-run: `lit -Dmoe_device=cuda` reruns
+# them on a GPU (tools/gpu-check.sh and test/gpu/exec-integration.test do).
+config.substitutions.append(("%lit", os.path.join(config.llvm_tools_dir, "lit")))
+config.substitutions.append(("%moe_device", lit_config.params.get("moe_device", "cpu")))
 config.substitutions.append(("%examples", os.path.join(config.moe_src_root, "test", "examples")))
 config.substitutions.append(("%shared_examples", config.spec_examples_dir))
 config.substitutions.append(("%moe_plugin", config.moe_plugin_path))

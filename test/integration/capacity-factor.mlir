@@ -24,7 +24,7 @@
 // RUN:   --data-seed 1201 --min-margin 1e-4 \
 // RUN:   --names wr,w1,w2,b1,b2 --params %t/p.safetensors --input %t/x.npy \
 // RUN:   --expected %t/y_ref.npy
-// RUN: moe-run %s --device=cpu --entry=forward --input=%t/x.npy \
+// RUN: moe-run %s --device=%moe_device --entry=forward --input=%t/x.npy \
 // RUN:   --params=%t/p.safetensors --output=%t/y1.npy --output=%t/y05.npy \
 // RUN:   --output=%t/y.npy
 // RUN: moe-ref compare %t/y1.npy %t/y1_ref.npy --tol 1e-4

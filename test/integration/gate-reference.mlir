@@ -16,7 +16,7 @@
 // RUN: moe-ref gen-npy --shape 256,8 --random-seed 1001 --stddev 1.5 \
 // RUN:   --out %t/logits.npy
 //
-// RUN: moe-run %s --device=cpu --entry=dense --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=dense --input=%t/logits.npy \
 // RUN:   --output=%t/dense_w.npy --output=%t/dense_i.npy
 // RUN: moe-ref gate --logits %t/logits.npy --routing dense \
 // RUN:   --expected-weights %t/dense_w_ref.npy --expected-indices %t/dense_i_ref.npy
@@ -24,7 +24,7 @@
 // RUN: moe-ref compare %t/dense_i.npy %t/dense_i_ref.npy --tol 0
 // RUN: moe-ref sum-check %t/dense_w.npy --axes 1 --expect 1 --tol 1e-5
 //
-// RUN: moe-run %s --device=cpu --entry=topk --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=topk --input=%t/logits.npy \
 // RUN:   --output=%t/topk_w.npy --output=%t/topk_i.npy
 // RUN: moe-ref gate --logits %t/logits.npy --routing top_k --k 2 \
 // RUN:   --expected-weights %t/topk_w_ref.npy --expected-indices %t/topk_i_ref.npy
@@ -32,7 +32,7 @@
 // RUN: moe-ref compare %t/topk_i.npy %t/topk_i_ref.npy --tol 0
 //
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 7 --out %t/seed_7.npy
-// RUN: moe-run %s --device=cpu --entry=train_small_random --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=train_small_random --input=%t/logits.npy \
 // RUN:   --input=%t/seed_7.npy --output=%t/small_random_w_7.npy \
 // RUN:   --output=%t/small_random_i_7.npy --output=%t/small_random_loss_7.npy
 // RUN: moe-ref gate --logits %t/logits.npy --routing moesart --k 2 \
@@ -44,7 +44,7 @@
 // RUN: moe-ref compare %t/small_random_loss_7.npy %t/small_random_loss_ref_7.npy --tol 1e-5
 //
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 7 --out %t/seed_7.npy
-// RUN: moe-run %s --device=cpu --entry=train_zero --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=train_zero --input=%t/logits.npy \
 // RUN:   --input=%t/seed_7.npy --output=%t/zero_w_7.npy \
 // RUN:   --output=%t/zero_i_7.npy --output=%t/zero_loss_7.npy
 // RUN: moe-ref gate --logits %t/logits.npy --routing moesart --k 3 \
@@ -56,7 +56,7 @@
 // RUN: moe-ref compare %t/zero_loss_7.npy %t/zero_loss_ref_7.npy --tol 1e-5
 //
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 7 --out %t/seed_7.npy
-// RUN: moe-run %s --device=cpu --entry=train_large --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=train_large --input=%t/logits.npy \
 // RUN:   --input=%t/seed_7.npy --output=%t/large_w_7.npy \
 // RUN:   --output=%t/large_i_7.npy --output=%t/large_loss_7.npy
 // RUN: moe-ref gate --logits %t/logits.npy --routing moesart --k 3 \
@@ -68,7 +68,7 @@
 // RUN: moe-ref compare %t/large_loss_7.npy %t/large_loss_ref_7.npy --tol 1e-5
 //
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 4294967296 --out %t/seed_4294967296.npy
-// RUN: moe-run %s --device=cpu --entry=train_small_random --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=train_small_random --input=%t/logits.npy \
 // RUN:   --input=%t/seed_4294967296.npy --output=%t/small_random_w_4294967296.npy \
 // RUN:   --output=%t/small_random_i_4294967296.npy --output=%t/small_random_loss_4294967296.npy
 // RUN: moe-ref gate --logits %t/logits.npy --routing moesart --k 2 \
@@ -80,7 +80,7 @@
 // RUN: moe-ref compare %t/small_random_loss_4294967296.npy %t/small_random_loss_ref_4294967296.npy --tol 1e-5
 //
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 4294967296 --out %t/seed_4294967296.npy
-// RUN: moe-run %s --device=cpu --entry=train_zero --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=train_zero --input=%t/logits.npy \
 // RUN:   --input=%t/seed_4294967296.npy --output=%t/zero_w_4294967296.npy \
 // RUN:   --output=%t/zero_i_4294967296.npy --output=%t/zero_loss_4294967296.npy
 // RUN: moe-ref gate --logits %t/logits.npy --routing moesart --k 3 \
@@ -92,7 +92,7 @@
 // RUN: moe-ref compare %t/zero_loss_4294967296.npy %t/zero_loss_ref_4294967296.npy --tol 1e-5
 //
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 4294967296 --out %t/seed_4294967296.npy
-// RUN: moe-run %s --device=cpu --entry=train_large --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=train_large --input=%t/logits.npy \
 // RUN:   --input=%t/seed_4294967296.npy --output=%t/large_w_4294967296.npy \
 // RUN:   --output=%t/large_i_4294967296.npy --output=%t/large_loss_4294967296.npy
 // RUN: moe-ref gate --logits %t/logits.npy --routing moesart --k 3 \
@@ -104,7 +104,7 @@
 // RUN: moe-ref compare %t/large_loss_4294967296.npy %t/large_loss_ref_4294967296.npy --tol 1e-5
 //
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 8589934597 --out %t/seed_8589934597.npy
-// RUN: moe-run %s --device=cpu --entry=train_small_random --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=train_small_random --input=%t/logits.npy \
 // RUN:   --input=%t/seed_8589934597.npy --output=%t/small_random_w_8589934597.npy \
 // RUN:   --output=%t/small_random_i_8589934597.npy --output=%t/small_random_loss_8589934597.npy
 // RUN: moe-ref gate --logits %t/logits.npy --routing moesart --k 2 \
@@ -116,7 +116,7 @@
 // RUN: moe-ref compare %t/small_random_loss_8589934597.npy %t/small_random_loss_ref_8589934597.npy --tol 1e-5
 //
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 8589934597 --out %t/seed_8589934597.npy
-// RUN: moe-run %s --device=cpu --entry=train_zero --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=train_zero --input=%t/logits.npy \
 // RUN:   --input=%t/seed_8589934597.npy --output=%t/zero_w_8589934597.npy \
 // RUN:   --output=%t/zero_i_8589934597.npy --output=%t/zero_loss_8589934597.npy
 // RUN: moe-ref gate --logits %t/logits.npy --routing moesart --k 3 \
@@ -128,7 +128,7 @@
 // RUN: moe-ref compare %t/zero_loss_8589934597.npy %t/zero_loss_ref_8589934597.npy --tol 1e-5
 //
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 8589934597 --out %t/seed_8589934597.npy
-// RUN: moe-run %s --device=cpu --entry=train_large --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=train_large --input=%t/logits.npy \
 // RUN:   --input=%t/seed_8589934597.npy --output=%t/large_w_8589934597.npy \
 // RUN:   --output=%t/large_i_8589934597.npy --output=%t/large_loss_8589934597.npy
 // RUN: moe-ref gate --logits %t/logits.npy --routing moesart --k 3 \
@@ -143,7 +143,7 @@
 // word 0 and high word 1: it must not behave like seed 0 or seed 1).
 // RUN: not moe-ref compare %t/small_random_i_7.npy %t/small_random_i_4294967296.npy --tol 0
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 0 --out %t/seed_0.npy
-// RUN: moe-run %s --device=cpu --entry=train_small_random --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=train_small_random --input=%t/logits.npy \
 // RUN:   --input=%t/seed_0.npy --output=%t/w_0.npy --output=%t/i_0.npy \
 // RUN:   --output=%t/loss_0.npy
 // RUN: not moe-ref compare %t/i_0.npy %t/small_random_i_4294967296.npy --tol 0

@@ -9,7 +9,7 @@
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: moe-ref gen-npy --shape 512,16 --random-seed 909 --stddev 2 \
 // RUN:   --out %t/logits.npy
-// RUN: moe-run %s --device=cpu --entry=gate2 --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=gate2 --input=%t/logits.npy \
 // RUN:   --output=%t/w2.npy --output=%t/i2.npy | FileCheck %s --check-prefix=K2
 // RUN: moe-ref value-check %t/w2.npy --expect 0.5 --tol 1e-6
 // RUN: moe-ref gate --logits %t/logits.npy --routing moesart --k 2 \
@@ -17,7 +17,7 @@
 // RUN: moe-ref compare %t/i2.npy %t/i2_ref.npy --tol 0
 // RUN: moe-ref compare %t/w2.npy %t/w2_ref.npy --tol 1e-6
 //
-// RUN: moe-run %s --device=cpu --entry=gate3 --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=gate3 --input=%t/logits.npy \
 // RUN:   --output=%t/w3.npy --output=%t/i3.npy | FileCheck %s --check-prefix=K3
 // RUN: moe-ref value-check %t/w3.npy --expect 0.333333333 --tol 1e-6
 // RUN: moe-ref gate --logits %t/logits.npy --routing moesart --k 3 \

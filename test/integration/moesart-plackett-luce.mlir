@@ -22,19 +22,19 @@
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 8589934597 --out %t/seed_a.npy
 // RUN: moe-ref gen-npy --shape scalar --dtype i64 --values 42 --out %t/seed_b.npy
 //
-// RUN: moe-run %s --device=cpu --entry=sample --input=%t/logits4.npy \
+// RUN: moe-run %s --device=%moe_device --entry=sample --input=%t/logits4.npy \
 // RUN:   --input=%t/seed_a.npy --output=%t/w.npy --output=%t/i4a.npy \
 // RUN:   --output=%t/loss.npy | FileCheck %s
 // RUN: moe-ref pl-check %t/i4a.npy %t/logits4.npy --k 2 | FileCheck %s --check-prefix=PL4
-// RUN: moe-run %s --device=cpu --entry=sample --input=%t/logits4.npy \
+// RUN: moe-run %s --device=%moe_device --entry=sample --input=%t/logits4.npy \
 // RUN:   --input=%t/seed_b.npy --output=%t/w.npy --output=%t/i4b.npy \
 // RUN:   --output=%t/loss.npy
 // RUN: moe-ref pl-check %t/i4b.npy %t/logits4.npy --k 2 | FileCheck %s --check-prefix=PL4
-// RUN: moe-run %s --device=cpu --entry=sample --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=sample --input=%t/logits.npy \
 // RUN:   --input=%t/seed_a.npy --output=%t/w.npy --output=%t/ia.npy \
 // RUN:   --output=%t/loss.npy
 // RUN: moe-ref pl-check %t/ia.npy %t/logits.npy --k 2 | FileCheck %s --check-prefix=PL
-// RUN: moe-run %s --device=cpu --entry=sample --input=%t/logits.npy \
+// RUN: moe-run %s --device=%moe_device --entry=sample --input=%t/logits.npy \
 // RUN:   --input=%t/seed_b.npy --output=%t/w.npy --output=%t/ib.npy \
 // RUN:   --output=%t/loss.npy
 // RUN: moe-ref pl-check %t/ib.npy %t/logits.npy --k 2 | FileCheck %s --check-prefix=PL

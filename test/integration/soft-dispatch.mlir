@@ -19,7 +19,7 @@
 // RUN:   --expected-slots %t/rows_ref.npy --expected-combine %t/cw_ref.npy
 //
 // Random tokens: rows and combine weights equal the reference's.
-// RUN: moe-run %s --device=cpu --entry=dispatch --input=%t/x.npy \
+// RUN: moe-run %s --device=%moe_device --entry=dispatch --input=%t/x.npy \
 // RUN:   --params=%t/p.safetensors --output=%t/rows.npy \
 // RUN:   --output=%t/offsets.npy --output=%t/cw.npy | FileCheck %s
 // RUN: moe-ref compare %t/rows.npy %t/rows_ref.npy --tol 1e-5
@@ -29,7 +29,7 @@
 //
 // One-hot tokens: every slot row sums to 1 (dispatch weights over tokens).
 // RUN: moe-ref gen-npy --shape 2,16,16 --eye --out %t/eye.npy
-// RUN: moe-run %s --device=cpu --entry=dispatch --input=%t/eye.npy \
+// RUN: moe-run %s --device=%moe_device --entry=dispatch --input=%t/eye.npy \
 // RUN:   --params=%t/p.safetensors --output=%t/dw_rows.npy \
 // RUN:   --output=%t/offsets2.npy --output=%t/cw2.npy | FileCheck %s
 // RUN: moe-ref sum-check %t/dw_rows.npy --axes 1 --expect 1 --tol 1e-5

@@ -11,7 +11,7 @@
 // RUN:   --activation silu --routing dense --router-bias --expert-biases \
 // RUN:   --data-seed 808 --names wr,br,w1,w2,b1,b2 \
 // RUN:   --params %t/p.safetensors --input %t/x.npy --expected %t/y_ref.npy
-// RUN: moe-run %s --device=cpu --entry=both --input=%t/x.npy \
+// RUN: moe-run %s --device=%moe_device --entry=both --input=%t/x.npy \
 // RUN:   --params=%t/p.safetensors --output=%t/y_topk.npy \
 // RUN:   --output=%t/y_dense.npy | FileCheck %s
 // RUN: moe-ref compare %t/y_topk.npy %t/y_dense.npy --tol 1e-5

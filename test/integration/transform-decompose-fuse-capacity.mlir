@@ -36,18 +36,18 @@
 // RUN:   --names wr,w1,w2,b1,b2 --params %t/p3.safetensors --input %t/x3.npy \
 // RUN:   --expected %t/y_top3_ref.npy
 //
-// RUN: moe-run %s --device=cpu --entry=capacity --input=%t/x.npy \
+// RUN: moe-run %s --device=%moe_device --entry=capacity --input=%t/x.npy \
 // RUN:   --params=%t/p.safetensors --output=%t/y_cap.npy | FileCheck %s
-// RUN: moe-run %t/fused.mlir --device=cpu --entry=capacity --input=%t/x.npy \
+// RUN: moe-run %t/fused.mlir --device=%moe_device --entry=capacity --input=%t/x.npy \
 // RUN:   --params=%t/p.safetensors --output=%t/y_cap_fused.npy | FileCheck %s
 // RUN: moe-ref compare %t/y_cap_fused.npy %t/y_cap.npy --tol 1e-5
 // RUN: moe-ref compare %t/y_cap_fused.npy %t/y_cap_ref.npy --tol 1e-4
 // RUN: not moe-ref compare %t/y_cap_fused.npy %t/y_k2_ref.npy --tol 1e-4 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=DIFFERENT
 //
-// RUN: moe-run %s --device=cpu --entry=top3 --input=%t/x.npy \
+// RUN: moe-run %s --device=%moe_device --entry=top3 --input=%t/x.npy \
 // RUN:   --params=%t/p.safetensors --output=%t/y_top3.npy | FileCheck %s
-// RUN: moe-run %t/fused.mlir --device=cpu --entry=top3 --input=%t/x.npy \
+// RUN: moe-run %t/fused.mlir --device=%moe_device --entry=top3 --input=%t/x.npy \
 // RUN:   --params=%t/p.safetensors --output=%t/y_top3_fused.npy | FileCheck %s
 // RUN: moe-ref compare %t/y_top3_fused.npy %t/y_top3.npy --tol 1e-5
 // RUN: moe-ref compare %t/y_top3_fused.npy %t/y_top3_ref.npy --tol 1e-4

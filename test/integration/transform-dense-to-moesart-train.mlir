@@ -26,7 +26,7 @@
 // RUN:   --names router.weight,router.bias,experts.w1,experts.w2,experts.b1,experts.b2 \
 // RUN:   --params %t/p.safetensors --input %t/x.npy --seed-input %t/seed_1.npy \
 // RUN:   --expected %t/y_dense_ref.npy --expected-loss %t/loss_dense_ref.npy
-// RUN: moe-run %s --device=cpu --entry=train_forward --input=%t/x.npy \
+// RUN: moe-run %s --device=%moe_device --entry=train_forward --input=%t/x.npy \
 // RUN:   --input=%t/seed_1.npy --params=%t/p.safetensors \
 // RUN:   --output=%t/y_dense.npy --output=%t/loss_dense.npy | FileCheck %s
 // RUN: moe-ref compare %t/y_dense.npy %t/y_dense_ref.npy --tol 1e-4
@@ -42,7 +42,7 @@
 // RUN:   --names router.weight,router.bias,experts.w1,experts.w2,experts.b1,experts.b2 \
 // RUN:   --params %t/p.safetensors --input %t/x.npy --seed-input %t/seed_1.npy \
 // RUN:   --expected %t/y_sr_ref_1.npy --expected-loss %t/loss_sr_ref_1.npy
-// RUN: moe-run %t/sr.mlir --device=cpu --entry=train_forward --input=%t/x.npy \
+// RUN: moe-run %t/sr.mlir --device=%moe_device --entry=train_forward --input=%t/x.npy \
 // RUN:   --input=%t/seed_1.npy --params=%t/p.safetensors \
 // RUN:   --output=%t/y_sr_1.npy --output=%t/loss_sr_1.npy | FileCheck %s
 // RUN: moe-ref compare %t/y_sr_1.npy %t/y_sr_ref_1.npy --tol 1e-4
@@ -55,7 +55,7 @@
 // RUN:   --names router.weight,router.bias,experts.w1,experts.w2,experts.b1,experts.b2 \
 // RUN:   --params %t/p.safetensors --input %t/x.npy --seed-input %t/seed_big.npy \
 // RUN:   --expected %t/y_sr_ref_big.npy --expected-loss %t/loss_sr_ref_big.npy
-// RUN: moe-run %t/sr.mlir --device=cpu --entry=train_forward --input=%t/x.npy \
+// RUN: moe-run %t/sr.mlir --device=%moe_device --entry=train_forward --input=%t/x.npy \
 // RUN:   --input=%t/seed_big.npy --params=%t/p.safetensors \
 // RUN:   --output=%t/y_sr_big.npy --output=%t/loss_sr_big.npy | FileCheck %s
 // RUN: moe-ref compare %t/y_sr_big.npy %t/y_sr_ref_big.npy --tol 1e-4
@@ -68,7 +68,7 @@
 // RUN:   --names router.weight,router.bias,experts.w1,experts.w2,experts.b1,experts.b2 \
 // RUN:   --params %t/p.safetensors --input %t/x.npy --seed-input %t/seed_max.npy \
 // RUN:   --expected %t/y_sr_ref_max.npy --expected-loss %t/loss_sr_ref_max.npy
-// RUN: moe-run %t/sr.mlir --device=cpu --entry=train_forward --input=%t/x.npy \
+// RUN: moe-run %t/sr.mlir --device=%moe_device --entry=train_forward --input=%t/x.npy \
 // RUN:   --input=%t/seed_max.npy --params=%t/p.safetensors \
 // RUN:   --output=%t/y_sr_max.npy --output=%t/loss_sr_max.npy | FileCheck %s
 // RUN: moe-ref compare %t/y_sr_max.npy %t/y_sr_ref_max.npy --tol 1e-4
@@ -85,7 +85,7 @@
 // RUN:   --names router.weight,router.bias,experts.w1,experts.w2,experts.b1,experts.b2 \
 // RUN:   --params %t/p.safetensors --input %t/x.npy --seed-input %t/seed_1.npy \
 // RUN:   --expected %t/y_large_ref_1.npy --expected-loss %t/loss_large_ref_1.npy
-// RUN: moe-run %t/large.mlir --device=cpu --entry=train_forward --input=%t/x.npy \
+// RUN: moe-run %t/large.mlir --device=%moe_device --entry=train_forward --input=%t/x.npy \
 // RUN:   --input=%t/seed_1.npy --params=%t/p.safetensors \
 // RUN:   --output=%t/y_large_1.npy --output=%t/loss_large_1.npy | FileCheck %s
 // RUN: moe-ref compare %t/y_large_1.npy %t/y_large_ref_1.npy --tol 1e-4
@@ -98,7 +98,7 @@
 // RUN:   --names router.weight,router.bias,experts.w1,experts.w2,experts.b1,experts.b2 \
 // RUN:   --params %t/p.safetensors --input %t/x.npy --seed-input %t/seed_big.npy \
 // RUN:   --expected %t/y_large_ref_big.npy --expected-loss %t/loss_large_ref_big.npy
-// RUN: moe-run %t/large.mlir --device=cpu --entry=train_forward --input=%t/x.npy \
+// RUN: moe-run %t/large.mlir --device=%moe_device --entry=train_forward --input=%t/x.npy \
 // RUN:   --input=%t/seed_big.npy --params=%t/p.safetensors \
 // RUN:   --output=%t/y_large_big.npy --output=%t/loss_large_big.npy | FileCheck %s
 // RUN: moe-ref compare %t/y_large_big.npy %t/y_large_ref_big.npy --tol 1e-4

@@ -111,6 +111,11 @@ struct CpuBackendOptions {
 /// The host backend: moe::buildCpuPipeline (results as out-parameters), then
 /// MLIR's ExecutionEngine (LLVM -O3, JIT) calling `_mlir_ciface_<entry>`.
 std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options);
+/// The CUDA backend for a device of the given chip ("sm_90"); the caller has
+/// checked that a device is usable (moeCudaAvailable). `options.sharedLibs`
+/// must provide the mgpu* runtime.
+std::unique_ptr<Backend> createCudaBackend(const CpuBackendOptions &options,
+                                           const std::string &chip);
 
 } // namespace run
 } // namespace moe

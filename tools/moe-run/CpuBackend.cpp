@@ -1,4 +1,9 @@
-//===- CpuBackend.cpp - moe-run on the host through the MLIR JIT ----------===//
+//===- CpuBackend.cpp - moe-run through the MLIR JIT (cpu and cuda) -------===//
+//
+// Both backends lower the module, JIT-compile the host code with MLIR's
+// ExecutionEngine and call the entry; they differ in the pipeline (the CPU
+// pipeline, or the NVPTX pipeline whose host code calls the mgpu* runtime
+// that copies to and from the GPU) and in what they check after a run.
 //
 // Lowering: the entry gets `llvm.emit_c_interface` and every argument
 // `bufferization.writable = false` (so the code never writes into the
@@ -23,6 +28,8 @@
 #include "tools/moe-run/Backend.h"
 
 #include "lowering/Pipelines.h"
+#include "runtime/cuda/CudaRuntime.h"
+#include "runtime/cuda/MgpuAbi.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -65,22 +72,73 @@ std::vector<int64_t> makeDescriptor(HostTensor &tensor) {
   return words;
 }
 
-class CpuBackend final : public Backend {
+/// A backend that lowers with a pipeline, JIT-compiles the host code and
+/// calls the entry's C interface.
+class JitBackend : public Backend {
 public:
-  explicit CpuBackend(const CpuBackendOptions &options) : options(options) {}
-  const char *name() const override { return "cpu"; }
+  explicit JitBackend(const CpuBackendOptions &options) : options(options) {}
   llvm::Error compile(ModuleOp module, const Signature &signature) override;
   llvm::Error run(std::vector<HostTensor> &arguments,
                   std::vector<HostTensor> &results) override;
 
-private:
+protected:
+  /// Adds the lowering to the LLVM dialect (results as out-parameters).
+  virtual void buildPipeline(OpPassManager &pm) = 0;
+  /// Checked after every run (asynchronous device errors surface here).
+  virtual llvm::Error afterRun() { return llvm::Error::success(); }
+
   CpuBackendOptions options;
+
+private:
   Signature signature;
   std::unique_ptr<ExecutionEngine> engine;
   void (*entry)(void **) = nullptr;
 };
 
-llvm::Error CpuBackend::compile(ModuleOp module, const Signature &sig) {
+class CpuBackend final : public JitBackend {
+public:
+  using JitBackend::JitBackend;
+  const char *name() const override { return "cpu"; }
+
+private:
+  void buildPipeline(OpPassManager &pm) override {
+    mlir::moe::CpuPipelineOptions pipelineOptions;
+    pipelineOptions.resultsToOutParams = true;
+    mlir::moe::buildCpuPipeline(pm, pipelineOptions);
+  }
+};
+
+/// The CUDA backend: kernels for the device's compute capability (PTX,
+/// JIT-compiled by the driver), host code calling libMoECudaRuntime.
+class CudaBackend final : public JitBackend {
+public:
+  CudaBackend(const CpuBackendOptions &options, std::string chip)
+      : JitBackend(options), chip(std::move(chip)) {
+    // moe-run prints the runtime's first error itself, once.
+    moeRuntimeSetErrorPrinting(0);
+  }
+  const char *name() const override { return "cuda"; }
+
+private:
+  void buildPipeline(OpPassManager &pm) override {
+    mlir::moe::NVPTXPipelineOptions pipelineOptions;
+    pipelineOptions.chip = chip;
+    pipelineOptions.features = "+ptx80";
+    pipelineOptions.format = "isa";
+    pipelineOptions.resultsToOutParams = true;
+    mlir::moe::buildNVPTXPipeline(pm, pipelineOptions);
+  }
+  llvm::Error afterRun() override {
+    std::string message;
+    moeCudaSynchronize(&message);
+    if (moeCudaTakeError(&message))
+      return llvm::createStringError(message);
+    return llvm::Error::success();
+  }
+  std::string chip;
+};
+
+llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   signature = sig;
   MLIRContext *ctx = module.getContext();
   auto func = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
@@ -100,12 +158,10 @@ llvm::Error CpuBackend::compile(ModuleOp module, const Signature &sig) {
   PassManager pm(ctx, module.getOperationName());
   if (failed(applyPassManagerCLOptions(pm)))
     return llvm::createStringError("invalid pass manager options");
-  mlir::moe::CpuPipelineOptions pipelineOptions;
-  pipelineOptions.resultsToOutParams = true;
-  mlir::moe::buildCpuPipeline(pm, pipelineOptions);
+  buildPipeline(pm);
   if (failed(pm.run(module)))
-    return llvm::createStringError("lowering @" + sig.name +
-                                   " for the cpu failed");
+    return llvm::createStringError("lowering @" + sig.name + " for the " +
+                                   name() + " failed");
   if (options.dumpLowered) {
     module.print(llvm::outs());
     llvm::outs() << "\n";
@@ -146,7 +202,7 @@ llvm::Error CpuBackend::compile(ModuleOp module, const Signature &sig) {
   return llvm::Error::success();
 }
 
-llvm::Error CpuBackend::run(std::vector<HostTensor> &arguments,
+llvm::Error JitBackend::run(std::vector<HostTensor> &arguments,
                             std::vector<HostTensor> &results) {
   if (!entry)
     return llvm::createStringError("run() before compile()");
@@ -170,7 +226,7 @@ llvm::Error CpuBackend::run(std::vector<HostTensor> &arguments,
     packed.push_back(&p);
 
   entry(packed.data());
-  return llvm::Error::success();
+  return afterRun();
 }
 
 } // namespace
@@ -179,6 +235,11 @@ Backend::~Backend() = default;
 
 std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options) {
   return std::make_unique<CpuBackend>(options);
+}
+
+std::unique_ptr<Backend> createCudaBackend(const CpuBackendOptions &options,
+                                           const std::string &chip) {
+  return std::make_unique<CudaBackend>(options, chip);
 }
 
 } // namespace run

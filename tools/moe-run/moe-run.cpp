@@ -52,6 +52,8 @@
 #ifndef MOE_RUN_C_RUNNER_UTILS
 #define MOE_RUN_C_RUNNER_UTILS "/usr/lib/llvm-22/lib/libmlir_c_runner_utils.so"
 #endif
+#include "runtime/cuda/CudaRuntime.h"
+
 #ifndef MOE_RUN_ASYNC_RUNTIME
 #define MOE_RUN_ASYNC_RUNTIME "/usr/lib/llvm-22/lib/libmlir_async_runtime.so"
 #endif
@@ -124,10 +126,12 @@ llvm::cl::opt<Device> device(
     "device", llvm::cl::desc("Where to run (default auto)"),
     llvm::cl::values(
         clEnumValN(Device::Auto, "auto",
-                   "cuda when this build has a CUDA path and a usable GPU, "
-                   "else cpu"),
+                   "cuda when a CUDA driver and GPU are usable, else cpu "
+                   "(says which on stderr)"),
         clEnumValN(Device::Cpu, "cpu", "the host, through the MLIR JIT"),
-        clEnumValN(Device::Cuda, "cuda", "an NVIDIA GPU (not built yet)")),
+        clEnumValN(Device::Cuda, "cuda",
+                   "an NVIDIA GPU: kernels through the NVPTX pipeline for the "
+                   "device's compute capability, launched by libMoECudaRuntime")),
     llvm::cl::init(Device::Auto), llvm::cl::cat(runCategory));
 
 llvm::cl::opt<bool> dumpLowered(
@@ -322,6 +326,13 @@ void fillRandomValues(HostTensor &tensor, const ValueInfo &info,
 // Backends
 //===----------------------------------------------------------------------===//
 
+/// The runtime's messages start with "moe-runtime: "; ours add "moe-run: ".
+std::string stripRuntimePrefix(const std::string &message) {
+  llvm::StringRef m(message);
+  m.consume_front("moe-runtime: ");
+  return m.str();
+}
+
 /// Chooses the backend for --device. Returns nullptr after printing the
 /// error. `note` receives a line to print once the run starts (auto's choice).
 std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
@@ -331,12 +342,34 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
   cpuOptions.sharedLibs.push_back(MOE_RUN_ASYNC_RUNTIME);
   switch (dev) {
-  case Device::Cuda:
-    fail("--device=cuda: the CUDA path is not built yet");
-    return nullptr;
-  case Device::Auto:
-    note = "moe-run: device auto: using cpu (no CUDA path in this build)";
+  case Device::Cuda: {
+    std::string why;
+    if (!moeCudaAvailable(&why)) {
+      fail("--device=cuda: " + stripRuntimePrefix(why));
+      return nullptr;
+    }
+    std::string chip = moeCudaChip(&why);
+    if (chip.empty()) {
+      fail("--device=cuda: " + stripRuntimePrefix(why));
+      return nullptr;
+    }
+    cpuOptions.sharedLibs.push_back(MOE_RUN_CUDA_RUNTIME);
+    return ::moe::run::createCudaBackend(cpuOptions, chip);
+  }
+  case Device::Auto: {
+    std::string why;
+    if (moeCudaAvailable(&why)) {
+      std::string chip = moeCudaChip(&why);
+      if (!chip.empty()) {
+        note = "moe-run: device auto: using cuda (" + moeCudaDeviceName() + ", " +
+               chip + ")";
+        cpuOptions.sharedLibs.push_back(MOE_RUN_CUDA_RUNTIME);
+        return ::moe::run::createCudaBackend(cpuOptions, chip);
+      }
+    }
+    note = "moe-run: device auto: using cpu (" + stripRuntimePrefix(why) + ")";
     return ::moe::run::createCpuBackend(cpuOptions);
+  }
   case Device::Cpu:
     return ::moe::run::createCpuBackend(cpuOptions);
   }

@@ -5,8 +5,8 @@
 // RUN:   --output=%t/sum.npy | FileCheck %s
 // RUN: moe-npy print %t/sum.npy | FileCheck %s --check-prefix=OUT
 //
-// --device=auto runs on the cpu and says so on stderr.
-// RUN: moe-run %s --input=%t/a.npy --input=%t/b.npy 2>&1 >/dev/null \
+// --device=auto runs on the cpu (here: no usable driver) and says so on stderr.
+// RUN: env MOE_CUDA_DRIVER=%t/no-libcuda.so moe-run %s --input=%t/a.npy --input=%t/b.npy 2>&1 >/dev/null \
 // RUN:   | FileCheck %s --check-prefix=AUTO
 // RUN: moe-run %s --device=cpu --input=%t/a.npy --input=%t/b.npy 2>&1 >/dev/null \
 // RUN:   | count 0
@@ -17,7 +17,7 @@
 // CHECK-NOT: result
 // CHECK-NOT: median-ms
 // OUT: f32 [3]: 11 22 33
-// AUTO: moe-run: device auto: using cpu (no CUDA path in this build)
+// AUTO: moe-run: device auto: using cpu (cannot load the CUDA driver
 
 func.func @add(%a: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<3xf32> {
   %e = tensor.empty() : tensor<3xf32>
