@@ -9,7 +9,6 @@
 //   mlir::DialectRegistry registry;
 //   mlir::moe::registerMoEPipelineDependencies(registry);
 //   mlir::MLIRContext context(registry);
-//   mlir::registerAllPasses();            // upstream passes, see below
 //   mlir::moe::registerAllMoEPasses();    // moe passes and pipelines
 //   ...
 //   mlir::PassManager pm(&context);
@@ -37,9 +36,9 @@
 //    `registerPipelines()`).
 //
 // The pipeline builders assemble upstream passes by name (the same text that
-// `--moe-cpu-pipeline` stands for), so MLIR's global pass registry must know
-// those upstream passes: call `mlir::registerAllPasses()` (from
-// "mlir/InitAllPasses.h", as mlir-opt does) once before building a pipeline.
+// `--moe-cpu-pipeline` stands for) and register the passes they name
+// themselves (`ensurePipelinePassesRegistered()`), so embedders need not call
+// `mlir::registerAllPasses()` first (doing so is harmless).
 //
 // The C API equivalent is dialect/capi/MoE.h (target `MoEMLIR::MoECAPI`).
 //

@@ -2,13 +2,34 @@
 
 #include "lowering/Pipelines.h"
 
+#include "lowering/Passes.h"
+#include "passes/Passes.h"
+
+#include "mlir/InitAllPasses.h"
+
+#include <mutex>
+
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 
+/// The pipelines are written as pass pipelines of registered passes; make
+/// sure every pass they name is registered, so that embedders need not call
+/// registerAllPasses() first. Registering a pass again with the same TypeID
+/// is a no-op, so this is safe inside mlir-opt and its plugins.
+void moe::ensurePipelinePassesRegistered() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registerAllPasses();
+    registerMoEPasses();
+    registerMoELoweringPasses();
+  });
+}
+
 void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options) {
+  ensurePipelinePassesRegistered();
   std::string pipeline;
   llvm::raw_string_ostream os(pipeline);
   os << "func.func(convert-moe-to-linalg,convert-elementwise-to-linalg),"

@@ -72,6 +72,10 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
 /// runtime ABI of upstream `gpu-to-llvm`.
 void buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &options);
 
+/// Registers every pass the pipelines name (upstream and moe), once; the
+/// builders call it, so embedders need not register passes themselves.
+void ensurePipelinePassesRegistered();
+
 /// Registers the pipelines as `--moe-cpu-pipeline` (and, later,
 /// `--moe-nvptx-pipeline`).
 void registerPipelines();

@@ -34,6 +34,7 @@ static std::string cudaToolkit(const moe::NVPTXPipelineOptions &options) {
 }
 
 void moe::buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &options) {
+  ensurePipelinePassesRegistered();
   std::string pipeline;
   llvm::raw_string_ostream os(pipeline);
   // 1. moe -> kernels (gpu.module @moe_kernels) + host code on tensors; the
