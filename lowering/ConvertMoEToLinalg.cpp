@@ -15,6 +15,7 @@
 
 #include "lowering/Passes.h"
 #include "lowering/Philox.h"
+#include "lowering/ScalarBuilder.h"
 
 #include "dialect/MoEOps.h"
 #include "passes/Passes.h"
@@ -51,51 +52,9 @@ using IT = utils::IteratorType;
 // A small IR-emission helper around ImplicitLocOpBuilder.
 //===----------------------------------------------------------------------===//
 
-class Emitter {
+class Emitter : public ScalarBuilder {
 public:
-  explicit Emitter(ImplicitLocOpBuilder &b) : b(b) {}
-
-  ImplicitLocOpBuilder &b;
-
-  Type f32() { return b.getF32Type(); }
-  Type i32() { return b.getI32Type(); }
-
-  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value ci32(int64_t v) {
-    return arith::ConstantOp::create(b, b.getI32IntegerAttr(static_cast<int32_t>(v)));
-  }
-  Value cf32(double v) {
-    return arith::ConstantOp::create(b, b.getF32FloatAttr(static_cast<float>(v)));
-  }
-  Value ci1(bool v) { return arith::ConstantOp::create(b, b.getBoolAttr(v)); }
-
-  // Scalar arithmetic.
-  Value addf(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
-  Value subf(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
-  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
-  Value divf(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
-  Value maxf(Value x, Value y) { return arith::MaximumFOp::create(b, x, y); }
-  Value exp(Value x) { return math::ExpOp::create(b, x); }
-  Value log(Value x) { return math::LogOp::create(b, x); }
-  Value addi(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-  Value subi(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
-  Value muli(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
-  Value cmpf(arith::CmpFPredicate p, Value x, Value y) {
-    return arith::CmpFOp::create(b, p, x, y);
-  }
-  Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, p, x, y);
-  }
-  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, c, x, y); }
-  Value andi(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
-  Value ori(Value x, Value y) { return arith::OrIOp::create(b, x, y); }
-  Value toIndex(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
-  Value toI32(Value v) { return arith::IndexCastOp::create(b, i32(), v); }
-  Value toF32(Value v) { // index or i32 -> f32
-    if (v.getType().isIndex())
-      v = arith::IndexCastOp::create(b, b.getI64Type(), v);
-    return arith::SIToFPOp::create(b, f32(), v);
-  }
+  explicit Emitter(ImplicitLocOpBuilder &b) : ScalarBuilder(b) {}
 
   // Tensors.
   Value dim(Value t, int64_t i) {

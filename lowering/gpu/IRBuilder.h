@@ -14,63 +14,27 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
+#include "lowering/ScalarBuilder.h"
+
 namespace mlir {
 namespace moe {
 namespace gpu_lowering {
 
-class IRB {
+class IRB : public ScalarBuilder {
 public:
-  explicit IRB(ImplicitLocOpBuilder &b) : b(b) {}
-  ImplicitLocOpBuilder &b;
+  explicit IRB(ImplicitLocOpBuilder &b) : ScalarBuilder(b) {}
 
-  Type f32() { return b.getF32Type(); }
-  Type i32() { return b.getI32Type(); }
   Type index() { return b.getIndexType(); }
 
-  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value ci32(int64_t v) {
-    return arith::ConstantOp::create(b, b.getI32IntegerAttr(static_cast<int32_t>(v)));
-  }
-  Value cf32(double v) {
-    return arith::ConstantOp::create(b, b.getF32FloatAttr(static_cast<float>(v)));
-  }
-  Value ci1(bool v) { return arith::ConstantOp::create(b, b.getBoolAttr(v)); }
-
-  Value addf(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
-  Value subf(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
-  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
-  Value divf(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
-  Value maxf(Value x, Value y) { return arith::MaximumFOp::create(b, x, y); }
-  Value exp(Value x) { return math::ExpOp::create(b, x); }
-  Value log(Value x) { return math::LogOp::create(b, x); }
-  Value addi(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-  Value subi(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
-  Value muli(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
   Value divui(Value x, Value y) { return arith::DivUIOp::create(b, x, y); }
   Value remui(Value x, Value y) { return arith::RemUIOp::create(b, x, y); }
   Value ceildiv(Value x, Value y) { return arith::CeilDivUIOp::create(b, x, y); }
   Value mini(Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
-  Value cmpf(arith::CmpFPredicate p, Value x, Value y) {
-    return arith::CmpFOp::create(b, p, x, y);
-  }
-  Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, p, x, y);
-  }
   Value lt(Value x, Value y) { return cmpi(arith::CmpIPredicate::slt, x, y); }
   Value ult(Value x, Value y) { return cmpi(arith::CmpIPredicate::ult, x, y); }
   Value ge(Value x, Value y) { return cmpi(arith::CmpIPredicate::sge, x, y); }
   Value eq(Value x, Value y) { return cmpi(arith::CmpIPredicate::eq, x, y); }
-  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, c, x, y); }
-  Value andi(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
-  Value ori(Value x, Value y) { return arith::OrIOp::create(b, x, y); }
   Value noti(Value x) { return arith::XOrIOp::create(b, x, ci1(true)); }
-  Value toIndex(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
-  Value toI32(Value v) { return arith::IndexCastOp::create(b, i32(), v); }
-  Value toF32(Value v) { // index or i32 -> f32
-    if (v.getType().isIndex())
-      v = arith::IndexCastOp::create(b, b.getI64Type(), v);
-    return arith::SIToFPOp::create(b, f32(), v);
-  }
 
   Value load(Value m, Value i) { return memref::LoadOp::create(b, m, ValueRange{i}); }
   void store(Value v, Value m, Value i) { memref::StoreOp::create(b, v, m, ValueRange{i}); }
