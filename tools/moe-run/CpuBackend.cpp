@@ -131,8 +131,11 @@ private:
   llvm::Error afterRun() override {
     std::string message;
     moeCudaSynchronize(&message);
-    if (moeCudaTakeError(&message))
-      return llvm::createStringError(message);
+    if (moeCudaTakeError(&message)) {
+      llvm::StringRef m(message);
+      m.consume_front("moe-runtime: "); // moe-run adds its own prefix
+      return llvm::createStringError(m.str());
+    }
     return llvm::Error::success();
   }
   std::string chip;
@@ -193,6 +196,10 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
     return llvm::createStringError("JIT compilation failed: " +
                                    llvm::toString(created.takeError()));
   engine = std::move(*created);
+  // Run the module's global constructors now: the GPU path loads its
+  // gpu.binary there (mgpuModuleLoad*), and entry() below bypasses
+  // invokePacked, which would otherwise do it lazily.
+  engine->initialize();
 
   auto fn = engine->lookupPacked("_mlir_ciface_" + sig.name);
   if (!fn)
