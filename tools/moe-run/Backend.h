@@ -106,6 +106,8 @@ struct CpuBackendOptions {
   bool dumpLowered = false;
   /// Shared libraries the JIT loads for symbol resolution.
   std::vector<std::string> sharedLibs;
+  /// CPU: run parallel loops on all cores (the pipeline's `parallel`).
+  bool parallel = true;
 };
 
 /// The host backend: moe::buildCpuPipeline (results as out-parameters), then

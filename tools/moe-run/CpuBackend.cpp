@@ -104,6 +104,7 @@ private:
   void buildPipeline(OpPassManager &pm) override {
     mlir::moe::CpuPipelineOptions pipelineOptions;
     pipelineOptions.resultsToOutParams = true;
+    pipelineOptions.parallel = options.parallel;
     mlir::moe::buildCpuPipeline(pm, pipelineOptions);
   }
 };

@@ -134,6 +134,12 @@ llvm::cl::opt<Device> device(
                    "device's compute capability, launched by libMoECudaRuntime")),
     llvm::cl::init(Device::Auto), llvm::cl::cat(runCategory));
 
+llvm::cl::opt<bool> cpuParallel(
+    "cpu-parallel",
+    llvm::cl::desc("On the cpu, run the experts of a grouped FFN on all cores "
+                   "(default true; false gives the single-thread baseline)"),
+    llvm::cl::init(true), llvm::cl::cat(runCategory));
+
 llvm::cl::opt<bool> dumpLowered(
     "dump-lowered",
     llvm::cl::desc("Print the lowered (LLVM dialect) module to stdout "
@@ -339,6 +345,7 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
                                                    std::string &note) {
   ::moe::run::CpuBackendOptions cpuOptions;
   cpuOptions.dumpLowered = dumpLowered;
+  cpuOptions.parallel = cpuParallel;
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
   cpuOptions.sharedLibs.push_back(MOE_RUN_ASYNC_RUNTIME);
   switch (dev) {
