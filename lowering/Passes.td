@@ -53,7 +53,17 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     Launches are emitted as calls to `@__moe_launch_<kernel>` declarations
     (see `--moe-gpu-materialize-launches`), so that the upstream buffer
     deallocation can run on the host code. f32 only for now.
+
+    With `toolkit=PATH` (what `--moe-nvptx-pipeline` passes) the pass first
+    checks that the CUDA toolkit's libdevice, which the kernels' exp, log,
+    erf, tanh and rsqrt link against, exists, and fails with one error
+    otherwise (`toolkit=none`: no toolkit was found).
   }];
+  let options = [
+    Option<"toolkit", "toolkit", "std::string", "\"\"",
+           "CUDA toolkit whose nvvm/libdevice/libdevice.10.bc the kernels "
+           "link ('' = do not check, 'none' = none was found)">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect",

@@ -90,6 +90,12 @@ if _has_cuda_device():
 
 import sys as _sys
 config.substitutions.append(("%python", _sys.executable))
+# cuda-toolkit: libdevice is there, which --moe-nvptx-pipeline links into the
+# kernels (it looks at $CUDA_HOME, then /usr/local/cuda).
+for _dir in [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]:
+    if _dir and os.path.exists(os.path.join(_dir, "nvvm", "libdevice", "libdevice.10.bc")):
+        config.available_features.add("cuda-toolkit")
+        break
 # --moe-nvptx-pipeline links libdevice from the toolkit of that ptxas (it
 # looks at $CUDA_HOME, then /usr/local/cuda).
 if _ptxas and "CUDA_HOME" not in config.environment:

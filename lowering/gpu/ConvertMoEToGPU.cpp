@@ -24,6 +24,9 @@
 
 #include "lowering/Passes.h"
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
 #include "dialect/MoEOps.h"
 #include "lowering/gpu/IRBuilder.h"
 #include "lowering/gpu/Kernels.h"
@@ -580,12 +583,34 @@ std::optional<Type> unsupportedElementType(Operation *op) {
 }
 
 struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass> {
+  using ConvertMoEToGPUBase::ConvertMoEToGPUBase;
+
   void getDependentDialects(DialectRegistry &registry) const override {
     ConvertMoEToGPUBase::getDependentDialects(registry);
     // gpu-module-to-binary later translates the kernels to LLVM IR: make
     // sure the translations are known even in tools that do not register
     // them (moe-opt, embedders).
     registerAllGPUToLLVMIRTranslations(registry);
+  }
+
+  /// Without libdevice the kernels' math calls stay unresolved in the PTX;
+  /// say so up front instead of producing a binary that cannot load.
+  LogicalResult checkToolkit(Operation *anchor) {
+    if (toolkit.empty())
+      return success();
+    if (toolkit == "none")
+      return anchor->emitError()
+             << "moe-nvptx-pipeline: no CUDA toolkit found; the kernels link "
+                "libdevice (nvvm/libdevice/libdevice.10.bc): install the toolkit "
+                "or pass cuda-path=DIR (or set CUDA_HOME)";
+    llvm::SmallString<256> libdevice(toolkit);
+    llvm::sys::path::append(libdevice, "nvvm", "libdevice", "libdevice.10.bc");
+    if (!llvm::sys::fs::exists(libdevice))
+      return anchor->emitError()
+             << "moe-nvptx-pipeline: the CUDA toolkit at '" << toolkit
+             << "' has no " << libdevice.str()
+             << "; the kernels link libdevice (pass cuda-path=DIR or set CUDA_HOME)";
+    return success();
   }
 
   void runOnOperation() override {
@@ -597,6 +622,8 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     });
     if (ops.empty())
       return;
+    if (failed(checkToolkit(ops.front())))
+      return signalPassFailure();
     bool failedAny = false;
     for (Operation *op : ops) {
       if (std::optional<Type> t = unsupportedElementType(op)) {

@@ -39,7 +39,8 @@ void moe::buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &opti
   llvm::raw_string_ostream os(pipeline);
   // 1. moe -> kernels (gpu.module @moe_kernels) + host code on tensors; the
   // host's own tensor ops (residual adds, ...) go through linalg.
-  os << "convert-moe-to-gpu,"
+  std::string toolkit = cudaToolkit(options);
+  os << "convert-moe-to-gpu{toolkit=" << (toolkit.empty() ? "none" : toolkit) << "},"
      << "func.func(convert-elementwise-to-linalg),"
      << "canonicalize,cse,"
      // 2. Host bufferization and deallocation (device buffers are managed
@@ -69,7 +70,6 @@ void moe::buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &opti
      // then the serialization of the kernels.
      << "gpu-to-llvm,"
      << "gpu-module-to-binary{format=" << options.format;
-  std::string toolkit = cudaToolkit(options);
   if (!toolkit.empty())
     os << " toolkit=" << toolkit;
   os << "},"
