@@ -7,14 +7,15 @@
 #
 # Usage: tools/gpu-check.sh [OUT_DIR]     (logs and figures land in OUT_DIR)
 # Environment: MOE_BENCH_REPEAT (default 20), MOE_BENCH_SHAPES (default
-# "16 4096": the token counts, decode and prefill).
+# "16 4096": the token counts, decode and prefill), MOE_BENCH_D/H/E/K (default
+# 4096/14336/8/2).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:-$ROOT/build/gpu-check}"
 BUILD="$ROOT/build"
 REPEAT="${MOE_BENCH_REPEAT:-20}"
 SHAPES="${MOE_BENCH_SHAPES:-16 4096}"
-D=4096 H=14336 E=8 K=2
+D="${MOE_BENCH_D:-4096}" H="${MOE_BENCH_H:-14336}" E="${MOE_BENCH_E:-8}" K="${MOE_BENCH_K:-2}"
 mkdir -p "$OUT"
 
 log() { printf '%s\n' "$*" | tee -a "$OUT/summary.txt"; }
