@@ -40,7 +40,9 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Target/TargetMachine.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -91,6 +93,7 @@ protected:
 
 private:
   Signature signature;
+  std::unique_ptr<llvm::TargetMachine> hostMachine;
   std::unique_ptr<ExecutionEngine> engine;
   void (*entry)(void **) = nullptr;
 };
@@ -185,9 +188,21 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
       return llvm::createStringError("runtime library " + lib + " not found");
     libs.push_back(lib);
   }
+  // Optimize for the host CPU: with its TargetMachine the loop vectorizer
+  // knows the vector width and costs (without one it barely vectorizes).
+  auto tmBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!tmBuilder)
+    return llvm::createStringError("cannot describe the host CPU: " +
+                                   llvm::toString(tmBuilder.takeError()));
+  tmBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  auto targetMachine = tmBuilder->createTargetMachine();
+  if (!targetMachine)
+    return llvm::createStringError("cannot create a target machine for the host: " +
+                                   llvm::toString(targetMachine.takeError()));
+  hostMachine = std::move(*targetMachine);
   auto transformer = makeOptimizingTransformer(/*optLevel=*/3,
                                                /*sizeLevel=*/0,
-                                               /*targetMachine=*/nullptr);
+                                               /*targetMachine=*/hostMachine.get());
   ExecutionEngineOptions engineOptions;
   engineOptions.transformer = transformer;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
