@@ -579,6 +579,45 @@ static RoutingPlan buildRoutingPlan(Emitter &e, Value indices, Value tokens, Val
   return {capacity, offsets};
 }
 
+/// Walks the assignments (t, i) in token order and gives each one its row in
+/// the plan: an assignment is kept when its expert is valid and has room left
+/// (fewer than plan.capacity earlier assignments); `onKept(e, t, i, pos, s)`
+/// updates the caller's loop state `s` for a kept assignment at plan row
+/// `pos` (i32). Returns the final state.
+static SmallVector<Value>
+placeAssignments(Emitter &e, Value indices, Value tokens, Value k, int64_t numExperts,
+                 const RoutingPlan &plan, ValueRange state,
+                 function_ref<SmallVector<Value>(Emitter &, Value, Value, Value, ValueRange)>
+                     onKept) {
+  ImplicitLocOpBuilder &b = e.b;
+  Value c0 = e.idx(0);
+  // Per-expert cursor: rows already placed, carried after the caller's state.
+  SmallVector<Value> init(state.begin(), state.end());
+  init.push_back(e.filled({b.getIndexAttr(numExperts)}, e.ci32(0)));
+  ValueRange placed = e.forLoop(c0, tokens, init, [&](Emitter &e, Value t, ValueRange a) {
+    ValueRange inner = e.forLoop(c0, k, a, [&](Emitter &e, Value i, ValueRange q) {
+      Value cursor = q.back();
+      Value ex = e.extract(indices, {t, i});
+      Value valid = isValidExpert(e, ex, numExperts);
+      Value exIdx = e.toIndex(e.select(valid, ex, e.ci32(0)));
+      Value used = e.extract(cursor, {exIdx});
+      Value keep = e.andi(valid, e.cmpi(arith::CmpIPredicate::slt, used, plan.capacity));
+      ValueRange r = e.ifElse(
+          keep, TypeRange(q),
+          [&](Emitter &e) {
+            Value posI = e.addi(e.extract(plan.offsets, {exIdx}), used);
+            SmallVector<Value> next = onKept(e, t, i, posI, q.drop_back());
+            next.push_back(e.insert(e.addi(used, e.ci32(1)), cursor, {exIdx}));
+            return next;
+          },
+          [&](Emitter &) { return SmallVector<Value>(q.begin(), q.end()); });
+      return SmallVector<Value>(r.begin(), r.end());
+    });
+    return SmallVector<Value>(inner.begin(), inner.end());
+  });
+  return SmallVector<Value>(placed.begin(), std::prev(placed.end()));
+}
+
 struct LowerDispatch : public OpRewritePattern<DispatchOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -588,14 +627,9 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
     Value x = op.getInput(), indices = op.getIndices();
     int64_t numExperts = op.getNumExperts();
     Value tokens = e.dim(x, 0), k = e.dim(indices, 1);
-    Value c0 = e.idx(0);
     Value minus1 = e.ci32(-1);
-    auto validExpert = [&](Emitter &e, Value ex) {
-      return isValidExpert(e, ex, numExperts);
-    };
     RoutingPlan plan =
         buildRoutingPlan(e, indices, tokens, k, numExperts, op.getCapacityFactor());
-    Value capacity = plan.capacity, offsets = plan.offsets;
 
     // Pass 2: place the rows, in token order.
     Value rows0 = e.filled({e.dimOfr(op.getRows(), 0), e.dimOfr(x, 1)}, e.cf32(0.0));
@@ -604,42 +638,21 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
         rows0);
     Value src0 = e.filled({e.dimOfr(op.getSourceRows(), 0)}, minus1);
     Value pos0 = e.filled({e.dimOfr(indices, 0), e.dimOfr(indices, 1)}, minus1);
-    Value cursor0 = e.filled({b.getIndexAttr(numExperts)}, e.ci32(0));
     OpFoldResult modelDim = e.dimOfr(x, 1);
-    ValueRange placed = e.forLoop(
-        c0, tokens, {rows0, src0, pos0, cursor0},
-        [&](Emitter &e, Value t, ValueRange a) {
-          ValueRange inner = e.forLoop(
-              c0, k, a, [&](Emitter &e, Value i, ValueRange q) {
-                Value ex = e.extract(indices, {t, i});
-                Value exSafe = e.select(validExpert(e, ex), ex, e.ci32(0));
-                Value exIdx = e.toIndex(exSafe);
-                Value used = e.extract(q[3], {exIdx});
-                Value keep = e.andi(validExpert(e, ex),
-                                    e.cmpi(arith::CmpIPredicate::slt, used, capacity));
-                ValueRange r = e.ifElse(
-                    keep, TypeRange(q),
-                    [&](Emitter &e) {
-                      Value posI = e.addi(e.extract(offsets, {exIdx}), used);
-                      Value pos = e.toIndex(posI);
-                      Value row = e.slice2d(x, t, e.b.getIndexAttr(0),
-                                            e.b.getIndexAttr(1), modelDim);
-                      Value rows = tensor::InsertSliceOp::create(
-                          e.b, row, q[0], ArrayRef<OpFoldResult>{pos, e.b.getIndexAttr(0)},
-                          ArrayRef<OpFoldResult>{e.b.getIndexAttr(1), modelDim},
-                          ArrayRef<OpFoldResult>{e.b.getIndexAttr(1), e.b.getIndexAttr(1)});
-                      Value src = e.insert(e.toI32(t), q[1], {pos});
-                      Value positions = e.insert(posI, q[2], {t, i});
-                      Value cursor = e.insert(e.addi(used, e.ci32(1)), q[3], {exIdx});
-                      return SmallVector<Value>{rows, src, positions, cursor};
-                    },
-                    [&](Emitter &) { return SmallVector<Value>(q.begin(), q.end()); });
-                return SmallVector<Value>(r.begin(), r.end());
-              });
-          return SmallVector<Value>(inner.begin(), inner.end());
+    SmallVector<Value> placed = placeAssignments(
+        e, indices, tokens, k, numExperts, plan, {rows0, src0, pos0},
+        [&](Emitter &e, Value t, Value i, Value posI, ValueRange q) {
+          Value pos = e.toIndex(posI);
+          Value row = e.slice2d(x, t, e.b.getIndexAttr(0), e.b.getIndexAttr(1), modelDim);
+          Value rows = tensor::InsertSliceOp::create(
+              e.b, row, q[0], ArrayRef<OpFoldResult>{pos, e.b.getIndexAttr(0)},
+              ArrayRef<OpFoldResult>{e.b.getIndexAttr(1), modelDim},
+              ArrayRef<OpFoldResult>{e.b.getIndexAttr(1), e.b.getIndexAttr(1)});
+          return SmallVector<Value>{rows, e.insert(e.toI32(t), q[1], {pos}),
+                                    e.insert(posI, q[2], {t, i})};
         });
     rewriter.replaceOp(op, {tensor::CastOp::create(b, op.getRows().getType(), placed[0]),
-                            tensor::CastOp::create(b, op.getOffsets().getType(), offsets),
+                            tensor::CastOp::create(b, op.getOffsets().getType(), plan.offsets),
                             tensor::CastOp::create(b, op.getSourceRows().getType(), placed[1]),
                             tensor::CastOp::create(b, op.getPositions().getType(), placed[2])});
     return success();
@@ -776,29 +789,12 @@ struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
     Value assignments = e.muli(tokens, k);
     Value src0 = e.filled({OpFoldResult(assignments)}, e.ci32(0));
     Value rw0 = e.filled({OpFoldResult(assignments)}, e.cf32(0.0));
-    Value cursor0 = e.filled({b.getIndexAttr(numExperts)}, e.ci32(0));
-    ValueRange placed = e.forLoop(
-        c0, tokens, {src0, rw0, cursor0}, [&](Emitter &e, Value t, ValueRange a) {
-          ValueRange inner = e.forLoop(c0, k, a, [&](Emitter &e, Value i, ValueRange q) {
-            Value ex = e.extract(indices, {t, i});
-            Value valid = isValidExpert(e, ex, numExperts);
-            Value exIdx = e.toIndex(e.select(valid, ex, e.ci32(0)));
-            Value used = e.extract(q[2], {exIdx});
-            Value keep =
-                e.andi(valid, e.cmpi(arith::CmpIPredicate::slt, used, plan.capacity));
-            ValueRange r = e.ifElse(
-                keep, TypeRange(q),
-                [&](Emitter &e) {
-                  Value pos = e.toIndex(e.addi(e.extract(plan.offsets, {exIdx}), used));
-                  return SmallVector<Value>{
-                      e.insert(e.toI32(t), q[0], {pos}),
-                      e.insert(e.extract(weights, {t, i}), q[1], {pos}),
-                      e.insert(e.addi(used, e.ci32(1)), q[2], {exIdx})};
-                },
-                [&](Emitter &) { return SmallVector<Value>(q.begin(), q.end()); });
-            return SmallVector<Value>(r.begin(), r.end());
-          });
-          return SmallVector<Value>(inner.begin(), inner.end());
+    SmallVector<Value> placed = placeAssignments(
+        e, indices, tokens, k, numExperts, plan, {src0, rw0},
+        [&](Emitter &e, Value t, Value i, Value posI, ValueRange q) {
+          Value pos = e.toIndex(posI);
+          return SmallVector<Value>{e.insert(e.toI32(t), q[0], {pos}),
+                                    e.insert(e.extract(weights, {t, i}), q[1], {pos})};
         });
     Value sourceRows = placed[0], rowWeights = placed[1];
 
