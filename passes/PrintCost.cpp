@@ -400,7 +400,10 @@ static Row layerRow(LayerOp op) {
   return r;
 }
 
-static Row softLayerRow(SoftLayerOp op) {
+/// moe.soft_layer and moe.fused_soft_experts have the same operands; the
+/// fused form only changes the label.
+template <typename SoftOp>
+static Row softRow(SoftOp op, StringRef formPrefix) {
   Row r;
   r.layer = label(op);
   Experts x = expertsOf(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
@@ -408,21 +411,7 @@ static Row softLayerRow(SoftLayerOp op) {
   Q M = dimOf(op.getInput(), 1), S = dimOf(op.getSlots(), 2);
   Q D = firstKnown({dimOf(op.getInput(), 2), dimOf(op.getSlots(), 0), x.D});
   Q E = firstKnown({dimOf(op.getSlots(), 1), x.E});
-  r.form = softForm(S, M);
-  fillSoft(r, dimOf(op.getInput(), 0), M, D, E, S, op.getNormalize(),
-           /*combine=*/true, x);
-  return r;
-}
-
-static Row fusedSoftRow(FusedSoftExpertsOp op) {
-  Row r;
-  r.layer = label(op);
-  Experts x = expertsOf(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
-                        op.getActivationAttr());
-  Q M = dimOf(op.getInput(), 1), S = dimOf(op.getSlots(), 2);
-  Q D = firstKnown({dimOf(op.getInput(), 2), dimOf(op.getSlots(), 0), x.D});
-  Q E = firstKnown({dimOf(op.getSlots(), 1), x.E});
-  r.form = "fused " + softForm(S, M);
+  r.form = formPrefix.str() + softForm(S, M);
   fillSoft(r, dimOf(op.getInput(), 0), M, D, E, S, op.getNormalize(),
            /*combine=*/true, x);
   return r;
@@ -575,11 +564,11 @@ struct MoEPrintCostPass : public moe::impl::MoEPrintCostBase<MoEPrintCostPass> {
       if (auto layer = dyn_cast<LayerOp>(op))
         rows.push_back(layerRow(layer));
       else if (auto soft = dyn_cast<SoftLayerOp>(op))
-        rows.push_back(softLayerRow(soft));
+        rows.push_back(softRow(soft, ""));
       else if (auto fused = dyn_cast<FusedExpertsOp>(op))
         rows.push_back(fusedRow(fused));
       else if (auto fusedSoft = dyn_cast<FusedSoftExpertsOp>(op))
-        rows.push_back(fusedSoftRow(fusedSoft));
+        rows.push_back(softRow(fusedSoft, "fused "));
       else if (auto ffn = dyn_cast<ExpertFFNOp>(op))
         rows.push_back(expertFFNRow(ffn));
     });
