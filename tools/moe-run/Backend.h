@@ -113,6 +113,14 @@ struct CpuBackendOptions {
 /// The host backend: moe::buildCpuPipeline (results as out-parameters), then
 /// MLIR's ExecutionEngine (LLVM -O3, JIT) calling `_mlir_ciface_<entry>`.
 std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options);
+/// Messages of libMoECudaRuntime start with "moe-runtime: "; moe-run prints
+/// them behind its own "moe-run: " prefix.
+inline std::string stripRuntimePrefix(const std::string &message) {
+  const std::string prefix = "moe-runtime: ";
+  return message.compare(0, prefix.size(), prefix) == 0 ? message.substr(prefix.size())
+                                                        : message;
+}
+
 /// The CUDA backend for a device of the given chip ("sm_90"); the caller has
 /// checked that a device is usable (moeCudaAvailable). `options.sharedLibs`
 /// must provide the mgpu* runtime.

@@ -135,11 +135,8 @@ private:
   llvm::Error afterRun() override {
     std::string message;
     moeCudaSynchronize(&message);
-    if (moeCudaTakeError(&message)) {
-      llvm::StringRef m(message);
-      m.consume_front("moe-runtime: "); // moe-run adds its own prefix
-      return llvm::createStringError(m.str());
-    }
+    if (moeCudaTakeError(&message))
+      return llvm::createStringError(stripRuntimePrefix(message));
     return llvm::Error::success();
   }
   std::string chip;

@@ -332,13 +332,6 @@ void fillRandomValues(HostTensor &tensor, const ValueInfo &info,
 // Backends
 //===----------------------------------------------------------------------===//
 
-/// The runtime's messages start with "moe-runtime: "; ours add "moe-run: ".
-std::string stripRuntimePrefix(const std::string &message) {
-  llvm::StringRef m(message);
-  m.consume_front("moe-runtime: ");
-  return m.str();
-}
-
 /// Chooses the backend for --device. Returns nullptr after printing the
 /// error. `note` receives a line to print once the run starts (auto's choice).
 std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
@@ -352,12 +345,12 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   case Device::Cuda: {
     std::string why;
     if (!moeCudaAvailable(&why)) {
-      fail("--device=cuda: " + stripRuntimePrefix(why));
+      fail("--device=cuda: " + ::moe::run::stripRuntimePrefix(why));
       return nullptr;
     }
     std::string chip = moeCudaChip(&why);
     if (chip.empty()) {
-      fail("--device=cuda: " + stripRuntimePrefix(why));
+      fail("--device=cuda: " + ::moe::run::stripRuntimePrefix(why));
       return nullptr;
     }
     cpuOptions.sharedLibs.push_back(MOE_RUN_CUDA_RUNTIME);
@@ -374,7 +367,7 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
         return ::moe::run::createCudaBackend(cpuOptions, chip);
       }
     }
-    note = "moe-run: device auto: using cpu (" + stripRuntimePrefix(why) + ")";
+    note = "moe-run: device auto: using cpu (" + ::moe::run::stripRuntimePrefix(why) + ")";
     return ::moe::run::createCpuBackend(cpuOptions);
   }
   case Device::Cpu:
