@@ -2,6 +2,8 @@
 
 #include "lowering/Pipelines.h"
 
+#include "lowering/HostPipeline.h"
+
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
 
@@ -28,20 +30,31 @@ void moe::ensurePipelinePassesRegistered() {
   });
 }
 
+void moe::appendHostBufferization(llvm::raw_ostream &os, bool resultsToOutParams) {
+  os << "one-shot-bufferize{bufferize-function-boundaries "
+        "function-boundary-type-conversion=identity-layout-map},";
+  if (resultsToOutParams)
+    os << "buffer-results-to-out-params{modify-public-functions "
+          "hoist-static-allocs},";
+  os << "buffer-deallocation-pipeline,"
+     << "convert-bufferization-to-memref,";
+}
+
+void moe::appendHostToLLVM(llvm::raw_ostream &os) {
+  os << "finalize-memref-to-llvm,"
+     << "convert-math-to-llvm,"
+     << "convert-math-to-libm,"
+     << "convert-to-llvm,";
+}
+
 void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options) {
   ensurePipelinePassesRegistered();
   std::string pipeline;
   llvm::raw_string_ostream os(pipeline);
   os << "func.func(convert-moe-to-linalg,convert-elementwise-to-linalg),"
-     << "canonicalize,cse,"
-     << "one-shot-bufferize{bufferize-function-boundaries "
-        "function-boundary-type-conversion=identity-layout-map},";
-  if (options.resultsToOutParams)
-    os << "buffer-results-to-out-params{modify-public-functions "
-          "hoist-static-allocs},";
-  os << "buffer-deallocation-pipeline,"
-     << "convert-bufferization-to-memref,"
-     << "func.func(convert-linalg-to-loops),"
+     << "canonicalize,cse,";
+  appendHostBufferization(os, options.resultsToOutParams);
+  os << "func.func(convert-linalg-to-loops),"
      << "canonicalize,";
   if (options.parallel)
     os << "func.func(scf-forall-to-parallel),"
@@ -53,12 +66,9 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   os << "canonicalize,"
      << "convert-scf-to-cf,"
      << "expand-strided-metadata,"
-     << "lower-affine,"
-     << "finalize-memref-to-llvm,"
-     << "convert-math-to-llvm,"
-     << "convert-math-to-libm,"
-     << "convert-to-llvm,"
-     << "reconcile-unrealized-casts";
+     << "lower-affine,";
+  appendHostToLLVM(os);
+  os << "reconcile-unrealized-casts";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     llvm::report_fatal_error("moe-cpu-pipeline: invalid built-in pipeline");
 }

@@ -10,6 +10,8 @@
 
 #include "lowering/Pipelines.h"
 
+#include "lowering/HostPipeline.h"
+
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
@@ -42,17 +44,12 @@ void moe::buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &opti
   std::string toolkit = cudaToolkit(options);
   os << "convert-moe-to-gpu{toolkit=" << (toolkit.empty() ? "none" : toolkit) << "},"
      << "func.func(convert-elementwise-to-linalg),"
-     << "canonicalize,cse,"
-     // 2. Host bufferization and deallocation (device buffers are managed
-     // by convert-moe-to-gpu: bufferization.manual_deallocation).
-     << "one-shot-bufferize{bufferize-function-boundaries "
-        "function-boundary-type-conversion=identity-layout-map},";
-  if (options.resultsToOutParams)
-    os << "buffer-results-to-out-params{modify-public-functions "
-          "hoist-static-allocs},";
-  os << "buffer-deallocation-pipeline,"
-     << "convert-bufferization-to-memref,"
-     // 3. Launch placeholders -> gpu.launch_func; host ops on one stream.
+     << "canonicalize,cse,";
+  // 2. Host bufferization and deallocation (device buffers are managed by
+  // convert-moe-to-gpu: bufferization.manual_deallocation).
+  appendHostBufferization(os, options.resultsToOutParams);
+  // 3. Launch placeholders -> gpu.launch_func; host ops on one stream.
+  os
      << "moe-gpu-materialize-launches,"
      << "func.func(convert-linalg-to-loops),"
      << "func.func(gpu-async-region),"
@@ -72,12 +69,9 @@ void moe::buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &opti
      << "gpu-module-to-binary{format=" << options.format;
   if (!toolkit.empty())
     os << " toolkit=" << toolkit;
-  os << "},"
-     << "finalize-memref-to-llvm,"
-     << "convert-math-to-llvm,"
-     << "convert-math-to-libm,"
-     << "convert-to-llvm,"
-     << "canonicalize,cse,"
+  os << "},";
+  appendHostToLLVM(os);
+  os << "canonicalize,cse,"
      << "reconcile-unrealized-casts";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     llvm::report_fatal_error("moe-nvptx-pipeline: invalid built-in pipeline");
