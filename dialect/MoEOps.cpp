@@ -52,6 +52,19 @@ public:
     return success();
   }
 
+  /// A routing quantity (router logits, routing weights) is f32 whatever the
+  /// element type T of the op's data (DESIGN.md section 3: routing in f32),
+  /// or T itself.
+  LogicalResult routingType(Named v, Named data) {
+    Type elt = type(v.value).getElementType();
+    Type dataElt = type(data.value).getElementType();
+    if (elt.isF32() || elt == dataElt)
+      return success();
+    return op->emitOpError() << v.name << " has element type " << elt << ", but "
+                             << data.name << " has " << dataElt
+                             << " (routing values are f32 or the data's element type)";
+  }
+
   LogicalResult rank(Named v, int64_t rank, StringRef layout) {
     RankedTensorType t = type(v.value);
     if (t.getRank() != rank)
@@ -303,7 +316,8 @@ LogicalResult RouteOp::verify() {
   ShapeChecker check(*this);
   Named input{"input", getInput()}, routerWeight{"router_weight", getRouterWeight()},
       routerBias{"router_bias", getRouterBias()}, logits{"logits", getLogits()};
-  if (failed(check.elementTypes({input, routerWeight, routerBias, logits})) ||
+  if (failed(check.elementTypes({input, routerWeight, routerBias})) ||
+      failed(check.routingType(logits, input)) ||
       failed(check.rank(input, 2, "[T, D]")) ||
       failed(check.rank(routerWeight, 2, "[D, E]")) ||
       failed(check.dim(routerWeight, 0, "D",
@@ -438,7 +452,8 @@ LogicalResult CombineOp::verify() {
   ShapeChecker check(*this);
   Named expertOut{"expert_output", getExpertOutput()}, weights{"weights", getWeights()},
       positions{"positions", getPositions()}, output{"output", getOutput()};
-  if (failed(check.elementTypes({expertOut, weights, output})) ||
+  if (failed(check.elementTypes({expertOut, output})) ||
+      failed(check.routingType(weights, output)) ||
       failed(check.rank(expertOut, 2, "[N, D]")) ||
       failed(check.rank(weights, 2, "[T, K]")) ||
       failed(check.indexTensor(positions, 2, "[T, K]")) ||
@@ -525,7 +540,8 @@ LogicalResult FusedExpertsOp::verify() {
   Named input{"input", getInput()}, indices{"indices", getIndices()},
       weights{"weights", getWeights()}, w1{"w1", getW1()}, w2{"w2", getW2()},
       b1{"b1", getB1()}, b2{"b2", getB2()}, output{"output", getOutput()};
-  if (failed(check.elementTypes({input, weights, w1, w2, b1, b2, output})) ||
+  if (failed(check.elementTypes({input, w1, w2, b1, b2, output})) ||
+      failed(check.routingType(weights, input)) ||
       failed(check.rank(input, 2, "[T, D]")) ||
       failed(check.indexTensor(indices, 2, "[T, K]")) ||
       failed(check.rank(weights, 2, "[T, K]")) ||

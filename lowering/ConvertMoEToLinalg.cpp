@@ -16,11 +16,15 @@
 #include "lowering/Passes.h"
 #include "lowering/Philox.h"
 #include "lowering/ScalarBuilder.h"
+#include "lowering/cpu/ExpertKernels.h"
 
 #include "dialect/MoEOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -31,6 +35,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
 
@@ -192,26 +197,7 @@ public:
   }
 
   /// The activations of DESIGN.md section 3 on a scalar.
-  Value activate(Activation act, Value x) {
-    switch (act) {
-    case Activation::relu:
-      return maxf(x, cf32(0.0));
-    case Activation::silu:
-    case Activation::swiglu:
-      return divf(x, addf(cf32(1.0), exp(arith::NegFOp::create(b, x))));
-    case Activation::gelu:
-    case Activation::geglu: {
-      Value erf = math::ErfOp::create(b, mulf(x, cf32(M_SQRT1_2)));
-      return mulf(mulf(cf32(0.5), x), addf(cf32(1.0), erf));
-    }
-    case Activation::gelu_tanh: {
-      Value x3 = mulf(mulf(x, x), x);
-      Value inner = mulf(cf32(std::sqrt(2.0 / M_PI)), addf(x, mulf(cf32(0.044715), x3)));
-      return mulf(mulf(cf32(0.5), x), addf(cf32(1.0), math::TanhOp::create(b, inner)));
-    }
-    }
-    llvm_unreachable("unknown activation");
-  }
+  Value activate(Activation act, Value x) { return cpu::activate(b, act, x); }
 
   /// Philox4x32-10 with key (k0, k1) and counter (c0, c1, 0, 0); returns the
   /// uniform u = (out[0] >> 8) * 2^-24 as f32.
@@ -226,6 +212,120 @@ static Value cmpOlt(Emitter &e, Value x, Value y) {
   return e.cmpf(arith::CmpFPredicate::OLT, x, y);
 }
 
+
+//===----------------------------------------------------------------------===//
+// Memref-level views for the CPU kernels (lowering/cpu/ExpertKernels.h)
+//===----------------------------------------------------------------------===//
+
+/// A read-only memref view of a tensor: any offset and outer strides, unit
+/// innermost stride (every tensor the lowering produces or receives has
+/// contiguous rows), so that the view never forces a copy.
+static Value asBuffer(ImplicitLocOpBuilder &b, Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
+  if (!strides.empty())
+    strides.back() = 1;
+  auto layout = StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
+  auto memrefType = MemRefType::get(type.getShape(), type.getElementType(), layout);
+  return bufferization::ToBufferOp::create(b, memrefType, tensor, /*read_only=*/true);
+}
+
+/// A new 64-byte aligned buffer of `sizes` (static where known).
+static Value allocBuffer(ImplicitLocOpBuilder &b, ArrayRef<OpFoldResult> sizes, Type elt) {
+  SmallVector<int64_t> shape;
+  SmallVector<Value> dynamic;
+  for (OpFoldResult s : sizes) {
+    if (auto attr = dyn_cast<Attribute>(s)) {
+      shape.push_back(cast<IntegerAttr>(attr).getInt());
+    } else {
+      shape.push_back(ShapedType::kDynamic);
+      dynamic.push_back(cast<Value>(s));
+    }
+  }
+  return memref::AllocOp::create(b, MemRefType::get(shape, elt), dynamic,
+                                 b.getI64IntegerAttr(64));
+}
+
+/// The tensor of a buffer the kernels wrote, cast to `type`.
+static Value asTensor(ImplicitLocOpBuilder &b, Value buffer, Type type) {
+  auto memrefType = cast<MemRefType>(buffer.getType());
+  auto tensorType = RankedTensorType::get(memrefType.getShape(), memrefType.getElementType());
+  Value t = bufferization::ToTensorOp::create(b, tensorType, buffer, b.getUnitAttr(),
+                                              b.getUnitAttr());
+  return tensor::CastOp::create(b, type, t);
+}
+
+/// The expert FFNs over plan rows grouped by expert (DESIGN.md section 3,
+/// numerics for T = bf16/f16 included):
+///   h[r]   = act(A[row(r)] W1[g] + b1[g]) (gated: act(u[:H]) * u[H:]),
+///            rounded to the element type of `hBuf`;
+///   out[r] = epilogue2(h[r] W2[g] + b2[g]).
+/// `rowMap` (optional) is GEMM1's gather; `rowScale` (optional, f32 per plan
+/// row) multiplies GEMM2's result (the routed weight); `out` receives it in
+/// its own element type.
+static void emitExpertFFN(ImplicitLocOpBuilder &b, Value a, Value rowMap, Value offsets,
+                          int64_t numExperts, Value w1, Value w2, Value b1, Value b2,
+                          ActivationAttr activation, Value numRows, Value rowScale,
+                          Value out) {
+  Value c1 = arith::ConstantIndexOp::create(b, 1);
+  Value modelDim = memref::DimOp::create(b, a, c1);
+  Value hidden = memref::DimOp::create(b, w2, c1);
+  Type elt = cast<MemRefType>(a.getType()).getElementType();
+  Value h = allocBuffer(b, {OpFoldResult(numRows), memref::getMixedSize(b, b.getLoc(), w2, 1)},
+                        elt);
+  Activation act = activation.getValue();
+  bool gated = activation.isGated();
+
+  cpu::GroupedGemm gemm1;
+  gemm1.a = a;
+  gemm1.aRowMap = rowMap;
+  gemm1.b = w1;
+  gemm1.groupOffsets = offsets;
+  gemm1.numGroups = numExperts;
+  gemm1.reduction = modelDim;
+  gemm1.columns = hidden;
+  gemm1.gated = gated;
+  cpu::emitGroupedGemm(b, gemm1,
+                       [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
+                           Value mask, Value acc, Value accUp) {
+                         if (b1) {
+                           acc = arith::AddFOp::create(
+                               b, acc, cpu::loadF32Vector(b, b1, {group, col}, mask));
+                           if (accUp)
+                             accUp = arith::AddFOp::create(
+                                 b, accUp,
+                                 cpu::loadF32Vector(
+                                     b, b1, {group, arith::AddIOp::create(b, col, hidden)},
+                                     mask));
+                         }
+                         Value v = cpu::activate(b, act, acc);
+                         if (accUp)
+                           v = arith::MulFOp::create(b, v, accUp);
+                         cpu::storeVector(b, v, h, {row, col}, mask);
+                       });
+
+  cpu::GroupedGemm gemm2;
+  gemm2.a = h;
+  gemm2.b = w2;
+  gemm2.groupOffsets = offsets;
+  gemm2.numGroups = numExperts;
+  gemm2.reduction = hidden;
+  gemm2.columns = modelDim;
+  cpu::emitGroupedGemm(b, gemm2,
+                       [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
+                           Value mask, Value acc, Value) {
+                         if (b2)
+                           acc = arith::AddFOp::create(
+                               b, acc, cpu::loadF32Vector(b, b2, {group, col}, mask));
+                         if (rowScale) {
+                           Value w = cpu::toF32(b, memref::LoadOp::create(b, rowScale, row));
+                           acc = arith::MulFOp::create(
+                               b, acc, vector::BroadcastOp::create(b, acc.getType(), w));
+                         }
+                         cpu::storeVector(b, acc, out, {row, col}, mask);
+                       });
+}
+
 //===----------------------------------------------------------------------===//
 // moe.route
 //===----------------------------------------------------------------------===//
@@ -235,11 +335,29 @@ struct LowerRoute : public OpRewritePattern<RouteOp> {
   LogicalResult matchAndRewrite(RouteOp op, PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Emitter e(b);
-    Value logits = e.matmul(op.getInput(), op.getRouterWeight());
-    if (op.getRouterBias())
-      logits = e.addRowBias(logits, op.getRouterBias());
-    rewriter.replaceOp(op, tensor::CastOp::create(b, op.getLogits().getType(), logits)
-                               .getResult());
+    // o = x Wr + br: one group of T rows through the CPU GEMM kernel, f32
+    // accumulation, stored in the logits' element type.
+    Value x = asBuffer(b, op.getInput()), wr = asBuffer(b, op.getRouterWeight());
+    Value br = op.getRouterBias() ? asBuffer(b, op.getRouterBias()) : Value();
+    Value tokens = e.dim(op.getInput(), 0);
+    auto logitsType = cast<RankedTensorType>(op.getLogits().getType());
+    Value logits = allocBuffer(b, {OpFoldResult(tokens), e.dimOfr(op.getRouterWeight(), 1)},
+                               logitsType.getElementType());
+    cpu::GroupedGemm gemm;
+    gemm.a = x;
+    gemm.b = wr;
+    gemm.numRows = tokens;
+    gemm.reduction = e.dim(op.getInput(), 1);
+    gemm.columns = e.dim(op.getRouterWeight(), 1);
+    cpu::emitGroupedGemm(b, gemm,
+                         [&](ImplicitLocOpBuilder &b, Value, Value row, Value col, Value mask,
+                             Value acc, Value) {
+                           if (br)
+                             acc = arith::AddFOp::create(
+                                 b, acc, cpu::loadF32Vector(b, br, {col}, mask));
+                           cpu::storeVector(b, acc, logits, {row, col}, mask);
+                         });
+    rewriter.replaceOp(op, asTensor(b, logits, logitsType));
     return success();
   }
 };
@@ -632,11 +750,14 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
         buildRoutingPlan(e, indices, tokens, k, numExperts, op.getCapacityFactor());
 
     // Pass 2: place the rows, in token order.
-    Value rows0 = e.filled({e.dimOfr(op.getRows(), 0), e.dimOfr(x, 1)}, e.cf32(0.0));
+    // Sizes come from the operands (the results are being replaced): T*K rows.
+    Value assignments = e.muli(tokens, k);
+    Type elt = cast<RankedTensorType>(x.getType()).getElementType();
+    Value rows0 = e.filled({OpFoldResult(assignments), e.dimOfr(x, 1)},
+                           arith::ConstantOp::create(b, b.getZeroAttr(elt)));
     rows0 = tensor::CastOp::create(
-        b, RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, e.f32()),
-        rows0);
-    Value src0 = e.filled({e.dimOfr(op.getSourceRows(), 0)}, minus1);
+        b, RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, elt), rows0);
+    Value src0 = e.filled({OpFoldResult(assignments)}, minus1);
     Value pos0 = e.filled({e.dimOfr(indices, 0), e.dimOfr(indices, 1)}, minus1);
     OpFoldResult modelDim = e.dimOfr(x, 1);
     SmallVector<Value> placed = placeAssignments(
@@ -663,81 +784,84 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
 // moe.expert_ffn
 //===----------------------------------------------------------------------===//
 
-/// The FFN of expert `ex` on rows `xs` ([n, D]): act(xs W1 + b1) W2 + b2.
-static Value expertFFN(Emitter &e, Value xs, Value n, Value ex, Value w1, Value w2,
-                       Value b1, Value b2, ActivationAttr activation) {
-  Value u = e.matmul(xs, e.expertMatrix(w1, ex));
-  if (b1)
-    u = e.addRowBias(u, e.expertVector(b1, ex));
-  Activation act = activation.getValue();
-  Value h;
-  if (activation.isGated()) {
-    Value half = arith::DivUIOp::create(e.b, e.dim(u, 1), e.idx(2));
-    Value gate = e.slice2d(u, e.b.getIndexAttr(0), e.b.getIndexAttr(0), n, half);
-    Value up = e.slice2d(u, e.b.getIndexAttr(0), half, n, half);
-    Value init = e.empty({n, half}, e.f32());
-    h = e.generic(init.getType(), {gate, up}, init,
-                  {e.map(2, {0, 1}), e.map(2, {0, 1}), e.map(2, {0, 1})},
-                  {IT::parallel, IT::parallel}, [&](Emitter &e, ValueRange v) {
-                    return e.mulf(e.activate(act, v[0]), v[1]);
-                  });
-  } else {
-    Value init = e.empty({n, e.dimOfr(u, 1)}, e.f32());
-    h = e.generic(init.getType(), {u}, init, {e.map(2, {0, 1}), e.map(2, {0, 1})},
-                  {IT::parallel, IT::parallel},
-                  [&](Emitter &e, ValueRange v) { return e.activate(act, v[0]); });
-  }
-  Value y = e.matmul(h, e.expertMatrix(w2, ex));
-  if (b2)
-    y = e.addRowBias(y, e.expertVector(b2, ex));
-  return y;
-}
-
 struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(ExpertFFNOp op, PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Emitter e(b);
-    Value rows = op.getRows(), offsets = op.getOffsets();
-    Value experts = e.subi(e.dim(offsets, 0), e.idx(1));
-    OpFoldResult modelDim = e.dimOfr(rows, 1);
-    auto dynType = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, e.f32());
-    Value out0 = e.filled({e.dimOfr(rows, 0), e.dimOfr(rows, 1)}, e.cf32(0.0));
-    out0 = tensor::CastOp::create(b, dynType, out0);
-    Value c0 = e.idx(0);
-
-    // Experts write disjoint row groups: an scf.forall over experts, which
-    // the CPU pipeline runs on all cores (scf.parallel -> async runtime).
-    (void)c0;
-    auto forall = scf::ForallOp::create(b, ArrayRef<OpFoldResult>{experts},
-                                        ValueRange{out0}, std::nullopt);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(forall.getBody());
-      Emitter e(b);
-      Value ex = forall.getInductionVar(0);
-      Value start = e.toIndex(e.extract(offsets, {ex}));
-      Value end = e.toIndex(e.extract(offsets, {e.addi(ex, e.idx(1))}));
-      Value n = e.subi(end, start);
-      Value xs = e.slice2d(rows, start, e.b.getIndexAttr(0), n, modelDim);
-      Value y = expertFFN(e, xs, n, ex, op.getW1(), op.getW2(), op.getB1(), op.getB2(),
-                          op.getActivationAttr());
-      b.setInsertionPointToStart(forall.getTerminator().getBody());
-      tensor::ParallelInsertSliceOp::create(
-          b, y, forall.getRegionIterArgs()[0],
-          ArrayRef<OpFoldResult>{start, b.getIndexAttr(0)}, ArrayRef<OpFoldResult>{n, modelDim},
-          ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
-    }
-    Value out = forall.getResult(0);
-    rewriter.replaceOp(op, tensor::CastOp::create(b, op.getOutput().getType(), out).getResult());
+    Value rows = op.getRows();
+    int64_t numExperts = cast<RankedTensorType>(op.getW1().getType()).getDimSize(0);
+    if (ShapedType::isDynamic(numExperts))
+      return rewriter.notifyMatchFailure(op, "the number of experts is dynamic");
+    Value numRows = e.dim(rows, 0);
+    auto outType = cast<RankedTensorType>(op.getOutput().getType());
+    // Rows outside every group keep 0.
+    Value out = allocBuffer(b, {OpFoldResult(numRows), e.dimOfr(rows, 1)},
+                            outType.getElementType());
+    linalg::FillOp::create(b, ValueRange{arith::ConstantOp::create(
+                                  b, b.getZeroAttr(outType.getElementType()))},
+                           ValueRange{out});
+    emitExpertFFN(b, asBuffer(b, rows), Value(), asBuffer(b, op.getOffsets()), numExperts,
+                  asBuffer(b, op.getW1()), asBuffer(b, op.getW2()),
+                  op.getB1() ? asBuffer(b, op.getB1()) : Value(),
+                  op.getB2() ? asBuffer(b, op.getB2()) : Value(), op.getActivationAttr(),
+                  numRows, Value(), out);
+    rewriter.replaceOp(op, asTensor(b, out, outType));
     return success();
   }
 };
 
-//===----------------------------------------------------------------------===//
-// moe.combine
-//===----------------------------------------------------------------------===//
+/// y[t, :] = sum_i rows[positions[t, i], :] (* weights[t, i] when given),
+/// in increasing i, skipping positions < 0; f32 sum, rounded once to y's
+/// element type. Parallel over tokens, vectorized over the model dimension.
+static void emitCombine(ImplicitLocOpBuilder &b, Value rows, Value positions, Value weights,
+                        Value y) {
+  Value c0 = arith::ConstantIndexOp::create(b, 0), c1 = arith::ConstantIndexOp::create(b, 1);
+  Value tokens = memref::DimOp::create(b, positions, c0);
+  Value k = memref::DimOp::create(b, positions, c1);
+  Value modelDim = memref::DimOp::create(b, y, c1);
+  Value numRows = memref::DimOp::create(b, rows, c0);
+  auto vt = VectorType::get({cpu::kLanes}, b.getF32Type());
+  auto mt = VectorType::get({cpu::kLanes}, b.getI1Type());
+  scf::ParallelOp::create(
+      b, ValueRange{c0}, ValueRange{tokens}, ValueRange{c1},
+      [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+        ImplicitLocOpBuilder nb(loc, nested);
+        Value t = ivs[0];
+        scf::ForOp::create(
+            nb, c0, modelDim, arith::ConstantIndexOp::create(nb, cpu::kLanes), ValueRange{},
+            [&](OpBuilder &colBuilder, Location loc, Value col, ValueRange) {
+              ImplicitLocOpBuilder cb(loc, colBuilder);
+              Value mask = cpu::columnMask(cb, col, modelDim);
+              Value none = arith::ConstantOp::create(cb, mt, DenseElementsAttr::get(mt, false));
+              Value zero = arith::ConstantOp::create(cb, vt, DenseElementsAttr::get(vt, 0.0f));
+              auto sum = scf::ForOp::create(
+                  cb, c0, k, c1, ValueRange{zero},
+                  [&](OpBuilder &kb, Location loc, Value i, ValueRange acc) {
+                    ImplicitLocOpBuilder ib(loc, kb);
+                    Value pos = arith::IndexCastOp::create(
+                        ib, ib.getIndexType(), memref::LoadOp::create(ib, positions, {t, i}));
+                    Value kept = arith::AndIOp::create(
+                        ib,
+                        arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, pos,
+                                              arith::ConstantIndexOp::create(ib, 0)),
+                        arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, pos, numRows));
+                    Value row = arith::SelectOp::create(ib, kept, pos,
+                                                        arith::ConstantIndexOp::create(ib, 0));
+                    Value m = arith::SelectOp::create(ib, kept, mask, none);
+                    Value v = cpu::loadF32Vector(ib, rows, {row, col}, m);
+                    if (weights) {
+                      Value w = cpu::toF32(ib, memref::LoadOp::create(ib, weights, {t, i}));
+                      v = arith::MulFOp::create(ib, v, vector::BroadcastOp::create(ib, vt, w));
+                    }
+                    scf::YieldOp::create(ib, ValueRange{arith::AddFOp::create(ib, acc[0], v)});
+                  });
+              cpu::storeVector(cb, sum.getResult(0), y, {t, col}, mask);
+              scf::YieldOp::create(cb);
+            });
+      });
+}
 
 struct LowerCombine : public OpRewritePattern<CombineOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -745,32 +869,19 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
   LogicalResult matchAndRewrite(CombineOp op, PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Emitter e(b);
-    Value out = op.getExpertOutput();
-    // Loops (t, i, d): y[t, d] += w[t, i] * out[positions[t, i], d].
-    Value init = e.filled({e.dimOfr(op.getWeights(), 0), e.dimOfr(out, 1)}, e.cf32(0.0));
-    Value y = e.generic(
-        init.getType(), {op.getWeights(), op.getPositions()}, init,
-        {e.map(3, {0, 1}), e.map(3, {0, 1}), e.map(3, {0, 2})},
-        {IT::parallel, IT::reduction, IT::parallel}, [&](Emitter &e, ValueRange v) {
-          Value d = linalg::IndexOp::create(e.b, 2);
-          Value kept = e.cmpi(arith::CmpIPredicate::sge, v[1], e.ci32(0));
-          Value row = e.toIndex(e.select(kept, v[1], e.ci32(0)));
-          Value val = e.extract(out, {row, d});
-          Value contribution = e.select(kept, e.mulf(v[0], val), e.cf32(0.0));
-          return e.addf(v[2], contribution);
-        });
-    rewriter.replaceOp(op, tensor::CastOp::create(b, op.getOutput().getType(), y).getResult());
+    auto outType = cast<RankedTensorType>(op.getOutput().getType());
+    Value y = allocBuffer(b, {e.dimOfr(op.getWeights(), 0), e.dimOfr(op.getExpertOutput(), 1)},
+                          outType.getElementType());
+    emitCombine(b, asBuffer(b, op.getExpertOutput()), asBuffer(b, op.getPositions()),
+                asBuffer(b, op.getWeights()), y);
+    rewriter.replaceOp(op, asTensor(b, y, outType));
     return success();
   }
 };
 
 //===----------------------------------------------------------------------===//
-// moe.fused_experts: gather inside GEMM1, weight in GEMM2's epilogue, tiled
+// moe.fused_experts: gather inside GEMM1, weight in GEMM2's epilogue
 //===----------------------------------------------------------------------===//
-
-/// Rows of one expert's group processed at a time: the [rows, H]
-/// intermediate never exceeds kFusedTileRows x H.
-static constexpr int64_t kFusedTileRows = 32;
 
 struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -781,73 +892,37 @@ struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
     Value x = op.getInput(), indices = op.getIndices(), weights = op.getWeights();
     int64_t numExperts = op.getNumExperts();
     Value tokens = e.dim(x, 0), k = e.dim(indices, 1);
-    Value c0 = e.idx(0), c1 = e.idx(1);
     RoutingPlan plan =
         buildRoutingPlan(e, indices, tokens, k, numExperts, op.getCapacityFactor());
 
-    // Source token and routed weight of every kept row, in plan order.
+    // Source token, routed weight of every kept plan row, and the plan row of
+    // every assignment (-1: dropped).
     Value assignments = e.muli(tokens, k);
     Value src0 = e.filled({OpFoldResult(assignments)}, e.ci32(0));
     Value rw0 = e.filled({OpFoldResult(assignments)}, e.cf32(0.0));
+    Value pos0 = e.filled({e.dimOfr(indices, 0), e.dimOfr(indices, 1)}, e.ci32(-1));
     SmallVector<Value> placed = placeAssignments(
-        e, indices, tokens, k, numExperts, plan, {src0, rw0},
+        e, indices, tokens, k, numExperts, plan, {src0, rw0, pos0},
         [&](Emitter &e, Value t, Value i, Value posI, ValueRange q) {
           Value pos = e.toIndex(posI);
+          Value w = cpu::toF32(e.b, e.extract(weights, {t, i}));
           return SmallVector<Value>{e.insert(e.toI32(t), q[0], {pos}),
-                                    e.insert(e.extract(weights, {t, i}), q[1], {pos})};
+                                    e.insert(w, q[1], {pos}), e.insert(posI, q[2], {t, i})};
         });
-    Value sourceRows = placed[0], rowWeights = placed[1];
+    Value keptRows = e.toIndex(e.extract(plan.offsets, {e.idx(numExperts)}));
 
-    OpFoldResult modelDim = e.dimOfr(x, 1);
-    auto dynType = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, e.f32());
-    Value y0 = tensor::CastOp::create(
-        b, dynType, e.filled({e.dimOfr(x, 0), modelDim}, e.cf32(0.0)));
-    Value tile = e.idx(kFusedTileRows);
-    Value y = e.forLoop(c0, e.idx(numExperts), {y0}, [&](Emitter &e, Value ex, ValueRange a) {
-      Value start = e.toIndex(e.extract(plan.offsets, {ex}));
-      Value end = e.toIndex(e.extract(plan.offsets, {e.addi(ex, c1)}));
-      auto tiles = scf::ForOp::create(
-          e.b, start, end, tile, ValueRange{a[0]},
-          [&](OpBuilder &nested, Location loc, Value r0, ValueRange acc) {
-            ImplicitLocOpBuilder nb(loc, nested);
-            Emitter e(nb);
-            Value n = arith::MinSIOp::create(nb, tile, e.subi(end, r0));
-            // GEMM1's gather: rows read through the plan, no permuted copy.
-            Value gInit = e.empty({n, modelDim}, e.f32());
-            Value xs = e.generic(gInit.getType(), {}, gInit, {e.map(2, {0, 1})},
-                                 {IT::parallel, IT::parallel}, [&](Emitter &e, ValueRange) {
-                                   Value i = linalg::IndexOp::create(e.b, 0);
-                                   Value d = linalg::IndexOp::create(e.b, 1);
-                                   Value t = e.toIndex(e.extract(sourceRows, {e.addi(r0, i)}));
-                                   return e.extract(x, {t, d});
-                                 });
-            Value out = expertFFN(e, xs, n, ex, op.getW1(), op.getW2(), op.getB1(),
-                                  op.getB2(), op.getActivationAttr());
-            // GEMM2's epilogue: scale by the routed weight and add to the token.
-            Value acc2 = e.forLoop(e.idx(0), n, {acc[0]}, [&](Emitter &e, Value i, ValueRange s) {
-              Value row = e.addi(r0, i);
-              Value t = e.toIndex(e.extract(sourceRows, {row}));
-              Value w = e.extract(rowWeights, {row});
-              OpFoldResult one = e.b.getIndexAttr(1), zero = e.b.getIndexAttr(0);
-              Value current = e.slice2d(s[0], t, zero, one, modelDim);
-              Value contribution = e.slice2d(out, i, zero, one, modelDim);
-              Value init = e.empty({one, modelDim}, e.f32());
-              Value updated = e.generic(
-                  init.getType(), {current, contribution}, init,
-                  {e.map(2, {0, 1}), e.map(2, {0, 1}), e.map(2, {0, 1})},
-                  {IT::parallel, IT::parallel}, [&](Emitter &e, ValueRange v) {
-                    return e.addf(v[0], e.mulf(w, v[1]));
-                  });
-              Value next = tensor::InsertSliceOp::create(
-                  e.b, updated, s[0], ArrayRef<OpFoldResult>{t, zero},
-                  ArrayRef<OpFoldResult>{one, modelDim}, ArrayRef<OpFoldResult>{one, one});
-              return SmallVector<Value>{next};
-            })[0];
-            scf::YieldOp::create(nb, acc2);
-          });
-      return SmallVector<Value>{tiles.getResult(0)};
-    })[0];
-    rewriter.replaceOp(op, tensor::CastOp::create(b, op.getOutput().getType(), y).getResult());
+    // Per plan row: the expert's output times the routed weight (f32).
+    Value out = allocBuffer(b, {OpFoldResult(keptRows), e.dimOfr(x, 1)}, e.f32());
+    emitExpertFFN(b, asBuffer(b, x), asBuffer(b, placed[0]), asBuffer(b, plan.offsets),
+                  numExperts, asBuffer(b, op.getW1()), asBuffer(b, op.getW2()),
+                  op.getB1() ? asBuffer(b, op.getB1()) : Value(),
+                  op.getB2() ? asBuffer(b, op.getB2()) : Value(), op.getActivationAttr(),
+                  keptRows, asBuffer(b, placed[1]), out);
+    // Per token: the sum of its rows in routing order, rounded once.
+    auto outType = cast<RankedTensorType>(op.getOutput().getType());
+    Value y = allocBuffer(b, {OpFoldResult(tokens), e.dimOfr(x, 1)}, outType.getElementType());
+    emitCombine(b, out, asBuffer(b, placed[2]), Value(), y);
+    rewriter.replaceOp(op, asTensor(b, y, outType));
     return success();
   }
 };
@@ -1025,23 +1100,35 @@ struct ConvertMoEToLinalgPass
     : public moe::impl::ConvertMoEToLinalgBase<ConvertMoEToLinalgPass> {
   void runOnOperation() override {
     Operation *root = getOperation();
-    // The CPU lowering computes in f32 for now: say so precisely.
+    // Soft MoE and hand-written gates still compute in f32 only: say so.
     WalkResult unsupported = root->walk([](Operation *op) {
-      if (op->getDialect() && isa<MoEDialect>(op->getDialect())) {
-        for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes())) {
-          auto tt = dyn_cast<RankedTensorType>(t);
-          if (tt && isa<FloatType>(tt.getElementType()) && !tt.getElementType().isF32()) {
-            op->emitError() << "cannot lower '" << op->getName() << "' with element type "
-                            << tt.getElementType()
-                            << ": the CPU lowering supports f32 only for now";
-            return WalkResult::interrupt();
-          }
+      bool f32Only = isa<SoftLayerOp, SoftDispatchOp, SoftCombineOp, FusedSoftExpertsOp,
+                         GateOp>(op);
+      if (!f32Only)
+        return WalkResult::advance();
+      for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes())) {
+        auto tt = dyn_cast<RankedTensorType>(t);
+        if (tt && isa<FloatType>(tt.getElementType()) && !tt.getElementType().isF32()) {
+          op->emitError() << "cannot lower '" << op->getName() << "' with element type "
+                          << tt.getElementType()
+                          << ": the CPU lowering computes this op in f32 only";
+          return WalkResult::interrupt();
         }
       }
       return WalkResult::advance();
     });
     if (unsupported.wasInterrupted())
       return signalPassFailure();
+
+    // Layers become route -> gate -> fused_experts (the CPU's kernel family);
+    // chains the user wrote stay as written unless they fuse.
+    {
+      RewritePatternSet prepare(&getContext());
+      populateDecompositionPatterns(prepare);
+      populateFusionPatterns(prepare);
+      if (failed(applyPatternsGreedily(root, std::move(prepare))))
+        return signalPassFailure();
+    }
 
     ConversionTarget target(getContext());
     target.addIllegalDialect<MoEDialect>();

@@ -6,32 +6,61 @@
 include "mlir/Pass/PassBase.td"
 
 def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
-  let summary = "Lower every moe op to linalg/tensor/scf/arith/math";
+  let summary = "Lower every moe op to upstream dialects (the CPU strategy)";
   let description = [{
-    Lowers layers (through the decomposition of `--moe-decompose`) and the
-    chain ops to upstream dialects only, so the result verifies in a stock
-    `mlir-opt` without the moe plugin:
+    Lowers layers and the chain ops to upstream dialects only, so the result
+    verifies in a stock `mlir-opt` without the moe plugin. Layers are first
+    decomposed (as `--moe-decompose`) and their chains fused (as
+    `--moe-fuse`), so a token-choice layer becomes `moe.route`, `moe.gate`
+    and `moe.fused_experts`:
 
-    * `moe.route`: a matmul (`linalg.generic`, loops ordered m, k, n so the
-      innermost loop is contiguous) plus the bias;
+    * `moe.route`, `moe.expert_ffn` and `moe.fused_experts`: grouped GEMMs
+      emitted as register-blocked vector micro-kernels (`vector.fma` on
+      `vector<16xf32>`, masked loads and stores for the column tails) inside
+      an `scf.parallel` over (expert, column block, row block) work items, so
+      every core works at decode and at prefill. `moe.fused_experts` gathers
+      the tokens through the routing plan while loading GEMM1's rows, applies
+      bias, activation and the rounding of `h` in GEMM1's epilogue and the
+      routed weight in GEMM2's, and sums each token's rows in routing order
+      (parallel over tokens). These ops are emitted on memrefs
+      (`bufferization.to_buffer` / `to_tensor restrict writable`).
     * `moe.gate`: an `scf.for` over tokens; softmax with max-subtraction,
-      top-k by rank (ties: lower index), MOESART adjustments, Philox4x32-10
-      sampling and the trimmed-lasso loss, in f32, exactly as DESIGN.md 3.1;
+      top-k (ties: lower index), MOESART adjustments, Philox4x32-10 sampling
+      and the trimmed-lasso loss, in f32, exactly as DESIGN.md 3.1;
     * `moe.dispatch`: counting pass, prefix sum, permutation (GShard capacity
       when `capacity_factor` is set);
-    * `moe.expert_ffn`: an `scf.for` over experts, each a GEMM pair on its
-      row group (`tensor.extract_slice` with dynamic sizes) with bias and
-      activation;
-    * `moe.combine`, `moe.soft_dispatch`, `moe.soft_combine`: `linalg.generic`
-      reductions (softmaxes with max-subtraction).
+    * `moe.combine`: the per-token weighted sum (parallel over tokens);
+      `moe.soft_dispatch`, `moe.soft_combine`: `linalg.generic` reductions
+      (softmaxes with max-subtraction).
 
-    The CPU lowering computes in f32; f16/bf16 layers are reported as not yet
-    supported.
+    Element types: token-choice ops take f32, bf16 or f16 data; operands are
+    extended to f32 as they are loaded, accumulation and routing are f32, and
+    `h` and `y` are rounded to the element type (DESIGN.md section 3). Soft
+    MoE ops and hand-written `moe.gate` ops compute in f32 only (other types
+    are reported). Every size is taken from the operands, so a dynamic token
+    count lowers like a static one.
   }];
   let dependentDialects = [
-    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
-    "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
-    "::mlir::tensor::TensorDialect", "::mlir::moe::MoEDialect"
+    "::mlir::arith::ArithDialect", "::mlir::bufferization::BufferizationDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect", "::mlir::vector::VectorDialect",
+    "::mlir::moe::MoEDialect"
+  ];
+}
+
+def MoECpuVectorMath : Pass<"moe-cpu-vector-math"> {
+  let summary = "Polynomial approximations for math ops on vectors (CPU)";
+  let description = [{
+    Rewrites `math` ops whose operands are vectors (the activations of the
+    expert kernels: `math.erf`, `math.exp`, `math.tanh`, ...) with MLIR's
+    polynomial approximations, so that they stay vectorized instead of
+    becoming one libm call per lane. Scalar math (the routing's `exp` and
+    `log`) is left alone.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect"
   ];
 }
 

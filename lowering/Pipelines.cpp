@@ -51,7 +51,7 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   ensurePipelinePassesRegistered();
   std::string pipeline;
   llvm::raw_string_ostream os(pipeline);
-  os << "func.func(convert-moe-to-linalg,convert-elementwise-to-linalg),"
+  os << "func.func(convert-moe-to-linalg,moe-cpu-vector-math,convert-elementwise-to-linalg),"
      << "canonicalize,cse,";
   appendHostBufferization(os, options.resultsToOutParams);
   os << "func.func(convert-linalg-to-loops),"
@@ -66,7 +66,8 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   os << "canonicalize,"
      << "convert-scf-to-cf,"
      << "expand-strided-metadata,"
-     << "lower-affine,";
+     << "lower-affine,"
+     << "convert-vector-to-llvm,";
   appendHostToLLVM(os);
   os << "reconcile-unrealized-casts";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))

@@ -41,11 +41,13 @@ struct DecomposeLayer : public OpRewritePattern<LayerOp> {
     int64_t k = op.getRouting().getExpertsPerToken(numExperts);
     Type i32 = rewriter.getI32Type();
 
-    auto route = RouteOp::create(rewriter, loc, tensorOf({tokens, numExperts}, elt),
+    // Routing is computed in f32 whatever the element type (DESIGN.md 3).
+    Type f32 = rewriter.getF32Type();
+    auto route = RouteOp::create(rewriter, loc, tensorOf({tokens, numExperts}, f32),
                                  op.getInput(), op.getRouterWeight(),
                                  op.getRouterBias());
     Type auxType = op.getAuxLoss() ? op.getAuxLoss().getType() : Type();
-    auto gate = GateOp::create(rewriter, loc, tensorOf({tokens, k}, elt),
+    auto gate = GateOp::create(rewriter, loc, tensorOf({tokens, k}, f32),
                                tensorOf({tokens, k}, i32), auxType,
                                route.getLogits(), op.getSeed(), op.getRouting(),
                                op.getTraining());

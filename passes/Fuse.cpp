@@ -129,7 +129,7 @@ struct FuseSoft : public OpRewritePattern<SoftCombineOp> {
 struct MoEFusePass : public moe::impl::MoEFuseBase<MoEFusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseTokenChoice, FuseSoft>(&getContext());
+    populateFusionPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     // Chains left unfused: say why.
@@ -149,3 +149,7 @@ struct MoEFusePass : public moe::impl::MoEFuseBase<MoEFusePass> {
 };
 
 } // namespace
+
+void moe::populateFusionPatterns(RewritePatternSet &patterns) {
+  patterns.add<FuseTokenChoice, FuseSoft>(patterns.getContext());
+}

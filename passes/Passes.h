@@ -16,6 +16,10 @@ namespace moe {
 /// Patterns rewriting moe.layer / moe.soft_layer into the chain of
 /// DESIGN.md section 3.3 (used by --moe-decompose and by the lowering).
 void populateDecompositionPatterns(RewritePatternSet &patterns);
+/// Patterns fusing single-use dispatch -> expert_ffn -> combine chains (and
+/// their soft counterparts) into moe.fused_experts / moe.fused_soft_experts
+/// (used by --moe-fuse and by the CPU lowering).
+void populateFusionPatterns(RewritePatternSet &patterns);
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"

@@ -32,17 +32,29 @@
 // SOFT: math.erf
 // SOFT: tensor.expand_shape
 
-// SwiGLU: the gate and up halves of x W1 are sliced apart.
-// SWIGLU: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args
-// SWIGLU: arith.divui
-// SWIGLU: tensor.extract_slice
-// SWIGLU: tensor.extract_slice
+// SwiGLU: route -> gate -> fused experts; GEMM1's epilogue multiplies
+// silu(gate half) by the up half (the up accumulators read B at column H + c).
+// SWIGLU-LABEL: func.func @forward
+// SWIGLU: scf.parallel
+// SWIGLU: vector.fma
+// SWIGLU: math.exp {{.*}} : vector<16xf32>
+// SWIGLU: arith.divf {{.*}} : vector<16xf32>
+// SWIGLU-NEXT: arith.mulf {{.*}} : vector<16xf32>
+// SWIGLU-NEXT: vector.maskedstore
 
 // -----
 
+// The router GEMM: the tokens and Wr viewed as memrefs, one parallel loop
+// over row blocks, f32 vector FMAs, masked stores of the E columns.
 // CHECK-LABEL: func.func @route_matmul
-// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}], iterator_types = ["parallel", "reduction", "parallel"]}
-// CHECK-SAME: ins(%arg0, %arg1 : tensor<8x16xf32>, tensor<16x4xf32>)
+// CHECK-NEXT: %[[X:.*]] = bufferization.to_buffer %arg0 read_only : tensor<8x16xf32> to memref<8x16xf32, strided<[?, 1], offset: ?>>
+// CHECK-NEXT: %[[WR:.*]] = bufferization.to_buffer %arg1 read_only : tensor<16x4xf32> to memref<16x4xf32, strided<[?, 1], offset: ?>>
+// CHECK: %[[O:.*]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?x4xf32>
+// CHECK: scf.parallel
+// CHECK: vector.maskedload %[[WR]]
+// CHECK: vector.fma
+// CHECK: vector.maskedstore %[[O]]
+// CHECK: bufferization.to_tensor %[[O]] restrict writable
 // CHECK-NOT: moe.
 func.func @route_matmul(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>) -> tensor<8x4xf32> {
   %o = moe.route %x router(%wr) : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
@@ -78,11 +90,62 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %i: tensor<8x2xi32>) -> tenso
 
 // -----
 
+// f16 data: operands extended to f32 as they are loaded, h rounded to f16 in
+// GEMM1's epilogue, GEMM2's weighted rows kept in f32, y rounded once.
+// CHECK-LABEL: func.func @f16_layer
+// CHECK: arith.extf {{.*}} : vector<16xf16> to vector<16xf32>
+// CHECK: arith.maximumf {{.*}} : vector<16xf32>
+// CHECK-NEXT: arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
+// CHECK-NEXT: vector.maskedstore {{.*}} : memref<?x32xf16>
+// CHECK: vector.maskedstore {{.*}} : memref<?x16xf32>
+// CHECK: arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
+// CHECK-NEXT: vector.maskedstore {{.*}} : memref<?x16xf16>
+// CHECK-NOT: moe.
 func.func @f16_layer(%x: tensor<8x16xf16>, %wr: tensor<16x4xf16>, %w1: tensor<4x16x32xf16>, %w2: tensor<4x32x16xf16>) -> tensor<8x16xf16> {
-  // expected-error @+1 {{cannot lower 'moe.layer' with element type 'f16': the CPU lowering supports f32 only for now}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.top_k<k = 2>, activation = #moe.activation<relu>}
          : (tensor<8x16xf16>, tensor<16x4xf16>, tensor<4x16x32xf16>, tensor<4x32x16xf16>) -> tensor<8x16xf16>
   return %y : tensor<8x16xf16>
+}
+
+// -----
+
+// A dynamic token count: every size comes from the operands (tensor.dim of
+// the input), nothing from the results being replaced.
+// CHECK-LABEL: func.func @dynamic_tokens
+// CHECK: %[[T:.*]] = tensor.dim %arg0, %{{.*}} : tensor<?x16xf32>
+// CHECK: memref.alloc(%[[T]]) {alignment = 64 : i64} : memref<?x4xf32>
+// CHECK: tensor.cast %{{.*}} : tensor<?x16xf32> to tensor<?x16xf32>
+// CHECK-NOT: moe.
+func.func @dynamic_tokens(%x: tensor<?x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>, %w2: tensor<4x32x16xf32>) -> tensor<?x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.top_k<k = 2>, activation = #moe.activation<gelu>}
+         : (tensor<?x16xf32>, tensor<16x4xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+// A hand-written grouped FFN: rows read in place (no gather), GEMM2's result
+// stored without a routed weight.
+// CHECK-LABEL: func.func @expert_ffn
+// CHECK: linalg.fill
+// CHECK: scf.parallel
+// CHECK: vector.fma
+// CHECK: scf.parallel
+// CHECK: vector.fma
+// CHECK-NOT: moe.
+func.func @expert_ffn(%rows: tensor<16x16xf32>, %off: tensor<5xi32>, %w1: tensor<4x16x32xf32>, %w2: tensor<4x32x16xf32>) -> tensor<16x16xf32> {
+  %o = moe.expert_ffn %rows, %off experts(%w1, %w2) {activation = #moe.activation<relu>}
+         : (tensor<16x16xf32>, tensor<5xi32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>) -> tensor<16x16xf32>
+  return %o : tensor<16x16xf32>
+}
+
+// -----
+
+func.func @f16_soft(%x: tensor<2x4x16xf16>, %phi: tensor<16x4x1xf16>, %w1: tensor<4x16x32xf16>, %w2: tensor<4x32x16xf16>) -> tensor<2x4x16xf16> {
+  // expected-error @+1 {{cannot lower 'moe.soft_layer' with element type 'f16': the CPU lowering computes this op in f32 only}}
+  %y = moe.soft_layer %x slots(%phi) experts(%w1, %w2) {activation = #moe.activation<relu>}
+         : (tensor<2x4x16xf16>, tensor<16x4x1xf16>, tensor<4x16x32xf16>, tensor<4x32x16xf16>) -> tensor<2x4x16xf16>
+  return %y : tensor<2x4x16xf16>
 }
 
 // -----

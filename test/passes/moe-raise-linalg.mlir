@@ -3,63 +3,9 @@
 // remark that says why.
 //
 // RUN: moe-opt %s --moe-raise-linalg -split-input-file -verify-diagnostics | FileCheck %s
-//
-// The form --convert-moe-to-linalg emits: block.mlir's two layers come back
-// (the second layer's moe.causal marker is dropped by the lowering and cannot
-// be recovered), dense.mlir's layer comes back with its four biases.
-// RUN: moe-opt %examples/block.mlir --convert-moe-to-linalg | moe-opt --moe-raise-linalg \
-// RUN:   | FileCheck %s --check-prefix=BLOCK
-// RUN: moe-opt %examples/dense.mlir --convert-moe-to-linalg | moe-opt --moe-raise-linalg \
-// RUN:   | FileCheck %s --check-prefix=DENSE
-// The same after the usual clean-ups of the lowered IR.
-// RUN: moe-opt %examples/block.mlir --convert-moe-to-linalg --canonicalize --cse \
-// RUN:   | moe-opt --moe-raise-linalg | FileCheck %s --check-prefix=CLEAN
-//
-// Lowered layers that are not dense, or have a capacity factor, are left alone.
-// RUN: moe-opt %examples/top2_swiglu.mlir --convert-moe-to-linalg \
-// RUN:   | moe-opt --moe-raise-linalg 2>&1 | FileCheck %s --check-prefix=TOPK
-// RUN: sed -e 's/activation<gelu>}/activation<gelu>, capacity_factor = 1.0}/' %examples/dense.mlir \
-// RUN:   | moe-opt --convert-moe-to-linalg | moe-opt --moe-raise-linalg 2>&1 \
-// RUN:   | FileCheck %s --check-prefix=CAPACITY
-//
 // The frontend einsum forms that the integration test runs.
 // RUN: moe-opt %S/../integration/Inputs/raise-einsum.mlir --moe-raise-linalg \
 // RUN:   | FileCheck %s --check-prefix=EINSUM
-
-// BLOCK-LABEL: func.func @forward(
-// BLOCK-SAME: %[[X:[a-z0-9]+]]: tensor<128x64xf32>, %[[WR0:[a-z0-9]+]]: tensor<64x4xf32> {moe.param = "l0.router"}, %[[W10:[a-z0-9]+]]: tensor<4x64x256xf32> {moe.param = "l0.w1"}, %[[W20:[a-z0-9]+]]: tensor<4x256x64xf32> {moe.param = "l0.w2"}, %[[WR1:[a-z0-9]+]]: tensor<64x4xf32> {moe.param = "l1.router"}, %[[W11:[a-z0-9]+]]: tensor<4x64x256xf32> {moe.param = "l1.w1"}, %[[W21:[a-z0-9]+]]: tensor<4x256x64xf32> {moe.param = "l1.w2"})
-// BLOCK-NOT: scf.
-// BLOCK-NOT: linalg.
-// BLOCK: %[[L0:.*]] = moe.layer %[[X]] router(%[[WR0]]) experts(%[[W10]], %[[W20]]) {activation = #moe.activation<gelu>, routing = #moe.dense}
-// BLOCK: %[[C0:.*]] = tensor.cast %[[L0]]
-// BLOCK: %[[X1:.*]] = arith.addf %[[X]], %[[C0]]
-// BLOCK: %[[L1:.*]] = moe.layer %[[X1]] router(%[[WR1]]) experts(%[[W11]], %[[W21]]) {activation = #moe.activation<gelu>, routing = #moe.dense}
-// BLOCK: %[[C1:.*]] = tensor.cast %[[L1]]
-// BLOCK: %[[Y:.*]] = arith.addf %[[X1]], %[[C1]]
-// BLOCK-NOT: scf.
-// BLOCK-NOT: linalg.
-// BLOCK: return %[[Y]]
-
-// DENSE-LABEL: func.func @forward(
-// DENSE-NOT: scf.
-// DENSE-NOT: linalg.
-// DENSE: moe.layer %arg0 router(%arg1, %arg2) experts(%arg3, %arg4) expert_biases(%arg5, %arg6) {activation = #moe.activation<gelu>, routing = #moe.dense}
-// DENSE-NOT: scf.
-// DENSE-NOT: linalg.
-
-// CLEAN-LABEL: func.func @forward(
-// CLEAN-NOT: scf.
-// CLEAN-COUNT-2: moe.layer {{.*}} {activation = #moe.activation<gelu>, routing = #moe.dense}
-// CLEAN-NOT: scf.
-// CLEAN-NOT: moe.layer
-
-// TOPK: remark: not raised to moe.layer: looks like a lowered moe combine, but not of a dense layer
-// TOPK-NOT: moe.layer
-// TOPK: scf.for
-// TOPK-NOT: moe.layer
-
-// CAPACITY: remark: not raised to moe.layer: looks like a lowered moe combine
-// CAPACITY-NOT: moe.layer
 
 // EINSUM-LABEL: func.func @generic(
 // EINSUM-NEXT: %[[Y:.*]] = moe.layer %arg0 router(%arg1, %arg2) experts(%arg3, %arg4) expert_biases(%arg5, %arg6) {activation = #moe.activation<gelu>, routing = #moe.dense}

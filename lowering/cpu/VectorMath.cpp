@@ -1,0 +1,39 @@
+//===- VectorMath.cpp - polynomial approximations for vector math (CPU) ---===//
+
+#include "lowering/Passes.h"
+
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir {
+namespace moe {
+#define GEN_PASS_DEF_MOECPUVECTORMATH
+#include "lowering/Passes.h.inc"
+} // namespace moe
+} // namespace mlir
+
+using namespace mlir;
+
+namespace {
+
+struct MoECpuVectorMathPass : public moe::impl::MoECpuVectorMathBase<MoECpuVectorMathPass> {
+  void runOnOperation() override {
+    SmallVector<Operation *> vectorMath;
+    getOperation()->walk([&](Operation *op) {
+      if (op->getDialect() && isa<math::MathDialect>(op->getDialect()) &&
+          llvm::any_of(op->getResultTypes(), [](Type t) { return isa<VectorType>(t); }))
+        vectorMath.push_back(op);
+    });
+    if (vectorMath.empty())
+      return;
+    RewritePatternSet patterns(&getContext());
+    populateMathPolynomialApproximationPatterns(patterns, [](StringRef) { return true; });
+    GreedyRewriteConfig config;
+    config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
+    if (failed(applyOpPatternsGreedily(vectorMath, std::move(patterns), config)))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
