@@ -39,6 +39,78 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 } // namespace
 
 //===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+const char *elementTypeName(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return "f32";
+  case ElementType::BF16:
+    return "bf16";
+  case ElementType::F16:
+    return "f16";
+  }
+  return "?";
+}
+
+bool parseElementType(const std::string &name, ElementType &type) {
+  for (ElementType t : {ElementType::F32, ElementType::BF16, ElementType::F16})
+    if (name == elementTypeName(t)) {
+      type = t;
+      return true;
+    }
+  return false;
+}
+
+double roundTo(ElementType type, double v) {
+  if (type == ElementType::F32)
+    return double(float(v));
+  if (!std::isfinite(v) || v == 0.0)
+    return v;
+  // p significand bits (with the implicit one), the smallest normal
+  // exponent, the largest finite value.
+  const bool bf16 = type == ElementType::BF16;
+  const int p = bf16 ? 8 : 11;
+  const int emin = bf16 ? -126 : -14;
+  const double maxFinite = bf16 ? std::ldexp(255.0, 120) : 65504.0;
+  // The quantum (weight of the last kept bit) is 2^(e - (p - 1)) with e
+  // the exponent of v, or emin for subnormals of T. v / quantum is exact
+  // (a power-of-two scaling well inside double's range), and nearbyint
+  // rounds it to nearest, ties to even.
+  const int e = std::max(std::ilogb(v), emin);
+  const double quantum = std::ldexp(1.0, e - (p - 1));
+  const double r = std::nearbyint(v / quantum) * quantum;
+  if (std::fabs(r) > maxFinite)
+    return std::copysign(std::numeric_limits<double>::infinity(), v);
+  return r;
+}
+
+void roundAll(ElementType type, std::vector<float> &v) {
+  if (type == ElementType::F32)
+    return;
+  for (float &f : v)
+    f = float(roundTo(type, double(f)));
+}
+
+double unitRoundoff(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return 0x1.0p-24;
+  case ElementType::BF16:
+    return 0x1.0p-8;
+  case ElementType::F16:
+    return 0x1.0p-11;
+  }
+  return 0;
+}
+
+Tolerance tolerance(ElementType type) {
+  const double u = unitRoundoff(type);
+  return Tolerance{4 * u, 2 * u};
+}
+
+//===----------------------------------------------------------------------===//
 // Activations and experts
 //===----------------------------------------------------------------------===//
 
@@ -138,6 +210,10 @@ void expertForward(const Experts &ex, int64_t e, const double *x,
     for (int64_t i = 0; i < H; ++i)
       h[size_t(i)] = activate(ex.activation, u[size_t(i)]);
   }
+  // For T = bf16/f16, h is rounded to T before GEMM2 (DESIGN 3).
+  if (ex.elementType != ElementType::F32)
+    for (double &v : h)
+      v = roundTo(ex.elementType, v);
   // out = h W2[e] + b2[e]
   const float *w2 = ex.w2.data() + e * H * D;
   for (int64_t d = 0; d < D; ++d) {
@@ -415,9 +491,34 @@ double trimmedLassoLoss(const std::vector<double> &g, int64_t T, int64_t E,
 // moe.layer
 //===----------------------------------------------------------------------===//
 
-LayerResult moeLayer(const LayerInputs &in, const LayerOptions &opt) {
+namespace {
+
+/// The experts with every weight rounded to their element type.
+Experts roundedExperts(const Experts &ex) {
+  Experts r = ex;
+  roundAll(r.elementType, r.w1);
+  roundAll(r.elementType, r.w2);
+  roundAll(r.elementType, r.b1);
+  roundAll(r.elementType, r.b2);
+  return r;
+}
+
+} // namespace
+
+LayerResult moeLayer(const LayerInputs &input, const LayerOptions &opt) {
+  input.experts.verify();
+  // The inputs as values of T (a copy only when T is not f32).
+  const ElementType type = input.experts.elementType;
+  LayerInputs roundedInput;
+  if (type != ElementType::F32) {
+    roundedInput = input;
+    roundAll(type, roundedInput.x);
+    roundAll(type, roundedInput.wr);
+    roundAll(type, roundedInput.br);
+    roundedInput.experts = roundedExperts(input.experts);
+  }
+  const LayerInputs &in = type == ElementType::F32 ? input : roundedInput;
   const Experts &ex = in.experts;
-  ex.verify();
   const int64_t T = in.numTokens, D = ex.modelDim, E = ex.numExperts;
   check(T >= 0, "T must be >= 0");
   check(int64_t(in.x.size()) == T * D, sizeMsg("x", in.x.size(), T * D));
@@ -497,8 +598,9 @@ LayerResult moeLayer(const LayerInputs &in, const LayerOptions &opt) {
       for (int64_t d = 0; d < D; ++d)
         acc[size_t(d)] += w * fx[size_t(d)];
     }
+    // y rounded to T once (to f32 for T = f32).
     for (int64_t d = 0; d < D; ++d)
-      res.y[size_t(t * D + d)] = float(acc[size_t(d)]);
+      res.y[size_t(t * D + d)] = float(roundTo(type, acc[size_t(d)]));
   }
 
   if (opt.training && routing.kind == RoutingKind::MoESART)
@@ -511,9 +613,18 @@ LayerResult moeLayer(const LayerInputs &in, const LayerOptions &opt) {
 // moe.soft_layer
 //===----------------------------------------------------------------------===//
 
-SoftLayerResult softMoELayer(const SoftLayerInputs &in) {
+SoftLayerResult softMoELayer(const SoftLayerInputs &input) {
+  input.experts.verify();
+  const ElementType type = input.experts.elementType;
+  SoftLayerInputs roundedInput;
+  if (type != ElementType::F32) {
+    roundedInput = input;
+    roundAll(type, roundedInput.x);
+    roundAll(type, roundedInput.phi);
+    roundedInput.experts = roundedExperts(input.experts);
+  }
+  const SoftLayerInputs &in = type == ElementType::F32 ? input : roundedInput;
   const Experts &ex = in.experts;
-  ex.verify();
   const int64_t G = in.numGroups, M = in.groupSize, S = in.slotsPerExpert;
   const int64_t D = ex.modelDim, E = ex.numExperts, ES = E * S;
   check(G >= 0 && M >= 1 && S >= 1, "soft layer: need G >= 0, M >= 1, S >= 1");
@@ -590,6 +701,10 @@ SoftLayerResult softMoELayer(const SoftLayerInputs &in) {
         for (int64_t d = 0; d < D; ++d)
           slot[d] += w * double(x[d]);
       }
+      // Slot inputs are rounded to T before the experts (not for f32).
+      if (type != ElementType::F32)
+        for (int64_t d = 0; d < D; ++d)
+          slot[d] = roundTo(type, slot[d]);
       expertForward(ex, j / S, slot, res.slotOutputs.data() + (g * ES + j) * D);
     }
     // Outputs.
@@ -603,7 +718,7 @@ SoftLayerResult softMoELayer(const SoftLayerInputs &in) {
           acc[size_t(d)] += w * yt[d];
       }
       for (int64_t d = 0; d < D; ++d)
-        res.y[size_t((g * M + m) * D + d)] = float(acc[size_t(d)]);
+        res.y[size_t((g * M + m) * D + d)] = float(roundTo(type, acc[size_t(d)]));
     }
   }
   return res;
@@ -645,7 +760,7 @@ std::vector<float> randomNormal(int64_t n, uint64_t seed, double stddev) {
 }
 
 Experts randomExperts(int64_t E, int64_t D, int64_t H, Activation act,
-                      bool withBiases, uint64_t seed) {
+                      bool withBiases, uint64_t seed, ElementType type) {
   Experts ex;
   ex.numExperts = E;
   ex.modelDim = D;
@@ -661,12 +776,15 @@ Experts randomExperts(int64_t E, int64_t D, int64_t H, Activation act,
     ex.b1 = randomNormal(E * C, sb1, 0.1);
     ex.b2 = randomNormal(E * D, sb2, 0.1);
   }
+  ex.elementType = type;
+  ex = roundedExperts(ex);
   return ex;
 }
 
 LayerInputs randomLayerInputs(int64_t T, int64_t D, int64_t E, int64_t H,
                               Activation act, bool withRouterBias,
-                              bool withExpertBiases, uint64_t seed) {
+                              bool withExpertBiases, uint64_t seed,
+                              ElementType type) {
   LayerInputs in;
   in.numTokens = T;
   TestRng seeds(seed ^ 0x726F757465722121ull);
@@ -675,7 +793,10 @@ LayerInputs randomLayerInputs(int64_t T, int64_t D, int64_t E, int64_t H,
   const uint64_t sbr = seeds.next(), sex = seeds.next();
   if (withRouterBias)
     in.br = randomNormal(E, sbr, 0.1);
-  in.experts = randomExperts(E, D, H, act, withExpertBiases, sex);
+  in.experts = randomExperts(E, D, H, act, withExpertBiases, sex, type);
+  roundAll(type, in.x);
+  roundAll(type, in.wr);
+  roundAll(type, in.br);
   return in;
 }
 

@@ -7,6 +7,44 @@
 // Data layout: every tensor is a row-major std::vector<float> (element type
 // f32 in and out); shapes are given by the integer fields of the structs.
 //
+// Element types (DESIGN 3): Experts::elementType is the layer's element type
+// T (f32 by default). For T = bf16/f16 the values of x, the router and the
+// experts are values of T (every std::vector<float> holds exactly
+// representable values; moeLayer/softMoELayer round their inputs to T first,
+// a no-op for data made by randomLayerInputs/randomExperts with that type),
+// and the reference rounds exactly where the design says:
+//   - routing from those values, in double (f32-or-better);
+//   - expert FFN: GEMM1 accumulated in double, bias and activation, then h
+//     ROUNDED TO T (for gated activations h = act(u[:H]) * u[H:], then
+//     rounded); GEMM2 accumulated in double, bias, not rounded;
+//   - the weighted sum over a token's experts in double, then y rounded to T
+//     once (returned as the f32 value of that T value);
+//   - Soft MoE: logits and softmaxes in double, slot inputs X~ rounded to T
+//     before the experts, combine in double, y rounded to T once.
+// Every rounding is one round-to-nearest-even step from double to T
+// (roundTo), overflow gives +-inf. With T = f32 nothing changes: h and the
+// slots stay in double and only y is rounded (to f32).
+//
+// Tolerance for compiled bf16/f16 results against this reference
+// ----------------------------------------------------------------
+// Let u be T's unit roundoff (2^-8 for bf16, 2^-11 for f16); one ulp of a
+// value b is at most 2u|b|. The compiled code accumulates in f32 where the
+// reference uses double; those differences are relative ~sqrt(n) 2^-24 and
+// matter only through the two roundings to T:
+//   - h: an entry whose exact value lies within that f32 error of a rounding
+//     boundary of T rounds to the neighbour, one ulp of T (|h_j| 2u) off.
+//     This happens to a fraction ~sqrt(D) 2^-24 / u of the entries (~1e-4 at
+//     D = 1024 for bf16): a few entries, each moving y by w 2u |h_j| |W2[j,:]|,
+//     far below |y|'s typical size (a sum over H such terms);
+//   - y: the pre-rounding values differ slightly, so y may round to the
+//     adjacent value of T: one ulp, at most 2u|y|.
+// Hence the per-element check |a - b| <= atol + rtol |b| with
+//   rtol = 4u (two ulps of T: 2^-6 for bf16, 2^-9 for f16) and
+//   atol = 2u max|b| (2^-7 resp. 2^-10 times the largest |expected|),
+// the atol covering elements near zero (where cancellation leaves the h
+// flips and f32 accumulation errors of the larger terms). `moe-ref compare
+// --dtype bf16|f16` applies exactly these bounds (tolerance(T) below).
+//
 // Precision choices
 // -----------------
 // * All arithmetic is done in double with double accumulation (router logits,
@@ -64,6 +102,32 @@ namespace ref {
 
 enum class Activation { Gelu, GeluTanh, Relu, Silu, SwiGLU, GeGLU };
 
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+enum class ElementType { F32, BF16, F16 };
+
+/// "f32", "bf16", "f16".
+const char *elementTypeName(ElementType type);
+/// Parses an element type name; returns false when unknown.
+bool parseElementType(const std::string &name, ElementType &type);
+/// v rounded to T with one round-to-nearest-even step (ties to even,
+/// subnormals of T kept, overflow to +-inf, NaN stays NaN, the sign of zero
+/// kept); for F32 the nearest float.
+double roundTo(ElementType type, double v);
+/// Every element rounded to T in place.
+void roundAll(ElementType type, std::vector<float> &v);
+/// T's unit roundoff u: 2^-24, 2^-8, 2^-11 (one ulp of b is at most 2u|b|).
+double unitRoundoff(ElementType type);
+/// The per-element check |a - b| <= atol + rtol |b| of the header comment:
+/// rtol = 4u, atol = atolScale * max|b| with atolScale = 2u.
+struct Tolerance {
+  double rtol;
+  double atolScale;
+};
+Tolerance tolerance(ElementType type);
+
 /// True for swiglu/geglu: W1 is [E, D, 2H] and h = act(u[:H]) * u[H:].
 bool isGated(Activation act);
 /// The element-wise activation: gelu (erf), gelu_tanh, relu, silu; for the
@@ -85,6 +149,9 @@ struct Experts {
   int64_t modelDim = 0;   // D
   int64_t hiddenDim = 0;  // H (W2 is [E, H, D]; gated W1 is [E, D, 2H])
   Activation activation = Activation::Gelu;
+  /// The element type T of the weights, of h, and of the layer that uses
+  /// these experts (see the header comment).
+  ElementType elementType = ElementType::F32;
   std::vector<float> w1; // [E, D, H] or [E, D, 2H] when gated
   std::vector<float> w2; // [E, H, D]
   std::vector<float> b1; // empty, or [E, H] / [E, 2H] when gated
@@ -96,7 +163,8 @@ struct Experts {
   void verify() const;
 };
 
-/// f_e(x) for one row: x has D doubles, out receives D doubles.
+/// f_e(x) for one row: x has D doubles, out receives D doubles. For T =
+/// bf16/f16 h is rounded to T (the weights are used as they are).
 void expertForward(const Experts &experts, int64_t e, const double *x,
                    double *out);
 /// Same for an f32 row.
@@ -194,6 +262,7 @@ double trimmedLassoLoss(const std::vector<double> &g, int64_t numTokens,
 // moe.layer
 //===----------------------------------------------------------------------===//
 
+/// The layer's element type is experts.elementType.
 struct LayerInputs {
   int64_t numTokens = 0; // T
   std::vector<float> x;  // [T, D]
@@ -246,6 +315,7 @@ LayerResult moeLayer(const LayerInputs &in, const LayerOptions &options);
 // moe.soft_layer
 //===----------------------------------------------------------------------===//
 
+/// The layer's element type is experts.elementType.
 struct SoftLayerInputs {
   int64_t numGroups = 0;       // G
   int64_t groupSize = 0;       // M
@@ -293,16 +363,20 @@ private:
 std::vector<float> randomNormal(int64_t n, uint64_t seed, double stddev = 1.0);
 
 /// Random experts: W1 ~ N(0, 1/D), W2 ~ N(0, 1/H), biases ~ N(0, 0.1^2)
-/// when withBiases. Deterministic in seed.
+/// when withBiases. Deterministic in seed. For T = bf16/f16 the same values
+/// rounded to T (and elementType = T).
 Experts randomExperts(int64_t numExperts, int64_t modelDim, int64_t hiddenDim,
-                      Activation act, bool withBiases, uint64_t seed);
+                      Activation act, bool withBiases, uint64_t seed,
+                      ElementType type = ElementType::F32);
 
 /// Random moe.layer inputs: x ~ N(0, 1), Wr ~ N(0, 1/D), br ~ N(0, 0.1^2)
-/// when withRouterBias, experts as randomExperts. Deterministic in seed.
+/// when withRouterBias, experts as randomExperts. Deterministic in seed; for
+/// T = bf16/f16 the same values rounded to T.
 LayerInputs randomLayerInputs(int64_t numTokens, int64_t modelDim,
                               int64_t numExperts, int64_t hiddenDim,
                               Activation act, bool withRouterBias,
-                              bool withExpertBiases, uint64_t seed);
+                              bool withExpertBiases, uint64_t seed,
+                              ElementType type = ElementType::F32);
 
 /// Relative-or-absolute closeness: |a - b| <= atol + rtol * |b| elementwise;
 /// returns the index of the first mismatch (0 when the sizes differ; NaN

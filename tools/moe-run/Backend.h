@@ -66,12 +66,22 @@ private:
 
 /// One argument or result of the entry function.
 struct ValueInfo {
+  /// A dynamic dimension in `shape`.
+  static constexpr int64_t kDynamic = -1;
   /// The position among the arguments (or results).
   unsigned index = 0;
-  /// The type as MLIR prints it, e.g. "tensor<64x128xf32>".
+  /// The type as MLIR prints it, e.g. "tensor<64x128xf32>" or
+  /// "tensor<?x128xf32>".
   std::string typeString;
   io::DType dtype = io::DType::F32;
+  /// The declared shape; kDynamic for `?`.
   std::vector<int64_t> shape;
+  bool hasDynamicShape() const {
+    for (int64_t d : shape)
+      if (d == kDynamic)
+        return true;
+    return false;
+  }
   /// The `moe.param` name of an argument, if any.
   std::optional<std::string> param;
 };
@@ -81,6 +91,14 @@ struct Signature {
   std::string name;
   std::vector<ValueInfo> arguments;
   std::vector<ValueInfo> results;
+  /// True when some result has a dynamic dimension: its size is known only
+  /// once the function has run.
+  bool hasDynamicResults() const {
+    for (const ValueInfo &r : results)
+      if (r.hasDynamicShape())
+        return true;
+    return false;
+  }
 };
 
 /// A way to run the entry function of a module.
@@ -94,9 +112,12 @@ public:
   /// returned error is one line without the "moe-run: " prefix.
   virtual llvm::Error compile(mlir::ModuleOp module,
                               const Signature &signature) = 0;
-  /// Runs the function once. `arguments` and `results` match the signature
-  /// (types and shapes); `results` are overwritten. The arguments are left
-  /// unchanged.
+  /// Runs the function once. `arguments` match the signature (dtypes, and
+  /// shapes up to the dynamic dimensions, which the caller has chosen).
+  /// Without dynamically shaped results, `results` match the signature's
+  /// static shapes and are overwritten; with them, the backend replaces
+  /// `results` by one tensor per result of the shape the function returned.
+  /// The arguments are left unchanged.
   virtual llvm::Error run(std::vector<HostTensor> &arguments,
                           std::vector<HostTensor> &results) = 0;
 };
@@ -110,7 +131,8 @@ struct CpuBackendOptions {
   bool parallel = true;
 };
 
-/// The host backend: moe::buildCpuPipeline (results as out-parameters), then
+/// The host backend: moe::buildCpuPipeline (results as out-parameters, or
+/// returned memref descriptors when a result is dynamically shaped), then
 /// MLIR's ExecutionEngine (LLVM -O3, JIT) calling `_mlir_ciface_<entry>`.
 std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options);
 /// Messages of libMoECudaRuntime start with "moe-runtime: "; moe-run prints

@@ -23,6 +23,20 @@
 // the i-th argument value; for the ciface function the values are the
 // descriptor pointers, so args[i] is a `Desc_i **`.
 //
+// Dynamically shaped results (their size is known only once the function has
+// run) are returned instead: the CPU backend then lowers without
+// results-to-out-params, and the entry becomes
+//
+//   void _mlir_ciface_<entry>(Ret *ret, Desc_0 *arg0, ..., Desc_n *argn)
+//
+// where Ret is the result's descriptor for one result and a struct of the
+// results' descriptors (in order, all fields 64-bit words, so no padding)
+// for several. The callee allocated the returned buffers (malloc); run()
+// copies each into a HostTensor of the returned sizes (honouring offset and
+// strides) and frees each distinct allocated pointer once, except pointers
+// of the caller's argument buffers (a function may return an argument) and
+// the 0xdeadbeef that memref.get_global puts in the allocated field.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tools/moe-run/Backend.h"
@@ -46,6 +60,7 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir;
@@ -84,15 +99,23 @@ public:
                   std::vector<HostTensor> &results) override;
 
 protected:
-  /// Adds the lowering to the LLVM dialect (results as out-parameters).
-  virtual void buildPipeline(OpPassManager &pm) = 0;
+  /// Adds the lowering to the LLVM dialect: results as out-parameters, or
+  /// returned (when `resultsToOutParams` is false).
+  virtual void buildPipeline(OpPassManager &pm, bool resultsToOutParams) = 0;
+  /// Whether the backend can return results (dynamically shaped ones).
+  virtual bool canReturnResults() const { return true; }
   /// Checked after every run (asynchronous device errors surface here).
   virtual llvm::Error afterRun() { return llvm::Error::success(); }
 
   CpuBackendOptions options;
 
 private:
+  llvm::Error runReturningResults(std::vector<HostTensor> &arguments,
+                                  std::vector<HostTensor> &results);
+
   Signature signature;
+  /// The results come back as descriptors (see the file comment).
+  bool returnsResults = false;
   std::unique_ptr<llvm::TargetMachine> hostMachine;
   std::unique_ptr<ExecutionEngine> engine;
   void (*entry)(void **) = nullptr;
@@ -104,9 +127,9 @@ public:
   const char *name() const override { return "cpu"; }
 
 private:
-  void buildPipeline(OpPassManager &pm) override {
+  void buildPipeline(OpPassManager &pm, bool resultsToOutParams) override {
     mlir::moe::CpuPipelineOptions pipelineOptions;
-    pipelineOptions.resultsToOutParams = true;
+    pipelineOptions.resultsToOutParams = resultsToOutParams;
     pipelineOptions.parallel = options.parallel;
     mlir::moe::buildCpuPipeline(pm, pipelineOptions);
   }
@@ -124,7 +147,10 @@ public:
   const char *name() const override { return "cuda"; }
 
 private:
-  void buildPipeline(OpPassManager &pm) override {
+  // The GPU path's result buffers are not known to be malloc'ed host memory.
+  bool canReturnResults() const override { return false; }
+  void buildPipeline(OpPassManager &pm, bool resultsToOutParams) override {
+    (void)resultsToOutParams;
     mlir::moe::NVPTXPipelineOptions pipelineOptions;
     pipelineOptions.chip = chip;
     pipelineOptions.features = "+ptx80";
@@ -144,6 +170,16 @@ private:
 
 llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   signature = sig;
+  returnsResults = sig.hasDynamicResults();
+  if (returnsResults && !canReturnResults()) {
+    for (const ValueInfo &r : sig.results)
+      if (r.hasDynamicShape())
+        return llvm::createStringError(
+            std::string("the ") + name() +
+            " backend does not support dynamically shaped results yet (@" +
+            sig.name + " result #" + std::to_string(r.index) + " has type " +
+            r.typeString + "); use --device=cpu");
+  }
   MLIRContext *ctx = module.getContext();
   auto func = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
       module, StringAttr::get(ctx, sig.name));
@@ -162,7 +198,7 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   PassManager pm(ctx, module.getOperationName());
   if (failed(applyPassManagerCLOptions(pm)))
     return llvm::createStringError("invalid pass manager options");
-  buildPipeline(pm);
+  buildPipeline(pm, /*resultsToOutParams=*/!returnsResults);
   if (failed(pm.run(module)))
     return llvm::createStringError("lowering @" + sig.name + " for the " +
                                    name() + " failed");
@@ -226,6 +262,8 @@ llvm::Error JitBackend::run(std::vector<HostTensor> &arguments,
                             std::vector<HostTensor> &results) {
   if (!entry)
     return llvm::createStringError("run() before compile()");
+  if (returnsResults)
+    return runReturningResults(arguments, results);
   if (arguments.size() != signature.arguments.size() ||
       results.size() != signature.results.size())
     return llvm::createStringError("internal error: wrong buffer count");
@@ -247,6 +285,130 @@ llvm::Error JitBackend::run(std::vector<HostTensor> &arguments,
 
   entry(packed.data());
   return afterRun();
+}
+
+/// Copies the strided memref behind one returned descriptor (`words` points
+/// at its allocated pointer) into a new row-major HostTensor.
+llvm::Expected<HostTensor> copyReturned(const int64_t *words,
+                                        const ValueInfo &info) {
+  const int64_t rank = static_cast<int64_t>(info.shape.size());
+  const uint8_t *aligned;
+  std::memcpy(&aligned, &words[1], sizeof(aligned));
+  const int64_t offset = words[2];
+  std::vector<int64_t> sizes(words + 3, words + 3 + rank);
+  std::vector<int64_t> strides(words + 3 + rank, words + 3 + 2 * rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (sizes[d] < 0 ||
+        (info.shape[d] != ValueInfo::kDynamic && sizes[d] != info.shape[d]))
+      return llvm::createStringError(
+          "result #" + std::to_string(info.index) + " (" + info.typeString +
+          ") came back with size " + std::to_string(sizes[d]) +
+          " in dimension " + std::to_string(d));
+  HostTensor tensor(info.dtype, sizes);
+  if (!tensor.ok())
+    return llvm::createStringError(
+        "cannot allocate " + std::to_string(tensor.byteSize()) +
+        " bytes for result #" + std::to_string(info.index));
+  const int64_t n = tensor.numElements();
+  if (n == 0)
+    return std::move(tensor);
+  const size_t elem = io::elementSize(info.dtype);
+  // Row-major and contiguous: one copy.
+  bool contiguous = true;
+  for (int64_t d = rank - 1, want = 1; d >= 0; --d) {
+    if (sizes[d] != 1 && strides[d] != want)
+      contiguous = false;
+    want *= sizes[d];
+  }
+  if (contiguous) {
+    std::memcpy(tensor.data(), aligned + offset * elem, tensor.byteSize());
+    return std::move(tensor);
+  }
+  std::vector<int64_t> index(rank, 0);
+  uint8_t *out = tensor.data();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t pos = offset;
+    for (int64_t d = 0; d < rank; ++d)
+      pos += index[d] * strides[d];
+    std::memcpy(out + i * elem, aligned + pos * elem, elem);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++index[d] < sizes[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return std::move(tensor);
+}
+
+llvm::Error JitBackend::runReturningResults(std::vector<HostTensor> &arguments,
+                                            std::vector<HostTensor> &results) {
+  if (arguments.size() != signature.arguments.size())
+    return llvm::createStringError("internal error: wrong buffer count");
+  // The returned descriptors, back to back.
+  size_t words = 0;
+  for (const ValueInfo &r : signature.results)
+    words += 3 + 2 * r.shape.size();
+  std::vector<int64_t> returned(std::max<size_t>(words, 1), 0);
+  void *returnedPtr = returned.data();
+
+  std::vector<std::vector<int64_t>> descriptors;
+  descriptors.reserve(arguments.size());
+  for (HostTensor &t : arguments)
+    descriptors.push_back(makeDescriptor(t));
+  std::vector<void *> descriptorPtrs;
+  descriptorPtrs.reserve(descriptors.size());
+  for (auto &d : descriptors)
+    descriptorPtrs.push_back(d.data());
+  std::vector<void *> packed;
+  packed.reserve(descriptorPtrs.size() + 1);
+  packed.push_back(&returnedPtr);
+  for (void *&p : descriptorPtrs)
+    packed.push_back(&p);
+
+  entry(packed.data());
+  llvm::Error status = afterRun();
+
+  // Copy every result first (two results may share a buffer), then free.
+  std::vector<HostTensor> copies;
+  std::vector<void *> allocated;
+  llvm::Error copyError = llvm::Error::success();
+  size_t at = 0;
+  for (const ValueInfo &r : signature.results) {
+    void *ptr;
+    std::memcpy(&ptr, &returned[at], sizeof(ptr));
+    allocated.push_back(ptr);
+    if (!copyError) {
+      auto copy = copyReturned(&returned[at], r);
+      if (copy)
+        copies.push_back(std::move(*copy));
+      else
+        copyError = copy.takeError();
+    }
+    at += 3 + 2 * r.shape.size();
+  }
+  // A returned argument, or a global's placeholder, is not ours to free.
+  void *const globalPlaceholder = reinterpret_cast<void *>(uintptr_t(0xdeadbeef));
+  for (size_t i = 0; i < allocated.size(); ++i) {
+    void *ptr = allocated[i];
+    if (!ptr || ptr == globalPlaceholder)
+      continue;
+    if (std::find(allocated.begin(), allocated.begin() + i, ptr) !=
+        allocated.begin() + i)
+      continue;
+    bool isArgument = false;
+    for (HostTensor &arg : arguments)
+      isArgument |= static_cast<void *>(arg.data()) == ptr;
+    if (!isArgument)
+      std::free(ptr);
+  }
+  if (status) {
+    llvm::consumeError(std::move(copyError));
+    return status;
+  }
+  if (copyError)
+    return copyError;
+  results = std::move(copies);
+  return llvm::Error::success();
 }
 
 } // namespace

@@ -1,8 +1,8 @@
 //===- moe-run.cpp - compile and run one function of a moe module ---------===//
 //
 // moe-run FILE.mlir [--entry=NAME] [--input=X.npy]... [--params=P.safetensors]
-//         [--fill-random [--seed=N]] [--output=Y.npy]... [--repeat=N]
-//         [--device=auto|cpu|cuda]
+//         [--fill-random [--seed=N] [--dynamic-size=N]] [--output=Y.npy]...
+//         [--repeat=N] [--timing] [--device=auto|cpu|cuda]
 //
 // Parses FILE (moe + every upstream dialect), records the entry function's
 // signature, binds its arguments from .npy / .safetensors files or seeded
@@ -88,7 +88,9 @@ llvm::cl::opt<std::string>
 llvm::cl::list<std::string> inputPaths(
     "input",
     llvm::cl::desc("Binds the next argument without moe.param, in order "
-                   "(repeatable; dtype and shape must match exactly)"),
+                   "(repeatable; the dtype must match, except that f32 binds "
+                   "to bf16/f16 by rounding to nearest even; static "
+                   "dimensions must match, dynamic ones take the file's)"),
     llvm::cl::value_desc("PATH.npy"), llvm::cl::cat(runCategory));
 
 llvm::cl::opt<std::string> paramsPath(
@@ -109,6 +111,13 @@ llvm::cl::opt<uint64_t>
          llvm::cl::value_desc("N"), llvm::cl::init(0),
          llvm::cl::cat(runCategory));
 
+llvm::cl::opt<int64_t> dynamicSize(
+    "dynamic-size",
+    llvm::cl::desc("With --fill-random, the size of every dynamic dimension "
+                   "of an argument it fills (default 16, >= 1)"),
+    llvm::cl::value_desc("N"), llvm::cl::init(16),
+    llvm::cl::cat(runCategory));
+
 llvm::cl::list<std::string> outputPaths(
     "output",
     llvm::cl::desc("Writes a result (repeatable; give one per result, or "
@@ -121,6 +130,12 @@ llvm::cl::opt<unsigned>
                           "'median-ms: X' (default 0: a single untimed run)"),
            llvm::cl::value_desc("N"), llvm::cl::init(0),
            llvm::cl::cat(runCategory));
+
+llvm::cl::opt<bool> timing(
+    "timing",
+    llvm::cl::desc("Print 'compile-ms: X', the time of lowering and JIT "
+                   "compilation in milliseconds"),
+    llvm::cl::cat(runCategory));
 
 llvm::cl::opt<Device> device(
     "device", llvm::cl::desc("Where to run (default auto)"),
@@ -149,11 +164,15 @@ llvm::cl::opt<bool> dumpLowered(
 const char *const overview =
     R"(moe-run: compile and run one function of a moe module
 
-Arguments. The entry's arguments must be statically shaped ranked tensors of
-f32, f16, bf16, i32 or i64. Arguments with {moe.param = "NAME"} are
-parameters, bound by name from --params; the others are inputs, bound in
-order by --input (no dtype conversion for .npy files). Results must be
-statically shaped tensors of the same element types.
+Arguments. The entry's arguments must be ranked tensors of f32, f16, bf16,
+i32 or i64. Arguments with {moe.param = "NAME"} are parameters, bound by name
+from --params; the others are inputs, bound in order by --input. An f32 .npy
+binds to a bf16 or f16 argument by rounding to nearest even; otherwise the
+.npy's dtype must be the argument's. Static dimensions must match the file;
+a dynamic dimension (tensor<?x64xf32>) takes its size from the file, or,
+with --fill-random, the size --dynamic-size=N (default 16). Results are
+ranked tensors of the same element types; a dynamically shaped result gets
+the size the function returns.
 
 --fill-random. Every argument not bound by a file gets values from a
 deterministic generator: a splitmix64 generator seeded with --seed gives one
@@ -167,20 +186,27 @@ with u1, u2 uniform in (0, 1] built from the top 53 bits of two successive
                                          D for [D,E] and [E,D,H], H for [E,H,D])
   parameters of rank 1, shape [N]:       scale 1/sqrt(N)
   parameters of rank 0:                  scale 1
+(the shape after --dynamic-size is applied).
 Integer arguments (e.g. a tensor<i64> seed) get the value of --seed in every
 element (truncated to 32 bits for i32).
 
 Output. Per result, one line on stdout:
   result #I: TYPE checksum: sum=S abs_sum=A
-where S and A are the sum and the sum of absolute values of the elements,
-accumulated as double, printed with printf's %.6e. With --repeat=N a line
+where TYPE is the result's type with the sizes it came back with (e.g.
+tensor<37x4xf32> for a tensor<?x4xf32> result), and S and A are the sum and
+the sum of absolute values of the elements (bf16/f16 widened exactly),
+accumulated as double, printed with printf's %.6e. With --timing a line
+  compile-ms: X
+follows (X: lowering plus JIT compilation in milliseconds, %.3f), and with
+--repeat=N a line
   median-ms: X
-follows (X: the median wall time of the N timed runs in milliseconds, %.3f).
---output writes results as .npy (bf16 results are written as f32, numpy has
-no bfloat16).
+(X: the median wall time of the N timed runs in milliseconds, %.3f).
+--output writes results as .npy: bf16 results as f32 (exact; numpy has no
+bfloat16), f16 results as f16, the others in their own dtype.
 
-The CPU path lowers with moe's cpu pipeline (results as out-parameters) and
-JIT-compiles at -O3; the function never writes into its argument buffers.
+The CPU path lowers with moe's cpu pipeline (results as out-parameters, or
+returned when a result is dynamically shaped) and JIT-compiles at -O3; the
+function never writes into its argument buffers.
 
 Errors: one line on stderr starting with "moe-run: ", exit code 1.
 )";
@@ -226,21 +252,55 @@ std::optional<io::DType> toDType(Type type) {
 std::optional<std::string> describeType(Type type, ValueInfo &info) {
   info.typeString = typeToString(type);
   auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape())
+  if (!tensor)
     return "has type " + info.typeString +
-           "; moe-run supports statically shaped ranked tensors of f32, "
-           "f16, bf16, i32 and i64";
+           "; moe-run supports ranked tensors of f32, f16, bf16, i32 and i64";
   auto dtype = toDType(tensor.getElementType());
   if (!dtype)
     return "has element type " + typeToString(tensor.getElementType()) + " (" +
            info.typeString + "); moe-run supports f32, f16, bf16, i32 and i64";
   info.dtype = *dtype;
-  info.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+  for (int64_t d : tensor.getShape())
+    info.shape.push_back(ShapedType::isDynamic(d) ? ValueInfo::kDynamic : d);
+  if (info.hasDynamicShape())
+    return std::nullopt; // Checked once the sizes are known.
   auto count = io::shapeNumElements(info.shape);
   // Refuse sizes that cannot possibly be allocated (> 2^48 bytes).
   if (!count || *count > (int64_t(1) << 48) /
                              static_cast<int64_t>(io::elementSize(*dtype)))
     return "has type " + info.typeString + ", too large to allocate";
+  return std::nullopt;
+}
+
+/// "tensor<37x4xf32>": a tensor type with concrete sizes.
+std::string concreteTypeString(io::DType dtype,
+                               const std::vector<int64_t> &shape) {
+  std::string s = "tensor<";
+  for (int64_t d : shape)
+    s += std::to_string(d) + "x";
+  return s + io::dtypeName(dtype) + ">";
+}
+
+/// Whether `actual` fits the declared `shape` (same rank, the same sizes
+/// where static).
+bool shapeFits(const std::vector<int64_t> &shape,
+               const std::vector<int64_t> &actual) {
+  if (shape.size() != actual.size())
+    return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != ValueInfo::kDynamic && shape[d] != actual[d])
+      return false;
+  return true;
+}
+
+/// An error when a tensor of `shape` cannot possibly be allocated (> 2^48
+/// bytes).
+std::optional<std::string> checkAllocatable(io::DType dtype,
+                                            const std::vector<int64_t> &shape) {
+  auto count = io::shapeNumElements(shape);
+  if (!count || *count > (int64_t(1) << 48) /
+                             static_cast<int64_t>(io::elementSize(dtype)))
+    return "too large to allocate";
   return std::nullopt;
 }
 
@@ -277,6 +337,7 @@ struct SplitMix64 {
 
 void fillRandomValues(HostTensor &tensor, const ValueInfo &info,
                       uint64_t streamSeed, uint64_t userSeed) {
+  // The fan-in below is that of the concrete shape (after --dynamic-size).
   const int64_t n = tensor.numElements();
   uint8_t *out = tensor.data();
   switch (info.dtype) {
@@ -297,7 +358,7 @@ void fillRandomValues(HostTensor &tensor, const ValueInfo &info,
   }
   double scale = 1.0;
   if (info.param) {
-    const auto &shape = info.shape;
+    const auto &shape = tensor.shape();
     int64_t fanIn = 1;
     if (shape.size() >= 2)
       fanIn = shape[shape.size() - 2];
@@ -488,6 +549,11 @@ int runMain(int argc, char **argv) {
   // Cheap flag checks first.
   if (seed.getNumOccurrences() && !fillRandom)
     return fail("--seed has no effect without --fill-random");
+  if (dynamicSize.getNumOccurrences() && !fillRandom)
+    return fail("--dynamic-size has no effect without --fill-random");
+  if (dynamicSize < 1)
+    return fail("--dynamic-size must be >= 1, got " +
+                llvm::Twine(static_cast<int64_t>(dynamicSize)));
   std::string deviceNote;
   auto backend = selectBackend(device, deviceNote);
   if (!backend)
@@ -544,23 +610,52 @@ int runMain(int argc, char **argv) {
                 "or --fill-random");
   }
 
-  // Bind the arguments.
-  std::vector<HostTensor> arguments, results;
-  if (!allocate(sig.arguments, "argument", arguments) ||
-      !allocate(sig.results, "result", results))
+  // Bind the arguments. Each is allocated once its shape is known: from its
+  // file (dynamic dimensions take the file's sizes) or, for the ones
+  // --fill-random fills, from the signature and --dynamic-size.
+  std::vector<HostTensor> arguments(sig.arguments.size()), results;
+  if (!sig.hasDynamicResults() && !allocate(sig.results, "result", results))
     return 1;
   std::vector<bool> bound(sig.arguments.size(), false);
+  // Allocates argument `arg` with `shape` and copies `tensor` into it.
+  auto bind = [&](const ValueInfo &arg, const io::Tensor &tensor) -> bool {
+    if (auto error = checkAllocatable(arg.dtype, tensor.shape)) {
+      fail(describeArgument(arg) + " (" +
+           concreteTypeString(arg.dtype, tensor.shape) + ") is " + *error);
+      return false;
+    }
+    arguments[arg.index] = HostTensor(arg.dtype, tensor.shape);
+    if (!arguments[arg.index].ok()) {
+      fail("cannot allocate " + llvm::Twine(arguments[arg.index].byteSize()) +
+           " bytes for " + describeArgument(arg));
+      return false;
+    }
+    arguments[arg.index].assign(tensor);
+    bound[arg.index] = true;
+    return true;
+  };
 
   for (auto [path, arg] : llvm::zip(inputPaths, inputArgs)) {
     auto tensor = io::readNpy(path);
     if (!tensor)
       return fail(tensor.error());
-    if (tensor->dtype != arg->dtype || tensor->shape != arg->shape)
+    // An f32 .npy binds to a bf16/f16 argument by rounding to nearest even.
+    bool convertible = tensor->dtype == io::DType::F32 &&
+                       (arg->dtype == io::DType::BF16 ||
+                        arg->dtype == io::DType::F16);
+    if ((tensor->dtype != arg->dtype && !convertible) ||
+        !shapeFits(arg->shape, tensor->shape))
       return fail("--input " + path + " for " + describeArgument(*arg) +
                   ": expected " + arg->typeString + ", got " +
                   fileTensorDesc(tensor->dtype, tensor->shape, false));
-    arguments[arg->index].assign(*tensor);
-    bound[arg->index] = true;
+    if (convertible) {
+      auto converted = io::convertTensor(*tensor, arg->dtype);
+      if (!converted)
+        return fail(converted.error());
+      *tensor = converted.take();
+    }
+    if (!bind(*arg, *tensor))
+      return 1;
   }
 
   if (!paramsPath.empty()) {
@@ -580,7 +675,7 @@ int runMain(int argc, char **argv) {
                             argName(arg->index) + ") in " + paramsPath;
       bool convertible =
           io::isFloatType(entry->dtype) && io::isFloatType(arg->dtype);
-      if (entry->shape != arg->shape ||
+      if (!shapeFits(arg->shape, entry->shape) ||
           (entry->dtype != arg->dtype && !convertible))
         return fail(subject + ": expected " + arg->typeString + ", got " +
                     fileTensorDesc(entry->dtype, entry->shape, true));
@@ -589,9 +684,30 @@ int runMain(int argc, char **argv) {
                         : params->get(*arg->param, arg->dtype);
       if (!tensor)
         return fail(tensor.error());
-      arguments[arg->index].assign(*tensor);
-      bound[arg->index] = true;
+      if (!bind(*arg, *tensor))
+        return 1;
     }
+  }
+
+  // The arguments --fill-random fills: dynamic dimensions get --dynamic-size.
+  for (const ValueInfo &arg : sig.arguments) {
+    if (bound[arg.index] || !fillRandom)
+      continue;
+    std::vector<int64_t> shape = arg.shape;
+    for (int64_t &d : shape)
+      if (d == ValueInfo::kDynamic)
+        d = dynamicSize;
+    if (auto error = checkAllocatable(arg.dtype, shape))
+      return fail(describeArgument(arg) + " (" +
+                  concreteTypeString(arg.dtype, shape) + ", --dynamic-size=" +
+                  llvm::Twine(static_cast<int64_t>(dynamicSize)) + ") is " +
+                  *error);
+    arguments[arg.index] = HostTensor(arg.dtype, shape);
+    if (!arguments[arg.index].ok())
+      return fail("cannot allocate " +
+                  llvm::Twine(arguments[arg.index].byteSize()) +
+                  " bytes for " + describeArgument(arg) + " (" +
+                  arg.typeString + ")");
   }
 
   if (fillRandom) {
@@ -611,8 +727,12 @@ int runMain(int argc, char **argv) {
   // Compile and run.
   if (!deviceNote.empty())
     llvm::errs() << deviceNote << "\n";
+  auto compileStart = std::chrono::steady_clock::now();
   if (llvm::Error err = backend->compile(*module, sig))
     return fail(llvm::toString(std::move(err)));
+  double compileMs = std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - compileStart)
+                         .count();
 
   std::vector<double> times;
   unsigned runs = repeat ? repeat + 1 : 1;
@@ -625,6 +745,11 @@ int runMain(int argc, char **argv) {
       times.push_back(
           std::chrono::duration<double, std::milli>(end - start).count());
   }
+
+  if (results.size() != sig.results.size())
+    return fail("internal error: " + llvm::Twine(results.size()) +
+                " results came back, expected " +
+                llvm::Twine(sig.results.size()));
 
   // Outputs first: a failure to write leaves stdout empty.
   for (auto [path, result] : llvm::zip(outputPaths, results)) {
@@ -645,10 +770,16 @@ int runMain(int argc, char **argv) {
       sum += v;
       absSum += std::fabs(v);
     }
-    llvm::outs() << "result #" << i << ": " << sig.results[i].typeString
+    const ValueInfo &info = sig.results[i];
+    llvm::outs() << "result #" << i << ": "
+                 << (info.hasDynamicShape()
+                         ? concreteTypeString(info.dtype, result.shape())
+                         : info.typeString)
                  << " checksum: sum=" << llvm::format("%.6e", sum)
                  << " abs_sum=" << llvm::format("%.6e", absSum) << "\n";
   }
+  if (timing)
+    llvm::outs() << "compile-ms: " << llvm::format("%.3f", compileMs) << "\n";
   if (!times.empty()) {
     std::sort(times.begin(), times.end());
     size_t n = times.size();

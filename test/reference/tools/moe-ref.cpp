@@ -272,6 +272,31 @@ io::Tensor f32Tensor(std::vector<int64_t> shape, const std::vector<float> &v) {
   return io::Tensor::fromValues(io::DType::F32, std::move(shape), v);
 }
 
+io::DType toIODType(ref::ElementType type) {
+  switch (type) {
+  case ref::ElementType::BF16:
+    return io::DType::BF16;
+  case ref::ElementType::F16:
+    return io::DType::F16;
+  case ref::ElementType::F32:
+    break;
+  }
+  return io::DType::F32;
+}
+
+/// A parameter tensor in the layer's element type (the values are values of
+/// that type, so the conversion is exact).
+io::Tensor paramTensor(std::vector<int64_t> shape, const std::vector<float> &v,
+                       ref::ElementType type) {
+  io::Tensor t = f32Tensor(std::move(shape), v);
+  if (type == ref::ElementType::F32)
+    return t;
+  io::Result<io::Tensor> converted = io::convertTensor(t, toIODType(type));
+  if (!converted)
+    die(converted.error());
+  return converted.take();
+}
+
 void writeParams(const std::string &path,
                  const std::map<std::string, io::Tensor> &tensors) {
   io::Status s = io::writeSafeTensors(path, tensors);
@@ -294,6 +319,15 @@ std::string indexString(const std::vector<int64_t> &shape, int64_t flat) {
 //===----------------------------------------------------------------------===//
 // Shared layer options
 //===----------------------------------------------------------------------===//
+
+/// --dtype f32|bf16|f16 (default f32).
+ref::ElementType parseDTypeOpt(const Args &args) {
+  ref::ElementType type = ref::ElementType::F32;
+  if (args.has("dtype") && !ref::parseElementType(args.str("dtype"), type))
+    die("--dtype: unknown element type '" + args.str("dtype") +
+        "' (f32, bf16, f16)");
+  return type;
+}
 
 ref::Activation parseActivationOpt(const Args &args) {
   ref::Activation act;
@@ -390,7 +424,10 @@ void addLayerParams(std::map<std::string, io::Tensor> &params,
   size_t n = 0;
   auto add = [&](std::vector<int64_t> shape, const std::vector<float> &v) {
     const std::string &name = names[n++];
-    if (!params.emplace(name, f32Tensor(std::move(shape), v)).second)
+    if (!params
+             .emplace(name, paramTensor(std::move(shape), v,
+                                        ex.elementType))
+             .second)
       die("--names: '" + name + "' is given twice");
   };
   add({D, E}, in.wr);
@@ -447,6 +484,15 @@ std::vector<float> softFromRouter(const ref::LayerInputs &in, int64_t slots,
   return ref::softMoELayer(s).y;
 }
 
+/// The residual x + moe(x) of `moe-ref block`: one addition in T (for f32
+/// the f32 addition of the compiled code, for bf16/f16 the exact sum rounded
+/// once to T, what arith.addf on T computes).
+float residual(ref::ElementType type, float x, float y) {
+  if (type == ref::ElementType::F32)
+    return x + y;
+  return float(ref::roundTo(type, double(x) + double(y)));
+}
+
 /// A per-layer data seed for `moe-ref block`.
 uint64_t layerSeed(uint64_t dataSeed, int64_t layer) {
   ref::TestRng rng(dataSeed ^ 0x626C6F636B212121ull);
@@ -464,7 +510,7 @@ const std::set<std::string> layerValued = {
     "tokens", "dim", "experts", "hidden", "activation", "routing", "k",
     "adjust", "lambda", "seed-value", "capacity-factor", "data-seed", "names",
     "params", "input", "seed-input", "expected", "expected-loss",
-    "min-margin", "layers", "slots", "group-size", "soft-layers"};
+    "min-margin", "layers", "slots", "group-size", "soft-layers", "dtype"};
 const std::set<std::string> layerFlags = {"training", "router-bias",
                                           "expert-biases", "normalize"};
 
@@ -478,6 +524,7 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   const int64_t T = args.positiveInt("tokens"), D = args.positiveInt("dim"),
                 E = args.positiveInt("experts"), H = args.positiveInt("hidden");
   const ref::Activation act = parseActivationOpt(args);
+  const ref::ElementType dtype = parseDTypeOpt(args);
   // Soft MoE from the router (soft-from-router, block --soft-layers).
   if (softOnly)
     for (const char *name :
@@ -570,7 +617,8 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   for (int64_t l = 0; l < layers; ++l) {
     ref::LayerInputs in =
         ref::randomLayerInputs(T, D, E, H, act, routerBias, expertBiases,
-                               block ? layerSeed(dataSeed, l) : dataSeed);
+                               block ? layerSeed(dataSeed, l) : dataSeed,
+                               dtype);
     if (l == 0)
       x0 = x = in.x;
     else
@@ -592,7 +640,7 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
                   ref::activationName(act), T, D, E, H);
       if (block)
         for (size_t i = 0; i < x.size(); ++i)
-          x[i] = x[i] + res.y[i];
+          x[i] = residual(dtype, x[i], res.y[i]);
       else
         x = res.y;
       continue;
@@ -618,11 +666,17 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
     if (block) {
       // The residual: x + moe(x), added in f32 like the compiled code.
       for (size_t i = 0; i < x.size(); ++i)
-        x[i] = x[i] + res.y[i];
+        x[i] = residual(dtype, x[i], res.y[i]);
     } else {
       x = res.y;
     }
   }
+  if (dtype != ref::ElementType::F32)
+    std::printf("element type %s (parameters %s, x and y f32 .npy holding "
+                "%s values)\n",
+                ref::elementTypeName(dtype),
+                io::safetensorsDTypeName(toIODType(dtype)),
+                ref::elementTypeName(dtype));
   std::printf("max |y| %.6g\n", maxAbs(x));
 
   writeParams(paramsPath, params);
@@ -648,12 +702,13 @@ int cmdSoft(int argc, char **argv) {
             {"groups", "tokens", "dim", "experts", "slots", "hidden",
              "activation", "scale", "data-seed", "names", "params", "input",
              "expected", "expected-slots", "expected-dispatch",
-             "expected-combine"},
+             "expected-combine", "dtype"},
             {"normalize", "scale-param", "expert-biases"}, 0);
   const int64_t G = args.positiveInt("groups"), M = args.positiveInt("tokens"),
                 D = args.positiveInt("dim"), E = args.positiveInt("experts"),
                 S = args.positiveInt("slots"), H = args.positiveInt("hidden");
   const ref::Activation act = parseActivationOpt(args);
+  const ref::ElementType dtype = parseDTypeOpt(args);
   const bool scaleParam = args.flag("scale-param");
   const bool expertBiases = args.flag("expert-biases");
   if (args.has("scale") && !scaleParam)
@@ -674,19 +729,26 @@ int cmdSoft(int argc, char **argv) {
   ref::TestRng seeds(dataSeed ^ 0x736F66742D6D6F65ull);
   in.x = ref::randomNormal(G * M * D, seeds.next(), 1.0);
   in.phi = ref::randomNormal(D * E * S, seeds.next(), 1.0 / std::sqrt(double(D)));
-  in.experts = ref::randomExperts(E, D, H, act, expertBiases, seeds.next());
+  in.experts =
+      ref::randomExperts(E, D, H, act, expertBiases, seeds.next(), dtype);
+  ref::roundAll(dtype, in.x);
+  ref::roundAll(dtype, in.phi);
 
   std::map<std::string, io::Tensor> params;
   size_t n = 0;
+  ref::ElementType type = dtype;
   auto add = [&](std::vector<int64_t> shape, const std::vector<float> &v) {
     const std::string &name = names[n++];
-    if (!params.emplace(name, f32Tensor(std::move(shape), v)).second)
+    if (!params.emplace(name, paramTensor(std::move(shape), v, type)).second)
       die("--names: '" + name + "' is given twice");
   };
   const ref::Experts &ex = in.experts;
   add({D, E, S}, in.phi);
+  // The scale operand is tensor<f32> whatever T is.
+  type = ref::ElementType::F32;
   if (scaleParam)
     add({}, {float(in.scale)});
+  type = dtype;
   add({E, D, ex.w1Cols()}, ex.w1);
   add({E, H, D}, ex.w2);
   if (expertBiases) {
@@ -699,6 +761,8 @@ int cmdSoft(int argc, char **argv) {
               " S=%" PRId64 " H=%" PRId64 ", activation %s%s, scale %g\n",
               G, M, D, E, S, H, ref::activationName(act),
               in.normalize ? ", normalize" : "", in.scale);
+  if (dtype != ref::ElementType::F32)
+    std::printf("element type %s\n", ref::elementTypeName(dtype));
   std::printf("max |y| %.6g\n", maxAbs(res.y));
 
   writeParams(args.str("params"), params);
@@ -792,12 +856,20 @@ int cmdGate(int argc, char **argv) {
 //===----------------------------------------------------------------------===//
 
 int cmdCompare(int argc, char **argv) {
-  Args args(argc, argv, 2, {"tol"}, {}, 2);
+  Args args(argc, argv, 2, {"tol", "rtol", "dtype"}, {}, 2);
   if (args.positional.size() != 2)
     die("compare needs ACTUAL.npy EXPECTED.npy");
-  const double tol = args.real("tol", 1e-4);
+  // --dtype bf16|f16: the tolerance of MoEReference.h for compiled results
+  // of that element type (atol = 2u max|e|, rtol = 4u).
+  const ref::ElementType dtype = parseDTypeOpt(args);
+  const ref::Tolerance typeTol = ref::tolerance(dtype);
+  const bool typed = dtype != ref::ElementType::F32;
+  const double tol = args.real("tol", typed ? typeTol.atolScale : 1e-4);
+  const double rtol = args.real("rtol", typed ? typeTol.rtol : 0.0);
   if (tol < 0)
     die("--tol must be >= 0");
+  if (rtol < 0)
+    die("--rtol must be >= 0");
   Array a = readArray(args.positional[0]), e = readArray(args.positional[1]);
   if (a.shape != e.shape)
     failCheck("shape " + io::formatShape(a.shape) + " of " + a.path +
@@ -823,12 +895,24 @@ int cmdCompare(int argc, char **argv) {
                      indexString(a.shape, nonFinite).c_str(),
                      a.values[size_t(nonFinite)], e.values[size_t(nonFinite)]));
   const double bound = tol * maxExp;
+  // Per element: |a - e| <= tol max|e| + rtol |e|.
+  int64_t firstOver = -1, over = 0;
+  for (size_t i = 0; i < a.values.size(); ++i) {
+    if (!std::isfinite(a.values[i]) || !std::isfinite(e.values[i]))
+      continue;
+    if (!(std::fabs(a.values[i] - e.values[i]) <=
+          bound + rtol * std::fabs(e.values[i]))) {
+      if (firstOver < 0)
+        firstOver = int64_t(i);
+      ++over;
+    }
+  }
   const double ratio = maxExp > 0 ? maxErr / maxExp : (maxErr > 0 ? INFINITY : 0);
   std::string figures = format(
       "%zu elements %s: max abs error %.3e, max |expected| %.3e, ratio %.3e "
-      "(tol %.1e)",
+      "(tol %.1e%s)",
       a.values.size(), io::formatShape(a.shape).c_str(), maxErr, maxExp, ratio,
-      tol);
+      tol, rtol > 0 ? format(", rtol %.1e", rtol).c_str() : "");
   if (worst >= 0)
     figures += format("; worst element %s: actual %.9g, expected %.9g",
                       indexString(a.shape, worst).c_str(),
@@ -841,18 +925,19 @@ int cmdCompare(int argc, char **argv) {
     double worstSum = -1;
     std::string firstBad;
     for (int64_t r = 0; r < R; ++r) {
-      double sum = 0, rowMax = 0;
+      double sum = 0;
+      bool rowOver = false;
       for (int64_t c = 0; c < C; ++c) {
-        double err = std::fabs(a.values[size_t(r * C + c)] -
-                               e.values[size_t(r * C + c)]);
+        double ev = e.values[size_t(r * C + c)];
+        double err = std::fabs(a.values[size_t(r * C + c)] - ev);
         sum += err;
-        rowMax = std::max(rowMax, err);
+        rowOver |= err > bound + rtol * std::fabs(ev);
       }
       if (sum > worstSum) {
         worstSum = sum;
         worstRow = r;
       }
-      if (rowMax > bound) {
+      if (rowOver) {
         if (bad < 8)
           firstBad += (bad ? "," : "") + std::to_string(r);
         ++bad;
@@ -865,7 +950,10 @@ int cmdCompare(int argc, char **argv) {
                         " rows over tolerance (first: %s)",
                         bad, R, firstBad.c_str());
   }
-  if (!(maxErr <= bound))
+  if (over > 0 && rtol > 0)
+    figures += format("; %" PRId64 " elements over tolerance (first: %s)",
+                      over, indexString(a.shape, firstOver).c_str());
+  if (over > 0)
     failCheck(figures);
   std::printf("PASS: %s\n", figures.c_str());
   return 0;
@@ -1367,11 +1455,17 @@ const char *const usage = R"(usage: moe-ref SUBCOMMAND [options]
 moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
     --routing dense|top_k|moesart [--k K] [--adjust small_random|zero|large]
     [--lambda F] [--training --seed-value N] [--router-bias] [--expert-biases]
-    [--capacity-factor CF] --data-seed S --names N1,N2,...
+    [--capacity-factor CF] [--dtype f32|bf16|f16] --data-seed S
+    --names N1,N2,...
     --params OUT.safetensors --input OUT_X.npy [--seed-input OUT_SEED.npy]
     --expected OUT_Y.npy [--expected-loss OUT_LOSS.npy] [--min-margin M]
   Seeded random x [T,D] and parameters (named, in the order router.weight
   [,router.bias],w1,w2[,b1,b2]), and the reference y (and the training loss).
+  --dtype bf16|f16 (also for block, soft-from-router and soft): the data
+  rounded to that type, the parameters written as BF16/F16 safetensors, x and
+  y as f32 .npy holding exact values of the type, y computed with the
+  rounding points of DESIGN 3 (h rounded to T, y once); compare with
+  'moe-ref compare --dtype'. Any --tokens works for a tensor<?xDxT> layer.
   Fails with "borderline token" when a token's decision margin (logit gap for
   top-k selections, |u - cumsum| for MOESART sampling) is below M (1e-6).
 moe-ref block --layers N (default 2) + the layer options (no training)
@@ -1397,8 +1491,13 @@ moe-ref soft --groups G --tokens M --dim D --experts E --slots S --hidden H
 moe-ref gate --logits L.npy --routing ... [--k K] [--adjust A] [--lambda F]
     [--training --seed-value N] [--expected-weights W.npy]
     [--expected-indices I.npy] [--expected-loss LOSS.npy] [--min-margin M]
-moe-ref compare ACTUAL.npy EXPECTED.npy [--tol 1e-4]
-  Passes iff max|a - e| <= tol * max|e| (shapes must match).
+moe-ref compare ACTUAL.npy EXPECTED.npy [--tol 1e-4] [--rtol 0]
+    [--dtype f32|bf16|f16]
+  Passes iff |a - e| <= tol * max|e| + rtol * |e| for every element (shapes
+  must match; f16/bf16/f32/i32/i64 arrays are compared by value). --dtype
+  bf16|f16 sets the defaults to the tolerance MoEReference.h derives for
+  compiled results of that element type: tol = 2u, rtol = 4u (u = 2^-8 for
+  bf16, 2^-11 for f16).
 moe-ref sum-check W.npy --axes 1[,2..] [--expect 1] [--tol 1e-5]
 moe-ref value-check W.npy --expect V [--tol 1e-6]
 moe-ref pl-check INDICES.npy LOGITS.npy --k K [--alpha 0.001]

@@ -7,7 +7,8 @@
 // RUN: %expect_error moe-run %s --device=cpu --input=%t/f32.npy --input=%t/f32.npy \
 // RUN:   | FileCheck %s --check-prefix=I64
 //
-// .npy inputs are never converted: the dtype must match exactly.
+// .npy inputs are converted only from f32 to bf16/f16 (half-io.mlir); other
+// dtypes must match exactly.
 
 // F16: moe-run: --input {{.*}}f16.npy for argument #0 (%arg0): expected tensor<2x3xf32>, got f16 [2, 3]
 // I64: moe-run: --input {{.*}}f32.npy for argument #1 (%arg1): expected tensor<2x3xi64>, got f32 [2, 3]

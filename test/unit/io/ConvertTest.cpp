@@ -263,6 +263,65 @@ TEST(ConvertTensor, FloatToHalfAndBF16) {
             (std::vector<uint16_t>{0x3F80, 0x4780, 0x3F80, 0x8000}));
 }
 
+// What moe-run does to an f32 .npy bound to a bf16/f16 argument: one
+// round-to-nearest-even step per element.
+TEST(ConvertTensor, F32ToHalfTypesRoundsToNearestEven) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor t = Tensor::fromValues<float>(
+      DType::F32, {10},
+      {1.0f + std::ldexp(1.0f, -11),     // f16 tie -> 1 (even)
+       1.0f + 3 * std::ldexp(1.0f, -11), // f16 tie -> 1 + 2^-9 (even)
+       65519.0f,                         // f16 -> 65504
+       65520.0f,                         // f16 tie with 2^16 -> inf
+       -1e6f,                            // f16 overflow -> -inf
+       std::ldexp(1.0f, -25),            // f16 subnormal tie -> 0
+       std::ldexp(3.0f, -26),            // f16: 0.75 quanta -> 2^-24
+       std::ldexp(1023.0f, -24),         // f16: largest subnormal, exact
+       nan, -inf});
+  Result<Tensor> h = convertTensor(t, DType::F16);
+  ASSERT_TRUE(h.ok()) << h.error();
+  std::vector<uint16_t> hv = h->toVector<uint16_t>();
+  EXPECT_EQ(hv[0], 0x3C00);
+  EXPECT_EQ(hv[1], 0x3C02);
+  EXPECT_EQ(hv[2], 0x7BFF);
+  EXPECT_EQ(hv[3], 0x7C00);
+  EXPECT_EQ(hv[4], 0xFC00);
+  EXPECT_EQ(hv[5], 0x0000);
+  EXPECT_EQ(hv[6], 0x0001);
+  EXPECT_EQ(hv[7], 0x03FF);
+  EXPECT_TRUE(isHalfNaN(hv[8]));
+  EXPECT_EQ(hv[9], 0xFC00);
+
+  Tensor b = Tensor::fromValues<float>(
+      DType::F32, {8},
+      {fromBits(0x3F808000),  // tie -> 0x3F80 (even)
+       fromBits(0x3F818000),  // tie -> 0x3F82 (even)
+       fromBits(0x3F808001),  // above the tie -> up
+       fromBits(0x7F7F8000),  // above the largest bf16 by half an ulp -> inf
+       fromBits(0x00008000),  // subnormal tie -> 0
+       fromBits(0x00018000),  // subnormal tie -> 0x0002 (even)
+       nan, inf});
+  Result<Tensor> bf = convertTensor(b, DType::BF16);
+  ASSERT_TRUE(bf.ok()) << bf.error();
+  std::vector<uint16_t> bv = bf->toVector<uint16_t>();
+  EXPECT_EQ(bv[0], 0x3F80);
+  EXPECT_EQ(bv[1], 0x3F82);
+  EXPECT_EQ(bv[2], 0x3F81);
+  EXPECT_EQ(bv[3], 0x7F80);
+  EXPECT_EQ(bv[4], 0x0000);
+  EXPECT_EQ(bv[5], 0x0002);
+  EXPECT_TRUE(isBF16NaN(bv[6]));
+  EXPECT_EQ(bv[7], 0x7F80);
+  // And back to f32 exactly (what --output writes for bf16 results).
+  Result<Tensor> back = convertTensor(*bf, DType::F32);
+  ASSERT_TRUE(back.ok());
+  std::vector<float> fv = back->toVector<float>();
+  EXPECT_EQ(bitsOf(fv[0]), 0x3F800000u);
+  EXPECT_EQ(bitsOf(fv[5]), 0x00020000u);
+  EXPECT_TRUE(std::isnan(fv[6]));
+}
+
 TEST(ConvertTensor, BetweenHalfTypes) {
   // bf16 -> f16 and back, through the exact value (a single rounding).
   Tensor b =
