@@ -385,7 +385,6 @@ struct LowerGate : public OpRewritePattern<GateOp> {
     Value zeroF = e.cf32(0.0), zeroI = e.ci32(0), c0 = e.idx(0), c1 = e.idx(1);
     Value w0 = e.filled({e.dimOfr(logits, 0), e.dimOfr(op.getWeights(), 1)}, zeroF);
     Value i0 = e.filled({e.dimOfr(logits, 0), e.dimOfr(op.getWeights(), 1)}, zeroI);
-    Value p0 = e.filled({e.dimOfr(logits, 1)}, zeroF); // sampling scratch
     Value key0, key1;
     if (sampling) {
       Value seed = e.extract(op.getSeed(), {});
@@ -396,9 +395,10 @@ struct LowerGate : public OpRewritePattern<GateOp> {
                                  arith::ConstantOp::create(b, b.getI64IntegerAttr(32))));
     }
 
-    ValueRange loop = e.forLoop(
-        c0, tokens, {w0, i0, zeroF, p0},
-        [&](Emitter &e, Value t, ValueRange args) -> SmallVector<Value> {
+    // One token: its logits row -> its weights and indices rows (local [1, K]
+    // tensors, row 0), its trimmed-lasso term, with `p` as scratch.
+    auto routeToken = [&](Emitter &e, Value t, Value row,
+                          ValueRange args) -> SmallVector<Value> {
           Value weights = args[0], indices = args[1], loss = args[2], p = args[3];
           auto logit = [&](Emitter &e, Value ex) { return e.extract(logits, {t, ex}); };
           // Softmax statistics with max-subtraction.
@@ -415,20 +415,38 @@ struct LowerGate : public OpRewritePattern<GateOp> {
           auto prob = [&](Emitter &e, Value ex) {
             return e.divf(e.exp(e.subf(logit(e, ex), maxLogit)), expSum);
           };
-          // rank(ex) = #{j : o_j > o_ex or (o_j == o_ex and j < ex)}.
-          auto rank = [&](Emitter &e, Value ex) {
-            Value oe = logit(e, ex);
-            return e.forLoop(c0, experts, {c0}, [&](Emitter &e, Value j, ValueRange a) {
-              Value oj = logit(e, j);
-              Value before = e.ori(
-                  e.cmpf(arith::CmpFPredicate::OGT, oj, oe),
-                  e.andi(e.cmpf(arith::CmpFPredicate::OEQ, oj, oe),
-                         e.cmpi(arith::CmpIPredicate::ult, j, ex)));
-              return SmallVector<Value>{e.select(before, e.addi(a[0], c1), a[0])};
-            })[0];
+          // Top-k in O(E*k): pick r is the best (largest o, ties: lower
+          // index) of the experts that come after pick r-1 in that order.
+          auto topK = [&](Emitter &e, ValueRange init,
+                          function_ref<SmallVector<Value>(Emitter &, Value, Value, ValueRange)>
+                              onPick) {
+            ValueRange picks = e.forLoop(
+                c0, kIdx, llvm::to_vector(llvm::concat<const Value>(
+                              ValueRange{e.cf32(INFINITY), e.ci32(-1)}, init)),
+                [&](Emitter &e, Value r, ValueRange a) {
+                  Value prevO = a[0], prevI = a[1];
+                  ValueRange best = e.forLoop(
+                      c0, experts, {e.cf32(-INFINITY), e.ci32(-1)},
+                      [&](Emitter &e, Value ex, ValueRange s) {
+                        Value o = logit(e, ex), exI = e.toI32(ex);
+                        Value after = e.ori(
+                            e.cmpf(arith::CmpFPredicate::OLT, o, prevO),
+                            e.andi(e.cmpf(arith::CmpFPredicate::OEQ, o, prevO),
+                                   e.cmpi(arith::CmpIPredicate::sgt, exI, prevI)));
+                        Value better = e.ori(e.cmpi(arith::CmpIPredicate::slt, s[1], e.ci32(0)),
+                                             e.cmpf(arith::CmpFPredicate::OGT, o, s[0]));
+                        Value take = e.andi(after, better);
+                        return SmallVector<Value>{e.select(take, o, s[0]),
+                                                  e.select(take, exI, s[1])};
+                      });
+                  SmallVector<Value> next{best[0], best[1]};
+                  llvm::append_range(next, onPick(e, r, best[1], a.drop_front(2)));
+                  return next;
+                });
+            return SmallVector<Value>(picks.begin() + 2, picks.end());
           };
           auto selected = [&](Emitter &e, Value idxs, Value i) {
-            return e.toIndex(e.extract(idxs, {t, i}));
+            return e.toIndex(e.extract(idxs, {row, i}));
           };
           /// w_i = softmax over the selected entries of adjusted(i).
           auto softmaxSelected = [&](Emitter &e, Value idxs, Value ws,
@@ -447,7 +465,7 @@ struct LowerGate : public OpRewritePattern<GateOp> {
             return e.forLoop(c0, kIdx, {ws}, [&](Emitter &e, Value i, ValueRange a) {
               Value v = adjusted(e, i, selected(e, idxs, i));
               Value w = e.divf(e.exp(e.subf(v, mx)), sum);
-              return SmallVector<Value>{e.insert(w, a[0], {t, i})};
+              return SmallVector<Value>{e.insert(w, a[0], {row, i})};
             })[0];
           };
           /// o_i - log(max(c * (g_i + 1e-10), 1e-10)).
@@ -460,25 +478,16 @@ struct LowerGate : public OpRewritePattern<GateOp> {
           if (dense) {
             SmallVector<Value> r = llvm::to_vector(e.forLoop(
                 c0, experts, {weights, indices}, [&](Emitter &e, Value ex, ValueRange a) {
-                  return SmallVector<Value>{e.insert(prob(e, ex), a[0], {t, ex}),
-                                            e.insert(e.toI32(ex), a[1], {t, ex})};
+                  return SmallVector<Value>{e.insert(prob(e, ex), a[0], {row, ex}),
+                                            e.insert(e.toI32(ex), a[1], {row, ex})};
                 }));
             weights = r[0];
             indices = r[1];
           } else if (!sampling) {
-            // Top-k by rank: entry rank(ex) holds expert ex.
-            indices = e.forLoop(c0, experts, {indices},
-                                [&](Emitter &e, Value ex, ValueRange a) {
-                                  Value r = rank(e, ex);
-                                  Value in = e.cmpi(arith::CmpIPredicate::ult, r, kIdx);
-                                  return SmallVector<Value>{llvm::to_vector(e.ifElse(
-                                      in, {a[0].getType()},
-                                      [&](Emitter &e) {
-                                        return SmallVector<Value>{
-                                            e.insert(e.toI32(ex), a[0], {t, r})};
-                                      },
-                                      [&](Emitter &) { return SmallVector<Value>{a[0]}; }))[0]};
-                                })[0];
+            // Top-k in rank order.
+            indices = topK(e, {indices}, [&](Emitter &e, Value r, Value ex, ValueRange a) {
+              return SmallVector<Value>{e.insert(ex, a[0], {row, r})};
+            })[0];
             if (moesart) {
               weights = softmaxSelected(e, indices, weights,
                                         [&](Emitter &e, Value, Value ex) {
@@ -524,7 +533,7 @@ struct LowerGate : public OpRewritePattern<GateOp> {
                                                 [&](Emitter &e, Value j, ValueRange q) {
                                                   Value same = e.cmpi(
                                                       arith::CmpIPredicate::eq,
-                                                      e.extract(idxs, {t, j}), exI);
+                                                      e.extract(idxs, {row, j}), exI);
                                                   return SmallVector<Value>{e.ori(q[0], same)};
                                                 })[0];
                         Value take = e.andi(
@@ -537,7 +546,7 @@ struct LowerGate : public OpRewritePattern<GateOp> {
                       e.cmpi(arith::CmpIPredicate::sge, found, zeroI), found,
                       e.select(e.cmpi(arith::CmpIPredicate::sge, last, zeroI), last,
                                firstFree));
-                  idxs = e.insert(pick, idxs, {t, r});
+                  idxs = e.insert(pick, idxs, {row, r});
                   pr = e.insert(e.cf32(0.0), pr, {e.toIndex(pick)});
                   Value sum = e.forLoop(c0, experts, {e.cf32(0.0)},
                                         [&](Emitter &e, Value ex, ValueRange s) {
@@ -561,9 +570,9 @@ struct LowerGate : public OpRewritePattern<GateOp> {
               Value jr = e.toIndex(scaled);
               jr = arith::MinSIOp::create(b, jr, e.subi(kIdx, c1));
               Value j = e.forLoop(c0, kIdx, {e.ci32(-1)}, [&](Emitter &e, Value a, ValueRange s) {
-                Value ea = e.extract(indices, {t, a});
+                Value ea = e.extract(indices, {row, a});
                 Value asc = e.forLoop(c0, kIdx, {c0}, [&](Emitter &e, Value bb, ValueRange q) {
-                  Value eb = e.extract(indices, {t, bb});
+                  Value eb = e.extract(indices, {row, bb});
                   Value less = e.cmpi(arith::CmpIPredicate::slt, eb, ea);
                   return SmallVector<Value>{e.select(less, e.addi(q[0], c1), q[0])};
                 })[0];
@@ -594,7 +603,7 @@ struct LowerGate : public OpRewritePattern<GateOp> {
                                     })[0];
               weights = e.forLoop(c0, kIdx, {weights}, [&](Emitter &e, Value i, ValueRange a) {
                 Value w = e.divf(prob(e, selected(e, indices, i)), sum);
-                return SmallVector<Value>{e.insert(w, a[0], {t, i})};
+                return SmallVector<Value>{e.insert(w, a[0], {row, i})};
               })[0];
               break;
             }
@@ -602,26 +611,61 @@ struct LowerGate : public OpRewritePattern<GateOp> {
           }
           if (training && moesart) {
             // Trimmed lasso: 1 - (sum of the K largest g_t,i).
-            Value top = e.forLoop(c0, experts, {e.cf32(0.0)},
-                                  [&](Emitter &e, Value ex, ValueRange a) {
-                                    Value in = e.cmpi(arith::CmpIPredicate::ult,
-                                                      rank(e, ex), kIdx);
-                                    return SmallVector<Value>{
-                                        e.select(in, e.addf(a[0], prob(e, ex)), a[0])};
-                                  })[0];
+            Value top = topK(e, {e.cf32(0.0)}, [&](Emitter &e, Value, Value ex, ValueRange a) {
+              return SmallVector<Value>{e.addf(a[0], prob(e, e.toIndex(ex)))};
+            })[0];
             loss = e.addf(loss, e.subf(e.cf32(1.0), top));
           }
           return {weights, indices, loss, p};
-        });
+        };
+
+    // Tokens are independent: an scf.forall over them (all cores), each
+    // writing its own rows; the loss terms are summed afterwards in token
+    // order, so the result does not depend on the number of threads.
+    OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
+    OpFoldResult kOfr = e.dimOfr(op.getWeights(), 1);
+    Value lossTerms0 = e.filled({e.dimOfr(logits, 0)}, zeroF);
+    auto forall = scf::ForallOp::create(b, ArrayRef<OpFoldResult>{e.dimOfr(logits, 0)},
+                                        ValueRange{w0, i0, lossTerms0}, std::nullopt);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(forall.getBody());
+      Emitter e(b);
+      Value t = forall.getInductionVar(0);
+      Value wRow = e.filled({one, kOfr}, e.cf32(0.0));
+      Value iRow = e.filled({one, kOfr}, e.ci32(0));
+      Value pRow = e.filled({e.dimOfr(logits, 1)}, e.cf32(0.0));
+      SmallVector<Value> r = routeToken(e, t, e.idx(0), {wRow, iRow, e.cf32(0.0), pRow});
+      Value lossRow = tensor::FromElementsOp::create(
+          b, RankedTensorType::get({1}, e.f32()), ValueRange{r[2]});
+      ValueRange shared = forall.getRegionIterArgs();
+      b.setInsertionPointToStart(forall.getTerminator().getBody());
+      tensor::ParallelInsertSliceOp::create(b, r[0], shared[0],
+                                            ArrayRef<OpFoldResult>{t, zero},
+                                            ArrayRef<OpFoldResult>{one, kOfr},
+                                            ArrayRef<OpFoldResult>{one, one});
+      tensor::ParallelInsertSliceOp::create(b, r[1], shared[1],
+                                            ArrayRef<OpFoldResult>{t, zero},
+                                            ArrayRef<OpFoldResult>{one, kOfr},
+                                            ArrayRef<OpFoldResult>{one, one});
+      tensor::ParallelInsertSliceOp::create(b, lossRow, shared[2], ArrayRef<OpFoldResult>{t},
+                                            ArrayRef<OpFoldResult>{one},
+                                            ArrayRef<OpFoldResult>{one});
+    }
 
     SmallVector<Value> results{
-        tensor::CastOp::create(b, op.getWeights().getType(), loop[0]),
-        tensor::CastOp::create(b, op.getIndices().getType(), loop[1])};
+        tensor::CastOp::create(b, op.getWeights().getType(), forall.getResult(0)),
+        tensor::CastOp::create(b, op.getIndices().getType(), forall.getResult(1))};
     if (op.getAuxLoss()) {
       Value loss = e.cf32(0.0);
-      if (moesart)
+      if (moesart) {
+        Value terms = forall.getResult(2);
+        Value sum = e.forLoop(c0, tokens, {e.cf32(0.0)}, [&](Emitter &e, Value t, ValueRange a) {
+          return SmallVector<Value>{e.addf(a[0], e.extract(terms, {t}))};
+        })[0];
         loss = e.mulf(e.cf32(moesart.getRegularizerCoefficient()),
-                      e.divf(loop[2], e.toF32(tokens)));
+                      e.divf(sum, e.toF32(tokens)));
+      }
       results.push_back(tensor::FromElementsOp::create(
           b, RankedTensorType::get({}, e.f32()), ValueRange{loss}));
     }

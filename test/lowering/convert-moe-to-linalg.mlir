@@ -63,11 +63,23 @@ func.func @route_matmul(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>) -> tensor<8
 
 // -----
 
-// Top-k selection by rank (ties: lower index): OGT, or OEQ and a lower index.
+// The gate: an scf.forall over tokens; top-k in O(E*k): pick r is the best
+// (ogt; ties keep the lower index) among the experts after pick r-1 in
+// (larger logit, lower index) order; each token writes its own row.
 // CHECK-LABEL: func.func @topk_gate
-// CHECK: arith.cmpf ogt
-// CHECK: arith.cmpf oeq
-// CHECK: arith.cmpi ult
+// CHECK: scf.forall (%[[T:.*]]) in (8) shared_outs(%[[W:.*]] = %{{.*}}, %[[I:.*]] = %{{.*}}, %{{.*}} = %{{.*}}) -> (tensor<8x2xf32>, tensor<8x2xi32>, tensor<8xf32>)
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[PO:.*]] = %{{.*}}, %[[PI:.*]] = %{{.*}}, %{{.*}} = %{{.*}}) -> (f32, i32, tensor<1x2xi32>)
+// CHECK: scf.for %[[EX:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[BO:.*]] = %{{.*}}, %[[BI:.*]] = %{{.*}}) -> (f32, i32)
+// CHECK: %[[O:.*]] = tensor.extract %arg0[%[[T]], %[[EX]]]
+// CHECK-NEXT: %[[EXI:.*]] = arith.index_cast %[[EX]] : index to i32
+// CHECK-NEXT: arith.cmpf olt, %[[O]], %[[PO]] : f32
+// CHECK-NEXT: arith.cmpf oeq, %[[O]], %[[PO]] : f32
+// CHECK-NEXT: arith.cmpi sgt, %[[EXI]], %[[PI]] : i32
+// CHECK: arith.cmpi slt, %[[BI]], %{{.*}} : i32
+// CHECK-NEXT: arith.cmpf ogt, %[[O]], %[[BO]] : f32
+// CHECK: scf.forall.in_parallel
+// CHECK-NEXT: tensor.parallel_insert_slice %{{.*}} into %[[W]][%[[T]], 0] [1, 2] [1, 1]
+// CHECK-NEXT: tensor.parallel_insert_slice %{{.*}} into %[[I]][%[[T]], 0] [1, 2] [1, 1]
 // CHECK-NOT: moe.gate
 func.func @topk_gate(%o: tensor<8x4xf32>) -> (tensor<8x2xf32>, tensor<8x2xi32>) {
   %w, %i = moe.gate %o {routing = #moe.top_k<k = 2>} : (tensor<8x4xf32>) -> (tensor<8x2xf32>, tensor<8x2xi32>)
