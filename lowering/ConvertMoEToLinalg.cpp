@@ -32,6 +32,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/AffineMap.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -263,10 +264,12 @@ static Value asTensor(ImplicitLocOpBuilder &b, Value buffer, Type type) {
 /// `rowMap` (optional) is GEMM1's gather; `rowScale` (optional, f32 per plan
 /// row) multiplies GEMM2's result (the routed weight); `out` receives it in
 /// its own element type.
+/// With `packIn` (the module), static expert weights are read through the
+/// packed copies of cpu::emitPackedWeights (globals of that module).
 static void emitExpertFFN(ImplicitLocOpBuilder &b, Value a, Value rowMap, Value offsets,
                           int64_t numExperts, Value w1, Value w2, Value b1, Value b2,
                           ActivationAttr activation, Value numRows, Value rowScale,
-                          Value out) {
+                          Value out, Operation *packIn) {
   Value c1 = arith::ConstantIndexOp::create(b, 1);
   Value modelDim = memref::DimOp::create(b, a, c1);
   Value hidden = memref::DimOp::create(b, w2, c1);
@@ -276,10 +279,17 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, Value a, Value rowMap, Value 
   Activation act = activation.getValue();
   bool gated = activation.isGated();
 
+  auto packable = [&](Value w) {
+    return packIn && cast<MemRefType>(w.getType()).hasStaticShape();
+  };
   cpu::GroupedGemm gemm1;
   gemm1.a = a;
   gemm1.aRowMap = rowMap;
   gemm1.b = w1;
+  if (packable(w1)) {
+    gemm1.b = cpu::emitPackedWeights(b, packIn, w1, gated);
+    gemm1.bPacked = true;
+  }
   gemm1.groupOffsets = offsets;
   gemm1.numGroups = numExperts;
   gemm1.reduction = modelDim;
@@ -307,6 +317,10 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, Value a, Value rowMap, Value 
   cpu::GroupedGemm gemm2;
   gemm2.a = h;
   gemm2.b = w2;
+  if (packable(w2)) {
+    gemm2.b = cpu::emitPackedWeights(b, packIn, w2, /*gated=*/false);
+    gemm2.bPacked = true;
+  }
   gemm2.groupOffsets = offsets;
   gemm2.numGroups = numExperts;
   gemm2.reduction = hidden;
@@ -828,8 +842,15 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
 // moe.expert_ffn
 //===----------------------------------------------------------------------===//
 
+/// Where packed weights of `op` live: its module, when packing is on.
+static Operation *packTarget(Operation *op, bool packWeights) {
+  return packWeights ? op->getParentOfType<ModuleOp>().getOperation() : nullptr;
+}
+
 struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
-  using OpRewritePattern::OpRewritePattern;
+  LowerExpertFFN(MLIRContext *ctx, bool packWeights)
+      : OpRewritePattern(ctx), packWeights(packWeights) {}
+  bool packWeights;
 
   LogicalResult matchAndRewrite(ExpertFFNOp op, PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
@@ -850,7 +871,7 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
                   asBuffer(b, op.getW1()), asBuffer(b, op.getW2()),
                   op.getB1() ? asBuffer(b, op.getB1()) : Value(),
                   op.getB2() ? asBuffer(b, op.getB2()) : Value(), op.getActivationAttr(),
-                  numRows, Value(), out);
+                  numRows, Value(), out, packTarget(op, packWeights));
     rewriter.replaceOp(op, asTensor(b, out, outType));
     return success();
   }
@@ -928,7 +949,9 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
 //===----------------------------------------------------------------------===//
 
 struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
-  using OpRewritePattern::OpRewritePattern;
+  LowerFusedExperts(MLIRContext *ctx, bool packWeights)
+      : OpRewritePattern(ctx), packWeights(packWeights) {}
+  bool packWeights;
 
   LogicalResult matchAndRewrite(FusedExpertsOp op, PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
@@ -961,7 +984,7 @@ struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
                   numExperts, asBuffer(b, op.getW1()), asBuffer(b, op.getW2()),
                   op.getB1() ? asBuffer(b, op.getB1()) : Value(),
                   op.getB2() ? asBuffer(b, op.getB2()) : Value(), op.getActivationAttr(),
-                  keptRows, asBuffer(b, placed[1]), out);
+                  keptRows, asBuffer(b, placed[1]), out, packTarget(op, packWeights));
     // Per token: the sum of its rows in routing order, rounded once.
     auto outType = cast<RankedTensorType>(op.getOutput().getType());
     Value y = allocBuffer(b, {OpFoldResult(tokens), e.dimOfr(x, 1)}, outType.getElementType());
@@ -1142,6 +1165,7 @@ struct LowerSoftCombine : public OpRewritePattern<SoftCombineOp> {
 
 struct ConvertMoEToLinalgPass
     : public moe::impl::ConvertMoEToLinalgBase<ConvertMoEToLinalgPass> {
+  using ConvertMoEToLinalgBase::ConvertMoEToLinalgBase;
   void runOnOperation() override {
     Operation *root = getOperation();
     // Soft MoE and hand-written gates still compute in f32 only: say so.
@@ -1179,7 +1203,8 @@ struct ConvertMoEToLinalgPass
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(&getContext());
     populateDecompositionPatterns(patterns);
-    populateMoEToLinalgPatterns(patterns);
+    // Packed weights are module globals: only when this pass owns the module.
+    populateMoEToLinalgPatterns(patterns, packWeights && isa<ModuleOp>(root));
     if (failed(applyPartialConversion(root, target, std::move(patterns))))
       signalPassFailure();
   }
@@ -1187,8 +1212,8 @@ struct ConvertMoEToLinalgPass
 
 } // namespace
 
-void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns) {
-  patterns.add<LowerRoute, LowerGate, LowerDispatch, LowerExpertFFN, LowerCombine,
-               LowerSoftDispatch, LowerSoftCombine, LowerFusedExperts,
-               LowerFusedSoftExperts>(patterns.getContext());
+void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns, bool packWeights) {
+  patterns.add<LowerRoute, LowerGate, LowerDispatch, LowerCombine, LowerSoftDispatch,
+               LowerSoftCombine, LowerFusedSoftExperts>(patterns.getContext());
+  patterns.add<LowerExpertFFN, LowerFusedExperts>(patterns.getContext(), packWeights);
 }

@@ -21,8 +21,11 @@ namespace moe {
 #define GEN_PASS_DECL
 #include "lowering/Passes.h.inc"
 
-/// Patterns lowering the moe chain ops to upstream dialects.
-void populateMoEToLinalgPatterns(RewritePatternSet &patterns);
+/// Patterns lowering the moe chain ops to upstream dialects. With
+/// `packWeights`, expert weights are read through packed copies kept in
+/// globals of the enclosing module (see lowering/cpu/ExpertKernels.h); only
+/// safe when the caller owns the module (not from a nested function pass).
+void populateMoEToLinalgPatterns(RewritePatternSet &patterns, bool packWeights = false);
 
 #define GEN_PASS_REGISTRATION
 #include "lowering/Passes.h.inc"

@@ -39,7 +39,25 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
     MoE ops and hand-written `moe.gate` ops compute in f32 only (other types
     are reported). Every size is taken from the operands, so a dynamic token
     count lowers like a static one.
+
+    Weight packing (`pack-weights`, on by default; only when the pass runs on
+    a module, since it adds globals): static expert weights are repacked once
+    into contiguous panels (`[E, P, K, 64]`, zero-padded; gated W1 panels hold
+    32 gate and the 32 matching up columns) kept in a `memref.global`, with a
+    second global holding the key of the buffer they came from (its address
+    and a hash of 64 sampled elements). A call whose weight buffer has the
+    same key reuses the panels; any other call repacks first. The functions
+    are therefore not reentrant across different weight buffers, and a
+    weight buffer rewritten in place such that the sampled elements keep
+    their values is not noticed: turn packing off for such callers.
   }];
+  let options = [
+    Option<"packWeights", "pack-weights", "bool", /*default=*/"true",
+           "Read static expert weights through packed copies kept in module "
+           "globals, rebuilt only when a call passes a different weight buffer "
+           "(address or sampled fingerprint); applies only when the pass runs "
+           "on a module">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::bufferization::BufferizationDialect",
     "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",

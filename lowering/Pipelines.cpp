@@ -51,7 +51,8 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   ensurePipelinePassesRegistered();
   std::string pipeline;
   llvm::raw_string_ostream os(pipeline);
-  os << "func.func(convert-moe-to-linalg,moe-cpu-vector-math,convert-elementwise-to-linalg),"
+  os << "convert-moe-to-linalg{pack-weights=" << (options.packWeights ? "true" : "false")
+     << "},func.func(moe-cpu-vector-math,convert-elementwise-to-linalg),"
      << "canonicalize,cse,";
   appendHostBufferization(os, options.resultsToOutParams);
   os << "func.func(convert-linalg-to-loops),"

@@ -26,6 +26,13 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                      "cores through MLIR's async runtime; the program then "
                      "needs libmlir_async_runtime.so at run time"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> packWeights{
+      *this, "pack-weights",
+      llvm::cl::desc("Read static expert weights through packed copies kept in "
+                     "module globals, rebuilt only when a call passes a "
+                     "different weight buffer (convert-moe-to-linalg's "
+                     "pack-weights)"),
+      llvm::cl::init(true)};
 };
 
 /// Builds `--moe-cpu-pipeline`: every moe op to upstream dialects, one-shot

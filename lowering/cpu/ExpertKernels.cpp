@@ -7,6 +7,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 
 #include <cmath>
 
@@ -69,6 +71,8 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     for (int64_t v = 0; v < outVecs; ++v)
       bCols.push_back(arith::AddIOp::create(b, outCols[v], g.columns));
 
+  Value panel = g.bPacked ? arith::DivSIOp::create(b, col0, cIdx(b, tileColumns(g.gated)))
+                         : Value();
   // The reduction: every accumulator in a register.
   Value zero = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, 0.0f));
   SmallVector<Value> init(kMicroRows * kMicroVecs, zero);
@@ -77,9 +81,18 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
       [&](OpBuilder &nested, Location loc, Value k, ValueRange acc) {
         ImplicitLocOpBuilder nb(loc, nested);
         SmallVector<Value> bVecs;
-        for (int64_t v = 0; v < kMicroVecs; ++v)
+        for (int64_t v = 0; v < kMicroVecs; ++v) {
+          if (g.bPacked) {
+            // One contiguous panel row: no masks (the panel is zero-padded).
+            Type elt = cast<MemRefType>(g.b.getType()).getElementType();
+            Value vec = vector::LoadOp::create(nb, VectorType::get({kLanes}, elt), g.b,
+                                               ValueRange{group, panel, k, cIdx(nb, v * kLanes)});
+            bVecs.push_back(elt.isF32() ? vec : arith::ExtFOp::create(nb, vt, vec).getResult());
+            continue;
+          }
           bVecs.push_back(loadF32Vector(nb, g.b, bIndices(g.b, group, k, bCols[v]),
                                         masks[v % outVecs]));
+        }
         SmallVector<Value> next;
         for (int64_t i = 0; i < kMicroRows; ++i) {
           Value aScalar = toF32(nb, memref::LoadOp::create(nb, g.a, ValueRange{aRows[i], k}));
@@ -236,4 +249,111 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
         });
         // scf.parallel's body ends in scf.reduce, which the builder adds.
       });
+}
+
+Value cpu::emitPackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp, Value w,
+                             bool gated) {
+  MLIRContext *ctx = b.getContext();
+  auto srcType = cast<MemRefType>(w.getType());
+  assert(srcType.getRank() == 3 && srcType.hasStaticShape() && "static [G, K, N] weights");
+  Type elt = srcType.getElementType();
+  int64_t groups = srcType.getDimSize(0), red = srcType.getDimSize(1),
+          cols = srcType.getDimSize(2);
+  int64_t outCols = gated ? cols / 2 : cols;
+  int64_t panelWidth = kMicroVecs * kLanes, tile = tileColumns(gated);
+  int64_t panels = (outCols + tile - 1) / tile;
+  auto packedType = MemRefType::get({groups, panels, red, panelWidth}, elt);
+  auto keyType = MemRefType::get({2}, b.getI64Type());
+
+  // The module globals: the packed copy and the key it was built for.
+  SymbolTable symbols(symbolTableOp);
+  auto declare = [&](StringRef name, MemRefType type, Attribute init) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&symbolTableOp->getRegion(0).front());
+    auto global = memref::GlobalOp::create(
+        b, StringAttr::get(ctx, name), StringAttr::get(ctx, "private"), TypeAttr::get(type),
+        init, /*constant=*/UnitAttr(), b.getI64IntegerAttr(64));
+    symbols.insert(global); // renames on collision
+    return global;
+  };
+  auto packedGlobal = declare("__moe_cpu_packed_weights", packedType, b.getUnitAttr());
+  auto keyGlobal = declare("__moe_cpu_packed_weights_key", keyType,
+                           DenseElementsAttr::get(RankedTensorType::get({2}, b.getI64Type()),
+                                                  b.getI64IntegerAttr(0).getValue()));
+  Value packed = memref::GetGlobalOp::create(b, packedType, packedGlobal.getSymName());
+  Value key = memref::GetGlobalOp::create(b, keyType, keyGlobal.getSymName());
+
+  // Key of this call's buffer: its address and a hash of 64 sampled elements.
+  Type i64 = b.getI64Type();
+  Value address = arith::IndexCastOp::create(
+      b, i64, memref::ExtractAlignedPointerAsIndexOp::create(b, w));
+  int64_t total = groups * red * cols, step = std::max<int64_t>(total / 64, 1);
+  Type bitsType = b.getIntegerType(elt.getIntOrFloatBitWidth());
+  auto hashLoop = scf::ForOp::create(
+      b, cIdx(b, 0), cIdx(b, std::min<int64_t>(total, 64)), cIdx(b, 1),
+      ValueRange{arith::ConstantOp::create(b, b.getI64IntegerAttr(0x811c9dc5))},
+      [&](OpBuilder &nested, Location loc, Value s, ValueRange acc) {
+        ImplicitLocOpBuilder nb(loc, nested);
+        Value lin = arith::MulIOp::create(nb, s, cIdx(nb, step));
+        Value grp = arith::DivSIOp::create(nb, lin, cIdx(nb, red * cols));
+        Value rem = arith::RemSIOp::create(nb, lin, cIdx(nb, red * cols));
+        Value k = arith::DivSIOp::create(nb, rem, cIdx(nb, cols));
+        Value c = arith::RemSIOp::create(nb, rem, cIdx(nb, cols));
+        Value v = memref::LoadOp::create(nb, w, ValueRange{grp, k, c});
+        Value bits = arith::ExtUIOp::create(nb, i64, arith::BitcastOp::create(nb, bitsType, v));
+        Value mixed = arith::MulIOp::create(
+            nb, arith::XOrIOp::create(nb, acc[0], bits),
+            arith::ConstantOp::create(nb, b.getI64IntegerAttr(0x100000001b3)));
+        scf::YieldOp::create(nb, ValueRange{mixed});
+      });
+  Value hash = hashLoop.getResult(0);
+  Value sameAddress = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq, memref::LoadOp::create(b, key, ValueRange{cIdx(b, 0)}),
+      address);
+  Value sameHash = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq, memref::LoadOp::create(b, key, ValueRange{cIdx(b, 1)}),
+      hash);
+  Value fresh = arith::AndIOp::create(b, sameAddress, sameHash);
+
+  scf::IfOp::create(b, fresh, [&](OpBuilder &nested, Location loc) {
+    scf::YieldOp::create(nested, loc);
+  }, [&](OpBuilder &nested, Location loc) {
+    ImplicitLocOpBuilder nb(loc, nested);
+    // Pack: every (group, panel) on its own core, rows copied as vectors.
+    scf::ParallelOp::create(
+        nb, ValueRange{cIdx(nb, 0), cIdx(nb, 0)}, ValueRange{cIdx(nb, groups), cIdx(nb, panels)},
+        ValueRange{cIdx(nb, 1), cIdx(nb, 1)},
+        [&](OpBuilder &pb, Location loc, ValueRange ivs) {
+          ImplicitLocOpBuilder ib(loc, pb);
+          Value grp = ivs[0], p = ivs[1];
+          Value base = arith::MulIOp::create(ib, p, cIdx(ib, tile));
+          scf::ForOp::create(
+              ib, cIdx(ib, 0), cIdx(ib, red), cIdx(ib, 1), ValueRange{},
+              [&](OpBuilder &kb, Location loc, Value k, ValueRange) {
+                ImplicitLocOpBuilder rb(loc, kb);
+                auto vt = VectorType::get({kLanes}, elt);
+                Value zero = arith::ConstantOp::create(
+                    rb, vt, DenseElementsAttr::get(vt, rb.getZeroAttr(elt)));
+                for (int64_t v = 0; v < kMicroVecs; ++v) {
+                  // Gated panels: 32 gate columns, then the 32 matching up ones.
+                  int64_t half = kMicroVecs / 2;
+                  bool up = gated && v >= half;
+                  int64_t offset = (gated ? (up ? v - half : v) : v) * kLanes;
+                  Value col = arith::AddIOp::create(rb, base, cIdx(rb, offset));
+                  Value mask = columnMask(rb, col, cIdx(rb, outCols));
+                  if (up)
+                    col = arith::AddIOp::create(rb, col, cIdx(rb, outCols));
+                  Value vec = vector::MaskedLoadOp::create(rb, vt, w, ValueRange{grp, k, col},
+                                                           mask, zero);
+                  vector::StoreOp::create(rb, vec, packed,
+                                          ValueRange{grp, p, k, cIdx(rb, v * kLanes)});
+                }
+                scf::YieldOp::create(rb);
+              });
+        });
+    memref::StoreOp::create(nb, address, key, ValueRange{cIdx(nb, 0)});
+    memref::StoreOp::create(nb, hash, key, ValueRange{cIdx(nb, 1)});
+    scf::YieldOp::create(nb);
+  });
+  return packed;
 }

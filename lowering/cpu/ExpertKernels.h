@@ -79,7 +79,28 @@ struct GroupedGemm {
   Value columns;
   /// Gated: output column c pairs B's columns c and `columns + c`.
   bool gated = false;
+  /// B is in the packed layout of emitPackedWeights (then rank 4).
+  bool bPacked = false;
 };
+
+/// Output columns of one micro-tile (and of one packed panel).
+inline int64_t tileColumns(bool gated) { return (gated ? kMicroVecs / 2 : kMicroVecs) * kLanes; }
+
+/// Expert weights prepared once for the micro-kernels: B [G, K, N] (gated:
+/// [G, K, 2H]) repacked into panels [G, P, K, 16 * kMicroVecs] (P =
+/// ceil(N / 64), gated: ceil(H / 32) panels holding 32 gate and the 32
+/// matching up columns), zero-padded, so that a micro-kernel streams one
+/// contiguous panel. The packed copy lives in a module global and is
+/// (re)built only when the weight buffer differs from the one it was built
+/// from: same base address and the same fingerprint (a hash of 64 sampled
+/// elements). Expert weights are thus read once per buffer, not per call;
+/// a caller that rewrites a weight buffer in place in a way that keeps those
+/// samples must not rely on the cache (the pipeline option
+/// `pack-weights=false` turns it off). Requires static B shapes; returns the
+/// packed memref.
+Value emitPackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTable, Value weights,
+                        bool gated);
+
 
 /// Emits the grouped GEMM as one scf.parallel loop nest over the work items
 /// at the builder's insertion point.
