@@ -256,6 +256,16 @@ class MoeRun:
     def __init__(self, bindir, tmp):
         self.exe = os.path.join(bindir, "moe-run")
         self.tmp = tmp
+        # One binary for the whole run, even if a build replaces it meanwhile
+        # (its RUNPATH is absolute, so the copy finds the same libraries).
+        copy = os.path.join(tmp, "moe-run")
+        try:
+            shutil.copy2(self.exe, copy)
+            if subprocess.run([copy, "--help"], capture_output=True,
+                              timeout=60).returncode == 0:
+                self.exe = copy
+        except (OSError, subprocess.TimeoutExpired):
+            pass
         try:
             h = subprocess.run([self.exe, "--help"], capture_output=True,
                                text=True, timeout=60).stdout
@@ -353,7 +363,24 @@ def main():
         print("load average at start: %.2f" % load)
     except OSError:
         pass
-    print("moe-run: %s" % os.path.join(opt.bin, "moe-run"))
+    exe = os.path.join(opt.bin, "moe-run")
+    about = []
+    try:
+        about.append("built " + datetime.datetime.fromtimestamp(
+            os.path.getmtime(exe)).astimezone().strftime("%Y-%m-%d %H:%M"))
+        g = subprocess.run(["git", "-C", opt.bin, "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True)
+        if g.returncode == 0:
+            dirty = subprocess.run(["git", "-C", opt.bin, "status", "--porcelain",
+                                    "--untracked-files=no"],
+                                   capture_output=True, text=True).stdout.strip()
+            about.append("source tree at %s%s" % (
+                g.stdout.strip(), " + uncommitted changes" if dirty else ""))
+    except OSError:
+        pass
+    desc = exe + (" (%s)" % ", ".join(about) if about else "")
+    print("moe-run: %s" % desc)
+    mr = MoeRun(opt.bin, tmp)
 
     # ---- yardsticks: BLAS core type, sgemm, bandwidth, torch ----------------
     threads_env = {"OPENBLAS_NUM_THREADS": str(ncpu), "OMP_NUM_THREADS": str(ncpu)}
@@ -466,7 +493,6 @@ def main():
                     best_core or "unset", torch_res["blas"])
 
     # ---- moe-run ------------------------------------------------------------
-    mr = MoeRun(opt.bin, tmp)
     rows, res_by = [], {}
     for name, T, D, H, ty, routing, fused, rep in shapes:
         gen = ["--act=" + ACT, "--dtype=" + ty, "--routing=" + routing]
