@@ -7,7 +7,7 @@
 # table, figures only, no pass/fail; run it on an idle machine
 # (tools/bench/README.md describes every column).
 #
-# Usage: tools/bench/cpu-moe-bench.sh [--bin=DIR] [--install-deps] [--quick] [--keep]
+# Usage: tools/bench/cpu-moe-bench.sh [--bin=DIR] [--install-deps] [--python=PATH|none] [--quick] [--keep]
 #   --bin=DIR        the directory of moe-run (default: $MOE_BIN, else
 #                    <repo>/build/bin)
 #   --install-deps   first install python3-numpy and libopenblas0-pthread
@@ -28,7 +28,7 @@ for a in "$@"; do
     --bin=*) BIN="${a#*=}" ;;
     --install-deps) INSTALL=1 ;;
     --quick | --keep | --python=*) ARGS+=("$a") ;;
-    -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cpu-moe-bench.sh: unknown argument $a" >&2; exit 1 ;;
   esac
 done
