@@ -272,6 +272,7 @@ class MoeRun:
         except (OSError, subprocess.TimeoutExpired):
             h = ""
         self.has_timing = "--timing" in h
+        self.has_dynamic_size = "--dynamic-size" in h
 
     def run(self, mlir, repeat, extra=()):
         """{'ms', 'compile_ms', 'wall_ms'} or {'error'}."""
@@ -439,21 +440,24 @@ def main():
     if best_core:
         blas_env["OPENBLAS_CORETYPE"] = best_core
 
-    # shapes: name -> (T, D, H, dtype, routing, fused)
+    # rows: (name, T, D, H, dtype, routing, kind: ""/"dynamic"/"fused", runs)
     shapes = [
-        ("mid", 512, 512, 2048, "f32", "top_k", False, 3 if q else 20),
-        ("decode", 16, 1024, 4096, "f32", "top_k", False, 3 if q else 30),
-        ("decode", 16, 1024, 4096, "bf16", "top_k", False, 3 if q else 30),
-        ("prefill", 2048, 1024, 4096, "f32", "top_k", False, 1 if q else 3),
-        ("mid-dense", 512, 512, 2048, "f32", "dense", False, 1 if q else 5),
-        ("prefill-experts", 2048, 1024, 4096, "f32", "top_k", True, 1 if q else 3),
+        ("mid", 512, 512, 2048, "f32", "top_k", "", 3 if q else 20),
+        ("decode", 16, 1024, 4096, "f32", "top_k", "", 3 if q else 30),
+        ("decode", 16, 1024, 4096, "bf16", "top_k", "", 3 if q else 30),
+        ("prefill", 2048, 1024, 4096, "f32", "top_k", "", 1 if q else 3),
+        ("mid-dense", 512, 512, 2048, "f32", "dense", "", 1 if q else 5),
+        ("mid-dynamic-T", 512, 512, 2048, "f32", "top_k", "dynamic",
+         3 if q else 20),
+        ("prefill-experts", 2048, 1024, 4096, "f32", "top_k", "fused",
+         1 if q else 3),
     ]
 
     def kk(routing):
         return E if routing == "dense" else K
 
     gemm_shapes = {}
-    for name, T, D, H, ty, routing, fused, _ in shapes:
+    for name, T, D, H, ty, routing, kind, _ in shapes:
         M = max(1, T * kk(routing) // E)
         gemm_shapes["%dx%dx%d" % (M, D, H)] = (M, D, H)
     sgemm, bw = {}, None
@@ -474,8 +478,8 @@ def main():
     torch_res, torch_desc = {}, "n/a (python3 cannot import torch)"
     if torch_py:
         layers = {}
-        for name, T, D, H, ty, routing, fused, rep in shapes:
-            if ty == "f32" and not fused:
+        for name, T, D, H, ty, routing, kind, rep in shapes:
+            if ty == "f32" and not kind:
                 layers[name] = {"T": T, "D": D, "H": H, "E": E,
                                 "K": kk(routing), "repeat": rep}
         tenv = dict(blas_env)
@@ -494,10 +498,18 @@ def main():
 
     # ---- moe-run ------------------------------------------------------------
     rows, res_by = [], {}
-    for name, T, D, H, ty, routing, fused, rep in shapes:
+    for name, T, D, H, ty, routing, kind, rep in shapes:
         gen = ["--act=" + ACT, "--dtype=" + ty, "--routing=" + routing]
         extra = []
-        if fused:
+        if kind == "dynamic":
+            if not mr.has_dynamic_size:
+                r = {"error": "moe-run has no --dynamic-size (dynamic T) yet"}
+                res_by[(name, ty)] = r
+                rows.append((name, T, D, H, ty, routing, kind, rep, r))
+                continue
+            gen.append("--dynamic")
+            extra = ["--dynamic-size=%d" % T]
+        if kind == "fused":
             gen.append("--fused")
             idx = os.path.join(tmp, "idx-%d.npy" % T)
             wts = os.path.join(tmp, "wts-%d.npy" % T)
@@ -509,7 +521,7 @@ def main():
         f = generate(opt.root, tmp, "%s-%s" % (name, ty), T, D, H, E, K, gen)
         r = mr.run(f, rep, extra)
         res_by[(name, ty)] = r
-        rows.append((name, T, D, H, ty, routing, fused, rep, r))
+        rows.append((name, T, D, H, ty, routing, kind, rep, r))
 
     # ---- table --------------------------------------------------------------
     print("BLAS: %s" % blas_desc)
@@ -534,10 +546,10 @@ def main():
     print(hdr)
     print("-" * len(hdr))
     footnotes = []
-    for name, T, D, H, ty, routing, fused, rep, r in rows:
+    for name, T, D, H, ty, routing, kind, rep, r in rows:
         k_ = kk(routing)
         expert_flops = 2.0 * T * k_ * (D * H + H * D)
-        flops = expert_flops + (0 if fused else 2.0 * T * D * E)
+        flops = expert_flops + (0 if kind == "fused" else 2.0 * T * D * E)
         ms = r.get("ms")
         gf = flops / (ms * 1e-3) / 1e9 if ms else None
         M = max(1, T * k_ // E)
@@ -556,7 +568,7 @@ def main():
                 "= %.3f experts x (W1+W2 = 2*D*H*%d B = %.1f MB) + router "
                 "D*E*%d B = %.1f MB" % (name, ty, T, hit, elt,
                                         2 * D * H * elt / 1e6, elt, wbytes / 1e6))
-        tm = torch_res.get(name) if ty == "f32" and not fused else None
+        tm = torch_res.get(name) if ty == "f32" and not kind else None
         print("%-16s %5d %5d %5d %-5s %5d %10s %8s %9s %7s %9s %8s %9s %9s" % (
             name, T, D, H, ty, rep, fmt(ms, "%.3f"), fmt(gf, "%.1f"),
             fmt(sg, "%.1f"), fmt(pct, "%.1f"), fmt(floor, "%.2f"),
@@ -571,6 +583,8 @@ def main():
           "best time, best core type; %sgemm = GFLOP/s / sgemm-GF")
     print("floor-ms: weight bytes touched / read bandwidth; x-floor = moe-ms "
           "/ floor-ms; torch/moe = torch-ms / moe-ms (f32 rows)")
+    print("mid-dynamic-T: the mid layer with tensor<?x512xf32> tokens, "
+          "run with --dynamic-size=512")
     print("prefill-experts: a function whose body is only moe.fused_experts "
           "(no router/gate; balanced indices t -> t mod 8, (t+1) mod 8, "
           "weights 0.5), expert FLOPs only")
