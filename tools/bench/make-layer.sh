@@ -1,18 +1,112 @@
 #!/usr/bin/env bash
-# Prints a Mixtral-style moe.layer (top-k of E SwiGLU experts, f32) with the
-# given T D H E K, for benchmarks: make-layer.sh T D H E K > layer.mlir
+# Prints a moe.layer benchmark function (by default a Mixtral-style layer:
+# top-k of E SwiGLU experts, f32, no biases) with the given T D H E K:
+#
+#   make-layer.sh [OPTIONS] T D H E K > layer.mlir
+#
+# Options (the one generator for every benchmark variant):
+#   --act=NAME     expert activation: swiglu (default), geglu, gelu, gelu_tanh,
+#                  relu, silu (swiglu/geglu are gated: w1 is [E, D, 2H])
+#   --routing=R    top_k (default: #moe.top_k<k = K>) or dense (#moe.dense;
+#                  K is ignored)
+#   --dtype=TY     f32 (default), bf16 or f16 (every float operand and result)
+#   --dynamic      the token dimension is dynamic: tensor<?xD> (same as T=?)
+#   --layers=N     N layers chained in one function, x -> layer -> layer ...,
+#                  each with its own parameters "layers.I.*" (default 1)
+#   --fused        the body is only moe.fused_experts (the expert phase, no
+#                  router or gate): the function takes the expert indices
+#                  [T, K] i32 and routing weights [T, K] first (inputs, bind
+#                  them with --input), then x (an input), then w1 and w2
 set -euo pipefail
+
+ACT=swiglu ROUTING=top_k TY=f32 DYNAMIC=0 LAYERS=1 FUSED=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --act=*) ACT="${1#*=}" ;;
+    --routing=*) ROUTING="${1#*=}" ;;
+    --dtype=*) TY="${1#*=}" ;;
+    --dynamic) DYNAMIC=1 ;;
+    --layers=*) LAYERS="${1#*=}" ;;
+    --fused) FUSED=1 ;;
+    --) shift; break ;;
+    -*) echo "make-layer.sh: unknown option $1" >&2; exit 1 ;;
+    *) break ;;
+  esac
+  shift
+done
+if [ $# -ne 5 ]; then
+  echo "usage: make-layer.sh [--act=A] [--routing=top_k|dense] [--dtype=f32|bf16|f16] [--dynamic] [--layers=N] [--fused] T D H E K" >&2
+  exit 1
+fi
 T=$1 D=$2 H=$3 E=$4 K=$5
-H2=$((2 * H))
-cat <<MLIR
-func.func @forward(%x: tensor<${T}x${D}xf32>,
-                   %wr: tensor<${D}x${E}xf32> {moe.param = "gate.weight"},
-                   %w1: tensor<${E}x${D}x${H2}xf32> {moe.param = "experts.gate_up"},
-                   %w2: tensor<${E}x${H}x${D}xf32> {moe.param = "experts.down"}) -> tensor<${T}x${D}xf32> {
-  %y = moe.layer %x router(%wr) experts(%w1, %w2)
-         {routing = #moe.top_k<k = ${K}>, activation = #moe.activation<swiglu>}
-         : (tensor<${T}x${D}xf32>, tensor<${D}x${E}xf32>, tensor<${E}x${D}x${H2}xf32>, tensor<${E}x${H}x${D}xf32>)
-         -> tensor<${T}x${D}xf32>
-  return %y : tensor<${T}x${D}xf32>
+[ "$DYNAMIC" = 1 ] && T='?'
+case "$ACT" in
+  swiglu | geglu) H1=$((2 * H)) ;;
+  gelu | gelu_tanh | relu | silu) H1=$H ;;
+  *) echo "make-layer.sh: unknown activation $ACT" >&2; exit 1 ;;
+esac
+case "$ROUTING" in
+  top_k) ROUTE="#moe.top_k<k = ${K}>" ;;
+  dense) ROUTE="#moe.dense"; K=$E ;;
+  *) echo "make-layer.sh: unknown routing $ROUTING" >&2; exit 1 ;;
+esac
+case "$TY" in f32 | bf16 | f16) ;; *) echo "make-layer.sh: unknown dtype $TY" >&2; exit 1 ;; esac
+
+XT="tensor<${T}x${D}x${TY}>"
+WRT="tensor<${D}x${E}x${TY}>"
+W1T="tensor<${E}x${D}x${H1}x${TY}>"
+W2T="tensor<${E}x${H}x${D}x${TY}>"
+
+if [ "$FUSED" = 1 ]; then
+  IT="tensor<${T}x${K}xi32>"
+  GT="tensor<${T}x${K}x${TY}>"
+  cat <<MLIR
+func.func @forward(%idx: ${IT}, %wt: ${GT}, %x: ${XT},
+                   %w1: ${W1T} {moe.param = "experts.w1"},
+                   %w2: ${W2T} {moe.param = "experts.w2"}) -> ${XT} {
+  %y = moe.fused_experts %x, %idx, %wt experts(%w1, %w2)
+         {num_experts = ${E} : i64, activation = #moe.activation<${ACT}>}
+         : (${XT}, ${IT}, ${GT}, ${W1T}, ${W2T}) -> ${XT}
+  return %y : ${XT}
 }
 MLIR
+  exit 0
+fi
+
+layer() { # layer INDEX IN OUT
+  cat <<MLIR
+  %$3 = moe.layer %$2 router(%wr$1) experts(%w1_$1, %w2_$1)
+         {routing = ${ROUTE}, activation = #moe.activation<${ACT}>}
+         : (${XT}, ${WRT}, ${W1T}, ${W2T}) -> ${XT}
+MLIR
+}
+
+if [ "$LAYERS" = 1 ]; then
+  # The names of the single-layer form are those of tools/gpu-check.sh.
+  cat <<MLIR
+func.func @forward(%x: ${XT},
+                   %wr0: ${WRT} {moe.param = "gate.weight"},
+                   %w1_0: ${W1T} {moe.param = "experts.gate_up"},
+                   %w2_0: ${W2T} {moe.param = "experts.down"}) -> ${XT} {
+MLIR
+  layer 0 x y
+  echo "  return %y : ${XT}"
+  echo "}"
+  exit 0
+fi
+
+echo "func.func @forward(%x: ${XT},"
+for ((i = 0; i < LAYERS; i++)); do
+  sep=","
+  [ $i -eq $((LAYERS - 1)) ] && sep=") -> ${XT} {"
+  echo "    %wr$i: ${WRT} {moe.param = \"layers.$i.gate.weight\"},"
+  echo "    %w1_$i: ${W1T} {moe.param = \"layers.$i.experts.w1\"},"
+  echo "    %w2_$i: ${W2T} {moe.param = \"layers.$i.experts.w2\"}$sep"
+done
+prev=x
+for ((i = 0; i < LAYERS; i++)); do
+  layer "$i" "$prev" "h$i"
+  prev="h$i"
+done
+echo "  return %${prev} : ${XT}"
+echo "}"
