@@ -256,88 +256,147 @@ static Value asTensor(ImplicitLocOpBuilder &b, Value buffer, Type type) {
   return tensor::CastOp::create(b, type, t);
 }
 
+/// Where the CPU kernels go: outlined into private functions of `module`
+/// (one per kernel variant, shared by every layer), or inline when the pass
+/// does not own the module (a nested function pass). Expert weights are
+/// packed (module globals) only when `packWeights` and the module is ours.
+struct KernelSite {
+  Operation *module = nullptr;
+  bool packWeights = false;
+};
+
+static void kernel(ImplicitLocOpBuilder &b, const KernelSite &site, StringRef name,
+                   ValueRange args, function_ref<void(ImplicitLocOpBuilder &, ValueRange)> body) {
+  if (site.module)
+    cpu::callKernel(b, site.module, name, args, body);
+  else
+    body(b, args);
+}
+
+static Value memDim(ImplicitLocOpBuilder &b, Value memref, int64_t i) {
+  return memref::DimOp::create(b, memref, i);
+}
+
+/// The weights a grouped GEMM reads: packed once (module globals) when
+/// possible, else as they are.
+static std::pair<Value, bool> prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site,
+                                             Value w, bool gated) {
+  if (!site.module || !site.packWeights || !cast<MemRefType>(w.getType()).hasStaticShape())
+    return {w, false};
+  cpu::PackedWeights pw = cpu::declarePackedWeights(b, site.module, w, gated);
+  kernel(b, site, gated ? "__moe_cpu_pack_gated" : "__moe_cpu_pack", {w, pw.packed, pw.key},
+         [&](ImplicitLocOpBuilder &b, ValueRange v) {
+           cpu::emitPackWeights(b, v[0], v[1], v[2], gated);
+         });
+  return {pw.packed, true};
+}
+
 /// The expert FFNs over plan rows grouped by expert (DESIGN.md section 3,
 /// numerics for T = bf16/f16 included):
 ///   h[r]   = act(A[row(r)] W1[g] + b1[g]) (gated: act(u[:H]) * u[H:]),
-///            rounded to the element type of `hBuf`;
-///   out[r] = epilogue2(h[r] W2[g] + b2[g]).
+///            rounded to the element type of A;
+///   out[r] = (h[r] W2[g] + b2[g]) * rowScale[r].
 /// `rowMap` (optional) is GEMM1's gather; `rowScale` (optional, f32 per plan
-/// row) multiplies GEMM2's result (the routed weight); `out` receives it in
-/// its own element type.
-/// With `packIn` (the module), static expert weights are read through the
-/// packed copies of cpu::emitPackedWeights (globals of that module).
-static void emitExpertFFN(ImplicitLocOpBuilder &b, Value a, Value rowMap, Value offsets,
-                          int64_t numExperts, Value w1, Value w2, Value b1, Value b2,
+/// row) is the routed weight; `out` receives the result in its own element
+/// type.
+static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value a,
+                          Value rowMap, Value offsets, Value w1, Value w2, Value b1, Value b2,
                           ActivationAttr activation, Value numRows, Value rowScale,
-                          Value out, Operation *packIn) {
-  Value c1 = arith::ConstantIndexOp::create(b, 1);
-  Value modelDim = memref::DimOp::create(b, a, c1);
-  Value hidden = memref::DimOp::create(b, w2, c1);
+                          Value out) {
   Type elt = cast<MemRefType>(a.getType()).getElementType();
   Value h = allocBuffer(b, {OpFoldResult(numRows), memref::getMixedSize(b, b.getLoc(), w2, 1)},
                         elt);
   Activation act = activation.getValue();
   bool gated = activation.isGated();
+  auto [w1k, packed1] = prepareWeights(b, site, w1, gated);
+  auto [w2k, packed2] = prepareWeights(b, site, w2, /*gated=*/false);
 
-  auto packable = [&](Value w) {
-    return packIn && cast<MemRefType>(w.getType()).hasStaticShape();
-  };
-  cpu::GroupedGemm gemm1;
-  gemm1.a = a;
-  gemm1.aRowMap = rowMap;
-  gemm1.b = w1;
-  if (packable(w1)) {
-    gemm1.b = cpu::emitPackedWeights(b, packIn, w1, gated);
-    gemm1.bPacked = true;
-  }
-  gemm1.groupOffsets = offsets;
-  gemm1.numGroups = numExperts;
-  gemm1.reduction = modelDim;
-  gemm1.columns = hidden;
-  gemm1.gated = gated;
-  cpu::emitGroupedGemm(b, gemm1,
-                       [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
-                           Value mask, Value acc, Value accUp) {
-                         if (b1) {
-                           acc = arith::AddFOp::create(
-                               b, acc, cpu::loadF32Vector(b, b1, {group, col}, mask));
+  SmallVector<Value> args1{a, w1k, offsets, h};
+  if (rowMap)
+    args1.push_back(rowMap);
+  if (b1)
+    args1.push_back(b1);
+  std::string name1 = ("__moe_cpu_gemm1_" + stringifyActivation(act) +
+                       (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
+                       (packed1 ? "_packed" : ""))
+                          .str();
+  bool hasMap = static_cast<bool>(rowMap), hasBias1 = static_cast<bool>(b1);
+  bool isPacked1 = packed1;
+  kernel(b, site, name1, args1, [&](ImplicitLocOpBuilder &b, ValueRange v) {
+    unsigned next = 4;
+    Value hv = v[3];
+    Value map = hasMap ? v[next++] : Value();
+    Value bias = hasBias1 ? v[next++] : Value();
+    cpu::GroupedGemm gemm;
+    gemm.a = v[0];
+    gemm.aRowMap = map;
+    gemm.b = v[1];
+    gemm.bPacked = isPacked1;
+    gemm.groupOffsets = v[2];
+    gemm.numGroups = arith::SubIOp::create(b, memDim(b, v[2], 0),
+                                           arith::ConstantIndexOp::create(b, 1));
+    gemm.reduction = memDim(b, v[0], 1);
+    gemm.columns = memDim(b, hv, 1);
+    gemm.gated = gated;
+    Value hidden = gemm.columns;
+    cpu::emitGroupedGemm(b, gemm,
+                         [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
+                             Value mask, Value acc, Value accUp) {
+                           if (bias) {
+                             acc = arith::AddFOp::create(
+                                 b, acc, cpu::loadF32Vector(b, bias, {group, col}, mask));
+                             if (accUp)
+                               accUp = arith::AddFOp::create(
+                                   b, accUp,
+                                   cpu::loadF32Vector(
+                                       b, bias,
+                                       {group, arith::AddIOp::create(b, col, hidden)}, mask));
+                           }
+                           Value r = cpu::activate(b, act, acc);
                            if (accUp)
-                             accUp = arith::AddFOp::create(
-                                 b, accUp,
-                                 cpu::loadF32Vector(
-                                     b, b1, {group, arith::AddIOp::create(b, col, hidden)},
-                                     mask));
-                         }
-                         Value v = cpu::activate(b, act, acc);
-                         if (accUp)
-                           v = arith::MulFOp::create(b, v, accUp);
-                         cpu::storeVector(b, v, h, {row, col}, mask);
-                       });
+                             r = arith::MulFOp::create(b, r, accUp);
+                           cpu::storeVector(b, r, hv, {row, col}, mask);
+                         });
+  });
 
-  cpu::GroupedGemm gemm2;
-  gemm2.a = h;
-  gemm2.b = w2;
-  if (packable(w2)) {
-    gemm2.b = cpu::emitPackedWeights(b, packIn, w2, /*gated=*/false);
-    gemm2.bPacked = true;
-  }
-  gemm2.groupOffsets = offsets;
-  gemm2.numGroups = numExperts;
-  gemm2.reduction = hidden;
-  gemm2.columns = modelDim;
-  cpu::emitGroupedGemm(b, gemm2,
-                       [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
-                           Value mask, Value acc, Value) {
-                         if (b2)
-                           acc = arith::AddFOp::create(
-                               b, acc, cpu::loadF32Vector(b, b2, {group, col}, mask));
-                         if (rowScale) {
-                           Value w = cpu::toF32(b, memref::LoadOp::create(b, rowScale, row));
-                           acc = arith::MulFOp::create(
-                               b, acc, vector::BroadcastOp::create(b, acc.getType(), w));
-                         }
-                         cpu::storeVector(b, acc, out, {row, col}, mask);
-                       });
+  SmallVector<Value> args2{h, w2k, offsets, out};
+  if (rowScale)
+    args2.push_back(rowScale);
+  if (b2)
+    args2.push_back(b2);
+  std::string name2 = (Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
+                       (b2 ? "_bias" : "") + (packed2 ? "_packed" : ""))
+                          .str();
+  bool hasScale = static_cast<bool>(rowScale), hasBias2 = static_cast<bool>(b2);
+  bool isPacked2 = packed2;
+  kernel(b, site, name2, args2, [&](ImplicitLocOpBuilder &b, ValueRange v) {
+    unsigned next = 4;
+    Value outv = v[3];
+    Value scale = hasScale ? v[next++] : Value();
+    Value bias = hasBias2 ? v[next++] : Value();
+    cpu::GroupedGemm gemm;
+    gemm.a = v[0];
+    gemm.b = v[1];
+    gemm.bPacked = isPacked2;
+    gemm.groupOffsets = v[2];
+    gemm.numGroups = arith::SubIOp::create(b, memDim(b, v[2], 0),
+                                           arith::ConstantIndexOp::create(b, 1));
+    gemm.reduction = memDim(b, v[0], 1);
+    gemm.columns = memDim(b, outv, 1);
+    cpu::emitGroupedGemm(b, gemm,
+                         [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
+                             Value mask, Value acc, Value) {
+                           if (bias)
+                             acc = arith::AddFOp::create(
+                                 b, acc, cpu::loadF32Vector(b, bias, {group, col}, mask));
+                           if (scale) {
+                             Value w = cpu::toF32(b, memref::LoadOp::create(b, scale, row));
+                             acc = arith::MulFOp::create(
+                                 b, acc, vector::BroadcastOp::create(b, acc.getType(), w));
+                           }
+                           cpu::storeVector(b, acc, outv, {row, col}, mask);
+                         });
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -345,32 +404,40 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, Value a, Value rowMap, Value 
 //===----------------------------------------------------------------------===//
 
 struct LowerRoute : public OpRewritePattern<RouteOp> {
-  using OpRewritePattern::OpRewritePattern;
+  LowerRoute(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
+  KernelSite site;
   LogicalResult matchAndRewrite(RouteOp op, PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Emitter e(b);
     // o = x Wr + br: one group of T rows through the CPU GEMM kernel, f32
     // accumulation, stored in the logits' element type.
-    Value x = asBuffer(b, op.getInput()), wr = asBuffer(b, op.getRouterWeight());
-    Value br = op.getRouterBias() ? asBuffer(b, op.getRouterBias()) : Value();
     Value tokens = e.dim(op.getInput(), 0);
     auto logitsType = cast<RankedTensorType>(op.getLogits().getType());
     Value logits = allocBuffer(b, {OpFoldResult(tokens), e.dimOfr(op.getRouterWeight(), 1)},
                                logitsType.getElementType());
-    cpu::GroupedGemm gemm;
-    gemm.a = x;
-    gemm.b = wr;
-    gemm.numRows = tokens;
-    gemm.reduction = e.dim(op.getInput(), 1);
-    gemm.columns = e.dim(op.getRouterWeight(), 1);
-    cpu::emitGroupedGemm(b, gemm,
-                         [&](ImplicitLocOpBuilder &b, Value, Value row, Value col, Value mask,
-                             Value acc, Value) {
-                           if (br)
-                             acc = arith::AddFOp::create(
-                                 b, acc, cpu::loadF32Vector(b, br, {col}, mask));
-                           cpu::storeVector(b, acc, logits, {row, col}, mask);
-                         });
+    SmallVector<Value> args{asBuffer(b, op.getInput()), asBuffer(b, op.getRouterWeight()),
+                            logits};
+    bool hasBias = static_cast<bool>(op.getRouterBias());
+    if (hasBias)
+      args.push_back(asBuffer(b, op.getRouterBias()));
+    kernel(b, site, hasBias ? "__moe_cpu_router_bias" : "__moe_cpu_router", args,
+           [&](ImplicitLocOpBuilder &b, ValueRange v) {
+             Value out = v[2], br = hasBias ? v[3] : Value();
+             cpu::GroupedGemm gemm;
+             gemm.a = v[0];
+             gemm.b = v[1];
+             gemm.numRows = memDim(b, v[0], 0);
+             gemm.reduction = memDim(b, v[0], 1);
+             gemm.columns = memDim(b, v[1], 1);
+             cpu::emitGroupedGemm(b, gemm,
+                                  [&](ImplicitLocOpBuilder &b, Value, Value row, Value col,
+                                      Value mask, Value acc, Value) {
+                                    if (br)
+                                      acc = arith::AddFOp::create(
+                                          b, acc, cpu::loadF32Vector(b, br, {col}, mask));
+                                    cpu::storeVector(b, acc, out, {row, col}, mask);
+                                  });
+           });
     rewriter.replaceOp(op, asTensor(b, logits, logitsType));
     return success();
   }
@@ -842,15 +909,9 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
 // moe.expert_ffn
 //===----------------------------------------------------------------------===//
 
-/// Where packed weights of `op` live: its module, when packing is on.
-static Operation *packTarget(Operation *op, bool packWeights) {
-  return packWeights ? op->getParentOfType<ModuleOp>().getOperation() : nullptr;
-}
-
 struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
-  LowerExpertFFN(MLIRContext *ctx, bool packWeights)
-      : OpRewritePattern(ctx), packWeights(packWeights) {}
-  bool packWeights;
+  LowerExpertFFN(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
+  KernelSite site;
 
   LogicalResult matchAndRewrite(ExpertFFNOp op, PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
@@ -867,11 +928,11 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
     linalg::FillOp::create(b, ValueRange{arith::ConstantOp::create(
                                   b, b.getZeroAttr(outType.getElementType()))},
                            ValueRange{out});
-    emitExpertFFN(b, asBuffer(b, rows), Value(), asBuffer(b, op.getOffsets()), numExperts,
+    emitExpertFFN(b, site, asBuffer(b, rows), Value(), asBuffer(b, op.getOffsets()),
                   asBuffer(b, op.getW1()), asBuffer(b, op.getW2()),
                   op.getB1() ? asBuffer(b, op.getB1()) : Value(),
                   op.getB2() ? asBuffer(b, op.getB2()) : Value(), op.getActivationAttr(),
-                  numRows, Value(), out, packTarget(op, packWeights));
+                  numRows, Value(), out);
     rewriter.replaceOp(op, asTensor(b, out, outType));
     return success();
   }
@@ -880,8 +941,8 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
 /// y[t, :] = sum_i rows[positions[t, i], :] (* weights[t, i] when given),
 /// in increasing i, skipping positions < 0; f32 sum, rounded once to y's
 /// element type. Parallel over tokens, vectorized over the model dimension.
-static void emitCombine(ImplicitLocOpBuilder &b, Value rows, Value positions, Value weights,
-                        Value y) {
+static void emitCombineBody(ImplicitLocOpBuilder &b, Value rows, Value positions,
+                            Value weights, Value y) {
   Value c0 = arith::ConstantIndexOp::create(b, 0), c1 = arith::ConstantIndexOp::create(b, 1);
   Value tokens = memref::DimOp::create(b, positions, c0);
   Value k = memref::DimOp::create(b, positions, c1);
@@ -928,8 +989,21 @@ static void emitCombine(ImplicitLocOpBuilder &b, Value rows, Value positions, Va
       });
 }
 
+static void emitCombine(ImplicitLocOpBuilder &b, const KernelSite &site, Value rows,
+                        Value positions, Value weights, Value y) {
+  SmallVector<Value> args{rows, positions, y};
+  if (weights)
+    args.push_back(weights);
+  bool weighted = static_cast<bool>(weights);
+  kernel(b, site, weighted ? "__moe_cpu_combine_weighted" : "__moe_cpu_combine", args,
+         [&](ImplicitLocOpBuilder &b, ValueRange v) {
+           emitCombineBody(b, v[0], v[1], weighted ? v[3] : Value(), v[2]);
+         });
+}
+
 struct LowerCombine : public OpRewritePattern<CombineOp> {
-  using OpRewritePattern::OpRewritePattern;
+  LowerCombine(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
+  KernelSite site;
 
   LogicalResult matchAndRewrite(CombineOp op, PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
@@ -937,7 +1011,7 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
     auto outType = cast<RankedTensorType>(op.getOutput().getType());
     Value y = allocBuffer(b, {e.dimOfr(op.getWeights(), 0), e.dimOfr(op.getExpertOutput(), 1)},
                           outType.getElementType());
-    emitCombine(b, asBuffer(b, op.getExpertOutput()), asBuffer(b, op.getPositions()),
+    emitCombine(b, site, asBuffer(b, op.getExpertOutput()), asBuffer(b, op.getPositions()),
                 asBuffer(b, op.getWeights()), y);
     rewriter.replaceOp(op, asTensor(b, y, outType));
     return success();
@@ -949,9 +1023,8 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
 //===----------------------------------------------------------------------===//
 
 struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
-  LowerFusedExperts(MLIRContext *ctx, bool packWeights)
-      : OpRewritePattern(ctx), packWeights(packWeights) {}
-  bool packWeights;
+  LowerFusedExperts(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
+  KernelSite site;
 
   LogicalResult matchAndRewrite(FusedExpertsOp op, PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
@@ -980,15 +1053,15 @@ struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
 
     // Per plan row: the expert's output times the routed weight (f32).
     Value out = allocBuffer(b, {OpFoldResult(keptRows), e.dimOfr(x, 1)}, e.f32());
-    emitExpertFFN(b, asBuffer(b, x), asBuffer(b, placed[0]), asBuffer(b, plan.offsets),
-                  numExperts, asBuffer(b, op.getW1()), asBuffer(b, op.getW2()),
+    emitExpertFFN(b, site, asBuffer(b, x), asBuffer(b, placed[0]), asBuffer(b, plan.offsets),
+                  asBuffer(b, op.getW1()), asBuffer(b, op.getW2()),
                   op.getB1() ? asBuffer(b, op.getB1()) : Value(),
                   op.getB2() ? asBuffer(b, op.getB2()) : Value(), op.getActivationAttr(),
-                  keptRows, asBuffer(b, placed[1]), out, packTarget(op, packWeights));
+                  keptRows, asBuffer(b, placed[1]), out);
     // Per token: the sum of its rows in routing order, rounded once.
     auto outType = cast<RankedTensorType>(op.getOutput().getType());
     Value y = allocBuffer(b, {OpFoldResult(tokens), e.dimOfr(x, 1)}, outType.getElementType());
-    emitCombine(b, out, asBuffer(b, placed[2]), Value(), y);
+    emitCombine(b, site, out, asBuffer(b, placed[2]), Value(), y);
     rewriter.replaceOp(op, asTensor(b, y, outType));
     return success();
   }
@@ -1203,8 +1276,9 @@ struct ConvertMoEToLinalgPass
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(&getContext());
     populateDecompositionPatterns(patterns);
-    // Packed weights are module globals: only when this pass owns the module.
-    populateMoEToLinalgPatterns(patterns, packWeights && isa<ModuleOp>(root));
+    // Outlined kernels and packed weights are module symbols: only when this
+    // pass owns the module.
+    populateMoEToLinalgPatterns(patterns, dyn_cast<ModuleOp>(root), packWeights);
     if (failed(applyPartialConversion(root, target, std::move(patterns))))
       signalPassFailure();
   }
@@ -1212,8 +1286,11 @@ struct ConvertMoEToLinalgPass
 
 } // namespace
 
-void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns, bool packWeights) {
-  patterns.add<LowerRoute, LowerGate, LowerDispatch, LowerCombine, LowerSoftDispatch,
-               LowerSoftCombine, LowerFusedSoftExperts>(patterns.getContext());
-  patterns.add<LowerExpertFFN, LowerFusedExperts>(patterns.getContext(), packWeights);
+void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kernelModule,
+                                      bool packWeights) {
+  KernelSite site{kernelModule ? kernelModule.getOperation() : nullptr, packWeights};
+  patterns.add<LowerGate, LowerDispatch, LowerSoftDispatch, LowerSoftCombine,
+               LowerFusedSoftExperts>(patterns.getContext());
+  patterns.add<LowerRoute, LowerExpertFFN, LowerCombine, LowerFusedExperts>(
+      patterns.getContext(), site);
 }

@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir {
@@ -21,11 +22,14 @@ namespace moe {
 #define GEN_PASS_DECL
 #include "lowering/Passes.h.inc"
 
-/// Patterns lowering the moe chain ops to upstream dialects. With
-/// `packWeights`, expert weights are read through packed copies kept in
-/// globals of the enclosing module (see lowering/cpu/ExpertKernels.h); only
-/// safe when the caller owns the module (not from a nested function pass).
-void populateMoEToLinalgPatterns(RewritePatternSet &patterns, bool packWeights = false);
+/// Patterns lowering the moe chain ops to upstream dialects. With a
+/// `kernelModule`, the CPU kernels are outlined into private functions of it
+/// (one per variant) and, with `packWeights`, static expert weights are read
+/// through packed copies kept in globals of it (see
+/// lowering/cpu/ExpertKernels.h); pass one only when the caller owns that
+/// module (not from a nested function pass). Without it, kernels are inline.
+void populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kernelModule = {},
+                                 bool packWeights = false);
 
 #define GEN_PASS_REGISTRATION
 #include "lowering/Passes.h.inc"

@@ -7,8 +7,11 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/xxhash.h"
 
 #include <cmath>
 
@@ -192,7 +195,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
   Value maxRows;
   if (g.groupOffsets) {
     auto scan = scf::ForOp::create(
-        b, cIdx(b, 0), cIdx(b, g.numGroups), cIdx(b, 1), ValueRange{cIdx(b, 0)},
+        b, cIdx(b, 0), g.numGroups ? g.numGroups : cIdx(b, 1), cIdx(b, 1), ValueRange{cIdx(b, 0)},
         [&](OpBuilder &nested, Location loc, Value grp, ValueRange acc) {
           ImplicitLocOpBuilder nb(loc, nested);
           Value begin = loadIndex(nb, g.groupOffsets, {grp});
@@ -212,7 +215,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
   // that consecutive items share one column slab of B in the cache.
   scf::ParallelOp::create(
       b, ValueRange{cIdx(b, 0), cIdx(b, 0), cIdx(b, 0)},
-      ValueRange{cIdx(b, g.numGroups), colBlocks, rowBlocks},
+      ValueRange{g.numGroups ? g.numGroups : cIdx(b, 1), colBlocks, rowBlocks},
       ValueRange{cIdx(b, 1), cIdx(b, 1), cIdx(b, 1)},
       [&](OpBuilder &nested, Location loc, ValueRange ivs) {
         ImplicitLocOpBuilder nb(loc, nested);
@@ -251,21 +254,19 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
       });
 }
 
-Value cpu::emitPackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp, Value w,
-                             bool gated) {
+PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp,
+                                        Value w, bool gated) {
   MLIRContext *ctx = b.getContext();
   auto srcType = cast<MemRefType>(w.getType());
   assert(srcType.getRank() == 3 && srcType.hasStaticShape() && "static [G, K, N] weights");
-  Type elt = srcType.getElementType();
   int64_t groups = srcType.getDimSize(0), red = srcType.getDimSize(1),
           cols = srcType.getDimSize(2);
   int64_t outCols = gated ? cols / 2 : cols;
-  int64_t panelWidth = kMicroVecs * kLanes, tile = tileColumns(gated);
+  int64_t tile = tileColumns(gated);
   int64_t panels = (outCols + tile - 1) / tile;
-  auto packedType = MemRefType::get({groups, panels, red, panelWidth}, elt);
+  auto packedType = MemRefType::get({groups, panels, red, kMicroVecs * kLanes},
+                                    srcType.getElementType());
   auto keyType = MemRefType::get({2}, b.getI64Type());
-
-  // The module globals: the packed copy and the key it was built for.
   SymbolTable symbols(symbolTableOp);
   auto declare = [&](StringRef name, MemRefType type, Attribute init) {
     OpBuilder::InsertionGuard guard(b);
@@ -280,30 +281,43 @@ Value cpu::emitPackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp, 
   auto keyGlobal = declare("__moe_cpu_packed_weights_key", keyType,
                            DenseElementsAttr::get(RankedTensorType::get({2}, b.getI64Type()),
                                                   b.getI64IntegerAttr(0).getValue()));
-  Value packed = memref::GetGlobalOp::create(b, packedType, packedGlobal.getSymName());
-  Value key = memref::GetGlobalOp::create(b, keyType, keyGlobal.getSymName());
+  return {memref::GetGlobalOp::create(b, packedType, packedGlobal.getSymName()),
+          memref::GetGlobalOp::create(b, keyType, keyGlobal.getSymName())};
+}
+
+void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
+                          bool gated) {
+  Type elt = cast<MemRefType>(w.getType()).getElementType();
+  Type i64 = b.getI64Type();
+  auto dim = [&](Value m, int64_t i) -> Value { return memref::DimOp::create(b, m, i); };
+  Value groups = dim(w, 0), red = dim(w, 1), cols = dim(w, 2), panels = dim(packed, 1);
+  Value outCols = gated ? arith::DivSIOp::create(b, cols, cIdx(b, 2)).getResult() : cols;
+  int64_t tile = tileColumns(gated);
 
   // Key of this call's buffer: its address and a hash of 64 sampled elements.
-  Type i64 = b.getI64Type();
   Value address = arith::IndexCastOp::create(
       b, i64, memref::ExtractAlignedPointerAsIndexOp::create(b, w));
-  int64_t total = groups * red * cols, step = std::max<int64_t>(total / 64, 1);
+  Value plane = arith::MulIOp::create(b, red, cols);
+  Value total = arith::MulIOp::create(b, groups, plane);
+  Value samples = minIdx(b, total, cIdx(b, 64));
+  Value step = arith::MaxSIOp::create(b, arith::DivSIOp::create(b, total, cIdx(b, 64)),
+                                      cIdx(b, 1));
   Type bitsType = b.getIntegerType(elt.getIntOrFloatBitWidth());
   auto hashLoop = scf::ForOp::create(
-      b, cIdx(b, 0), cIdx(b, std::min<int64_t>(total, 64)), cIdx(b, 1),
+      b, cIdx(b, 0), samples, cIdx(b, 1),
       ValueRange{arith::ConstantOp::create(b, b.getI64IntegerAttr(0x811c9dc5))},
       [&](OpBuilder &nested, Location loc, Value s, ValueRange acc) {
         ImplicitLocOpBuilder nb(loc, nested);
-        Value lin = arith::MulIOp::create(nb, s, cIdx(nb, step));
-        Value grp = arith::DivSIOp::create(nb, lin, cIdx(nb, red * cols));
-        Value rem = arith::RemSIOp::create(nb, lin, cIdx(nb, red * cols));
-        Value k = arith::DivSIOp::create(nb, rem, cIdx(nb, cols));
-        Value c = arith::RemSIOp::create(nb, rem, cIdx(nb, cols));
+        Value lin = arith::MulIOp::create(nb, s, step);
+        Value grp = arith::DivSIOp::create(nb, lin, plane);
+        Value rem = arith::RemSIOp::create(nb, lin, plane);
+        Value k = arith::DivSIOp::create(nb, rem, cols);
+        Value c = arith::RemSIOp::create(nb, rem, cols);
         Value v = memref::LoadOp::create(nb, w, ValueRange{grp, k, c});
         Value bits = arith::ExtUIOp::create(nb, i64, arith::BitcastOp::create(nb, bitsType, v));
         Value mixed = arith::MulIOp::create(
             nb, arith::XOrIOp::create(nb, acc[0], bits),
-            arith::ConstantOp::create(nb, b.getI64IntegerAttr(0x100000001b3)));
+            arith::ConstantOp::create(nb, nb.getI64IntegerAttr(0x100000001b3)));
         scf::YieldOp::create(nb, ValueRange{mixed});
       });
   Value hash = hashLoop.getResult(0);
@@ -313,22 +327,21 @@ Value cpu::emitPackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp, 
   Value sameHash = arith::CmpIOp::create(
       b, arith::CmpIPredicate::eq, memref::LoadOp::create(b, key, ValueRange{cIdx(b, 1)}),
       hash);
-  Value fresh = arith::AndIOp::create(b, sameAddress, sameHash);
+  Value stale = arith::XOrIOp::create(b, arith::AndIOp::create(b, sameAddress, sameHash),
+                                      arith::ConstantOp::create(b, b.getBoolAttr(true)));
 
-  scf::IfOp::create(b, fresh, [&](OpBuilder &nested, Location loc) {
-    scf::YieldOp::create(nested, loc);
-  }, [&](OpBuilder &nested, Location loc) {
+  scf::IfOp::create(b, stale, [&](OpBuilder &nested, Location loc) {
     ImplicitLocOpBuilder nb(loc, nested);
     // Pack: every (group, panel) on its own core, rows copied as vectors.
     scf::ParallelOp::create(
-        nb, ValueRange{cIdx(nb, 0), cIdx(nb, 0)}, ValueRange{cIdx(nb, groups), cIdx(nb, panels)},
+        nb, ValueRange{cIdx(nb, 0), cIdx(nb, 0)}, ValueRange{groups, panels},
         ValueRange{cIdx(nb, 1), cIdx(nb, 1)},
         [&](OpBuilder &pb, Location loc, ValueRange ivs) {
           ImplicitLocOpBuilder ib(loc, pb);
           Value grp = ivs[0], p = ivs[1];
           Value base = arith::MulIOp::create(ib, p, cIdx(ib, tile));
           scf::ForOp::create(
-              ib, cIdx(ib, 0), cIdx(ib, red), cIdx(ib, 1), ValueRange{},
+              ib, cIdx(ib, 0), red, cIdx(ib, 1), ValueRange{},
               [&](OpBuilder &kb, Location loc, Value k, ValueRange) {
                 ImplicitLocOpBuilder rb(loc, kb);
                 auto vt = VectorType::get({kLanes}, elt);
@@ -340,9 +353,9 @@ Value cpu::emitPackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp, 
                   bool up = gated && v >= half;
                   int64_t offset = (gated ? (up ? v - half : v) : v) * kLanes;
                   Value col = arith::AddIOp::create(rb, base, cIdx(rb, offset));
-                  Value mask = columnMask(rb, col, cIdx(rb, outCols));
+                  Value mask = columnMask(rb, col, outCols);
                   if (up)
-                    col = arith::AddIOp::create(rb, col, cIdx(rb, outCols));
+                    col = arith::AddIOp::create(rb, col, outCols);
                   Value vec = vector::MaskedLoadOp::create(rb, vt, w, ValueRange{grp, k, col},
                                                            mask, zero);
                   vector::StoreOp::create(rb, vec, packed,
@@ -355,5 +368,49 @@ Value cpu::emitPackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp, 
     memref::StoreOp::create(nb, hash, key, ValueRange{cIdx(nb, 1)});
     scf::YieldOp::create(nb);
   });
-  return packed;
+}
+
+MemRefType cpu::kernelArgumentType(MemRefType type) {
+  SmallVector<int64_t> shape(type.getRank(), ShapedType::kDynamic);
+  SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
+  if (!strides.empty())
+    strides.back() = 1;
+  auto layout = StridedLayoutAttr::get(type.getContext(), ShapedType::kDynamic, strides);
+  return MemRefType::get(shape, type.getElementType(), layout);
+}
+
+void cpu::callKernel(ImplicitLocOpBuilder &b, Operation *symbolTableOp, StringRef name,
+                     ValueRange args,
+                     function_ref<void(ImplicitLocOpBuilder &, ValueRange)> body) {
+  SmallVector<Value> callArgs;
+  SmallVector<Type> types;
+  std::string signature;
+  llvm::raw_string_ostream os(signature);
+  for (Value v : args) {
+    Type t = v.getType();
+    if (auto mt = dyn_cast<MemRefType>(t)) {
+      MemRefType kt = kernelArgumentType(mt);
+      if (kt != mt)
+        v = memref::CastOp::create(b, kt, v);
+      t = kt;
+    }
+    callArgs.push_back(v);
+    types.push_back(t);
+    os << t << ";";
+  }
+  // One function per body variant (the name) and argument types.
+  std::string symbol = (name + "_" + llvm::utohexstr(llvm::xxh3_64bits(signature))).str();
+  auto fnType = FunctionType::get(b.getContext(), types, {});
+  auto fn = dyn_cast_or_null<func::FuncOp>(SymbolTable::lookupSymbolIn(symbolTableOp, symbol));
+  if (!fn) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(&symbolTableOp->getRegion(0).front());
+    fn = func::FuncOp::create(b, symbol, fnType);
+    fn.setPrivate();
+    Block *entry = fn.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    body(b, entry->getArguments());
+    func::ReturnOp::create(b);
+  }
+  func::CallOp::create(b, fn, callArgs);
 }

@@ -72,7 +72,8 @@ struct GroupedGemm {
   /// Null: one group of `numRows` rows.
   Value groupOffsets;
   Value numRows;
-  int64_t numGroups = 1;
+  /// The number of groups (index; with groupOffsets).
+  Value numGroups;
   /// The reduction size K and the number of output columns (H for a gated
   /// GEMM whose B has 2H columns), as index values.
   Value reduction;
@@ -90,17 +91,33 @@ inline int64_t tileColumns(bool gated) { return (gated ? kMicroVecs / 2 : kMicro
 /// [G, K, 2H]) repacked into panels [G, P, K, 16 * kMicroVecs] (P =
 /// ceil(N / 64), gated: ceil(H / 32) panels holding 32 gate and the 32
 /// matching up columns), zero-padded, so that a micro-kernel streams one
-/// contiguous panel. The packed copy lives in a module global and is
-/// (re)built only when the weight buffer differs from the one it was built
-/// from: same base address and the same fingerprint (a hash of 64 sampled
-/// elements). Expert weights are thus read once per buffer, not per call;
-/// a caller that rewrites a weight buffer in place in a way that keeps those
-/// samples must not rely on the cache (the pipeline option
-/// `pack-weights=false` turns it off). Requires static B shapes; returns the
-/// packed memref.
-Value emitPackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTable, Value weights,
-                        bool gated);
+/// contiguous panel. The packed copy lives in a module global, with a key
+/// global recording the buffer it was built from (base address and a hash
+/// of 64 sampled elements); it is rebuilt only when a call passes a buffer
+/// with another key. Expert weights are thus read once per buffer, not per
+/// call; a caller that rewrites a weight buffer in place such that those
+/// samples keep their values must turn packing off (`pack-weights=false`).
+struct PackedWeights {
+  Value packed; // memref<G x P x K x 64 x T>
+  Value key;    // memref<2 x i64>
+};
+/// Declares the globals for weights of `w`'s (static) type in the symbol
+/// table `symbolTableOp` and returns them (memref.get_global).
+PackedWeights declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp,
+                                   Value w, bool gated);
+/// Checks the key and repacks `w` into `packed` when it is stale.
+void emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key, bool gated);
 
+/// Kernels are outlined: every call site of one kernel variant calls one
+/// private function, so a model of many layers compiles each kernel once.
+/// `callKernel` emits `func.call @<name>_<hash of the argument types>(args)`,
+/// creating the function in `symbolTableOp` with `body` (which receives the
+/// function's arguments) on first use. Memref arguments are passed as
+/// kernelArgumentType (every size dynamic, unit innermost stride); `name`
+/// must tell apart every body variant the argument types do not.
+MemRefType kernelArgumentType(MemRefType type);
+void callKernel(ImplicitLocOpBuilder &b, Operation *symbolTableOp, StringRef name,
+                ValueRange args, llvm::function_ref<void(ImplicitLocOpBuilder &, ValueRange)> body);
 
 /// Emits the grouped GEMM as one scf.parallel loop nest over the work items
 /// at the builder's insertion point.
