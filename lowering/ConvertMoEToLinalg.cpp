@@ -36,6 +36,9 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/xxhash.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
@@ -447,28 +450,26 @@ struct LowerRoute : public OpRewritePattern<RouteOp> {
 // moe.gate
 //===----------------------------------------------------------------------===//
 
-struct LowerGate : public OpRewritePattern<GateOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(GateOp op, PatternRewriter &rewriter) const override {
-    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+/// moe.gate's computation on `logits` (and `seedTensor` when sampling),
+/// returning (weights, indices[, aux loss]) of `resultTypes`.
+static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value seedTensor,
+                                   RoutingAttrInterface routing, bool training,
+                                   TypeRange resultTypes) {
     Emitter e(b);
-    Value logits = op.getLogits();
     Value tokens = e.dim(logits, 0), experts = e.dim(logits, 1);
-    Value kIdx = e.dim(op.getWeights(), 1);
+    int64_t kStatic = cast<RankedTensorType>(resultTypes[0]).getDimSize(1);
+    Value kIdx = e.idx(kStatic);
     Value kF = e.toF32(kIdx);
-    bool training = op.getTraining();
-    RoutingAttrInterface routing = op.getRouting();
     bool dense = isa<DenseRoutingAttr>(routing);
     auto moesart = dyn_cast<MoesartRoutingAttr>(routing);
     bool sampling = routing.isSampling(training);
 
     Value zeroF = e.cf32(0.0), zeroI = e.ci32(0), c0 = e.idx(0), c1 = e.idx(1);
-    Value w0 = e.filled({e.dimOfr(logits, 0), e.dimOfr(op.getWeights(), 1)}, zeroF);
-    Value i0 = e.filled({e.dimOfr(logits, 0), e.dimOfr(op.getWeights(), 1)}, zeroI);
+    Value w0 = e.filled({e.dimOfr(logits, 0), b.getIndexAttr(kStatic)}, zeroF);
+    Value i0 = e.filled({e.dimOfr(logits, 0), b.getIndexAttr(kStatic)}, zeroI);
     Value key0, key1;
     if (sampling) {
-      Value seed = e.extract(op.getSeed(), {});
+      Value seed = e.extract(seedTensor, {});
       key0 = arith::TruncIOp::create(b, e.i32(), seed);
       key1 = arith::TruncIOp::create(
           b, e.i32(),
@@ -704,7 +705,7 @@ struct LowerGate : public OpRewritePattern<GateOp> {
     // writing its own rows; the loss terms are summed afterwards in token
     // order, so the result does not depend on the number of threads.
     OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
-    OpFoldResult kOfr = e.dimOfr(op.getWeights(), 1);
+    OpFoldResult kOfr = b.getIndexAttr(kStatic);
     Value lossTerms0 = e.filled({e.dimOfr(logits, 0)}, zeroF);
     auto forall = scf::ForallOp::create(b, ArrayRef<OpFoldResult>{e.dimOfr(logits, 0)},
                                         ValueRange{w0, i0, lossTerms0}, std::nullopt);
@@ -735,9 +736,9 @@ struct LowerGate : public OpRewritePattern<GateOp> {
     }
 
     SmallVector<Value> results{
-        tensor::CastOp::create(b, op.getWeights().getType(), forall.getResult(0)),
-        tensor::CastOp::create(b, op.getIndices().getType(), forall.getResult(1))};
-    if (op.getAuxLoss()) {
+        tensor::CastOp::create(b, resultTypes[0], forall.getResult(0)),
+        tensor::CastOp::create(b, resultTypes[1], forall.getResult(1))};
+    if (resultTypes.size() > 2) {
       Value loss = e.cf32(0.0);
       if (moesart) {
         Value terms = forall.getResult(2);
@@ -750,11 +751,71 @@ struct LowerGate : public OpRewritePattern<GateOp> {
       results.push_back(tensor::FromElementsOp::create(
           b, RankedTensorType::get({}, e.f32()), ValueRange{loss}));
     }
+    return results;
+}
+
+/// The gate is outlined per (routing, training, E, K) into a function that
+/// every layer with that routing calls, the token count being dynamic.
+struct LowerGate : public OpRewritePattern<GateOp> {
+  LowerGate(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
+  KernelSite site;
+
+  LogicalResult matchAndRewrite(GateOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    int64_t k = op.getWeights().getType().getDimSize(1);
+    if (ShapedType::isDynamic(k))
+      return rewriter.notifyMatchFailure(op, "the number of experts per token is dynamic");
+    OpFoldResult tokens = e.dimOfr(op.getLogits(), 0);
+    SmallVector<Value> outs{allocBuffer(b, {tokens, b.getIndexAttr(k)}, e.f32()),
+                            allocBuffer(b, {tokens, b.getIndexAttr(k)}, e.i32())};
+    if (op.getAuxLoss())
+      outs.push_back(allocBuffer(b, {}, e.f32()));
+    SmallVector<Value> args{asBuffer(b, op.getLogits())};
+    if (op.getSeed())
+      args.push_back(asBuffer(b, op.getSeed()));
+    llvm::append_range(args, outs);
+    std::string routingText;
+    llvm::raw_string_ostream ros(routingText);
+    ros << (op.getTraining() ? "train " : "infer ") << op.getRouting() << " k=" << k;
+    std::string name = "__moe_cpu_gate_" + llvm::utohexstr(llvm::xxh3_64bits(routingText));
+    RoutingAttrInterface routing = op.getRouting();
+    bool training = op.getTraining();
+    bool hasSeed = static_cast<bool>(op.getSeed());
+    size_t numResults = outs.size();
+    SmallVector<Type> resultTypes{
+        RankedTensorType::get({ShapedType::kDynamic, k}, e.f32()),
+        RankedTensorType::get({ShapedType::kDynamic, k}, e.i32())};
+    if (numResults > 2)
+      resultTypes.push_back(RankedTensorType::get({}, e.f32()));
+    // Destination style (no tensor results across the kernel boundary): the
+    // gate's tensors are materialized into the caller's buffers.
+    kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
+      auto toTensor = [&](Value m) -> Value {
+        auto mt = cast<MemRefType>(m.getType());
+        return bufferization::ToTensorOp::create(
+            b, RankedTensorType::get(mt.getShape(), mt.getElementType()), m, b.getUnitAttr());
+      };
+      Value logits = toTensor(v[0]);
+      Value seed = hasSeed ? toTensor(v[1]) : Value();
+      SmallVector<Value> r = emitGate(b, logits, seed, routing, training, resultTypes);
+      ValueRange dests = v.take_back(numResults);
+      for (auto [val, dest] : llvm::zip(r, dests)) {
+        auto mt = cast<MemRefType>(dest.getType());
+        Value t = tensor::CastOp::create(
+            b, RankedTensorType::get(mt.getShape(), mt.getElementType()), val);
+        auto mat = bufferization::MaterializeInDestinationOp::create(b, t, dest);
+        mat.setRestrict(true);
+        mat.setWritable(true);
+      }
+    });
+    SmallVector<Value> results;
+    for (auto [m, t] : llvm::zip(outs, op->getResultTypes()))
+      results.push_back(asTensor(b, m, t));
     rewriter.replaceOp(op, results);
     return success();
   }
 };
-
 //===----------------------------------------------------------------------===//
 // moe.dispatch
 //===----------------------------------------------------------------------===//
@@ -1289,8 +1350,8 @@ struct ConvertMoEToLinalgPass
 void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kernelModule,
                                       bool packWeights) {
   KernelSite site{kernelModule ? kernelModule.getOperation() : nullptr, packWeights};
-  patterns.add<LowerGate, LowerDispatch, LowerSoftDispatch, LowerSoftCombine,
-               LowerFusedSoftExperts>(patterns.getContext());
-  patterns.add<LowerRoute, LowerExpertFFN, LowerCombine, LowerFusedExperts>(
+  patterns.add<LowerDispatch, LowerSoftDispatch, LowerSoftCombine, LowerFusedSoftExperts>(
+      patterns.getContext());
+  patterns.add<LowerRoute, LowerGate, LowerExpertFFN, LowerCombine, LowerFusedExperts>(
       patterns.getContext(), site);
 }

@@ -13,8 +13,9 @@
 
 // MOESART training: Philox4x32-10 (multipliers 0xD2511F53, 0xCD9E8D57 as
 // signed i32) on a counter derived from the token and draw, keyed by the seed.
-// TRAIN: tensor.extract %arg1[] : tensor<i64>
-// TRAIN: scf.for
+// TRAIN: func.func private @__moe_cpu_gate_
+// TRAIN: tensor.extract %{{.*}}[] : tensor<i64>
+// TRAIN: scf.forall
 // TRAIN-DAG: arith.constant -766435501 : i32
 // TRAIN-DAG: arith.constant -845247145 : i32
 // TRAIN: arith.mului_extended
@@ -28,9 +29,11 @@
 // SOFT: math.rsqrt
 // SOFT: math.exp
 // SOFT: tensor.collapse_shape {{.*}} {{\[}}[0, 1, 2], [3]] : tensor<8x4x2x128xf32> into tensor<64x128xf32>
-// SOFT: scf.for
-// SOFT: math.erf
+// SOFT: call @[[G1:__moe_cpu_gemm1_gelu_bias_packed_[0-9A-F]+]](
+// SOFT: call @__moe_cpu_gemm2_bias_packed_
 // SOFT: tensor.expand_shape
+// SOFT: func.func private @[[G1]](
+// SOFT: math.erf {{.*}} : vector<16xf32>
 
 // SwiGLU: route -> gate -> fused experts; GEMM1's epilogue multiplies
 // silu(gate half) by the up half (the up accumulators read B at column H + c).
@@ -44,17 +47,22 @@
 
 // -----
 
-// The router GEMM: the tokens and Wr viewed as memrefs, one parallel loop
-// over row blocks, f32 vector FMAs, masked stores of the E columns.
+// The router GEMM: the tokens and Wr viewed as memrefs and passed to an
+// outlined kernel: one parallel loop over row blocks, f32 vector FMAs,
+// masked stores of the E columns.
 // CHECK-LABEL: func.func @route_matmul
+// CHECK: %[[O:.*]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?x4xf32>
 // CHECK-NEXT: %[[X:.*]] = bufferization.to_buffer %arg0 read_only : tensor<8x16xf32> to memref<8x16xf32, strided<[?, 1], offset: ?>>
 // CHECK-NEXT: %[[WR:.*]] = bufferization.to_buffer %arg1 read_only : tensor<16x4xf32> to memref<16x4xf32, strided<[?, 1], offset: ?>>
-// CHECK: %[[O:.*]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?x4xf32>
+// CHECK: call @[[ROUTER:__moe_cpu_router_[0-9A-F]+]](
+// CHECK-NEXT: %[[T:.*]] = bufferization.to_tensor %[[O]] restrict writable
+// CHECK-NEXT: %[[C:.*]] = tensor.cast %[[T]] : tensor<?x4xf32> to tensor<8x4xf32>
+// CHECK-NEXT: return %[[C]]
+// CHECK: func.func private @[[ROUTER]](
 // CHECK: scf.parallel
-// CHECK: vector.maskedload %[[WR]]
+// CHECK: vector.maskedload %arg1
 // CHECK: vector.fma
-// CHECK: vector.maskedstore %[[O]]
-// CHECK: bufferization.to_tensor %[[O]] restrict writable
+// CHECK: vector.maskedstore %arg2
 // CHECK-NOT: moe.
 func.func @route_matmul(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>) -> tensor<8x4xf32> {
   %o = moe.route %x router(%wr) : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
@@ -63,14 +71,18 @@ func.func @route_matmul(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>) -> tensor<8
 
 // -----
 
-// The gate: an scf.forall over tokens; top-k in O(E*k): pick r is the best
-// (ogt; ties keep the lower index) among the experts after pick r-1 in
-// (larger logit, lower index) order; each token writes its own row.
+// The gate: an outlined function (per routing and K, any token count)
+// writing the caller's buffers; inside, an scf.forall over tokens; top-k in
+// O(E*k): pick r is the best (ogt; ties keep the lower index) among the
+// experts after pick r-1 in (larger logit, lower index) order; each token
+// writes its own row.
 // CHECK-LABEL: func.func @topk_gate
-// CHECK: scf.forall (%[[T:.*]]) in (8) shared_outs(%[[W:.*]] = %{{.*}}, %[[I:.*]] = %{{.*}}, %{{.*}} = %{{.*}}) -> (tensor<8x2xf32>, tensor<8x2xi32>, tensor<8xf32>)
+// CHECK: call @[[GATE:__moe_cpu_gate_[0-9A-F_]+]](
+// CHECK: func.func private @[[GATE]](
+// CHECK: scf.forall (%[[T:.*]]) in (%{{.*}}) shared_outs(%[[W:.*]] = %{{.*}}, %[[I:.*]] = %{{.*}}, %{{.*}} = %{{.*}}) -> (tensor<?x2xf32>, tensor<?x2xi32>, tensor<?xf32>)
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[PO:.*]] = %{{.*}}, %[[PI:.*]] = %{{.*}}, %{{.*}} = %{{.*}}) -> (f32, i32, tensor<1x2xi32>)
 // CHECK: scf.for %[[EX:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[BO:.*]] = %{{.*}}, %[[BI:.*]] = %{{.*}}) -> (f32, i32)
-// CHECK: %[[O:.*]] = tensor.extract %arg0[%[[T]], %[[EX]]]
+// CHECK: %[[O:.*]] = tensor.extract %{{.*}}[%[[T]], %[[EX]]]
 // CHECK-NEXT: %[[EXI:.*]] = arith.index_cast %[[EX]] : index to i32
 // CHECK-NEXT: arith.cmpf olt, %[[O]], %[[PO]] : f32
 // CHECK-NEXT: arith.cmpf oeq, %[[O]], %[[PO]] : f32
@@ -80,6 +92,8 @@ func.func @route_matmul(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>) -> tensor<8
 // CHECK: scf.forall.in_parallel
 // CHECK-NEXT: tensor.parallel_insert_slice %{{.*}} into %[[W]][%[[T]], 0] [1, 2] [1, 1]
 // CHECK-NEXT: tensor.parallel_insert_slice %{{.*}} into %[[I]][%[[T]], 0] [1, 2] [1, 1]
+// CHECK: bufferization.materialize_in_destination {{.*}} in restrict writable %arg1
+// CHECK: bufferization.materialize_in_destination {{.*}} in restrict writable %arg2
 // CHECK-NOT: moe.gate
 func.func @topk_gate(%o: tensor<8x4xf32>) -> (tensor<8x2xf32>, tensor<8x2xi32>) {
   %w, %i = moe.gate %o {routing = #moe.top_k<k = 2>} : (tensor<8x4xf32>) -> (tensor<8x2xf32>, tensor<8x2xi32>)
@@ -102,16 +116,39 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %i: tensor<8x2xi32>) -> tenso
 
 // -----
 
-// f16 data: operands extended to f32 as they are loaded, h rounded to f16 in
-// GEMM1's epilogue, GEMM2's weighted rows kept in f32, y rounded once.
+// f16 data: expert weights packed once into module globals (keyed on the
+// buffer); operands extended to f32 as they are loaded; h rounded to f16 in
+// GEMM1's epilogue; GEMM2's weighted rows kept in f32; y rounded once.
+// CHECK-DAG: memref.global "private" @[[P1:__moe_cpu_packed_weights[_0-9]*]] : memref<4x1x16x64xf16> = uninitialized {alignment = 64 : i64}
+// CHECK-DAG: memref.global "private" @[[P2:__moe_cpu_packed_weights[_0-9]*]] : memref<4x1x32x64xf16> = uninitialized {alignment = 64 : i64}
 // CHECK-LABEL: func.func @f16_layer
-// CHECK: arith.extf {{.*}} : vector<16xf16> to vector<16xf32>
+// CHECK: call @__moe_cpu_router_
+// CHECK: call @__moe_cpu_gate_
+// CHECK: memref.get_global @[[P1]]
+// CHECK: call @[[PACK:__moe_cpu_pack_[0-9A-F]+]](
+// CHECK: memref.get_global @[[P2]]
+// CHECK: call @[[PACK]](
+// CHECK: call @[[G1:__moe_cpu_gemm1_relu_gather_packed_[0-9A-F]+]](
+// CHECK: call @[[G2:__moe_cpu_gemm2_scaled_packed_[0-9A-F]+]](
+// CHECK: call @[[COMBINE:__moe_cpu_combine_[0-9A-F]+]](
+// CHECK: func.func private @[[PACK]](
+// CHECK: memref.extract_aligned_pointer_as_index %arg0
+// CHECK: scf.if
+// CHECK: scf.parallel
+// CHECK: %[[ROW:.*]] = vector.maskedload %arg0
+// CHECK: vector.store %[[ROW]], %arg1
+// CHECK: func.func private @[[G1]](
+// CHECK: vector.load %arg1
+// CHECK-NEXT: arith.extf {{.*}} : vector<16xf16> to vector<16xf32>
 // CHECK: arith.maximumf {{.*}} : vector<16xf32>
 // CHECK-NEXT: arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
-// CHECK-NEXT: vector.maskedstore {{.*}} : memref<?x32xf16>
-// CHECK: vector.maskedstore {{.*}} : memref<?x16xf32>
+// CHECK-NEXT: vector.maskedstore %arg3{{.*}} : memref<?x?xf16, strided<[?, 1], offset: ?>>
+// CHECK: func.func private @[[G2]](
+// CHECK: arith.mulf {{.*}} : vector<16xf32>
+// CHECK-NEXT: vector.maskedstore %arg3{{.*}} : memref<?x?xf32, strided<[?, 1], offset: ?>>
+// CHECK: func.func private @[[COMBINE]](
 // CHECK: arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
-// CHECK-NEXT: vector.maskedstore {{.*}} : memref<?x16xf16>
+// CHECK-NEXT: vector.maskedstore %arg2{{.*}} : memref<?x?xf16, strided<[?, 1], offset: ?>>
 // CHECK-NOT: moe.
 func.func @f16_layer(%x: tensor<8x16xf16>, %wr: tensor<16x4xf16>, %w1: tensor<4x16x32xf16>, %w2: tensor<4x32x16xf16>) -> tensor<8x16xf16> {
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.top_k<k = 2>, activation = #moe.activation<relu>}
@@ -140,8 +177,12 @@ func.func @dynamic_tokens(%x: tensor<?x16xf32>, %wr: tensor<16x4xf32>, %w1: tens
 // stored without a routed weight.
 // CHECK-LABEL: func.func @expert_ffn
 // CHECK: linalg.fill
+// CHECK: call @[[G1:__moe_cpu_gemm1_relu_packed_[0-9A-F]+]](
+// CHECK: call @[[G2:__moe_cpu_gemm2_packed_[0-9A-F]+]](
+// CHECK: func.func private @[[G1]](
 // CHECK: scf.parallel
 // CHECK: vector.fma
+// CHECK: func.func private @[[G2]](
 // CHECK: scf.parallel
 // CHECK: vector.fma
 // CHECK-NOT: moe.

@@ -1,0 +1,32 @@
+// Options of --convert-moe-to-linalg: pack-weights=false reads the weights
+// where they are (masked loads, no globals); run as a function pass (it may
+// not add module symbols then) the kernels are inline and nothing is packed.
+//
+// RUN: moe-opt %s --convert-moe-to-linalg=pack-weights=false | FileCheck %s --check-prefix=NOPACK
+// RUN: moe-opt %s --pass-pipeline='builtin.module(func.func(convert-moe-to-linalg))' \
+// RUN:   | FileCheck %s --check-prefix=NESTED
+// RUN: moe-opt %s --convert-moe-to-linalg | FileCheck %s --check-prefix=PACK
+
+// NOPACK-NOT: memref.global
+// NOPACK-LABEL: func.func @layer
+// NOPACK-NOT: memref.get_global
+// NOPACK: call @[[G1:__moe_cpu_gemm1_silu_gather_[0-9A-F]+]](
+// NOPACK: func.func private @[[G1]](
+// NOPACK: vector.maskedload %arg1
+
+// NESTED-NOT: memref.global
+// NESTED-LABEL: func.func @layer
+// NESTED-NOT: call
+// NESTED: scf.parallel
+// NESTED: vector.fma
+// NESTED-NOT: func.func private
+
+// PACK-COUNT-4: memref.global "private" @__moe_cpu_packed_weights
+// PACK-LABEL: func.func @layer
+// PACK: call @__moe_cpu_gemm1_silu_gather_packed_
+
+func.func @layer(%x: tensor<?x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x40xf32>, %w2: tensor<4x40x16xf32>) -> tensor<?x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.top_k<k = 2>, activation = #moe.activation<silu>}
+         : (tensor<?x16xf32>, tensor<16x4xf32>, tensor<4x16x40xf32>, tensor<4x40x16xf32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
