@@ -266,6 +266,8 @@ static Value asTensor(ImplicitLocOpBuilder &b, Value buffer, Type type) {
 struct KernelSite {
   Operation *module = nullptr;
   bool packWeights = false;
+  /// bf16 expert GEMMs through the AVX512_BF16 dot product (needs packing).
+  bool bf16Dot = false;
 };
 
 static void kernel(ImplicitLocOpBuilder &b, const KernelSite &site, StringRef name,
@@ -282,16 +284,19 @@ static Value memDim(ImplicitLocOpBuilder &b, Value memref, int64_t i) {
 
 /// The weights a grouped GEMM reads: packed once (module globals) when
 /// possible, else as they are.
-static std::pair<Value, bool> prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site,
-                                             Value w, bool gated) {
-  if (!site.module || !site.packWeights || !cast<MemRefType>(w.getType()).hasStaticShape())
-    return {w, false};
-  cpu::PackedWeights pw = cpu::declarePackedWeights(b, site.module, w, gated);
-  kernel(b, site, gated ? "__moe_cpu_pack_gated" : "__moe_cpu_pack", {w, pw.packed, pw.key},
-         [&](ImplicitLocOpBuilder &b, ValueRange v) {
-           cpu::emitPackWeights(b, v[0], v[1], v[2], gated);
-         });
-  return {pw.packed, true};
+static bool canPack(const KernelSite &site, Value w) {
+  return site.module && site.packWeights && cast<MemRefType>(w.getType()).hasStaticShape();
+}
+
+static Value prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site, Value w,
+                            bool gated, bool vnni) {
+  cpu::PackedWeights pw = cpu::declarePackedWeights(b, site.module, w, gated, vnni);
+  std::string name = (Twine("__moe_cpu_pack") + (gated ? "_gated" : "") + (vnni ? "_vnni" : ""))
+                         .str();
+  kernel(b, site, name, {w, pw.packed, pw.key}, [&](ImplicitLocOpBuilder &b, ValueRange v) {
+    cpu::emitPackWeights(b, v[0], v[1], v[2], gated, vnni);
+  });
+  return pw.packed;
 }
 
 /// The expert FFNs over plan rows grouped by expert (DESIGN.md section 3,
@@ -311,8 +316,13 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
                         elt);
   Activation act = activation.getValue();
   bool gated = activation.isGated();
-  auto [w1k, packed1] = prepareWeights(b, site, w1, gated);
-  auto [w2k, packed2] = prepareWeights(b, site, w2, /*gated=*/false);
+  // Packed weights where possible; bf16 with the dot product packs pairwise.
+  bool packed1 = canPack(site, w1), packed2 = canPack(site, w2);
+  bool dot = site.bf16Dot && elt.isBF16() &&
+             cast<MemRefType>(w1.getType()).getElementType().isBF16();
+  bool dot1 = dot && packed1, dot2 = dot && packed2;
+  Value w1k = packed1 ? prepareWeights(b, site, w1, gated, dot1) : w1;
+  Value w2k = packed2 ? prepareWeights(b, site, w2, /*gated=*/false, dot2) : w2;
 
   SmallVector<Value> args1{a, w1k, offsets, h};
   if (rowMap)
@@ -321,7 +331,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     args1.push_back(b1);
   std::string name1 = ("__moe_cpu_gemm1_" + stringifyActivation(act) +
                        (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
-                       (packed1 ? "_packed" : ""))
+                       (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : ""))
                           .str();
   bool hasMap = static_cast<bool>(rowMap), hasBias1 = static_cast<bool>(b1);
   bool isPacked1 = packed1;
@@ -335,6 +345,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     gemm.aRowMap = map;
     gemm.b = v[1];
     gemm.bPacked = isPacked1;
+    gemm.bf16Dot = dot1;
     gemm.groupOffsets = v[2];
     gemm.numGroups = arith::SubIOp::create(b, memDim(b, v[2], 0),
                                            arith::ConstantIndexOp::create(b, 1));
@@ -368,7 +379,8 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   if (b2)
     args2.push_back(b2);
   std::string name2 = (Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
-                       (b2 ? "_bias" : "") + (packed2 ? "_packed" : ""))
+                       (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") +
+                       (dot2 ? "_bf16dot" : ""))
                           .str();
   bool hasScale = static_cast<bool>(rowScale), hasBias2 = static_cast<bool>(b2);
   bool isPacked2 = packed2;
@@ -381,6 +393,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     gemm.a = v[0];
     gemm.b = v[1];
     gemm.bPacked = isPacked2;
+    gemm.bf16Dot = dot2;
     gemm.groupOffsets = v[2];
     gemm.numGroups = arith::SubIOp::create(b, memDim(b, v[2], 0),
                                            arith::ConstantIndexOp::create(b, 1));
@@ -1339,7 +1352,7 @@ struct ConvertMoEToLinalgPass
     populateDecompositionPatterns(patterns);
     // Outlined kernels and packed weights are module symbols: only when this
     // pass owns the module.
-    populateMoEToLinalgPatterns(patterns, dyn_cast<ModuleOp>(root), packWeights);
+    populateMoEToLinalgPatterns(patterns, dyn_cast<ModuleOp>(root), packWeights, bf16Dot);
     if (failed(applyPartialConversion(root, target, std::move(patterns))))
       signalPassFailure();
   }
@@ -1348,8 +1361,8 @@ struct ConvertMoEToLinalgPass
 } // namespace
 
 void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kernelModule,
-                                      bool packWeights) {
-  KernelSite site{kernelModule ? kernelModule.getOperation() : nullptr, packWeights};
+                                      bool packWeights, bool bf16Dot) {
+  KernelSite site{kernelModule ? kernelModule.getOperation() : nullptr, packWeights, bf16Dot};
   patterns.add<LowerDispatch, LowerSoftDispatch, LowerSoftCombine, LowerFusedSoftExperts>(
       patterns.getContext());
   patterns.add<LowerRoute, LowerGate, LowerExpertFFN, LowerCombine, LowerFusedExperts>(

@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -28,8 +29,10 @@ namespace moe {
 /// through packed copies kept in globals of it (see
 /// lowering/cpu/ExpertKernels.h); pass one only when the caller owns that
 /// module (not from a nested function pass). Without it, kernels are inline.
+/// With `bf16Dot`, packed bf16 expert GEMMs use the AVX512_BF16 dot product
+/// (x86vector.avx512.dot; the target must have avx512bf16).
 void populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kernelModule = {},
-                                 bool packWeights = false);
+                                 bool packWeights = false, bool bf16Dot = false);
 
 #define GEN_PASS_REGISTRATION
 #include "lowering/Passes.h.inc"

@@ -56,14 +56,19 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
            "Read static expert weights through packed copies kept in module "
            "globals, rebuilt only when a call passes a different weight buffer "
            "(address or sampled fingerprint); applies only when the pass runs "
-           "on a module">
+           "on a module">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "bf16 expert GEMMs with packed weights use the AVX512_BF16 dot "
+           "product (x86vector.avx512.dot; the target CPU must have "
+           "avx512bf16); without it bf16 is extended to f32 and multiplied "
+           "with FMAs (same products, same f32 accumulation)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::bufferization::BufferizationDialect",
     "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect", "::mlir::vector::VectorDialect",
-    "::mlir::moe::MoEDialect"
+    "::mlir::x86vector::X86VectorDialect", "::mlir::moe::MoEDialect"
   ];
 }
 

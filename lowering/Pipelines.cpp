@@ -52,6 +52,7 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   std::string pipeline;
   llvm::raw_string_ostream os(pipeline);
   os << "convert-moe-to-linalg{pack-weights=" << (options.packWeights ? "true" : "false")
+     << " bf16-dot=" << (options.bf16Dot ? "true" : "false")
      << "},func.func(moe-cpu-vector-math,convert-elementwise-to-linalg),"
      << "canonicalize,cse,";
   appendHostBufferization(os, options.resultsToOutParams);
@@ -68,7 +69,7 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
      << "convert-scf-to-cf,"
      << "expand-strided-metadata,"
      << "lower-affine,"
-     << "convert-vector-to-llvm,";
+     << "convert-vector-to-llvm{enable-x86vector=true},";
   appendHostToLLVM(os);
   os << "reconcile-unrealized-casts";
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))

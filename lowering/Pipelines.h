@@ -33,6 +33,12 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                      "different weight buffer (convert-moe-to-linalg's "
                      "pack-weights)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> bf16Dot{
+      *this, "bf16-dot",
+      llvm::cl::desc("bf16 expert GEMMs use the AVX512_BF16 dot product (the "
+                     "target CPU must have avx512bf16; moe-run turns it on when "
+                     "the host has it)"),
+      llvm::cl::init(false)};
 };
 
 /// Builds `--moe-cpu-pipeline`: every moe op to upstream dialects, one-shot

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -79,40 +80,106 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
   // The reduction: every accumulator in a register.
   Value zero = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, 0.0f));
   SmallVector<Value> init(kMicroRows * kMicroVecs, zero);
-  auto loop = scf::ForOp::create(
-      b, cIdx(b, 0), g.reduction, cIdx(b, 1), init,
-      [&](OpBuilder &nested, Location loc, Value k, ValueRange acc) {
-        ImplicitLocOpBuilder nb(loc, nested);
-        SmallVector<Value> bVecs;
-        for (int64_t v = 0; v < kMicroVecs; ++v) {
-          if (g.bPacked) {
-            // One contiguous panel row: no masks (the panel is zero-padded).
-            Type elt = cast<MemRefType>(g.b.getType()).getElementType();
-            Value vec = vector::LoadOp::create(nb, VectorType::get({kLanes}, elt), g.b,
-                                               ValueRange{group, panel, k, cIdx(nb, v * kLanes)});
-            bVecs.push_back(elt.isF32() ? vec : arith::ExtFOp::create(nb, vt, vec).getResult());
-            continue;
+  SmallVector<Value> accs;
+  if (g.bf16Dot) {
+    // AVX512_BF16: one vdpbf16ps per (row, vector) adds the products of a
+    // pair of k (B packed pairwise, VNNI layout), exact products and one f32
+    // rounding per product as with FMAs. An odd K ends with the pair (x, 0).
+    auto pairType = VectorType::get({2 * kLanes}, b.getBF16Type());
+    auto i32Vec = VectorType::get({kLanes}, b.getI32Type());
+    auto dotStep = [&](ImplicitLocOpBuilder &nb, Value kk, ValueRange acc,
+                       function_ref<Value(ImplicitLocOpBuilder &, Value)> aPair) {
+      SmallVector<Value> bVecs;
+      for (int64_t v = 0; v < kMicroVecs; ++v)
+        bVecs.push_back(vector::LoadOp::create(nb, pairType, g.b,
+                                               ValueRange{group, panel, kk,
+                                                          cIdx(nb, 2 * v * kLanes)}));
+      SmallVector<Value> next;
+      for (int64_t i = 0; i < kMicroRows; ++i) {
+        Value bits = vector::BroadcastOp::create(nb, i32Vec, aPair(nb, aRows[i]));
+        Value aVec = vector::BitCastOp::create(nb, pairType, bits);
+        for (int64_t v = 0; v < kMicroVecs; ++v)
+          next.push_back(
+              x86vector::DotBF16Op::create(nb, vt, acc[i * kMicroVecs + v], aVec, bVecs[v]));
+      }
+      return next;
+    };
+    Value pairs = arith::DivSIOp::create(b, g.reduction, cIdx(b, 2));
+    auto loop = scf::ForOp::create(
+        b, cIdx(b, 0), pairs, cIdx(b, 1), init,
+        [&](OpBuilder &nested, Location loc, Value kk, ValueRange acc) {
+          ImplicitLocOpBuilder nb(loc, nested);
+          Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
+          scf::YieldOp::create(nb, dotStep(nb, kk, acc, [&](ImplicitLocOpBuilder &nb, Value r) {
+                                 Value two = vector::LoadOp::create(
+                                     nb, VectorType::get({2}, nb.getBF16Type()), g.a,
+                                     ValueRange{r, k});
+                                 Value one = vector::BitCastOp::create(
+                                     nb, VectorType::get({1}, nb.getI32Type()), two);
+                                 return vector::ExtractOp::create(nb, one, ArrayRef<int64_t>{0})
+                                     .getResult();
+                               }));
+        });
+    Value odd = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::ne, arith::RemSIOp::create(b, g.reduction, cIdx(b, 2)),
+        cIdx(b, 0));
+    auto tail = scf::IfOp::create(
+        b, odd,
+        [&](OpBuilder &nested, Location loc) {
+          ImplicitLocOpBuilder nb(loc, nested);
+          Value k = arith::SubIOp::create(nb, g.reduction, cIdx(nb, 1));
+          scf::YieldOp::create(
+              nb, dotStep(nb, pairs, loop.getResults(), [&](ImplicitLocOpBuilder &nb, Value r) {
+                Value x = memref::LoadOp::create(nb, g.a, ValueRange{r, k});
+                Value bits = arith::BitcastOp::create(nb, nb.getI16Type(), x);
+                return arith::ExtUIOp::create(nb, nb.getI32Type(), bits).getResult();
+              }));
+        },
+        [&](OpBuilder &nested, Location loc) {
+          scf::YieldOp::create(nested, loc, loop.getResults());
+        });
+    accs.assign(tail.getResults().begin(), tail.getResults().end());
+  } else {
+    auto loop = scf::ForOp::create(
+        b, cIdx(b, 0), g.reduction, cIdx(b, 1), init,
+        [&](OpBuilder &nested, Location loc, Value k, ValueRange acc) {
+          ImplicitLocOpBuilder nb(loc, nested);
+          SmallVector<Value> bVecs;
+          for (int64_t v = 0; v < kMicroVecs; ++v) {
+            if (g.bPacked) {
+              // One contiguous panel row: no masks (the panel is zero-padded).
+              Type elt = cast<MemRefType>(g.b.getType()).getElementType();
+              Value vec = vector::LoadOp::create(
+                  nb, VectorType::get({kLanes}, elt), g.b,
+                  ValueRange{group, panel, k, cIdx(nb, v * kLanes)});
+              bVecs.push_back(elt.isF32() ? vec
+                                          : arith::ExtFOp::create(nb, vt, vec).getResult());
+              continue;
+            }
+            bVecs.push_back(loadF32Vector(nb, g.b, bIndices(g.b, group, k, bCols[v]),
+                                          masks[v % outVecs]));
           }
-          bVecs.push_back(loadF32Vector(nb, g.b, bIndices(g.b, group, k, bCols[v]),
-                                        masks[v % outVecs]));
-        }
-        SmallVector<Value> next;
-        for (int64_t i = 0; i < kMicroRows; ++i) {
-          Value aScalar = toF32(nb, memref::LoadOp::create(nb, g.a, ValueRange{aRows[i], k}));
-          Value aVec = vector::BroadcastOp::create(nb, vt, aScalar);
-          for (int64_t v = 0; v < kMicroVecs; ++v)
-            next.push_back(vector::FMAOp::create(nb, aVec, bVecs[v], acc[i * kMicroVecs + v]));
-        }
-        scf::YieldOp::create(nb, next);
-      });
+          SmallVector<Value> next;
+          for (int64_t i = 0; i < kMicroRows; ++i) {
+            Value aScalar =
+                toF32(nb, memref::LoadOp::create(nb, g.a, ValueRange{aRows[i], k}));
+            Value aVec = vector::BroadcastOp::create(nb, vt, aScalar);
+            for (int64_t v = 0; v < kMicroVecs; ++v)
+              next.push_back(
+                  vector::FMAOp::create(nb, aVec, bVecs[v], acc[i * kMicroVecs + v]));
+          }
+          scf::YieldOp::create(nb, next);
+        });
+    accs.assign(loop.getResults().begin(), loop.getResults().end());
+  }
 
   // Epilogues of the rows that exist.
   for (int64_t i = 0; i < kMicroRows; ++i) {
     scf::IfOp::create(b, rowValid[i], [&](OpBuilder &nested, Location loc) {
       ImplicitLocOpBuilder nb(loc, nested);
       for (int64_t v = 0; v < outVecs; ++v) {
-        Value acc = loop.getResult(i * kMicroVecs + v);
-        Value accUp = g.gated ? loop.getResult(i * kMicroVecs + outVecs + v) : Value();
+        Value acc = accs[i * kMicroVecs + v];
+        Value accUp = g.gated ? accs[i * kMicroVecs + outVecs + v] : Value();
         epilogue(nb, group, rows[i], outCols[v], masks[v], acc, accUp);
       }
       scf::YieldOp::create(nb);
@@ -255,7 +322,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
 }
 
 PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp,
-                                        Value w, bool gated) {
+                                        Value w, bool gated, bool vnni) {
   MLIRContext *ctx = b.getContext();
   auto srcType = cast<MemRefType>(w.getType());
   assert(srcType.getRank() == 3 && srcType.hasStaticShape() && "static [G, K, N] weights");
@@ -264,8 +331,11 @@ PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symb
   int64_t outCols = gated ? cols / 2 : cols;
   int64_t tile = tileColumns(gated);
   int64_t panels = (outCols + tile - 1) / tile;
-  auto packedType = MemRefType::get({groups, panels, red, kMicroVecs * kLanes},
-                                    srcType.getElementType());
+  auto packedType =
+      vnni ? MemRefType::get({groups, panels, (red + 1) / 2, 2 * kMicroVecs * kLanes},
+                             srcType.getElementType())
+           : MemRefType::get({groups, panels, red, kMicroVecs * kLanes},
+                             srcType.getElementType());
   auto keyType = MemRefType::get({2}, b.getI64Type());
   SymbolTable symbols(symbolTableOp);
   auto declare = [&](StringRef name, MemRefType type, Attribute init) {
@@ -286,7 +356,7 @@ PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symb
 }
 
 void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
-                          bool gated) {
+                          bool gated, bool vnni) {
   Type elt = cast<MemRefType>(w.getType()).getElementType();
   Type i64 = b.getI64Type();
   auto dim = [&](Value m, int64_t i) -> Value { return memref::DimOp::create(b, m, i); };
@@ -340,26 +410,52 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
           ImplicitLocOpBuilder ib(loc, pb);
           Value grp = ivs[0], p = ivs[1];
           Value base = arith::MulIOp::create(ib, p, cIdx(ib, tile));
+          auto vt = VectorType::get({kLanes}, elt);
+          // Row k of the panel's columns, vector v (masked, zero-padded).
+          auto loadRow = [&](ImplicitLocOpBuilder &rb, Value k, int64_t v) -> Value {
+            Value zero = arith::ConstantOp::create(
+                rb, vt, DenseElementsAttr::get(vt, rb.getZeroAttr(elt)));
+            // Gated panels: 32 gate columns, then the 32 matching up ones.
+            int64_t half = kMicroVecs / 2;
+            bool up = gated && v >= half;
+            int64_t offset = (gated ? (up ? v - half : v) : v) * kLanes;
+            Value col = arith::AddIOp::create(rb, base, cIdx(rb, offset));
+            Value mask = columnMask(rb, col, outCols);
+            if (up)
+              col = arith::AddIOp::create(rb, col, outCols);
+            return vector::MaskedLoadOp::create(rb, vt, w, ValueRange{grp, k, col}, mask, zero);
+          };
+          Value rowsOut = vnni ? arith::CeilDivSIOp::create(ib, red, cIdx(ib, 2)).getResult()
+                               : red;
           scf::ForOp::create(
-              ib, cIdx(ib, 0), red, cIdx(ib, 1), ValueRange{},
+              ib, cIdx(ib, 0), rowsOut, cIdx(ib, 1), ValueRange{},
               [&](OpBuilder &kb, Location loc, Value k, ValueRange) {
                 ImplicitLocOpBuilder rb(loc, kb);
-                auto vt = VectorType::get({kLanes}, elt);
-                Value zero = arith::ConstantOp::create(
-                    rb, vt, DenseElementsAttr::get(vt, rb.getZeroAttr(elt)));
                 for (int64_t v = 0; v < kMicroVecs; ++v) {
-                  // Gated panels: 32 gate columns, then the 32 matching up ones.
-                  int64_t half = kMicroVecs / 2;
-                  bool up = gated && v >= half;
-                  int64_t offset = (gated ? (up ? v - half : v) : v) * kLanes;
-                  Value col = arith::AddIOp::create(rb, base, cIdx(rb, offset));
-                  Value mask = columnMask(rb, col, outCols);
-                  if (up)
-                    col = arith::AddIOp::create(rb, col, outCols);
-                  Value vec = vector::MaskedLoadOp::create(rb, vt, w, ValueRange{grp, k, col},
-                                                           mask, zero);
-                  vector::StoreOp::create(rb, vec, packed,
-                                          ValueRange{grp, p, k, cIdx(rb, v * kLanes)});
+                  if (!vnni) {
+                    vector::StoreOp::create(rb, loadRow(rb, k, v), packed,
+                                            ValueRange{grp, p, k, cIdx(rb, v * kLanes)});
+                    continue;
+                  }
+                  // Pairs (row 2k, row 2k+1) interleaved column by column; a
+                  // missing last odd row reads as zeros.
+                  Value k0 = arith::MulIOp::create(rb, k, cIdx(rb, 2));
+                  Value k1 = arith::AddIOp::create(rb, k0, cIdx(rb, 1));
+                  Value even = loadRow(rb, k0, v);
+                  Value hasOdd = arith::CmpIOp::create(rb, arith::CmpIPredicate::slt, k1, red);
+                  Value oddRow = minIdx(rb, k1, arith::SubIOp::create(rb, red, cIdx(rb, 1)));
+                  Value oddVec = arith::SelectOp::create(
+                      rb, hasOdd, loadRow(rb, oddRow, v),
+                      arith::ConstantOp::create(
+                          rb, vt, DenseElementsAttr::get(vt, rb.getZeroAttr(elt))));
+                  SmallVector<int64_t> interleave;
+                  for (int64_t l = 0; l < kLanes; ++l) {
+                    interleave.push_back(l);
+                    interleave.push_back(kLanes + l);
+                  }
+                  Value pair = vector::ShuffleOp::create(rb, even, oddVec, interleave);
+                  vector::StoreOp::create(rb, pair, packed,
+                                          ValueRange{grp, p, k, cIdx(rb, 2 * v * kLanes)});
                 }
                 scf::YieldOp::create(rb);
               });

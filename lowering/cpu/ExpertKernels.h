@@ -80,8 +80,11 @@ struct GroupedGemm {
   Value columns;
   /// Gated: output column c pairs B's columns c and `columns + c`.
   bool gated = false;
-  /// B is in the packed layout of emitPackedWeights (then rank 4).
+  /// B is in the packed layout of emitPackWeights (then rank 4).
   bool bPacked = false;
+  /// A and B are bf16, B is packed pairwise (VNNI): products through the
+  /// AVX512_BF16 dot product (x86vector.avx512.dot).
+  bool bf16Dot = false;
 };
 
 /// Output columns of one micro-tile (and of one packed panel).
@@ -103,10 +106,14 @@ struct PackedWeights {
 };
 /// Declares the globals for weights of `w`'s (static) type in the symbol
 /// table `symbolTableOp` and returns them (memref.get_global).
+/// With `vnni` (bf16 for the AVX512_BF16 dot product) the panels hold pairs
+/// of rows interleaved: [G, P, ceil(K / 2), 2 * 64], element (k, c) at
+/// [k / 2][2 * c + k % 2], a missing last odd row as zeros.
 PackedWeights declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp,
-                                   Value w, bool gated);
+                                   Value w, bool gated, bool vnni = false);
 /// Checks the key and repacks `w` into `packed` when it is stale.
-void emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key, bool gated);
+void emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key, bool gated,
+                     bool vnni = false);
 
 /// Kernels are outlined: every call site of one kernel variant calls one
 /// private function, so a model of many layers compiles each kernel once.

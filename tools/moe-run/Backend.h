@@ -129,6 +129,9 @@ struct CpuBackendOptions {
   std::vector<std::string> sharedLibs;
   /// CPU: run parallel loops on all cores (the pipeline's `parallel`).
   bool parallel = true;
+  /// CPU: bf16 GEMMs with the AVX512_BF16 dot product when the host has it
+  /// (the pipeline's `bf16-dot`); false: bf16 extended to f32 and FMAs.
+  bool bf16Dot = true;
 };
 
 /// The host backend: moe::buildCpuPipeline (results as out-parameters, or

@@ -56,6 +56,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/TargetParser/Host.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -87,6 +88,13 @@ std::vector<int64_t> makeDescriptor(HostTensor &tensor) {
     stride *= tensor.shape()[d];
   }
   return words;
+}
+
+/// True when the host CPU has the AVX512_BF16 dot product (vdpbf16ps).
+bool hostHasAvx512Bf16() {
+  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  auto it = features.find("avx512bf16");
+  return it != features.end() && it->second;
 }
 
 /// A backend that lowers with a pipeline, JIT-compiles the host code and
@@ -131,6 +139,8 @@ private:
     mlir::moe::CpuPipelineOptions pipelineOptions;
     pipelineOptions.resultsToOutParams = resultsToOutParams;
     pipelineOptions.parallel = options.parallel;
+    // The JIT compiles for this host: use its bf16 dot product when it has one.
+    pipelineOptions.bf16Dot = options.bf16Dot && hostHasAvx512Bf16();
     mlir::moe::buildCpuPipeline(pm, pipelineOptions);
   }
 };

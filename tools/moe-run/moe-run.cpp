@@ -151,8 +151,16 @@ llvm::cl::opt<Device> device(
 
 llvm::cl::opt<bool> cpuParallel(
     "cpu-parallel",
-    llvm::cl::desc("On the cpu, run the experts of a grouped FFN on all cores "
-                   "(default true; false gives the single-thread baseline)"),
+    llvm::cl::desc("On the cpu, run the parallel loops (router, gate, expert "
+                   "GEMMs, combine) on all cores (default true; false gives "
+                   "the single-thread baseline)"),
+    llvm::cl::init(true), llvm::cl::cat(runCategory));
+
+llvm::cl::opt<bool> cpuBf16Dot(
+    "cpu-bf16-dot",
+    llvm::cl::desc("On the cpu, bf16 expert GEMMs use the AVX512_BF16 dot "
+                   "product when the host has it (default true; false: bf16 "
+                   "extended to f32 and FMAs, the path of CPUs without it)"),
     llvm::cl::init(true), llvm::cl::cat(runCategory));
 
 llvm::cl::opt<bool> dumpLowered(
@@ -400,6 +408,7 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   ::moe::run::CpuBackendOptions cpuOptions;
   cpuOptions.dumpLowered = dumpLowered;
   cpuOptions.parallel = cpuParallel;
+  cpuOptions.bf16Dot = cpuBf16Dot;
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
   cpuOptions.sharedLibs.push_back(MOE_RUN_ASYNC_RUNTIME);
   switch (dev) {
