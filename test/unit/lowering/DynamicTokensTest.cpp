@@ -31,6 +31,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -38,7 +39,9 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
@@ -46,9 +49,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace mlir;
@@ -119,20 +124,23 @@ float fromBF16(uint16_t h) {
   return f;
 }
 
-class DynamicTokens : public ::testing::TestWithParam<const char *> {
-protected:
-  static void SetUpTestSuite() {
+/// The JIT of both layers (@forward_f32, @forward_bf16), compiled once per
+/// process and kept alive until exit. One engine for the whole suite on
+/// purpose: MLIR's libmlir_async_runtime.so resets its process-wide runtime
+/// when an ExecutionEngine that loaded it is destroyed
+/// (__mlir_execution_engine_destroy), and never recreates it, so a second
+/// engine created afterwards crashes in mlirAsyncRuntimeCreateGroup.
+struct CompiledLayers {
+  std::string error; // empty on success
+  std::unique_ptr<MLIRContext> context;
+  std::unique_ptr<llvm::TargetMachine> hostMachine;
+  std::unique_ptr<ExecutionEngine> jit;
+  void (*f32)(void **) = nullptr;
+  void (*bf16)(void **) = nullptr;
+
+  CompiledLayers() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
-  }
-
-  bool bf16() const { return std::string(GetParam()) == "bf16"; }
-  size_t elementBytes() const { return bf16() ? 2 : 4; }
-  ref::ElementType elementType() const {
-    return bf16() ? ref::ElementType::BF16 : ref::ElementType::F32;
-  }
-
-  void SetUp() override {
     DialectRegistry registry;
     registerAllDialects(registry);
     registerAllExtensions(registry);
@@ -141,15 +149,20 @@ protected:
     context = std::make_unique<MLIRContext>(registry);
     context->loadAllAvailableDialects();
 
-    module = parseSourceString<ModuleOp>(layerSource(GetParam()), context.get());
-    ASSERT_TRUE(module) << "cannot parse the layer";
-    auto fn = module->lookupSymbol<func::FuncOp>("forward");
-    ASSERT_TRUE(fn);
+    std::string source = renamed(layerSource("f32"), "forward_f32") +
+                         renamed(layerSource("bf16"), "forward_bf16");
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, context.get());
+    if (!module) {
+      error = "cannot parse the layers";
+      return;
+    }
     // As moe-run does: a C interface, and inputs the code must not write.
-    fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(context.get()));
-    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      fn.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
-                    BoolAttr::get(context.get(), false));
+    for (auto fn : module->getOps<func::FuncOp>()) {
+      fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(context.get()));
+      for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+        fn.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
+                      BoolAttr::get(context.get(), false));
+    }
 
     PassManager pm(context.get(), module->getOperationName());
     mlir::moe::CpuPipelineOptions options;
@@ -163,19 +176,78 @@ protected:
         os << d << "\n";
         return success();
       });
-      ASSERT_TRUE(succeeded(pm.run(*module))) << "lowering failed:\n" << diagnostics;
+      if (failed(pm.run(*module))) {
+        error = "lowering failed:\n" + diagnostics;
+        return;
+      }
     }
 
+    // As moe-run does: optimize for the host CPU (the vector code) at O3. The
+    // optimizing pipeline also lowers the async runtime's coroutines
+    // (llvm.coro.*), which instruction selection cannot handle, so a JIT
+    // without a transformer fails on the parallel loops ("Do not know how to
+    // promote this operator's operand!").
+    auto tmBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!tmBuilder) {
+      error = llvm::toString(tmBuilder.takeError());
+      return;
+    }
+    tmBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    auto tm = tmBuilder->createTargetMachine();
+    if (!tm) {
+      error = llvm::toString(tm.takeError());
+      return;
+    }
+    hostMachine = std::move(*tm);
+    std::function<llvm::Error(llvm::Module *)> transformer =
+        makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, hostMachine.get());
     ExecutionEngineOptions engineOptions;
+    engineOptions.transformer = transformer;
+    engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
     std::vector<llvm::StringRef> libs = {MOE_TEST_C_RUNNER_UTILS, MOE_TEST_ASYNC_RUNTIME};
     engineOptions.sharedLibPaths = libs;
     auto engine = ExecutionEngine::create(*module, engineOptions);
-    ASSERT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
+    if (!engine) {
+      error = llvm::toString(engine.takeError());
+      return;
+    }
     jit = std::move(*engine);
-    auto fnPtr = jit->lookupPacked("_mlir_ciface_forward");
-    ASSERT_TRUE(static_cast<bool>(fnPtr)) << llvm::toString(fnPtr.takeError());
-    entry = *fnPtr;
+    for (auto [name, slot] : {std::pair{"_mlir_ciface_forward_f32", &f32},
+                              std::pair{"_mlir_ciface_forward_bf16", &bf16}}) {
+      auto fnPtr = jit->lookupPacked(name);
+      if (!fnPtr) {
+        error = llvm::toString(fnPtr.takeError());
+        return;
+      }
+      *slot = *fnPtr;
+    }
+  }
 
+  static std::string renamed(std::string s, const std::string &name) {
+    size_t at = s.find("@forward");
+    s.replace(at, 8, "@" + name);
+    return s;
+  }
+
+  static CompiledLayers &get() {
+    static CompiledLayers *layers = new CompiledLayers(); // never destroyed
+    return *layers;
+  }
+};
+
+class DynamicTokens : public ::testing::TestWithParam<const char *> {
+protected:
+  bool bf16() const { return std::string(GetParam()) == "bf16"; }
+  size_t elementBytes() const { return bf16() ? 2 : 4; }
+  ref::ElementType elementType() const {
+    return bf16() ? ref::ElementType::BF16 : ref::ElementType::F32;
+  }
+
+  void SetUp() override {
+    CompiledLayers &layers = CompiledLayers::get();
+    ASSERT_EQ(layers.error, "");
+    entry = bf16() ? layers.bf16 : layers.f32;
+    ASSERT_TRUE(entry);
     // Parameters (independent of T) and the longest x; x of T tokens is the
     // first T rows (the reference draws x as one stream).
     inputs = ref::randomLayerInputs(kMaxT, kD, kE, kH, ref::Activation::Gelu,
@@ -261,9 +333,6 @@ protected:
   }
 
   static constexpr int64_t kMaxT = 37;
-  std::unique_ptr<MLIRContext> context;
-  OwningOpRef<ModuleOp> module;
-  std::unique_ptr<ExecutionEngine> jit;
   void (*entry)(void **) = nullptr;
   ref::LayerInputs inputs;
 };
