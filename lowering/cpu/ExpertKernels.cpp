@@ -90,6 +90,12 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     auto dotStep = [&](ImplicitLocOpBuilder &nb, Value kk, ValueRange acc,
                        function_ref<Value(ImplicitLocOpBuilder &, Value)> aPair) {
       SmallVector<Value> bVecs;
+      // Stream the panel (pairs of rows): prefetch ahead as the FMA path.
+      Value ahead = arith::AddIOp::create(nb, kk, cIdx(nb, kPrefetchRows / 2));
+      for (int64_t line = 0; line < kMicroVecs; ++line)
+        memref::PrefetchOp::create(nb, g.b,
+                                   ValueRange{group, panel, ahead, cIdx(nb, 2 * line * kLanes)},
+                                   /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
       for (int64_t v = 0; v < kMicroVecs; ++v)
         bVecs.push_back(vector::LoadOp::create(nb, pairType, g.b,
                                                ValueRange{group, panel, kk,
@@ -145,6 +151,16 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
         [&](OpBuilder &nested, Location loc, Value k, ValueRange acc) {
           ImplicitLocOpBuilder nb(loc, nested);
           SmallVector<Value> bVecs;
+          if (g.bPacked) {
+            // Stream the panel: prefetch the row kPrefetchRows ahead (a
+            // prefetch past the end is harmless).
+            Value ahead = arith::AddIOp::create(nb, k, cIdx(nb, kPrefetchRows));
+            for (int64_t line = 0; line < kMicroVecs; ++line)
+              memref::PrefetchOp::create(nb, g.b, ValueRange{group, panel, ahead,
+                                                             cIdx(nb, line * kLanes)},
+                                         /*isWrite=*/false, /*localityHint=*/3,
+                                         /*isDataCache=*/true);
+          }
           for (int64_t v = 0; v < kMicroVecs; ++v) {
             if (g.bPacked) {
               // One contiguous panel row: no masks (the panel is zero-padded).

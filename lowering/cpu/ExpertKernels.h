@@ -48,6 +48,8 @@ constexpr int64_t kMicroVecs = 4;
 /// Cache blocking of one parallel work item.
 constexpr int64_t kRowBlock = 48;
 constexpr int64_t kColBlock = 256;
+/// Packed panels are streamed with a software prefetch this many rows ahead.
+constexpr int64_t kPrefetchRows = 32;
 
 /// Called once per (row, output vector) of a micro-tile after the reduction:
 /// `acc` (vector<16xf32>) holds sum_k A[row, k] B[k, col..col+15]; for a
