@@ -64,10 +64,26 @@ DenseRoutingAttr::verifyForLayer(int64_t, bool,
 //===----------------------------------------------------------------------===//
 
 LogicalResult TopKRoutingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                      int64_t k) {
+                                      int64_t k, RouterScore, bool, llvm::APFloat scale,
+                                      int64_t groups, int64_t groupK) {
   if (k < 1)
     return emitError() << "#moe.top_k needs k >= 1, got k = " << k;
+  double s = scale.convertToDouble();
+  if (!std::isfinite(s) || s <= 0.0)
+    return emitError() << "#moe.top_k needs a finite scale > 0, got " << s;
+  if (groups < 1)
+    return emitError() << "#moe.top_k needs groups >= 1, got groups = " << groups;
+  if (groupK < 0 || groupK > groups)
+    return emitError() << "#moe.top_k needs 1 <= group_k <= groups (" << groups
+                       << "), got group_k = " << groupK;
   return success();
+}
+
+TopKRoutingAttr
+TopKRoutingAttr::getClassicChecked(function_ref<InFlightDiagnostic()> emitError,
+                                   MLIRContext *context, int64_t k) {
+  return getChecked(emitError, context, k, RouterScore::softmax, /*normalize=*/true,
+                    llvm::APFloat(1.0), /*groups=*/1, /*group_k=*/0);
 }
 
 int64_t TopKRoutingAttr::getExpertsPerToken(int64_t) const { return getK(); }
@@ -78,7 +94,20 @@ double TopKRoutingAttr::getRegularizerCoefficient() const { return 0.0; }
 LogicalResult
 TopKRoutingAttr::verifyForLayer(int64_t numExperts, bool,
                                 function_ref<InFlightDiagnostic()> emitError) const {
-  return verifyKAgainstExperts("#moe.top_k", getK(), numExperts, emitError);
+  if (failed(verifyKAgainstExperts("#moe.top_k", getK(), numExperts, emitError)))
+    return failure();
+  int64_t groups = getGroups();
+  if (groups == 1 || ShapedType::isDynamic(numExperts))
+    return success();
+  if (numExperts % groups != 0)
+    return emitError() << "#moe.top_k with groups = " << groups
+                       << " needs the number of experts to be a multiple of it, got E = "
+                       << numExperts;
+  int64_t choosable = getKeptGroups() * (numExperts / groups);
+  if (getK() > choosable)
+    return emitError() << "#moe.top_k needs k <= group_k * E / groups = " << choosable
+                       << ", got k = " << getK();
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -33,6 +33,14 @@ def MoE_MoesartAdjust : I32EnumAttr<"MoesartAdjust",
   let genSpecializedAttr = 0;
 }
 
+def MoE_RouterScore : I32EnumAttr<"RouterScore",
+    "the per-expert score of #moe.top_k", [
+      I32EnumAttrCase<"softmax", 0>,
+      I32EnumAttrCase<"sigmoid", 1>]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
 def MoE_Regularizer : I32EnumAttr<"Regularizer",
     "auxiliary-loss regularizer of a routing policy", [
       I32EnumAttrCase<"none", 0>,
@@ -88,23 +96,69 @@ def MoE_DenseRoutingAttr : MoE_Attr<"DenseRouting", "dense",
   }];
 }
 
-def MoE_TopKRoutingAttr : MoE_Attr<"TopKRouting", "top_k",
-    [DeclareAttrInterfaceMethods<MoE_RoutingAttrInterface>]> {
-  let summary = "top-k routing with renormalized softmax weights";
-  let description = [{
-    Each token runs the k experts with the largest router logits `o_t` (ties:
-    the lower expert index first), weighted by the softmax restricted to them:
-    `w_t,i = exp(o_i) / sum_{j in S_t} exp(o_j)`. No regularizer: in training
-    mode the layer's auxiliary loss is 0. Requires `1 <= k <= E`.
-
-    Example: `#moe.top_k<k = 2>`
-  }];
-  let parameters = (ins "int64_t":$k);
-  let assemblyFormat = "`<` struct(params) `>`";
-  let genVerifyDecl = 1;
+def MoE_ScaleParameter
+    : AttrOrTypeParameter<"::llvm::APFloat", "routed weight scale"> {
+  let comparator = "$_lhs.bitwiseIsEqual($_rhs)";
+  let defaultValue = "::llvm::APFloat(1.0)";
+  let printer = "$_printer.printFloat($_self)";
 }
 
-// A non-negative f64 coefficient, parsed and printed as a float literal.
+def MoE_TopKRoutingAttr : MoE_Attr<"TopKRouting", "top_k",
+    [DeclareAttrInterfaceMethods<MoE_RoutingAttrInterface>]> {
+  let summary = "top-k routing as production routers use it";
+  let description = [{
+    Each token runs K experts. With the defaults this is the classic top-k
+    router: the K experts with the largest router logits `o_t` (ties: the
+    lower expert index first), weighted by the softmax restricted to them,
+    `w_t,i = exp(o_i) / sum_{j in S_t} exp(o_j)`. The parameters cover the
+    routers of Switch, Mixtral, Qwen2/Qwen3-MoE, OLMoE and DeepSeek-V2/V3
+    (defaults in brackets):
+
+    * `score = softmax|sigmoid` [softmax]: `s = softmax(o)` or `sigmoid(o)`.
+    * Selection uses `c = s + b`, where `b` is the layer's optional
+      `selection_bias` operand (else 0); c only chooses, it never weights.
+    * `groups = G` [1], `group_k = GK` [G]: experts `[g*E/G, (g+1)*E/G)` form
+      group g; a group's score is the sum of its top-min(2, E/G) values of
+      c; the GK best groups are kept (ties: lower index) and experts of the
+      other groups cannot be chosen. Needs `E % G == 0`, `1 <= GK <= G` and
+      `K <= GK * E/G`.
+    * S_t = the top-K of c among the choosable experts (ties: lower index).
+    * `w_i = s_i`; with `normalize = true` [true]
+      `w_i /= (sum_{j in S_t} s_j + 1e-20)`; then `w_i *= scale` [1.0,
+      must be > 0 and finite].
+
+    No regularizer: in training mode the layer's auxiliary loss is 0.
+
+    Examples: `#moe.top_k<k = 2>` (Mixtral), `#moe.top_k<k = 4, normalize =
+    false>` (Qwen2-MoE), `#moe.top_k<k = 8, score = sigmoid, scale = 2.5,
+    groups = 8, group_k = 4>` (DeepSeek-V3).
+  }];
+  let parameters = (ins
+    "int64_t":$k,
+    DefaultValuedParameter<"::mlir::moe::RouterScore",
+        "::mlir::moe::RouterScore::softmax", "per-expert score">:$score,
+    DefaultValuedParameter<"bool", "true", "renormalize the K weights">:$normalize,
+    MoE_ScaleParameter:$scale,
+    DefaultValuedParameter<"int64_t", "1", "expert groups G">:$groups,
+    DefaultValuedParameter<"int64_t", "0", "groups kept GK (0: all G)">:$group_k);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The classic top-k (all other parameters at their defaults), or null
+    /// after reporting through `emitError` when k is invalid.
+    static TopKRoutingAttr getClassicChecked(
+        ::llvm::function_ref<::mlir::InFlightDiagnostic()> emitError,
+        ::mlir::MLIRContext *context, int64_t k);
+    /// GK, with the default (all groups) resolved.
+    int64_t getKeptGroups() const { return getGroupK() > 0 ? getGroupK() : getGroups(); }
+    /// True when the parameters are the defaults: the classic softmax top-k.
+    bool isClassic() const {
+      return getScore() == RouterScore::softmax && getNormalize() &&
+             getScale().convertToDouble() == 1.0 && getGroups() == 1;
+    }
+  }];
+}
+
 def MoE_TrimmedLassoParameter
     : AttrOrTypeParameter<"::llvm::APFloat", "trimmed-lasso coefficient lambda"> {
   let comparator = "$_lhs.bitwiseIsEqual($_rhs)";

@@ -183,6 +183,52 @@ public:
                                                                 : a + b;
   }
 
+  /// The shared expert: s1 [D, Hs] (gated: [D, 2Hs]), s2 [Hs, D], optional
+  /// gate sg [D, 1]; same element type as the data.
+  LogicalResult sharedExpert(Named s1, Named s2, Named sg, ActivationAttr activation,
+                             int64_t modelDim) {
+    bool gated = activation.isGated();
+    if (failed(rank(s1, 2, gated ? "[D, 2Hs]" : "[D, Hs]")) ||
+        failed(rank(s2, 2, "[Hs, D]")) || failed(dim(s1, 0, "D", modelDim, "input")) ||
+        failed(dim(s2, 1, "D", modelDim, "input")))
+      return failure();
+    int64_t width = type(s1.value).getDimSize(1), hidden = type(s2.value).getDimSize(0);
+    if (gated) {
+      if (!ShapedType::isDynamic(width) && !ShapedType::isDynamic(hidden) &&
+          width != 2 * hidden)
+        return op->emitOpError() << s1.name << " dimension 1 (2Hs) is " << width
+                                 << ", but the gated activation "
+                                 << stringifyActivation(activation.getValue())
+                                 << " needs 2Hs = " << 2 * hidden << " (" << s2.name
+                                 << " has Hs = " << hidden << ")";
+    } else if (failed(dim(s2, 0, "Hs", width, s1.name))) {
+      return failure();
+    }
+    if (!sg.value)
+      return success();
+    if (failed(rank(sg, 2, "[D, 1]")) || failed(dim(sg, 0, "D", modelDim, "input")) ||
+        failed(dim(sg, 1, "1", 1, "the gate's layout [D, 1]")))
+      return failure();
+    return success();
+  }
+
+  /// The optional shared expert output added by a combine: [T, D] f32, the
+  /// shape of the result.
+  LogicalResult sharedOutput(Named shared, Named output) {
+    if (!shared.value)
+      return success();
+    if (failed(rank(shared, 2, "[T, D]")))
+      return failure();
+    if (!type(shared.value).getElementType().isF32())
+      return op->emitOpError() << shared.name << " must be f32 (the shared expert's "
+                               << "output is added before y is rounded), got "
+                               << type(shared.value).getElementType();
+    if (failed(dim(shared, 0, "T", type(output.value).getDimSize(0), output.name)) ||
+        failed(dim(shared, 1, "D", type(output.value).getDimSize(1), output.name)))
+      return failure();
+    return success();
+  }
+
   static int64_t known(int64_t a, int64_t b) {
     return ShapedType::isDynamic(a) ? b : a;
   }
@@ -213,8 +259,11 @@ LogicalResult LayerOp::verify() {
       routerBias{"router_bias", getRouterBias()}, w1{"w1", getW1()},
       w2{"w2", getW2()}, b1{"b1", getB1()}, b2{"b2", getB2()},
       output{"output", getOutput()};
-  if (failed(check.elementTypes(
-          {input, routerWeight, routerBias, w1, w2, b1, b2, output})))
+  Named selectionBias{"selection_bias", getSelectionBias()},
+      sharedW1{"shared_w1", getSharedW1()}, sharedW2{"shared_w2", getSharedW2()},
+      sharedGate{"shared_gate", getSharedGate()};
+  if (failed(check.elementTypes({input, routerWeight, routerBias, w1, w2, b1, b2, sharedW1,
+                                 sharedW2, sharedGate, output})))
     return failure();
 
   if (failed(check.rank(input, 2, "[T, D]")) ||
@@ -235,6 +284,23 @@ LogicalResult LayerOp::verify() {
   if (failed(check.rank(output, 2, "[T, D]")) ||
       failed(check.dim(output, 0, "T", tokens, "input")) ||
       failed(check.dim(output, 1, "D", modelDim, "input")))
+    return failure();
+
+  if (getSelectionBias()) {
+    if (!isa<TopKRoutingAttr>(getRouting()))
+      return emitOpError("has a selection_bias, which only #moe.top_k routing uses "
+                         "(it shifts the scores that choose the experts)");
+    if (failed(check.rank(selectionBias, 1, "[E]")) ||
+        failed(check.dim(selectionBias, 0, "E", numExperts, "router_weight")) ||
+        failed(check.routingType(selectionBias, input)))
+      return failure();
+  }
+  if (getSharedGate() && !getSharedW1())
+    return emitOpError("has a shared_gate but no shared expert; shared_gate(%sg) "
+                       "scales the shared(%s1, %s2) expert's output");
+  if (getSharedW1() &&
+      failed(check.sharedExpert(sharedW1, sharedW2, sharedGate, getActivationAttr(),
+                                modelDim)))
     return failure();
 
   // Mode: training needs a seed and returns (output, aux_loss).
@@ -377,6 +443,16 @@ LogicalResult GateOp::verify() {
                                         "aux_loss");
   if (failed(check.seedAndLossTypes(getSeed(), getAuxLoss())))
     return failure();
+  if (getSelectionBias()) {
+    Named bias{"selection_bias", getSelectionBias()};
+    if (!isa<TopKRoutingAttr>(getRouting()))
+      return emitOpError("has a selection_bias, which only #moe.top_k routing uses "
+                         "(it shifts the scores that choose the experts)");
+    if (failed(check.rank(bias, 1, "[E]")) ||
+        failed(check.dim(bias, 0, "E", numExperts, "logits")) ||
+        failed(check.routingType(bias, logits)))
+      return failure();
+  }
   return getRouting().verifyForLayer(numExperts, training,
                                      [&]() { return emitOpError(); });
 }
@@ -466,7 +542,7 @@ LogicalResult CombineOp::verify() {
       failed(check.dim(output, 1, "D", getExpertOutput().getType().getDimSize(1),
                        "expert_output")))
     return failure();
-  return success();
+  return check.sharedOutput({"shared_output", getSharedOutput()}, output);
 }
 
 //===----------------------------------------------------------------------===//
@@ -560,7 +636,7 @@ LogicalResult FusedExpertsOp::verify() {
     return failure();
   if (failed(check.capacityFactor(getCapacityFactor())))
     return failure();
-  return success();
+  return check.sharedOutput({"shared_output", getSharedOutput()}, output);
 }
 
 //===----------------------------------------------------------------------===//
@@ -592,3 +668,28 @@ LogicalResult FusedSoftExpertsOp::verify() {
 
 #define GET_OP_CLASSES
 #include "dialect/MoEOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// SharedExpertOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SharedExpertOp::verify() {
+  ShapeChecker check(*this);
+  Named input{"input", getInput()}, s1{"shared_w1", getSharedW1()},
+      s2{"shared_w2", getSharedW2()}, sg{"shared_gate", getSharedGate()},
+      output{"output", getOutput()};
+  if (failed(check.elementTypes({input, s1, s2, sg})) ||
+      failed(check.rank(input, 2, "[T, D]")) ||
+      failed(check.sharedExpert(s1, s2, sg, getActivationAttr(),
+                                getInput().getType().getDimSize(1))))
+    return failure();
+  if (failed(check.rank(output, 2, "[T, D]")))
+    return failure();
+  if (!getOutput().getType().getElementType().isF32())
+    return emitOpError() << "output must be f32 (it is added before y is rounded), got "
+                         << getOutput().getType().getElementType();
+  if (failed(check.dim(output, 0, "T", getInput().getType().getDimSize(0), "input")) ||
+      failed(check.dim(output, 1, "D", getInput().getType().getDimSize(1), "input")))
+    return failure();
+  return success();
+}

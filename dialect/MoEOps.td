@@ -39,10 +39,20 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     `moe.dispatch`); without it the layer is dropless. The layer is pure
     in both modes: a seeded training layer is deterministic.
 
+    Routers as production models use them (DESIGN.md 3.1.1): the routing
+    `#moe.top_k` has score/normalize/scale/group parameters, and the optional
+    `selection_bias(%b)` (`[E]`, f32 or the element type, `#moe.top_k` only)
+    is added to the scores to choose experts (DeepSeek-V3's aux-loss-free
+    balancing). Shared experts: `shared(%s1, %s2)` (`s1: [D, Hs]`, or
+    `[D, 2Hs]` for gated activations, `s2: [Hs, D]`, the layer's activation,
+    no biases) adds `gate_t * (act(x_t s1) s2)` to every token, where
+    `gate_t = sigmoid(x_t sg)` with `shared_gate(%sg)` (`[D, 1]`) and 1
+    without it (several shared experts are one wider shared FFN).
+
     All floating-point operands and the result `y` share one element type
     (f32, f16 or bf16); shapes may be static or dynamic, and every relation
-    between known sizes (D, E, H or 2H, bias lengths, `1 <= k <= E`) is
-    verified.
+    between known sizes (D, E, H or 2H, bias lengths, `1 <= k <= E`, the
+    group rules, shared expert widths) is verified.
 
     Example:
 
@@ -58,10 +68,14 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     AnyRankedTensor:$input,
     AnyRankedTensor:$router_weight,
     Optional<AnyRankedTensor>:$router_bias,
+    Optional<AnyRankedTensor>:$selection_bias,
     AnyRankedTensor:$w1,
     AnyRankedTensor:$w2,
     Optional<AnyRankedTensor>:$b1,
     Optional<AnyRankedTensor>:$b2,
+    Optional<AnyRankedTensor>:$shared_w1,
+    Optional<AnyRankedTensor>:$shared_w2,
+    Optional<AnyRankedTensor>:$shared_gate,
     Optional<AnyRankedTensor>:$seed,
     MoE_RoutingAttrInterface:$routing,
     MoE_ActivationAttr:$activation,
@@ -73,8 +87,11 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
 
   let assemblyFormat = [{
     $input `router` `(` $router_weight (`,` $router_bias^)? `)`
+    (`selection_bias` `(` $selection_bias^ `)`)?
     `experts` `(` $w1 `,` $w2 `)`
     (`expert_biases` `(` $b1^ `,` $b2 `)`)?
+    (`shared` `(` $shared_w1^ `,` $shared_w2 `)`)?
+    (`shared_gate` `(` $shared_gate^ `)`)?
     (`seed` `(` $seed^ `)`)?
     attr-dict `:` functional-type(operands, results)
   }];
@@ -177,13 +194,15 @@ def MoE_RouteOp : MoE_Op<"route", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_GateOp : MoE_Op<"gate", [Pure]> {
+def MoE_GateOp : MoE_Op<"gate", [Pure, AttrSizedOperandSegments]> {
   let summary = "routing weights and expert indices per token";
   let description = [{
     Applies a routing policy to router logits `logits: [T, E]`: computes
     `g = softmax(o)` and, for each token, the K experts it runs
     (`K = routing.getExpertsPerToken(E)`: E for `#moe.dense`, k otherwise)
     with their weights, exactly as DESIGN.md section 3.1 and `moe.layer`.
+    The optional `selection_bias` (`[E]`, `#moe.top_k` only) is added to the
+    scores to choose the experts, never to weight them.
 
     Results: `weights: [T, K]` (the logits' element type), `indices: [T, K]`
     (i32 expert ids), and in training mode (`training`, which needs `seed`)
@@ -198,7 +217,8 @@ def MoE_GateOp : MoE_Op<"gate", [Pure]> {
                : (tensor<64x8xf32>) -> (tensor<64x2xf32>, tensor<64x2xi32>)
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$logits, Optional<AnyRankedTensor>:$seed,
+  let arguments = (ins AnyRankedTensor:$logits, Optional<AnyRankedTensor>:$selection_bias,
+                       Optional<AnyRankedTensor>:$seed,
                        MoE_RoutingAttrInterface:$routing, UnitAttr:$training);
   let results = (outs AnyRankedTensor:$weights, AnyRankedTensor:$indices,
                       Optional<AnyRankedTensor>:$aux_loss);
@@ -207,7 +227,8 @@ def MoE_GateOp : MoE_Op<"gate", [Pure]> {
     int64_t getNumExperts();
   }];
   let assemblyFormat = [{
-    $logits (`seed` `(` $seed^ `)`)? attr-dict `:` functional-type(operands, results)
+    $logits (`selection_bias` `(` $selection_bias^ `)`)? (`seed` `(` $seed^ `)`)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -279,12 +300,44 @@ def MoE_ExpertFFNOp : MoE_Op<"expert_ffn", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
+def MoE_SharedExpertOp : MoE_Op<"shared_expert", [Pure]> {
+  let summary = "the shared expert of a layer, on every token";
+  let description = [{
+    `out[t] = gate_t * (act(x_t s1) s2)` for every token of `input: [T, D]`,
+    with `s1: [D, Hs]` (`[D, 2Hs]` for gated activations: `h = act(u[:Hs]) *
+    u[Hs:]`), `s2: [Hs, D]` and `gate_t = sigmoid(x_t sg)` with the optional
+    `gate(%sg)` (`sg: [D, 1]`), else 1. The result is f32 whatever the
+    element type T of the inputs (GEMMs accumulate in f32, `h` is rounded to
+    T as in the routed experts), so that `moe.combine` / `moe.fused_experts`
+    add it before the one rounding of `y`. Produced by `--moe-decompose`
+    from a `moe.layer` with `shared(...)`.
+
+    ```mlir
+    %s = moe.shared_expert %x shared(%s1, %s2) gate(%sg)
+           {activation = #moe.activation<swiglu>}
+           : (tensor<48x128xf32>, tensor<128x384xf32>, tensor<192x128xf32>,
+              tensor<128x1xf32>) -> tensor<48x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$shared_w1,
+                       AnyRankedTensor:$shared_w2, Optional<AnyRankedTensor>:$shared_gate,
+                       MoE_ActivationAttr:$activation);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = [{
+    $input `shared` `(` $shared_w1 `,` $shared_w2 `)` (`gate` `(` $shared_gate^ `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
   let summary = "weighted scatter of expert outputs back to tokens";
   let description = [{
     `y[t] = sum_{i : positions[t, i] >= 0} weights[t, i] * expert_out[positions[t, i]]`
     with `expert_out: [N, D]`, `weights: [T, K]`, `positions: [T, K]` (i32,
-    from `moe.dispatch`); result `[T, D]`.
+    from `moe.dispatch`); result `[T, D]`. With `shared_output(%s)` (`[T, D]`
+    f32, from `moe.shared_expert`) `s[t]` is added to the sum before it is
+    rounded to the result's element type.
 
     ```mlir
     %y = moe.combine %out, %w, %pos
@@ -292,10 +345,11 @@ def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
     ```
   }];
   let arguments = (ins AnyRankedTensor:$expert_output, AnyRankedTensor:$weights,
-                       AnyRankedTensor:$positions);
+                       AnyRankedTensor:$positions, Optional<AnyRankedTensor>:$shared_output);
   let results = (outs AnyRankedTensor:$output);
   let assemblyFormat = [{
-    $expert_output `,` $weights `,` $positions attr-dict `:` functional-type(operands, results)
+    $expert_output `,` $weights `,` $positions (`shared_output` `(` $shared_output^ `)`)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -360,6 +414,10 @@ def MoE_FusedExpertsOp : MoE_Op<"fused_experts", [Pure, AttrSizedOperandSegments
     assignments in token order). Results are exactly those of the unfused
     chain.
 
+    With `shared_output(%s)` (`[T, D]` f32, from `moe.shared_expert`) `s[t]`
+    is added to every token's sum before the one rounding to the element
+    type.
+
     Code generation treats it as one kernel family: rows are gathered
     through the routing plan inside GEMM1 (no permuted copy of the tokens),
     the activation is applied in GEMM1's epilogue, the routed weight in
@@ -378,6 +436,7 @@ def MoE_FusedExpertsOp : MoE_Op<"fused_experts", [Pure, AttrSizedOperandSegments
                        AnyRankedTensor:$weights,
                        AnyRankedTensor:$w1, AnyRankedTensor:$w2,
                        Optional<AnyRankedTensor>:$b1, Optional<AnyRankedTensor>:$b2,
+                       Optional<AnyRankedTensor>:$shared_output,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
                        MoE_ActivationAttr:$activation,
                        OptionalAttr<F64Attr>:$capacity_factor);
@@ -385,6 +444,7 @@ def MoE_FusedExpertsOp : MoE_Op<"fused_experts", [Pure, AttrSizedOperandSegments
   let assemblyFormat = [{
     $input `,` $indices `,` $weights `experts` `(` $w1 `,` $w2 `)`
     (`expert_biases` `(` $b1^ `,` $b2 `)`)?
+    (`shared_output` `(` $shared_output^ `)`)?
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;

@@ -49,8 +49,8 @@ struct DecomposeLayer : public OpRewritePattern<LayerOp> {
     Type auxType = op.getAuxLoss() ? op.getAuxLoss().getType() : Type();
     auto gate = GateOp::create(rewriter, loc, tensorOf({tokens, k}, f32),
                                tensorOf({tokens, k}, i32), auxType,
-                               route.getLogits(), op.getSeed(), op.getRouting(),
-                               op.getTraining());
+                               route.getLogits(), op.getSelectionBias(), op.getSeed(),
+                               op.getRouting(), op.getTraining());
     int64_t assignments = mulDims(tokens, k);
     auto dispatch = DispatchOp::create(
         rewriter, loc, tensorOf({assignments, modelDim}, elt),
@@ -61,9 +61,16 @@ struct DecomposeLayer : public OpRewritePattern<LayerOp> {
                                    dispatch.getRows(), dispatch.getOffsets(),
                                    op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                    op.getActivationAttr());
+    // The shared expert runs on every token; its f32 output joins the sum
+    // before y is rounded.
+    Value shared;
+    if (op.getSharedW1())
+      shared = SharedExpertOp::create(rewriter, loc, tensorOf({tokens, modelDim}, f32),
+                                      op.getInput(), op.getSharedW1(), op.getSharedW2(),
+                                      op.getSharedGate(), op.getActivationAttr());
     auto combine = CombineOp::create(rewriter, loc, op.getOutput().getType(),
                                      ffn.getOutput(), gate.getWeights(),
-                                     dispatch.getPositions());
+                                     dispatch.getPositions(), shared);
     SmallVector<Value> results{combine.getOutput()};
     if (op.getAuxLoss())
       results.push_back(gate.getAuxLoss());

@@ -97,8 +97,8 @@ struct FuseTokenChoice : public OpRewritePattern<CombineOp> {
     rewriter.replaceOpWithNewOp<FusedExpertsOp>(
         combine, combine.getOutput().getType(), dispatch.getInput(),
         dispatch.getIndices(), combine.getWeights(), ffn.getW1(), ffn.getW2(),
-        ffn.getB1(), ffn.getB2(), dispatch.getNumExpertsAttr(), ffn.getActivationAttr(),
-        dispatch.getCapacityFactorAttr());
+        ffn.getB1(), ffn.getB2(), combine.getSharedOutput(), dispatch.getNumExpertsAttr(),
+        ffn.getActivationAttr(), dispatch.getCapacityFactorAttr());
     rewriter.eraseOp(ffn);
     rewriter.eraseOp(dispatch);
     return success();

@@ -829,7 +829,9 @@ static FailureOr<LayerOp> buildLayer(PatternRewriter &rewriter, Operation *root,
   }
   auto layer = LayerOp::create(
       detached, loc, root->getResult(0).getType(), /*aux_loss=*/Type(), l.x, l.wr, l.br,
-      l.w1, l.w2, b1, b2, /*seed=*/Value(), DenseRoutingAttr::get(ctx),
+      /*selection_bias=*/Value(), l.w1, l.w2, b1, b2, /*shared_w1=*/Value(),
+      /*shared_w2=*/Value(), /*shared_gate=*/Value(), /*seed=*/Value(),
+      DenseRoutingAttr::get(ctx),
       ActivationAttr::get(ctx, l.activation), /*training=*/UnitAttr(),
       /*capacity_factor=*/FloatAttr());
   {
@@ -1077,8 +1079,11 @@ struct RaiseLoweredForm : public OpRewritePattern<linalg::GenericOp> {
       Value w1 = entry->getArgument(i++), w2 = entry->getArgument(i++);
       Value b1 = ops->b1 ? entry->getArgument(i++) : Value();
       Value b2 = ops->b1 ? entry->getArgument(i++) : Value();
-      auto layer = LayerOp::create(b, loc, resultType, Type(), x, wr, br, w1, w2, b1, b2,
-                                   Value(), DenseRoutingAttr::get(ctx),
+      auto layer = LayerOp::create(b, loc, resultType, Type(), x, wr, br,
+                                   /*selection_bias=*/Value(), w1, w2, b1, b2,
+                                   /*shared_w1=*/Value(), /*shared_w2=*/Value(),
+                                   /*shared_gate=*/Value(), /*seed=*/Value(),
+                                   DenseRoutingAttr::get(ctx),
                                    ActivationAttr::get(ctx, act), UnitAttr(), FloatAttr());
       func::ReturnOp::create(b, loc, layer.getOutput());
       if (failed(verify(*scratch)))

@@ -74,7 +74,7 @@ bool mlirAttributeIsAMoETopKRouting(MlirAttribute attr) {
 
 MlirAttribute mlirMoETopKRoutingAttrGet(MlirContext ctx, int64_t k) {
   MLIRContext *context = unwrap(ctx);
-  return wrap(TopKRoutingAttr::getChecked(unknownLocError(context), context, k));
+  return wrap(TopKRoutingAttr::getClassicChecked(unknownLocError(context), context, k));
 }
 
 int64_t mlirMoETopKRoutingAttrGetK(MlirAttribute attr) {

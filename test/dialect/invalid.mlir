@@ -215,7 +215,7 @@ func.func @b2_experts(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4
 // The custom form cannot express a lone bias; the generic form can.
 func.func @b1_without_b2(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>, %b1: tensor<4x32xf32>) {
   // expected-error @+1 {{'moe.layer' op has b1 without b2: expert biases come in pairs, expert_biases(b1, b2)}}
-  %y = "moe.layer"(%x, %wr, %w1, %w2, %b1) <{activation = #moe.activation<relu>, routing = #moe.dense, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 0, 0>}>
+  %y = "moe.layer"(%x, %wr, %w1, %w2, %b1) <{activation = #moe.activation<relu>, routing = #moe.dense, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0>}>
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>, tensor<4x32xf32>) -> tensor<8x64xf32>
   return
 }
@@ -224,7 +224,7 @@ func.func @b1_without_b2(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tenso
 
 func.func @b2_without_b1(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>, %b2: tensor<4x64xf32>) {
   // expected-error @+1 {{'moe.layer' op has b2 without b1: expert biases come in pairs, expert_biases(b1, b2)}}
-  %y = "moe.layer"(%x, %wr, %w1, %w2, %b2) <{activation = #moe.activation<relu>, routing = #moe.dense, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1, 0>}>
+  %y = "moe.layer"(%x, %wr, %w1, %w2, %b2) <{activation = #moe.activation<relu>, routing = #moe.dense, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0>}>
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>, tensor<4x64xf32>) -> tensor<8x64xf32>
   return
 }
