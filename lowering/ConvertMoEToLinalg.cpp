@@ -465,9 +465,9 @@ struct LowerRoute : public OpRewritePattern<RouteOp> {
 
 /// moe.gate's computation on `logits` (and `seedTensor` when sampling),
 /// returning (weights, indices[, aux loss]) of `resultTypes`.
-static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value seedTensor,
-                                   RoutingAttrInterface routing, bool training,
-                                   TypeRange resultTypes) {
+static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value selectionBias,
+                                   Value seedTensor, RoutingAttrInterface routing,
+                                   bool training, TypeRange resultTypes) {
     Emitter e(b);
     Value tokens = e.dim(logits, 0), experts = e.dim(logits, 1);
     int64_t kStatic = cast<RankedTensorType>(resultTypes[0]).getDimSize(1);
@@ -489,6 +489,9 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
           arith::ShRUIOp::create(b, seed,
                                  arith::ConstantOp::create(b, b.getI64IntegerAttr(32))));
     }
+
+    auto topk = dyn_cast<TopKRoutingAttr>(routing);
+    bool production = topk && (!topk.isClassic() || selectionBias);
 
     // One token: its logits row -> its weights and indices rows (local [1, K]
     // tensors, row 0), its trimmed-lasso term, with `p` as scratch.
@@ -512,18 +515,22 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
           };
           // Top-k in O(E*k): pick r is the best (largest o, ties: lower
           // index) of the experts that come after pick r-1 in that order.
-          auto topK = [&](Emitter &e, ValueRange init,
-                          function_ref<SmallVector<Value>(Emitter &, Value, Value, ValueRange)>
-                              onPick) {
+          // The best `count` of `candidates` by `scoreOf` (ties: lower
+          // index), among those `allowed` (null: all).
+          auto topKBy = [&](Emitter &e, function_ref<Value(Emitter &, Value)> scoreOf,
+                            function_ref<Value(Emitter &, Value)> allowed, Value candidates,
+                            Value count, ValueRange init,
+                            function_ref<SmallVector<Value>(Emitter &, Value, Value, ValueRange)>
+                                onPick) {
             ValueRange picks = e.forLoop(
-                c0, kIdx, llvm::to_vector(llvm::concat<const Value>(
+                c0, count, llvm::to_vector(llvm::concat<const Value>(
                               ValueRange{e.cf32(INFINITY), e.ci32(-1)}, init)),
                 [&](Emitter &e, Value r, ValueRange a) {
                   Value prevO = a[0], prevI = a[1];
                   ValueRange best = e.forLoop(
-                      c0, experts, {e.cf32(-INFINITY), e.ci32(-1)},
+                      c0, candidates, {e.cf32(-INFINITY), e.ci32(-1)},
                       [&](Emitter &e, Value ex, ValueRange s) {
-                        Value o = logit(e, ex), exI = e.toI32(ex);
+                        Value o = scoreOf(e, ex), exI = e.toI32(ex);
                         Value after = e.ori(
                             e.cmpf(arith::CmpFPredicate::OLT, o, prevO),
                             e.andi(e.cmpf(arith::CmpFPredicate::OEQ, o, prevO),
@@ -531,6 +538,8 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
                         Value better = e.ori(e.cmpi(arith::CmpIPredicate::slt, s[1], e.ci32(0)),
                                              e.cmpf(arith::CmpFPredicate::OGT, o, s[0]));
                         Value take = e.andi(after, better);
+                        if (allowed)
+                          take = e.andi(take, allowed(e, ex));
                         return SmallVector<Value>{e.select(take, o, s[0]),
                                                   e.select(take, exI, s[1])};
                       });
@@ -539,6 +548,11 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
                   return next;
                 });
             return SmallVector<Value>(picks.begin() + 2, picks.end());
+          };
+          auto topK = [&](Emitter &e, ValueRange init,
+                          function_ref<SmallVector<Value>(Emitter &, Value, Value, ValueRange)>
+                              onPick) {
+            return topKBy(e, logit, nullptr, experts, kIdx, init, onPick);
           };
           auto selected = [&](Emitter &e, Value idxs, Value i) {
             return e.toIndex(e.extract(idxs, {row, i}));
@@ -570,7 +584,90 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
             return e.subf(logit(e, ex), e.log(clamped));
           };
 
-          if (dense) {
+          // The production routers of DESIGN.md 3.1.1 (#moe.top_k with
+          // parameters or a selection bias): choose on c = s + b among the
+          // experts of the kept groups, weight with s.
+          auto sigmoidOf = [&](Emitter &e, Value o) {
+            return e.divf(e.cf32(1.0),
+                          e.addf(e.cf32(1.0), e.exp(arith::NegFOp::create(e.b, o))));
+          };
+          auto scoreOf = [&](Emitter &e, Value ex) -> Value {
+            return topk && topk.getScore() == RouterScore::sigmoid ? sigmoidOf(e, logit(e, ex))
+                                                                  : prob(e, ex);
+          };
+          auto chooseOf = [&](Emitter &e, Value ex) -> Value {
+            Value c = scoreOf(e, ex);
+            if (selectionBias)
+              c = e.addf(c, cpu::toF32(e.b, e.extract(selectionBias, {ex})));
+            return c;
+          };
+          Value keptGroups, groupSize;
+          auto inKeptGroup = [&](Emitter &e, Value ex) -> Value {
+            Value g = arith::DivUIOp::create(e.b, ex, groupSize);
+            return e.cmpi(arith::CmpIPredicate::ne, e.extract(keptGroups, {g}), e.ci32(0));
+          };
+
+          if (production) {
+            function_ref<Value(Emitter &, Value)> allowed = nullptr;
+            int64_t groups = topk.getGroups();
+            if (groups > 1) {
+              groupSize = arith::DivUIOp::create(e.b, experts, e.idx(groups));
+              // A group's score: the sum of its top-min(2, E/G) values of c.
+              Value two = e.cmpi(arith::CmpIPredicate::sge, groupSize, e.idx(2));
+              Value scores0 = e.filled({e.b.getIndexAttr(groups)}, e.cf32(0.0));
+              Value scores = e.forLoop(
+                  c0, e.idx(groups), {scores0}, [&](Emitter &e, Value g, ValueRange a) {
+                    Value base = e.muli(g, groupSize);
+                    ValueRange top2 = e.forLoop(
+                        c0, groupSize, {e.cf32(-INFINITY), e.cf32(-INFINITY)},
+                        [&](Emitter &e, Value j, ValueRange t) {
+                          Value v = chooseOf(e, e.addi(base, j));
+                          Value above = e.cmpf(arith::CmpFPredicate::OGT, v, t[0]);
+                          Value second = e.select(above, t[0], e.maxf(t[1], v));
+                          return SmallVector<Value>{e.select(above, v, t[0]), second};
+                        });
+                    Value sum = e.select(two, e.addf(top2[0], top2[1]), top2[0]);
+                    return SmallVector<Value>{e.insert(sum, a[0], {g})};
+                  })[0];
+              // The GK best groups (ties: lower index).
+              Value kept0 = e.filled({e.b.getIndexAttr(groups)}, e.ci32(0));
+              keptGroups = topKBy(
+                  e, [&](Emitter &e, Value g) { return e.extract(scores, {g}); }, nullptr,
+                  e.idx(groups), e.idx(topk.getKeptGroups()), {kept0},
+                  [&](Emitter &e, Value, Value g, ValueRange a) {
+                    Value at = e.toIndex(e.select(
+                        e.cmpi(arith::CmpIPredicate::slt, g, e.ci32(0)), e.ci32(0), g));
+                    return SmallVector<Value>{e.insert(e.ci32(1), a[0], {at})};
+                  })[0];
+              allowed = inKeptGroup;
+            }
+            // S_t: the top-K of c among the choosable experts.
+            indices = topKBy(e, chooseOf, allowed, experts, kIdx, {indices},
+                             [&](Emitter &e, Value r, Value ex, ValueRange a) {
+                               return SmallVector<Value>{e.insert(ex, a[0], {row, r})};
+                             })[0];
+            // w_i = s_i (/ (sum_S s + 1e-20) with normalize) * scale.
+            auto pickedScore = [&](Emitter &e, Value i) {
+              Value ex = e.extract(indices, {row, i});
+              Value valid = e.cmpi(arith::CmpIPredicate::sge, ex, e.ci32(0));
+              Value at = e.toIndex(e.select(valid, ex, e.ci32(0)));
+              return e.select(valid, scoreOf(e, at), e.cf32(0.0));
+            };
+            Value denom = e.cf32(1.0);
+            if (topk.getNormalize()) {
+              Value sum = e.forLoop(c0, kIdx, {e.cf32(0.0)},
+                                    [&](Emitter &e, Value i, ValueRange a) {
+                                      return SmallVector<Value>{
+                                          e.addf(a[0], pickedScore(e, i))};
+                                    })[0];
+              denom = e.addf(sum, e.cf32(1e-20));
+            }
+            Value scale = e.cf32(topk.getScale().convertToDouble());
+            weights = e.forLoop(c0, kIdx, {weights}, [&](Emitter &e, Value i, ValueRange a) {
+              Value w = e.mulf(e.divf(pickedScore(e, i), denom), scale);
+              return SmallVector<Value>{e.insert(w, a[0], {row, i})};
+            })[0];
+          } else if (dense) {
             SmallVector<Value> r = llvm::to_vector(e.forLoop(
                 c0, experts, {weights, indices}, [&](Emitter &e, Value ex, ValueRange a) {
                   return SmallVector<Value>{e.insert(prob(e, ex), a[0], {row, ex}),
@@ -785,12 +882,16 @@ struct LowerGate : public OpRewritePattern<GateOp> {
     if (op.getAuxLoss())
       outs.push_back(allocBuffer(b, {}, e.f32()));
     SmallVector<Value> args{asBuffer(b, op.getLogits())};
+    bool hasBias = static_cast<bool>(op.getSelectionBias());
+    if (hasBias)
+      args.push_back(asBuffer(b, op.getSelectionBias()));
     if (op.getSeed())
       args.push_back(asBuffer(b, op.getSeed()));
     llvm::append_range(args, outs);
     std::string routingText;
     llvm::raw_string_ostream ros(routingText);
-    ros << (op.getTraining() ? "train " : "infer ") << op.getRouting() << " k=" << k;
+    ros << (op.getTraining() ? "train " : "infer ") << op.getRouting() << " k=" << k
+        << (hasBias ? " biased" : "");
     std::string name = "__moe_cpu_gate_" + llvm::utohexstr(llvm::xxh3_64bits(routingText));
     RoutingAttrInterface routing = op.getRouting();
     bool training = op.getTraining();
@@ -809,9 +910,11 @@ struct LowerGate : public OpRewritePattern<GateOp> {
         return bufferization::ToTensorOp::create(
             b, RankedTensorType::get(mt.getShape(), mt.getElementType()), m, b.getUnitAttr());
       };
+      unsigned next = 1;
       Value logits = toTensor(v[0]);
-      Value seed = hasSeed ? toTensor(v[1]) : Value();
-      SmallVector<Value> r = emitGate(b, logits, seed, routing, training, resultTypes);
+      Value bias = hasBias ? toTensor(v[next++]) : Value();
+      Value seed = hasSeed ? toTensor(v[next++]) : Value();
+      SmallVector<Value> r = emitGate(b, logits, bias, seed, routing, training, resultTypes);
       ValueRange dests = v.take_back(numResults);
       for (auto [val, dest] : llvm::zip(r, dests)) {
         auto mt = cast<MemRefType>(dest.getType());
@@ -1016,7 +1119,7 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
 /// in increasing i, skipping positions < 0; f32 sum, rounded once to y's
 /// element type. Parallel over tokens, vectorized over the model dimension.
 static void emitCombineBody(ImplicitLocOpBuilder &b, Value rows, Value positions,
-                            Value weights, Value y) {
+                            Value weights, Value shared, Value y) {
   Value c0 = arith::ConstantIndexOp::create(b, 0), c1 = arith::ConstantIndexOp::create(b, 1);
   Value tokens = memref::DimOp::create(b, positions, c0);
   Value k = memref::DimOp::create(b, positions, c1);
@@ -1036,8 +1139,10 @@ static void emitCombineBody(ImplicitLocOpBuilder &b, Value rows, Value positions
               Value mask = cpu::columnMask(cb, col, modelDim);
               Value none = arith::ConstantOp::create(cb, mt, DenseElementsAttr::get(mt, false));
               Value zero = arith::ConstantOp::create(cb, vt, DenseElementsAttr::get(vt, 0.0f));
+              // The shared expert's output (f32) starts the sum.
+              Value init = shared ? cpu::loadF32Vector(cb, shared, {t, col}, mask) : zero;
               auto sum = scf::ForOp::create(
-                  cb, c0, k, c1, ValueRange{zero},
+                  cb, c0, k, c1, ValueRange{init},
                   [&](OpBuilder &kb, Location loc, Value i, ValueRange acc) {
                     ImplicitLocOpBuilder ib(loc, kb);
                     Value pos = arith::IndexCastOp::create(
@@ -1064,16 +1169,90 @@ static void emitCombineBody(ImplicitLocOpBuilder &b, Value rows, Value positions
 }
 
 static void emitCombine(ImplicitLocOpBuilder &b, const KernelSite &site, Value rows,
-                        Value positions, Value weights, Value y) {
+                        Value positions, Value weights, Value shared, Value y) {
   SmallVector<Value> args{rows, positions, y};
   if (weights)
     args.push_back(weights);
-  bool weighted = static_cast<bool>(weights);
-  kernel(b, site, weighted ? "__moe_cpu_combine_weighted" : "__moe_cpu_combine", args,
-         [&](ImplicitLocOpBuilder &b, ValueRange v) {
-           emitCombineBody(b, v[0], v[1], weighted ? v[3] : Value(), v[2]);
-         });
+  if (shared)
+    args.push_back(shared);
+  bool weighted = static_cast<bool>(weights), withShared = static_cast<bool>(shared);
+  std::string name = (Twine("__moe_cpu_combine") + (weighted ? "_weighted" : "") +
+                      (withShared ? "_shared" : ""))
+                         .str();
+  kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
+    unsigned next = 3;
+    Value w = weighted ? v[next++] : Value();
+    Value sh = withShared ? v[next++] : Value();
+    emitCombineBody(b, v[0], v[1], w, sh, v[2]);
+  });
 }
+
+/// moe.shared_expert: the expert FFN kernels with one group of all T rows
+/// (weights viewed as [1, D, Hs] and [1, Hs, D], packed like routed ones),
+/// the per-token gate sigmoid(x sg) as GEMM2's row scale.
+struct LowerSharedExpert : public OpRewritePattern<SharedExpertOp> {
+  LowerSharedExpert(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
+  KernelSite site;
+
+  LogicalResult matchAndRewrite(SharedExpertOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value x = op.getInput();
+    Value tokens = e.dim(x, 0);
+    // One expert: [D, W] -> [1, D, W].
+    auto asExperts = [&](Value w) -> Value {
+      auto type = cast<RankedTensorType>(w.getType());
+      auto expanded =
+          RankedTensorType::get({1, type.getDimSize(0), type.getDimSize(1)}, type.getElementType());
+      return tensor::ExpandShapeOp::create(
+          b, expanded, w, SmallVector<ReassociationIndices>{{0, 1}, {2}},
+          SmallVector<OpFoldResult>{b.getIndexAttr(1), e.dimOfr(w, 0), e.dimOfr(w, 1)});
+    };
+    // Group offsets [0, T].
+    Value offsets = allocBuffer(b, {b.getIndexAttr(2)}, e.i32());
+    memref::StoreOp::create(b, e.ci32(0), offsets, ValueRange{e.idx(0)});
+    memref::StoreOp::create(b, e.toI32(tokens), offsets, ValueRange{e.idx(1)});
+    Value gate;
+    if (op.getSharedGate()) {
+      // gate_t = sigmoid(x_t sg): the router kernel, then the sigmoid.
+      Value logits = allocBuffer(b, {OpFoldResult(tokens), b.getIndexAttr(1)}, e.f32());
+      kernel(b, site, "__moe_cpu_router", {asBuffer(b, x), asBuffer(b, op.getSharedGate()), logits},
+             [&](ImplicitLocOpBuilder &b, ValueRange v) {
+               cpu::GroupedGemm gemm;
+               gemm.a = v[0];
+               gemm.b = v[1];
+               gemm.numRows = memDim(b, v[0], 0);
+               gemm.reduction = memDim(b, v[0], 1);
+               gemm.columns = memDim(b, v[1], 1);
+               cpu::emitGroupedGemm(b, gemm,
+                                    [&](ImplicitLocOpBuilder &b, Value, Value row, Value col,
+                                        Value mask, Value acc, Value) {
+                                      cpu::storeVector(b, acc, v[2], {row, col}, mask);
+                                    });
+             });
+      gate = allocBuffer(b, {OpFoldResult(tokens)}, e.f32());
+      scf::ForOp::create(b, e.idx(0), tokens, e.idx(1), ValueRange{},
+                         [&](OpBuilder &nested, Location loc, Value t, ValueRange) {
+                           ImplicitLocOpBuilder nb(loc, nested);
+                           Emitter ne(nb);
+                           Value o = memref::LoadOp::create(nb, logits, ValueRange{t, ne.idx(0)});
+                           Value sig = ne.divf(
+                               ne.cf32(1.0),
+                               ne.addf(ne.cf32(1.0), ne.exp(arith::NegFOp::create(nb, o))));
+                           memref::StoreOp::create(nb, sig, gate, ValueRange{t});
+                           scf::YieldOp::create(nb);
+                         });
+    }
+    auto outType = cast<RankedTensorType>(op.getOutput().getType());
+    Value out = allocBuffer(b, {OpFoldResult(tokens), e.dimOfr(x, 1)}, e.f32());
+    emitExpertFFN(b, site, asBuffer(b, x), Value(), offsets,
+                  asBuffer(b, asExperts(op.getSharedW1())),
+                  asBuffer(b, asExperts(op.getSharedW2())), Value(), Value(),
+                  op.getActivationAttr(), tokens, gate, out);
+    rewriter.replaceOp(op, asTensor(b, out, outType));
+    return success();
+  }
+};
 
 struct LowerCombine : public OpRewritePattern<CombineOp> {
   LowerCombine(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
@@ -1086,7 +1265,8 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
     Value y = allocBuffer(b, {e.dimOfr(op.getWeights(), 0), e.dimOfr(op.getExpertOutput(), 1)},
                           outType.getElementType());
     emitCombine(b, site, asBuffer(b, op.getExpertOutput()), asBuffer(b, op.getPositions()),
-                asBuffer(b, op.getWeights()), y);
+                asBuffer(b, op.getWeights()),
+                op.getSharedOutput() ? asBuffer(b, op.getSharedOutput()) : Value(), y);
     rewriter.replaceOp(op, asTensor(b, y, outType));
     return success();
   }
@@ -1135,7 +1315,8 @@ struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
     // Per token: the sum of its rows in routing order, rounded once.
     auto outType = cast<RankedTensorType>(op.getOutput().getType());
     Value y = allocBuffer(b, {OpFoldResult(tokens), e.dimOfr(x, 1)}, outType.getElementType());
-    emitCombine(b, site, out, asBuffer(b, placed[2]), Value(), y);
+    emitCombine(b, site, out, asBuffer(b, placed[2]), Value(),
+                op.getSharedOutput() ? asBuffer(b, op.getSharedOutput()) : Value(), y);
     rewriter.replaceOp(op, asTensor(b, y, outType));
     return success();
   }
@@ -1365,6 +1546,7 @@ void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kern
   KernelSite site{kernelModule ? kernelModule.getOperation() : nullptr, packWeights, bf16Dot};
   patterns.add<LowerDispatch, LowerSoftDispatch, LowerSoftCombine, LowerFusedSoftExperts>(
       patterns.getContext());
-  patterns.add<LowerRoute, LowerGate, LowerExpertFFN, LowerCombine, LowerFusedExperts>(
+  patterns.add<LowerRoute, LowerGate, LowerExpertFFN, LowerSharedExpert, LowerCombine,
+               LowerFusedExperts>(
       patterns.getContext(), site);
 }
