@@ -399,10 +399,82 @@ double adjustLogit(double o, double g, double c) {
 
 } // namespace
 
+namespace {
+
+/// #moe.top_k with production parameters or a selection bias (DESIGN 3.1.1).
+TokenRouting routeProduction(const double *o, int64_t E, const Routing &routing,
+                             const double *bias) {
+  const int64_t K = routing.k, G = routing.groups;
+  const int64_t GK = routing.groupK > 0 ? routing.groupK : G;
+  check(G >= 1 && E % G == 0, "routing: groups must divide E");
+  check(GK >= 1 && GK <= G, "routing: group_k out of range");
+  check(K >= 1 && K <= GK * (E / G), "routing: k exceeds the choosable experts");
+  std::vector<double> s(static_cast<size_t>(E)), c(static_cast<size_t>(E));
+  if (routing.score == Score::Softmax) {
+    s = softmax(o, E);
+  } else {
+    for (int64_t e = 0; e < E; ++e)
+      s[size_t(e)] = 1.0 / (1.0 + std::exp(-o[e]));
+  }
+  for (int64_t e = 0; e < E; ++e)
+    c[size_t(e)] = s[size_t(e)] + (bias ? bias[e] : 0.0);
+
+  // Ordering: larger value first, ties to the lower index.
+  auto ranked = [](const std::vector<double> &v, const std::vector<bool> &allowed) {
+    std::vector<int64_t> idx;
+    for (size_t i = 0; i < v.size(); ++i)
+      if (allowed[i])
+        idx.push_back(int64_t(i));
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](int64_t a, int64_t b) { return v[size_t(a)] > v[size_t(b)]; });
+    return idx;
+  };
+  double margin = kInf;
+  std::vector<bool> choosable(static_cast<size_t>(E), true);
+  if (G > 1) {
+    const int64_t size = E / G;
+    std::vector<double> groupScore(static_cast<size_t>(G));
+    for (int64_t g = 0; g < G; ++g) {
+      std::vector<double> members(c.begin() + g * size, c.begin() + (g + 1) * size);
+      std::sort(members.begin(), members.end(), std::greater<double>());
+      groupScore[size_t(g)] = members[0] + (size >= 2 ? members[1] : 0.0);
+    }
+    std::vector<int64_t> order = ranked(groupScore, std::vector<bool>(size_t(G), true));
+    if (GK < G)
+      margin = groupScore[size_t(order[size_t(GK - 1)])] - groupScore[size_t(order[size_t(GK)])];
+    std::vector<bool> kept(static_cast<size_t>(G), false);
+    for (int64_t i = 0; i < GK; ++i)
+      kept[size_t(order[size_t(i)])] = true;
+    for (int64_t e = 0; e < E; ++e)
+      choosable[size_t(e)] = kept[size_t(e / size)];
+  }
+  std::vector<int64_t> order = ranked(c, choosable);
+  if (int64_t(order.size()) > K)
+    margin = std::min(margin, c[size_t(order[size_t(K - 1)])] - c[size_t(order[size_t(K)])]);
+  TokenRouting res;
+  res.selected.assign(order.begin(), order.begin() + K);
+  double sum = 0.0;
+  for (int64_t e : res.selected)
+    sum += s[size_t(e)];
+  for (int64_t e : res.selected) {
+    double w = s[size_t(e)];
+    if (routing.normalize)
+      w /= (sum + 1e-20);
+    res.weights.push_back(w * routing.scale);
+  }
+  res.decisionMargin = margin;
+  return res;
+}
+
+} // namespace
+
 TokenRouting routeToken(const double *o, int64_t E, const Routing &routing,
                         bool training, uint64_t seed, uint32_t token,
-                        SamplingPrecision precision) {
+                        SamplingPrecision precision, const double *selectionBias) {
   check(E >= 1, "routing: E must be >= 1");
+  if (routing.kind == RoutingKind::TopK && (!routing.isClassicTopK() || selectionBias))
+    return routeProduction(o, E, routing, selectionBias);
+  check(!selectionBias, "routing: a selection bias needs top_k routing");
   TokenRouting res;
   std::vector<double> g = softmax(o, E);
   if (routing.kind == RoutingKind::Dense) {
@@ -534,6 +606,29 @@ LayerResult moeLayer(const LayerInputs &input, const LayerOptions &opt) {
     check(routing.k >= 2, "MOESART training needs k >= 2");
   check(T <= int64_t(0xFFFFFFFFll), "T does not fit the Philox counter");
 
+  check(in.selectionBias.empty() || int64_t(in.selectionBias.size()) == E,
+        sizeMsg("selection_bias", in.selectionBias.size(), E));
+  const std::vector<double> bias(in.selectionBias.begin(), in.selectionBias.end());
+  // The shared expert as a one-expert FFN of the layer's activation.
+  Experts shared;
+  const bool hasShared = in.sharedHidden > 0;
+  if (hasShared) {
+    shared.numExperts = 1;
+    shared.modelDim = D;
+    shared.hiddenDim = in.sharedHidden;
+    shared.activation = ex.activation;
+    shared.elementType = type;
+    shared.w1 = in.sharedW1;
+    shared.w2 = in.sharedW2;
+    roundAll(type, shared.w1);
+    roundAll(type, shared.w2);
+    shared.verify();
+  }
+  std::vector<float> sharedGate = in.sharedGate;
+  roundAll(type, sharedGate);
+  check(sharedGate.empty() || (hasShared && int64_t(sharedGate.size()) == D),
+        "shared gate: needs a shared expert and D values");
+
   LayerResult res;
   res.logits.assign(size_t(T * E), 0.0);
   res.probs.assign(size_t(T * E), 0.0);
@@ -555,7 +650,8 @@ LayerResult moeLayer(const LayerInputs &input, const LayerOptions &opt) {
     std::vector<double> g = softmax(o, E);
     std::copy(g.begin(), g.end(), res.probs.begin() + t * E);
     TokenRouting tr = routeToken(o, E, routing, opt.training, opt.seed,
-                                 uint32_t(t), opt.samplingPrecision);
+                                 uint32_t(t), opt.samplingPrecision,
+                                 bias.empty() ? nullptr : bias.data());
     res.selected[size_t(t)] = std::move(tr.selected);
     res.weights[size_t(t)] = std::move(tr.weights);
     res.dropped[size_t(t)].assign(res.selected[size_t(t)].size(), false);
@@ -597,6 +693,18 @@ LayerResult moeLayer(const LayerInputs &input, const LayerOptions &opt) {
       const double w = res.weights[size_t(t)][i];
       for (int64_t d = 0; d < D; ++d)
         acc[size_t(d)] += w * fx[size_t(d)];
+    }
+    if (hasShared) {
+      double gate = 1.0;
+      if (!sharedGate.empty()) {
+        double z = 0.0;
+        for (int64_t d = 0; d < D; ++d)
+          z += xd[size_t(d)] * double(sharedGate[size_t(d)]);
+        gate = 1.0 / (1.0 + std::exp(-z));
+      }
+      expertForward(shared, 0, xd.data(), fx.data());
+      for (int64_t d = 0; d < D; ++d)
+        acc[size_t(d)] += gate * fx[size_t(d)];
     }
     // y rounded to T once (to f32 for T = f32).
     for (int64_t d = 0; d < D; ++d)
@@ -798,6 +906,28 @@ LayerInputs randomLayerInputs(int64_t T, int64_t D, int64_t E, int64_t H,
   roundAll(type, in.wr);
   roundAll(type, in.br);
   return in;
+}
+
+void addRandomProductionParts(LayerInputs &in, bool selectionBias, int64_t sharedHidden,
+                              bool sharedGate, uint64_t seed) {
+  const int64_t D = in.experts.modelDim, E = in.experts.numExperts;
+  const ElementType type = in.experts.elementType;
+  TestRng seeds(seed ^ 0x7368617265642121ull);
+  const uint64_t sb = seeds.next(), s1 = seeds.next(), s2 = seeds.next(), sg = seeds.next();
+  if (selectionBias)
+    in.selectionBias = randomNormal(E, sb, 0.05);
+  if (sharedHidden > 0) {
+    const int64_t width = isGated(in.experts.activation) ? 2 * sharedHidden : sharedHidden;
+    in.sharedHidden = sharedHidden;
+    in.sharedW1 = randomNormal(D * width, s1, 1.0 / std::sqrt(double(D)));
+    in.sharedW2 = randomNormal(sharedHidden * D, s2, 1.0 / std::sqrt(double(sharedHidden)));
+    roundAll(type, in.sharedW1);
+    roundAll(type, in.sharedW2);
+    if (sharedGate) {
+      in.sharedGate = randomNormal(D, sg, 1.0 / std::sqrt(double(D)));
+      roundAll(type, in.sharedGate);
+    }
+  }
 }
 
 int64_t firstMismatch(const std::vector<float> &a, const std::vector<float> &b,

@@ -182,11 +182,25 @@ enum class SamplingPrecision { F32, F64 };
 const char *adjustName(Adjust adjust);
 bool parseAdjust(const std::string &name, Adjust &adjust);
 
+enum class Score { Softmax, Sigmoid };
+
 struct Routing {
   RoutingKind kind = RoutingKind::Dense;
   int64_t k = 0; // unused for Dense (every expert)
   Adjust adjust = Adjust::SmallRandom;
   double trimmedLasso = 1e-3; // lambda of the auxiliary loss (MOESART)
+  // #moe.top_k's production parameters (DESIGN 3.1.1); the defaults are the
+  // classic top-k.
+  Score score = Score::Softmax;
+  bool normalize = true;
+  double scale = 1.0;
+  int64_t groups = 1;
+  int64_t groupK = 0; // 0: all groups
+
+  /// True when top_k's parameters are the defaults.
+  bool isClassicTopK() const {
+    return score == Score::Softmax && normalize && scale == 1.0 && groups == 1;
+  }
 
   static Routing dense() { return Routing(); }
   static Routing topK(int64_t k) {
@@ -249,10 +263,19 @@ struct TokenRouting {
 };
 
 /// Routes one token from its router logits o (n = E values).
+/// `selectionBias` (nullable, E values): #moe.top_k's selection-only bias.
+/// For #moe.top_k with production parameters or a bias (DESIGN 3.1.1):
+/// s = softmax(o) or sigmoid(o), c = s + b chooses (groups: a group's score
+/// is the sum of its top-min(2, E/G) c, the GK best groups are kept, ties to
+/// the lower index; then the top-K of c among their experts), w_i = s_i,
+/// divided by (sum_S s + 1e-20) with normalize, times scale. The decision
+/// margin is then the smaller of the c gap at the K-th pick and the group
+/// score gap at the GK-th kept group.
 TokenRouting routeToken(const double *o, int64_t numExperts,
                         const Routing &routing, bool training, uint64_t seed,
                         uint32_t token,
-                        SamplingPrecision precision = SamplingPrecision::F32);
+                        SamplingPrecision precision = SamplingPrecision::F32,
+                        const double *selectionBias = nullptr);
 
 /// lambda * mean_t (1 - sum of the K largest g_t,i) over T rows of g [T, E].
 double trimmedLassoLoss(const std::vector<double> &g, int64_t numTokens,
@@ -269,7 +292,23 @@ struct LayerInputs {
   std::vector<float> wr; // [D, E]
   std::vector<float> br; // empty, or [E]
   Experts experts;
+  /// #moe.top_k's selection_bias: empty, or [E] (f32 whatever T is).
+  std::vector<float> selectionBias;
+  /// The shared expert (DESIGN 3.1.1): empty, or s1 [D, Hs] ([D, 2Hs] for
+  /// gated activations) and s2 [Hs, D] with the experts' activation and no
+  /// biases; sharedGate empty or [D] (gate_t = sigmoid(x_t . sg)). In T.
+  int64_t sharedHidden = 0; // Hs
+  std::vector<float> sharedW1;
+  std::vector<float> sharedW2;
+  std::vector<float> sharedGate;
 };
+
+/// Adds random DESIGN 3.1.1 parts to `in`: a selection bias ~ N(0, 0.05^2)
+/// (f32), a shared expert of width `sharedHidden` (> 0) with weights
+/// ~ N(0, 1/fan_in) rounded to the experts' element type, and a shared gate
+/// ~ N(0, 1/D). Deterministic in seed.
+void addRandomProductionParts(LayerInputs &in, bool selectionBias, int64_t sharedHidden,
+                              bool sharedGate, uint64_t seed);
 
 struct LayerOptions {
   Routing routing;

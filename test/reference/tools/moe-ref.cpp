@@ -368,6 +368,37 @@ ref::Routing parseRoutingOpt(const Args &args, int64_t numExperts,
     r.trimmedLasso = args.real("lambda");
   if (r.kind == ref::RoutingKind::MoESART && training && r.k < 2)
     die("MOESART training needs --k >= 2");
+  // #moe.top_k's production parameters (DESIGN 3.1.1).
+  bool production = args.has("score") || args.flag("no-normalize") || args.has("scale") ||
+                    args.has("groups") || args.has("group-k");
+  if (production && r.kind != ref::RoutingKind::TopK)
+    die("--score, --no-normalize, --scale, --groups and --group-k need --routing top_k");
+  if (args.has("score")) {
+    std::string sc = args.str("score");
+    if (sc == "softmax")
+      r.score = ref::Score::Softmax;
+    else if (sc == "sigmoid")
+      r.score = ref::Score::Sigmoid;
+    else
+      die("--score: unknown score '" + sc + "' (softmax, sigmoid)");
+  }
+  r.normalize = !args.flag("no-normalize");
+  if (args.has("scale")) {
+    r.scale = args.real("scale");
+    if (!(r.scale > 0) || !std::isfinite(r.scale))
+      die("--scale must be finite and > 0");
+  }
+  if (args.has("groups"))
+    r.groups = args.positiveInt("groups");
+  if (args.has("group-k"))
+    r.groupK = args.positiveInt("group-k");
+  if (numExperts % r.groups != 0)
+    die(format("--groups %" PRId64 " does not divide E = %" PRId64, r.groups, numExperts));
+  const int64_t keptGroups = r.groupK > 0 ? r.groupK : r.groups;
+  if (keptGroups > r.groups)
+    die("--group-k must be <= --groups");
+  if (r.kind == ref::RoutingKind::TopK && r.k > keptGroups * (numExperts / r.groups))
+    die("--k exceeds group-k * E / groups");
   return r;
 }
 
@@ -378,7 +409,14 @@ std::string routingString(const ref::Routing &r, bool training) {
     s = "dense";
     break;
   case ref::RoutingKind::TopK:
-    s = format("top_k<k = %" PRId64 ">", r.k);
+    s = format("top_k<k = %" PRId64 "%s%s%s%s>", r.k,
+               r.score == ref::Score::Sigmoid ? ", score = sigmoid" : "",
+               r.normalize ? "" : ", normalize = false",
+               r.scale != 1.0 ? format(", scale = %g", r.scale).c_str() : "",
+               r.groups > 1 ? format(", groups = %" PRId64 ", group_k = %" PRId64, r.groups,
+                                     r.groupK > 0 ? r.groupK : r.groups)
+                                  .c_str()
+                            : "");
     break;
   case ref::RoutingKind::MoESART:
     s = format("moesart<k = %" PRId64 ", adjust = %s, trimmed_lasso = %g>",
@@ -433,11 +471,25 @@ void addLayerParams(std::map<std::string, io::Tensor> &params,
   add({D, E}, in.wr);
   if (!in.br.empty())
     add({E}, in.br);
+  if (!in.selectionBias.empty()) {
+    // DeepSeek keeps this one in f32 whatever the model's type.
+    const std::string &name = names[n++];
+    if (!params.emplace(name, paramTensor({E}, in.selectionBias, ref::ElementType::F32))
+             .second)
+      die("--names: '" + name + "' is given twice");
+  }
   add({E, D, C}, ex.w1);
   add({E, H, D}, ex.w2);
   if (!ex.b1.empty()) {
     add({E, C}, ex.b1);
     add({E, D}, ex.b2);
+  }
+  if (in.sharedHidden > 0) {
+    const int64_t Hs = in.sharedHidden, width = ref::isGated(ex.activation) ? 2 * Hs : Hs;
+    add({D, width}, in.sharedW1);
+    add({Hs, D}, in.sharedW2);
+    if (!in.sharedGate.empty())
+      add({D, 1}, in.sharedGate);
   }
 }
 
@@ -510,9 +562,11 @@ const std::set<std::string> layerValued = {
     "tokens", "dim", "experts", "hidden", "activation", "routing", "k",
     "adjust", "lambda", "seed-value", "capacity-factor", "data-seed", "names",
     "params", "input", "seed-input", "expected", "expected-loss",
-    "min-margin", "layers", "slots", "group-size", "soft-layers", "dtype"};
-const std::set<std::string> layerFlags = {"training", "router-bias",
-                                          "expert-biases", "normalize"};
+    "min-margin", "layers", "slots", "group-size", "soft-layers", "dtype",
+    "score", "scale", "groups", "group-k", "shared-hidden"};
+const std::set<std::string> layerFlags = {"training", "router-bias", "expert-biases",
+                                          "normalize", "no-normalize", "selection-bias",
+                                          "shared-gate"};
 
 /// `layer`, `block` and `soft-from-router` share the data and the options.
 enum class LayerMode { Layer, Block, SoftFromRouter };
@@ -594,10 +648,25 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   const double minMargin = args.real("min-margin", 1e-6);
   const uint64_t dataSeed = args.seed("data-seed");
 
-  const size_t perLayer = 3 + (routerBias ? 1 : 0) + (expertBiases ? 2 : 0);
+  // DESIGN 3.1.1 parts ('layer' only).
+  const bool selectionBias = args.flag("selection-bias");
+  const int64_t sharedHidden = args.has("shared-hidden") ? args.positiveInt("shared-hidden") : 0;
+  const bool sharedGate = args.flag("shared-gate");
+  if (mode != LayerMode::Layer && (selectionBias || sharedHidden > 0 || sharedGate))
+    die("--selection-bias, --shared-hidden and --shared-gate are 'layer' options");
+  if (sharedGate && sharedHidden == 0)
+    die("--shared-gate needs --shared-hidden");
+  if (selectionBias && opt.routing.kind != ref::RoutingKind::TopK)
+    die("--selection-bias needs --routing top_k");
+  const size_t perLayer = 3 + (routerBias ? 1 : 0) + (selectionBias ? 1 : 0) +
+                          (expertBiases ? 2 : 0) + (sharedHidden > 0 ? 2 : 0) +
+                          (sharedGate ? 1 : 0);
   std::string what = std::string("router.weight") +
-                     (routerBias ? ", router.bias" : "") + ", w1, w2" +
-                     (expertBiases ? ", b1, b2" : "");
+                     (routerBias ? ", router.bias" : "") +
+                     (selectionBias ? ", selection_bias" : "") + ", w1, w2" +
+                     (expertBiases ? ", b1, b2" : "") +
+                     (sharedHidden > 0 ? ", shared_w1, shared_w2" : "") +
+                     (sharedGate ? ", shared_gate" : "");
   if (block)
     what = format("%" PRId64 " x (%s)", layers, what.c_str());
   for (int64_t l : softLayers)
@@ -619,6 +688,8 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
         ref::randomLayerInputs(T, D, E, H, act, routerBias, expertBiases,
                                block ? layerSeed(dataSeed, l) : dataSeed,
                                dtype);
+    if (selectionBias || sharedHidden > 0)
+      ref::addRandomProductionParts(in, selectionBias, sharedHidden, sharedGate, dataSeed);
     if (l == 0)
       x0 = x = in.x;
     else
@@ -1460,7 +1531,12 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
     --params OUT.safetensors --input OUT_X.npy [--seed-input OUT_SEED.npy]
     --expected OUT_Y.npy [--expected-loss OUT_LOSS.npy] [--min-margin M]
   Seeded random x [T,D] and parameters (named, in the order router.weight
-  [,router.bias],w1,w2[,b1,b2]), and the reference y (and the training loss).
+  [,router.bias][,selection_bias],w1,w2[,b1,b2][,shared_w1,shared_w2
+  [,shared_gate]]), and the reference y (and the training loss).
+  Production routers (DESIGN 3.1.1, --routing top_k): [--score softmax|sigmoid]
+  [--no-normalize] [--scale F] [--groups G [--group-k GK]] [--selection-bias
+  (an f32 [E] bias that only chooses)]; a shared expert: [--shared-hidden Hs
+  [--shared-gate]] (s1 [D,Hs] or [D,2Hs] gated, s2 [Hs,D], gate [D,1]).
   --dtype bf16|f16 (also for block, soft-from-router and soft): the data
   rounded to that type, the parameters written as BF16/F16 safetensors, x and
   y as f32 .npy holding exact values of the type, y computed with the
