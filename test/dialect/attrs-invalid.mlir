@@ -60,3 +60,24 @@ func.func private @lasso_not_a_number() attributes {r = #moe.moesart<k = 2, trim
 // expected-note @+2 {{add a trailing dot to make the literal a float}}
 // expected-error @+1 {{failed to parse MoE_MoesartRoutingAttr parameter 'trimmed_lasso'}}
 func.func private @lasso_integer() attributes {r = #moe.moesart<k = 2, trimmed_lasso = 1>}
+
+// -----
+
+// expected-error @+1 {{#moe.top_k needs a finite scale > 0, got 0}}
+func.func private @top_k_zero_scale() attributes {r = #moe.top_k<k = 2, scale = 0.0>}
+
+// -----
+
+// expected-error @+1 {{#moe.top_k needs groups >= 1, got groups = 0}}
+func.func private @top_k_zero_groups() attributes {r = #moe.top_k<k = 2, groups = 0>}
+
+// -----
+
+// expected-error @+1 {{#moe.top_k needs 1 <= group_k <= groups (2), got group_k = 3}}
+func.func private @top_k_group_k_too_large() attributes {r = #moe.top_k<k = 2, groups = 2, group_k = 3>}
+
+// -----
+
+// expected-error @+2 {{expected one of [softmax, sigmoid] for the per-expert score of #moe.top_k, got: tanh}}
+// expected-error @+1 {{failed to parse MoE_TopKRoutingAttr parameter 'score' which is to be a `::mlir::moe::RouterScore`}}
+func.func private @top_k_unknown_score() attributes {r = #moe.top_k<k = 2, score = tanh>}

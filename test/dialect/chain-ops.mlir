@@ -61,3 +61,20 @@ func.func @layer_capacity(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tens
          : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
+
+// -----
+
+// DESIGN 3.1.1 forms of the chain ops.
+// CHECK-LABEL: func.func @production_chain
+// CHECK: moe.gate %arg0 selection_bias(%arg1) {routing = #moe.top_k<k = 2, score = sigmoid, normalize = false, scale = 2.000000e+00, groups = 2, group_k = 1>} : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x2xf32>, tensor<4x2xi32>)
+// CHECK: moe.shared_expert %arg2 shared(%arg3, %arg4) gate(%arg5) {activation = #moe.activation<silu>} : (tensor<4x16xbf16>, tensor<16x24xbf16>, tensor<24x16xbf16>, tensor<16x1xbf16>) -> tensor<4x16xf32>
+// CHECK: moe.combine %arg6, %{{.*}}, %arg7 shared_output(%{{.*}}) : (tensor<8x16xbf16>, tensor<4x2xf32>, tensor<4x2xi32>, tensor<4x16xf32>) -> tensor<4x16xbf16>
+func.func @production_chain(%o: tensor<4x8xf32>, %b: tensor<8xf32>, %x: tensor<4x16xbf16>, %s1: tensor<16x24xbf16>, %s2: tensor<24x16xbf16>, %sg: tensor<16x1xbf16>, %out: tensor<8x16xbf16>, %pos: tensor<4x2xi32>) -> tensor<4x16xbf16> {
+  %w, %i = moe.gate %o selection_bias(%b) {routing = #moe.top_k<k = 2, score = sigmoid, normalize = false, scale = 2.0, groups = 2, group_k = 1>}
+      : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x2xf32>, tensor<4x2xi32>)
+  %s = moe.shared_expert %x shared(%s1, %s2) gate(%sg) {activation = #moe.activation<silu>}
+      : (tensor<4x16xbf16>, tensor<16x24xbf16>, tensor<24x16xbf16>, tensor<16x1xbf16>) -> tensor<4x16xf32>
+  %y = moe.combine %out, %w, %pos shared_output(%s)
+      : (tensor<8x16xbf16>, tensor<4x2xf32>, tensor<4x2xi32>, tensor<4x16xf32>) -> tensor<4x16xbf16>
+  return %y : tensor<4x16xbf16>
+}

@@ -3,6 +3,8 @@
 // RUN: moe-opt %examples/soft.mlir --moe-decompose | FileCheck %s --check-prefix=SOFT
 // RUN: moe-opt %examples/moesart_train.mlir --moe-decompose | FileCheck %s --check-prefix=TRAIN
 // RUN: moe-opt %examples/block.mlir --moe-decompose | FileCheck %s --check-prefix=BLOCK
+// RUN: moe-opt %examples/deepseek_style.mlir --moe-decompose | FileCheck %s --check-prefix=DEEPSEEK
+// RUN: moe-opt %examples/qwen_style.mlir --moe-decompose | FileCheck %s --check-prefix=QWEN
 //
 // --moe-decompose rewrites layers into the chain of DESIGN.md section 3.3.
 
@@ -59,3 +61,20 @@ func.func @dynamic_experts(%x: tensor<8x16xf32>, %wr: tensor<16x?xf32>, %w1: ten
          : (tensor<8x16xf32>, tensor<16x?xf32>, tensor<?x16x32xf32>, tensor<?x32x16xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
+
+// DESIGN 3.1.1 carried through the chain: routing in f32 (bf16 data), the
+// selection bias on the gate, the shared expert's f32 output joined in the
+// combine.
+// DEEPSEEK-LABEL: func.func @forward
+// DEEPSEEK-NEXT: %[[O:.*]] = moe.route %arg0 router(%arg1) : (tensor<?x256xbf16>, tensor<256x32xbf16>) -> tensor<?x32xf32>
+// DEEPSEEK-NEXT: %[[W:.*]], %[[I:.*]] = moe.gate %[[O]] selection_bias(%arg2) {routing = #moe.top_k<k = 4, score = sigmoid, scale = 2.500000e+00, groups = 4, group_k = 2>} : (tensor<?x32xf32>, tensor<32xf32>) -> (tensor<?x4xf32>, tensor<?x4xi32>)
+// DEEPSEEK-NEXT: %[[R:.*]], %[[OFF:.*]], %{{.*}}, %[[POS:.*]] = moe.dispatch %arg0, %[[I]] {num_experts = 32 : i64}
+// DEEPSEEK-NEXT: %[[F:.*]] = moe.expert_ffn %[[R]], %[[OFF]] experts(%arg3, %arg4) {activation = #moe.activation<swiglu>}
+// DEEPSEEK-NEXT: %[[S:.*]] = moe.shared_expert %arg0 shared(%arg5, %arg6) {activation = #moe.activation<swiglu>} : (tensor<?x256xbf16>, tensor<256x512xbf16>, tensor<256x256xbf16>) -> tensor<?x256xf32>
+// DEEPSEEK-NEXT: %[[Y:.*]] = moe.combine %[[F]], %[[W]], %[[POS]] shared_output(%[[S]]) : (tensor<?x256xbf16>, tensor<?x4xf32>, tensor<?x4xi32>, tensor<?x256xf32>) -> tensor<?x256xbf16>
+// DEEPSEEK-NEXT: return %[[Y]]
+
+// QWEN-LABEL: func.func @forward
+// QWEN: moe.gate %{{.*}} {routing = #moe.top_k<k = 4, normalize = false>}
+// QWEN: moe.shared_expert %arg0 shared(%arg4, %arg5) gate(%arg6) {activation = #moe.activation<swiglu>}
+// QWEN: moe.combine {{.*}} shared_output(

@@ -2,6 +2,7 @@
 // RUN: moe-opt %examples/top2_swiglu.mlir --moe-decompose --moe-fuse | FileCheck %s --check-prefix=SWIGLU
 // RUN: moe-opt %examples/soft.mlir --moe-decompose --moe-fuse | FileCheck %s --check-prefix=SOFT
 // RUN: moe-opt %examples/moesart_train.mlir --moe-decompose --moe-fuse | FileCheck %s --check-prefix=TRAIN
+// RUN: moe-opt %examples/qwen_style.mlir --moe-decompose --moe-fuse | FileCheck %s --check-prefix=QWEN
 
 // SWIGLU: %[[W:.*]], %[[I:.*]] = moe.gate
 // SWIGLU-NEXT: %[[Y:.*]] = moe.fused_experts %arg0, %[[I]], %[[W]] experts(%arg2, %arg3) {activation = #moe.activation<swiglu>, num_experts = 8 : i64}
@@ -94,3 +95,10 @@ func.func @soft_escape(%x: tensor<2x8x16xf32>, %phi: tensor<16x4x1xf32>, %w1: te
   %y = moe.soft_combine %out, %cw : (tensor<8x16xf32>, tensor<2x8x4x1xf32>) -> tensor<2x8x16xf32>
   return %y, %cw : tensor<2x8x16xf32>, tensor<2x8x4x1xf32>
 }
+
+// The shared expert stays its own op; its output joins the fused op.
+// QWEN-LABEL: func.func @forward
+// QWEN: %[[W:.*]], %[[I:.*]] = moe.gate
+// QWEN-NEXT: %[[S:.*]] = moe.shared_expert %arg0 shared(%arg4, %arg5) gate(%arg6)
+// QWEN-NEXT: %[[Y:.*]] = moe.fused_experts %arg0, %[[I]], %[[W]] experts(%arg2, %arg3) shared_output(%[[S]]) {activation = #moe.activation<swiglu>, num_experts = 16 : i64}
+// QWEN-NEXT: return %[[Y]]
