@@ -266,8 +266,14 @@ static std::string routingForm(RoutingAttrInterface routing, bool training) {
   std::string s;
   if (isa<DenseRoutingAttr>(routing))
     s = "dense";
-  else if (auto topk = dyn_cast<TopKRoutingAttr>(routing))
+  else if (auto topk = dyn_cast<TopKRoutingAttr>(routing)) {
     s = "top_k k=" + std::to_string(topk.getK());
+    if (topk.getScore() == RouterScore::sigmoid)
+      s += " sigmoid";
+    if (topk.getGroups() > 1)
+      s += " groups=" + std::to_string(topk.getKeptGroups()) + "/" +
+           std::to_string(topk.getGroups());
+  }
   else if (auto ms = dyn_cast<MoesartRoutingAttr>(routing))
     s = "moesart k=" + std::to_string(ms.getK());
   else if (std::optional<int64_t> k = routing.getFixedK())
@@ -376,6 +382,27 @@ static void traceGate(Value indices, TokenChoiceParts &parts, std::string &form,
   }
 }
 
+/// Adds a shared expert (DESIGN 3.1.1: every token runs it) to a row: its
+/// FLOPs to the experts' column, its weights to the bytes and the active
+/// parameters, "+shared" to the form.
+static void addShared(Row &r, Q T, Value s1, Value s2, Value sg) {
+  Q D = dimOf(s1, 0), width = dimOf(s1, 1), hidden = dimOf(s2, 0);
+  Q flops = 2.0 * D * width + 2.0 * hidden * D + width;
+  Q params = D * width + hidden * D;
+  if (sg) {
+    flops = flops + 2.0 * D + Q::of(4);
+    params = params + D;
+  }
+  Q eltBytes = Q::unknown();
+  auto type = cast<ShapedType>(s1.getType());
+  if (type.getElementType().isIntOrFloat())
+    eltBytes = Q::of((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+  r.experts = r.experts + T * flops;
+  r.bytes = r.bytes + params * eltBytes;
+  r.params = r.params + params;
+  r.form += sg ? " +shared(gated)" : " +shared";
+}
+
 static Row layerRow(LayerOp op) {
   Row r;
   r.layer = label(op);
@@ -397,6 +424,8 @@ static Row layerRow(LayerOp op) {
   r.form = routingForm(op.getRouting(), op.getTraining()) +
            capacityForm(op.getCapacityFactor());
   fillTokenChoice(r, T, D, E, k, x, parts);
+  if (op.getSharedW1())
+    addShared(r, T, op.getSharedW1(), op.getSharedW2(), op.getSharedGate());
   return r;
 }
 
@@ -434,6 +463,9 @@ static Row fusedRow(FusedExpertsOp op) {
   traceGate(op.getIndices(), parts, r.form, k);
   r.form += capacityForm(op.getCapacityFactor());
   fillTokenChoice(r, T, D, E, k, x, parts);
+  if (Value shared = op.getSharedOutput())
+    if (auto expert = shared.getDefiningOp<SharedExpertOp>())
+      addShared(r, T, expert.getSharedW1(), expert.getSharedW2(), expert.getSharedGate());
   return r;
 }
 

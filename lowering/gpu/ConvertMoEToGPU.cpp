@@ -613,6 +613,36 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     return success();
   }
 
+  /// The production-router and shared-expert features the GPU kernels do
+  /// not implement yet, if `op` uses one.
+  static std::optional<std::string> unsupportedFeature(Operation *op) {
+    auto routingFeature = [](RoutingAttrInterface routing) -> std::optional<std::string> {
+      if (auto topk = dyn_cast<TopKRoutingAttr>(routing))
+        if (!topk.isClassic())
+          return std::string("#moe.top_k with score/normalize/scale/group parameters");
+      return std::nullopt;
+    };
+    if (auto layer = dyn_cast<LayerOp>(op)) {
+      if (layer.getSelectionBias())
+        return std::string("a selection_bias");
+      if (layer.getSharedW1())
+        return std::string("a shared expert");
+      return routingFeature(layer.getRouting());
+    }
+    if (auto gate = dyn_cast<GateOp>(op)) {
+      if (gate.getSelectionBias())
+        return std::string("a selection_bias");
+      return routingFeature(gate.getRouting());
+    }
+    if (isa<SharedExpertOp>(op))
+      return std::string("a shared expert");
+    if (auto combine = dyn_cast<CombineOp>(op); combine && combine.getSharedOutput())
+      return std::string("a shared expert's output");
+    if (auto fused = dyn_cast<FusedExpertsOp>(op); fused && fused.getSharedOutput())
+      return std::string("a shared expert's output");
+    return std::nullopt;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<Operation *> ops;
@@ -626,6 +656,13 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       return signalPassFailure();
     bool failedAny = false;
     for (Operation *op : ops) {
+      if (std::optional<std::string> feature = unsupportedFeature(op)) {
+        op->emitError() << "cannot lower '" << op->getName() << "' to the GPU: " << *feature
+                        << " (DESIGN.md 3.1.1) is not in the NVPTX kernels yet; the CPU "
+                           "path (--moe-cpu-pipeline, moe-run --device=cpu) runs it";
+        failedAny = true;
+        continue;
+      }
       if (std::optional<Type> t = unsupportedElementType(op)) {
         op->emitError() << "cannot lower '" << op->getName() << "' with element type " << *t
                         << " to the GPU: the NVPTX kernels support f32 only for now "
@@ -666,6 +703,36 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
 /// and buffer deallocation) and drops their declarations.
 struct MaterializeLaunchesPass
     : public moe::impl::MoEGPUMaterializeLaunchesBase<MaterializeLaunchesPass> {
+  /// The production-router and shared-expert features the GPU kernels do
+  /// not implement yet, if `op` uses one.
+  static std::optional<std::string> unsupportedFeature(Operation *op) {
+    auto routingFeature = [](RoutingAttrInterface routing) -> std::optional<std::string> {
+      if (auto topk = dyn_cast<TopKRoutingAttr>(routing))
+        if (!topk.isClassic())
+          return std::string("#moe.top_k with score/normalize/scale/group parameters");
+      return std::nullopt;
+    };
+    if (auto layer = dyn_cast<LayerOp>(op)) {
+      if (layer.getSelectionBias())
+        return std::string("a selection_bias");
+      if (layer.getSharedW1())
+        return std::string("a shared expert");
+      return routingFeature(layer.getRouting());
+    }
+    if (auto gate = dyn_cast<GateOp>(op)) {
+      if (gate.getSelectionBias())
+        return std::string("a selection_bias");
+      return routingFeature(gate.getRouting());
+    }
+    if (isa<SharedExpertOp>(op))
+      return std::string("a shared expert");
+    if (auto combine = dyn_cast<CombineOp>(op); combine && combine.getSharedOutput())
+      return std::string("a shared expert's output");
+    if (auto fused = dyn_cast<FusedExpertsOp>(op); fused && fused.getSharedOutput())
+      return std::string("a shared expert's output");
+    return std::nullopt;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<func::CallOp> calls;

@@ -5,6 +5,9 @@
 // RUN: moe-opt %examples/moesart_train.mlir --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=TRAIN
 // RUN: moe-opt %examples/top2_swiglu.mlir --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=SWIGLU
 // RUN: moe-opt %examples/block.mlir --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=BLOCK
+// RUN: moe-opt %examples/qwen_style.mlir --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=QWEN
+// RUN: moe-opt %examples/qwen_style.mlir --moe-decompose --moe-fuse --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=QWEN-FUSED
+// RUN: moe-opt %examples/deepseek_style.mlir --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=DEEPSEEK
 //
 // Decomposed and fused forms of the same layers print the same costs:
 // RUN: moe-opt %examples/dense.mlir --moe-decompose --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=DENSE-CHAIN
@@ -297,3 +300,16 @@ func.func @bare_ffn(%rows: tensor<10x16xf32>, %off: tensor<5xi32>,
 func.func @none(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
+
+// qwen_style (T=48 D=128 E=16 k=4 H=64 swiglu, shared Hs=192 with a gate),
+// by hand: routed rows 48*4 = 192 of 2*128*128 + 2*64*128 + 128 = 49,280
+// FLOPs (9,461,760); the shared expert on 48 tokens: 2*128*384 + 2*192*128 +
+// 384 + the gate (2*128 + 4) = 148,100 FLOPs per token (7,108,800); sum
+// 16,570,560. Active parameters: 4*24,576 + 16*128 (router) + 73,856
+// (shared: 128*384 + 192*128 + 128) = 174,208.
+// QWEN: moe.layer qwen_style.mlir:11  top_k k=4 +shared(gated)  swiglu  48  128  64  16    4       196,608    16,570,560           52,992            16.00     1,868,286       174,208
+// QWEN-FUSED: moe.fused_experts qwen_style.mlir:11  fused top_k k=4 +shared(gated)  swiglu  48  128  64  16    4       196,608    16,570,560           52,992            16.00     1,868,286       174,208
+// DeepSeek-style: dynamic T, so only the per-token parameters are known:
+// 4*(256*256 + 128*256) experts + the router 256*32 + the
+// shared expert 256*512 + 256*256: 393,216 + 8,192 + 196,608 = 598,016.
+// DEEPSEEK: moe.layer deepseek_style.mlir:12  top_k k=4 sigmoid groups=2/4 +shared  swiglu  ?  256  128  32    4             ?             ?                ?                ?             ?       598,016
