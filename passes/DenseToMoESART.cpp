@@ -66,6 +66,13 @@ struct MoEDenseToMoESARTPass
   }
 
   void runOnOperation() override {
+    // Layers that are not dense are not candidates: say so.
+    getOperation()->walk([&](LayerOp op) {
+      if (isa<DenseRoutingAttr>(op.getRouting()))
+        return;
+      op.emitRemark() << "layer left unchanged: its routing is " << op.getRouting()
+                      << ", and --moe-dense-to-moesart rewrites only #moe.dense layers";
+    });
     RewritePatternSet patterns(&getContext());
     patterns.add<DenseToMoESART>(&getContext(), routing);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

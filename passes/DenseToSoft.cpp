@@ -23,7 +23,7 @@ namespace {
 
 /// Whether a layer is a candidate at all (dense, not causal).
 static bool isCandidate(LayerOp op) {
-  return isa<DenseRoutingAttr>(op.getRouting()) && !op.isCausal();
+  return isa<DenseRoutingAttr>(op.getRouting()) && !op.isCausal() && !op.getSharedW1();
 }
 
 /// The group size M for a layer, or failure with a diagnostic.
@@ -137,6 +137,11 @@ struct MoEDenseToSoftPass : public moe::impl::MoEDenseToSoftBase<MoEDenseToSoftP
         op.emitWarning() << "layer marked moe.causal left unchanged: Soft MoE "
                             "mixes tokens across positions inside a group, "
                             "which a causal layer must not do";
+        return;
+      }
+      if (op.getSharedW1()) {
+        op.emitWarning() << "dense layer with a shared expert left unchanged: "
+                            "Soft MoE (DESIGN 3.2) defines no shared expert";
         return;
       }
       if (failed(groupSizeFor(op, groupSize)))

@@ -41,6 +41,7 @@ func.func @training(%x: tensor<8x16xf32>, %seed: tensor<i64>, %wr: tensor<16x4xf
 // CHECK: routing = #moe.top_k<k = 1>
 // CHECK: moe.causal, routing = #moe.moesart<k = 2>
 func.func @mixed(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>, %w2: tensor<4x32x16xf32>) -> tensor<8x16xf32> {
+  // expected-remark @+1 {{layer left unchanged: its routing is #moe.top_k<k = 1>, and --moe-dense-to-moesart rewrites only #moe.dense layers}}
   %a = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.top_k<k = 1>, activation = #moe.activation<relu>}
          : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>) -> tensor<8x16xf32>
   %b = moe.layer %a router(%wr) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>, moe.causal}
@@ -59,5 +60,28 @@ func.func @too_few_experts(%x: tensor<8x16xf32>, %wr: tensor<16x1xf32>, %w1: ten
   // expected-warning @+1 {{dense layer left unchanged: k = 2 exceeds its E = 1 experts}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<8x16xf32>, tensor<16x1xf32>, tensor<1x16x32xf32>, tensor<1x32x16xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+// A layer that is not dense is left alone, with a remark saying why.
+// CHECK-LABEL: func.func @already_top_k
+// CHECK: routing = #moe.top_k<k = 2>
+func.func @already_top_k(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>, %w2: tensor<4x32x16xf32>) -> tensor<8x16xf32> {
+  // expected-remark @+1 {{layer left unchanged: its routing is #moe.top_k<k = 2>, and --moe-dense-to-moesart rewrites only #moe.dense layers}}
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.top_k<k = 2>, activation = #moe.activation<relu>}
+         : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+// A dense layer's shared expert is carried over to the MOESART layer.
+// CHECK-LABEL: func.func @dense_shared
+// CHECK: moe.layer %arg0 router(%arg1) experts(%arg2, %arg3) shared(%arg4, %arg5) {activation = #moe.activation<relu>, routing = #moe.moesart<k = 2>}
+func.func @dense_shared(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>, %w2: tensor<4x32x16xf32>, %s1: tensor<16x24xf32>, %s2: tensor<24x16xf32>) -> tensor<8x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) shared(%s1, %s2) {routing = #moe.dense, activation = #moe.activation<relu>}
+         : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>, tensor<16x24xf32>, tensor<24x16xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
