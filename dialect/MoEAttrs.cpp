@@ -21,6 +21,13 @@ using namespace mlir::moe;
 
 #include "dialect/MoEInterfaces.cpp.inc"
 
+// The custom directive of #moe.checkpoint (defined at the end of the file).
+static ParseResult
+parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
+                      bool &transpose);
+static void printCheckpointParams(AsmPrinter &printer,
+                                  ArrayRef<StringAttr> names, bool transpose);
+
 #define GET_ATTRDEF_CLASSES
 #include "dialect/MoEAttrs.cpp.inc"
 
@@ -150,4 +157,68 @@ LogicalResult MoesartRoutingAttr::verifyForLayer(
                           "the other k-1 are adjusted), got k = "
                        << k;
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CheckpointAttr
+//===----------------------------------------------------------------------===//
+
+bool CheckpointAttr::isPerExpert() const {
+  return llvm::any_of(getNames(), [](StringAttr name) {
+    return name.getValue().contains("{e}");
+  });
+}
+
+LogicalResult
+CheckpointAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       ArrayRef<StringAttr> names, bool transpose) {
+  if (names.empty())
+    return emitError() << "#moe.checkpoint must name at least one tensor";
+  for (auto [i, name] : llvm::enumerate(names))
+    if (!name || name.getValue().empty())
+      return emitError() << "#moe.checkpoint tensor name #" << i
+                         << " is empty";
+  StringAttr withE, withoutE;
+  for (StringAttr name : names)
+    (name.getValue().contains("{e}") ? withE : withoutE) = name;
+  if (withE && withoutE)
+    return emitError() << "#moe.checkpoint names must all contain the expert "
+                          "placeholder {e} or none: "
+                       << withE << " has it, " << withoutE << " does not";
+  return success();
+}
+
+/// `["a", "b"]` then an optional `, transpose`.
+static ParseResult
+parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
+                      bool &transpose) {
+  SmallVector<StringAttr> list;
+  if (parser.parseCommaSeparatedList(
+          AsmParser::Delimiter::Square, [&]() -> ParseResult {
+            std::string name;
+            if (parser.parseString(&name))
+              return failure();
+            list.push_back(parser.getBuilder().getStringAttr(name));
+            return success();
+          }))
+    return failure();
+  names = std::move(list);
+  transpose = false;
+  if (succeeded(parser.parseOptionalComma())) {
+    if (parser.parseKeyword("transpose"))
+      return failure();
+    transpose = true;
+  }
+  return success();
+}
+
+static void printCheckpointParams(AsmPrinter &printer,
+                                  ArrayRef<StringAttr> names, bool transpose) {
+  printer << '[';
+  llvm::interleaveComma(names, printer, [&](StringAttr name) {
+    printer.printString(name.getValue());
+  });
+  printer << ']';
+  if (transpose)
+    printer << ", transpose";
 }

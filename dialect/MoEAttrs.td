@@ -211,4 +211,64 @@ def MoE_MoesartRoutingAttr : MoE_Attr<"MoesartRouting", "moesart",
   let genVerifyDecl = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Checkpoint binding
+//===----------------------------------------------------------------------===//
+
+def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
+  let summary = "a parameter assembled from checkpoint tensors at load time";
+  let description = [{
+    The value of `moe.param` on a function argument that is assembled from
+    the tensors of a checkpoint as they are on disk (for example a Hugging
+    Face checkpoint: per-expert `nn.Linear` weights in `[out, in]` layout).
+    `moe-run --params=CHECKPOINT` does it once, when it binds the
+    parameters, from memory-mapped files; nothing is converted on disk and
+    nothing is redone per call.
+
+    * Each name is a tensor of the checkpoint. If the names contain the
+      placeholder `{e}` (all of them, or none), the argument's leading
+      dimension is the expert count E: for e in [0, E), `{e}` is replaced by
+      the decimal e, and the per-expert results are stacked along a new
+      leading dimension.
+    * With `transpose`, every tensor must be 2-D and is transposed
+      (`nn.Linear` `[out, in]` -> `[in, out]`).
+    * The tensors of one expert are concatenated along their last
+      dimension, in order (for gated activations the gate and up
+      projections: `[D, H] ++ [D, H] -> [D, 2H]`).
+    * The result must have exactly the argument's shape (a dynamic
+      dimension takes the assembled size), else loading fails with one
+      error naming the tensors and both shapes. F32, F16 and BF16 tensors
+      are converted to the argument's element type (widening exactly,
+      narrowing to nearest even).
+
+    The plain string form `moe.param = "name"` binds one tensor as it is.
+
+    Examples (a Mixtral layer of layer index 3, `D = 4096`, `H = 14336`):
+
+    ```mlir
+    %wr: tensor<4096x8xbf16> {moe.param = #moe.checkpoint<
+        ["model.layers.3.block_sparse_moe.gate.weight"], transpose>},
+    %w1: tensor<8x4096x28672xbf16> {moe.param = #moe.checkpoint<
+        ["model.layers.3.block_sparse_moe.experts.{e}.w1.weight",
+         "model.layers.3.block_sparse_moe.experts.{e}.w3.weight"], transpose>},
+    %w2: tensor<8x14336x4096xbf16> {moe.param = #moe.checkpoint<
+        ["model.layers.3.block_sparse_moe.experts.{e}.w2.weight"], transpose>}
+    ```
+
+    Verified: at least one name, no empty name, `{e}` in all names or none;
+    on an argument with `{e}`, a ranked tensor with a static leading
+    dimension.
+  }];
+  let parameters = (ins
+    ArrayRefParameter<"::mlir::StringAttr", "tensor names">:$names,
+    DefaultValuedParameter<"bool", "false", "transpose each tensor">:$transpose);
+  // `<["a", "b"], transpose>`: the unit keyword needs a custom directive.
+  let assemblyFormat = "`<` custom<CheckpointParams>($names, $transpose) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Whether the names contain the expert placeholder `{e}`.
+    bool isPerExpert() const;
+  }];
+}
+
 #endif // MOE_ATTRS_TD

@@ -6,6 +6,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -50,11 +52,37 @@ LogicalResult MoEDialect::verifyRegionArgAttribute(Operation *op,
                                                    NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   if (name == getParamAttrName()) {
+    if (auto checkpoint = dyn_cast<CheckpointAttr>(attr.getValue())) {
+      // The attribute checked its names itself; here, what `{e}` asks of
+      // the argument: the expert count as a static leading dimension.
+      if (!checkpoint.isPerExpert())
+        return success();
+      Type type;
+      if (auto fn = dyn_cast<FunctionOpInterface>(op);
+          fn && argIndex < fn.getNumArguments())
+        type = fn.getArgumentTypes()[argIndex];
+      else if (op->getNumRegions() > regionIndex &&
+          !op->getRegion(regionIndex).empty() &&
+          argIndex < op->getRegion(regionIndex).getNumArguments())
+        type = op->getRegion(regionIndex).getArgument(argIndex).getType();
+      // (A memref once the function is bufferized.)
+      auto shaped = dyn_cast_or_null<ShapedType>(type);
+      if (!shaped || !shaped.hasRank() || shaped.getRank() < 1 ||
+          ShapedType::isDynamic(shaped.getDimSize(0)))
+        return op->emitError()
+               << "'" << name << "' on argument #" << argIndex
+               << " stacks per-expert tensors ({e}), so the argument must be "
+                  "a ranked tensor whose leading dimension (the expert "
+                  "count) is static, got "
+               << type;
+      return success();
+    }
     auto str = dyn_cast<StringAttr>(attr.getValue());
     if (!str || str.getValue().empty())
       return op->emitError() << "'" << name << "' on argument #" << argIndex
                              << " must be a non-empty string naming a tensor "
-                                "of the parameters file, got "
+                                "of the parameters file or a "
+                                "#moe.checkpoint<...>, got "
                              << attr.getValue();
     return success();
   }

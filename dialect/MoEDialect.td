@@ -32,7 +32,13 @@ def MoE_Dialect : Dialect {
 
     Dialect attributes:
     * `moe.param = "name"` on a function argument: the argument is a
-      parameter bound by name from a `.safetensors` file.
+      parameter bound by name from a `.safetensors` file (or any file of a
+      checkpoint given to `moe-run --params`).
+    * `moe.param = #moe.checkpoint<["name", ...], transpose>` on a function
+      argument: the parameter is assembled at load time from checkpoint
+      tensors as they are on disk (per-expert tensors stacked over `{e}`,
+      optionally transposed, concatenated along the last dimension); see
+      `#moe.checkpoint` below.
     * `moe.causal` (unit) on a `moe.layer`: the layer belongs to a causal
       (decoder) model; it may be sparsified but never turned into Soft MoE,
       which mixes tokens across positions.

@@ -5,14 +5,14 @@
 
 // -----
 
-// expected-error @+1 {{'moe.param' on argument #1 must be a non-empty string naming a tensor of the parameters file, got 3 : i64}}
+// expected-error @+1 {{'moe.param' on argument #1 must be a non-empty string naming a tensor of the parameters file or a #moe.checkpoint<...>, got 3 : i64}}
 func.func @param_not_string(%x: tensor<8xf32>, %w: tensor<8xf32> {moe.param = 3}) {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'moe.param' on argument #0 must be a non-empty string naming a tensor of the parameters file, got ""}}
+// expected-error @+1 {{'moe.param' on argument #0 must be a non-empty string naming a tensor of the parameters file or a #moe.checkpoint<...>, got ""}}
 func.func @param_empty(%w: tensor<8xf32> {moe.param = ""}) {
   return
 }

@@ -29,10 +29,10 @@ set_target_properties(${MOE_INSTALLED_LIBS} PROPERTIES
 if(TARGET MoECudaRuntime)
   list(APPEND MOE_INSTALLED_LIBS MoECudaRuntime)
 endif()
-set_target_properties(moe-opt moe-run PROPERTIES
+set_target_properties(moe-opt moe-run moe-import PROPERTIES
   INSTALL_RPATH "\$ORIGIN/../lib;${LLVM_LIBRARY_DIR}")
 
-install(TARGETS ${MOE_INSTALLED_LIBS} moe-opt moe-run
+install(TARGETS ${MOE_INSTALLED_LIBS} moe-opt moe-run moe-import
   EXPORT MoEMLIRTargets
   RUNTIME DESTINATION bin
   LIBRARY DESTINATION lib

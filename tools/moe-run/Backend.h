@@ -12,6 +12,7 @@
 #ifndef MOE_TOOLS_MOE_RUN_BACKEND_H
 #define MOE_TOOLS_MOE_RUN_BACKEND_H
 
+#include "runtime/io/Checkpoint.h"
 #include "runtime/io/TensorIO.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -82,8 +83,11 @@ struct ValueInfo {
         return true;
     return false;
   }
-  /// The `moe.param` name of an argument, if any.
+  /// The `moe.param` name of an argument, if any (for a `#moe.checkpoint`
+  /// parameter: its description).
   std::optional<std::string> param;
+  /// How a `#moe.checkpoint` parameter is assembled.
+  std::optional<io::CheckpointSpec> checkpoint;
 };
 
 /// The entry function's signature, recorded before lowering.

@@ -15,8 +15,10 @@
 
 #include "tools/moe-run/Backend.h"
 
+#include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
 #include "lowering/Passes.h"
+#include "runtime/io/Checkpoint.h"
 #include "runtime/io/TensorIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -93,11 +95,15 @@ llvm::cl::list<std::string> inputPaths(
                    "dimensions must match, dynamic ones take the file's)"),
     llvm::cl::value_desc("PATH.npy"), llvm::cl::cat(runCategory));
 
-llvm::cl::opt<std::string> paramsPath(
+llvm::cl::list<std::string> paramsPaths(
     "params",
     llvm::cl::desc("Binds every argument {moe.param = \"NAME\"} to the "
-                   "tensor NAME (shape must match; F32/F16/BF16 are converted "
-                   "to the argument's float type)"),
+                   "tensor NAME and assembles every {moe.param = "
+                   "#moe.checkpoint<...>} argument (shape must match; "
+                   "F32/F16/BF16 are converted to the argument's float type). "
+                   "A .safetensors file, a Hugging Face checkpoint directory "
+                   "or its model.safetensors.index.json; repeatable (a tensor "
+                   "defined in two files is an error)"),
     llvm::cl::value_desc("PATH.safetensors"), llvm::cl::cat(runCategory));
 
 llvm::cl::opt<bool> fillRandom(
@@ -174,7 +180,11 @@ const char *const overview =
 
 Arguments. The entry's arguments must be ranked tensors of f32, f16, bf16,
 i32 or i64. Arguments with {moe.param = "NAME"} are parameters, bound by name
-from --params; the others are inputs, bound in order by --input. An f32 .npy
+from --params; the others are inputs, bound in order by --input. Arguments
+with {moe.param = #moe.checkpoint<["NAME", ...], transpose>} are assembled
+once, at load, from the tensors of the --params files (memory-mapped):
+per-expert tensors ({e} in the names) stacked, transposed, concatenated
+along the last dimension. An f32 .npy
 binds to a bf16 or f16 argument by rounding to nearest even; otherwise the
 .npy's dtype must be the argument's. Static dimensions must match the file;
 a dynamic dimension (tensor<?x64xf32>) takes its size from the file, or,
@@ -508,13 +518,21 @@ bool recordSignature(func::FuncOp func, Signature &sig) {
       return false;
     }
     if (Attribute attr = func.getArgAttr(i, "moe.param")) {
-      auto name = dyn_cast<StringAttr>(attr);
-      if (!name) {
+      if (auto checkpoint = dyn_cast<mlir::moe::CheckpointAttr>(attr)) {
+        io::CheckpointSpec spec;
+        for (StringAttr name : checkpoint.getNames())
+          spec.names.push_back(name.str());
+        spec.transpose = checkpoint.getTranspose();
+        info.param = spec.describe();
+        info.checkpoint = std::move(spec);
+      } else if (auto name = dyn_cast<StringAttr>(attr)) {
+        info.param = name.str();
+      } else {
         fail("@" + sig.name + ": " + describeArgument(info) +
-             " has a moe.param attribute that is not a string");
+             " has a moe.param attribute that is neither a string nor a "
+             "#moe.checkpoint");
         return false;
       }
-      info.param = name.str();
     }
     sig.arguments.push_back(std::move(info));
   }
@@ -611,7 +629,7 @@ int runMain(int argc, char **argv) {
                 (inputArgs.size() == 1 ? "" : "s") +
                 " (arguments without moe.param), got " +
                 llvm::Twine(inputPaths.size()) + " --input");
-  if (!fillRandom && paramsPath.empty() && !paramArgs.empty()) {
+  if (!fillRandom && paramsPaths.empty() && !paramArgs.empty()) {
     const ValueInfo &arg = *paramArgs.front();
     return fail(describeArgument(arg) + " of " + fn + ", parameter '" +
                 *arg.param +
@@ -667,21 +685,38 @@ int runMain(int argc, char **argv) {
       return 1;
   }
 
-  if (!paramsPath.empty()) {
-    auto params = io::SafeTensorsFile::open(paramsPath);
-    if (!params)
-      return fail(params.error());
+  if (!paramsPaths.empty()) {
+    // Every file (and index) is opened and its header validated before any
+    // tensor data is used.
+    io::TensorStore params;
+    for (const std::string &path : paramsPaths)
+      if (io::Status status = params.add(path); !status)
+        return fail(status.error());
+    const std::string sources = params.describeSources();
+    // Checkpoint-assembled arguments: all shapes are checked first, then the
+    // data is assembled once into the argument buffers.
+    std::vector<std::pair<const ValueInfo *, std::vector<int64_t>>> assembled;
     for (const ValueInfo *arg : paramArgs) {
-      const io::SafeTensorInfo *entry = params->find(*arg->param);
-      if (!entry) {
+      if (arg->checkpoint) {
+        auto shape = io::checkpointShape(params, *arg->checkpoint, arg->shape,
+                                         describeArgument(*arg));
+        if (!shape)
+          return fail(shape.error());
+        assembled.emplace_back(arg, shape.take());
+        continue;
+      }
+      const io::TensorStore::Entry *found = params.find(*arg->param);
+      if (!found) {
         if (fillRandom)
           continue;
         return fail("parameter '" + *arg->param + "' (argument #" +
-                    llvm::Twine(arg->index) + ") not found in " + paramsPath);
+                    llvm::Twine(arg->index) + ") not found in " + sources);
       }
+      const io::SafeTensorInfo *entry = found->info;
       std::string subject = "parameter '" + *arg->param + "' (argument #" +
                             std::to_string(arg->index) + ", " +
-                            argName(arg->index) + ") in " + paramsPath;
+                            argName(arg->index) + ") in " +
+                            found->file->path();
       bool convertible =
           io::isFloatType(entry->dtype) && io::isFloatType(arg->dtype);
       if (!shapeFits(arg->shape, entry->shape) ||
@@ -689,12 +724,30 @@ int runMain(int argc, char **argv) {
         return fail(subject + ": expected " + arg->typeString + ", got " +
                     fileTensorDesc(entry->dtype, entry->shape, true));
       auto tensor = entry->dtype == arg->dtype
-                        ? params->get(*arg->param)
-                        : params->get(*arg->param, arg->dtype);
+                        ? found->file->get(*arg->param)
+                        : found->file->get(*arg->param, arg->dtype);
       if (!tensor)
         return fail(tensor.error());
       if (!bind(*arg, *tensor))
         return 1;
+    }
+    for (auto &[arg, shape] : assembled) {
+      if (!io::isFloatType(arg->dtype))
+        return fail(describeArgument(*arg) + " (" + arg->typeString +
+                    ") carries a #moe.checkpoint but is not a float tensor");
+      if (auto error = checkAllocatable(arg->dtype, shape))
+        return fail(describeArgument(*arg) + " (" +
+                    concreteTypeString(arg->dtype, shape) + ") is " + *error);
+      HostTensor &tensor = arguments[arg->index];
+      tensor = HostTensor(arg->dtype, shape);
+      if (!tensor.ok())
+        return fail("cannot allocate " + llvm::Twine(tensor.byteSize()) +
+                    " bytes for " + describeArgument(*arg));
+      if (io::Status status = io::assembleCheckpointTensor(
+              params, *arg->checkpoint, shape, arg->dtype, tensor.data());
+          !status)
+        return fail(status.error());
+      bound[arg->index] = true;
     }
   }
 

@@ -1,0 +1,519 @@
+//===- Checkpoint.cpp - Tensors of several safetensors files --------------===//
+
+#include "runtime/io/Checkpoint.h"
+#include "runtime/io/Internal.h"
+#include "runtime/io/Json.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <sys/stat.h>
+
+namespace moe {
+namespace io {
+
+namespace {
+
+using detail::displayPath;
+using detail::quote;
+
+bool endsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.substr(s.size() - suffix.size()) == suffix;
+}
+
+std::string joinPath(const std::string &dir, const std::string &name) {
+  if (dir.empty() || dir == ".")
+    return name;
+  if (dir.back() == '/')
+    return dir + name;
+  return dir + "/" + name;
+}
+
+std::string parentDir(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  if (slash == 0)
+    return "/";
+  return path.substr(0, slash);
+}
+
+/// A shape with '?' for dynamic dimensions: "[8, ?, 16]".
+std::string formatShapeDynamic(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      s += ", ";
+    s += shape[i] == kDynamicDim ? std::string("?") : std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+float loadFloat(DType dtype, const uint8_t *base, uint64_t index) {
+  switch (dtype) {
+  case DType::F32: {
+    float v;
+    std::memcpy(&v, base + 4 * index, 4);
+    return v;
+  }
+  case DType::F16: {
+    uint16_t h;
+    std::memcpy(&h, base + 2 * index, 2);
+    return halfBitsToFloat(h);
+  }
+  case DType::BF16: {
+    uint16_t h;
+    std::memcpy(&h, base + 2 * index, 2);
+    return bfloat16BitsToFloat(h);
+  }
+  default:
+    return 0.0f;
+  }
+}
+
+void storeFloat(DType dtype, uint8_t *base, uint64_t index, float v) {
+  switch (dtype) {
+  case DType::F32:
+    std::memcpy(base + 4 * index, &v, 4);
+    return;
+  case DType::F16: {
+    uint16_t h = floatToHalfBits(v);
+    std::memcpy(base + 2 * index, &h, 2);
+    return;
+  }
+  case DType::BF16: {
+    uint16_t h = floatToBFloat16Bits(v);
+    std::memcpy(base + 2 * index, &h, 2);
+    return;
+  }
+  default:
+    return;
+  }
+}
+
+/// Copies element `from` of `src` (type `srcType`) to element `to` of `dst`
+/// (type `dstType`).
+inline void copyElement(DType srcType, const uint8_t *src, uint64_t from,
+                        DType dstType, uint8_t *dst, uint64_t to) {
+  if (srcType == dstType) {
+    size_t n = elementSize(srcType);
+    std::memcpy(dst + n * to, src + n * from, n);
+    return;
+  }
+  storeFloat(dstType, dst, to, loadFloat(srcType, src, from));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Index
+//===----------------------------------------------------------------------===//
+
+Result<std::map<std::string, std::string>>
+parseSafeTensorsIndex(std::string_view text, std::string_view name) {
+  json::Document doc;
+  json::ParseError parseError;
+  if (!doc.parse(text, parseError))
+    return detail::fileError(name, "invalid JSON at byte " +
+                                       std::to_string(parseError.offset) +
+                                       ": " + parseError.message);
+  json::Value root = doc.root();
+  if (!root.isObject())
+    return detail::fileError(name, "an index must be a JSON object");
+  std::optional<json::Value> map = root.find("weight_map");
+  if (!map || !map->isObject())
+    return detail::fileError(name,
+                             "an index needs a \"weight_map\" object mapping "
+                             "tensor names to shard files");
+  std::map<std::string, std::string> result;
+  for (size_t i = 0; i < map->size(); ++i) {
+    std::string tensor(map->keyAt(i));
+    json::Value shard = map->at(i);
+    if (!shard.isString() || shard.asString().empty())
+      return detail::fileError(name, "weight_map entry " + quote(tensor) +
+                                         " must be a non-empty string "
+                                         "naming a shard file");
+    std::string file(shard.asString());
+    bool bad = file.front() == '/' || file.find('\0') != std::string::npos;
+    for (size_t pos = 0; !bad && pos <= file.size();) {
+      size_t end = file.find('/', pos);
+      if (end == std::string::npos)
+        end = file.size();
+      if (file.compare(pos, end - pos, "..") == 0 && end - pos == 2)
+        bad = true;
+      pos = end + 1;
+    }
+    if (bad)
+      return detail::fileError(name, "weight_map entry " + quote(tensor) +
+                                         " names shard " + quote(file) +
+                                         ", which is not a relative path "
+                                         "inside the checkpoint");
+    result.emplace(std::move(tensor), std::move(file));
+  }
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// TensorStore
+//===----------------------------------------------------------------------===//
+
+Status TensorStore::add(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return detail::fileError(path,
+                             std::string("cannot open: ") + strerror(errno));
+
+  // The safetensors files of this source, and (for an index) the tensor ->
+  // shard map to check them against.
+  std::vector<std::string> filePaths;
+  std::string indexPath;
+  std::map<std::string, std::string> weightMap;
+  std::map<std::string, std::string> shardPathOf; // shard name -> path
+  if (S_ISDIR(st.st_mode)) {
+    std::string index = joinPath(path, "model.safetensors.index.json");
+    std::string single = joinPath(path, "model.safetensors");
+    struct stat s2;
+    if (::stat(index.c_str(), &s2) == 0)
+      indexPath = index;
+    else if (::stat(single.c_str(), &s2) == 0)
+      filePaths.push_back(single);
+    else
+      return detail::fileError(path, "checkpoint directory has neither "
+                                     "model.safetensors.index.json nor "
+                                     "model.safetensors");
+  } else if (endsWith(path, ".json")) {
+    indexPath = path;
+  } else {
+    filePaths.push_back(path);
+  }
+
+  if (!indexPath.empty()) {
+    auto bytes = readFileBytes(indexPath);
+    if (!bytes)
+      return bytes.status();
+    std::string_view text(reinterpret_cast<const char *>(bytes->data()),
+                          bytes->size());
+    auto map = parseSafeTensorsIndex(text, indexPath);
+    if (!map)
+      return map.status();
+    weightMap = map.take();
+    if (weightMap.empty())
+      return detail::fileError(indexPath, "weight_map is empty");
+    std::string dir = parentDir(indexPath);
+    for (const auto &[tensor, shard] : weightMap) {
+      if (shardPathOf.count(shard))
+        continue;
+      std::string shardPath = joinPath(dir, shard);
+      shardPathOf.emplace(shard, shardPath);
+      filePaths.push_back(shardPath);
+    }
+  }
+
+  // Open and validate every file before touching the store.
+  std::vector<OpenedFile> opened;
+  std::vector<std::string> openedPaths;
+  for (const std::string &filePath : filePaths) {
+    struct stat fs;
+    bool haveStat = ::stat(filePath.c_str(), &fs) == 0;
+    if (haveStat) {
+      auto same = [&](const OpenedFile &f) {
+        return f.device == static_cast<uint64_t>(fs.st_dev) &&
+               f.inode == static_cast<uint64_t>(fs.st_ino);
+      };
+      if (std::any_of(files.begin(), files.end(), same) ||
+          std::any_of(opened.begin(), opened.end(), same))
+        continue;
+    }
+    auto file = SafeTensorsFile::open(filePath);
+    if (!file) {
+      if (!indexPath.empty())
+        return Error{displayPath(indexPath) + ": shard " + file.error()};
+      return file.status();
+    }
+    OpenedFile entry;
+    entry.file = std::make_unique<SafeTensorsFile>(file.take());
+    if (haveStat) {
+      entry.device = static_cast<uint64_t>(fs.st_dev);
+      entry.inode = static_cast<uint64_t>(fs.st_ino);
+    }
+    opened.push_back(std::move(entry));
+    openedPaths.push_back(filePath);
+  }
+
+  // The index must agree with its shards.
+  for (const auto &[tensor, shard] : weightMap) {
+    const std::string &shardPath = shardPathOf[shard];
+    const SafeTensorsFile *file = nullptr;
+    for (size_t i = 0; i < opened.size(); ++i)
+      if (openedPaths[i] == shardPath)
+        file = opened[i].file.get();
+    if (!file) // Already in the store through another source.
+      for (const OpenedFile &f : files)
+        if (f.file->path() == shardPath)
+          file = f.file.get();
+    if (file && !file->contains(tensor))
+      return Error{displayPath(indexPath) + ": tensor " + quote(tensor) +
+                   " is mapped to " + displayPath(shardPath) +
+                   ", which does not define it"};
+  }
+
+  // No name may be defined twice.
+  std::map<std::string, Entry, std::less<>> added;
+  for (const OpenedFile &f : opened) {
+    for (const SafeTensorInfo &info : f.file->tensors()) {
+      const Entry *previous = find(info.name);
+      auto it = added.find(info.name);
+      if (!previous && it != added.end())
+        previous = &it->second;
+      if (previous)
+        return Error{"tensor " + quote(info.name) + " is defined in both " +
+                     displayPath(previous->file->path()) + " and " +
+                     displayPath(f.file->path())};
+      added.emplace(info.name, Entry{f.file.get(), &info});
+    }
+  }
+
+  for (auto &entry : added)
+    byName.insert(std::move(entry));
+  for (OpenedFile &f : opened)
+    files.push_back(std::move(f));
+  sources.push_back(path);
+  return Status::success();
+}
+
+const TensorStore::Entry *TensorStore::find(std::string_view name) const {
+  auto it = byName.find(name);
+  return it == byName.end() ? nullptr : &it->second;
+}
+
+std::string TensorStore::describeSources() const {
+  std::string s;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (i)
+      s += ", ";
+    s += displayPath(sources[i]);
+  }
+  return s.empty() ? std::string("(no --params)") : s;
+}
+
+//===----------------------------------------------------------------------===//
+// CheckpointSpec
+//===----------------------------------------------------------------------===//
+
+bool CheckpointSpec::perExpert() const {
+  return std::any_of(names.begin(), names.end(), [](const std::string &n) {
+    return n.find("{e}") != std::string::npos;
+  });
+}
+
+std::string CheckpointSpec::expand(std::string_view pattern, int64_t expert) {
+  std::string out;
+  std::string index = std::to_string(expert);
+  for (size_t i = 0; i < pattern.size();) {
+    if (pattern.compare(i, 3, "{e}") == 0) {
+      out += index;
+      i += 3;
+    } else {
+      out += pattern[i++];
+    }
+  }
+  return out;
+}
+
+std::string CheckpointSpec::describe() const {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i)
+      s += " ++ ";
+    s += quote(names[i], 200);
+  }
+  if (transpose)
+    s += " (transposed)";
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Assembly
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// One tensor of one expert, as it enters the concatenation.
+struct Part {
+  std::string name;
+  const TensorStore::Entry *entry = nullptr;
+  std::vector<int64_t> shape; ///< after the transposition
+};
+
+/// The parts of expert `expert` (-1: not per-expert) and their concatenated
+/// shape.
+Result<std::vector<int64_t>> expertParts(const TensorStore &store,
+                                         const CheckpointSpec &spec,
+                                         int64_t expert,
+                                         std::string_view subject,
+                                         std::vector<Part> *parts) {
+  std::vector<int64_t> shape;
+  std::string firstName;
+  for (const std::string &pattern : spec.names) {
+    Part part;
+    part.name =
+        expert < 0 ? pattern : CheckpointSpec::expand(pattern, expert);
+    part.entry = store.find(part.name);
+    if (!part.entry)
+      return Error{"tensor " + quote(part.name, 200) + " (for " +
+                   std::string(subject) + ") not found in " +
+                   store.describeSources()};
+    const SafeTensorInfo &info = *part.entry->info;
+    std::string where = "tensor " + quote(part.name, 200) + " in " +
+                        displayPath(part.entry->file->path());
+    if (!isFloatType(info.dtype))
+      return Error{where + " has dtype " +
+                   safetensorsDTypeName(info.dtype) + "; parameters need " +
+                   "F32, F16 or BF16"};
+    part.shape = info.shape;
+    if (spec.transpose) {
+      if (part.shape.size() != 2)
+        return Error{where + " has shape " + formatShape(info.shape) +
+                     "; transpose needs a 2-D tensor"};
+      std::swap(part.shape[0], part.shape[1]);
+    }
+    if (shape.empty() && firstName.empty()) {
+      shape = part.shape;
+      firstName = part.name;
+    } else {
+      bool fits = !shape.empty() && part.shape.size() == shape.size() &&
+                  std::equal(shape.begin(), shape.end() - 1,
+                             part.shape.begin());
+      if (!fits)
+        return Error{where + " has shape " + formatShape(info.shape) +
+                     (spec.transpose ? " (transposed: " +
+                                           formatShape(part.shape) + ")"
+                                     : std::string()) +
+                     ", which cannot be concatenated along the last "
+                     "dimension with " +
+                     quote(firstName, 200) + " (" + formatShape(shape) + ")"};
+      shape.back() += part.shape.back();
+    }
+    if (parts)
+      parts->push_back(std::move(part));
+  }
+  return shape;
+}
+
+} // namespace
+
+Result<std::vector<int64_t>>
+checkpointShape(const TensorStore &store, const CheckpointSpec &spec,
+                const std::vector<int64_t> &shape, std::string_view subject) {
+  if (spec.names.empty())
+    return Error{std::string(subject) + ": #moe.checkpoint names no tensor"};
+  std::vector<int64_t> result;
+  if (spec.perExpert()) {
+    if (shape.empty() || shape[0] == kDynamicDim || shape[0] < 1)
+      return Error{std::string(subject) +
+                   ": #moe.checkpoint with {e} needs a static leading "
+                   "dimension (the expert count), got shape " +
+                   formatShapeDynamic(shape)};
+    int64_t experts = shape[0];
+    std::vector<int64_t> first;
+    for (int64_t e = 0; e < experts; ++e) {
+      std::vector<Part> parts;
+      auto s = expertParts(store, spec, e, subject, &parts);
+      if (!s)
+        return s.status();
+      if (e == 0) {
+        first = s.take();
+        continue;
+      }
+      if (*s != first)
+        return Error{"tensor " + quote(parts.front().name, 200) + " in " +
+                     displayPath(parts.front().entry->file->path()) +
+                     ": expert " + std::to_string(e) + " assembles to " +
+                     formatShape(*s) + ", expert 0 to " +
+                     formatShape(first) + " (" + std::string(subject) + ")"};
+    }
+    result.push_back(experts);
+    result.insert(result.end(), first.begin(), first.end());
+  } else {
+    auto s = expertParts(store, spec, -1, subject, nullptr);
+    if (!s)
+      return s.status();
+    result = s.take();
+  }
+  bool fits = result.size() == shape.size();
+  for (size_t i = 0; fits && i < shape.size(); ++i)
+    fits = shape[i] == kDynamicDim || shape[i] == result[i];
+  if (!fits)
+    return Error{"checkpoint tensors " + spec.describe() +
+                 (spec.perExpert() ? " stacked over " +
+                                         std::to_string(result[0]) +
+                                         " experts"
+                                   : std::string()) +
+                 " assemble to shape " + formatShape(result) + ", but " +
+                 std::string(subject) + " has shape " +
+                 formatShapeDynamic(shape)};
+  return result;
+}
+
+Status assembleCheckpointTensor(const TensorStore &store,
+                                const CheckpointSpec &spec,
+                                const std::vector<int64_t> &shape,
+                                DType target, uint8_t *out) {
+  if (!isFloatType(target))
+    return Error{std::string("checkpoint tensors ") + spec.describe() +
+                 ": cannot assemble a parameter of type " +
+                 dtypeName(target)};
+  const bool perExpert = spec.perExpert();
+  const int64_t experts = perExpert ? shape.at(0) : 1;
+  std::vector<int64_t> expertShape =
+      perExpert ? std::vector<int64_t>(shape.begin() + 1, shape.end())
+                : shape;
+  uint64_t expertCount = 1;
+  for (int64_t d : expertShape)
+    expertCount *= static_cast<uint64_t>(d);
+  const uint64_t width = expertShape.empty() ? 1 : expertShape.back();
+  const uint64_t rows = width ? expertCount / width : 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    std::vector<Part> parts;
+    auto s = expertParts(store, spec, perExpert ? e : -1, "assembly", &parts);
+    if (!s)
+      return s.status();
+    if (*s != expertShape)
+      return Error{"checkpoint tensors " + spec.describe() +
+                   ": shapes changed since they were checked"};
+    uint8_t *dst = out + static_cast<uint64_t>(e) * expertCount *
+                             elementSize(target);
+    uint64_t column = 0;
+    for (const Part &part : parts) {
+      const SafeTensorInfo &info = *part.entry->info;
+      const uint8_t *src = store.rawData(*part.entry);
+      const DType srcType = info.dtype;
+      const uint64_t partWidth = part.shape.empty() ? 1 : part.shape.back();
+      if (spec.transpose) {
+        // Source [A, B] -> [B, A]: out(r, column + c) = src(c, r).
+        const uint64_t a = info.shape[0], b = info.shape[1];
+        constexpr uint64_t kBlock = 64;
+        for (uint64_t c0 = 0; c0 < a; c0 += kBlock)
+          for (uint64_t r0 = 0; r0 < b; r0 += kBlock)
+            for (uint64_t c = c0; c < std::min(a, c0 + kBlock); ++c)
+              for (uint64_t r = r0; r < std::min(b, r0 + kBlock); ++r)
+                copyElement(srcType, src, c * b + r, target, dst,
+                            r * width + column + c);
+      } else if (srcType == target && partWidth == width) {
+        std::memcpy(dst, src, expertCount * elementSize(target));
+      } else {
+        for (uint64_t r = 0; r < rows; ++r)
+          for (uint64_t c = 0; c < partWidth; ++c)
+            copyElement(srcType, src, r * partWidth + c, target, dst,
+                        r * width + column + c);
+      }
+      column += partWidth;
+    }
+  }
+  return Status::success();
+}
+
+} // namespace io
+} // namespace moe

@@ -1,0 +1,134 @@
+//===- Checkpoint.h - Tensors of several safetensors files ------*- C++ -*-===//
+//
+// A `TensorStore` opens the safetensors files of a model as they are on disk
+// (a single file, a Hugging Face checkpoint directory, or a sharded
+// checkpoint's `model.safetensors.index.json`), memory-maps them and indexes
+// every tensor by name. Every header (and every index) is validated when it is
+// added, before any tensor data is used.
+//
+// `assembleCheckpointTensor` builds one parameter from such tensors as the
+// `#moe.checkpoint<[names...], transpose>` attribute declares it: per-expert
+// tensors (`{e}` in the names) are stacked along a new leading dimension,
+// 2-D tensors are optionally transposed (nn.Linear [out, in] -> [in, out]),
+// several tensors are concatenated along their last dimension, and the
+// result is converted to the parameter's element type.
+//
+// Same conventions as TensorIO.h: no MLIR/LLVM dependency, no exceptions,
+// one-line error messages that name the file or tensor.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MOE_RUNTIME_IO_CHECKPOINT_H
+#define MOE_RUNTIME_IO_CHECKPOINT_H
+
+#include "runtime/io/TensorIO.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moe {
+namespace io {
+
+/// The tensors of one or more safetensors files, by name.
+class TensorStore {
+public:
+  /// One tensor: the file that defines it and its header entry.
+  struct Entry {
+    const SafeTensorsFile *file = nullptr;
+    const SafeTensorInfo *info = nullptr;
+  };
+
+  TensorStore() = default;
+  TensorStore(TensorStore &&) = default;
+  TensorStore &operator=(TensorStore &&) = default;
+
+  /// Adds a source:
+  ///  - a directory: its `model.safetensors.index.json` if present, else its
+  ///    `model.safetensors`;
+  ///  - a path ending in `.json`: a sharded checkpoint index
+  ///    (`{"weight_map": {"tensor": "shard file", ...}, "metadata": {...}}`;
+  ///    shard names are relative to the index's directory); every shard it
+  ///    names must open, and every tensor it maps must be in the named shard;
+  ///  - any other path: a `.safetensors` file.
+  /// A tensor name already defined by another file is an error naming both
+  /// files. Adding a file that is already in the store (same device and
+  /// inode) does nothing. On error the store is left unchanged.
+  Status add(const std::string &path);
+
+  /// The tensor called `name`, or nullptr.
+  const Entry *find(std::string_view name) const;
+  /// The raw (little-endian, C-order) bytes of a tensor; valid while the
+  /// store lives.
+  const uint8_t *rawData(const Entry &entry) const {
+    return entry.file->rawData(*entry.info);
+  }
+  /// Number of tensors and of files.
+  size_t size() const { return byName.size(); }
+  size_t numFiles() const { return files.size(); }
+  /// The sources given to add(), comma separated (for error messages).
+  std::string describeSources() const;
+  /// All entries, sorted by name.
+  const std::map<std::string, Entry, std::less<>> &entries() const {
+    return byName;
+  }
+
+private:
+  struct OpenedFile {
+    std::unique_ptr<SafeTensorsFile> file;
+    uint64_t device = 0, inode = 0;
+  };
+  std::vector<OpenedFile> files;
+  std::map<std::string, Entry, std::less<>> byName;
+  std::vector<std::string> sources;
+};
+
+/// Parses a `model.safetensors.index.json` text: the `weight_map` object,
+/// tensor name -> shard file name. Shard names must be relative paths without
+/// `..` components. `name` prefixes error messages.
+Result<std::map<std::string, std::string>>
+parseSafeTensorsIndex(std::string_view text, std::string_view name);
+
+/// How a parameter is assembled from checkpoint tensors (the contents of a
+/// `#moe.checkpoint` attribute).
+struct CheckpointSpec {
+  /// Tensor names; `{e}` (in all of them or none) stands for the expert
+  /// index 0..E-1 (E = the parameter's leading dimension).
+  std::vector<std::string> names;
+  /// Transpose every (2-D) tensor before concatenating.
+  bool transpose = false;
+
+  /// Whether the names contain `{e}`.
+  bool perExpert() const;
+  /// `pattern` with every `{e}` replaced by the decimal `expert`.
+  static std::string expand(std::string_view pattern, int64_t expert);
+  /// "'a' ++ 'b' (transposed)", for messages.
+  std::string describe() const;
+};
+
+/// Checks every tensor `spec` refers to (presence, dtype, rank, agreement
+/// between experts) and returns the assembled shape, which must fit `shape`
+/// (the parameter's shape; kDynamicDim stands for any size, but the leading
+/// dimension must be static for a per-expert spec). Reads no tensor data.
+/// `subject` names the parameter in messages ("argument #2 (%arg2)").
+constexpr int64_t kDynamicDim = -1;
+Result<std::vector<int64_t>>
+checkpointShape(const TensorStore &store, const CheckpointSpec &spec,
+                const std::vector<int64_t> &shape, std::string_view subject);
+
+/// Writes the assembled tensor of shape `shape` (as returned by
+/// checkpointShape) into `out` (numElements(shape) * elementSize(target)
+/// bytes) with element type `target` (F32, F16 or BF16): widening is exact,
+/// narrowing rounds to nearest even; a tensor already of type `target` is
+/// copied bit for bit.
+Status assembleCheckpointTensor(const TensorStore &store,
+                                const CheckpointSpec &spec,
+                                const std::vector<int64_t> &shape,
+                                DType target, uint8_t *out);
+
+} // namespace io
+} // namespace moe
+
+#endif // MOE_RUNTIME_IO_CHECKPOINT_H

@@ -1,0 +1,33 @@
+// RUN: moe-opt %s | FileCheck %s
+// RUN: moe-opt %s | moe-opt | FileCheck %s
+// RUN: moe-opt %s --mlir-print-op-generic | moe-opt | FileCheck %s
+//
+// #moe.checkpoint on function arguments: per-expert names with {e},
+// transposed and concatenated; a plain list; the string form alongside.
+
+// CHECK-LABEL: func.func @layer_3
+// CHECK-SAME: tensor<4x8xbf16> {moe.param = #moe.checkpoint<["model.layers.3.block_sparse_moe.gate.weight"], transpose>}
+// CHECK-SAME: tensor<8x4x32xbf16> {moe.param = #moe.checkpoint<["model.layers.3.block_sparse_moe.experts.{e}.w1.weight", "model.layers.3.block_sparse_moe.experts.{e}.w3.weight"], transpose>}
+// CHECK-SAME: tensor<8x16x4xbf16> {moe.param = #moe.checkpoint<["model.layers.3.block_sparse_moe.experts.{e}.w2.weight"], transpose>}
+// CHECK-SAME: tensor<8xf32> {moe.param = #moe.checkpoint<["gate.e_score_correction_bias"]>}
+// CHECK-SAME: tensor<8x16xf32> {moe.param = #moe.checkpoint<["b.{e}", "c.{e}"]>}
+// CHECK-SAME: tensor<4xf32> {moe.param = "plain.name"}
+func.func @layer_3(%x: tensor<?x4xbf16>,
+    %wr: tensor<4x8xbf16> {moe.param = #moe.checkpoint<["model.layers.3.block_sparse_moe.gate.weight"], transpose>},
+    %w1: tensor<8x4x32xbf16> {moe.param = #moe.checkpoint<[
+        "model.layers.3.block_sparse_moe.experts.{e}.w1.weight",
+        "model.layers.3.block_sparse_moe.experts.{e}.w3.weight"], transpose>},
+    %w2: tensor<8x16x4xbf16> {moe.param = #moe.checkpoint<["model.layers.3.block_sparse_moe.experts.{e}.w2.weight"], transpose>},
+    %bias: tensor<8xf32> {moe.param = #moe.checkpoint<["gate.e_score_correction_bias"]>},
+    %b1: tensor<8x16xf32> {moe.param = #moe.checkpoint<["b.{e}", "c.{e}"]>},
+    %p: tensor<4xf32> {moe.param = "plain.name"}) -> tensor<?x4xbf16> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<swiglu>}
+         : (tensor<?x4xbf16>, tensor<4x8xbf16>, tensor<8x4x32xbf16>, tensor<8x16x4xbf16>) -> tensor<?x4xbf16>
+  return %y : tensor<?x4xbf16>
+}
+
+// A declaration carries it too.
+// CHECK-LABEL: func.func private @decl
+// CHECK-SAME: tensor<2x3xf32> {moe.param = #moe.checkpoint<["w.{e}"]>}
+func.func private @decl(tensor<2x3xf32> {moe.param = #moe.checkpoint<["w.{e}"]>})

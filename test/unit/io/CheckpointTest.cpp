@@ -1,0 +1,231 @@
+//===- CheckpointTest.cpp - TensorStore and checkpoint assembly -----------===//
+
+#include "runtime/io/Checkpoint.h"
+#include "runtime/io/Internal.h"
+
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+using namespace moe::io;
+using moe::io::testing::TempDirTest;
+
+namespace {
+
+class CheckpointTest : public TempDirTest {
+protected:
+  void writeText(const std::string &name, const std::string &text) {
+    std::ofstream(path(name)) << text;
+  }
+  void writeFile(const std::string &name,
+                 const std::map<std::string, Tensor> &tensors) {
+    ASSERT_TRUE(writeSafeTensors(path(name), tensors).ok());
+  }
+  static Tensor f32(std::vector<int64_t> shape, std::vector<float> v) {
+    return Tensor::fromValues(DType::F32, std::move(shape), v);
+  }
+  static Tensor bf16(std::vector<int64_t> shape, std::vector<float> v) {
+    auto t = convertTensor(f32(std::move(shape), v), DType::BF16);
+    return t.take();
+  }
+};
+
+TEST_F(CheckpointTest, FileIsMemoryMapped) {
+  writeFile("a.safetensors", {{"w", f32({2}, {1, 2})}});
+  TensorStore store;
+  ASSERT_TRUE(store.add(path("a.safetensors")).ok());
+  const TensorStore::Entry *entry = store.find("w");
+  ASSERT_NE(entry, nullptr);
+  const uint8_t *raw = store.rawData(*entry);
+  float v[2];
+  std::memcpy(v, raw, sizeof v);
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[1], 2.0f);
+  EXPECT_EQ(store.numFiles(), 1u);
+  EXPECT_EQ(store.find("missing"), nullptr);
+  // The file is mapped while the store lives (Linux: /proc/self/maps).
+  std::ifstream maps("/proc/self/maps");
+  if (maps) {
+    std::string all((std::istreambuf_iterator<char>(maps)),
+                    std::istreambuf_iterator<char>());
+    EXPECT_NE(all.find(path("a.safetensors")), std::string::npos);
+  }
+}
+
+TEST_F(CheckpointTest, ParseIndex) {
+  auto map = parseSafeTensorsIndex(
+      R"({"metadata": {"total_size": 8}, "weight_map": {"a": "one.safetensors", "b": "sub/two.safetensors"}})",
+      "i.json");
+  ASSERT_TRUE(map.ok()) << map.error();
+  EXPECT_EQ(map->size(), 2u);
+  EXPECT_EQ(map->at("b"), "sub/two.safetensors");
+
+  EXPECT_EQ(parseSafeTensorsIndex("{}", "i.json").error(),
+            "i.json: an index needs a \"weight_map\" object mapping tensor "
+            "names to shard files");
+  EXPECT_EQ(parseSafeTensorsIndex(R"({"weight_map": {"a": 3}})", "i.json")
+                .error(),
+            "i.json: weight_map entry 'a' must be a non-empty string naming "
+            "a shard file");
+  EXPECT_EQ(
+      parseSafeTensorsIndex(R"({"weight_map": {"a": "/etc/x"}})", "i.json")
+          .error(),
+      "i.json: weight_map entry 'a' names shard '/etc/x', which is not a "
+      "relative path inside the checkpoint");
+  EXPECT_FALSE(
+      parseSafeTensorsIndex(R"({"weight_map": {"a": "x/../../y"}})", "i.json")
+          .ok());
+  EXPECT_TRUE(
+      parseSafeTensorsIndex(R"({"weight_map": {"a": "..x"}})", "i.json").ok());
+  EXPECT_FALSE(parseSafeTensorsIndex("{", "i.json").ok());
+}
+
+TEST_F(CheckpointTest, ShardedDirectory) {
+  writeFile("model-1.safetensors", {{"a", f32({1}, {1})}});
+  writeFile("model-2.safetensors", {{"b", f32({1}, {2})}});
+  writeText("model.safetensors.index.json",
+            R"({"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}})");
+  TensorStore store;
+  Status status = store.add(dir);
+  ASSERT_TRUE(status.ok()) << status.error();
+  EXPECT_EQ(store.numFiles(), 2u);
+  ASSERT_NE(store.find("a"), nullptr);
+  EXPECT_EQ(store.find("b")->file->path(), path("model-2.safetensors"));
+  // The same files again (through the index path): nothing is added twice.
+  EXPECT_TRUE(store.add(path("model.safetensors.index.json")).ok());
+  EXPECT_EQ(store.numFiles(), 2u);
+}
+
+TEST_F(CheckpointTest, DuplicateAcrossFiles) {
+  writeFile("one.safetensors", {{"a", f32({1}, {1})}, {"b", f32({1}, {1})}});
+  writeFile("two.safetensors", {{"b", f32({1}, {2})}});
+  TensorStore store;
+  ASSERT_TRUE(store.add(path("one.safetensors")).ok());
+  Status status = store.add(path("two.safetensors"));
+  EXPECT_EQ(status.error(), "tensor 'b' is defined in both " +
+                                path("one.safetensors") + " and " +
+                                path("two.safetensors"));
+  // The failed add left the store as it was.
+  EXPECT_EQ(store.numFiles(), 1u);
+  EXPECT_EQ(store.find("b")->file->path(), path("one.safetensors"));
+
+  // Inside one index too.
+  writeText("dup.json", R"({"weight_map": {"a": "one.safetensors", "b": "two.safetensors"}})");
+  TensorStore fresh;
+  EXPECT_NE(fresh.add(path("dup.json")).error().find("is defined in both"),
+            std::string::npos);
+}
+
+TEST_F(CheckpointTest, MissingShard) {
+  writeFile("one.safetensors", {{"a", f32({1}, {1})}});
+  writeText("model.safetensors.index.json",
+            R"({"weight_map": {"a": "one.safetensors", "b": "gone.safetensors"}})");
+  TensorStore store;
+  Status status = store.add(dir);
+  EXPECT_EQ(status.error(), path("model.safetensors.index.json") +
+                                ": shard " + path("gone.safetensors") +
+                                ": cannot open: No such file or directory");
+  EXPECT_EQ(store.numFiles(), 0u);
+}
+
+TEST_F(CheckpointTest, IndexTensorNotInShard) {
+  writeFile("one.safetensors", {{"a", f32({1}, {1})}});
+  writeText("i.json", R"({"weight_map": {"c": "one.safetensors"}})");
+  TensorStore store;
+  EXPECT_EQ(store.add(path("i.json")).error(),
+            path("i.json") + ": tensor 'c' is mapped to " +
+                path("one.safetensors") + ", which does not define it");
+}
+
+TEST_F(CheckpointTest, EmptyDirectory) {
+  TensorStore store;
+  EXPECT_EQ(store.add(dir).error(),
+            dir + ": checkpoint directory has neither "
+                  "model.safetensors.index.json nor model.safetensors");
+}
+
+TEST_F(CheckpointTest, StackTransposeConcatenate) {
+  // Two experts, gate [H=2, D=3] and up [2, 3] each (nn.Linear layout).
+  writeFile("m.safetensors",
+            {{"e.0.g", bf16({2, 3}, {1, 2, 3, 4, 5, 6})},
+             {"e.0.u", bf16({2, 3}, {7, 8, 9, 10, 11, 12})},
+             {"e.1.g", bf16({2, 3}, {-1, -2, -3, -4, -5, -6})},
+             {"e.1.u", bf16({2, 3}, {0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f})}});
+  TensorStore store;
+  ASSERT_TRUE(store.add(path("m.safetensors")).ok());
+  CheckpointSpec spec{{"e.{e}.g", "e.{e}.u"}, true};
+  EXPECT_TRUE(spec.perExpert());
+  auto shape = checkpointShape(store, spec, {2, kDynamicDim, 4}, "arg");
+  ASSERT_TRUE(shape.ok()) << shape.error();
+  EXPECT_EQ(*shape, (std::vector<int64_t>{2, 3, 4}));
+  std::vector<float> out(24);
+  ASSERT_TRUE(assembleCheckpointTensor(store, spec, *shape, DType::F32,
+                                       reinterpret_cast<uint8_t *>(out.data()))
+                  .ok());
+  // out[e][d] = [g[0][d], g[1][d], u[0][d], u[1][d]].
+  std::vector<float> expected = {1,  4,  7,  10, 2,  5,  8,  11,
+                                 3,  6,  9,  12, -1, -4, 0.5f, 3.5f,
+                                 -2, -5, 1.5f, 4.5f, -3, -6, 2.5f, 5.5f};
+  EXPECT_EQ(out, expected);
+
+  // bf16 -> bf16 keeps the bits; f32 -> bf16 rounds to nearest even.
+  std::vector<uint16_t> half(24);
+  ASSERT_TRUE(assembleCheckpointTensor(store, spec, *shape, DType::BF16,
+                                       reinterpret_cast<uint8_t *>(half.data()))
+                  .ok());
+  for (size_t i = 0; i < 24; ++i)
+    EXPECT_EQ(bfloat16BitsToFloat(half[i]), expected[i]);
+}
+
+TEST_F(CheckpointTest, RoundToNearestEven) {
+  // 1 + 2^-8 is halfway between two bf16 values: it rounds to 1 (even).
+  float halfway = 1.0f + 0x1.0p-8f, above = 1.0f + 0x1.8p-8f;
+  writeFile("r.safetensors", {{"w", f32({2}, {halfway, above})}});
+  TensorStore store;
+  ASSERT_TRUE(store.add(path("r.safetensors")).ok());
+  CheckpointSpec spec{{"w"}, false};
+  std::vector<uint16_t> bits(2);
+  ASSERT_TRUE(assembleCheckpointTensor(store, spec, {2}, DType::BF16,
+                                       reinterpret_cast<uint8_t *>(bits.data()))
+                  .ok());
+  EXPECT_EQ(bfloat16BitsToFloat(bits[0]), 1.0f);
+  EXPECT_EQ(bfloat16BitsToFloat(bits[1]), 1.0f + 0x1.0p-7f);
+}
+
+TEST_F(CheckpointTest, ShapeErrors) {
+  writeFile("s.safetensors", {{"a", f32({2, 3}, {1, 2, 3, 4, 5, 6})},
+                              {"v", f32({3}, {1, 2, 3})},
+                              {"i", Tensor::fromValues(DType::I32, {1},
+                                                       std::vector<int32_t>{1})}});
+  TensorStore store;
+  ASSERT_TRUE(store.add(path("s.safetensors")).ok());
+  EXPECT_EQ(checkpointShape(store, {{"a"}, true}, {2, 3}, "argument #1")
+                .error(),
+            "checkpoint tensors 'a' (transposed) assemble to shape [3, 2], "
+            "but argument #1 has shape [2, 3]");
+  EXPECT_EQ(checkpointShape(store, {{"v"}, true}, {3}, "x").error(),
+            "tensor 'v' in " + path("s.safetensors") +
+                " has shape [3]; transpose needs a 2-D tensor");
+  EXPECT_EQ(checkpointShape(store, {{"i"}, false}, {1}, "x").error(),
+            "tensor 'i' in " + path("s.safetensors") +
+                " has dtype I32; parameters need F32, F16 or BF16");
+  EXPECT_EQ(checkpointShape(store, {{"nope"}, false}, {1}, "x").error(),
+            "tensor 'nope' (for x) not found in " + path("s.safetensors"));
+  EXPECT_EQ(
+      checkpointShape(store, {{"w.{e}"}, false}, {kDynamicDim, 3}, "x")
+          .error(),
+      "x: #moe.checkpoint with {e} needs a static leading dimension (the "
+      "expert count), got shape [?, 3]");
+}
+
+TEST(CheckpointSpecTest, Expand) {
+  EXPECT_EQ(CheckpointSpec::expand("l.3.e.{e}.w{e}", 12), "l.3.e.12.w12");
+  EXPECT_EQ(CheckpointSpec::expand("plain", 1), "plain");
+  EXPECT_FALSE((CheckpointSpec{{"a"}, false}).perExpert());
+}
+
+} // namespace

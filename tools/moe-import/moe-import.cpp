@@ -1,0 +1,670 @@
+//===- moe-import.cpp - MoE layers of a Hugging Face checkpoint as moe IR -===//
+//
+// moe-import CHECKPOINT_DIR -o OUT.mlir [--dtype=auto|f32|bf16|f16]
+//            [--layers=all|i,j,...]
+//
+// Reads config.json and the safetensors headers (never the tensor data) of a
+// Hugging Face checkpoint of model_type mixtral, qwen2_moe, qwen3_moe, olmoe
+// or deepseek_v3 and writes one public function per MoE layer, @layer_<i>,
+// whose parameters name the checkpoint's own tensors through
+// #moe.checkpoint attributes (DESIGN.md sections 3.1.1 and 5).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/io/Checkpoint.h"
+#include "runtime/io/Json.h"
+#include "runtime/io/TensorIO.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace moe;
+
+namespace {
+
+llvm::cl::OptionCategory importCategory("moe-import options");
+
+llvm::cl::opt<std::string> checkpointDir(llvm::cl::Positional,
+                                         llvm::cl::desc("CHECKPOINT_DIR"),
+                                         llvm::cl::Required,
+                                         llvm::cl::cat(importCategory));
+llvm::cl::opt<std::string>
+    outputPath("o", llvm::cl::desc("Output file ('-' for stdout)"),
+               llvm::cl::value_desc("OUT.mlir"), llvm::cl::Required,
+               llvm::cl::cat(importCategory));
+llvm::cl::opt<std::string> dtypeOption(
+    "dtype",
+    llvm::cl::desc("Element type of the layers: auto (the checkpoint's, "
+                   "default), f32, bf16 or f16"),
+    llvm::cl::value_desc("auto|f32|bf16|f16"), llvm::cl::init("auto"),
+    llvm::cl::cat(importCategory));
+llvm::cl::opt<std::string> layersOption(
+    "layers",
+    llvm::cl::desc("Layers to import: all (every MoE layer, default) or a "
+                   "comma-separated list of layer indices (each a MoE layer)"),
+    llvm::cl::value_desc("all|i,j,..."), llvm::cl::init("all"),
+    llvm::cl::cat(importCategory));
+
+const char *const overview = R"(moe-import: MoE layers of a Hugging Face checkpoint as moe IR
+
+Reads CHECKPOINT_DIR/config.json and the headers of its safetensors files
+(model.safetensors, or the shards of model.safetensors.index.json) and writes
+one public function per MoE layer:
+
+  func.func @layer_<i>(%x: tensor<?xDxT>, <parameters>) -> tensor<?xDxT>
+
+holding one moe.layer with the model's routing, activation and shared
+experts. Every parameter carries {moe.param = #moe.checkpoint<[...]>} naming
+the checkpoint's own tensors, so
+
+  moe-run OUT.mlir --entry=layer_<i> --params=CHECKPOINT_DIR --input=x.npy
+
+runs the layer from the checkpoint as it is. Dense layers are skipped.
+Supported model_type: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3.
+
+Errors: one line on stderr starting with "moe-import: ", exit code 1, and
+nothing written.
+)";
+
+int fail(const std::string &message) {
+  llvm::outs().flush();
+  llvm::errs() << "moe-import: " << message << "\n";
+  return 1;
+}
+
+/// An error already formatted; thrown around as a value (no exceptions).
+struct Failure {
+  std::string message;
+};
+
+//===----------------------------------------------------------------------===//
+// config.json
+//===----------------------------------------------------------------------===//
+
+class Config {
+public:
+  Config(io::json::Value root, std::string path)
+      : root(root), path(std::move(path)) {}
+
+  bool has(const char *key) const {
+    auto v = root.find(key);
+    return v && !v->isNull();
+  }
+  std::string where(const char *key) const {
+    return path + ": " + key;
+  }
+
+  std::optional<Failure> getInt(const char *key, int64_t &out,
+                                std::optional<int64_t> fallback,
+                                int64_t min = 0) const {
+    auto v = root.find(key);
+    if (!v || v->isNull()) {
+      if (!fallback)
+        return Failure{path + ": missing key '" + key + "'"};
+      out = *fallback;
+      return std::nullopt;
+    }
+    uint64_t u;
+    if (!v->getUInt64(u) || u > uint64_t(1) << 40)
+      return Failure{path + ": key '" + key +
+                     "' must be a non-negative integer, got " +
+                     std::string(v->isNumber() || v->isString()
+                                     ? v->asString()
+                                     : "a non-number")};
+    out = static_cast<int64_t>(u);
+    if (out < min)
+      return Failure{path + ": key '" + key + "' = " + std::to_string(out) +
+                     " is out of range (must be >= " + std::to_string(min) +
+                     ")"};
+    return std::nullopt;
+  }
+  std::optional<Failure> getDouble(const char *key, double &out,
+                                   double fallback) const {
+    auto v = root.find(key);
+    if (!v || v->isNull()) {
+      out = fallback;
+      return std::nullopt;
+    }
+    if (!v->isNumber())
+      return Failure{path + ": key '" + key + "' must be a number"};
+    std::string text(v->asString());
+    char *end = nullptr;
+    out = std::strtod(text.c_str(), &end);
+    if (!end || *end || !std::isfinite(out))
+      return Failure{path + ": key '" + key + "' must be a finite number, got " +
+                     text};
+    return std::nullopt;
+  }
+  std::optional<Failure> getBool(const char *key, bool &out,
+                                 bool fallback) const {
+    auto v = root.find(key);
+    if (!v || v->isNull()) {
+      out = fallback;
+      return std::nullopt;
+    }
+    if (!v->isBool())
+      return Failure{path + ": key '" + key + "' must be true or false"};
+    out = v->asBool();
+    return std::nullopt;
+  }
+  std::optional<Failure> getString(const char *key, std::string &out,
+                                   std::optional<std::string> fallback) const {
+    auto v = root.find(key);
+    if (!v || v->isNull()) {
+      if (!fallback)
+        return Failure{path + ": missing key '" + key + "'"};
+      out = *fallback;
+      return std::nullopt;
+    }
+    if (!v->isString())
+      return Failure{path + ": key '" + key + "' must be a string"};
+    out = std::string(v->asString());
+    return std::nullopt;
+  }
+  std::optional<Failure> getIntList(const char *key,
+                                    std::set<int64_t> &out) const {
+    auto v = root.find(key);
+    if (!v || v->isNull())
+      return std::nullopt;
+    if (!v->isArray())
+      return Failure{path + ": key '" + key +
+                     "' must be a list of layer indices"};
+    for (size_t i = 0; i < v->size(); ++i) {
+      uint64_t u;
+      if (!v->at(i).getUInt64(u) || u > uint64_t(1) << 31)
+        return Failure{path + ": key '" + key +
+                       "' must be a list of non-negative integers"};
+      out.insert(static_cast<int64_t>(u));
+    }
+    return std::nullopt;
+  }
+
+private:
+  io::json::Value root;
+  std::string path;
+};
+
+//===----------------------------------------------------------------------===//
+// The model description
+//===----------------------------------------------------------------------===//
+
+/// One parameter of an imported layer.
+struct Param {
+  std::string argName; ///< "wr", "w1", ...
+  io::CheckpointSpec spec;
+  /// The shape of each checkpoint tensor (per expert for {e} names), as
+  /// stored: [out, in] for nn.Linear weights.
+  std::vector<std::vector<int64_t>> tensorShapes;
+  std::vector<int64_t> argShape;
+  bool f32 = false; ///< always f32 (the selection bias)
+};
+
+struct Model {
+  std::string modelType;
+  int64_t hidden = 0, layers = 0, experts = 0, topK = 0, expertWidth = 0;
+  std::string activation; ///< swiglu | geglu
+  // Routing.
+  bool sigmoid = false, normalize = true;
+  double scale = 1.0;
+  int64_t groups = 1, groupK = 1;
+  // Shared experts.
+  int64_t sharedWidth = 0;
+  bool sharedGate = false;
+  bool selectionBias = false;
+  /// Which layers are MoE layers.
+  std::vector<bool> isMoE;
+  std::string denseReason; ///< why a layer is dense, for --layers errors
+};
+
+std::optional<Failure> describeModel(const Config &cfg, Model &m) {
+  std::optional<Failure> f;
+  if ((f = cfg.getString("model_type", m.modelType, std::nullopt)))
+    return f;
+  const std::string &t = m.modelType;
+  if (t != "mixtral" && t != "qwen2_moe" && t != "qwen3_moe" && t != "olmoe" &&
+      t != "deepseek_v3")
+    return Failure{cfg.where("model_type") + " is '" + t +
+                   "', which moe-import does not know (supported: mixtral, "
+                   "qwen2_moe, qwen3_moe, olmoe, deepseek_v3)"};
+  if ((f = cfg.getInt("hidden_size", m.hidden, std::nullopt, 1)) ||
+      (f = cfg.getInt("num_hidden_layers", m.layers, std::nullopt, 1)) ||
+      (f = cfg.getInt("num_experts_per_tok", m.topK, std::nullopt, 1)))
+    return f;
+  std::string act;
+  if ((f = cfg.getString("hidden_act", act, std::string("silu"))))
+    return f;
+  if (act == "silu" || act == "swish")
+    m.activation = "swiglu";
+  else if (act == "gelu")
+    m.activation = "geglu";
+  else
+    return Failure{cfg.where("hidden_act") + " is '" + act +
+                   "'; gated experts need silu or gelu"};
+
+  const char *expertsKey = t == "mixtral"       ? "num_local_experts"
+                           : t == "deepseek_v3" ? "n_routed_experts"
+                                                : "num_experts";
+  if ((f = cfg.getInt(expertsKey, m.experts, std::nullopt, 1)))
+    return f;
+  const char *widthKey = t == "mixtral" || t == "olmoe"
+                             ? "intermediate_size"
+                             : "moe_intermediate_size";
+  if ((f = cfg.getInt(widthKey, m.expertWidth, std::nullopt, 1)))
+    return f;
+  if (m.topK > m.experts)
+    return Failure{cfg.where("num_experts_per_tok") + " = " +
+                   std::to_string(m.topK) + " is out of range: the model has " +
+                   std::to_string(m.experts) + " experts (" + expertsKey +
+                   ")"};
+
+  m.isMoE.assign(m.layers, true);
+  if (t == "mixtral") {
+    m.normalize = true;
+  } else if (t == "olmoe") {
+    if ((f = cfg.getBool("norm_topk_prob", m.normalize, false)))
+      return f;
+  } else if (t == "qwen2_moe" || t == "qwen3_moe") {
+    if ((f = cfg.getBool("norm_topk_prob", m.normalize, false)))
+      return f;
+    int64_t step;
+    std::set<int64_t> mlpOnly;
+    if ((f = cfg.getInt("decoder_sparse_step", step, 1, 1)) ||
+        (f = cfg.getIntList("mlp_only_layers", mlpOnly)))
+      return f;
+    for (int64_t i = 0; i < m.layers; ++i)
+      m.isMoE[i] = !mlpOnly.count(i) && (i + 1) % step == 0;
+    m.denseReason = "decoder_sparse_step = " + std::to_string(step) +
+                    ", mlp_only_layers";
+    if (t == "qwen2_moe") {
+      if ((f = cfg.getInt("shared_expert_intermediate_size", m.sharedWidth,
+                          std::nullopt, 1)))
+        return f;
+      m.sharedGate = true;
+    }
+  } else { // deepseek_v3
+    std::string scoring;
+    if ((f = cfg.getString("scoring_func", scoring, std::string("sigmoid"))))
+      return f;
+    if (scoring != "sigmoid" && scoring != "softmax")
+      return Failure{cfg.where("scoring_func") + " is '" + scoring +
+                     "' (supported: sigmoid, softmax)"};
+    m.sigmoid = scoring == "sigmoid";
+    int64_t nShared, firstDense, freq;
+    if ((f = cfg.getBool("norm_topk_prob", m.normalize, true)) ||
+        (f = cfg.getDouble("routed_scaling_factor", m.scale, 1.0)) ||
+        (f = cfg.getInt("n_group", m.groups, 1, 1)) ||
+        (f = cfg.getInt("topk_group", m.groupK, m.groups, 1)) ||
+        (f = cfg.getInt("n_shared_experts", nShared, 0, 0)) ||
+        (f = cfg.getInt("first_k_dense_replace", firstDense, 0, 0)) ||
+        (f = cfg.getInt("moe_layer_freq", freq, 1, 1)))
+      return f;
+    if (!(m.scale > 0))
+      return Failure{cfg.where("routed_scaling_factor") +
+                     " is out of range (must be > 0)"};
+    if (m.experts % m.groups != 0)
+      return Failure{cfg.where("n_group") + " = " + std::to_string(m.groups) +
+                     " is out of range: it does not divide n_routed_experts = " +
+                     std::to_string(m.experts)};
+    if (m.groupK > m.groups)
+      return Failure{cfg.where("topk_group") + " = " +
+                     std::to_string(m.groupK) +
+                     " is out of range: it exceeds n_group = " +
+                     std::to_string(m.groups)};
+    if (m.topK > m.groupK * (m.experts / m.groups))
+      return Failure{cfg.where("num_experts_per_tok") + " = " +
+                     std::to_string(m.topK) +
+                     " is out of range: the topk_group = " +
+                     std::to_string(m.groupK) + " kept groups hold only " +
+                     std::to_string(m.groupK * (m.experts / m.groups)) +
+                     " experts"};
+    m.sharedWidth = nShared * m.expertWidth;
+    m.selectionBias = true;
+    for (int64_t i = 0; i < m.layers; ++i)
+      m.isMoE[i] = i >= firstDense && i % freq == 0;
+    m.denseReason = "first_k_dense_replace = " + std::to_string(firstDense) +
+                    ", moe_layer_freq = " + std::to_string(freq);
+  }
+  return std::nullopt;
+}
+
+/// The parameters of MoE layer `layer`.
+std::vector<Param> layerParams(const Model &m, int64_t layer) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".";
+  const int64_t d = m.hidden, e = m.experts, h = m.expertWidth;
+  std::string gate, expert, w1, w3, w2;
+  if (m.modelType == "mixtral") {
+    gate = p + "block_sparse_moe.gate.weight";
+    expert = p + "block_sparse_moe.experts.{e}.";
+    w1 = "w1.weight", w3 = "w3.weight", w2 = "w2.weight";
+  } else {
+    gate = p + "mlp.gate.weight";
+    expert = p + "mlp.experts.{e}.";
+    w1 = "gate_proj.weight", w3 = "up_proj.weight", w2 = "down_proj.weight";
+  }
+  std::vector<Param> params;
+  auto add = [&](std::string arg, std::vector<std::string> names,
+                 bool transpose, std::vector<std::vector<int64_t>> shapes,
+                 std::vector<int64_t> argShape, bool f32 = false) {
+    Param q;
+    q.argName = std::move(arg);
+    q.spec.names = std::move(names);
+    q.spec.transpose = transpose;
+    q.tensorShapes = std::move(shapes);
+    q.argShape = std::move(argShape);
+    q.f32 = f32;
+    params.push_back(std::move(q));
+  };
+  add("wr", {gate}, true, {{e, d}}, {d, e});
+  if (m.selectionBias)
+    add("bias", {p + "mlp.gate.e_score_correction_bias"}, false, {{e}}, {e},
+        true);
+  add("w1", {expert + w1, expert + w3}, true, {{h, d}, {h, d}},
+      {e, d, 2 * h});
+  add("w2", {expert + w2}, true, {{d, h}}, {e, h, d});
+  if (m.sharedWidth > 0) {
+    const int64_t hs = m.sharedWidth;
+    std::string shared =
+        p + (m.modelType == "qwen2_moe" ? "mlp.shared_expert."
+                                        : "mlp.shared_experts.");
+    add("s1", {shared + "gate_proj.weight", shared + "up_proj.weight"}, true,
+        {{hs, d}, {hs, d}}, {d, 2 * hs});
+    add("s2", {shared + "down_proj.weight"}, true, {{d, hs}}, {hs, d});
+    if (m.sharedGate)
+      add("sg", {p + "mlp.shared_expert_gate.weight"}, true, {{1, d}}, {d, 1});
+  }
+  return params;
+}
+
+/// Checks that every tensor of `param` is in the checkpoint with the
+/// expected shape and a float dtype.
+std::optional<Failure> checkTensors(const io::TensorStore &store,
+                                    const Model &m, const Param &param) {
+  int64_t experts = param.spec.perExpert() ? m.experts : 1;
+  for (int64_t e = 0; e < experts; ++e) {
+    for (size_t i = 0; i < param.spec.names.size(); ++i) {
+      std::string name = param.spec.perExpert()
+                             ? io::CheckpointSpec::expand(param.spec.names[i], e)
+                             : param.spec.names[i];
+      const io::TensorStore::Entry *entry = store.find(name);
+      if (!entry)
+        return Failure{"tensor '" + name + "' not found in " +
+                       store.describeSources()};
+      const io::SafeTensorInfo &info = *entry->info;
+      if (!io::isFloatType(info.dtype))
+        return Failure{"tensor '" + name + "' in " + entry->file->path() +
+                       " has dtype " + io::safetensorsDTypeName(info.dtype) +
+                       ", expected F32, F16 or BF16"};
+      if (info.shape != param.tensorShapes[i])
+        return Failure{"tensor '" + name + "' in " + entry->file->path() +
+                       " has shape " + io::formatShape(info.shape) +
+                       ", expected " + io::formatShape(param.tensorShapes[i]) +
+                       " from config.json"};
+    }
+  }
+  // Experts beyond the configured count mean the config does not describe
+  // this checkpoint.
+  if (param.spec.perExpert()) {
+    std::string extra =
+        io::CheckpointSpec::expand(param.spec.names[0], m.experts);
+    if (store.find(extra))
+      return Failure{"tensor '" + extra + "' exists, but config.json has " +
+                     std::to_string(m.experts) + " experts"};
+  }
+  return std::nullopt;
+}
+
+std::string tensorType(const std::vector<int64_t> &shape,
+                       const std::string &elem) {
+  std::string s = "tensor<";
+  for (int64_t d : shape)
+    s += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
+  return s + elem + ">";
+}
+
+std::string quoteMLIR(const std::string &s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      out += '\\';
+      out += llvm::hexdigit(c >> 4, true);
+      out += llvm::hexdigit(c & 15, true);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string formatFloat(double v) {
+  char buf[64];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+std::string routingAttr(const Model &m) {
+  std::string s = "#moe.top_k<k = " + std::to_string(m.topK);
+  if (m.sigmoid)
+    s += ", score = sigmoid";
+  if (!m.normalize)
+    s += ", normalize = false";
+  if (m.scale != 1.0)
+    s += ", scale = " + formatFloat(m.scale);
+  if (m.groups > 1) {
+    s += ", groups = " + std::to_string(m.groups);
+    if (m.groupK != m.groups)
+      s += ", group_k = " + std::to_string(m.groupK);
+  }
+  return s + ">";
+}
+
+void emitLayer(std::string &out, const Model &m, int64_t layer,
+               const std::vector<Param> &params, const std::string &elem) {
+  const std::string xType = tensorType({-1, m.hidden}, elem);
+  out += "// Layer " + std::to_string(layer) + ": " +
+         std::to_string(m.experts) + " experts (H = " +
+         std::to_string(m.expertWidth) + "), top-" + std::to_string(m.topK);
+  if (m.sharedWidth)
+    out += ", shared expert (Hs = " + std::to_string(m.sharedWidth) + ")";
+  out += ".\n";
+  out += "func.func @layer_" + std::to_string(layer) + "(%x: " + xType;
+  std::vector<std::string> types{xType};
+  for (const Param &p : params) {
+    std::string type = tensorType(p.argShape, p.f32 ? "f32" : elem);
+    types.push_back(type);
+    out += ",\n    %" + p.argName + ": " + type +
+           " {moe.param = #moe.checkpoint<[";
+    for (size_t i = 0; i < p.spec.names.size(); ++i)
+      out += (i ? ", " : "") + quoteMLIR(p.spec.names[i]);
+    out += "]";
+    if (p.spec.transpose)
+      out += ", transpose";
+    out += ">}";
+  }
+  out += ") -> " + xType + " {\n";
+  auto has = [&](const char *name) {
+    for (const Param &p : params)
+      if (p.argName == name)
+        return true;
+    return false;
+  };
+  out += "  %y = moe.layer %x router(%wr)";
+  if (has("bias"))
+    out += " selection_bias(%bias)";
+  out += " experts(%w1, %w2)";
+  if (has("s1"))
+    out += " shared(%s1, %s2)";
+  if (has("sg"))
+    out += " shared_gate(%sg)";
+  out += "\n         {routing = " + routingAttr(m) +
+         ", activation = #moe.activation<" + m.activation + ">}\n         : (";
+  for (size_t i = 0; i < types.size(); ++i)
+    out += (i ? ", " : "") + types[i];
+  out += ") -> " + xType + "\n";
+  out += "  return %y : " + xType + "\n}\n";
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory,
+/// renamed into place, so a failure leaves nothing behind.
+std::optional<Failure> writeAtomically(const std::string &path,
+                                       const std::string &text) {
+  if (path == "-") {
+    llvm::outs() << text;
+    llvm::outs().flush();
+    return std::nullopt;
+  }
+  std::string tmpl = path + ".tmp.XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0)
+    return Failure{path + ": cannot write: " + std::strerror(errno)};
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(name.data());
+      return Failure{path + ": cannot write: " + std::strerror(err)};
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::fchmod(fd, 0644);
+  if (::close(fd) != 0 || ::rename(name.data(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(name.data());
+    return Failure{path + ": cannot write: " + std::strerror(err)};
+  }
+  return std::nullopt;
+}
+
+int runMain() {
+  std::string dir = checkpointDir;
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  std::optional<io::DType> forced;
+  if (dtypeOption != "auto") {
+    if (dtypeOption == "f32")
+      forced = io::DType::F32;
+    else if (dtypeOption == "bf16")
+      forced = io::DType::BF16;
+    else if (dtypeOption == "f16")
+      forced = io::DType::F16;
+    else
+      return fail("--dtype must be auto, f32, bf16 or f16, got '" +
+                  dtypeOption + "'");
+  }
+
+  const std::string configPath = dir + "/config.json";
+  auto bytes = io::readFileBytes(configPath);
+  if (!bytes)
+    return fail(bytes.error());
+  io::json::Document doc;
+  io::json::ParseError parseError;
+  std::string_view text(reinterpret_cast<const char *>(bytes->data()),
+                        bytes->size());
+  if (!doc.parse(text, parseError))
+    return fail(configPath + ": invalid JSON at byte " +
+                std::to_string(parseError.offset) + ": " +
+                parseError.message);
+  if (!doc.root().isObject())
+    return fail(configPath + ": must be a JSON object");
+  Config cfg(doc.root(), configPath);
+  Model model;
+  if (auto f = describeModel(cfg, model))
+    return fail(f->message);
+
+  // The layers to import.
+  std::vector<int64_t> layers;
+  if (layersOption == "all") {
+    for (int64_t i = 0; i < model.layers; ++i)
+      if (model.isMoE[i])
+        layers.push_back(i);
+  } else {
+    llvm::SmallVector<llvm::StringRef> items;
+    llvm::StringRef(layersOption).split(items, ',');
+    for (llvm::StringRef item : items) {
+      int64_t index;
+      if (item.trim().getAsInteger(10, index) || index < 0)
+        return fail("--layers must be 'all' or a comma-separated list of "
+                    "layer indices, got '" +
+                    layersOption + "'");
+      if (index >= model.layers)
+        return fail("--layers: layer " + std::to_string(index) +
+                    " is out of range (num_hidden_layers = " +
+                    std::to_string(model.layers) + ")");
+      if (!model.isMoE[index])
+        return fail("--layers: layer " + std::to_string(index) +
+                    " is a dense layer (" + model.denseReason + ")");
+      if (std::find(layers.begin(), layers.end(), index) == layers.end())
+        layers.push_back(index);
+    }
+  }
+  if (layers.empty())
+    return fail(configPath + ": the model has no MoE layer");
+
+  io::TensorStore store;
+  if (io::Status status = store.add(dir); !status)
+    return fail(status.error());
+
+  std::string out = "// Imported by moe-import from " + dir + " (model_type " +
+                    model.modelType + ", " + std::to_string(layers.size()) +
+                    " MoE layer" + (layers.size() == 1 ? "" : "s") + ").\n";
+  std::optional<io::DType> autoType;
+  for (int64_t layer : layers) {
+    std::vector<Param> params = layerParams(model, layer);
+    for (const Param &p : params)
+      if (auto f = checkTensors(store, model, p))
+        return fail(f->message);
+    if (!autoType) {
+      // The type of the experts' first weight.
+      for (const Param &p : params)
+        if (p.argName == "w1")
+          autoType = store.find(io::CheckpointSpec::expand(p.spec.names[0], 0))
+                         ->info->dtype;
+    }
+    io::DType type = forced ? *forced : *autoType;
+    out += "\n";
+    emitLayer(out, model, layer, params, io::dtypeName(type));
+  }
+  if (auto f = writeAtomically(outputPath, out))
+    return fail(f->message);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  llvm::cl::HideUnrelatedOptions(importCategory);
+  llvm::cl::ParseCommandLineOptions(argc, argv, overview);
+  return runMain();
+}
