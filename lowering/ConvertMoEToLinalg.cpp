@@ -23,6 +23,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -268,6 +269,8 @@ struct KernelSite {
   bool packWeights = false;
   /// bf16 expert GEMMs through the AVX512_BF16 dot product (needs packing).
   bool bf16Dot = false;
+  /// Validate index data (offsets, positions) of the chain ops at run time.
+  bool checkIndices = true;
 };
 
 static void kernel(ImplicitLocOpBuilder &b, const KernelSite &site, StringRef name,
@@ -276,6 +279,32 @@ static void kernel(ImplicitLocOpBuilder &b, const KernelSite &site, StringRef na
     cpu::callKernel(b, site.module, name, args, body);
   else
     body(b, args);
+}
+
+/// A run-time check: when `ok` is false, call the CPU runtime's
+/// moeCpuIndexError(kind) (runtime/cpu/CpuRuntime.h: one line on stderr,
+/// exit code 1).
+static ModuleOp enclosingModule(ImplicitLocOpBuilder &b) {
+  return b.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
+}
+
+/// `module` receives the runtime function's declaration (call
+/// enclosingModule before building nested ops: their blocks are not
+/// attached yet).
+static void emitIndexCheck(ImplicitLocOpBuilder &b, ModuleOp module, Value ok, int32_t kind) {
+  StringRef name = "moeCpuIndexError";
+  if (module && !module.lookupSymbol(name)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto decl = func::FuncOp::create(b, name, b.getFunctionType({b.getI32Type()}, {}));
+    decl.setPrivate();
+  }
+  Value bad = arith::XOrIOp::create(b, ok, arith::ConstantOp::create(b, b.getBoolAttr(true)));
+  scf::IfOp::create(b, bad, [&](OpBuilder &nested, Location loc) {
+    Value code = arith::ConstantOp::create(nested, loc, nested.getI32IntegerAttr(kind));
+    func::CallOp::create(nested, loc, name, TypeRange{}, ValueRange{code});
+    scf::YieldOp::create(nested, loc);
+  });
 }
 
 static Value memDim(ImplicitLocOpBuilder &b, Value memref, int64_t i) {
@@ -969,6 +998,11 @@ static RoutingPlan buildRoutingPlan(Emitter &e, Value indices, Value tokens, Val
         b, arith::MulFOp::create(b, arith::MulFOp::create(b, cfv, toF64(tokens)), toF64(k)),
         toF64(experts));
     c = math::CeilOp::create(b, c);
+    // C never needs to exceed T*K (every assignment fits): clamping first
+    // keeps the conversion to i32 defined for any factor (huge, inf or NaN).
+    c = arith::MinNumFOp::create(b, c, toF64(assignments));
+    c = arith::MaxNumFOp::create(
+        b, c, arith::ConstantOp::create(b, b.getF64FloatAttr(0.0)));
     capacity = arith::FPToSIOp::create(b, e.i32(), c);
   } else {
     capacity = e.toI32(assignments);
@@ -1105,7 +1139,25 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
     linalg::FillOp::create(b, ValueRange{arith::ConstantOp::create(
                                   b, b.getZeroAttr(outType.getElementType()))},
                            ValueRange{out});
-    emitExpertFFN(b, site, asBuffer(b, rows), Value(), asBuffer(b, op.getOffsets()),
+    Value offsets = asBuffer(b, op.getOffsets());
+    if (site.checkIndices) {
+      ModuleOp module = enclosingModule(b);
+      // Offsets must be a non-decreasing sequence in [0, N]: the kernels
+      // trust them (an error here, never a read or write out of bounds).
+      Value n = e.toI32(numRows);
+      scf::ForOp::create(
+          b, e.idx(0), e.idx(numExperts + 1), e.idx(1), ValueRange{e.ci32(0)},
+          [&](OpBuilder &nested, Location loc, Value g, ValueRange prev) {
+            ImplicitLocOpBuilder nb(loc, nested);
+            Emitter ne(nb);
+            Value o = memref::LoadOp::create(nb, offsets, ValueRange{g});
+            Value ok = ne.andi(ne.cmpi(arith::CmpIPredicate::sge, o, prev[0]),
+                               ne.cmpi(arith::CmpIPredicate::sle, o, n));
+            emitIndexCheck(nb, module, ok, /*MOE_CPU_BAD_OFFSETS*/ 1);
+            scf::YieldOp::create(nb, ValueRange{o});
+          });
+    }
+    emitExpertFFN(b, site, asBuffer(b, rows), Value(), offsets,
                   asBuffer(b, op.getW1()), asBuffer(b, op.getW2()),
                   op.getB1() ? asBuffer(b, op.getB1()) : Value(),
                   op.getB2() ? asBuffer(b, op.getB2()) : Value(), op.getActivationAttr(),
@@ -1119,7 +1171,8 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
 /// in increasing i, skipping positions < 0; f32 sum, rounded once to y's
 /// element type. Parallel over tokens, vectorized over the model dimension.
 static void emitCombineBody(ImplicitLocOpBuilder &b, Value rows, Value positions,
-                            Value weights, Value shared, Value y) {
+                            Value weights, Value shared, Value y, bool checkPositions) {
+  ModuleOp module = checkPositions ? enclosingModule(b) : ModuleOp();
   Value c0 = arith::ConstantIndexOp::create(b, 0), c1 = arith::ConstantIndexOp::create(b, 1);
   Value tokens = memref::DimOp::create(b, positions, c0);
   Value k = memref::DimOp::create(b, positions, c1);
@@ -1152,6 +1205,14 @@ static void emitCombineBody(ImplicitLocOpBuilder &b, Value rows, Value positions
                         arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, pos,
                                               arith::ConstantIndexOp::create(ib, 0)),
                         arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, pos, numRows));
+                    if (checkPositions) {
+                      // -1 (dropped) or a row of the expert output.
+                      Value dropped = arith::CmpIOp::create(
+                          ib, arith::CmpIPredicate::eq, pos,
+                          arith::ConstantIndexOp::create(ib, -1));
+                      emitIndexCheck(ib, module, arith::OrIOp::create(ib, kept, dropped),
+                                     /*MOE_CPU_BAD_POSITION*/ 2);
+                    }
                     Value row = arith::SelectOp::create(ib, kept, pos,
                                                         arith::ConstantIndexOp::create(ib, 0));
                     Value m = arith::SelectOp::create(ib, kept, mask, none);
@@ -1169,21 +1230,24 @@ static void emitCombineBody(ImplicitLocOpBuilder &b, Value rows, Value positions
 }
 
 static void emitCombine(ImplicitLocOpBuilder &b, const KernelSite &site, Value rows,
-                        Value positions, Value weights, Value shared, Value y) {
+                        Value positions, Value weights, Value shared, Value y,
+                        bool checkPositions) {
   SmallVector<Value> args{rows, positions, y};
   if (weights)
     args.push_back(weights);
   if (shared)
     args.push_back(shared);
   bool weighted = static_cast<bool>(weights), withShared = static_cast<bool>(shared);
+  // Positions the lowering computed itself need no check; a user's do.
+  bool check = checkPositions && site.checkIndices;
   std::string name = (Twine("__moe_cpu_combine") + (weighted ? "_weighted" : "") +
-                      (withShared ? "_shared" : ""))
+                      (withShared ? "_shared" : "") + (check ? "_checked" : ""))
                          .str();
   kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     unsigned next = 3;
     Value w = weighted ? v[next++] : Value();
     Value sh = withShared ? v[next++] : Value();
-    emitCombineBody(b, v[0], v[1], w, sh, v[2]);
+    emitCombineBody(b, v[0], v[1], w, sh, v[2], check);
   });
 }
 
@@ -1266,7 +1330,8 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
                           outType.getElementType());
     emitCombine(b, site, asBuffer(b, op.getExpertOutput()), asBuffer(b, op.getPositions()),
                 asBuffer(b, op.getWeights()),
-                op.getSharedOutput() ? asBuffer(b, op.getSharedOutput()) : Value(), y);
+                op.getSharedOutput() ? asBuffer(b, op.getSharedOutput()) : Value(), y,
+                /*checkPositions=*/true);
     rewriter.replaceOp(op, asTensor(b, y, outType));
     return success();
   }
@@ -1316,7 +1381,8 @@ struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
     auto outType = cast<RankedTensorType>(op.getOutput().getType());
     Value y = allocBuffer(b, {OpFoldResult(tokens), e.dimOfr(x, 1)}, outType.getElementType());
     emitCombine(b, site, out, asBuffer(b, placed[2]), Value(),
-                op.getSharedOutput() ? asBuffer(b, op.getSharedOutput()) : Value(), y);
+                op.getSharedOutput() ? asBuffer(b, op.getSharedOutput()) : Value(), y,
+                /*checkPositions=*/false);
     rewriter.replaceOp(op, asTensor(b, y, outType));
     return success();
   }
@@ -1533,7 +1599,8 @@ struct ConvertMoEToLinalgPass
     populateDecompositionPatterns(patterns);
     // Outlined kernels and packed weights are module symbols: only when this
     // pass owns the module.
-    populateMoEToLinalgPatterns(patterns, dyn_cast<ModuleOp>(root), packWeights, bf16Dot);
+    populateMoEToLinalgPatterns(patterns, dyn_cast<ModuleOp>(root), packWeights, bf16Dot,
+                                checkIndices);
     if (failed(applyPartialConversion(root, target, std::move(patterns))))
       signalPassFailure();
   }
@@ -1542,8 +1609,9 @@ struct ConvertMoEToLinalgPass
 } // namespace
 
 void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kernelModule,
-                                      bool packWeights, bool bf16Dot) {
-  KernelSite site{kernelModule ? kernelModule.getOperation() : nullptr, packWeights, bf16Dot};
+                                      bool packWeights, bool bf16Dot, bool checkIndices) {
+  KernelSite site{kernelModule ? kernelModule.getOperation() : nullptr, packWeights, bf16Dot,
+                  checkIndices};
   patterns.add<LowerDispatch, LowerSoftDispatch, LowerSoftCombine, LowerFusedSoftExperts>(
       patterns.getContext());
   patterns.add<LowerRoute, LowerGate, LowerExpertFFN, LowerSharedExpert, LowerCombine,

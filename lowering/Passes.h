@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
@@ -31,8 +32,11 @@ namespace moe {
 /// module (not from a nested function pass). Without it, kernels are inline.
 /// With `bf16Dot`, packed bf16 expert GEMMs use the AVX512_BF16 dot product
 /// (x86vector.avx512.dot; the target must have avx512bf16).
+/// With `checkIndices`, the index data of the chain ops (moe.expert_ffn's
+/// offsets, moe.combine's positions) is validated at run time (cf.assert).
 void populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kernelModule = {},
-                                 bool packWeights = false, bool bf16Dot = false);
+                                 bool packWeights = false, bool bf16Dot = false,
+                                 bool checkIndices = true);
 
 #define GEN_PASS_REGISTRATION
 #include "lowering/Passes.h.inc"

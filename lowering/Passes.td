@@ -61,10 +61,17 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
            "bf16 expert GEMMs with packed weights use the AVX512_BF16 dot "
            "product (x86vector.avx512.dot; the target CPU must have "
            "avx512bf16); without it bf16 is extended to f32 and multiplied "
-           "with FMAs (same products, same f32 accumulation)">
+           "with FMAs (same products, same f32 accumulation)">,
+    Option<"checkIndices", "check-indices", "bool", /*default=*/"true",
+           "Validate the index data the chain ops take from their operands at "
+           "run time: moe.expert_ffn's offsets (non-decreasing, within [0, N]) "
+           "and moe.combine's positions (-1 or a row); a violation calls "
+           "moeCpuIndexError (runtime/cpu: one line on stderr, exit code 1). "
+           "Without the checks such data is undefined behaviour">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::bufferization::BufferizationDialect",
+    "::mlir::cf::ControlFlowDialect",
     "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect", "::mlir::vector::VectorDialect",

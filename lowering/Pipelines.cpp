@@ -31,7 +31,7 @@ void moe::ensurePipelinePassesRegistered() {
 }
 
 void moe::appendHostBufferization(llvm::raw_ostream &os, bool resultsToOutParams) {
-  os << "one-shot-bufferize{bufferize-function-boundaries "
+  os << "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
         "function-boundary-type-conversion=identity-layout-map},";
   if (resultsToOutParams)
     os << "buffer-results-to-out-params{modify-public-functions "
@@ -53,6 +53,7 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   llvm::raw_string_ostream os(pipeline);
   os << "convert-moe-to-linalg{pack-weights=" << (options.packWeights ? "true" : "false")
      << " bf16-dot=" << (options.bf16Dot ? "true" : "false")
+     << " check-indices=" << (options.checkIndices ? "true" : "false")
      << "},func.func(moe-cpu-vector-math,convert-elementwise-to-linalg),"
      << "canonicalize,cse,";
   appendHostBufferization(os, options.resultsToOutParams);

@@ -39,6 +39,12 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                      "target CPU must have avx512bf16; moe-run turns it on when "
                      "the host has it)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> checkIndices{
+      *this, "check-indices",
+      llvm::cl::desc("Validate the index data of the chain ops (moe.expert_ffn "
+                     "offsets, moe.combine positions) at run time "
+                     "(convert-moe-to-linalg's check-indices)"),
+      llvm::cl::init(true)};
 };
 
 /// Builds `--moe-cpu-pipeline`: every moe op to upstream dialects, one-shot

@@ -421,6 +421,7 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   cpuOptions.bf16Dot = cpuBf16Dot;
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
   cpuOptions.sharedLibs.push_back(MOE_RUN_ASYNC_RUNTIME);
+  cpuOptions.sharedLibs.push_back(MOE_RUN_CPU_RUNTIME);
   switch (dev) {
   case Device::Cuda: {
     std::string why;

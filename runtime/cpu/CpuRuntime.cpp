@@ -1,0 +1,26 @@
+//===- CpuRuntime.cpp - what CPU code lowered by moe-mlir calls ----------===//
+
+#include "runtime/cpu/CpuRuntime.h"
+
+#include <cstdio>
+#include <unistd.h>
+
+extern "C" void moeCpuIndexError(int32_t kind) {
+  const char *what = "an index check failed";
+  switch (kind) {
+  case MOE_CPU_BAD_OFFSETS:
+    what = "moe.expert_ffn: the offsets are not a non-decreasing sequence within [0, "
+           "number of rows]";
+    break;
+  case MOE_CPU_BAD_POSITION:
+    what = "moe.combine: a position is outside [-1, number of expert output rows)";
+    break;
+  default:
+    break;
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr, "moe-runtime: %s\n", what);
+  std::fflush(stderr);
+  // Parallel workers may still run: leave at once, without destructors.
+  _exit(1);
+}

@@ -1,0 +1,30 @@
+//===- CpuRuntime.h - what CPU code lowered by moe-mlir calls --*- C++ -*-===//
+//
+// The host ABI of the CPU lowering's run-time checks: a violated check calls
+// moeCpuIndexError with the kind of check, which prints one line on stderr
+// and ends the process with exit code 1 (no abort, no core dump). The
+// library depends on libc only; moe-run loads it into its JIT, an
+// ahead-of-time library links it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_RUNTIME_CPU_CPURUNTIME_H
+#define MOE_RUNTIME_CPU_CPURUNTIME_H
+
+#include <cstdint>
+
+extern "C" {
+
+/// The kinds of index data the lowered code validates.
+enum MoeCpuIndexErrorKind : int32_t {
+  /// moe.expert_ffn: offsets not non-decreasing within [0, rows].
+  MOE_CPU_BAD_OFFSETS = 1,
+  /// moe.combine: a position outside [-1, rows).
+  MOE_CPU_BAD_POSITION = 2,
+};
+
+/// Prints "moe-runtime: <what was wrong>" on stderr and exits with code 1.
+[[noreturn]] void moeCpuIndexError(int32_t kind);
+
+} // extern "C"
+
+#endif // MOE_RUNTIME_CPU_CPURUNTIME_H
