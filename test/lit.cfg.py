@@ -105,9 +105,11 @@ if _ptxas and "CUDA_HOME" not in config.environment:
 # kernels run as OpenMP teams under mlir-runner, so an OpenMP runtime and the
 # MLIR runner utilities are needed.
 _mlir_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
+# The moe CPU runtime (the lowered code's run-time checks) goes with them.
 config.substitutions.append(("%mlir_runner_libs", ",".join(
-    os.path.join(_mlir_lib_dir, lib) for lib in
-    ["libmlir_c_runner_utils.so", "libmlir_runner_utils.so"])))
+    [os.path.join(_mlir_lib_dir, lib) for lib in
+     ["libmlir_c_runner_utils.so", "libmlir_runner_utils.so"]] +
+    [os.path.join(config.moe_obj_root, "lib", "libMoECpuRuntime.so")])))
 _libomp = None
 for _cand in [os.path.join(_mlir_lib_dir, "libomp.so"),
               os.path.join(_mlir_lib_dir, "libomp.so.5"),
