@@ -7,8 +7,9 @@
 // (random values) next to the MoE layers. Optionally writes the MoE layers'
 // weights stacked in the moe layout (one .safetensors per layer: wr [D,E],
 // bias [E] (f32), w1 [E,D,2H], w2 [E,H,D], s1 [D,2Hs], s2 [Hs,D], sg [D,1]),
-// takes one layer's weights from such a file (e.g. written by moe-ref), and
-// breaks the checkpoint on purpose for error tests.
+// takes one layer's weights (router, selection bias, experts, shared expert
+// and its gate) from such a file (e.g. written by moe-ref), sets the routing
+// keys of config.json, and breaks the checkpoint on purpose for error tests.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,10 +40,35 @@ const char *const usage = R"(usage: moe-ckpt-gen FAMILY OUTDIR [options]
   --seed=S                  random values (default 1)
   --dim=D --experts=E --hidden=H --k=K   sizes (defaults 32, 8, 16, 2)
   --norm-topk-prob=true|false            override the family's published value
-  --layer-weights=I:P.safetensors:WR,W1,W2
-                            MoE layer I takes its router and experts from the
-                            stacked tensors WR [D,E], W1 [E,D,2H], W2 [E,H,D]
-                            of P (written by moe-ref layer, for example)
+                            (olmoe, qwen2_moe, qwen3_moe, deepseek_v3)
+  --shared-hidden=Hs        qwen2_moe, deepseek_v3: width of the shared expert
+                            (default 2H, or from the s1 of --layer-weights);
+                            qwen2_moe writes shared_expert_intermediate_size =
+                            Hs, deepseek_v3 n_shared_experts = Hs / H
+  deepseek_v3 routing (published: sigmoid, n_group 4 if E % 4 == 0 else 1,
+  topk_group 2 (1 with one group), scale 2.5); not range-checked, so a
+  config moe-import rejects can be written on purpose:
+  --scoring-func=sigmoid|softmax  --n-group=G  --topk-group=GK
+  --routed-scaling-factor=F
+  --layer-weights=I:P.safetensors:NAMES
+                            MoE layer I takes its weights from the stacked
+                            tensors of P (e.g. written by moe-ref layer; the
+                            rest stays random). NAMES is either WR,W1,W2 or a
+                            comma-separated list of KEY=NAME, KEY one of
+                              wr    router [D,E]      -> gate.weight [E,D]
+                              bias  f32 [E]           -> gate.e_score_correction_bias
+                                                         (deepseek_v3)
+                              w1    [E,D,2H]          -> experts.{e}.gate/up (w1/w3)
+                              w2    [E,H,D]           -> experts.{e}.down (w2)
+                              s1    [D,2Hs]           -> shared expert gate_proj,
+                                                         up_proj [Hs,D] each
+                              s2    [Hs,D]            -> shared expert down_proj
+                              sg    [D,1]             -> shared_expert_gate.weight
+                                                         [1,D] (qwen2_moe)
+                            wr, w1, w2 are required; s1 and s2 go together.
+                            Example (moe-ref layer ... --selection-bias
+                            --shared-hidden 32 --names wr,b,w1,w2,s1,s2):
+                              --layer-weights=1:p.safetensors:wr=wr,bias=b,w1=w1,w2=w2,s1=s1,s2=s2
   --stacked=DIR             also write DIR/layer_<i>.safetensors per MoE layer
   --break=missing-tensor|wrong-shape|wrong-dtype|duplicate|missing-shard
 )";
@@ -110,8 +137,14 @@ struct Options {
   uint64_t seed = 1;
   int64_t d = 32, e = 8, h = 16, k = 2;
   int normTopk = -1; // -1: the family's published value
+  int64_t sharedHidden = 0; // 0: 2H, or the s1 of --layer-weights
+  // deepseek_v3 routing; empty / 0: the published values.
+  std::string scoringFunc, scale;
+  int64_t nGroup = 0, topkGroup = 0;
   int64_t weightsLayer = -1;
-  std::string weightsFile, wrName, w1Name, w2Name;
+  std::string weightsFile;
+  /// --layer-weights: key (wr, bias, w1, w2, s1, s2, sg) -> tensor name.
+  std::map<std::string, std::string> weightNames;
   std::string stacked, breakKind;
 };
 
@@ -125,6 +158,72 @@ int64_t parseInt(const std::string &s, const char *what) {
   if (s.empty() || *end || v < 1 || v > (1 << 20))
     die(std::string(what) + " must be a positive integer, got '" + s + "'");
   return v;
+}
+
+/// Parses --layer-weights=I:FILE:NAMES (see the usage text).
+void parseLayerWeights(const std::string &v, Options &o) {
+  const std::string syntax =
+      "--layer-weights=I:FILE:WR,W1,W2 or I:FILE:KEY=NAME,... (see --help)";
+  size_t c1 = v.find(':'), c2 = v.rfind(':');
+  if (c1 == std::string::npos || c2 == c1)
+    die("expected " + syntax + ", got '" + v + "'");
+  std::string index = v.substr(0, c1);
+  if (index.empty() ||
+      index.find_first_not_of("0123456789") != std::string::npos)
+    die("--layer-weights: layer index must be a non-negative integer, got '" +
+        index + "'");
+  o.weightsLayer = std::atoll(index.c_str());
+  o.weightsFile = v.substr(c1 + 1, c2 - c1 - 1);
+  std::vector<std::string> items;
+  std::string names = v.substr(c2 + 1);
+  for (size_t start = 0;;) {
+    size_t comma = names.find(',', start);
+    items.push_back(names.substr(start, comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  bool keyed = names.find('=') != std::string::npos;
+  if (!keyed) {
+    if (items.size() != 3)
+      die("expected " + syntax + ", got '" + v + "'");
+    o.weightNames = {{"wr", items[0]}, {"w1", items[1]}, {"w2", items[2]}};
+  } else {
+    static const std::set<std::string> keys{"wr", "bias", "w1", "w2",
+                                            "s1", "s2",   "sg"};
+    for (const std::string &item : items) {
+      size_t eq = item.find('=');
+      std::string key = item.substr(0, eq);
+      if (eq == std::string::npos || eq + 1 == item.size())
+        die("--layer-weights: '" + item + "' is not KEY=NAME");
+      if (!keys.count(key))
+        die("--layer-weights: unknown key '" + key +
+            "' (keys: wr, bias, w1, w2, s1, s2, sg)");
+      if (!o.weightNames.emplace(key, item.substr(eq + 1)).second)
+        die("--layer-weights: key '" + key + "' given twice");
+    }
+  }
+  for (const char *key : {"wr", "w1", "w2"})
+    if (!o.weightNames.count(key))
+      die(std::string("--layer-weights: key '") + key + "' is required");
+  if (o.weightNames.count("s1") != o.weightNames.count("s2"))
+    die("--layer-weights: s1 and s2 go together");
+  if (o.weightNames.count("sg") && !o.weightNames.count("s1"))
+    die("--layer-weights: sg needs s1 and s2");
+}
+
+/// The shortest decimal text that reads back as `v`.
+std::string formatDouble(double v) {
+  char buf[64];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos)
+    s += ".0";
+  return s;
 }
 
 } // namespace
@@ -160,20 +259,25 @@ int main(int argc, char **argv) {
       if (v != "true" && v != "false")
         die("--norm-topk-prob must be true or false");
       o.normTopk = v == "true";
+    } else if (startsWith(a, "--shared-hidden=")) {
+      o.sharedHidden = parseInt(value("--shared-hidden="), "--shared-hidden");
+    } else if (startsWith(a, "--scoring-func=")) {
+      o.scoringFunc = value("--scoring-func=");
+      if (o.scoringFunc != "sigmoid" && o.scoringFunc != "softmax")
+        die("--scoring-func must be sigmoid or softmax");
+    } else if (startsWith(a, "--n-group=")) {
+      o.nGroup = parseInt(value("--n-group="), "--n-group");
+    } else if (startsWith(a, "--topk-group=")) {
+      o.topkGroup = parseInt(value("--topk-group="), "--topk-group");
+    } else if (startsWith(a, "--routed-scaling-factor=")) {
+      std::string v = value("--routed-scaling-factor=");
+      char *end = nullptr;
+      double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !std::isfinite(x))
+        die("--routed-scaling-factor must be a number, got '" + v + "'");
+      o.scale = formatDouble(x);
     } else if (startsWith(a, "--layer-weights=")) {
-      std::string v = value("--layer-weights=");
-      size_t c1 = v.find(':'), c2 = v.rfind(':');
-      if (c1 == std::string::npos || c2 == c1)
-        die("--layer-weights=I:FILE:WR,W1,W2");
-      o.weightsLayer = std::atoll(v.substr(0, c1).c_str());
-      o.weightsFile = v.substr(c1 + 1, c2 - c1 - 1);
-      std::string names = v.substr(c2 + 1);
-      size_t n1 = names.find(','), n2 = names.rfind(',');
-      if (n1 == std::string::npos || n2 == n1)
-        die("--layer-weights=I:FILE:WR,W1,W2");
-      o.wrName = names.substr(0, n1);
-      o.w1Name = names.substr(n1 + 1, n2 - n1 - 1);
-      o.w2Name = names.substr(n2 + 1);
+      parseLayerWeights(value("--layer-weights="), o);
     } else if (startsWith(a, "--stacked=")) {
       o.stacked = value("--stacked=");
     } else if (startsWith(a, "--break=")) {
@@ -202,6 +306,42 @@ int main(int argc, char **argv) {
   if ((o.breakKind == "duplicate" || o.breakKind == "missing-shard") &&
       o.shards < 2)
     die("--break=" + o.breakKind + " needs --shards >= 2");
+  const bool hasShared = f == "qwen2_moe" || f == "deepseek_v3";
+  if (o.normTopk >= 0 && f == "mixtral")
+    die("--norm-topk-prob: mixtral has no norm_topk_prob (it always "
+        "renormalises)");
+  if (o.sharedHidden && !hasShared)
+    die("--shared-hidden: " + f + " has no shared expert");
+  if (f != "deepseek_v3" && (!o.scoringFunc.empty() || !o.scale.empty() ||
+                             o.nGroup || o.topkGroup))
+    die("--scoring-func, --n-group, --topk-group and --routed-scaling-factor "
+        "are deepseek_v3 keys");
+  if (o.weightNames.count("bias") && f != "deepseek_v3")
+    die("--layer-weights: bias (e_score_correction_bias) is a deepseek_v3 "
+        "tensor");
+  if (o.weightNames.count("s1") && !hasShared)
+    die("--layer-weights: s1, s2: " + f + " has no shared expert");
+  if (o.weightNames.count("sg") && f != "qwen2_moe")
+    die("--layer-weights: sg (shared_expert_gate) is a qwen2_moe tensor");
+
+  // The stacked weights of --layer-weights, read once.
+  std::optional<io::SafeTensorsFile> weights;
+  if (o.weightsLayer >= 0) {
+    auto file = io::SafeTensorsFile::open(o.weightsFile);
+    if (!file)
+      die(file.error());
+    weights.emplace(file.take());
+    if (o.weightNames.count("s1") && !o.sharedHidden) {
+      const std::string &name = o.weightNames["s1"];
+      const io::SafeTensorInfo *info = weights->find(name);
+      if (!info)
+        die(o.weightsFile + ": no tensor named '" + name + "'");
+      if (info->shape.size() != 2 || info->shape[1] % 2 != 0)
+        die(o.weightsFile + ": '" + name + "' has shape " +
+            io::formatShape(info->shape) + ", expected [D, 2Hs]");
+      o.sharedHidden = info->shape[1] / 2;
+    }
+  }
 
   // The family's layout at a tiny size.
   const int64_t d = o.d, e = o.e, h = o.h, k = o.k;
@@ -213,6 +353,14 @@ int main(int argc, char **argv) {
   if (f == "mixtral")
     w1 = "w1", w3 = "w3", w2 = "w2";
   int64_t sharedWidth = 0;
+  if (hasShared) {
+    sharedWidth = o.sharedHidden ? o.sharedHidden : 2 * o.h;
+    if (f == "deepseek_v3" && sharedWidth % o.h != 0)
+      die("--shared-hidden: deepseek_v3's shared width is n_shared_experts * "
+          "H, so Hs = " +
+          std::to_string(sharedWidth) + " must be a multiple of H = " +
+          std::to_string(o.h));
+  }
   std::string config;
   auto kv = [&](const std::string &key, const std::string &v) {
     config += ",\n  \"" + key + "\": " + v;
@@ -256,7 +404,6 @@ int main(int argc, char **argv) {
     // makes 3 dense again.
     layers = 6;
     isMoE = {false, true, false, false, false, true};
-    sharedWidth = 2 * h;
     kv("num_experts", std::to_string(e));
     kv("moe_intermediate_size", std::to_string(h));
     kv("shared_expert_intermediate_size", std::to_string(sharedWidth));
@@ -277,24 +424,35 @@ int main(int argc, char **argv) {
   } else {
     layers = 3;
     isMoE = {false, true, true};
-    sharedWidth = 2 * h;
-    int64_t groups = e % 4 == 0 ? 4 : 1;
+    int64_t groups = o.nGroup ? o.nGroup : e % 4 == 0 ? 4 : 1;
+    int64_t topkGroup = o.topkGroup ? o.topkGroup : groups > 1 ? 2 : 1;
     kv("n_routed_experts", std::to_string(e));
-    kv("n_shared_experts", "2");
+    kv("n_shared_experts", std::to_string(sharedWidth / h));
     kv("moe_intermediate_size", std::to_string(h));
     kv("intermediate_size", std::to_string(dense));
     kv("first_k_dense_replace", "1");
     kv("moe_layer_freq", "1");
     kv("n_group", std::to_string(groups));
-    kv("topk_group", std::to_string(groups > 1 ? 2 : 1));
-    kv("routed_scaling_factor", "2.5");
-    kv("scoring_func", "\"sigmoid\"");
+    kv("topk_group", std::to_string(topkGroup));
+    kv("routed_scaling_factor", o.scale.empty() ? "2.5" : o.scale);
+    kv("scoring_func", "\"" +
+                           (o.scoringFunc.empty() ? "sigmoid" : o.scoringFunc) +
+                           "\"");
     kv("topk_method", "\"noaux_tc\"");
     kv("q_lora_rank", std::to_string(d / 2));
     kv("kv_lora_rank", std::to_string(d / 4));
     norm(true);
   }
   kv("num_hidden_layers", std::to_string(layers));
+  if (o.weightsLayer >= 0 &&
+      (o.weightsLayer >= layers || !isMoE[o.weightsLayer])) {
+    std::string moeLayers;
+    for (int64_t l = 0; l < layers; ++l)
+      if (isMoE[l])
+        moeLayers += (moeLayers.empty() ? "" : ", ") + std::to_string(l);
+    die("--layer-weights: layer " + std::to_string(o.weightsLayer) +
+        " is not a MoE layer of " + f + " (MoE layers: " + moeLayers + ")");
+  }
   config += "\n}\n";
 
   Rng rng{o.seed};
@@ -365,36 +523,43 @@ int main(int argc, char **argv) {
       return roundTo(o.dtype,
                      randomValues(rng, n, 1.0 / std::sqrt(double(fanIn))));
     };
+    // Random values are drawn for every tensor, also those taken from
+    // --layer-weights, so the other tensors do not depend on that option.
+    const int64_t hs = sharedWidth;
+    m.wr = rnd(d * e, d);
+    m.w1 = rnd(e * d * 2 * h, d);
+    m.w2 = rnd(e * h * d, h);
+    if (f == "deepseek_v3")
+      m.bias = randomValues(rng, e, 0.1); // f32 in the checkpoint
+    if (sharedWidth) {
+      m.s1 = rnd(d * 2 * hs, d);
+      m.s2 = rnd(hs * d, hs);
+      if (f == "qwen2_moe")
+        m.sg = rnd(d, d);
+    }
     if (l == o.weightsLayer) {
-      auto file = io::SafeTensorsFile::open(o.weightsFile);
-      if (!file)
-        die(file.error());
-      auto get = [&](const std::string &name, std::vector<int64_t> shape) {
-        auto t = file->get(name, io::DType::F32);
+      // Values of the checkpoint's dtype (the bias stays f32, as published).
+      auto take = [&](const char *key, std::vector<float> &out,
+                      std::vector<int64_t> shape, bool f32 = false) {
+        auto it = o.weightNames.find(key);
+        if (it == o.weightNames.end())
+          return;
+        auto t = weights->get(it->second, io::DType::F32);
         if (!t)
           die(t.error());
         if (t->shape != shape)
-          die(o.weightsFile + ": '" + name + "' has shape " +
-              io::formatShape(t->shape) + ", expected " +
+          die(o.weightsFile + ": '" + it->second + "' (" + key +
+              ") has shape " + io::formatShape(t->shape) + ", expected " +
               io::formatShape(shape));
-        return roundTo(o.dtype, t->toVector<float>());
+        out = f32 ? t->toVector<float>() : roundTo(o.dtype, t->toVector<float>());
       };
-      m.wr = get(o.wrName, {d, e});
-      m.w1 = get(o.w1Name, {e, d, 2 * h});
-      m.w2 = get(o.w2Name, {e, h, d});
-    } else {
-      m.wr = rnd(d * e, d);
-      m.w1 = rnd(e * d * 2 * h, d);
-      m.w2 = rnd(e * h * d, h);
-    }
-    if (f == "deepseek_v3") {
-      m.bias = randomValues(rng, e, 0.1); // f32 in the checkpoint
-    }
-    if (sharedWidth) {
-      m.s1 = rnd(d * 2 * sharedWidth, d);
-      m.s2 = rnd(sharedWidth * d, sharedWidth);
-      if (f == "qwen2_moe")
-        m.sg = rnd(d, d);
+      take("wr", m.wr, {d, e});
+      take("bias", m.bias, {e}, /*f32=*/true);
+      take("w1", m.w1, {e, d, 2 * h});
+      take("w2", m.w2, {e, h, d});
+      take("s1", m.s1, {d, 2 * hs});
+      take("s2", m.s2, {hs, d});
+      take("sg", m.sg, {d, 1});
     }
     // Then in the checkpoint's layout: nn.Linear [out, in] per expert.
     std::string q = p + moeKey + ".";
@@ -430,7 +595,6 @@ int main(int argc, char **argv) {
       }
     }
     if (sharedWidth) {
-      const int64_t hs = sharedWidth;
       std::string sh = q + (f == "qwen2_moe" ? "shared_expert." : "shared_experts.");
       std::vector<float> g(hs * d), u(hs * d), dn(d * hs);
       for (int64_t i = 0; i < d; ++i)
