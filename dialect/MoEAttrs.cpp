@@ -13,6 +13,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -73,13 +74,23 @@ DenseRoutingAttr::verifyForLayer(int64_t, bool,
 LogicalResult TopKRoutingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                       int64_t k, RouterScore, bool, llvm::APFloat scale,
                                       int64_t groups, int64_t groupK) {
+  // Expert ids are i32: k, the number of experts and of groups fit in it.
+  constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
   if (k < 1)
     return emitError() << "#moe.top_k needs k >= 1, got k = " << k;
+  if (k > kMaxIndex)
+    return emitError() << "#moe.top_k needs k <= 2^31 - 1 (expert ids are i32), "
+                          "got k = "
+                       << k;
   double s = scale.convertToDouble();
   if (!std::isfinite(s) || s <= 0.0)
     return emitError() << "#moe.top_k needs a finite scale > 0, got " << s;
   if (groups < 1)
     return emitError() << "#moe.top_k needs groups >= 1, got groups = " << groups;
+  if (groups > kMaxIndex)
+    return emitError() << "#moe.top_k needs groups <= 2^31 - 1 (expert ids are "
+                          "i32), got groups = "
+                       << groups;
   if (groupK < 0 || groupK > groups)
     return emitError() << "#moe.top_k needs 1 <= group_k <= groups (" << groups
                        << "), got group_k = " << groupK;
@@ -128,6 +139,10 @@ MoesartRoutingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   double trimmedLasso = trimmedLassoValue.convertToDouble();
   if (k < 1)
     return emitError() << "#moe.moesart needs k >= 1, got k = " << k;
+  if (k > std::numeric_limits<int32_t>::max())
+    return emitError() << "#moe.moesart needs k <= 2^31 - 1 (expert ids are i32), "
+                          "got k = "
+                       << k;
   if (!std::isfinite(trimmedLasso) || trimmedLasso < 0.0)
     return emitError() << "#moe.moesart needs a finite trimmed_lasso >= 0, got "
                        << trimmedLasso;

@@ -12,6 +12,10 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -34,6 +38,8 @@ public:
 
   /// All floating-point operands share one element type (f32, f16 or bf16).
   LogicalResult elementTypes(ArrayRef<Named> values) {
+    if (failed(byteSizes(values)))
+      return failure();
     Type elt = type(values.front().value).getElementType();
     if (!isa<Float32Type, Float16Type, BFloat16Type>(elt))
       return op->emitOpError()
@@ -151,13 +157,89 @@ public:
     return success();
   }
 
-  /// An optional capacity factor must be > 0.
-  LogicalResult capacityFactor(std::optional<llvm::APFloat> cf) {
-    if (cf && !(cf->convertToDouble() > 0.0))
-      return op->emitOpError() << "capacity_factor must be > 0, got "
-                               << cf->convertToDouble();
+  /// An optional capacity factor must be finite and > 0, and the capacity
+  /// C = ceil(cf * T * k / E) it gives (an i32 in the lowering) at most
+  /// 2^31 - 1. T, k and E may be dynamic: with T static and k or E unknown,
+  /// k / E is bounded by 1 (k <= E); with T dynamic only cf <= 2^31 - 1 is
+  /// checked.
+  LogicalResult capacityFactor(std::optional<llvm::APFloat> cf, int64_t tokens,
+                               int64_t k, int64_t numExperts) {
+    if (!cf)
+      return success();
+    double v = cf->convertToDouble();
+    if (!(v > 0.0))
+      return op->emitOpError() << "capacity_factor must be > 0, got " << v;
+    const double limit = static_cast<double>(kMaxIndex);
+    if (!std::isfinite(v) || v > limit)
+      return op->emitOpError() << "capacity_factor must be finite and <= 2^31 - 1 "
+                                  "(the capacity is an i32), got "
+                               << v;
+    if (ShapedType::isDynamic(tokens))
+      return success();
+    double ratio = 1.0;
+    if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(numExperts) &&
+        numExperts > 0)
+      ratio = static_cast<double>(k) / static_cast<double>(numExperts);
+    double capacity = std::ceil(v * static_cast<double>(tokens) * ratio);
+    if (capacity > limit)
+      return op->emitOpError()
+             << "capacity_factor " << v << " gives a capacity ceil(cf * T * k / E) = "
+             << capacity << " for T = " << tokens << " (input), above 2^31 - 1 "
+             << "(the capacity is an i32)";
     return success();
   }
+
+  /// The product `a * b` of two sizes (dynamic if either is), or failure with
+  /// an error when it exceeds `limit`, naming `what` (e.g. "T*K (input T and
+  /// indices K)").
+  FailureOr<int64_t> product(int64_t a, int64_t b, const Twine &what,
+                             int64_t limit, StringRef why) {
+    if (ShapedType::isDynamic(a) || ShapedType::isDynamic(b))
+      return ShapedType::kDynamic;
+    int64_t result;
+    if (llvm::MulOverflow(a, b, result) || result > limit)
+      return op->emitOpError() << what << " = " << a << " * " << b
+                               << " exceeds " << limit << " (" << why << ")";
+    return result;
+  }
+
+  /// Every static tensor among `values` has a size in bytes that fits in
+  /// int64 (so buffer sizes, strides and element counts cannot overflow).
+  LogicalResult byteSizes(ArrayRef<Named> values) {
+    for (const Named &v : values) {
+      if (!v.value)
+        continue;
+      auto t = dyn_cast<RankedTensorType>(v.value.getType());
+      if (!t || !t.hasStaticShape())
+        continue;
+      int64_t bits = t.getElementTypeBitWidth();
+      int64_t size = std::max<int64_t>(bits / 8, 1);
+      bool overflow = false;
+      for (int64_t d : t.getShape())
+        overflow |= llvm::MulOverflow(size, d, size);
+      if (overflow)
+        return op->emitOpError() << v.name << " has type " << t
+                                 << ", whose size in bytes overflows int64";
+    }
+    return success();
+  }
+
+  /// Soft MoE: the E*G*S slot rows (E and S from `slots`, G from `input`)
+  /// fit in i32, the type of their offsets.
+  LogicalResult softRows(Value input, Value slots) {
+    int64_t g = type(input).getDimSize(0);
+    int64_t e = type(slots).getDimSize(1), s = type(slots).getDimSize(2);
+    FailureOr<int64_t> eg =
+        product(e, g, "E*G (slots E, input G)", kMaxIndex, "rows are indexed with i32");
+    if (failed(eg))
+      return failure();
+    return product(*eg, s, "the number of slot rows E*G*S (slots E and S, input G)",
+                   kMaxIndex, "rows are indexed with i32");
+  }
+
+  /// The largest i32: row indices, offsets, expert ids and capacities are
+  /// i32 tensors.
+  static constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 
   /// The seed is tensor<i64> and the aux loss tensor<f32>, when present.
   LogicalResult seedAndLossTypes(Value seed, Value loss) {
@@ -323,12 +405,28 @@ LogicalResult LayerOp::verify() {
   if (failed(check.seedAndLossTypes(getSeed(), getAuxLoss())))
     return failure();
 
-  if (failed(check.capacityFactor(getCapacityFactor())))
-    return failure();
-
   int64_t e = ShapeChecker::known(numExperts, getW1().getType().getDimSize(0));
-  return getRouting().verifyForLayer(e, training,
-                                     [&]() { return emitOpError(); });
+  if (e == 0)
+    return emitOpError() << "has E = 0 experts (router_weight dimension 1); a "
+                            "layer needs at least one";
+  if (!ShapedType::isDynamic(e) && e > ShapeChecker::kMaxIndex)
+    return emitOpError() << "has E = " << e
+                         << " experts (router_weight), above 2^31 - 1 (expert "
+                            "ids are i32)";
+  if (failed(getRouting().verifyForLayer(e, training,
+                                         [&]() { return emitOpError(); })))
+    return failure();
+  int64_t k = ShapedType::kDynamic;
+  if (!ShapedType::isDynamic(e))
+    k = getRouting().getExpertsPerToken(e);
+  else if (auto fixed = getRouting().getFixedK())
+    k = *fixed;
+  if (failed(check.product(tokens, k, "the number of assignments T*K (input T, "
+                                      "routing K)",
+                           std::numeric_limits<int64_t>::max() / 64,
+                           "sizes of the dispatched rows overflow")))
+    return failure();
+  return check.capacityFactor(getCapacityFactor(), tokens, k, e);
 }
 
 //===----------------------------------------------------------------------===//
@@ -371,7 +469,7 @@ LogicalResult SoftLayerOp::verify() {
       failed(check.dim(output, 1, "M", inputType.getDimSize(1), "input")) ||
       failed(check.dim(output, 2, "D", modelDim, "input")))
     return failure();
-  return success();
+  return check.softRows(getInput(), getSlots());
 }
 
 //===----------------------------------------------------------------------===//
@@ -478,7 +576,15 @@ LogicalResult DispatchOp::verify() {
   int64_t tokens = getInput().getType().getDimSize(0);
   int64_t modelDim = getInput().getType().getDimSize(1);
   int64_t k = getIndices().getType().getDimSize(1);
-  int64_t assignments = ShapeChecker::mul(tokens, k);
+  if (getNumExperts() > ShapeChecker::kMaxIndex)
+    return emitOpError() << "num_experts = " << getNumExperts()
+                         << " is above 2^31 - 1 (expert ids are i32)";
+  FailureOr<int64_t> product =
+      check.product(tokens, k, "the number of rows T*K (input T, indices K)",
+                    ShapeChecker::kMaxIndex, "rows are indexed with i32");
+  if (failed(product))
+    return failure();
+  int64_t assignments = *product;
   if (failed(check.dim(indices, 0, "T", tokens, "input")) ||
       failed(check.dim(rows, 0, "T*K", assignments, "input and indices")) ||
       failed(check.dim(rows, 1, "D", modelDim, "input")) ||
@@ -487,9 +593,7 @@ LogicalResult DispatchOp::verify() {
       failed(check.dim(positions, 0, "T", tokens, "input")) ||
       failed(check.dim(positions, 1, "K", k, "indices")))
     return failure();
-  if (failed(check.capacityFactor(getCapacityFactor())))
-    return failure();
-  return success();
+  return check.capacityFactor(getCapacityFactor(), tokens, k, getNumExperts());
 }
 
 //===----------------------------------------------------------------------===//
@@ -567,10 +671,19 @@ LogicalResult SoftDispatchOp::verify() {
   auto phi = getSlots().getType();
   int64_t g = x.getDimSize(0), m = x.getDimSize(1), d = x.getDimSize(2);
   int64_t e = phi.getDimSize(1), sl = phi.getDimSize(2);
+  FailureOr<int64_t> eg = check.product(e, g, "E*G (slots E, input G)",
+                                        ShapeChecker::kMaxIndex,
+                                        "rows are indexed with i32");
+  if (failed(eg))
+    return failure();
+  FailureOr<int64_t> egs = check.product(*eg, sl, "the number of rows E*G*S "
+                                                  "(slots E and S, input G)",
+                                         ShapeChecker::kMaxIndex,
+                                         "rows are indexed with i32");
+  if (failed(egs))
+    return failure();
   if (failed(check.dim(slots, 0, "D", d, "input")) ||
-      failed(check.dim(rows, 0, "E*G*S",
-                       ShapeChecker::mul(ShapeChecker::mul(e, g), sl),
-                       "input and slots")) ||
+      failed(check.dim(rows, 0, "E*G*S", *egs, "input and slots")) ||
       failed(check.dim(rows, 1, "D", d, "input")) ||
       failed(check.dim(offsets, 0, "E+1", ShapeChecker::add(e, 1), "slots")) ||
       failed(check.dim(combine, 0, "G", g, "input")) ||
@@ -597,9 +710,18 @@ LogicalResult SoftCombineOp::verify() {
   auto cw = getCombineWeights().getType();
   int64_t g = cw.getDimSize(0), e = cw.getDimSize(2), sl = cw.getDimSize(3);
   int64_t d = getExpertOutput().getType().getDimSize(1);
-  if (failed(check.dim(expertOut, 0, "E*G*S",
-                       ShapeChecker::mul(ShapeChecker::mul(e, g), sl),
-                       "combine_weights")) ||
+  FailureOr<int64_t> eg = check.product(e, g, "E*G (combine_weights E and G)",
+                                        ShapeChecker::kMaxIndex,
+                                        "rows are indexed with i32");
+  if (failed(eg))
+    return failure();
+  FailureOr<int64_t> egs = check.product(*eg, sl, "the number of rows E*G*S "
+                                                  "(combine_weights E, G and S)",
+                                         ShapeChecker::kMaxIndex,
+                                         "rows are indexed with i32");
+  if (failed(egs))
+    return failure();
+  if (failed(check.dim(expertOut, 0, "E*G*S", *egs, "combine_weights")) ||
       failed(check.dim(output, 0, "G", g, "combine_weights")) ||
       failed(check.dim(output, 1, "M", cw.getDimSize(1), "combine_weights")) ||
       failed(check.dim(output, 2, "D", d, "expert_output")))
@@ -634,7 +756,13 @@ LogicalResult FusedExpertsOp::verify() {
       failed(check.dim(output, 0, "T", tokens, "input")) ||
       failed(check.dim(output, 1, "D", modelDim, "input")))
     return failure();
-  if (failed(check.capacityFactor(getCapacityFactor())))
+  if (getNumExperts() > ShapeChecker::kMaxIndex)
+    return emitOpError() << "num_experts = " << getNumExperts()
+                         << " is above 2^31 - 1 (expert ids are i32)";
+  if (failed(check.product(tokens, k, "the number of rows T*K (input T, indices K)",
+                           ShapeChecker::kMaxIndex, "rows are indexed with i32")))
+    return failure();
+  if (failed(check.capacityFactor(getCapacityFactor(), tokens, k, getNumExperts())))
     return failure();
   return check.sharedOutput({"shared_output", getSharedOutput()}, output);
 }
@@ -663,7 +791,7 @@ LogicalResult FusedSoftExpertsOp::verify() {
       failed(check.dim(output, 1, "M", x.getDimSize(1), "input")) ||
       failed(check.dim(output, 2, "D", modelDim, "input")))
     return failure();
-  return success();
+  return check.softRows(getInput(), getSlots());
 }
 
 #define GET_OP_CLASSES

@@ -36,7 +36,10 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     inference mode it takes no seed and returns only `y`. The optional
     `capacity_factor` (f64, > 0) limits every expert to
     `ceil(capacity_factor * T * k / E)` tokens, GShard-style (see
-    `moe.dispatch`); without it the layer is dropless. The layer is pure
+    `moe.dispatch`); without it the layer is dropless. The capacity is an
+    i32: the verifier rejects a non-finite factor or one above 2^31 - 1, and,
+    when T is static, a capacity above 2^31 - 1. Expert ids are i32 too: E
+    (when static), k and the group counts are at most 2^31 - 1, and E >= 1. The layer is pure
     in both modes: a seeded training layer is deterministic.
 
     Routers as production models use them (DESIGN.md 3.1.1): the routing
@@ -248,8 +251,9 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
     * `positions: [T, K]` (i32): the permuted row of assignment (t, i), or -1
       if it was dropped.
 
-    Dropless by default. With `capacity_factor = cf` (GShard), every expert
-    keeps at most `C = ceil(cf * T * K / E)` assignments; assignments are
+    Dropless by default. With `capacity_factor = cf` (GShard; finite, > 0,
+    at most 2^31 - 1, and with T static `C` at most 2^31 - 1, since it is an
+    i32), every expert keeps at most `C = ceil(cf * T * K / E)` assignments; assignments are
     taken in token order (t ascending, then i ascending) and those arriving at
     a full expert are dropped (they contribute zero to the combined output;
     the remaining weights are not renormalized). Unused rows are zero.

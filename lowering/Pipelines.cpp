@@ -7,7 +7,13 @@
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
 
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Pass/Pass.h"
 
 #include <mutex>
 
@@ -27,24 +33,86 @@ void moe::ensurePipelinePassesRegistered() {
     registerAllPasses();
     registerMoEPasses();
     registerMoELoweringPasses();
+    registerPass([] { return createCopyRepeatedResultsPass(); });
   });
 }
 
-void moe::appendHostBufferization(llvm::raw_ostream &os, bool resultsToOutParams) {
-  os << "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
-        "function-boundary-type-conversion=identity-layout-map},";
-  if (resultsToOutParams)
-    os << "buffer-results-to-out-params{modify-public-functions "
-          "hoist-static-allocs},";
-  os << "buffer-deallocation-pipeline,"
-     << "convert-bufferization-to-memref,";
+namespace {
+/// See createCopyRepeatedResultsPass().
+struct CopyRepeatedResultsPass
+    : public PassWrapper<CopyRepeatedResultsPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(CopyRepeatedResultsPass)
+
+  StringRef getArgument() const final { return "moe-copy-repeated-results"; }
+  StringRef getDescription() const final {
+    return "Copy tensors that a public function returns more than once";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<bufferization::BufferizationDialect>();
+  }
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal() || !func.isPublic())
+        continue;
+      func.walk([](func::ReturnOp ret) {
+        OpBuilder builder(ret);
+        for (OpOperand &operand : ret->getOpOperands()) {
+          Value value = operand.get();
+          auto type = dyn_cast<RankedTensorType>(value.getType());
+          if (!type)
+            continue;
+          bool repeated = llvm::any_of(
+              ret->getOpOperands().take_front(operand.getOperandNumber()),
+              [&](OpOperand &earlier) { return earlier.get() == value; });
+          if (!repeated)
+            continue;
+          operand.set(bufferization::AllocTensorOp::create(
+              builder, ret.getLoc(), type, ValueRange(), value));
+        }
+      });
+    }
+  }
+};
+} // namespace
+
+std::unique_ptr<Pass> moe::createCopyRepeatedResultsPass() {
+  return std::make_unique<CopyRepeatedResultsPass>();
 }
 
-void moe::appendHostToLLVM(llvm::raw_ostream &os) {
-  os << "finalize-memref-to-llvm,"
-     << "convert-math-to-llvm,"
-     << "convert-math-to-libm,"
-     << "convert-to-llvm,";
+void moe::addHostBufferization(OpPassManager &pm, bool resultsToOutParams) {
+  if (resultsToOutParams)
+    pm.addPass(createCopyRepeatedResultsPass());
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  // A layer inside scf.for yields a new buffer every iteration.
+  bufferize.allowReturnAllocsFromLoops = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  if (resultsToOutParams) {
+    bufferization::BufferResultsToOutParamsPassOptions outParams;
+    outParams.modifyPublicFunctions = true;
+    outParams.hoistStaticAllocs = true;
+    pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  }
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createConvertBufferizationToMemRefPass());
+}
+
+void moe::addHostToLLVM(OpPassManager &pm) {
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createConvertToLLVMPass());
+}
+
+/// Appends the textual pipeline `text` to `pm`; the built-in pipelines are
+/// fixed strings without user values, so a failure is a bug of moe-mlir.
+static void addFixedPipeline(OpPassManager &pm, StringRef text,
+                             StringRef pipelineName) {
+  if (failed(parsePassPipeline(text, pm, llvm::errs())))
+    llvm::report_fatal_error(llvm::Twine(pipelineName) +
+                             ": invalid built-in pipeline");
 }
 
 void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options) {
@@ -55,8 +123,10 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
      << " bf16-dot=" << (options.bf16Dot ? "true" : "false")
      << " check-indices=" << (options.checkIndices ? "true" : "false")
      << "},func.func(moe-cpu-vector-math,convert-elementwise-to-linalg),"
-     << "canonicalize,cse,";
-  appendHostBufferization(os, options.resultsToOutParams);
+     << "canonicalize,cse";
+  addFixedPipeline(pm, pipeline, "moe-cpu-pipeline");
+  addHostBufferization(pm, options.resultsToOutParams);
+  pipeline.clear();
   os << "func.func(convert-linalg-to-loops),"
      << "canonicalize,";
   if (options.parallel)
@@ -70,11 +140,10 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
      << "convert-scf-to-cf,"
      << "expand-strided-metadata,"
      << "lower-affine,"
-     << "convert-vector-to-llvm{enable-x86vector=true},";
-  appendHostToLLVM(os);
-  os << "reconcile-unrealized-casts";
-  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
-    llvm::report_fatal_error("moe-cpu-pipeline: invalid built-in pipeline");
+     << "convert-vector-to-llvm{enable-x86vector=true}";
+  addFixedPipeline(pm, pipeline, "moe-cpu-pipeline");
+  addHostToLLVM(pm);
+  pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
 void moe::registerPipelines() {
@@ -83,9 +152,20 @@ void moe::registerPipelines() {
       "Lower moe IR to the LLVM dialect for the host: moe -> linalg/tensor/"
       "scf/arith/math, one-shot bufferization, loops, LLVM",
       buildCpuPipeline);
-  PassPipelineRegistration<NVPTXPipelineOptions>(
+  // The NVPTX pipeline checks its option values: a bad one is an error of
+  // the pipeline's parser (a diagnostic and exit 1 in moe-opt), not an abort.
+  registerPassPipeline(
       "moe-nvptx-pipeline",
       "Lower moe IR to MoE kernels in a gpu.binary (NVVM/PTX) and host LLVM "
       "code calling the mgpu* runtime",
-      buildNVPTXPipeline);
+      [](OpPassManager &pm, StringRef optionsText,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        NVPTXPipelineOptions options;
+        if (failed(options.parseFromString(optionsText)))
+          return failure();
+        return buildNVPTXPipeline(pm, options, errorHandler);
+      },
+      [](function_ref<void(const detail::PassOptions &)> optionsHandler) {
+        optionsHandler(NVPTXPipelineOptions());
+      });
 }

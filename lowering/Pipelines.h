@@ -48,7 +48,8 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
 };
 
 /// Builds `--moe-cpu-pipeline`: every moe op to upstream dialects, one-shot
-/// bufferization, loops, and the LLVM dialect for the host.
+/// bufferization, loops, and the LLVM dialect for the host. Its options are
+/// all booleans, so it cannot fail.
 void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
 
 /// Options of `--moe-nvptx-pipeline`.
@@ -84,12 +85,29 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
       llvm::cl::init("nvptx64-nvidia-cuda")};
 };
 
+/// Checks every option value of `--moe-nvptx-pipeline`: `chip` is sm_NN or
+/// sm_NNN (optionally with an `a` or `f` suffix), `format` one of isa, bin,
+/// fatbin, `opt-level` in 0..3, `features` a list of +name/-name, `triple` an
+/// NVPTX triple, `cuda-path` free of newlines. On the first bad value calls
+/// `errorHandler` with a one-line message ("moe-nvptx-pipeline: ...") and
+/// returns failure.
+LogicalResult
+validateNVPTXPipelineOptions(const NVPTXPipelineOptions &options,
+                             function_ref<LogicalResult(const Twine &)> errorHandler);
+
 /// Builds `--moe-nvptx-pipeline`: every moe op to MoE kernels in
 /// `gpu.module @moe_kernels` plus host launch code, one-shot bufferization
 /// and buffer deallocation on the host, the kernels through NVVM to a
-/// `gpu.binary`, and the host to the LLVM dialect calling the `mgpu*`
-/// runtime ABI of upstream `gpu-to-llvm`.
-void buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &options);
+/// `gpu.binary` (without compile-time measurements, so that the output is
+/// deterministic), and the host to the LLVM dialect calling the `mgpu*`
+/// runtime ABI of upstream `gpu-to-llvm`. The options are validated first
+/// (validateNVPTXPipelineOptions); on a bad value nothing is added to `pm`,
+/// `errorHandler` (default: print the line to stderr) gets the message and
+/// the result is failure. The passes that take user strings are built from
+/// option structs, so paths may contain any character.
+LogicalResult
+buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &options,
+                   function_ref<LogicalResult(const Twine &)> errorHandler = {});
 
 /// Registers every pass the pipelines name (upstream and moe), once; the
 /// builders call it, so embedders need not register passes themselves.

@@ -5,6 +5,10 @@
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
+#include <string>
 
 namespace mlir {
 namespace moe {
@@ -27,13 +31,37 @@ static int64_t mulDims(int64_t a, int64_t b) {
                                                               : a * b;
 }
 
+/// Why a layer cannot be decomposed, or "" when it can.
+std::string whyNotDecomposable(Operation *op) {
+  if (auto layer = dyn_cast<LayerOp>(op)) {
+    int64_t numExperts = layer.getNumExperts();
+    if (ShapedType::isDynamic(numExperts))
+      return "the number of experts is dynamic, and the dispatch plan needs it";
+    int64_t tokens = layer.getInput().getType().getDimSize(0);
+    int64_t k = layer.getRouting().getExpertsPerToken(numExperts);
+    int64_t rows;
+    if (!ShapedType::isDynamic(tokens) &&
+        (llvm::MulOverflow(tokens, k, rows) ||
+         rows > std::numeric_limits<int32_t>::max()))
+      return "its T * K = " + std::to_string(tokens) + " * " + std::to_string(k) +
+             " dispatched rows exceed 2^31 - 1, and moe.dispatch indexes rows "
+             "with i32";
+    return "";
+  }
+  if (auto soft = dyn_cast<SoftLayerOp>(op))
+    if (ShapedType::isDynamic(soft.getNumExperts()))
+      return "the number of experts is dynamic, and the dispatch plan needs it";
+  return "";
+}
+
 struct DecomposeLayer : public OpRewritePattern<LayerOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(LayerOp op, PatternRewriter &rewriter) const override {
+    std::string why = whyNotDecomposable(op);
+    if (!why.empty())
+      return rewriter.notifyMatchFailure(op, why);
     int64_t numExperts = op.getNumExperts();
-    if (ShapedType::isDynamic(numExperts))
-      return rewriter.notifyMatchFailure(op, "the number of experts is dynamic");
     Location loc = op.getLoc();
     auto xType = op.getInput().getType();
     Type elt = xType.getElementType();
@@ -120,8 +148,7 @@ struct MoEDecomposePass : public moe::impl::MoEDecomposeBase<MoEDecomposePass> {
     getOperation()->walk([](Operation *op) {
       if (isa<LayerOp, SoftLayerOp>(op))
         op->emitWarning() << "'" << op->getName()
-                          << "' not decomposed: the number of experts is "
-                             "dynamic, and the dispatch plan needs it";
+                          << "' not decomposed: " << whyNotDecomposable(op);
     });
   }
 };

@@ -8,6 +8,9 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
 
 namespace mlir {
 namespace moe {
@@ -20,6 +23,9 @@ using namespace mlir;
 using namespace mlir::moe;
 
 namespace {
+
+/// The most slot rows (E * G * S) a Soft MoE layer may have.
+constexpr int64_t kMaxRows = std::numeric_limits<int32_t>::max();
 
 /// Whether a layer is a candidate at all (dense, not causal).
 static bool isCandidate(LayerOp op) {
@@ -122,6 +128,14 @@ struct MoEDenseToSoftPass : public moe::impl::MoEDenseToSoftBase<MoEDenseToSoftP
           << static_cast<int64_t>(slotsPerExpert);
       return signalPassFailure();
     }
+    // The E*G*S slot rows are indexed with i32 (moe.soft_dispatch offsets).
+    if (slotsPerExpert > kMaxRows) {
+      emitError(getOperation()->getLoc())
+          << "moe-dense-to-soft: slots-per-expert must be <= 2^31 - 1 (slot "
+             "rows are indexed with i32), got "
+          << static_cast<int64_t>(slotsPerExpert);
+      return signalPassFailure();
+    }
     if (groupSize < 0) {
       emitError(getOperation()->getLoc())
           << "moe-dense-to-soft: group-size must be >= 0, got "
@@ -144,8 +158,26 @@ struct MoEDenseToSoftPass : public moe::impl::MoEDenseToSoftBase<MoEDenseToSoftP
                             "Soft MoE (DESIGN 3.2) defines no shared expert";
         return;
       }
-      if (failed(groupSizeFor(op, groupSize)))
+      FailureOr<int64_t> m = groupSizeFor(op, groupSize);
+      if (failed(m)) {
         ok = false;
+        return;
+      }
+      // E * G * S rows (E experts, G = T / M groups, S slots) must fit in
+      // i32 where E is known.
+      int64_t tokens = op.getInput().getType().getDimSize(0);
+      int64_t numExperts = op.getNumExperts();
+      int64_t rows;
+      if (!ShapedType::isDynamic(numExperts) &&
+          (llvm::MulOverflow(numExperts, tokens / *m, rows) ||
+           llvm::MulOverflow(rows, static_cast<int64_t>(slotsPerExpert), rows) ||
+           rows > kMaxRows)) {
+        op.emitError() << "cannot turn this dense layer into Soft MoE: E * G * S = "
+                       << numExperts << " * " << tokens / *m << " * "
+                       << static_cast<int64_t>(slotsPerExpert)
+                       << " slot rows exceed 2^31 - 1 (they are indexed with i32)";
+        ok = false;
+      }
     });
     if (!ok)
       return signalPassFailure();

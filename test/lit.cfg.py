@@ -95,6 +95,7 @@ config.substitutions.append(("%python", _sys.executable))
 for _dir in [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]:
     if _dir and os.path.exists(os.path.join(_dir, "nvvm", "libdevice", "libdevice.10.bc")):
         config.available_features.add("cuda-toolkit")
+        config.substitutions.append(("%cuda_toolkit", _dir))
         break
 # --moe-nvptx-pipeline links libdevice from the toolkit of that ptxas (it
 # looks at $CUDA_HOME, then /usr/local/cuda).

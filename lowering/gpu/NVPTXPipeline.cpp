@@ -6,13 +6,23 @@
 // (gpu-lower-to-nvvm-pipeline): kernels through convert-gpu-to-nvvm and
 // gpu-module-to-binary, the host through gpu-to-llvm (mgpu* runtime calls).
 //
+// Every option value is checked before use, and the passes that take user
+// strings (chip, features, triple, format, the CUDA toolkit path) are built
+// from their option structs, never spliced into pipeline text: a path with a
+// space or a comma is just a path.
+//
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Pipelines.h"
 
 #include "lowering/HostPipeline.h"
+#include "lowering/Passes.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Process.h"
@@ -35,44 +45,166 @@ static std::string cudaToolkit(const moe::NVPTXPipelineOptions &options) {
   return "";
 }
 
-void moe::buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &options) {
+/// sm_NN or sm_NNN, optionally followed by `a` (architecture-specific) or
+/// `f` (family-specific): sm_80, sm_90a, sm_100a, sm_120f.
+static bool isValidChip(StringRef chip) {
+  if (!chip.consume_front("sm_"))
+    return false;
+  if (chip.ends_with("a") || chip.ends_with("f"))
+    chip = chip.drop_back();
+  return (chip.size() == 2 || chip.size() == 3) &&
+         llvm::all_of(chip, llvm::isDigit) && chip.front() != '0';
+}
+
+/// A comma-separated list of `+name` / `-name` (name: letters, digits, `.`,
+/// `_`, `-`), e.g. "+ptx80"; empty is allowed.
+static bool isValidFeatureList(StringRef features) {
+  if (features.empty())
+    return true;
+  SmallVector<StringRef> parts;
+  features.split(parts, ',');
+  return llvm::all_of(parts, [](StringRef part) {
+    if (part.size() < 2 || (part.front() != '+' && part.front() != '-'))
+      return false;
+    return llvm::all_of(part.drop_front(), [](char c) {
+      return llvm::isAlnum(c) || c == '.' || c == '_' || c == '-';
+    });
+  });
+}
+
+LogicalResult moe::validateNVPTXPipelineOptions(
+    const NVPTXPipelineOptions &options,
+    function_ref<LogicalResult(const Twine &)> errorHandler) {
+  auto error = [&](const Twine &message) {
+    return errorHandler("moe-nvptx-pipeline: " + message);
+  };
+  StringRef chip = options.chip;
+  if (!isValidChip(chip))
+    return error("chip='" + chip +
+                 "' is not an NVIDIA architecture; expected sm_NN or sm_NNN, "
+                 "optionally with an 'a' or 'f' suffix (sm_80, sm_90, sm_90a)");
+  StringRef format = options.format;
+  if (format != "isa" && format != "bin" && format != "fatbin")
+    return error("format='" + format + "' is not one of isa, bin, fatbin");
+  if (options.optLevel < 0 || options.optLevel > 3)
+    return error("opt-level=" + Twine(options.optLevel) +
+                 " is out of range; expected 0, 1, 2 or 3");
+  if (!isValidFeatureList(options.features))
+    return error("features='" + options.features +
+                 "' is not a comma-separated list of +feature/-feature "
+                 "(e.g. +ptx80)");
+  StringRef triple = options.triple;
+  if (triple != "nvptx64-nvidia-cuda" && triple != "nvptx-nvidia-cuda")
+    return error("triple='" + triple +
+                 "' is not an NVPTX triple; expected nvptx64-nvidia-cuda");
+  if (!options.cudaPath.empty()) {
+    StringRef path = options.cudaPath;
+    if (llvm::any_of(path, [](char c) { return c == '\0' || c == '\n'; }))
+      return error("cuda-path contains a newline or NUL character");
+  }
+  return success();
+}
+
+namespace {
+/// Drops the compile-time measurements (LLVMIRToISATimeInMs,
+/// ISAToBinaryTimeInMs) that the NVVM serializer records in the properties
+/// of every gpu.object: with them, two identical compiles differ.
+struct StripObjectTimingsPass
+    : public PassWrapper<StripObjectTimingsPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(StripObjectTimingsPass)
+
+  StringRef getArgument() const final { return "moe-strip-gpu-object-timings"; }
+  StringRef getDescription() const final {
+    return "Drop compile-time measurements from gpu.object properties";
+  }
+  void runOnOperation() override {
+    getOperation().walk([](gpu::BinaryOp binary) {
+      SmallVector<Attribute> objects;
+      bool changed = false;
+      for (Attribute attr : binary.getObjects()) {
+        auto object = dyn_cast<gpu::ObjectAttr>(attr);
+        DictionaryAttr properties = object ? object.getProperties() : nullptr;
+        if (!properties) {
+          objects.push_back(attr);
+          continue;
+        }
+        SmallVector<NamedAttribute> kept;
+        for (NamedAttribute named : properties)
+          if (!named.getName().getValue().ends_with("TimeInMs"))
+            kept.push_back(named);
+        if (kept.size() == properties.size()) {
+          objects.push_back(attr);
+          continue;
+        }
+        changed = true;
+        DictionaryAttr newProperties =
+            kept.empty() ? DictionaryAttr()
+                         : DictionaryAttr::get(binary.getContext(), kept);
+        objects.push_back(gpu::ObjectAttr::get(
+            binary.getContext(), object.getTarget(), object.getFormat(),
+            object.getObject(), newProperties, object.getKernels()));
+      }
+      if (changed)
+        binary.setObjectsAttr(ArrayAttr::get(binary.getContext(), objects));
+    });
+  }
+};
+} // namespace
+
+LogicalResult moe::buildNVPTXPipeline(
+    OpPassManager &pm, const NVPTXPipelineOptions &options,
+    function_ref<LogicalResult(const Twine &)> errorHandler) {
+  auto printError = [](const Twine &message) {
+    llvm::errs() << message << "\n";
+    return failure();
+  };
+  if (!errorHandler)
+    errorHandler = printError;
+  if (failed(validateNVPTXPipelineOptions(options, errorHandler)))
+    return failure();
   ensurePipelinePassesRegistered();
-  std::string pipeline;
-  llvm::raw_string_ostream os(pipeline);
+  auto addFixed = [&](StringRef text) {
+    if (failed(parsePassPipeline(text, pm, llvm::errs())))
+      llvm::report_fatal_error("moe-nvptx-pipeline: invalid built-in pipeline");
+  };
+
   // 1. moe -> kernels (gpu.module @moe_kernels) + host code on tensors; the
   // host's own tensor ops (residual adds, ...) go through linalg.
   std::string toolkit = cudaToolkit(options);
-  os << "convert-moe-to-gpu{toolkit=" << (toolkit.empty() ? "none" : toolkit) << "},"
-     << "func.func(convert-elementwise-to-linalg),"
-     << "canonicalize,cse,";
+  ConvertMoEToGPUOptions toGPU;
+  toGPU.toolkit = toolkit.empty() ? "none" : toolkit;
+  pm.addPass(createConvertMoEToGPU(toGPU));
+  addFixed("func.func(convert-elementwise-to-linalg),canonicalize,cse");
   // 2. Host bufferization and deallocation (device buffers are managed by
   // convert-moe-to-gpu: bufferization.manual_deallocation).
-  appendHostBufferization(os, options.resultsToOutParams);
+  addHostBufferization(pm, options.resultsToOutParams);
   // 3. Launch placeholders -> gpu.launch_func; host ops on one stream.
-  os
-     << "moe-gpu-materialize-launches,"
-     << "func.func(convert-linalg-to-loops),"
-     << "func.func(gpu-async-region),"
-     << "canonicalize,"
-     << "convert-scf-to-cf,"
-     << "expand-strided-metadata,"
-     << "lower-affine,"
-     // 4. Kernels: NVVM target, gpu -> nvvm (as upstream's
-     // buildGpuPassPipeline).
-     << "nvvm-attach-target{triple=" << options.triple << " chip=" << options.chip
-     << " features=" << options.features << " O=" << options.optLevel << "},"
-     << "gpu.module(strip-debuginfo,convert-gpu-to-nvvm,canonicalize,cse,"
-        "reconcile-unrealized-casts),"
-     // 5. Host: mgpu* runtime calls (as upstream's buildHostPostPipeline),
-     // then the serialization of the kernels.
-     << "gpu-to-llvm,"
-     << "gpu-module-to-binary{format=" << options.format;
-  if (!toolkit.empty())
-    os << " toolkit=" << toolkit;
-  os << "},";
-  appendHostToLLVM(os);
-  os << "canonicalize,cse,"
-     << "reconcile-unrealized-casts";
-  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
-    llvm::report_fatal_error("moe-nvptx-pipeline: invalid built-in pipeline");
+  addFixed("moe-gpu-materialize-launches,"
+           "func.func(convert-linalg-to-loops),"
+           "func.func(gpu-async-region),"
+           "canonicalize,"
+           "convert-scf-to-cf,"
+           "expand-strided-metadata,"
+           "lower-affine");
+  // 4. Kernels: NVVM target, gpu -> nvvm (as upstream's
+  // buildGpuPassPipeline).
+  GpuNVVMAttachTargetOptions target;
+  target.triple = options.triple;
+  target.chip = options.chip;
+  target.features = options.features;
+  target.optLevel = static_cast<unsigned>(options.optLevel);
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  addFixed("gpu.module(strip-debuginfo,convert-gpu-to-nvvm,canonicalize,cse,"
+           "reconcile-unrealized-casts),"
+           // 5. Host: mgpu* runtime calls (as upstream's
+           // buildHostPostPipeline), then the serialization of the kernels.
+           "gpu-to-llvm");
+  GpuModuleToBinaryPassOptions toBinary;
+  toBinary.compilationTarget = options.format;
+  toBinary.toolkitPath = toolkit;
+  pm.addPass(createGpuModuleToBinaryPass(toBinary));
+  pm.addPass(std::make_unique<StripObjectTimingsPass>());
+  addHostToLLVM(pm);
+  addFixed("canonicalize,cse,reconcile-unrealized-casts");
+  return success();
 }

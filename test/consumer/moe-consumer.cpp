@@ -104,7 +104,8 @@ int main(int argc, char **argv) {
   gpu.chip = "sm_90";
   gpu.features = "+ptx80";
   gpu.format = "isa";
-  moe::buildNVPTXPipeline(nvptx, gpu);
+  if (failed(moe::buildNVPTXPipeline(nvptx, gpu)))
+    return 1;
   std::string text;
   llvm::raw_string_ostream os(text);
   nvptx.printAsTextualPipeline(os);

@@ -136,6 +136,9 @@ struct CpuBackendOptions {
   /// CPU: bf16 GEMMs with the AVX512_BF16 dot product when the host has it
   /// (the pipeline's `bf16-dot`); false: bf16 extended to f32 and FMAs.
   bool bf16Dot = true;
+  /// Register the JIT's perf and GDB event listeners (they write perf
+  /// jitdump files and debug directories); off unless asked for.
+  bool jitDebugListeners = false;
 };
 
 /// The host backend: moe::buildCpuPipeline (results as out-parameters, or

@@ -109,7 +109,9 @@ public:
 protected:
   /// Adds the lowering to the LLVM dialect: results as out-parameters, or
   /// returned (when `resultsToOutParams` is false).
-  virtual void buildPipeline(OpPassManager &pm, bool resultsToOutParams) = 0;
+  /// On failure the error is a line without the "moe-run: " prefix.
+  virtual llvm::Error buildPipeline(OpPassManager &pm,
+                                    bool resultsToOutParams) = 0;
   /// Whether the backend can return results (dynamically shaped ones).
   virtual bool canReturnResults() const { return true; }
   /// Checked after every run (asynchronous device errors surface here).
@@ -135,13 +137,15 @@ public:
   const char *name() const override { return "cpu"; }
 
 private:
-  void buildPipeline(OpPassManager &pm, bool resultsToOutParams) override {
+  llvm::Error buildPipeline(OpPassManager &pm,
+                            bool resultsToOutParams) override {
     mlir::moe::CpuPipelineOptions pipelineOptions;
     pipelineOptions.resultsToOutParams = resultsToOutParams;
     pipelineOptions.parallel = options.parallel;
     // The JIT compiles for this host: use its bf16 dot product when it has one.
     pipelineOptions.bf16Dot = options.bf16Dot && hostHasAvx512Bf16();
     mlir::moe::buildCpuPipeline(pm, pipelineOptions);
+    return llvm::Error::success();
   }
 };
 
@@ -159,14 +163,22 @@ public:
 private:
   // The GPU path's result buffers are not known to be malloc'ed host memory.
   bool canReturnResults() const override { return false; }
-  void buildPipeline(OpPassManager &pm, bool resultsToOutParams) override {
+  llvm::Error buildPipeline(OpPassManager &pm,
+                            bool resultsToOutParams) override {
     (void)resultsToOutParams;
     mlir::moe::NVPTXPipelineOptions pipelineOptions;
     pipelineOptions.chip = chip;
     pipelineOptions.features = "+ptx80";
     pipelineOptions.format = "isa";
     pipelineOptions.resultsToOutParams = true;
-    mlir::moe::buildNVPTXPipeline(pm, pipelineOptions);
+    std::string error;
+    if (failed(mlir::moe::buildNVPTXPipeline(
+            pm, pipelineOptions, [&](const llvm::Twine &message) {
+              error = message.str();
+              return failure();
+            })))
+      return llvm::createStringError(error);
+    return llvm::Error::success();
   }
   llvm::Error afterRun() override {
     std::string message;
@@ -208,7 +220,8 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   PassManager pm(ctx, module.getOperationName());
   if (failed(applyPassManagerCLOptions(pm)))
     return llvm::createStringError("invalid pass manager options");
-  buildPipeline(pm, /*resultsToOutParams=*/!returnsResults);
+  if (llvm::Error err = buildPipeline(pm, /*resultsToOutParams=*/!returnsResults))
+    return err;
   if (failed(pm.run(module)))
     return llvm::createStringError("lowering @" + sig.name + " for the " +
                                    name() + " failed");
@@ -250,6 +263,10 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   engineOptions.transformer = transformer;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   engineOptions.sharedLibPaths = libs;
+  // Upstream registers both listeners by default; the perf one leaves a
+  // jitdump file and a ~/.debug/jit (or /tmp/.debug/jit) folder per run.
+  engineOptions.enableGDBNotificationListener = options.jitDebugListeners;
+  engineOptions.enablePerfNotificationListener = options.jitDebugListeners;
   auto created = ExecutionEngine::create(module, engineOptions);
   if (!created)
     return llvm::createStringError("JIT compilation failed: " +

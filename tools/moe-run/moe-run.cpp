@@ -39,13 +39,16 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -120,7 +123,7 @@ llvm::cl::opt<uint64_t>
 llvm::cl::opt<int64_t> dynamicSize(
     "dynamic-size",
     llvm::cl::desc("With --fill-random, the size of every dynamic dimension "
-                   "of an argument it fills (default 16, >= 1)"),
+                   "of an argument it fills (default 16, 1 <= N <= 2^31)"),
     llvm::cl::value_desc("N"), llvm::cl::init(16),
     llvm::cl::cat(runCategory));
 
@@ -130,12 +133,27 @@ llvm::cl::list<std::string> outputPaths(
                    "none)"),
     llvm::cl::value_desc("PATH.npy"), llvm::cl::cat(runCategory));
 
-llvm::cl::opt<unsigned>
+/// The largest --repeat: far more runs than any timing needs, and small
+/// enough that the run count (N + 1) and the timing vector cannot overflow.
+constexpr uint64_t kMaxRepeat = 1000000;
+/// The largest --dynamic-size (the size of a dynamic dimension moe-run
+/// allocates; the lowered code indexes with i32 in places).
+constexpr int64_t kMaxDynamicSize = int64_t(1) << 31;
+
+llvm::cl::opt<uint64_t>
     repeat("repeat",
            llvm::cl::desc("One warm-up run, then N timed runs; prints "
-                          "'median-ms: X' (default 0: a single untimed run)"),
+                          "'median-ms: X' (default 0: a single untimed run; "
+                          "N <= 1000000)"),
            llvm::cl::value_desc("N"), llvm::cl::init(0),
            llvm::cl::cat(runCategory));
+
+llvm::cl::opt<bool> jitDebugListeners(
+    "jit-debug-listeners",
+    llvm::cl::desc("Register the JIT's perf and GDB listeners (perf jitdump "
+                   "files, ~/.debug/jit or /tmp/.debug/jit directories); off "
+                   "by default so that a run leaves no files behind"),
+    llvm::cl::init(false), llvm::cl::cat(runCategory));
 
 llvm::cl::opt<bool> timing(
     "timing",
@@ -229,11 +247,75 @@ function never writes into its argument buffers.
 Errors: one line on stderr starting with "moe-run: ", exit code 1.
 )";
 
-/// Prints "moe-run: MESSAGE" and returns the exit code 1.
+/// Whether an error line has been printed: moe-run prints one error line,
+/// the first (an MLIR diagnostic, or its own).
+bool errorPrinted = false;
+
+/// Prints "moe-run: MESSAGE" (unless an error was printed already) and
+/// returns the exit code 1.
 int fail(const llvm::Twine &message) {
   llvm::outs().flush();
-  llvm::errs() << "moe-run: " << message << "\n";
+  if (!errorPrinted)
+    llvm::errs() << "moe-run: " << message << "\n";
+  errorPrinted = true;
   return 1;
+}
+
+/// `text` on one line: every run of whitespace (newlines included) becomes
+/// one space.
+std::string oneLine(llvm::StringRef text) {
+  std::string out;
+  bool space = false;
+  for (char c : text.trim()) {
+    if (llvm::isSpace(c)) {
+      space = true;
+      continue;
+    }
+    if (space)
+      out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
+/// "FILE:LINE:COL: " for the first file location inside `loc`, or "".
+std::string locationPrefix(Location loc) {
+  std::string prefix;
+  loc->walk([&](Location l) {
+    if (auto file = dyn_cast<FileLineColLoc>(l)) {
+      prefix = (file.getFilename().getValue() + ":" +
+                llvm::Twine(file.getLine()) + ":" +
+                llvm::Twine(file.getColumn()) + ": ")
+                   .str();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return prefix;
+}
+
+/// MLIR diagnostics as moe-run prints them: the first error as one line
+/// "moe-run: FILE:LINE:COL: message" (its notes and later errors dropped),
+/// warnings as one line each; remarks are dropped.
+void installDiagnosticHandler(MLIRContext &context) {
+  context.getDiagEngine().registerHandler([](Diagnostic &diag) {
+    switch (diag.getSeverity()) {
+    case DiagnosticSeverity::Error:
+      fail(locationPrefix(diag.getLocation()) + oneLine(diag.str()));
+      break;
+    case DiagnosticSeverity::Warning:
+      if (!errorPrinted)
+        llvm::errs() << "moe-run: warning: "
+                     << locationPrefix(diag.getLocation())
+                     << oneLine(diag.str()) << "\n";
+      break;
+    case DiagnosticSeverity::Note:
+    case DiagnosticSeverity::Remark:
+      break;
+    }
+    return success();
+  });
 }
 
 std::string typeToString(Type type) {
@@ -330,6 +412,167 @@ std::string fileTensorDesc(io::DType dtype, const std::vector<int64_t> &shape,
 }
 
 //===----------------------------------------------------------------------===//
+// Files
+//===----------------------------------------------------------------------===//
+
+namespace fs = llvm::sys::fs;
+
+/// "a directory", "a character device", ... for a file that is not regular.
+const char *describeFileType(fs::file_type type) {
+  switch (type) {
+  case fs::file_type::directory_file:
+    return "a directory";
+  case fs::file_type::character_file:
+    return "a character device";
+  case fs::file_type::block_file:
+    return "a block device";
+  case fs::file_type::fifo_file:
+    return "a FIFO";
+  case fs::file_type::socket_file:
+    return "a socket";
+  default:
+    return "not a regular file";
+  }
+}
+
+/// An error when `path` (given to `flag`) exists but is not a regular file
+/// (or, with `directoryOk`, a directory). Missing files are left to the
+/// reader, which names them. Checked before anything is opened, so that a
+/// device or a FIFO is never read (/dev/zero never ends, a FIFO blocks).
+std::optional<std::string> checkReadable(llvm::StringRef flag,
+                                         const std::string &path,
+                                         bool directoryOk) {
+  fs::file_status status;
+  if (fs::status(path, status))
+    return std::nullopt;
+  fs::file_type type = status.type();
+  if (type == fs::file_type::regular_file ||
+      (directoryOk && type == fs::file_type::directory_file))
+    return std::nullopt;
+  return (flag + " " + path + " is " + describeFileType(type) + "; " +
+          (directoryOk ? "expected a regular file or a checkpoint directory"
+                       : "expected a regular file"))
+      .str();
+}
+
+/// The absolute, symlink-free spelling of `path`, which need not exist (its
+/// folder must, else the path itself, made absolute).
+std::string canonicalPath(const std::string &path) {
+  llvm::SmallString<256> real;
+  if (!fs::real_path(path, real))
+    return std::string(real);
+  llvm::SmallString<256> parent(llvm::sys::path::parent_path(path));
+  if (parent.empty())
+    parent = ".";
+  if (!fs::real_path(parent, real)) {
+    llvm::sys::path::append(real, llvm::sys::path::filename(path));
+    return std::string(real);
+  }
+  llvm::SmallString<256> absolute(path);
+  fs::make_absolute(absolute);
+  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+  return std::string(absolute);
+}
+
+/// Whether `a` and `b` name the same file: the same inode when both exist,
+/// else the same canonical path.
+bool sameFile(const std::string &a, const std::string &b) {
+  fs::UniqueID idA, idB;
+  if (!fs::getUniqueID(a, idA) && !fs::getUniqueID(b, idB))
+    return idA == idB;
+  return canonicalPath(a) == canonicalPath(b);
+}
+
+/// Whether `path` lies inside the directory `dir` (canonical spellings).
+bool isInside(const std::string &path, const std::string &dir) {
+  std::string p = canonicalPath(path), d = canonicalPath(dir);
+  if (!llvm::StringRef(d).ends_with("/"))
+    d += "/";
+  return llvm::StringRef(p).starts_with(d);
+}
+
+/// Checks the files of the command line before anything is read or written:
+/// inputs must be regular files (--params: or a checkpoint directory);
+/// every --output must be a regular file or not exist yet, and must not be
+/// an input (the .mlir, an --input, a --params file or a file inside a
+/// --params checkpoint directory) or another --output.
+std::optional<std::string> checkPaths() {
+  if (inputFile != "-")
+    if (auto error = checkReadable("the input", inputFile, false))
+      return error;
+  for (const std::string &path : inputPaths)
+    if (auto error = checkReadable("--input", path, false))
+      return error;
+  for (const std::string &path : paramsPaths)
+    if (auto error = checkReadable("--params", path, true))
+      return error;
+
+  for (auto [i, path] : llvm::enumerate(outputPaths)) {
+    fs::file_status status;
+    if (!fs::status(path, status) &&
+        status.type() != fs::file_type::regular_file)
+      return "--output " + path + " is " + describeFileType(status.type()) +
+             "; --output writes a regular file";
+    if (inputFile != "-" && sameFile(path, inputFile))
+      return "--output " + path + " is the input " + inputFile +
+             "; it would be overwritten";
+    for (const std::string &input : inputPaths)
+      if (sameFile(path, input))
+        return "--output " + path + " is the --input " + input +
+               "; it would be overwritten";
+    for (const std::string &params : paramsPaths) {
+      if (fs::is_directory(params)) {
+        if (isInside(path, params))
+          return "--output " + path + " is inside the --params directory " +
+                 params + "; write results elsewhere";
+      } else if (sameFile(path, params) ||
+                 (llvm::StringRef(params).ends_with(".json") &&
+                  isInside(path, std::string(llvm::sys::path::parent_path(
+                                     canonicalPath(params)))))) {
+        return "--output " + path + " is or may be a file of the --params " +
+               params + "; write results elsewhere";
+      }
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (sameFile(path, outputPaths[j]))
+        return "--output " + path + " is also --output #" +
+               std::to_string(j) + " (" + outputPaths[j] +
+               "); give each result its own file";
+  }
+  return std::nullopt;
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder,
+/// renamed over `path` once complete: a failed write leaves an existing
+/// `path` untouched.
+std::optional<std::string> writeFileAtomically(const std::string &path,
+                                               const std::vector<uint8_t> &bytes) {
+  llvm::SmallString<256> model(llvm::sys::path::parent_path(path));
+  llvm::sys::path::append(model, "." + llvm::sys::path::filename(path) +
+                                     ".tmp-%%%%%%%%");
+  int fd;
+  llvm::SmallString<256> tempPath;
+  if (std::error_code ec = fs::createUniqueFile(model, fd, tempPath))
+    return "--output " + path + ": cannot create a temporary file: " +
+           ec.message();
+  std::error_code writeError;
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    os.close();
+    writeError = os.error();
+    os.clear_error();
+  }
+  if (!writeError)
+    writeError = fs::rename(tempPath, path);
+  if (writeError) {
+    fs::remove(tempPath);
+    return "--output " + path + ": cannot write: " + writeError.message();
+  }
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
 // Random values
 //===----------------------------------------------------------------------===//
 
@@ -419,6 +662,7 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   cpuOptions.dumpLowered = dumpLowered;
   cpuOptions.parallel = cpuParallel;
   cpuOptions.bf16Dot = cpuBf16Dot;
+  cpuOptions.jitDebugListeners = jitDebugListeners;
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
   cpuOptions.sharedLibs.push_back(MOE_RUN_ASYNC_RUNTIME);
   cpuOptions.sharedLibs.push_back(MOE_RUN_CPU_RUNTIME);
@@ -567,6 +811,9 @@ bool allocate(const std::vector<ValueInfo> &values, const char *what,
 
 int runMain(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  // A write past the file size limit fails with EFBIG (one error line, the
+  // existing --output kept) instead of killing moe-run with a stack dump.
+  std::signal(SIGXFSZ, SIG_IGN);
   // Hidden, but available for debugging: --mlir-print-ir-after-all etc.
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
@@ -582,6 +829,14 @@ int runMain(int argc, char **argv) {
   if (dynamicSize < 1)
     return fail("--dynamic-size must be >= 1, got " +
                 llvm::Twine(static_cast<int64_t>(dynamicSize)));
+  if (dynamicSize > kMaxDynamicSize)
+    return fail("--dynamic-size must be <= 2^31, got " +
+                llvm::Twine(static_cast<int64_t>(dynamicSize)));
+  if (repeat > kMaxRepeat)
+    return fail("--repeat must be <= " + llvm::Twine(kMaxRepeat) + ", got " +
+                llvm::Twine(static_cast<uint64_t>(repeat)));
+  if (std::optional<std::string> error = checkPaths())
+    return fail(*error);
   std::string deviceNote;
   auto backend = selectBackend(device, deviceNote);
   if (!backend)
@@ -603,10 +858,10 @@ int runMain(int argc, char **argv) {
     return fail(openError.empty() ? "cannot open " + inputFile : openError);
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  installDiagnosticHandler(context);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
-    return 1; // The diagnostics have been printed.
+    return fail("cannot parse " + inputFile); // Usually printed already.
 
   func::FuncOp func = findEntry(*module);
   if (!func)
@@ -798,8 +1053,8 @@ int runMain(int argc, char **argv) {
                          .count();
 
   std::vector<double> times;
-  unsigned runs = repeat ? repeat + 1 : 1;
-  for (unsigned r = 0; r < runs; ++r) {
+  const uint64_t runs = repeat ? repeat + 1 : 1;
+  for (uint64_t r = 0; r < runs; ++r) {
     auto start = std::chrono::steady_clock::now();
     if (llvm::Error err = backend->run(arguments, results))
       return fail(llvm::toString(std::move(err)));
@@ -823,8 +1078,11 @@ int runMain(int argc, char **argv) {
         return fail(converted.error());
       tensor = converted.take();
     }
-    if (io::Status status = io::writeNpy(path, tensor); !status)
-      return fail(status.error());
+    auto bytes = io::encodeNpy(tensor, path);
+    if (!bytes)
+      return fail(bytes.error());
+    if (auto error = writeFileAtomically(path, *bytes))
+      return fail(*error);
   }
   for (auto [i, result] : llvm::enumerate(results)) {
     double sum = 0, absSum = 0;

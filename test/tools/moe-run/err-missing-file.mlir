@@ -11,7 +11,7 @@
 // NPY: moe-run: {{.*}}nonexistent.npy: cannot open: No such file or directory
 // ST: moe-run: {{.*}}nonexistent.safetensors: cannot open: No such file or directory
 // MLIR: moe-run: cannot open input file '{{.*}}nonexistent.mlir': No such file or directory
-// DIR: moe-run: {{.*}}.tmp: cannot read: Is a directory
+// DIR: moe-run: --input {{.*}}.tmp is a directory; expected a regular file
 
 func.func @forward(%x: tensor<4xf32>, %w: tensor<4xf32> {moe.param = "w"}) -> tensor<4xf32> {
   return %x : tensor<4xf32>

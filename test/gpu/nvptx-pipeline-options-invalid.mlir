@@ -1,0 +1,22 @@
+// Every --moe-nvptx-pipeline option value is checked before use: a bad one
+// is one error and exit 1 (format=bogus used to exit 0, opt-level=-1 to
+// abort, chip= to segfault, chip=garbage to emit PTX for "garbage").
+// RUN: not moe-opt %s --moe-nvptx-pipeline="format=bogus" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FORMAT
+// RUN: not moe-opt %s --moe-nvptx-pipeline="opt-level=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OPT
+// RUN: not moe-opt %s --moe-nvptx-pipeline="opt-level=4" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OPT4
+// RUN: not moe-opt %s --moe-nvptx-pipeline="chip=" -o /dev/null 2>&1 | FileCheck %s --check-prefix=EMPTY
+// RUN: not moe-opt %s --moe-nvptx-pipeline="chip=garbage" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CHIP
+// RUN: not moe-opt %s --moe-nvptx-pipeline="features=ptx80" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FEATURES
+// RUN: not moe-opt %s --moe-nvptx-pipeline="triple=x86_64-unknown-linux-gnu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TRIPLE
+
+// FORMAT: error: moe-nvptx-pipeline: format='bogus' is not one of isa, bin, fatbin
+// OPT: error: moe-nvptx-pipeline: opt-level=-1 is out of range; expected 0, 1, 2 or 3
+// OPT4: error: moe-nvptx-pipeline: opt-level=4 is out of range; expected 0, 1, 2 or 3
+// EMPTY: error: moe-nvptx-pipeline: chip='' is not an NVIDIA architecture
+// CHIP: error: moe-nvptx-pipeline: chip='garbage' is not an NVIDIA architecture; expected sm_NN or sm_NNN, optionally with an 'a' or 'f' suffix (sm_80, sm_90, sm_90a)
+// FEATURES: error: moe-nvptx-pipeline: features='ptx80' is not a comma-separated list of +feature/-feature (e.g. +ptx80)
+// TRIPLE: error: moe-nvptx-pipeline: triple='x86_64-unknown-linux-gnu' is not an NVPTX triple
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
