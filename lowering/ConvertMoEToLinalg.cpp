@@ -311,6 +311,51 @@ static Value memDim(ImplicitLocOpBuilder &b, Value memref, int64_t i) {
   return memref::DimOp::create(b, memref, i);
 }
 
+/// A grouped GEMM over kernel arguments laid out (A, B, offsets, C, ...):
+/// groups from the offsets, K from A, the columns from C.
+static cpu::GroupedGemm groupedGemmOf(ImplicitLocOpBuilder &b, ValueRange v, bool packed,
+                                      bool dot) {
+  cpu::GroupedGemm gemm;
+  gemm.a = v[0];
+  gemm.b = v[1];
+  gemm.bPacked = packed;
+  gemm.bf16Dot = dot;
+  gemm.groupOffsets = v[2];
+  gemm.numGroups =
+      arith::SubIOp::create(b, memDim(b, v[2], 0), arith::ConstantIndexOp::create(b, 1));
+  gemm.reduction = memDim(b, v[0], 1);
+  gemm.columns = memDim(b, v[3], 1);
+  return gemm;
+}
+
+/// out = x Wr (+ br) for every row of x: the router kernel (one group),
+/// f32 accumulation, stored in out's element type.
+static void emitRouter(ImplicitLocOpBuilder &b, const KernelSite &site, Value x, Value wr,
+                       Value br, Value out) {
+  SmallVector<Value> args{x, wr, out};
+  bool hasBias = static_cast<bool>(br);
+  if (hasBias)
+    args.push_back(br);
+  kernel(b, site, hasBias ? "__moe_cpu_router_bias" : "__moe_cpu_router", args,
+         [&](ImplicitLocOpBuilder &b, ValueRange v) {
+           Value res = v[2], bias = hasBias ? v[3] : Value();
+           cpu::GroupedGemm gemm;
+           gemm.a = v[0];
+           gemm.b = v[1];
+           gemm.numRows = memDim(b, v[0], 0);
+           gemm.reduction = memDim(b, v[0], 1);
+           gemm.columns = memDim(b, v[1], 1);
+           cpu::emitGroupedGemm(b, gemm,
+                                [&](ImplicitLocOpBuilder &b, Value, Value row, Value col,
+                                    Value mask, Value acc, Value) {
+                                  if (bias)
+                                    acc = arith::AddFOp::create(
+                                        b, acc, cpu::loadF32Vector(b, bias, {col}, mask));
+                                  cpu::storeVector(b, acc, res, {row, col}, mask);
+                                });
+         });
+}
+
 /// The weights a grouped GEMM reads: packed once (module globals) when
 /// possible, else as they are.
 static bool canPack(const KernelSite &site, Value w) {
@@ -369,17 +414,8 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     Value hv = v[3];
     Value map = hasMap ? v[next++] : Value();
     Value bias = hasBias1 ? v[next++] : Value();
-    cpu::GroupedGemm gemm;
-    gemm.a = v[0];
+    cpu::GroupedGemm gemm = groupedGemmOf(b, v, isPacked1, dot1);
     gemm.aRowMap = map;
-    gemm.b = v[1];
-    gemm.bPacked = isPacked1;
-    gemm.bf16Dot = dot1;
-    gemm.groupOffsets = v[2];
-    gemm.numGroups = arith::SubIOp::create(b, memDim(b, v[2], 0),
-                                           arith::ConstantIndexOp::create(b, 1));
-    gemm.reduction = memDim(b, v[0], 1);
-    gemm.columns = memDim(b, hv, 1);
     gemm.gated = gated;
     Value hidden = gemm.columns;
     cpu::emitGroupedGemm(b, gemm,
@@ -418,16 +454,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     Value outv = v[3];
     Value scale = hasScale ? v[next++] : Value();
     Value bias = hasBias2 ? v[next++] : Value();
-    cpu::GroupedGemm gemm;
-    gemm.a = v[0];
-    gemm.b = v[1];
-    gemm.bPacked = isPacked2;
-    gemm.bf16Dot = dot2;
-    gemm.groupOffsets = v[2];
-    gemm.numGroups = arith::SubIOp::create(b, memDim(b, v[2], 0),
-                                           arith::ConstantIndexOp::create(b, 1));
-    gemm.reduction = memDim(b, v[0], 1);
-    gemm.columns = memDim(b, outv, 1);
+    cpu::GroupedGemm gemm = groupedGemmOf(b, v, isPacked2, dot2);
     cpu::emitGroupedGemm(b, gemm,
                          [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
                              Value mask, Value acc, Value) {
@@ -460,29 +487,8 @@ struct LowerRoute : public OpRewritePattern<RouteOp> {
     auto logitsType = cast<RankedTensorType>(op.getLogits().getType());
     Value logits = allocBuffer(b, {OpFoldResult(tokens), e.dimOfr(op.getRouterWeight(), 1)},
                                logitsType.getElementType());
-    SmallVector<Value> args{asBuffer(b, op.getInput()), asBuffer(b, op.getRouterWeight()),
-                            logits};
-    bool hasBias = static_cast<bool>(op.getRouterBias());
-    if (hasBias)
-      args.push_back(asBuffer(b, op.getRouterBias()));
-    kernel(b, site, hasBias ? "__moe_cpu_router_bias" : "__moe_cpu_router", args,
-           [&](ImplicitLocOpBuilder &b, ValueRange v) {
-             Value out = v[2], br = hasBias ? v[3] : Value();
-             cpu::GroupedGemm gemm;
-             gemm.a = v[0];
-             gemm.b = v[1];
-             gemm.numRows = memDim(b, v[0], 0);
-             gemm.reduction = memDim(b, v[0], 1);
-             gemm.columns = memDim(b, v[1], 1);
-             cpu::emitGroupedGemm(b, gemm,
-                                  [&](ImplicitLocOpBuilder &b, Value, Value row, Value col,
-                                      Value mask, Value acc, Value) {
-                                    if (br)
-                                      acc = arith::AddFOp::create(
-                                          b, acc, cpu::loadF32Vector(b, br, {col}, mask));
-                                    cpu::storeVector(b, acc, out, {row, col}, mask);
-                                  });
-           });
+    emitRouter(b, site, asBuffer(b, op.getInput()), asBuffer(b, op.getRouterWeight()),
+               op.getRouterBias() ? asBuffer(b, op.getRouterBias()) : Value(), logits);
     rewriter.replaceOp(op, asTensor(b, logits, logitsType));
     return success();
   }
@@ -1280,20 +1286,7 @@ struct LowerSharedExpert : public OpRewritePattern<SharedExpertOp> {
     if (op.getSharedGate()) {
       // gate_t = sigmoid(x_t sg): the router kernel, then the sigmoid.
       Value logits = allocBuffer(b, {OpFoldResult(tokens), b.getIndexAttr(1)}, e.f32());
-      kernel(b, site, "__moe_cpu_router", {asBuffer(b, x), asBuffer(b, op.getSharedGate()), logits},
-             [&](ImplicitLocOpBuilder &b, ValueRange v) {
-               cpu::GroupedGemm gemm;
-               gemm.a = v[0];
-               gemm.b = v[1];
-               gemm.numRows = memDim(b, v[0], 0);
-               gemm.reduction = memDim(b, v[0], 1);
-               gemm.columns = memDim(b, v[1], 1);
-               cpu::emitGroupedGemm(b, gemm,
-                                    [&](ImplicitLocOpBuilder &b, Value, Value row, Value col,
-                                        Value mask, Value acc, Value) {
-                                      cpu::storeVector(b, acc, v[2], {row, col}, mask);
-                                    });
-             });
+      emitRouter(b, site, asBuffer(b, x), asBuffer(b, op.getSharedGate()), Value(), logits);
       gate = allocBuffer(b, {OpFoldResult(tokens)}, e.f32());
       scf::ForOp::create(b, e.idx(0), tokens, e.idx(1), ValueRange{},
                          [&](OpBuilder &nested, Location loc, Value t, ValueRange) {
