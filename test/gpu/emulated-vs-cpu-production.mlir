@@ -23,9 +23,18 @@
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.fused | FileCheck %s
 // CHECK: compare: OK, {{[0-9]+}} values
 // The chains really carry the features (else the comparison proves little).
-// CHAIN-COUNT-2: moe.gate {{.*}}selection_bias
-// CHAIN-COUNT-3: moe.shared_expert
-// CHAIN-COUNT-3: moe.combine {{.*}}shared_output
+// CHAIN-LABEL: func.func @qwen_style(
+// CHAIN: moe.gate {{.*}}normalize = false
+// CHAIN: moe.shared_expert {{.*}} gate(
+// CHAIN: moe.combine {{.*}}shared_output
+// CHAIN-LABEL: func.func @deepseek_style(
+// CHAIN: moe.gate {{.*}}selection_bias
+// CHAIN: moe.shared_expert
+// CHAIN: moe.combine {{.*}}shared_output
+// CHAIN-LABEL: func.func @deepseek_style_swiglu(
+// CHAIN: moe.gate {{.*}}selection_bias
+// CHAIN: moe.shared_expert {{.*}} gate(
+// CHAIN: moe.combine {{.*}}shared_output
 // FUSED-COUNT-3: moe.fused_experts {{.*}}shared_output
 
 func.func private @printMemrefF32(memref<*xf32>)
@@ -76,7 +85,7 @@ func.func @deepseek_style(%x: tensor<70x16xf32>, %wr: tensor<16x16xf32>, %sb: te
 
 func.func @deepseek_style_swiglu(%x: tensor<45x16xf32>, %wr: tensor<16x8xf32>, %br: tensor<8xf32>, %sb: tensor<8xf32>, %w1: tensor<8x16x32xf32>, %w2: tensor<8x16x16xf32>, %s1: tensor<16x48xf32>, %s2: tensor<24x16xf32>, %sg: tensor<16x1xf32>) -> tensor<45x16xf32> {
   %y = moe.layer %x router(%wr, %br) selection_bias(%sb) experts(%w1, %w2) shared(%s1, %s2) shared_gate(%sg)
-         {routing = #moe.top_k<k = 2, score = sigmoid, groups = 8, group_k = 3, scale = 2.5>, activation = #moe.activation<swiglu>}
+         {routing = #moe.top_k<k = 2, score = sigmoid, groups = 4, group_k = 1, scale = 2.5>, activation = #moe.activation<swiglu>}
          : (tensor<45x16xf32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8x16x32xf32>, tensor<8x16x16xf32>, tensor<16x48xf32>, tensor<24x16xf32>, tensor<16x1xf32>) -> tensor<45x16xf32>
   return %y : tensor<45x16xf32>
 }
@@ -145,13 +154,13 @@ func.func @main() {
   %r10 = arith.constant 16 : index
   %c10 = arith.constant 16 : index
   %s10 = arith.constant 1.0 : f32
-  %f10 = arith.constant 0.291 : f32
+  %f10 = arith.constant 1.913 : f32
   %d10 = func.call @fill(%r10, %c10, %s10, %f10) : (index, index, f32, f32) -> tensor<?x?xf32>
   %e10 = tensor.cast %d10 : tensor<?x?xf32> to tensor<16x16xf32>
   %r11 = arith.constant 1 : index
   %c11 = arith.constant 16 : index
   %s11 = arith.constant 0.3 : f32
-  %f11 = arith.constant 0.0533 : f32
+  %f11 = arith.constant 3.3 : f32
   %d11 = func.call @fill(%r11, %c11, %s11, %f11) : (index, index, f32, f32) -> tensor<?x?xf32>
   %e11 = tensor.cast %d11 : tensor<?x?xf32> to tensor<1x16xf32>
   %v11 = tensor.collapse_shape %e11 [[0, 1]] : tensor<1x16xf32> into tensor<16xf32>
@@ -193,7 +202,7 @@ func.func @main() {
   %r17 = arith.constant 16 : index
   %c17 = arith.constant 8 : index
   %s17 = arith.constant 1.0 : f32
-  %f17 = arith.constant 0.173 : f32
+  %f17 = arith.constant 2.71 : f32
   %d17 = func.call @fill(%r17, %c17, %s17, %f17) : (index, index, f32, f32) -> tensor<?x?xf32>
   %e17 = tensor.cast %d17 : tensor<?x?xf32> to tensor<16x8xf32>
   %r18 = arith.constant 1 : index
@@ -206,7 +215,7 @@ func.func @main() {
   %r19 = arith.constant 1 : index
   %c19 = arith.constant 8 : index
   %s19 = arith.constant 0.3 : f32
-  %f19 = arith.constant 0.41 : f32
+  %f19 = arith.constant 3.3 : f32
   %d19 = func.call @fill(%r19, %c19, %s19, %f19) : (index, index, f32, f32) -> tensor<?x?xf32>
   %e19 = tensor.cast %d19 : tensor<?x?xf32> to tensor<1x8xf32>
   %v19 = tensor.collapse_shape %e19 [[0, 1]] : tensor<1x8xf32> into tensor<8xf32>
