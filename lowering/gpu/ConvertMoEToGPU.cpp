@@ -10,7 +10,11 @@
 //
 // A whole layer (router, routing, alignment, both grouped GEMMs and the
 // reduction) runs on the device without host round trips; a chain op copies
-// its own operands and results.
+// its own operands and results. The production routers of DESIGN.md 3.1.1
+// (#moe.top_k score/normalize/scale/groups, selection_bias) are variants of
+// the gate kernel; the shared expert reuses the grouped GEMM kernels over one
+// group of all T rows, its f32 output starting the per-token sum of the
+// reduce/combine kernel.
 //
 // Kernel launches are emitted as calls to private declarations
 // `@__moe_launch_<kernel>(gx, gy, gz, bx, by, bz, args...)` carrying
