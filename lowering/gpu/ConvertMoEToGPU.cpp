@@ -10,7 +10,11 @@
 //
 // A whole layer (router, routing, alignment, both grouped GEMMs and the
 // reduction) runs on the device without host round trips; a chain op copies
-// its own operands and results.
+// its own operands and results. The production routers of DESIGN.md 3.1.1
+// (#moe.top_k score/normalize/scale/groups, selection_bias) are variants of
+// the gate kernel; the shared expert reuses the grouped GEMM kernels over one
+// group of all T rows, its f32 output starting the per-token sum of the
+// reduce/combine kernel.
 //
 // Kernel launches are emitted as calls to private declarations
 // `@__moe_launch_<kernel>(gx, gy, gz, bx, by, bz, args...)` carrying
@@ -195,8 +199,11 @@ public:
   struct Gate {
     Value weights, indices, loss; // loss: device [1], or null
   };
+  /// `selectionBias`: the device buffer of the selection_bias operand, or
+  /// null. A #moe.top_k that is not classic, or that has a selection bias,
+  /// runs the production router of DESIGN.md 3.1.1.
   Gate gate(Value logits, Value T, Value E, int64_t k, RoutingAttrInterface routing,
-            bool training, Value seed) {
+            bool training, Value seed, Value selectionBias = {}) {
     Value K = e.idx(k);
     auto moesart = dyn_cast<MoesartRoutingAttr>(routing);
     GateKind kind = isa<DenseRoutingAttr>(routing) ? GateKind::Dense
@@ -222,8 +229,19 @@ public:
           arith::ShRUIOp::create(b, s, arith::ConstantOp::create(b, b.getI64IntegerAttr(32))));
     }
     MoesartAdjust adjust = moesart ? moesart.getAdjust() : MoesartAdjust::small_random;
-    launch(lib.gate(kind, adjust, loss), {nb}, kGateThreads,
-           {logits, g.weights, g.indices, p, partials, T, E, K, key0, key1});
+    auto topk = dyn_cast<TopKRoutingAttr>(routing);
+    std::optional<ProductionGate> production;
+    if (topk && (!topk.isClassic() || selectionBias)) {
+      production = ProductionGate{topk.getScore(), topk.getNormalize(), topk.getGroups() > 1,
+                                  selectionBias != nullptr};
+      if (production->grouped)
+        p = alloc(e.f32(), e.muli(T, e.muli(E, e.idx(2))));
+    }
+    SmallVector<Value> args{logits, g.weights, g.indices, p, partials, T, E, K, key0, key1};
+    if (production)
+      args.append({selectionBias ? selectionBias : g.weights, e.idx(topk.getGroups()),
+                   e.idx(topk.getKeptGroups()), e.cf32(topk.getScale().convertToDouble())});
+    launch(lib.gate(kind, adjust, loss, production), {nb}, kGateThreads, args);
     if (loss) {
       g.loss = alloc(e.f32(), e.idx(1));
       launch(lib.lossReduce(), {e.idx(1)}, 1,
@@ -321,16 +339,46 @@ public:
   }
 
   /// The fused token-choice expert family: align, GEMM1 with the gather,
-  /// GEMM2 with the routed weight, and the fixed-order per-token reduction.
+  /// GEMM2 with the routed weight, and the fixed-order per-token reduction
+  /// (starting from `shared`, the shared expert's f32 output, when given).
   Value fusedExperts(Value x, Value indices, Value weights, Value T, Value K, int64_t numExperts,
-                     std::optional<llvm::APFloat> cf, const Experts &ex) {
+                     std::optional<llvm::APFloat> cf, const Experts &ex, Value shared = {}) {
     Plan plan = align(indices, weights, T, K, numExperts, capacity(T, K, numExperts, cf));
     Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
     ffn(x, /*gather=*/true, plan, ex, rows);
     Value y = alloc(e.f32(), e.muli(T, ex.D));
-    launch(lib.reduce(), {blocks(e.muli(T, ex.D), kEltThreads)}, kEltThreads,
-           {rows, plan.positions, y, T, K, ex.D});
+    SmallVector<Value> args{rows, plan.positions, y, T, K, ex.D};
+    if (shared)
+      args.push_back(shared);
+    launch(lib.reduce(shared != nullptr), {blocks(e.muli(T, ex.D), kEltThreads)}, kEltThreads,
+           args);
     return y;
+  }
+
+  /// The shared expert of DESIGN.md 3.1.1 on the device buffer `x` ([T, D]):
+  /// the grouped GEMM kernels with one group of all T rows (offsets [0, T],
+  /// no gather), the gate sigmoid(x sg) (router GEMM + moe_sigmoid_kernel)
+  /// as GEMM2's row weight. Returns the f32 output [T, D] on the device.
+  Value sharedExpert(Value x, Value T, Value D, Value s1, Value s2, Value sg,
+                     ActivationAttr act) {
+    Experts ex;
+    ex.w1 = upload(s1); // [D, W] is the flat layout of [1, D, W]
+    ex.w2 = upload(s2);
+    ex.act = act.getValue();
+    ex.D = D;
+    ex.H = act.isGated() ? e.divui(dim(s1, 1), e.idx(2)) : dim(s1, 1);
+    Value hostOffsets = tensor::FromElementsOp::create(
+        b, RankedTensorType::get({2}, e.i32()), ValueRange{e.ci32(0), e.toI32(T)});
+    Plan plan = tileMap(upload(hostOffsets), T, /*numExperts=*/1);
+    if (sg) {
+      Value logits = route(x, upload(sg), Value(), T, D, e.idx(1));
+      plan.rowWeights = alloc(e.f32(), T);
+      launch(lib.sigmoid(), {blocks(T, kEltThreads)}, kEltThreads,
+             {logits, plan.rowWeights, T});
+    }
+    Value out = alloc(e.f32(), e.muli(T, D)); // every row is a token
+    ffn(x, /*gather=*/false, plan, ex, out);
+    return out;
   }
 
   /// Soft MoE dispatch on the device: slot rows [E*G*S, D] and Cw.
@@ -411,10 +459,16 @@ LogicalResult convert(LayerOp op, Host &h) {
   Value br = op.getRouterBias() ? h.upload(op.getRouterBias()) : Value();
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
+  Value sb = op.getSelectionBias() ? h.upload(op.getSelectionBias()) : Value();
   Value logits = h.route(x, wr, br, T, D, E);
-  Host::Gate g = h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed());
+  Host::Gate g =
+      h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed(), sb);
+  Value shared = op.getSharedW1()
+                     ? h.sharedExpert(x, T, D, op.getSharedW1(), op.getSharedW2(),
+                                      op.getSharedGate(), op.getActivationAttr())
+                     : Value();
   Value y = h.fusedExperts(x, g.indices, g.weights, T, h.e.idx(k), numExperts,
-                           op.getCapacityFactor(), ex);
+                           op.getCapacityFactor(), ex, shared);
   SmallVector<Value> results{h.download(y, op.getOutput().getType(), {T, D})};
   if (op.getAuxLoss())
     results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())
@@ -443,7 +497,9 @@ LogicalResult convert(GateOp op, Host &h) {
   int64_t k = op.getRouting().getExpertsPerToken(numExperts);
   Value T = h.dim(op.getLogits(), 0), E = h.e.idx(numExperts);
   Value logits = h.upload(op.getLogits());
-  Host::Gate g = h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed());
+  Value sb = op.getSelectionBias() ? h.upload(op.getSelectionBias()) : Value();
+  Host::Gate g =
+      h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed(), sb);
   SmallVector<Value> results{h.download(g.weights, op.getWeights().getType(), {T, h.e.idx(k)}),
                              h.download(g.indices, op.getIndices().getType(), {T, h.e.idx(k)})};
   if (op.getAuxLoss())
@@ -500,8 +556,11 @@ LogicalResult convert(CombineOp op, Host &h) {
   Value out = h.upload(op.getExpertOutput()), w = h.upload(op.getWeights());
   Value pos = h.upload(op.getPositions());
   Value y = h.alloc(h.e.f32(), h.e.muli(T, D));
-  h.launch(h.lib.combine(), {h.blocks(h.e.muli(T, D), kEltThreads)}, kEltThreads,
-           {out, w, pos, y, T, K, D});
+  SmallVector<Value> args{out, w, pos, y, T, K, D};
+  if (op.getSharedOutput())
+    args.push_back(h.upload(op.getSharedOutput()));
+  h.launch(h.lib.combine(op.getSharedOutput() != nullptr),
+           {h.blocks(h.e.muli(T, D), kEltThreads)}, kEltThreads, args);
   Value r = h.download(y, op.getOutput().getType(), {T, D});
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
@@ -516,8 +575,21 @@ LogicalResult convert(FusedExpertsOp op, Host &h) {
   Value w = h.upload(op.getWeights());
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
-  Value y = h.fusedExperts(x, indices, w, T, K, numExperts, op.getCapacityFactor(), ex);
+  Value shared = op.getSharedOutput() ? h.upload(op.getSharedOutput()) : Value();
+  Value y =
+      h.fusedExperts(x, indices, w, T, K, numExperts, op.getCapacityFactor(), ex, shared);
   Value r = h.download(y, op.getOutput().getType(), {T, ex.D});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(SharedExpertOp op, Host &h) {
+  Value T = h.dim(op.getInput(), 0), D = h.dim(op.getInput(), 1);
+  Value x = h.upload(op.getInput());
+  Value out = h.sharedExpert(x, T, D, op.getSharedW1(), op.getSharedW2(), op.getSharedGate(),
+                             op.getActivationAttr());
+  Value r = h.download(out, op.getOutput().getType(), {T, D});
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
   return success();
@@ -613,36 +685,6 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     return success();
   }
 
-  /// The production-router and shared-expert features the GPU kernels do
-  /// not implement yet, if `op` uses one.
-  static std::optional<std::string> unsupportedFeature(Operation *op) {
-    auto routingFeature = [](RoutingAttrInterface routing) -> std::optional<std::string> {
-      if (auto topk = dyn_cast<TopKRoutingAttr>(routing))
-        if (!topk.isClassic())
-          return std::string("#moe.top_k with score/normalize/scale/group parameters");
-      return std::nullopt;
-    };
-    if (auto layer = dyn_cast<LayerOp>(op)) {
-      if (layer.getSelectionBias())
-        return std::string("a selection_bias");
-      if (layer.getSharedW1())
-        return std::string("a shared expert");
-      return routingFeature(layer.getRouting());
-    }
-    if (auto gate = dyn_cast<GateOp>(op)) {
-      if (gate.getSelectionBias())
-        return std::string("a selection_bias");
-      return routingFeature(gate.getRouting());
-    }
-    if (isa<SharedExpertOp>(op))
-      return std::string("a shared expert");
-    if (auto combine = dyn_cast<CombineOp>(op); combine && combine.getSharedOutput())
-      return std::string("a shared expert's output");
-    if (auto fused = dyn_cast<FusedExpertsOp>(op); fused && fused.getSharedOutput())
-      return std::string("a shared expert's output");
-    return std::nullopt;
-  }
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<Operation *> ops;
@@ -656,13 +698,6 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       return signalPassFailure();
     bool failedAny = false;
     for (Operation *op : ops) {
-      if (std::optional<std::string> feature = unsupportedFeature(op)) {
-        op->emitError() << "cannot lower '" << op->getName() << "' to the GPU: " << *feature
-                        << " (DESIGN.md 3.1.1) is not in the NVPTX kernels yet; the CPU "
-                           "path (--moe-cpu-pipeline, moe-run --device=cpu) runs it";
-        failedAny = true;
-        continue;
-      }
       if (std::optional<Type> t = unsupportedElementType(op)) {
         op->emitError() << "cannot lower '" << op->getName() << "' with element type " << *t
                         << " to the GPU: the NVPTX kernels support f32 only for now "
@@ -680,8 +715,8 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       Host h(b, lib, module);
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
-              .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, CombineOp,
-                    FusedExpertsOp, SoftDispatchOp, SoftCombineOp>(
+              .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,
+                    CombineOp, FusedExpertsOp, SoftDispatchOp, SoftCombineOp>(
                   [&](auto concrete) { return convert(concrete, h); })
               .Case<SoftLayerOp, FusedSoftExpertsOp>(
                   [&](auto concrete) { return convertSoftLayer(concrete, h); })
@@ -703,36 +738,6 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
 /// and buffer deallocation) and drops their declarations.
 struct MaterializeLaunchesPass
     : public moe::impl::MoEGPUMaterializeLaunchesBase<MaterializeLaunchesPass> {
-  /// The production-router and shared-expert features the GPU kernels do
-  /// not implement yet, if `op` uses one.
-  static std::optional<std::string> unsupportedFeature(Operation *op) {
-    auto routingFeature = [](RoutingAttrInterface routing) -> std::optional<std::string> {
-      if (auto topk = dyn_cast<TopKRoutingAttr>(routing))
-        if (!topk.isClassic())
-          return std::string("#moe.top_k with score/normalize/scale/group parameters");
-      return std::nullopt;
-    };
-    if (auto layer = dyn_cast<LayerOp>(op)) {
-      if (layer.getSelectionBias())
-        return std::string("a selection_bias");
-      if (layer.getSharedW1())
-        return std::string("a shared expert");
-      return routingFeature(layer.getRouting());
-    }
-    if (auto gate = dyn_cast<GateOp>(op)) {
-      if (gate.getSelectionBias())
-        return std::string("a selection_bias");
-      return routingFeature(gate.getRouting());
-    }
-    if (isa<SharedExpertOp>(op))
-      return std::string("a shared expert");
-    if (auto combine = dyn_cast<CombineOp>(op); combine && combine.getSharedOutput())
-      return std::string("a shared expert's output");
-    if (auto fused = dyn_cast<FusedExpertsOp>(op); fused && fused.getSharedOutput())
-      return std::string("a shared expert's output");
-    return std::nullopt;
-  }
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<func::CallOp> calls;

@@ -257,7 +257,8 @@ gpu::GPUFuncOp KernelLibrary::route(bool bias) {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool loss) {
+gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool loss,
+                                   std::optional<ProductionGate> production) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   std::string name = "moe_gate_kernel_";
@@ -275,15 +276,34 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
     name += "moesart_train_" + stringifyMoesartAdjust(adjust).str();
     break;
   }
+  assert((!production || kind == GateKind::TopK) && "production routers are top_k");
+  if (production) {
+    name += "_" + stringifyRouterScore(production->score).str();
+    if (!production->normalize)
+      name += "_nonorm";
+    if (production->grouped)
+      name += "_grouped";
+    if (production->bias)
+      name += "_bias";
+  }
   if (loss)
     name += "_loss";
+  SmallVector<Type> args{flat(f32), flat(f32), flat(i32), flat(f32), flat(f32),
+                         ix,        ix,        ix,        i32,       i32};
+  if (production)
+    args.append({flat(f32), ix, ix, f32});
   return buildKernel(
-      gpuModule, name,
-      {flat(f32), flat(f32), flat(i32), flat(f32), flat(f32), ix, ix, ix, i32, i32},
-      {workgroup(ctx, kGateThreads, f32)}, kGateThreads,
+      gpuModule, name, args, {workgroup(ctx, kGateThreads, f32)}, kGateThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value logits = a[0], weights = a[1], indices = a[2], p = a[3], partials = a[4];
         Value T = a[5], E = a[6], K = a[7], key0 = a[8], key1 = a[9];
+        Value selBias, numGroups, keptGroups, scale;
+        if (production) {
+          selBias = a[10];
+          numGroups = a[11];
+          keptGroups = a[12];
+          scale = a[13];
+        }
         Value tid = threadId(e), bid = blockId(e, gpu::Dimension::x);
         Value t = e.addi(e.muli(bid, e.idx(kGateThreads)), tid);
         Value c0 = e.idx(0), c1 = e.idx(1);
@@ -334,7 +354,112 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
             return e.subf(logit(e, ex), e.log(clamped));
           };
 
-          if (kind == GateKind::Dense) {
+          if (production) {
+            // The production routers of DESIGN.md 3.1.1, in the CPU path's
+            // order of operations (ConvertMoEToLinalg.cpp, emitGate): choose
+            // on c = s + b among the experts of the kept groups, weight
+            // with s.
+            auto scoreOf = [&](IRB &e, Value ex) -> Value {
+              if (production->score == RouterScore::sigmoid)
+                return e.divf(e.cf32(1.0), e.addf(e.cf32(1.0),
+                                                  e.exp(arith::NegFOp::create(e.b, logit(e, ex)))));
+              return prob(e, ex);
+            };
+            auto chooseOf = [&](IRB &e, Value ex) -> Value {
+              Value c = scoreOf(e, ex);
+              if (production->bias)
+                c = e.addf(c, e.load(selBias, ex));
+              return c;
+            };
+            // The best `count` of `candidates` by `scoreOf` (ties: lower
+            // index) among the `allowed` (null: all): pick r is the best of
+            // those after pick r-1 in (score desc, index asc) order.
+            auto topKBy = [&](IRB &e, function_ref<Value(IRB &, Value)> score,
+                              function_ref<Value(IRB &, Value)> allowed, Value candidates,
+                              Value count, function_ref<void(IRB &, Value, Value)> onPick) {
+              e.forLoop(c0, count, {e.cf32(INFINITY), e.ci32(-1)},
+                        [&](IRB &e, Value r, ValueRange prev) {
+                          SmallVector<Value> best = e.forLoop(
+                              c0, candidates, {e.cf32(-INFINITY), e.ci32(-1)},
+                              [&](IRB &e, Value ex, ValueRange s) {
+                                Value o = score(e, ex), exI = e.toI32(ex);
+                                Value after = e.ori(
+                                    e.cmpf(arith::CmpFPredicate::OLT, o, prev[0]),
+                                    e.andi(e.cmpf(arith::CmpFPredicate::OEQ, o, prev[0]),
+                                           e.cmpi(arith::CmpIPredicate::sgt, exI, prev[1])));
+                                Value better =
+                                    e.ori(e.lt(s[1], e.ci32(0)),
+                                          e.cmpf(arith::CmpFPredicate::OGT, o, s[0]));
+                                Value take = e.andi(after, better);
+                                if (allowed)
+                                  take = e.andi(take, allowed(e, ex));
+                                return SmallVector<Value>{e.select(take, o, s[0]),
+                                                          e.select(take, exI, s[1])};
+                              });
+                          onPick(e, r, best[1]);
+                          return best;
+                        });
+            };
+            function_ref<Value(IRB &, Value)> allowed = nullptr;
+            // Scratch of this token: group scores at [sbase, sbase + G), kept
+            // flags (1.0 / 0.0) at [sbase + E, sbase + E + G).
+            Value sbase = e.muli(t, e.muli(E, e.idx(2)));
+            Value groupSize;
+            auto inKeptGroup = [&](IRB &e, Value ex) -> Value {
+              Value g = e.divui(ex, groupSize);
+              return e.cmpf(arith::CmpFPredicate::ONE,
+                            e.load(p, e.addi(sbase, e.addi(E, g))), e.cf32(0.0));
+            };
+            if (production->grouped) {
+              groupSize = e.divui(E, numGroups);
+              // A group's score: the sum of its top-min(2, E/G) values of c.
+              Value two = e.ge(groupSize, e.idx(2));
+              e.forEach(c0, numGroups, c1, [&](IRB &e, Value g) {
+                Value gbase = e.muli(g, groupSize);
+                SmallVector<Value> top2 = e.forLoop(
+                    c0, groupSize, {e.cf32(-INFINITY), e.cf32(-INFINITY)},
+                    [&](IRB &e, Value j, ValueRange q) {
+                      Value v = chooseOf(e, e.addi(gbase, j));
+                      Value above = e.cmpf(arith::CmpFPredicate::OGT, v, q[0]);
+                      Value second = e.select(above, q[0], e.maxf(q[1], v));
+                      return SmallVector<Value>{e.select(above, v, q[0]), second};
+                    });
+                Value sum = e.select(two, e.addf(top2[0], top2[1]), top2[0]);
+                e.store(sum, p, e.addi(sbase, g));
+                e.store(e.cf32(0.0), p, e.addi(sbase, e.addi(E, g)));
+              });
+              // The GK best groups (ties: lower index).
+              topKBy(
+                  e, [&](IRB &e, Value g) { return e.load(p, e.addi(sbase, g)); }, nullptr,
+                  numGroups, keptGroups, [&](IRB &e, Value, Value g) {
+                    Value at = e.toIndex(e.select(e.lt(g, e.ci32(0)), e.ci32(0), g));
+                    e.store(e.cf32(1.0), p, e.addi(sbase, e.addi(E, at)));
+                  });
+              allowed = inKeptGroup;
+            }
+            // S_t: the top-K of c among the choosable experts.
+            topKBy(e, chooseOf, allowed, E, K, [&](IRB &e, Value r, Value ex) {
+              e.store(ex, indices, e.addi(wbase, r));
+            });
+            // w_i = s_i (/ (sum_S s + 1e-20) with normalize) * scale.
+            auto pickedScore = [&](IRB &e, Value i) {
+              Value ex = e.load(indices, e.addi(wbase, i));
+              Value valid = e.ge(ex, e.ci32(0));
+              Value at = e.toIndex(e.select(valid, ex, e.ci32(0)));
+              return e.select(valid, scoreOf(e, at), e.cf32(0.0));
+            };
+            Value denom = e.cf32(1.0);
+            if (production->normalize) {
+              Value sum = e.forLoop(c0, K, {e.cf32(0.0)}, [&](IRB &e, Value i, ValueRange q) {
+                return SmallVector<Value>{e.addf(q[0], pickedScore(e, i))};
+              })[0];
+              denom = e.addf(sum, e.cf32(1e-20));
+            }
+            e.forEach(c0, K, c1, [&](IRB &e, Value i) {
+              Value w = e.mulf(e.divf(pickedScore(e, i), denom), scale);
+              e.store(w, weights, e.addi(wbase, i));
+            });
+          } else if (kind == GateKind::Dense) {
             e.forEach(c0, E, c1, [&](IRB &e, Value ex) {
               e.store(prob(e, ex), weights, e.addi(wbase, ex));
               e.store(e.toI32(ex), indices, e.addi(wbase, ex));
@@ -729,18 +854,23 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias) {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::reduce() {
+gpu::GPUFuncOp KernelLibrary::reduce(bool shared) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  SmallVector<Type> args{flat(f32), flat(i32), flat(f32), ix, ix, ix};
+  if (shared)
+    args.push_back(flat(f32));
   return buildKernel(
-      gpuModule, "moe_reduce_kernel", {flat(f32), flat(i32), flat(f32), ix, ix, ix}, {},
+      gpuModule, shared ? "moe_reduce_shared_kernel" : "moe_reduce_kernel", args, {},
       kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
         Value rows = a[0], positions = a[1], y = a[2], T = a[3], K = a[4], D = a[5];
         Value i = globalThread(e);
         e.ifThen(e.ult(i, e.muli(T, D)), [&](IRB &e) {
           Value t = e.divui(i, D), d = e.remui(i, D);
+          // The shared expert's output (f32) starts the sum (the CPU order).
+          Value init = shared ? e.load(a[6], i) : e.cf32(0.0);
           // The token's k rows, summed in assignment order: deterministic.
-          Value s = e.forLoop(e.idx(0), K, {e.cf32(0.0)}, [&](IRB &e, Value k, ValueRange q) {
+          Value s = e.forLoop(e.idx(0), K, {init}, [&](IRB &e, Value k, ValueRange q) {
             Value pos = e.load(positions, e.addi(e.muli(t, K), k));
             Value kept = e.ge(pos, e.ci32(0));
             Value v = e.guardedLoad(kept, e.f32(), [&](IRB &e) {
@@ -753,17 +883,22 @@ gpu::GPUFuncOp KernelLibrary::reduce() {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::combine() {
+gpu::GPUFuncOp KernelLibrary::combine(bool shared) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  SmallVector<Type> args{flat(f32), flat(f32), flat(i32), flat(f32), ix, ix, ix};
+  if (shared)
+    args.push_back(flat(f32));
   return buildKernel(
-      gpuModule, "moe_combine_kernel", {flat(f32), flat(f32), flat(i32), flat(f32), ix, ix, ix},
-      {}, kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+      gpuModule, shared ? "moe_combine_shared_kernel" : "moe_combine_kernel", args, {},
+      kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
         Value out = a[0], w = a[1], positions = a[2], y = a[3], T = a[4], K = a[5], D = a[6];
         Value i = globalThread(e);
         e.ifThen(e.ult(i, e.muli(T, D)), [&](IRB &e) {
           Value t = e.divui(i, D), d = e.remui(i, D);
-          Value s = e.forLoop(e.idx(0), K, {e.cf32(0.0)}, [&](IRB &e, Value k, ValueRange q) {
+          // The shared expert's output (f32) starts the sum (the CPU order).
+          Value init = shared ? e.load(a[7], i) : e.cf32(0.0);
+          Value s = e.forLoop(e.idx(0), K, {init}, [&](IRB &e, Value k, ValueRange q) {
             Value at = e.addi(e.muli(t, K), k);
             Value pos = e.load(positions, at);
             Value kept = e.ge(pos, e.ci32(0));
@@ -775,6 +910,22 @@ gpu::GPUFuncOp KernelLibrary::combine() {
           e.store(s, y, i);
         });
       });
+}
+
+gpu::GPUFuncOp KernelLibrary::sigmoid() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(gpuModule, "moe_sigmoid_kernel", {flat(f32), flat(f32), ix}, {},
+                     kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+                       Value i = globalThread(e);
+                       e.ifThen(e.ult(i, a[2]), [&](IRB &e) {
+                         Value o = e.load(a[0], i);
+                         Value s = e.divf(e.cf32(1.0),
+                                          e.addf(e.cf32(1.0),
+                                                 e.exp(arith::NegFOp::create(e.b, o))));
+                         e.store(s, a[1], i);
+                       });
+                     });
 }
 
 gpu::GPUFuncOp KernelLibrary::softNorms() {

@@ -22,6 +22,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir {
@@ -43,6 +44,17 @@ constexpr int64_t kEltThreads = 256;   // element-wise kernels
 /// The routing kernel variants.
 enum class GateKind { Dense, TopK, MoesartInference, MoesartTraining };
 
+/// The production #moe.top_k routers of DESIGN.md 3.1.1 (a GateKind::TopK
+/// gate whose attribute is not classic, or that has a selection bias): the
+/// compile-time parts of the variant; groups, kept groups and the scale are
+/// kernel arguments.
+struct ProductionGate {
+  RouterScore score = RouterScore::softmax;
+  bool normalize = true;
+  bool grouped = false; // groups > 1
+  bool bias = false;    // a selection_bias buffer
+};
+
 /// Name of the gpu.module holding the kernels.
 inline constexpr llvm::StringLiteral kKernelModuleName = "moe_kernels";
 
@@ -61,7 +73,11 @@ public:
   gpu::GPUFuncOp route(bool bias);
   /// (logits, weights, indices:i32, p scratch [T*E], partials, T, E, K,
   /// key0:i32, key1:i32); grid ceil(T/kGateThreads).
-  gpu::GPUFuncOp gate(GateKind kind, MoesartAdjust adjust, bool loss);
+  /// With `production` (kind TopK only) four more arguments follow:
+  /// (selectionBias [E], groups, keptGroups, scale:f32), and p is the scratch
+  /// [T*2E] of the group scores and kept-group flags when grouped.
+  gpu::GPUFuncOp gate(GateKind kind, MoesartAdjust adjust, bool loss,
+                      std::optional<ProductionGate> production = std::nullopt);
   /// (partials, numPartials, T, lambda:f32, loss[1]); one thread.
   gpu::GPUFuncOp lossReduce();
   /// (indices:i32, weights, T, K, E, capacity:i32, offsets:i32[E+1],
@@ -80,10 +96,15 @@ public:
   /// (h, sorted:i32, rowWeights, tileExpert:i32, numTiles:i32, w2, b2, out,
   /// H, D); grid (ceil(D/kTileN), maxTiles).
   gpu::GPUFuncOp gemm2(bool weighted, bool bias);
-  /// (rowsOut, positions:i32, y, T, K, D); 1-D over T*D.
-  gpu::GPUFuncOp reduce();
-  /// (expertOut, weights, positions:i32, y, T, K, D); 1-D over T*D.
-  gpu::GPUFuncOp combine();
+  /// (rowsOut, positions:i32, y, T, K, D[, shared]); 1-D over T*D. With
+  /// `shared` the sum of a token starts at shared[t, :] (the shared expert's
+  /// f32 output, DESIGN.md 3.1.1), as on the CPU path.
+  gpu::GPUFuncOp reduce(bool shared = false);
+  /// (expertOut, weights, positions:i32, y, T, K, D[, shared]); 1-D over T*D.
+  gpu::GPUFuncOp combine(bool shared = false);
+  /// (o, s, N): s[i] = 1 / (1 + exp(-o[i])); 1-D over N (the shared
+  /// expert's gate).
+  gpu::GPUFuncOp sigmoid();
   /// (x, phi, rx, rphi, GM, ES, D); 1-D over GM+ES.
   gpu::GPUFuncOp softNorms();
   /// (x, phi, rx, rphi, L, GM, ES, D, scale:f32); grid (ceil(ES/kTileN),

@@ -119,3 +119,102 @@ func.func @soft(%x: tensor<4x64x128xf32>, %phi: tensor<128x8x2xf32>, %scale: ten
             tensor<8x512x128xf32>, tensor<8x512xf32>, tensor<8x128xf32>) -> tensor<4x64x128xf32>
   return %y : tensor<4x64x128xf32>
 }
+
+// -----
+
+// DESIGN 3.1.1 on the device: a DeepSeek-style router (sigmoid scores, the
+// selection bias, 4 expert groups of which the 2 best are kept, scale 2.5) in
+// a production variant of the gate kernel, whose four extra arguments are
+// (selection bias, groups, kept groups, scale) and whose scratch holds the
+// group scores and kept-group flags ([T * 2E]); the shared expert runs the
+// grouped GEMM kernels over one group of all T rows (tile map of offsets
+// [0, T], no gather), with sigmoid(x sg) from the router GEMM and
+// moe_sigmoid_kernel as GEMM2's row weight; its f32 output starts the
+// per-token sum of moe_reduce_shared_kernel.
+
+// CHECK-LABEL: func.func @deepseek
+// CHECK-SAME: %[[X:[^:]*]]: tensor<32x64xf32>, %[[WR:[^:]*]]: tensor<64x16xf32>, %[[SB:[^:]*]]: tensor<16xf32>
+// CHECK: %[[SBH:.*]] = bufferization.to_buffer %[[SB]]
+// CHECK: %[[SBD:.*]] = gpu.alloc (%{{.*}}) {bufferization.manual_deallocation} : memref<?xf32>
+// CHECK: gpu.memcpy %[[SBD]], %[[SBH]]
+// CHECK: call @__moe_launch_moe_route_kernel(
+// CHECK: %[[SCRATCH:.*]] = gpu.alloc (%c1024) {{.*}} : memref<?xf32>
+// CHECK: call @__moe_launch_moe_gate_kernel_topk_sigmoid_grouped_bias(%c1, %c1, %c1, %c128, %c1, %c1, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCRATCH]], %{{.*}}, %c32, %c16, %c4, %c0_i32, %c0_i32, %[[SBD]], %c4, %c2, %[[SCALE:[^)]*]])
+// CHECK: call @__moe_launch_moe_tile_map_kernel(
+// CHECK: call @__moe_launch_moe_route_kernel({{.*}}, %c32, %c64, %c1)
+// CHECK: call @__moe_launch_moe_sigmoid_kernel({{.*}}, %[[LOGIT:.*]], %[[GATE:.*]], %c32)
+// CHECK: call @__moe_launch_moe_gemm1_kernel_swiglu(
+// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel({{.*}}, %{{.*}}, %{{.*}}, %[[GATE]], {{.*}}, %[[SHARED:[^,]*]], %c64, %c64)
+// CHECK: call @__moe_launch_moe_align_kernel_weighted(
+// CHECK: call @__moe_launch_moe_gemm1_gather_kernel_swiglu(
+// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel(
+// CHECK: call @__moe_launch_moe_reduce_shared_kernel({{.*}}, %c32, %c4, %c64, %[[SHARED]])
+// CHECK: gpu.func @moe_gate_kernel_topk_sigmoid_grouped_bias(
+// CHECK-SAME: %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: f32)
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// sigmoid(o) = 1 / (1 + exp(-o)).
+// CHECK: arith.negf
+// CHECK: math.exp
+// CHECK: gpu.func @moe_sigmoid_kernel(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index)
+// CHECK: gpu.func @moe_reduce_shared_kernel(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<?xf32>)
+func.func @deepseek(%x: tensor<32x64xf32>, %wr: tensor<64x16xf32>, %sb: tensor<16xf32>,
+                    %w1: tensor<16x64x64xf32>, %w2: tensor<16x32x64xf32>,
+                    %s1: tensor<64x128xf32>, %s2: tensor<64x64xf32>, %sg: tensor<64x1xf32>)
+    -> tensor<32x64xf32> {
+  %y = moe.layer %x router(%wr) selection_bias(%sb) experts(%w1, %w2) shared(%s1, %s2)
+         shared_gate(%sg)
+         {routing = #moe.top_k<k = 4, score = sigmoid, scale = 2.5, groups = 4, group_k = 2>,
+          activation = #moe.activation<swiglu>}
+         : (tensor<32x64xf32>, tensor<64x16xf32>, tensor<16xf32>, tensor<16x64x64xf32>,
+            tensor<16x32x64xf32>, tensor<64x128xf32>, tensor<64x64xf32>, tensor<64x1xf32>)
+         -> tensor<32x64xf32>
+  return %y : tensor<32x64xf32>
+}
+
+// -----
+
+// Qwen-style softmax router without renormalisation and no groups: the
+// ungrouped production gate (no scratch, the weights buffer stands in for the
+// absent selection bias), the shared expert without a gate (unweighted GEMM2).
+
+// CHECK-LABEL: func.func @qwen
+// CHECK: call @__moe_launch_moe_gate_kernel_topk_softmax_nonorm(%c1, %c1, %c1, %c128, %c1, %c1, %{{.*}}, %[[W:[^,]*]], %{{.*}}, %[[W]], %[[W]], %c48, %c16, %c4, %c0_i32, %c0_i32, %[[W]], %c1, %c1, %{{[^)]*}})
+// CHECK-NOT: moe_sigmoid_kernel
+// CHECK: call @__moe_launch_moe_gemm2_kernel(
+// CHECK: call @__moe_launch_moe_reduce_shared_kernel(
+func.func @qwen(%x: tensor<48x128xf32>, %wr: tensor<128x16xf32>, %w1: tensor<16x128x128xf32>,
+                %w2: tensor<16x64x128xf32>, %s1: tensor<128x384xf32>, %s2: tensor<192x128xf32>)
+    -> tensor<48x128xf32> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) shared(%s1, %s2)
+         {routing = #moe.top_k<k = 4, normalize = false>, activation = #moe.activation<swiglu>}
+         : (tensor<48x128xf32>, tensor<128x16xf32>, tensor<16x128x128xf32>, tensor<16x64x128xf32>,
+            tensor<128x384xf32>, tensor<192x128xf32>) -> tensor<48x128xf32>
+  return %y : tensor<48x128xf32>
+}
+
+// -----
+
+// The chain: moe.gate with selection_bias, moe.shared_expert on its own
+// (upload, tile map, GEMMs, download), moe.combine with shared_output.
+
+// CHECK-LABEL: func.func @chain
+// CHECK: call @__moe_launch_moe_gate_kernel_topk_softmax_bias(
+// CHECK: call @__moe_launch_moe_tile_map_kernel(
+// CHECK: call @__moe_launch_moe_sigmoid_kernel(
+// CHECK: call @__moe_launch_moe_gemm1_kernel_relu(
+// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel(
+// CHECK: call @__moe_launch_moe_combine_shared_kernel(
+// CHECK: gpu.func @moe_combine_shared_kernel(
+func.func @chain(%l: tensor<8x4xf32>, %b: tensor<4xf32>, %x: tensor<8x16xf32>,
+                 %s1: tensor<16x24xf32>, %s2: tensor<24x16xf32>, %sg: tensor<16x1xf32>,
+                 %out: tensor<16x16xf32>, %pos: tensor<8x2xi32>)
+    -> (tensor<8x2xf32>, tensor<8x2xi32>, tensor<8x16xf32>) {
+  %w, %i = moe.gate %l selection_bias(%b) {routing = #moe.top_k<k = 2>}
+         : (tensor<8x4xf32>, tensor<4xf32>) -> (tensor<8x2xf32>, tensor<8x2xi32>)
+  %s = moe.shared_expert %x shared(%s1, %s2) gate(%sg) {activation = #moe.activation<relu>}
+         : (tensor<8x16xf32>, tensor<16x24xf32>, tensor<24x16xf32>, tensor<16x1xf32>)
+         -> tensor<8x16xf32>
+  %y = moe.combine %out, %w, %pos shared_output(%s)
+         : (tensor<16x16xf32>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %w, %i, %y : tensor<8x2xf32>, tensor<8x2xi32>, tensor<8x16xf32>
+}
