@@ -129,6 +129,14 @@ uint64_t hashInput(const uint8_t *data, size_t size) {
 
 } // namespace
 
+// The LLVM/MLIR headers poison and unpoison BumpPtrAllocator slabs when they
+// are compiled with ASan, but libMLIR.so/libLLVM.so are not: an allocator
+// used from both sides then reports a use-after-poison that is not a bug.
+// Manual poisoning is turned off (the instrumented allocations stay checked).
+extern "C" const char *__asan_default_options() {
+  return "allow_user_poisoning=0";
+}
+
 extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
   // --moe-print-cost writes its table to stdout: send it to /dev/null
   // (libFuzzer reports on stderr).
