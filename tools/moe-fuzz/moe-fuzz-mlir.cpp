@@ -95,6 +95,16 @@ std::string print(Operation *op, bool generic) {
   return text;
 }
 
+/// MOE_FUZZ_VERBOSE=1 (when replaying an input): diagnostics and pass
+/// outcomes on stderr.
+bool verbose() {
+  static bool on = [] {
+    const char *v = std::getenv("MOE_FUZZ_VERBOSE");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
 using PassFactory = std::function<std::unique_ptr<Pass>()>;
 
 /// Runs `passes` one at a time on a clone of `module`; stops at the first
@@ -109,8 +119,14 @@ void runPipeline(ModuleOp module, llvm::ArrayRef<PassFactory> passes,
     PassManager pm(module.getContext());
     pm.enableVerifier(false);
     pm.addPass(std::move(pass));
-    if (failed(pm.run(*clone)))
+    if (failed(pm.run(*clone))) {
+      if (verbose())
+        llvm::errs() << "pipeline " << name << ": --" << passName
+                     << " failed\n";
       return;
+    }
+    if (verbose())
+      llvm::errs() << "pipeline " << name << ": --" << passName << " ok\n";
     if (failed(verify(*clone))) {
       std::string detail = "pipeline " + name.str() + ": --" + passName +
                            " succeeded but its output does not verify:\n" +
@@ -157,12 +173,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   MLIRContext context(getRegistry(), MLIRContext::Threading::DISABLED);
   context.printOpOnDiagnostic(false);
   context.printStackTraceOnDiagnostic(false);
-  ScopedDiagnosticHandler swallow(&context,
-                                  [](Diagnostic &) { return success(); });
+  ScopedDiagnosticHandler swallow(&context, [](Diagnostic &diag) {
+    if (verbose())
+      llvm::errs() << "diagnostic: " << diag << "\n";
+    return success();
+  });
 
   OwningOpRef<ModuleOp> module = parse(input, context);
-  if (!module || failed(verify(*module)))
+  if (!module || failed(verify(*module))) {
+    if (verbose())
+      llvm::errs() << "input does not parse or verify\n";
     return 0;
+  }
 
   // Printing round trip: the custom and the generic form parse and verify.
   for (bool generic : {false, true}) {
