@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Fuzzes moe-mlir with libFuzzer under ASan/UBSan:
+#   moe-fuzz-mlir  the .mlir parser, the verifiers and the moe passes
+#   moe-fuzz-io    the .npy / .safetensors readers and the index JSON parser
+#
+# Usage:
+#   scripts/fuzz.sh [SECONDS]      installs libclang-rt-22-dev when missing,
+#       configures build-fuzz/ (-DMOE_BUILD_FUZZERS=ON, RelWithDebInfo),
+#       builds the two targets, seeds their corpora from the tests and runs
+#       each for SECONDS (default 60). Longer runs: scripts/fuzz.sh 600.
+#   scripts/fuzz.sh --run-only TARGET SECONDS BUILD_DIR
+#       seeds and runs one target of an existing build (what the ctest tests
+#       fuzz-moe-fuzz-mlir / fuzz-moe-fuzz-io of build-fuzz/ run).
+#
+# The corpora grow in BUILD/fuzz/corpus-TARGET (kept between runs); crashes,
+# leaks and timeouts are written to BUILD/fuzz/artifacts/. Exits non-zero
+# when a target finds one, after printing the reproducer's path and how to
+# replay it. Extra libFuzzer flags: MOE_FUZZ_FLAGS="-jobs=2 ...".
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# Seeds TARGET's corpus (idempotent) from the repository's tests.
+seed() {
+  local target="$1" build="$2"
+  local seeds="$build/fuzz/seeds-$target"
+  rm -rf "$seeds"
+  mkdir -p "$seeds"
+  case "$target" in
+  moe-fuzz-mlir)
+    local f n=0
+    for f in "$ROOT"/test/examples/*.mlir "$ROOT"/test/dialect/*.mlir \
+             "$ROOT"/test/passes/*.mlir; do
+      [ -f "$f" ] || continue
+      # One seed per `// -----` split, without the RUN/CHECK lines (they
+      # are comments to the parser and only waste the fuzzer's bytes).
+      awk -v out="$seeds/$(basename "$f" .mlir)" '
+        BEGIN { part = 0; file = out "-" part ".mlir" }
+        /^\/\/ -----/ { close(file); part++; file = out "-" part ".mlir"; next }
+        /^\/\/ *(RUN|CHECK|[A-Z0-9-]*:)/ { next }
+        { print > file }' "$f"
+    done
+    # Keep the splits of up to 8 KB (the target ignores larger inputs).
+    find "$seeds" -type f -size +8k -delete
+    ;;
+  moe-fuzz-io)
+    local npy="$build/bin/moe-npy" gen="$build/bin/moe-ckpt-gen"
+    local tmp="$build/fuzz/tmp"
+    rm -rf "$tmp"; mkdir -p "$tmp"
+    "$npy" write "$seeds/f32.npy" f32 2x3 1 2 3 4 5 6
+    "$npy" write "$seeds/f16.npy" f16 4 0.5 -1 65504 1e-7
+    "$npy" write "$seeds/i32.npy" i32 scalar 7
+    "$npy" write "$seeds/i64.npy" i64 3x1 -1 0 9
+    "$npy" write "$seeds/empty.npy" f32 0x4
+    "$npy" pack "$seeds/one.safetensors" w="$seeds/f32.npy"
+    "$npy" pack "$seeds/mixed.safetensors" a="$seeds/f32.npy" \
+      b="$seeds/f16.npy" c="$seeds/i32.npy" d="$seeds/i64.npy" \
+      e="$seeds/f32.npy:bf16" z="$seeds/empty.npy"
+    "$gen" mixtral "$tmp/ckpt" --dtype=f32 --shards=2 >/dev/null
+    local f i=0
+    for f in "$tmp"/ckpt/*.json "$tmp"/ckpt/*.safetensors; do
+      # Small files only: big seeds slow every execution.
+      [ "$(stat -c %s "$f")" -le 65536 ] || continue
+      cp "$f" "$seeds/ckpt-$i-$(basename "$f")"; i=$((i + 1))
+    done
+    find "$ROOT/test" -path '*/Inputs/*' \( -name '*.npy' -o -name '*.json' \
+      -o -name '*.safetensors' \) -size -64k -exec cp {} "$seeds/" \;
+    printf '{"metadata":{"total_size":8},"weight_map":{"a":"x/m.safetensors","b":"m.safetensors"}}' \
+      >"$seeds/index.json"
+    rm -rf "$tmp"
+    ;;
+  esac
+}
+
+# Runs TARGET for SECONDS; returns non-zero on a finding.
+run_target() {
+  local target="$1" seconds="$2" build="$3"
+  local bin="$build/bin/$target"
+  if [ ! -x "$bin" ]; then
+    echo "fuzz: $bin not built (configure with -DMOE_BUILD_FUZZERS=ON)" >&2
+    return 1
+  fi
+  seed "$target" "$build"
+  local corpus="$build/fuzz/corpus-$target" artifacts="$build/fuzz/artifacts"
+  local log="$build/fuzz/$target.log"
+  mkdir -p "$corpus" "$artifacts"
+  local maxlen=()
+  [ "$target" = moe-fuzz-mlir ] && maxlen=(-max_len=8192)
+  echo "fuzz: $target for ${seconds}s (log: $log)"
+  local rc=0
+  ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
+  UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
+    "$bin" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=20 \
+      -print_final_stats=1 "${maxlen[@]}" \
+      -artifact_prefix="$artifacts/$target-" ${MOE_FUZZ_FLAGS:-} \
+      "$corpus" "$build/fuzz/seeds-$target" >"$log" 2>&1 || rc=$?
+  grep -E '^(#[0-9]+ +(INITED|DONE)|stat::number_of_executed_units|stat::peak_rss_mb)' "$log" | tail -4 || true
+  if [ "$rc" -ne 0 ]; then
+    echo "fuzz: $target FAILED (exit $rc); last lines of $log:" >&2
+    tail -n 40 "$log" >&2
+    local repro
+    repro="$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)"
+    if [ -n "$repro" ]; then
+      echo "fuzz: reproducer: $repro" >&2
+      echo "fuzz: replay with: $bin $repro" >&2
+    fi
+    return 1
+  fi
+  echo "fuzz: $target clean ($(ls "$corpus" | wc -l) corpus files)"
+}
+
+if [ "${1:-}" = "--run-only" ]; then
+  [ $# -eq 4 ] || { echo "usage: fuzz.sh --run-only TARGET SECONDS BUILD_DIR" >&2; exit 2; }
+  run_target "$2" "$3" "$4"
+  exit $?
+fi
+
+SECONDS_PER_TARGET="${1:-60}"
+case "$SECONDS_PER_TARGET" in
+  ''|*[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS]" >&2; exit 2 ;;
+esac
+BUILD="$ROOT/build-fuzz"
+"$ROOT/scripts/setup-deps.sh" libclang-rt-22-dev   # libFuzzer + sanitizers
+if [ ! -f "$BUILD/build.ninja" ]; then
+  cmake -G Ninja -S "$ROOT" -B "$BUILD" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=/usr/bin/clang-22 \
+    -DCMAKE_CXX_COMPILER=/usr/bin/clang++-22 \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+    -DMOE_BUILD_FUZZERS=ON -DMOE_BUILD_UNITTESTS=OFF
+fi
+cmake --build "$BUILD" -j "$(nproc)" --target moe-fuzz-mlir moe-fuzz-io moe-npy moe-ckpt-gen
+
+status=0
+for target in moe-fuzz-mlir moe-fuzz-io; do
+  run_target "$target" "$SECONDS_PER_TARGET" "$BUILD" || status=1
+done
+exit $status
