@@ -79,6 +79,21 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
   ];
 }
 
+def MoECpuCheckAllocs : Pass<"moe-cpu-check-allocs", "::mlir::ModuleOp"> {
+  let summary = "A failed memref.alloc becomes one error line and exit 1 (CPU)";
+  let description = [{
+    After every `memref.alloc` (run it after bufferization), checks the
+    allocated pointer: a null pointer for a non-empty buffer calls
+    `moeCpuAllocError(bytes)` of the CPU runtime (`libMoECpuRuntime.so`),
+    which prints the size requested and exits with code 1, instead of the
+    program writing through a null pointer.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"
+  ];
+}
+
 def MoECpuVectorMath : Pass<"moe-cpu-vector-math"> {
   let summary = "Polynomial approximations for math ops on vectors (CPU)";
   let description = [{

@@ -126,6 +126,7 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
      << "canonicalize,cse";
   addFixedPipeline(pm, pipeline, "moe-cpu-pipeline");
   addHostBufferization(pm, options.resultsToOutParams);
+  pm.addPass(createMoECpuCheckAllocs());
   pipeline.clear();
   os << "func.func(convert-linalg-to-loops),"
      << "canonicalize,";

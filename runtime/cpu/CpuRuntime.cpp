@@ -24,3 +24,12 @@ extern "C" void moeCpuIndexError(int32_t kind) {
   // Parallel workers may still run: leave at once, without destructors.
   _exit(1);
 }
+
+extern "C" void moeCpuAllocError(int64_t bytes) {
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "moe-runtime: out of memory: a buffer of %lld bytes could not be allocated\n",
+               static_cast<long long>(bytes));
+  std::fflush(stderr);
+  _exit(1);
+}

@@ -25,6 +25,10 @@ enum MoeCpuIndexErrorKind : int32_t {
 /// Prints "moe-runtime: <what was wrong>" on stderr and exits with code 1.
 [[noreturn]] void moeCpuIndexError(int32_t kind);
 
+/// An allocation of the lowered code failed: prints the size on stderr and
+/// exits with code 1.
+[[noreturn]] void moeCpuAllocError(int64_t bytes);
+
 } // extern "C"
 
 #endif // MOE_RUNTIME_CPU_CPURUNTIME_H
