@@ -204,7 +204,9 @@ struct CompiledLayers {
     ExecutionEngineOptions engineOptions;
     engineOptions.transformer = transformer;
     engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-    std::vector<llvm::StringRef> libs = {MOE_TEST_C_RUNNER_UTILS, MOE_TEST_ASYNC_RUNTIME};
+    // The lowered code calls the moe CPU runtime (its run-time checks).
+    std::vector<llvm::StringRef> libs = {MOE_TEST_C_RUNNER_UTILS, MOE_TEST_ASYNC_RUNTIME,
+                                         MOE_TEST_CPU_RUNTIME};
     engineOptions.sharedLibPaths = libs;
     auto engine = ExecutionEngine::create(*module, engineOptions);
     if (!engine) {
