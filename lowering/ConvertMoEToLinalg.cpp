@@ -408,13 +408,12 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
                        (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : ""))
                           .str();
   bool hasMap = static_cast<bool>(rowMap), hasBias1 = static_cast<bool>(b1);
-  bool isPacked1 = packed1;
   kernel(b, site, name1, args1, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     unsigned next = 4;
     Value hv = v[3];
     Value map = hasMap ? v[next++] : Value();
     Value bias = hasBias1 ? v[next++] : Value();
-    cpu::GroupedGemm gemm = groupedGemmOf(b, v, isPacked1, dot1);
+    cpu::GroupedGemm gemm = groupedGemmOf(b, v, packed1, dot1);
     gemm.aRowMap = map;
     gemm.gated = gated;
     Value hidden = gemm.columns;
@@ -448,13 +447,12 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
                        (dot2 ? "_bf16dot" : ""))
                           .str();
   bool hasScale = static_cast<bool>(rowScale), hasBias2 = static_cast<bool>(b2);
-  bool isPacked2 = packed2;
   kernel(b, site, name2, args2, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     unsigned next = 4;
     Value outv = v[3];
     Value scale = hasScale ? v[next++] : Value();
     Value bias = hasBias2 ? v[next++] : Value();
-    cpu::GroupedGemm gemm = groupedGemmOf(b, v, isPacked2, dot2);
+    cpu::GroupedGemm gemm = groupedGemmOf(b, v, packed2, dot2);
     cpu::emitGroupedGemm(b, gemm,
                          [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
                              Value mask, Value acc, Value) {

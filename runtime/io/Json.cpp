@@ -4,6 +4,8 @@
 #include "runtime/io/Internal.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 namespace moe {
@@ -542,6 +544,19 @@ void appendQuoted(std::string &out, std::string_view s) {
     }
   }
   out.push_back('"');
+}
+
+std::string formatShortestDouble(double v) {
+  char buf[64];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos)
+    s += ".0";
+  return s;
 }
 
 } // namespace json

@@ -110,6 +110,11 @@ private:
 /// everything else (including non-ASCII UTF-8) verbatim.
 void appendQuoted(std::string &out, std::string_view s);
 
+/// The shortest decimal text of a finite `v` that reads back as exactly `v`
+/// (%.Ng with the smallest N), with ".0" added when it would otherwise read
+/// as an integer: a float literal for JSON configs and MLIR attributes.
+std::string formatShortestDouble(double v);
+
 } // namespace json
 } // namespace io
 } // namespace moe

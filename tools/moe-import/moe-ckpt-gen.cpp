@@ -212,20 +212,6 @@ void parseLayerWeights(const std::string &v, Options &o) {
     die("--layer-weights: sg needs s1 and s2");
 }
 
-/// The shortest decimal text that reads back as `v`.
-std::string formatDouble(double v) {
-  char buf[64];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v)
-      break;
-  }
-  std::string s = buf;
-  if (s.find_first_of(".eEn") == std::string::npos)
-    s += ".0";
-  return s;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -275,7 +261,7 @@ int main(int argc, char **argv) {
       double x = std::strtod(v.c_str(), &end);
       if (v.empty() || *end || !std::isfinite(x))
         die("--routed-scaling-factor must be a number, got '" + v + "'");
-      o.scale = formatDouble(x);
+      o.scale = moe::io::json::formatShortestDouble(x);
     } else if (startsWith(a, "--layer-weights=")) {
       parseLayerWeights(value("--layer-weights="), o);
     } else if (startsWith(a, "--stacked=")) {

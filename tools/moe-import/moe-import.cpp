@@ -454,19 +454,6 @@ std::string quoteMLIR(const std::string &s) {
   return out + "\"";
 }
 
-std::string formatFloat(double v) {
-  char buf[64];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v)
-      break;
-  }
-  std::string s = buf;
-  if (s.find_first_of(".eEn") == std::string::npos)
-    s += ".0";
-  return s;
-}
-
 std::string routingAttr(const Model &m) {
   std::string s = "#moe.top_k<k = " + std::to_string(m.topK);
   if (m.sigmoid)
@@ -474,7 +461,7 @@ std::string routingAttr(const Model &m) {
   if (!m.normalize)
     s += ", normalize = false";
   if (m.scale != 1.0)
-    s += ", scale = " + formatFloat(m.scale);
+    s += ", scale = " + moe::io::json::formatShortestDouble(m.scale);
   if (m.groups > 1) {
     s += ", groups = " + std::to_string(m.groups);
     if (m.groupK != m.groups)

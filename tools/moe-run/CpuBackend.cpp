@@ -97,6 +97,32 @@ bool hostHasAvx512Bf16() {
   return it != features.end() && it->second;
 }
 
+/// The packed arguments of a `_mlir_ciface_` call: `lead` (the pointer to the
+/// returned descriptors, when results are returned) first, then for every
+/// tensor a pointer to the pointer to its memref descriptor. Owns the
+/// descriptors for the duration of the call.
+class PackedCall {
+public:
+  PackedCall(void **lead, std::initializer_list<std::vector<HostTensor> *> groups) {
+    for (std::vector<HostTensor> *group : groups)
+      for (HostTensor &t : *group)
+        descriptors.push_back(makeDescriptor(t));
+    descriptorPtrs.reserve(descriptors.size());
+    for (auto &d : descriptors)
+      descriptorPtrs.push_back(d.data());
+    if (lead)
+      packed.push_back(lead);
+    for (void *&p : descriptorPtrs)
+      packed.push_back(&p);
+  }
+  void **args() { return packed.data(); }
+
+private:
+  std::vector<std::vector<int64_t>> descriptors;
+  std::vector<void *> descriptorPtrs;
+  std::vector<void *> packed;
+};
+
 /// A backend that lowers with a pipeline, JIT-compiles the host code and
 /// calls the entry's C interface.
 class JitBackend : public Backend {
@@ -295,22 +321,8 @@ llvm::Error JitBackend::run(std::vector<HostTensor> &arguments,
       results.size() != signature.results.size())
     return llvm::createStringError("internal error: wrong buffer count");
 
-  std::vector<std::vector<int64_t>> descriptors;
-  descriptors.reserve(arguments.size() + results.size());
-  for (HostTensor &t : arguments)
-    descriptors.push_back(makeDescriptor(t));
-  for (HostTensor &t : results)
-    descriptors.push_back(makeDescriptor(t));
-  std::vector<void *> descriptorPtrs;
-  descriptorPtrs.reserve(descriptors.size());
-  for (auto &d : descriptors)
-    descriptorPtrs.push_back(d.data());
-  std::vector<void *> packed;
-  packed.reserve(descriptorPtrs.size());
-  for (void *&p : descriptorPtrs)
-    packed.push_back(&p);
-
-  entry(packed.data());
+  PackedCall call(nullptr, {&arguments, &results});
+  entry(call.args());
   return afterRun();
 }
 
@@ -378,21 +390,8 @@ llvm::Error JitBackend::runReturningResults(std::vector<HostTensor> &arguments,
   std::vector<int64_t> returned(std::max<size_t>(words, 1), 0);
   void *returnedPtr = returned.data();
 
-  std::vector<std::vector<int64_t>> descriptors;
-  descriptors.reserve(arguments.size());
-  for (HostTensor &t : arguments)
-    descriptors.push_back(makeDescriptor(t));
-  std::vector<void *> descriptorPtrs;
-  descriptorPtrs.reserve(descriptors.size());
-  for (auto &d : descriptors)
-    descriptorPtrs.push_back(d.data());
-  std::vector<void *> packed;
-  packed.reserve(descriptorPtrs.size() + 1);
-  packed.push_back(&returnedPtr);
-  for (void *&p : descriptorPtrs)
-    packed.push_back(&p);
-
-  entry(packed.data());
+  PackedCall call(&returnedPtr, {&arguments});
+  entry(call.args());
   llvm::Error status = afterRun();
 
   // Copy every result first (two results may share a buffer), then free.
