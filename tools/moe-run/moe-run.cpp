@@ -187,6 +187,14 @@ llvm::cl::opt<bool> cpuBf16Dot(
                    "extended to f32 and FMAs, the path of CPUs without it)"),
     llvm::cl::init(true), llvm::cl::cat(runCategory));
 
+llvm::cl::opt<std::string> saveArgs(
+    "save-args",
+    llvm::cl::desc("Write every argument, as bound (from files or "
+                   "--fill-random), to DIR/arg<I>.npy before running (bf16 as "
+                   "exact f32, as --output does); DIR must be an existing "
+                   "directory"),
+    llvm::cl::value_desc("DIR"), llvm::cl::cat(runCategory));
+
 llvm::cl::opt<bool> dumpLowered(
     "dump-lowered",
     llvm::cl::desc("Print the lowered (LLVM dialect) module to stdout "
@@ -239,6 +247,9 @@ follows (X: lowering plus JIT compilation in milliseconds, %.3f), and with
 (X: the median wall time of the N timed runs in milliseconds, %.3f).
 --output writes results as .npy: bf16 results as f32 (exact; numpy has no
 bfloat16), f16 results as f16, the others in their own dtype.
+--save-args=DIR writes the arguments as they were bound (DIR/arg<I>.npy, I
+the argument's position, same dtypes as --output), so a --fill-random run
+can be repeated elsewhere from files.
 
 The CPU path lowers with moe's cpu pipeline (results as out-parameters, or
 returned when a result is dynamically shaped) and JIT-compiles at -O3; the
@@ -539,21 +550,49 @@ std::optional<std::string> checkPaths() {
                std::to_string(j) + " (" + outputPaths[j] +
                "); give each result its own file";
   }
+  if (!saveArgs.empty() && !fs::is_directory(saveArgs))
+    return "--save-args " + saveArgs + " is not an existing directory";
   return std::nullopt;
+}
+
+/// The file --save-args writes for argument `index`, or an error when that
+/// file is an input or an --output.
+llvm::Expected<std::string> saveArgPath(size_t index) {
+  llvm::SmallString<256> path(saveArgs);
+  llvm::sys::path::append(path, "arg" + std::to_string(index) + ".npy");
+  std::string result(path);
+  auto clash = [&](const std::string &other, llvm::StringRef what) {
+    return llvm::createStringError("--save-args would overwrite " + what.str() +
+                                   " " + other + " (argument #" +
+                                   std::to_string(index) + ")");
+  };
+  if (inputFile != "-" && sameFile(result, inputFile))
+    return clash(inputFile, "the input");
+  for (const std::string &other : inputPaths)
+    if (sameFile(result, other))
+      return clash(other, "the --input");
+  for (const std::string &other : paramsPaths)
+    if (sameFile(result, other))
+      return clash(other, "the --params");
+  for (const std::string &other : outputPaths)
+    if (sameFile(result, other))
+      return clash(other, "the --output");
+  return result;
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder,
 /// renamed over `path` once complete: a failed write leaves an existing
 /// `path` untouched.
 std::optional<std::string> writeFileAtomically(const std::string &path,
-                                               const std::vector<uint8_t> &bytes) {
+                                               const std::vector<uint8_t> &bytes,
+                                               llvm::StringRef flag = "--output") {
   llvm::SmallString<256> model(llvm::sys::path::parent_path(path));
   llvm::sys::path::append(model, "." + llvm::sys::path::filename(path) +
                                      ".tmp-%%%%%%%%");
   int fd;
   llvm::SmallString<256> tempPath;
   if (std::error_code ec = fs::createUniqueFile(model, fd, tempPath))
-    return "--output " + path + ": cannot create a temporary file: " +
+    return flag.str() + " " + path + ": cannot create a temporary file: " +
            ec.message();
   std::error_code writeError;
   {
@@ -567,7 +606,7 @@ std::optional<std::string> writeFileAtomically(const std::string &path,
     writeError = fs::rename(tempPath, path);
   if (writeError) {
     fs::remove(tempPath);
-    return "--output " + path + ": cannot write: " + writeError.message();
+    return flag.str() + " " + path + ": cannot write: " + writeError.message();
   }
   return std::nullopt;
 }
@@ -1040,6 +1079,26 @@ int runMain(int argc, char **argv) {
       if (!bound[arg.index])
         return fail(describeArgument(arg) + " of " + fn +
                     " is not bound: pass --input/--params or --fill-random");
+  }
+
+  if (!saveArgs.empty()) {
+    for (auto [i, argument] : llvm::enumerate(arguments)) {
+      auto path = saveArgPath(i);
+      if (!path)
+        return fail(llvm::toString(path.takeError()));
+      io::Tensor tensor = argument.toTensor();
+      if (tensor.dtype == io::DType::BF16) {
+        auto converted = io::convertTensor(tensor, io::DType::F32);
+        if (!converted)
+          return fail(converted.error());
+        tensor = converted.take();
+      }
+      auto bytes = io::encodeNpy(tensor, *path);
+      if (!bytes)
+        return fail(bytes.error());
+      if (auto error = writeFileAtomically(*path, *bytes, "--save-args"))
+        return fail(*error);
+    }
   }
 
   // Compile and run.
