@@ -1,8 +1,8 @@
 //===- ConvertMoEToLinalg.cpp - moe ops -> upstream dialects --------------===//
 //
-// Lowers the moe chain ops (DESIGN.md section 3.3) to linalg, tensor, scf,
+// Lowers the moe chain ops (docs/spec.md §3.3) to linalg, tensor, scf,
 // arith and math; layers are first decomposed into the chain. Numerics are
-// exactly those of DESIGN.md section 3, computed in f32:
+// exactly those of docs/spec.md §2-§3, computed in f32:
 //
 // * softmaxes subtract the maximum first;
 // * top-k is "rank < k" with rank(e) = #{j : o_j > o_e or (o_j == o_e and
@@ -201,7 +201,7 @@ public:
         ArrayRef<OpFoldResult>{one, dimOfr(bias, 1)}, ArrayRef<OpFoldResult>{one, one});
   }
 
-  /// The activations of DESIGN.md section 3 on a scalar.
+  /// The activations of docs/spec.md §2-§3 on a scalar.
   Value activate(Activation act, Value x) { return cpu::activate(b, act, x); }
 
   /// Philox4x32-10 with key (k0, k1) and counter (c0, c1, 0, 0); returns the
@@ -373,7 +373,7 @@ static Value prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site, Val
   return pw.packed;
 }
 
-/// The expert FFNs over plan rows grouped by expert (DESIGN.md section 3,
+/// The expert FFNs over plan rows grouped by expert (docs/spec.md §2-§3,
 /// numerics for T = bf16/f16 included):
 ///   h[r]   = act(A[row(r)] W1[g] + b1[g]) (gated: act(u[:H]) * u[H:]),
 ///            rounded to the element type of A;
@@ -617,7 +617,7 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
             return e.subf(logit(e, ex), e.log(clamped));
           };
 
-          // The production routers of DESIGN.md 3.1.1 (#moe.top_k with
+          // The production routers of docs/spec.md §3.1.1 (#moe.top_k with
           // parameters or a selection bias): choose on c = s + b among the
           // experts of the kept groups, weight with s.
           auto sigmoidOf = [&](Emitter &e, Value o) {

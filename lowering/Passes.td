@@ -26,7 +26,7 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
       (`bufferization.to_buffer` / `to_tensor restrict writable`).
     * `moe.gate`: an `scf.for` over tokens; softmax with max-subtraction,
       top-k (ties: lower index), MOESART adjustments, Philox4x32-10 sampling
-      and the trimmed-lasso loss, in f32, exactly as DESIGN.md 3.1;
+      and the trimmed-lasso loss, in f32, exactly as docs/spec.md §3.1;
     * `moe.dispatch`: counting pass, prefix sum, permutation (GShard capacity
       when `capacity_factor` is set);
     * `moe.combine`: the per-token weighted sum (parallel over tokens);
@@ -35,7 +35,7 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
 
     Element types: token-choice ops take f32, bf16 or f16 data; operands are
     extended to f32 as they are loaded, accumulation and routing are f32, and
-    `h` and `y` are rounded to the element type (DESIGN.md section 3). Soft
+    `h` and `y` are rounded to the element type (docs/spec.md §2-§3). Soft
     MoE ops and hand-written `moe.gate` ops compute in f32 only (other types
     are reported). Every size is taken from the operands, so a dynamic token
     count lowers like a static one.

@@ -69,7 +69,7 @@ struct DecomposeLayer : public OpRewritePattern<LayerOp> {
     int64_t k = op.getRouting().getExpertsPerToken(numExperts);
     Type i32 = rewriter.getI32Type();
 
-    // Routing is computed in f32 whatever the element type (DESIGN.md 3).
+    // Routing is computed in f32 whatever the element type (docs/spec.md §2-§3).
     Type f32 = rewriter.getF32Type();
     auto route = RouteOp::create(rewriter, loc, tensorOf({tokens, numExperts}, f32),
                                  op.getInput(), op.getRouterWeight(),

@@ -155,7 +155,7 @@ struct MoEDenseToSoftPass : public moe::impl::MoEDenseToSoftBase<MoEDenseToSoftP
       }
       if (op.getSharedW1()) {
         op.emitWarning() << "dense layer with a shared expert left unchanged: "
-                            "Soft MoE (DESIGN 3.2) defines no shared expert";
+                            "Soft MoE (docs/spec.md §3.2) defines no shared expert";
         return;
       }
       FailureOr<int64_t> m = groupSizeFor(op, groupSize);

@@ -1,6 +1,6 @@
 //===- Passes.td - moe-to-moe transformations --------------*- tablegen -*-===//
 //
-// The moe-to-moe passes of DESIGN.md section 4.
+// The moe-to-moe passes of docs/spec.md §4.
 //
 //===----------------------------------------------------------------------===//
 

@@ -382,7 +382,7 @@ static void traceGate(Value indices, TokenChoiceParts &parts, std::string &form,
   }
 }
 
-/// Adds a shared expert (DESIGN 3.1.1: every token runs it) to a row: its
+/// Adds a shared expert (docs/spec.md §3.1.1: every token runs it) to a row: its
 /// FLOPs to the experts' column, its weights to the bytes and the active
 /// parameters, "+shared" to the form.
 static void addShared(Row &r, Q T, Value s1, Value s2, Value sg) {

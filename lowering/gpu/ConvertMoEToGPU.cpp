@@ -10,7 +10,7 @@
 //
 // A whole layer (router, routing, alignment, both grouped GEMMs and the
 // reduction) runs on the device without host round trips; a chain op copies
-// its own operands and results. The production routers of DESIGN.md 3.1.1
+// its own operands and results. The production routers of docs/spec.md §3.1.1
 // (#moe.top_k score/normalize/scale/groups, selection_bias) are variants of
 // the gate kernel; the shared expert reuses the grouped GEMM kernels over one
 // group of all T rows, its f32 output starting the per-token sum of the
@@ -201,7 +201,7 @@ public:
   };
   /// `selectionBias`: the device buffer of the selection_bias operand, or
   /// null. A #moe.top_k that is not classic, or that has a selection bias,
-  /// runs the production router of DESIGN.md 3.1.1.
+  /// runs the production router of docs/spec.md §3.1.1.
   Gate gate(Value logits, Value T, Value E, int64_t k, RoutingAttrInterface routing,
             bool training, Value seed, Value selectionBias = {}) {
     Value K = e.idx(k);
@@ -355,7 +355,7 @@ public:
     return y;
   }
 
-  /// The shared expert of DESIGN.md 3.1.1 on the device buffer `x` ([T, D]):
+  /// The shared expert of docs/spec.md §3.1.1 on the device buffer `x` ([T, D]):
   /// the grouped GEMM kernels with one group of all T rows (offsets [0, T],
   /// no gather), the gate sigmoid(x sg) (router GEMM + moe_sigmoid_kernel)
   /// as GEMM2's row weight. Returns the f32 output [T, D] on the device.

@@ -60,7 +60,7 @@ Value threadId(IRB &e) { return gpu::ThreadIdOp::create(e.b, gpu::Dimension::x);
 Value blockId(IRB &e, gpu::Dimension d) { return gpu::BlockIdOp::create(e.b, d); }
 void barrier(IRB &e) { gpu::BarrierOp::create(e.b); }
 
-/// The activations of DESIGN.md section 3 (the CPU path's formulas).
+/// The activations of docs/spec.md §2-§3 (the CPU path's formulas).
 Value activate(IRB &e, Activation act, Value x) {
   switch (act) {
   case Activation::relu:
@@ -355,7 +355,7 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
           };
 
           if (production) {
-            // The production routers of DESIGN.md 3.1.1, in the CPU path's
+            // The production routers of docs/spec.md §3.1.1, in the CPU path's
             // order of operations (ConvertMoEToLinalg.cpp, emitGate): choose
             // on c = s + b among the experts of the kept groups, weight
             // with s.

@@ -1,6 +1,6 @@
 //===- Kernels.h - the MoE GPU kernels --------------------------*- C++ -*-===//
 //
-// Builders of the kernels of the GPU path (DESIGN.md section 4), emitted as
+// Builders of the kernels of the GPU path (docs/spec.md §4), emitted as
 // gpu.func ops into one `gpu.module @moe_kernels`. Every kernel takes flat
 // (1-D, dynamically sized) memrefs plus index sizes, so one kernel serves every
 // shape; the launch configuration is fixed per kernel (see the constants
@@ -44,7 +44,7 @@ constexpr int64_t kEltThreads = 256;   // element-wise kernels
 /// The routing kernel variants.
 enum class GateKind { Dense, TopK, MoesartInference, MoesartTraining };
 
-/// The production #moe.top_k routers of DESIGN.md 3.1.1 (a GateKind::TopK
+/// The production #moe.top_k routers of docs/spec.md §3.1.1 (a GateKind::TopK
 /// gate whose attribute is not classic, or that has a selection bias): the
 /// compile-time parts of the variant; groups, kept groups and the scale are
 /// kernel arguments.
@@ -98,7 +98,7 @@ public:
   gpu::GPUFuncOp gemm2(bool weighted, bool bias);
   /// (rowsOut, positions:i32, y, T, K, D[, shared]); 1-D over T*D. With
   /// `shared` the sum of a token starts at shared[t, :] (the shared expert's
-  /// f32 output, DESIGN.md 3.1.1), as on the CPU path.
+  /// f32 output, docs/spec.md §3.1.1), as on the CPU path.
   gpu::GPUFuncOp reduce(bool shared = false);
   /// (expertOut, weights, positions:i32, y, T, K, D[, shared]); 1-D over T*D.
   gpu::GPUFuncOp combine(bool shared = false);

@@ -122,7 +122,7 @@ func.func @soft(%x: tensor<4x64x128xf32>, %phi: tensor<128x8x2xf32>, %scale: ten
 
 // -----
 
-// DESIGN 3.1.1 on the device: a DeepSeek-style router (sigmoid scores, the
+// docs/spec.md §3.1.1 on the device: a DeepSeek-style router (sigmoid scores, the
 // selection bias, 4 expert groups of which the 2 best are kept, scale 2.5) in
 // a production variant of the gate kernel, whose four extra arguments are
 // (selection bias, groups, kept groups, scale) and whose scratch holds the

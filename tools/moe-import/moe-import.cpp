@@ -7,7 +7,7 @@
 // Hugging Face checkpoint of model_type mixtral, qwen2_moe, qwen3_moe, olmoe
 // or deepseek_v3 and writes one public function per MoE layer, @layer_<i>,
 // whose parameters name the checkpoint's own tensors through
-// #moe.checkpoint attributes (DESIGN.md sections 3.1.1 and 5).
+// #moe.checkpoint attributes (docs/spec.md §3.1.1 and §5).
 //
 //===----------------------------------------------------------------------===//
 
