@@ -44,6 +44,10 @@
 
 #include <cmath>
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "convert-moe-to-linalg"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_CONVERTMOETOLINALG
@@ -1552,6 +1556,8 @@ struct ConvertMoEToLinalgPass
     : public moe::impl::ConvertMoEToLinalgBase<ConvertMoEToLinalgPass> {
   using ConvertMoEToLinalgBase::ConvertMoEToLinalgBase;
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     Operation *root = getOperation();
     // Soft MoE and hand-written gates still compute in f32 only: say so.
     WalkResult unsupported = root->walk([](Operation *op) {

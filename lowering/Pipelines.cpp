@@ -169,7 +169,7 @@ void moe::registerPipelines() {
           return failure();
         return buildNVPTXPipeline(pm, options, errorHandler);
       },
-      [](function_ref<void(const detail::PassOptions &)> optionsHandler) {
+      [](function_ref<void(const mlir::detail::PassOptions &)> optionsHandler) {
         optionsHandler(NVPTXPipelineOptions());
       });
 }

@@ -10,6 +10,10 @@
 #include <limits>
 #include <string>
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-decompose"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEDECOMPOSE
@@ -140,6 +144,8 @@ struct DecomposeSoftLayer : public OpRewritePattern<SoftLayerOp> {
 
 struct MoEDecomposePass : public moe::impl::MoEDecomposeBase<MoEDecomposePass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     RewritePatternSet patterns(&getContext());
     populateDecompositionPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

@@ -12,6 +12,10 @@
 
 #include <limits>
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-dense-to-soft"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEDENSETOSOFT
@@ -122,6 +126,8 @@ struct MoEDenseToSoftPass : public moe::impl::MoEDenseToSoftBase<MoEDenseToSoftP
   using MoEDenseToSoftBase::MoEDenseToSoftBase;
 
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     if (slotsPerExpert < 1) {
       emitError(getOperation()->getLoc())
           << "moe-dense-to-soft: slots-per-expert must be >= 1, got "

@@ -2,6 +2,7 @@
 #ifndef MOE_PASSES_PASSES_H
 #define MOE_PASSES_PASSES_H
 
+#include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
 
 #include "mlir/Pass/Pass.h"

@@ -98,6 +98,10 @@
 #include <vector>
 #include <string>
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-print-cost"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEPRINTCOST
@@ -591,6 +595,8 @@ static void printTable(ArrayRef<Row> rows, llvm::raw_ostream &os) {
 
 struct MoEPrintCostPass : public moe::impl::MoEPrintCostBase<MoEPrintCostPass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     std::vector<Row> rows;
     getOperation()->walk<WalkOrder::PreOrder>([&](Operation *op) {
       if (auto layer = dyn_cast<LayerOp>(op))

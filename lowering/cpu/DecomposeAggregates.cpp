@@ -15,6 +15,8 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include "llvm/Support/Debug.h"
+
 #define DEBUG_TYPE "moe-cpu-decompose-aggregates"
 
 namespace mlir {
@@ -45,6 +47,8 @@ struct MoECpuDecomposeAggregatesPass
     : public moe::impl::MoECpuDecomposeAggregatesBase<
           MoECpuDecomposeAggregatesPass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeAggregate>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
