@@ -666,9 +666,8 @@ gpu::GPUFuncOp KernelLibrary::lossReduce() {
                      });
 }
 
-/// Shared by moe_align_kernel and moe_tile_map_kernel: with the offsets of
-/// the (unpadded) expert groups in place, pad every group to `tileRows`
-/// (index) rows.
+/// moe_tile_map_kernel: with the offsets of the (unpadded) expert groups in
+/// place, pad every group to `tileRows` (index) rows.
 static void padGroups(IRB &e, Value tid, Value E, Value offsets, Value poff, Value numTiles,
                       Value tileRows) {
   e.ifThen(e.eq(tid, e.idx(0)), [&](IRB &e) {
@@ -705,7 +704,8 @@ gpu::GPUFuncOp KernelLibrary::align(bool weighted, bool combine, bool shared, bo
   if (loss)
     args.append({flat(f32), ix, f32, flat(f32)});
   return buildKernel(
-      gpuModule, name, args, {}, kAlignThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+      gpuModule, name, args, {workgroup(ctx, kAlignThreads, i32)}, kAlignThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value indices = a[0], w = a[1], T = a[2], K = a[3], E = a[4], cap = a[5];
         Value offsets = a[6], poff = a[7], positions = a[8], src = a[9], rowW = a[10];
         Value sorted = a[11], tileExpert = a[12], numTiles = a[13], pMax = a[14],
@@ -741,54 +741,75 @@ gpu::GPUFuncOp KernelLibrary::align(bool weighted, bool combine, bool shared, bo
         e.forEach(tid, pMax, step, [&](IRB &e, Value i) { e.store(minus1, sorted, i); });
         e.forEach(tid, maxTiles, step, [&](IRB &e, Value i) { e.store(e.ci32(0), tileExpert, i); });
         barrier(e);
-        // 2. Kept assignments per expert (one thread per expert, so every
-        // count and every placement below is in token order).
-        e.forEach(tid, E, step, [&](IRB &e, Value ex) {
-          Value exI = e.toI32(ex);
-          Value count = e.forLoop(c0, TK, {e.ci32(0)}, [&](IRB &e, Value i, ValueRange s) {
-            Value hit = e.eq(e.load(indices, i), exI);
-            return SmallVector<Value>{e.select(hit, e.addi(s[0], e.ci32(1)), s[0])};
-          })[0];
-          e.store(e.mini(count, cap), offsets, e.addi(ex, e.idx(1)));
-        });
-        barrier(e);
-        // 3. Offsets (exclusive prefix sum) and the tile-padded offsets.
+        // 2. Per expert, in expert order: the block counts the expert's
+        // assignments (thread tid owns the contiguous chunk [lo, hi) of the
+        // T*K assignments), an exclusive scan of the chunk counts gives each
+        // thread its first slot, and every thread places its matches in
+        // token order: the first `cap` assignments of an expert in token
+        // order are kept (GShard), exactly as a sequential scan would.
+        Value scan = wg[0];
+        Value chunk = e.ceildiv(TK, step);
+        Value lo = e.mini(e.muli(tid, chunk), TK), hi = e.mini(e.addi(lo, chunk), TK);
+        Value tile = e.toI32(tileRows);
         e.ifThen(e.eq(tid, c0), [&](IRB &e) {
           e.store(e.ci32(0), offsets, c0);
-          e.forLoop(c0, E, {e.ci32(0)}, [&](IRB &e, Value ex, ValueRange s) {
-            Value at = e.addi(ex, e.idx(1));
-            Value next = e.addi(s[0], e.load(offsets, at));
-            e.store(next, offsets, at);
-            return SmallVector<Value>{next};
-          });
+          e.store(e.ci32(0), poff, c0);
         });
-        barrier(e);
-        padGroups(e, tid, E, offsets, poff, numTiles, tileRows);
-        barrier(e);
-        // 4. Placement: plan rows, positions, the padded permutation, and the
-        // expert of every tile.
-        e.forEach(tid, E, step, [&](IRB &e, Value ex) {
-          Value exI = e.toI32(ex);
-          Value base = e.load(offsets, ex), pbase = e.load(poff, ex);
-          e.forLoop(c0, TK, {e.ci32(0)}, [&](IRB &e, Value i, ValueRange s) {
-            Value j = s[0];
-            Value hit = e.eq(e.load(indices, i), exI);
-            e.ifThen(e.andi(hit, e.lt(j, cap)), [&](IRB &e) {
-              Value r = e.addi(base, j);
-              Value rIdx = e.toIndex(r);
-              e.store(r, positions, i);
-              e.store(e.toI32(e.divui(i, K)), src, rIdx);
-              if (weighted)
-                e.store(e.load(w, i), rowW, rIdx);
-              e.store(r, sorted, e.toIndex(e.addi(pbase, j)));
+        SmallVector<Value> ends = e.forLoop(
+            c0, E, {e.ci32(0), e.ci32(0)}, [&](IRB &e, Value ex, ValueRange run) {
+              Value base = run[0], pbase = run[1];
+              Value exI = e.toI32(ex);
+              Value mine = e.forLoop(lo, hi, {e.ci32(0)}, [&](IRB &e, Value i, ValueRange q) {
+                Value hit = e.eq(e.load(indices, i), exI);
+                return SmallVector<Value>{e.select(hit, e.addi(q[0], e.ci32(1)), q[0])};
+              })[0];
+              // Inclusive scan of the chunk counts (Hillis-Steele).
+              e.store(mine, scan, tid);
+              barrier(e);
+              for (int64_t off = 1; off < kAlignThreads; off *= 2) {
+                Value has = e.ge(tid, e.idx(off));
+                Value other = e.guardedLoad(has, e.i32(), [&](IRB &e) {
+                  return e.load(scan, e.subi(tid, e.idx(off)));
+                });
+                barrier(e);
+                e.store(e.addi(e.load(scan, tid), other), scan, tid);
+                barrier(e);
+              }
+              Value first = e.subi(e.load(scan, tid), mine);
+              Value total = e.load(scan, e.idx(kAlignThreads - 1));
+              Value kept = arith::MinSIOp::create(e.b, total, cap);
+              e.forLoop(lo, hi, {first}, [&](IRB &e, Value i, ValueRange q) {
+                Value jv = q[0];
+                Value hit = e.eq(e.load(indices, i), exI);
+                e.ifThen(e.andi(hit, e.lt(jv, cap)), [&](IRB &e) {
+                  Value r = e.addi(base, jv);
+                  Value rIdx = e.toIndex(r);
+                  e.store(r, positions, i);
+                  e.store(e.toI32(e.divui(i, K)), src, rIdx);
+                  if (weighted)
+                    e.store(e.load(w, i), rowW, rIdx);
+                  e.store(r, sorted, e.toIndex(e.addi(pbase, jv)));
+                });
+                return SmallVector<Value>{e.select(hit, e.addi(jv, e.ci32(1)), jv)};
+              });
+              // The group padded to the row tile, and its tiles.
+              Value padded = e.muli(arith::CeilDivSIOp::create(e.b, kept, tile), tile);
+              Value nextBase = e.addi(base, kept), nextPbase = e.addi(pbase, padded);
+              e.ifThen(e.eq(tid, c0), [&](IRB &e) {
+                Value at = e.addi(ex, e.idx(1));
+                e.store(nextBase, offsets, at);
+                e.store(nextPbase, poff, at);
+              });
+              Value t0 = e.toIndex(arith::DivSIOp::create(e.b, pbase, tile));
+              Value t1 = e.toIndex(arith::DivSIOp::create(e.b, nextPbase, tile));
+              e.forEach(e.addi(t0, tid), t1, step,
+                        [&](IRB &e, Value ti) { e.store(exI, tileExpert, ti); });
+              // The scan buffer is reused by the next expert.
+              barrier(e);
+              return SmallVector<Value>{nextBase, nextPbase};
             });
-            return SmallVector<Value>{e.select(hit, e.addi(j, e.ci32(1)), j)};
-          });
-          Value tile = e.toI32(tileRows);
-          Value first = e.toIndex(arith::DivSIOp::create(e.b, pbase, tile));
-          Value end = e.toIndex(
-              arith::DivSIOp::create(e.b, e.load(poff, e.addi(ex, e.idx(1))), tile));
-          e.forEach(first, end, e.idx(1), [&](IRB &e, Value ti) { e.store(exI, tileExpert, ti); });
+        e.ifThen(e.eq(tid, c0), [&](IRB &e) {
+          e.store(arith::DivSIOp::create(e.b, ends[1], tile), numTiles, c0);
         });
         if (combine) {
           // 5. Tokens without a kept assignment get no gemm2 contribution:

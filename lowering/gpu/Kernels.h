@@ -125,7 +125,10 @@ public:
   /// (indices:i32, weights, T, K, E, capacity:i32, offsets:i32[E+1],
   /// paddedOffsets:i32[E+1], positions:i32[T*K], sourceRows:i32[T*K],
   /// rowWeights[T*K], sorted:i32[Pmax], tileExpert:i32[maxTiles],
-  /// numTiles:i32[1], Pmax, maxTiles, tileRows); one block of kAlignThreads.
+  /// numTiles:i32[1], Pmax, maxTiles, tileRows); one block of kAlignThreads,
+  /// parallel over the T*K assignments (each thread a contiguous chunk; per
+  /// expert a block scan of the chunk counts), so the plan is the one of a
+  /// sequential scan in token order.
   /// With `combine` (for gemm2(..., combine = true)): (counters:i32
   /// [numCounters], numCounters, y [T, D], D[, shared [T, D]]) follow: the
   /// counters are zeroed and y[t, :] = shared[t, :] (or 0) for every token t
