@@ -325,8 +325,13 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
     args.append({flat(f32), flat(f32), flat(f32), ix});
   // Tokens per block: one per thread, or kRouteTokens with the router.
   const int64_t tokensPerBlock = router ? kRouteTokens : kGateThreads;
+  // The loss partials; with the router also its staged x and Wr chunks.
+  SmallVector<Type> gateWorkgroup{workgroup(ctx, kGateThreads, f32)};
+  if (router)
+    gateWorkgroup.append({workgroup(ctx, kRouteTokens * kRouteDepth, f32),
+                          workgroup(ctx, kRouteWeights, f32)});
   return buildKernel(
-      gpuModule, name, args, {workgroup(ctx, kGateThreads, f32)}, kGateThreads,
+      gpuModule, name, args, gateWorkgroup, kGateThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value logits = a[0], weights = a[1], indices = a[2], p = a[3], partials = a[4];
         Value T = a[5], E = a[6], K = a[7], key0 = a[8], key1 = a[9];
@@ -343,27 +348,83 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
         Value c0 = e.idx(0), c1 = e.idx(1);
         Value kF = e.toF32(K);
         if (router) {
-          // The logits of the block's tokens: thread q computes (token
-          // first + q / E, expert q % E) as fma(x[t, d], wr[d, e], acc) over
-          // ascending d from 0 (the CPU router's vector.fma chain), plus the
-          // bias: the same f32 bits as the CPU path.
+          // The logits of the block's tokens: pair q = (token first + q / E,
+          // expert q % E) is fma(x[t, d], wr[d, e], acc) over ascending d
+          // from 0 (the CPU router's vector.fma chain), plus the bias: the
+          // same f32 bits as the CPU path. The chain is sequential per pair;
+          // its operands are staged through workgroup memory in depth chunks
+          // (coalesced loads, many in flight) and the running sums kept in
+          // `logits` between chunks. More than kRouteWeights experts: direct
+          // loads (same arithmetic).
           Value x = a[routerArgs], wr = a[routerArgs + 1], br = a[routerArgs + 2];
           Value D = a[routerArgs + 3];
+          Value xs = wg[1], ws = wg[2];
+          Value step = e.idx(kGateThreads);
           Value pairs = e.muli(e.idx(tokensPerBlock), E);
-          e.forEach(tid, pairs, e.idx(kGateThreads), [&](IRB &e, Value q) {
-            Value tq = e.addi(first, e.divui(q, E)), ex = e.remui(q, E);
-            e.ifThen(e.ult(tq, T), [&](IRB &e) {
-              Value xBase = e.muli(tq, D);
-              Value acc = e.forLoop(c0, D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange s) {
-                Value xv = e.load(x, e.addi(xBase, d));
-                Value wv = e.load(wr, e.addi(e.muli(d, E), ex));
-                return SmallVector<Value>{math::FmaOp::create(e.b, xv, wv, s[0])};
-              })[0];
-              if (routerBias)
-                acc = e.addf(acc, e.load(br, ex));
-              e.store(acc, logits, e.addi(e.muli(tq, E), ex));
+          auto at = [&](IRB &e, Value q) { return e.addi(e.muli(first, E), q); };
+          auto live = [&](IRB &e, Value q) { return e.ult(e.addi(first, e.divui(q, E)), T); };
+          e.ifElse(
+              e.cmpi(arith::CmpIPredicate::ule, E, e.idx(kRouteWeights)), {},
+              [&](IRB &e) {
+                // Depth of a chunk: the weights [dc, E] fit in ws.
+                Value dc = e.mini(e.idx(kRouteDepth), e.divui(e.idx(kRouteWeights), E));
+                e.forEach(c0, D, dc, [&](IRB &e, Value d0) {
+                  Value n = e.mini(dc, e.subi(D, d0));
+                  e.forEach(tid, e.muli(e.idx(tokensPerBlock), n), step, [&](IRB &e, Value i) {
+                    Value tl = e.divui(i, n), dd = e.remui(i, n);
+                    Value tq = e.addi(first, tl);
+                    Value v = e.guardedLoad(e.ult(tq, T), e.f32(), [&](IRB &e) {
+                      return e.load(x, e.addi(e.muli(tq, D), e.addi(d0, dd)));
+                    });
+                    e.store(v, xs, e.addi(e.muli(tl, e.idx(kRouteDepth)), dd));
+                  });
+                  e.forEach(tid, e.muli(n, E), step, [&](IRB &e, Value i) {
+                    e.store(e.load(wr, e.addi(e.muli(d0, E), i)), ws, i);
+                  });
+                  barrier(e);
+                  e.forEach(tid, pairs, step, [&](IRB &e, Value q) {
+                    e.ifThen(live(e, q), [&](IRB &e) {
+                      Value tl = e.divui(q, E), ex = e.remui(q, E);
+                      Value init = e.guardedLoad(e.cmpi(arith::CmpIPredicate::ne, d0, c0), e.f32(), [&](IRB &e) {
+                        return e.load(logits, at(e, q));
+                      });
+                      Value xBase = e.muli(tl, e.idx(kRouteDepth));
+                      Value acc = e.forLoop(c0, n, {init}, [&](IRB &e, Value dd, ValueRange s) {
+                        Value xv = e.load(xs, e.addi(xBase, dd));
+                        Value wv = e.load(ws, e.addi(e.muli(dd, E), ex));
+                        return SmallVector<Value>{math::FmaOp::create(e.b, xv, wv, s[0])};
+                      })[0];
+                      e.store(acc, logits, at(e, q));
+                    });
+                  });
+                  barrier(e);
+                });
+                return SmallVector<Value>{};
+              },
+              [&](IRB &e) {
+                e.forEach(tid, pairs, step, [&](IRB &e, Value q) {
+                  e.ifThen(live(e, q), [&](IRB &e) {
+                    Value tq = e.addi(first, e.divui(q, E)), ex = e.remui(q, E);
+                    Value xBase = e.muli(tq, D);
+                    Value acc = e.forLoop(c0, D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange s) {
+                      Value xv = e.load(x, e.addi(xBase, d));
+                      Value wv = e.load(wr, e.addi(e.muli(d, E), ex));
+                      return SmallVector<Value>{math::FmaOp::create(e.b, xv, wv, s[0])};
+                    })[0];
+                    e.store(acc, logits, at(e, q));
+                  });
+                });
+                return SmallVector<Value>{};
+              });
+          // The bias after the whole sum (the CPU router's epilogue). Each
+          // thread finishes the pairs it accumulated.
+          if (routerBias)
+            e.forEach(tid, pairs, step, [&](IRB &e, Value q) {
+              e.ifThen(live(e, q), [&](IRB &e) {
+                Value v = e.addf(e.load(logits, at(e, q)), e.load(br, e.remui(q, E)));
+                e.store(v, logits, at(e, q));
+              });
             });
-          });
           // The block's logits are written by its own threads: a block
           // barrier orders them before the routing below.
           barrier(e);

@@ -73,6 +73,8 @@ constexpr int64_t kSmallTileM = kTileM / kMicro; // 16
 /// Other kernels.
 constexpr int64_t kGateThreads = 128;  // one thread per token
 constexpr int64_t kRouteTokens = 16;   // tokens per block of the router + gate kernel
+constexpr int64_t kRouteDepth = 128;   // its staged depth chunk of x (16 x 128 f32)
+constexpr int64_t kRouteWeights = 4096; // its staged chunk of Wr (f32; depth 4096/E)
 constexpr int64_t kAlignThreads = 256; // one block
 constexpr int64_t kEltThreads = 256;   // element-wise kernels
 
@@ -115,8 +117,9 @@ public:
   /// `logits`): (x [T, D], wr [D, E], br [E], D) follow, the grid is
   /// ceil(T/kRouteTokens) and each block first computes the logits of its
   /// kRouteTokens tokens (one thread per (token, expert), ascending d with
-  /// fma: the CPU router's order, so the logits are the CPU's bits), then
-  /// routes them (one thread per token). `partials` gets one value per block.
+  /// fma: the CPU router's order, so the logits are the CPU's bits; x and Wr
+  /// staged in workgroup memory by depth chunks), then routes them (one
+  /// thread per token). `partials` gets one value per block.
   gpu::GPUFuncOp gate(GateKind kind, MoesartAdjust adjust, bool loss,
                       std::optional<ProductionGate> production = std::nullopt,
                       bool router = false, bool routerBias = false);

@@ -87,8 +87,9 @@ func.func @top2(%x: tensor<32x256xf32>, %wr: tensor<256x8xf32>, %w1: tensor<8x25
 // CHECK: call @__moe_launch_moe_align_kernel_weighted_combine_loss({{.*}}, %c64, %c2, %c8, %c20_i32, {{.*}}, %c4, %cst{{.*}}, %{{.*}}) : {{.*}} f32, memref<?xf32>) -> ()
 // CHECK: call @__moe_launch_moe_gemm1_gather_kernel_geglu(
 // CHECK: bufferization.to_tensor %{{.*}} : memref<f32> to tensor<f32>
+// The loss partials, then the router's staged x [16 x 128] and Wr chunks.
 // CHECK: gpu.func @moe_gate_kernel_moesart_train_zero_loss_router(
-// CHECK-SAME: workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<4096xf32, #gpu.address_space<workgroup>>)
 // Philox4x32-10 multipliers 0xD2511F53 and 0xCD9E8D57.
 // CHECK-DAG: arith.constant -766435501 : i32
 // CHECK-DAG: arith.constant -845247145 : i32
