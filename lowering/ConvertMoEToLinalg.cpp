@@ -545,10 +545,10 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
           Value expSum = e.forLoop(c0, experts, {e.cf32(0.0)},
                                    [&](Emitter &e, Value ex, ValueRange a) {
                                      return SmallVector<Value>{e.addf(
-                                         a[0], e.exp(e.subf(logit(e, ex), maxLogit)))};
+                                         a[0], e.routingExp(e.subf(logit(e, ex), maxLogit)))};
                                    })[0];
           auto prob = [&](Emitter &e, Value ex) {
-            return e.divf(e.exp(e.subf(logit(e, ex), maxLogit)), expSum);
+            return e.divf(e.routingExp(e.subf(logit(e, ex), maxLogit)), expSum);
           };
           // Top-k in O(E*k): pick r is the best (largest o, ties: lower
           // index) of the experts that come after pick r-1 in that order.
@@ -606,11 +606,11 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
                                   [&](Emitter &e, Value i, ValueRange a) {
                                     Value v = adjusted(e, i, selected(e, idxs, i));
                                     return SmallVector<Value>{
-                                        e.addf(a[0], e.exp(e.subf(v, mx)))};
+                                        e.addf(a[0], e.routingExp(e.subf(v, mx)))};
                                   })[0];
             return e.forLoop(c0, kIdx, {ws}, [&](Emitter &e, Value i, ValueRange a) {
               Value v = adjusted(e, i, selected(e, idxs, i));
-              Value w = e.divf(e.exp(e.subf(v, mx)), sum);
+              Value w = e.divf(e.routingExp(e.subf(v, mx)), sum);
               return SmallVector<Value>{e.insert(w, a[0], {row, i})};
             })[0];
           };
@@ -618,7 +618,7 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
           auto adjustLogit = [&](Emitter &e, Value ex, Value c) {
             Value g = e.addf(prob(e, ex), e.cf32(1e-10));
             Value clamped = e.maxf(e.mulf(c, g), e.cf32(1e-10));
-            return e.subf(logit(e, ex), e.log(clamped));
+            return e.subf(logit(e, ex), e.routingLog(clamped));
           };
 
           // The production routers of docs/spec.md §3.1.1 (#moe.top_k with
@@ -626,7 +626,7 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
           // experts of the kept groups, weight with s.
           auto sigmoidOf = [&](Emitter &e, Value o) {
             return e.divf(e.cf32(1.0),
-                          e.addf(e.cf32(1.0), e.exp(arith::NegFOp::create(e.b, o))));
+                          e.addf(e.cf32(1.0), e.routingExp(arith::NegFOp::create(e.b, o))));
           };
           auto scoreOf = [&](Emitter &e, Value ex) -> Value {
             return topk && topk.getScore() == RouterScore::sigmoid ? sigmoidOf(e, logit(e, ex))
@@ -1297,7 +1297,7 @@ struct LowerSharedExpert : public OpRewritePattern<SharedExpertOp> {
                            Value o = memref::LoadOp::create(nb, logits, ValueRange{t, ne.idx(0)});
                            Value sig = ne.divf(
                                ne.cf32(1.0),
-                               ne.addf(ne.cf32(1.0), ne.exp(arith::NegFOp::create(nb, o))));
+                               ne.addf(ne.cf32(1.0), ne.routingExp(arith::NegFOp::create(nb, o))));
                            memref::StoreOp::create(nb, sig, gate, ValueRange{t});
                            scf::YieldOp::create(nb);
                          });

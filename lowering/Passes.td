@@ -160,6 +160,7 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect",
     "::mlir::memref::MemRefDialect", "::mlir::gpu::GPUDialect",
     "::mlir::bufferization::BufferizationDialect", "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect",
     "::mlir::moe::MoEDialect"
   ];
 }
