@@ -57,10 +57,14 @@ MOE_RUNTIME_EXPORT void *mgpuModuleLoad(void *data, size_t size);
  * appended to the error message). */
 MOE_RUNTIME_EXPORT void *mgpuModuleLoadJIT(void *data, int32_t optLevel);
 
-/* declare void @mgpuModuleUnload(ptr) -- cuModuleUnload. */
+/* declare void @mgpuModuleUnload(ptr) -- cuModuleUnload (and forgets the
+ * module's cached functions). */
 MOE_RUNTIME_EXPORT void mgpuModuleUnload(void *module);
 
-/* declare ptr @mgpuModuleGetFunction(ptr, ptr) -- cuModuleGetFunction. */
+/* declare ptr @mgpuModuleGetFunction(ptr, ptr)
+ * cuModuleGetFunction the first time for a (module, name); the cached
+ * handle afterwards, until mgpuModuleUnload(module). Failures are not
+ * cached. */
 MOE_RUNTIME_EXPORT void *mgpuModuleGetFunction(void *module, const char *name);
 
 /* ---- Launches ---------------------------------------------------------- */

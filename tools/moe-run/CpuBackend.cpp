@@ -73,14 +73,6 @@ namespace run {
 
 namespace {
 
-/// Whether the NVPTX pipeline has the device-argument ABI (device-abi).
-/// Set once lowering/Pipelines.h provides NVPTXPipelineOptions::deviceAbi.
-constexpr bool kDeviceAbiAvailable = false;
-void setDeviceAbi(mlir::moe::NVPTXPipelineOptions &options, bool enabled) {
-  (void)options;
-  (void)enabled;
-}
-
 /// Memory of one memref descriptor for a row-major buffer: {allocated,
 /// aligned, offset, sizes[R], strides[R]} as 64-bit words.
 std::vector<int64_t> makeDescriptor(void *ptr,
@@ -249,7 +241,7 @@ private:
     pipelineOptions.features = "+ptx80";
     pipelineOptions.format = "isa";
     pipelineOptions.resultsToOutParams = true;
-    setDeviceAbi(pipelineOptions, deviceArguments);
+    pipelineOptions.deviceAbi = deviceArguments;
     std::string error;
     if (failed(mlir::moe::buildNVPTXPipeline(
             pm, pipelineOptions, [&](const llvm::Twine &message) {
@@ -282,8 +274,6 @@ private:
   std::string chip;
   /// Lower with device arguments (see the class comment).
   bool deviceArguments = false;
-  /// The lowered clone, in device-argument mode.
-  OwningOpRef<ModuleOp> deviceModule;
   void *stream = nullptr;
   struct DeviceBuffer {
     void *ptr = nullptr;
@@ -296,10 +286,10 @@ private:
 
 llvm::Expected<ModuleOp> CudaBackend::lower(ModuleOp module,
                                             bool resultsToOutParams) {
-  if (kDeviceAbiAvailable) {
+  {
     // Device arguments when the function allows them (only moe ops and
-    // reshapes touch its tensors); the diagnostics of a refusal are not the
-    // user's problem: the host ABI below takes over.
+    // reshapes touch its tensors), tried on a copy: the diagnostics of a
+    // refusal are not the user's problem, the host ABI below takes over.
     OwningOpRef<ModuleOp> clone = module.clone();
     deviceArguments = true;
     llvm::Error err = llvm::Error::success();
@@ -309,8 +299,10 @@ llvm::Expected<ModuleOp> CudaBackend::lower(ModuleOp module,
       err = runPipeline(*clone, resultsToOutParams);
     }
     if (!err) {
-      deviceModule = std::move(clone);
-      return *deviceModule;
+      // The caller owns `module`: it becomes the lowered copy.
+      module.getBodyRegion().takeBody(clone->getBodyRegion());
+      module->setAttrs(clone.get()->getAttrDictionary());
+      return module;
     }
     llvm::consumeError(std::move(err));
     deviceArguments = false;

@@ -3,7 +3,11 @@
 # moe-run ends every call with one cuCtxSynchronize, so the trace splits
 # there: segment 1 is everything up to the end of the first call (device
 # detection, compilation, the module load, uploads, call 1), segments
-# 2..calls are the later calls, the rest is moe-run's teardown. Prints one
+# 2..calls are the later calls, the rest is moe-run's teardown. Any other
+# cuCtxSynchronize inside a call (the caching allocator synchronizes to
+# reuse another stream's block, or to free memory for real) shifts the
+# split, and the per-call checks of a test then fail: a warm call must not
+# synchronize the context. Prints one
 # line per call, then the totals between the end of call 1 and exit
 # (teardown included), the copies to the host after the last call, then the
 # most launches any call made.

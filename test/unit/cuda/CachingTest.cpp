@@ -500,6 +500,66 @@ TEST_F(Caching, FreeWhileAnErrorIsPendingStillRecycles) {
 }
 
 //===----------------------------------------------------------------------===//
+// A warm call of lowered code
+//===----------------------------------------------------------------------===//
+
+/// What gpu-to-llvm host code does on each call: a stream, scratch buffers
+/// of a few sizes, a kernel lookup per launch, an event to join, frees on the
+/// stream, a synchronization, the stream destroyed.
+void lowered_call(void *module, const float *in, float *out) {
+  void *s = mgpuStreamCreate();
+  void *x = mgpuMemAlloc(64 * 4, s, 0);
+  void *tmp = mgpuMemAlloc(3000, s, 0);
+  void *y = mgpuMemAlloc(64 * 4, s, 0);
+  mgpuMemcpy(x, const_cast<float *>(in), 64 * 4, s);
+  int64_t n = 64;
+  float value = 1.5f;
+  for (void *target : {tmp, y}) {
+    void *f = mgpuModuleGetFunction(module, "fake_fill_f32");
+    void *params[] = {&target, &n, &value};
+    mgpuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, s, params, nullptr, 3);
+  }
+  void *e = mgpuEventCreate();
+  mgpuEventRecord(e, s);
+  mgpuStreamWaitEvent(s, e);
+  mgpuEventDestroy(e);
+  mgpuMemcpy(out, y, 64 * 4, s);
+  for (void *p : {x, tmp, y})
+    mgpuMemFree(p, s);
+  mgpuStreamSynchronize(s);
+  mgpuStreamDestroy(s);
+}
+
+TEST_F(Caching, WarmCallsOnlyLaunchAndCopy) {
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+  std::vector<float> in(64, 1.0f), out(64, 0.0f);
+  lowered_call(module, in.data(), out.data());
+  const char *once[] = {"cuMemAlloc_v2", "cuMemFree_v2", "cuModuleGetFunction",
+                        "cuStreamCreate", "cuStreamDestroy_v2",
+                        "cuEventCreate", "cuEventDestroy_v2",
+                        "cuCtxSynchronize"};
+  std::vector<int> first;
+  for (const char *symbol : once)
+    first.push_back(calls(symbol));
+  int launches = fakeCudaLaunchCount();
+  EXPECT_EQ(launches, 2);
+  for (int call = 0; call < 3; ++call) {
+    std::fill(out.begin(), out.end(), 0.0f);
+    lowered_call(module, in.data(), out.data());
+    EXPECT_EQ(out[63], 1.5f);
+  }
+  for (size_t i = 0; i < first.size(); ++i)
+    EXPECT_EQ(calls(once[i]), first[i]) << once[i];
+  EXPECT_EQ(fakeCudaLaunchCount(), 4 * launches);
+  EXPECT_EQ(fakeCudaCopyCount("HtoD"), 4);
+  MoeRuntimeAllocatorStats st = stats();
+  EXPECT_EQ(st.driverAllocations, 3u);
+  EXPECT_EQ(st.cacheHits, 9u);
+  EXPECT_EQ(moeRuntimeGetLastError(), nullptr) << lastError();
+  mgpuModuleUnload(module);
+}
+
+//===----------------------------------------------------------------------===//
 // TMA descriptors
 //===----------------------------------------------------------------------===//
 
