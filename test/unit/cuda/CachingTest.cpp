@@ -457,6 +457,30 @@ TEST_F(Caching, ForeignPointersAreFreedAfterSynchronizing) {
   EXPECT_EQ(moeRuntimeGetLastError(), nullptr) << lastError();
 }
 
+TEST_F(Caching, ToolFreesSynchronizeFirst) {
+  startTrace();
+  std::string why;
+  void *p = moeCudaMalloc(4096, &why);
+  ASSERT_NE(p, nullptr) << why;
+  EXPECT_TRUE(moeCudaFree(p, &why)) << why;
+  std::vector<std::string> lines = traced();
+  auto sync = std::find(lines.begin(), lines.end(), "cuCtxSynchronize");
+  auto free = std::find(lines.begin(), lines.end(), "cuMemFree_v2");
+  ASSERT_NE(free, lines.end());
+  EXPECT_LT(sync, free);
+  // A kernel fault: reported, and the memory is still given back.
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+  void *fault = mgpuModuleGetFunction(module, "fake_fault");
+  void *q = moeCudaMalloc(4096, &why);
+  mgpuLaunchKernel(fault, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr, 0);
+  EXPECT_FALSE(moeCudaFree(q, &why));
+  EXPECT_EQ(why, "moe-runtime: cuCtxSynchronize failed: "
+                 "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was "
+                 "encountered)");
+  EXPECT_EQ(fakeCudaLiveAllocations(), 0);
+  mgpuModuleUnload(module);
+}
+
 TEST_F(Caching, CachingOff) {
   EXPECT_EQ(moeRuntimeSetAllocatorCaching(0), 1);
   void *s = mgpuStreamCreate();
