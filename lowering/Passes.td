@@ -145,6 +145,21 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     (see `--moe-gpu-materialize-launches`), so that the upstream buffer
     deallocation can run on the host code. f32 only for now.
 
+    With `device-abi=true` (the ABI of `moe-compile --target=cuda`, see
+    docs/aot.md) the tensor arguments and results of every public function
+    live in device memory. An argument (or a `tensor.cast`,
+    `tensor.expand_shape` or `tensor.collapse_shape` of one) feeds the
+    kernels directly, with no `gpu.alloc` or `gpu.memcpy`; a moe op's results
+    stay on the device as `bufferization.to_tensor` of their `gpu.alloc`
+    (marked `moe_gpu.device_result`), so a chain of moe ops has no host round
+    trips. Constants and other host-computed tensors that feed moe ops are
+    still uploaded; a scalar the host needs (the MOESART seed, the Soft MoE
+    scale) is copied to the host first. Only moe ops, `tensor.dim`, the three
+    reshapes above and `func.return` may use such a device tensor; any other
+    op is one error naming it. Private functions keep the default (host)
+    convention. Run `--moe-gpu-device-abi` after bufferization with
+    results-to-out-params (`--moe-nvptx-pipeline="device-abi=true"` does).
+
     With `toolkit=PATH` (what `--moe-nvptx-pipeline` passes) the pass first
     checks that the CUDA toolkit's libdevice, which the kernels' exp, log,
     erf, tanh and rsqrt link against, exists, and fails with one error
@@ -153,7 +168,12 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
   let options = [
     Option<"toolkit", "toolkit", "std::string", "\"\"",
            "CUDA toolkit whose nvvm/libdevice/libdevice.10.bc the kernels "
-           "link ('' = do not check, 'none' = none was found)">
+           "link ('' = do not check, 'none' = none was found)">,
+    Option<"deviceAbi", "device-abi", "bool", /*default=*/"false",
+           "The tensor arguments and results of public functions are device "
+           "memory: arguments feed the kernels without a copy, results stay "
+           "on the device (finished by moe-gpu-device-abi after "
+           "bufferization); a host op reading one is an error">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
@@ -162,6 +182,32 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::bufferization::BufferizationDialect", "::mlir::func::FuncDialect",
     "::mlir::LLVM::LLVMDialect",
     "::mlir::moe::MoEDialect"
+  ];
+}
+
+def MoEGPUDeviceABI : Pass<"moe-gpu-device-abi", "::mlir::ModuleOp"> {
+  let summary = "Finish convert-moe-to-gpu's device-abi after bufferization: "
+                "results written into the caller's device buffers";
+  let description = [{
+    Runs after one-shot bufferization, buffer-results-to-out-params and the
+    buffer deallocation pipeline on the host code of
+    `--convert-moe-to-gpu="device-abi=true"`. In every public function, whose
+    memref arguments (inputs and out-parameters) are device memory:
+
+    * a device result buffer (`gpu.alloc` marked `moe_gpu.device_result`)
+      that is copied, in its own block, into an out-parameter used by
+      nothing else becomes a view of that out-parameter, so the kernels
+      write the caller's buffer directly and the copy disappears;
+    * any other device result buffer is freed (`gpu.dealloc`) before the
+      terminator of its block;
+    * a `memref.copy` from or to device memory becomes `gpu.memcpy` (a
+      returned constant is uploaded into its out-parameter, an argument
+      returned as is is copied device to device);
+    * any other op that uses device memory other than views, `memref.dim`,
+      the GPU ops and the kernel launches is one error naming it.
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"
   ];
 }
 

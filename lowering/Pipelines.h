@@ -74,6 +74,14 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
       llvm::cl::desc("Turn the tensor results of public functions into "
                      "caller-allocated out-parameters (as --moe-cpu-pipeline)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> deviceAbi{
+      *this, "device-abi",
+      llvm::cl::desc("The public functions' tensor arguments and results are "
+                     "device memory (convert-moe-to-gpu's device-abi, then "
+                     "moe-gpu-device-abi): no copies in or out, results "
+                     "written into caller-allocated device out-parameters "
+                     "(implies results-to-out-params)"),
+      llvm::cl::init(false)};
   PassOptions::Option<std::string> cudaPath{
       *this, "cuda-path",
       llvm::cl::desc("CUDA toolkit (libdevice for math functions, ptxas for "

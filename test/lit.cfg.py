@@ -122,6 +122,20 @@ for _cand in [os.path.join(_mlir_lib_dir, "libomp.so"),
 if _libomp and os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-runner")):
     config.available_features.add("openmp-runtime")
     config.substitutions.append(("%libomp", _libomp))
+# The same for convert-moe-to-gpu's device-abi (what --moe-nvptx-pipeline=
+# "device-abi=true" runs before the kernels are lowered).
+config.substitutions.append(("%moe_emulate_gpu_device_abi_pipeline", "builtin.module("
+    "convert-moe-to-gpu{device-abi=true},func.func(convert-elementwise-to-linalg),"
+    "canonicalize,cse,"
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
+    "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
+    "moe-gpu-device-abi,moe-gpu-materialize-launches,moe-test-emulate-gpu,"
+    "func.func(convert-linalg-to-loops),canonicalize,convert-scf-to-cf,"
+    "convert-openmp-to-llvm,expand-strided-metadata,lower-affine,"
+    "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+    "convert-to-llvm,reconcile-unrealized-casts)"))
 config.substitutions.append(("%moe_emulate_gpu_pipeline", "builtin.module("
     "convert-moe-to-gpu,func.func(convert-elementwise-to-linalg),canonicalize,cse,"
     "one-shot-bufferize{bufferize-function-boundaries "

@@ -63,6 +63,8 @@ namespace {
 
 constexpr llvm::StringLiteral kLaunchAttr = "moe_gpu.kernel";
 constexpr llvm::StringLiteral kLaunchPrefix = "__moe_launch_";
+/// device-abi: a gpu.alloc holding a moe op result (see moe-gpu-device-abi).
+constexpr llvm::StringLiteral kDeviceResultAttr = "moe_gpu.device_result";
 
 MemRefType flatType(Type elt) { return MemRefType::get({ShapedType::kDynamic}, elt); }
 
@@ -83,6 +85,13 @@ public:
   /// before it, so that they do not split the GPU stream (gpu-async-region
   /// synchronizes before host ops with side effects).
   Operation *start;
+  /// device-abi (in a public function): the tensors in device memory, see
+  /// DeviceABI.cpp; null in the default (host) convention.
+  llvm::DenseSet<Value> *deviceValues = nullptr;
+
+  bool isDevice(Value tensor) const {
+    return deviceValues && deviceValues->contains(tensor);
+  }
 
   Value dim(Value tensor, int64_t i) {
     auto type = cast<RankedTensorType>(tensor.getType());
@@ -124,6 +133,8 @@ public:
     auto type = cast<RankedTensorType>(tensor.getType());
     auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
     Value host = bufferization::ToBufferOp::create(b, memrefType, tensor, /*read_only=*/true);
+    if (isDevice(tensor)) // device-abi: already on the device
+      return memref::CastOp::create(b, flatType(type.getElementType()), flatten(host));
     Value dev = alloc(type.getElementType(), numElements(tensor));
     gpu::MemcpyOp::create(b, Type(), ValueRange{}, dev, flatten(host));
     return dev;
@@ -137,6 +148,8 @@ public:
     for (int64_t i = 0; i < type.getRank(); ++i)
       if (type.isDynamicDim(i))
         dyn.push_back(dims[i]);
+    if (deviceValues)
+      return deviceResult(dev, type, dyn);
     auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
     Value host;
     if (type.hasStaticShape()) {
@@ -149,6 +162,79 @@ public:
     gpu::MemcpyOp::create(b, Type(), ValueRange{}, flatten(host), dev);
     return bufferization::ToTensorOp::create(b, type, host, /*restrict=*/true,
                                              /*writable=*/true);
+  }
+
+  /// device-abi: `dev` (a device buffer of this op) as the tensor result of
+  /// `type`; it is not freed here but marked for moe-gpu-device-abi.
+  Value deviceResult(Value dev, RankedTensorType type, ArrayRef<Value> dyn) {
+    auto *it = llvm::find(deviceBuffers, dev);
+    if (it == deviceBuffers.end()) { // not this op's buffer: copy it
+      Value n = e.idx(1);
+      for (int64_t i = 0, j = 0; i < type.getRank(); ++i)
+        n = e.muli(n, type.isDynamicDim(i) ? dyn[j++] : e.idx(type.getDimSize(i)));
+      Value copy = alloc(type.getElementType(), n);
+      gpu::MemcpyOp::create(b, Type(), ValueRange{}, copy, dev);
+      dev = copy;
+      it = llvm::find(deviceBuffers, dev);
+    }
+    deviceBuffers.erase(it);
+    dev.getDefiningOp()->setAttr(kDeviceResultAttr, b.getUnitAttr());
+    auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+    Value view = dev;
+    if (type.hasStaticShape())
+      view = memref::CastOp::create(
+          b, MemRefType::get({type.getNumElements()}, type.getElementType()), dev);
+    if (type.getRank() == 0)
+      view = memref::CollapseShapeOp::create(b, memrefType, view,
+                                             ArrayRef<ReassociationIndices>{});
+    else if (type.getRank() > 1) {
+      SmallVector<OpFoldResult> shape;
+      for (int64_t i = 0, j = 0; i < type.getRank(); ++i)
+        shape.push_back(type.isDynamicDim(i) ? OpFoldResult(dyn[j++])
+                                             : OpFoldResult(b.getIndexAttr(type.getDimSize(i))));
+      ReassociationIndices all;
+      for (int64_t i = 0; i < type.getRank(); ++i)
+        all.push_back(i);
+      view = memref::ExpandShapeOp::create(b, memrefType, view,
+                                           ArrayRef<ReassociationIndices>{all}, shape);
+    }
+    Value result =
+        bufferization::ToTensorOp::create(b, type, view, /*restrict=*/true, /*writable=*/true);
+    deviceValues->insert(result);
+    return result;
+  }
+
+  /// A host-computed tensor as a moe op result: itself, or (device-abi) an
+  /// uploaded device copy.
+  Value hostResult(Value tensor) {
+    if (!deviceValues)
+      return tensor;
+    auto type = cast<RankedTensorType>(tensor.getType());
+    SmallVector<Value> dyn;
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      if (type.isDynamicDim(i))
+        dyn.push_back(dim(tensor, i));
+    return deviceResult(upload(tensor), type, dyn);
+  }
+
+  /// `view`, a view of a device tensor, is one too.
+  Value deviceView(Value view) {
+    if (deviceValues)
+      deviceValues->insert(view);
+    return view;
+  }
+
+  /// The value of a 0-d tensor on the host (device-abi: copied back first,
+  /// before this op's GPU work).
+  Value hostScalar(Value tensor) {
+    if (!isDevice(tensor))
+      return tensor::ExtractOp::create(b, tensor, ValueRange{});
+    auto type = cast<RankedTensorType>(tensor.getType());
+    auto memrefType = MemRefType::get({}, type.getElementType());
+    Value dev = bufferization::ToBufferOp::create(b, memrefType, tensor, /*read_only=*/true);
+    Value host = memref::AllocaOp::create(b, memrefType);
+    gpu::MemcpyOp::create(b, Type(), ValueRange{}, host, dev);
+    return memref::LoadOp::create(b, host, ValueRange{});
   }
 
   void releaseAll() {
@@ -233,7 +319,7 @@ public:
       // The key is read on the host before the first GPU op (see `start`).
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(start);
-      Value s = tensor::ExtractOp::create(b, seed, ValueRange{});
+      Value s = hostScalar(seed);
       key0 = arith::TruncIOp::create(b, e.i32(), s);
       key1 = arith::TruncIOp::create(
           b, e.i32(),
@@ -479,8 +565,7 @@ public:
       launch(lib.softNorms(), {blocks(e.addi(GM, f.ES), kEltThreads)}, kEltThreads,
              {x, phi, rx, rphi, GM, f.ES, f.D});
     }
-    Value scale = scaleT ? tensor::ExtractOp::create(b, scaleT, ValueRange{}).getResult()
-                         : e.cf32(1.0);
+    Value scale = scaleT ? hostScalar(scaleT) : e.cf32(1.0);
     Value L = alloc(e.f32(), e.muli(GM, f.ES));
     launch(lib.softLogits(normalize), {blocks(f.ES, kTileN), blocks(GM, kTileM)}, kGemmThreads,
            {x, phi, rx, rphi, L, GM, f.ES, f.D, scale});
@@ -552,7 +637,7 @@ LogicalResult convert(LayerOp op, Host &h) {
   SmallVector<Value> results{h.download(y, op.getOutput().getType(), {T, D})};
   if (op.getAuxLoss())
     results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())
-                             : zeroLoss(h, op.getAuxLoss().getType()));
+                             : h.hostResult(zeroLoss(h, op.getAuxLoss().getType())));
   h.releaseAll();
   op->replaceAllUsesWith(results);
   return success();
@@ -584,7 +669,7 @@ LogicalResult convert(GateOp op, Host &h) {
                              h.download(g.indices, op.getIndices().getType(), {T, h.e.idx(k)})};
   if (op.getAuxLoss())
     results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())
-                             : zeroLoss(h, op.getAuxLoss().getType()));
+                             : h.hostResult(zeroLoss(h, op.getAuxLoss().getType())));
   h.releaseAll();
   op->replaceAllUsesWith(results);
   return success();
@@ -683,7 +768,7 @@ LogicalResult convert(SoftDispatchOp op, Host &h) {
   Value offsets = h.softOffsets(numExperts, f.G, f.S);
   SmallVector<Value> results{
       h.download(f.rows, op.getRows().getType(), {h.e.muli(f.ES, f.G), f.D}),
-      tensor::CastOp::create(h.b, op.getOffsets().getType(), offsets),
+      h.deviceView(tensor::CastOp::create(h.b, op.getOffsets().getType(), h.hostResult(offsets))),
       h.download(f.combineWeights, op.getCombineWeights().getType(),
                  {f.G, f.M, h.e.idx(numExperts), f.S})};
   h.releaseAll();
@@ -765,6 +850,46 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     return success();
   }
 
+  /// device-abi: the tensors of public functions that live in device memory
+  /// (tensor arguments, moe op results and their reshapes); every other use
+  /// of one is an error naming the op.
+  static LogicalResult findDeviceValues(ModuleOp module, llvm::DenseSet<Value> &device) {
+    SmallVector<Value> worklist;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() || !func.isPublic())
+        continue;
+      for (BlockArgument arg : func.getArguments())
+        if (isa<RankedTensorType>(arg.getType()))
+          worklist.push_back(arg);
+      func.walk([&](Operation *op) {
+        if (op->getDialect() && isa<MoEDialect>(op->getDialect()))
+          for (Value r : op->getResults())
+            worklist.push_back(r);
+      });
+    }
+    bool ok = true;
+    while (!worklist.empty()) {
+      Value v = worklist.pop_back_val();
+      if (!device.insert(v).second)
+        continue;
+      for (Operation *user : v.getUsers()) {
+        if (isa<tensor::CastOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user)) {
+          worklist.push_back(user->getResult(0));
+          continue;
+        }
+        if (isa<tensor::DimOp, func::ReturnOp>(user) ||
+            (user->getDialect() && isa<MoEDialect>(user->getDialect())))
+          continue;
+        user->emitError() << "device-abi: '" << user->getName()
+                          << "' would read a device tensor (an argument of a public function "
+                             "or a moe op result) on the host; only moe ops, tensor.dim, "
+                             "tensor.cast/expand_shape/collapse_shape and func.return may use it";
+        ok = false;
+      }
+    }
+    return success(ok);
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<Operation *> ops;
@@ -788,11 +913,18 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     if (failedAny)
       return signalPassFailure();
 
+    llvm::DenseSet<Value> deviceValues;
+    if (deviceAbi && failed(findDeviceValues(module, deviceValues)))
+      return signalPassFailure();
+
     KernelLibrary lib(module);
     for (Operation *op : ops) {
       OpBuilder ob(op);
       ImplicitLocOpBuilder b(op->getLoc(), ob);
       Host h(b, lib, module);
+      auto func = op->getParentOfType<func::FuncOp>();
+      if (deviceAbi && func && func.isPublic())
+        h.deviceValues = &deviceValues;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

@@ -173,11 +173,15 @@ LogicalResult moe::buildNVPTXPipeline(
   std::string toolkit = cudaToolkit(options);
   ConvertMoEToGPUOptions toGPU;
   toGPU.toolkit = toolkit.empty() ? "none" : toolkit;
+  toGPU.deviceAbi = options.deviceAbi;
   pm.addPass(createConvertMoEToGPU(toGPU));
   addFixed("func.func(convert-elementwise-to-linalg),canonicalize,cse");
   // 2. Host bufferization and deallocation (device buffers are managed by
-  // convert-moe-to-gpu: bufferization.manual_deallocation).
-  addHostBufferization(pm, options.resultsToOutParams);
+  // convert-moe-to-gpu: bufferization.manual_deallocation); device-abi:
+  // results into the caller's device buffers.
+  addHostBufferization(pm, options.resultsToOutParams || options.deviceAbi);
+  if (options.deviceAbi)
+    pm.addPass(createMoEGPUDeviceABI());
   // 3. Launch placeholders -> gpu.launch_func; host ops on one stream.
   addFixed("moe-gpu-materialize-launches,"
            "func.func(convert-linalg-to-loops),"

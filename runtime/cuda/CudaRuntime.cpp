@@ -139,7 +139,12 @@ bool moeCudaFree(void *devicePtr, std::string *why) {
   DeviceScope scope(&f);
   if (!scope.ok())
     return fail(why, f);
+  // Kernels queued on any stream may still use the memory: finish them
+  // first. A failed synchronization is reported; the memory is freed anyway.
+  CUresult sync = scope.d().CtxSynchronize();
   CUresult r = scope.d().MemFree(devPtr(devicePtr));
+  if (sync != CUDA_SUCCESS)
+    return fail(why, callFailed(scope.d(), "cuCtxSynchronize", sync));
   return r == CUDA_SUCCESS ? true
                            : fail(why, callFailed(scope.d(), "cuMemFree", r));
 }

@@ -57,7 +57,8 @@ MOE_RUNTIME_EXPORT bool moeCudaGetDeviceInfo(MoeCudaDeviceInfo *info,
 /// Device memory (cuMemAlloc); 0 bytes -> null, which is not an error.
 MOE_RUNTIME_EXPORT void *moeCudaMalloc(size_t bytes,
                                        std::string *why = nullptr);
-/// cuMemFree; null is a no-op.
+/// cuCtxSynchronize (queued work may still use the memory), then cuMemFree;
+/// null is a no-op.
 MOE_RUNTIME_EXPORT bool moeCudaFree(void *devicePtr,
                                     std::string *why = nullptr);
 /// Synchronous copies (cuMemcpyHtoD / cuMemcpyDtoH); 0 bytes is a no-op.

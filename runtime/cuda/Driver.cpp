@@ -225,12 +225,12 @@ bool primaryContext(int device, CUcontext *ctx, CUdevice *dev, Failure *why) {
   return true;
 }
 
-DeviceScope::DeviceScope(Failure *why) {
+DeviceScope::DeviceScope(Failure *why, int device) {
   const DriverFunctions *d = getDriver(why);
   if (!d)
     return;
   CUcontext ctx = nullptr;
-  if (!primaryContext(defaultDevice(), &ctx, &dev, why))
+  if (!primaryContext(device < 0 ? defaultDevice() : device, &ctx, &dev, why))
     return;
   CUresult r = d->CtxPushCurrent(ctx);
   if (r != CUDA_SUCCESS) {
@@ -302,6 +302,12 @@ int moeRuntimeSetErrorPrinting(int enabled) {
 
 void moeRuntimeResetForTesting(void) {
   DriverState &s = driverState();
+  if (s.ready.load()) {
+    // Give the pools back to the driver while it is still loaded.
+    int print = moeRuntimeSetErrorPrinting(0);
+    moeRuntimeEmptyCache();
+    moeRuntimeSetErrorPrinting(print);
+  }
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.ready.load()) {
@@ -324,6 +330,8 @@ void moeRuntimeResetForTesting(void) {
     s.ready.store(false);
   }
   resetFunctionRegistry();
+  resetAllocator();
+  resetPools();
   defaultDevice() = 0;
   moeRuntimeClearError();
 }

@@ -11,7 +11,10 @@
 #include "runtime/cuda/MgpuAbi.h"
 #include "runtime/cuda/Internal.h"
 
+#include <array>
+#include <algorithm>
 #include <climits>
+#include <map>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -37,6 +40,10 @@ struct Registry {
   std::mutex mutex;
   std::unordered_map<CUfunction, FunctionInfo> functions;
   std::unordered_map<CUmodule, std::vector<CUfunction>> modules;
+  /// The function cache: (module, kernel name) -> the handle
+  /// cuModuleGetFunction returned, until the module is unloaded.
+  std::unordered_map<CUmodule, std::unordered_map<std::string, CUfunction>>
+      lookups;
 };
 
 Registry &registry() {
@@ -52,11 +59,24 @@ void registerFunction(CUmodule module, CUfunction function, const char *name) {
     inserted.first->second.name = name;
     r.modules[module].push_back(function);
   }
+  r.lookups[module][name] = function;
+}
+
+/// The cached handle of `name` in `module`, or null.
+CUfunction cachedFunction(CUmodule module, const char *name) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto m = r.lookups.find(module);
+  if (m == r.lookups.end())
+    return nullptr;
+  auto f = m->second.find(name);
+  return f == m->second.end() ? nullptr : f->second;
 }
 
 void forgetModule(CUmodule module) {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
+  r.lookups.erase(module);
   auto it = r.modules.find(module);
   if (it == r.modules.end())
     return;
@@ -85,6 +105,108 @@ void setDynamicSmemOptIn(CUfunction function, int bytes) {
   auto it = r.functions.find(function);
   if (it != r.functions.end())
     it->second.dynamicSmemOptIn = bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// Pools: streams and events handed back by the lowered code, the TMA
+// descriptors it encodes, and the calling thread's own stream.
+//===----------------------------------------------------------------------===//
+
+/// The most streams / events kept per device for reuse.
+constexpr size_t kMaxPooledStreams = 16;
+constexpr size_t kMaxPooledEvents = 64;
+
+void *&threadStream() {
+  static thread_local void *stream = nullptr;
+  return stream;
+}
+
+using TensorMapBytes = std::array<uint64_t, 16>;
+
+struct Pools {
+  std::mutex mutex;
+  /// Streams and events the runtime created and has not destroyed, with
+  /// their device; the free ones per device.
+  std::unordered_map<CUstream, int> streams;
+  std::unordered_map<CUevent, int> events;
+  std::map<int, std::vector<CUstream>> freeStreams;
+  std::map<int, std::vector<CUevent>> freeEvents;
+  std::map<std::pair<int, TensorMapBytes>, CUdeviceptr> tensorMaps;
+
+  CUstream popStream(int device) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = freeStreams.find(device);
+    if (it == freeStreams.end() || it->second.empty())
+      return nullptr;
+    CUstream s = it->second.back();
+    it->second.pop_back();
+    return s;
+  }
+  void noteStream(CUstream s, int device) {
+    std::lock_guard<std::mutex> lock(mutex);
+    streams[s] = device;
+  }
+  /// True when `s` is one of ours and went back to its pool.
+  bool pushStream(CUstream s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = streams.find(s);
+    if (it == streams.end())
+      return false;
+    std::vector<CUstream> &free = freeStreams[it->second];
+    if (free.size() >= kMaxPooledStreams) {
+      streams.erase(it); // the caller destroys it
+      return false;
+    }
+    free.push_back(s);
+    return true;
+  }
+
+  CUevent popEvent(int device) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = freeEvents.find(device);
+    if (it == freeEvents.end() || it->second.empty())
+      return nullptr;
+    CUevent e = it->second.back();
+    it->second.pop_back();
+    return e;
+  }
+  void noteEvent(CUevent e, int device) {
+    std::lock_guard<std::mutex> lock(mutex);
+    events[e] = device;
+  }
+  bool pushEvent(CUevent e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = events.find(e);
+    if (it == events.end())
+      return false;
+    std::vector<CUevent> &free = freeEvents[it->second];
+    if (free.size() >= kMaxPooledEvents) {
+      events.erase(it);
+      return false;
+    }
+    free.push_back(e);
+    return true;
+  }
+
+  static TensorMapBytes bytes(const CUtensorMap &map) {
+    TensorMapBytes b;
+    std::memcpy(b.data(), map.opaque, sizeof(b));
+    return b;
+  }
+  CUdeviceptr findTensorMap(int device, const CUtensorMap &map) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = tensorMaps.find({device, bytes(map)});
+    return it == tensorMaps.end() ? 0 : it->second;
+  }
+  void addTensorMap(int device, const CUtensorMap &map, CUdeviceptr ptr) {
+    std::lock_guard<std::mutex> lock(mutex);
+    tensorMaps[{device, bytes(map)}] = ptr;
+  }
+};
+
+Pools &pools() {
+  static Pools *p = new Pools;
+  return *p;
 }
 
 //===----------------------------------------------------------------------===//
@@ -306,11 +428,87 @@ bool memrefExtent(const char *api, int64_t rank, void *descriptor,
 
 } // namespace
 
+bool moe::cudart::releasePooledHandles(const DriverFunctions &d, int device,
+                                       DriverError *error) {
+  Pools &p = pools();
+  std::vector<CUstream> streams;
+  std::vector<CUevent> events;
+  std::vector<CUdeviceptr> maps;
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    streams.swap(p.freeStreams[device]);
+    events.swap(p.freeEvents[device]);
+    for (CUstream s : streams)
+      p.streams.erase(s);
+    for (CUevent e : events)
+      p.events.erase(e);
+    for (auto it = p.tensorMaps.begin(); it != p.tensorMaps.end();) {
+      if (it->first.first == device) {
+        maps.push_back(it->second);
+        it = p.tensorMaps.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (streams.empty() && events.empty() && maps.empty())
+    return true;
+  bool ok = true;
+  auto note = [&](CUresult r, const char *call) {
+    if (r != CUDA_SUCCESS && ok) {
+      *error = DriverError{call, r};
+      ok = false;
+    }
+  };
+  // Kernels may still read a descriptor, and a pooled stream or event may
+  // still have work: finish everything first.
+  note(d.CtxSynchronize(), "cuCtxSynchronize");
+  for (CUstream s : streams)
+    note(d.StreamDestroy(s), "cuStreamDestroy");
+  for (CUevent e : events)
+    note(d.EventDestroy(e), "cuEventDestroy");
+  if (ok)
+    for (CUdeviceptr m : maps)
+      note(d.MemFree(m), "cuMemFree");
+  return ok;
+}
+
+std::vector<int> moe::cudart::devicesWithPooledHandles() {
+  Pools &p = pools();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  std::vector<int> devices;
+  auto add = [&](int d) {
+    if (std::find(devices.begin(), devices.end(), d) == devices.end())
+      devices.push_back(d);
+  };
+  for (auto &f : p.freeStreams)
+    if (!f.second.empty())
+      add(f.first);
+  for (auto &f : p.freeEvents)
+    if (!f.second.empty())
+      add(f.first);
+  for (auto &m : p.tensorMaps)
+    add(m.first.first);
+  return devices;
+}
+
+void moe::cudart::resetPools() {
+  Pools &p = pools();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.streams.clear();
+  p.events.clear();
+  p.freeStreams.clear();
+  p.freeEvents.clear();
+  p.tensorMaps.clear();
+  threadStream() = nullptr;
+}
+
 void moe::cudart::resetFunctionRegistry() {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.functions.clear();
   r.modules.clear();
+  r.lookups.clear();
 }
 
 extern "C" {
@@ -384,6 +582,13 @@ void mgpuModuleUnload(void *module) {
 }
 
 void *mgpuModuleGetFunction(void *module, const char *name) {
+  // The lowered code looks its kernel up before every launch: after the
+  // first time, that is a table lookup without a driver call.
+  if (errorPending())
+    return nullptr;
+  if (module && name)
+    if (CUfunction cached = cachedFunction(static_cast<CUmodule>(module), name))
+      return cached;
   Call call(Call::Work);
   if (!call.ok())
     return nullptr;
@@ -499,6 +704,12 @@ void mgpuLaunchClusterKernel(void *function, intptr_t clusterX,
 //===----------------------------------------------------------------------===//
 
 void *mgpuStreamCreate(void) {
+  if (errorPending())
+    return nullptr;
+  if (void *mine = threadStream())
+    return mine;
+  if (CUstream pooled = pools().popStream(defaultDevice()))
+    return pooled;
   Call call(Call::Work);
   if (!call.ok())
     return nullptr;
@@ -506,17 +717,25 @@ void *mgpuStreamCreate(void) {
   if (!call.check(call.d().StreamCreate(&stream, CU_STREAM_NON_BLOCKING),
                   "cuStreamCreate"))
     return nullptr;
+  pools().noteStream(stream, defaultDevice());
   return stream;
 }
 
 void mgpuStreamDestroy(void *stream) {
-  if (!stream)
+  if (!stream || stream == threadStream())
+    return;
+  CUstream s = static_cast<CUstream>(stream);
+  if (pools().pushStream(s))
     return;
   Call call(Call::Release);
   if (!call.ok())
     return;
-  call.check(call.d().StreamDestroy(static_cast<CUstream>(stream)),
-             "cuStreamDestroy");
+  // Blocks freed on this stream must not be reused by a later stream that
+  // gets the same handle: finish its work and untag them first.
+  DriverError error;
+  if (!allocatorForgetStream(call.d(), defaultDevice(), s, &error))
+    call.check(error.result, error.call);
+  call.check(call.d().StreamDestroy(s), "cuStreamDestroy");
 }
 
 void mgpuStreamSynchronize(void *stream) {
@@ -542,6 +761,10 @@ void mgpuStreamWaitEvent(void *stream, void *event) {
 }
 
 void *mgpuEventCreate(void) {
+  if (errorPending())
+    return nullptr;
+  if (CUevent pooled = pools().popEvent(defaultDevice()))
+    return pooled;
   Call call(Call::Work);
   if (!call.ok())
     return nullptr;
@@ -549,17 +772,20 @@ void *mgpuEventCreate(void) {
   if (!call.check(call.d().EventCreate(&event, CU_EVENT_DISABLE_TIMING),
                   "cuEventCreate"))
     return nullptr;
+  pools().noteEvent(event, defaultDevice());
   return event;
 }
 
 void mgpuEventDestroy(void *event) {
   if (!event)
     return;
+  CUevent e = static_cast<CUevent>(event);
+  if (pools().pushEvent(e))
+    return;
   Call call(Call::Release);
   if (!call.ok())
     return;
-  call.check(call.d().EventDestroy(static_cast<CUevent>(event)),
-             "cuEventDestroy");
+  call.check(call.d().EventDestroy(e), "cuEventDestroy");
 }
 
 void mgpuEventSynchronize(void *event) {
@@ -592,9 +818,15 @@ void mgpuEventRecord(void *event, void *stream) {
 //===----------------------------------------------------------------------===//
 
 void *mgpuMemAlloc(uint64_t sizeBytes, void *stream, int8_t isHostShared) {
-  (void)stream;
   if (sizeBytes == 0)
     return nullptr; // nothing to allocate: not an error, even without driver
+  if (errorPending())
+    return nullptr;
+  CUstream s = static_cast<CUstream>(stream);
+  if (!isHostShared)
+    if (CUdeviceptr reused =
+            allocatorTryReuse(defaultDevice(), size_t(sizeBytes), s))
+      return reinterpret_cast<void *>(uintptr_t(reused));
   Call call(Call::Work);
   if (!call.ok())
     return nullptr;
@@ -605,21 +837,30 @@ void *mgpuMemAlloc(uint64_t sizeBytes, void *stream, int8_t isHostShared) {
                                              CU_MEM_ATTACH_GLOBAL),
                     "cuMemAllocManaged", detail))
       return nullptr;
-  } else if (!call.check(call.d().MemAlloc(&ptr, size_t(sizeBytes)),
-                         "cuMemAlloc", detail)) {
+    allocatorNoteManaged(ptr);
+    return reinterpret_cast<void *>(uintptr_t(ptr));
+  }
+  DriverError error;
+  ptr = allocatorAllocate(call.d(), defaultDevice(), size_t(sizeBytes), s,
+                          &error);
+  if (!ptr) {
+    call.check(error.result, error.call, detail);
     return nullptr;
   }
   return reinterpret_cast<void *>(uintptr_t(ptr));
 }
 
 void mgpuMemFree(void *ptr, void *stream) {
-  (void)stream;
   if (!ptr)
+    return;
+  if (allocatorTryRecycle(devPtr(ptr), static_cast<CUstream>(stream)))
     return;
   Call call(Call::Release);
   if (!call.ok())
     return;
-  call.check(call.d().MemFree(devPtr(ptr)), "cuMemFree");
+  DriverError error;
+  if (!allocatorRelease(call.d(), devPtr(ptr), &error))
+    call.check(error.result, error.call);
 }
 
 void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *stream) {
@@ -778,6 +1019,11 @@ void *mgpuTensorMapEncodeTiledMemref(int64_t rank, void *descriptor,
       CUtensorMapFloatOOBfill(oobFill));
   if (!call.check(r, "cuTensorMapEncodeTiled"))
     return nullptr;
+  // The lowered code encodes its descriptors before every launch and never
+  // frees them: one device copy per distinct descriptor, kept until
+  // moeRuntimeEmptyCache.
+  if (CUdeviceptr cached = pools().findTensorMap(defaultDevice(), map))
+    return reinterpret_cast<void *>(uintptr_t(cached));
   CUdeviceptr device = 0;
   if (!call.check(call.d().MemAlloc(&device, sizeof(map)), "cuMemAlloc",
                   " (TMA descriptor)"))
@@ -787,7 +1033,49 @@ void *mgpuTensorMapEncodeTiledMemref(int64_t rank, void *descriptor,
     call.d().MemFree(device);
     return nullptr;
   }
+  pools().addTensorMap(defaultDevice(), map, device);
   return reinterpret_cast<void *>(uintptr_t(device));
+}
+
+//===----------------------------------------------------------------------===//
+// Streams and device memory (moe extension)
+//===----------------------------------------------------------------------===//
+
+void *moeRuntimeSetStream(void *stream) {
+  void *previous = threadStream();
+  threadStream() = stream;
+  return previous;
+}
+
+void *moeRuntimeGetStream(void) { return threadStream(); }
+
+void moeRuntimeForgetStream(void *stream) {
+  Call call(Call::Release);
+  if (!call.ok())
+    return;
+  DriverError error;
+  if (!allocatorForgetStream(call.d(), defaultDevice(),
+                             static_cast<CUstream>(stream), &error))
+    call.check(error.result, error.call);
+}
+
+void moeRuntimeEmptyCache(void) {
+  std::vector<int> devices = allocatorDevicesWithCache();
+  for (int d : devicesWithPooledHandles())
+    if (std::find(devices.begin(), devices.end(), d) == devices.end())
+      devices.push_back(d);
+  for (int device : devices) {
+    Failure why;
+    DeviceScope scope(&why, device);
+    if (!scope.ok()) {
+      recordError(why);
+      continue;
+    }
+    DriverError error;
+    if (!allocatorEmptyDevice(scope.d(), device, &error) ||
+        !releasePooledHandles(scope.d(), device, &error))
+      recordError(callFailed(scope.d(), error.call, error.result));
+  }
 }
 
 } // extern "C"

@@ -57,10 +57,14 @@ MOE_RUNTIME_EXPORT void *mgpuModuleLoad(void *data, size_t size);
  * appended to the error message). */
 MOE_RUNTIME_EXPORT void *mgpuModuleLoadJIT(void *data, int32_t optLevel);
 
-/* declare void @mgpuModuleUnload(ptr) -- cuModuleUnload. */
+/* declare void @mgpuModuleUnload(ptr) -- cuModuleUnload (and forgets the
+ * module's cached functions). */
 MOE_RUNTIME_EXPORT void mgpuModuleUnload(void *module);
 
-/* declare ptr @mgpuModuleGetFunction(ptr, ptr) -- cuModuleGetFunction. */
+/* declare ptr @mgpuModuleGetFunction(ptr, ptr)
+ * cuModuleGetFunction the first time for a (module, name); the cached
+ * handle afterwards, until mgpuModuleUnload(module). Failures are not
+ * cached. */
 MOE_RUNTIME_EXPORT void *mgpuModuleGetFunction(void *module, const char *name);
 
 /* ---- Launches ---------------------------------------------------------- */
@@ -93,17 +97,26 @@ mgpuLaunchClusterKernel(void *function, intptr_t clusterX, intptr_t clusterY,
 
 /* ---- Streams and events ------------------------------------------------ */
 
-/* declare ptr @mgpuStreamCreate() -- cuStreamCreate(NON_BLOCKING). */
+/* declare ptr @mgpuStreamCreate()
+ * The calling thread's stream set with moeRuntimeSetStream, if any; else a
+ * stream from the runtime's pool, created with cuStreamCreate(NON_BLOCKING)
+ * only when the pool is empty. */
 MOE_RUNTIME_EXPORT void *mgpuStreamCreate(void);
-/* declare void @mgpuStreamDestroy(ptr) -- cuStreamDestroy. */
+/* declare void @mgpuStreamDestroy(ptr)
+ * The thread's moeRuntimeSetStream stream: nothing. A stream of the pool:
+ * back to the pool (at most 16 are kept; beyond that, and for streams the
+ * runtime did not create, cuStreamDestroy after synchronizing the stream). */
 MOE_RUNTIME_EXPORT void mgpuStreamDestroy(void *stream);
 /* declare void @mgpuStreamSynchronize(ptr) -- cuStreamSynchronize. */
 MOE_RUNTIME_EXPORT void mgpuStreamSynchronize(void *stream);
 /* declare void @mgpuStreamWaitEvent(ptr, ptr) -- cuStreamWaitEvent. */
 MOE_RUNTIME_EXPORT void mgpuStreamWaitEvent(void *stream, void *event);
-/* declare ptr @mgpuEventCreate() -- cuEventCreate(DISABLE_TIMING). */
+/* declare ptr @mgpuEventCreate()
+ * An event from the runtime's pool, cuEventCreate(DISABLE_TIMING) when it is
+ * empty. */
 MOE_RUNTIME_EXPORT void *mgpuEventCreate(void);
-/* declare void @mgpuEventDestroy(ptr) -- cuEventDestroy. */
+/* declare void @mgpuEventDestroy(ptr)
+ * Back to the pool (at most 64 kept; beyond that cuEventDestroy). */
 MOE_RUNTIME_EXPORT void mgpuEventDestroy(void *event);
 /* declare void @mgpuEventSynchronize(ptr) -- cuEventSynchronize. */
 MOE_RUNTIME_EXPORT void mgpuEventSynchronize(void *event);
@@ -113,12 +126,19 @@ MOE_RUNTIME_EXPORT void mgpuEventRecord(void *event, void *stream);
 /* ---- Memory ------------------------------------------------------------ */
 
 /* declare ptr @mgpuMemAlloc(i64, ptr, i8)
- * cuMemAlloc, or cuMemAllocManaged(ATTACH_GLOBAL) when isHostShared != 0.
- * 0 bytes -> null without error. The stream is not used (allocation is
- * synchronous, as upstream). */
+ * Device memory from the stream-ordered caching allocator (README.md
+ * "Device memory"): a cached block of the request's size class that was
+ * freed on `stream` (or whose work is known to be finished), else
+ * cuMemAlloc. cuMemAllocManaged(ATTACH_GLOBAL), never cached, when
+ * isHostShared != 0. 0 bytes -> null without error. */
 MOE_RUNTIME_EXPORT void *mgpuMemAlloc(uint64_t sizeBytes, void *stream,
                                       int8_t isHostShared);
-/* declare void @mgpuMemFree(ptr, ptr) -- cuMemFree (null: no-op). */
+/* declare void @mgpuMemFree(ptr, ptr)
+ * A cached-allocator block goes back to its pool tagged with `stream`
+ * (work queued on `stream` before the free may still use it; only that
+ * stream reuses it before a synchronization). Anything else (managed
+ * memory, caching off, foreign pointers): cuCtxSynchronize, then cuMemFree.
+ * Null: no-op. */
 MOE_RUNTIME_EXPORT void mgpuMemFree(void *ptr, void *stream);
 /* declare void @mgpuMemcpy(ptr, ptr, i64, ptr)
  * cuMemcpyAsync(dst, src, bytes, stream); direction from unified addressing. */
@@ -178,8 +198,54 @@ MOE_RUNTIME_EXPORT void moeRuntimeClearError(void);
 /* Whether the first error is printed to stderr (default 1). Returns the
  * previous setting. */
 MOE_RUNTIME_EXPORT int moeRuntimeSetErrorPrinting(int enabled);
-/* Tests only: drop all driver state (release retained contexts, dlclose the
- * driver, clear the error) so that the next call opens MOE_CUDA_DRIVER
+/* ---- Streams and device memory (moe extension) ------------------------- */
+
+/* Makes `stream` (a CUstream of the default device's primary context, or
+ * NULL for none) the calling thread's stream: until the next call,
+ * mgpuStreamCreate on this thread returns it and mgpuStreamDestroy leaves
+ * it alone, so the lowered code runs on the caller's stream. Returns the
+ * previous one. The runtime never destroys it; before destroying it
+ * yourself, call moeRuntimeForgetStream(stream). */
+MOE_RUNTIME_EXPORT void *moeRuntimeSetStream(void *stream);
+/* The calling thread's stream set with moeRuntimeSetStream, or NULL. */
+MOE_RUNTIME_EXPORT void *moeRuntimeGetStream(void);
+/* Synchronizes `stream` and lets blocks freed on it serve every stream
+ * (call before destroying a stream the runtime has used that it did not
+ * create). Errors go to the sticky error state. */
+MOE_RUNTIME_EXPORT void moeRuntimeForgetStream(void *stream);
+
+/* Statistics of the caching allocator behind mgpuMemAlloc, summed over
+ * devices, since the process started (or moeRuntimeResetForTesting). */
+typedef struct MoeRuntimeAllocatorStats {
+  uint64_t requests;           /* device-memory mgpuMemAlloc calls served */
+  uint64_t cacheHits;          /* ... of them served from the cache */
+  uint64_t driverAllocations;  /* cuMemAlloc calls made (successful) */
+  uint64_t driverFrees;        /* cuMemFree calls made (successful) */
+  uint64_t managedAllocations; /* cuMemAllocManaged (host_shared) calls */
+  uint64_t crossStreamSynchronizations; /* cuCtxSynchronize to reuse a
+                                           block freed on another stream */
+  uint64_t bytesReserved;      /* device memory held from the driver now */
+  uint64_t peakBytesReserved;  /* the most bytesReserved ever was */
+  uint64_t bytesInUse;         /* handed out, not freed (size classes) */
+  uint64_t bytesCached;        /* free blocks kept for reuse */
+  uint64_t blocksCached;       /* how many */
+} MoeRuntimeAllocatorStats;
+MOE_RUNTIME_EXPORT void
+moeRuntimeGetAllocatorStats(MoeRuntimeAllocatorStats *stats);
+/* Synchronizes every device the runtime used and gives back to the driver
+ * what it keeps: cached memory blocks (cuMemFree), pooled streams and
+ * events, cached TMA descriptors. Memory still in use stays allocated.
+ * Errors go to the sticky error state. */
+MOE_RUNTIME_EXPORT void moeRuntimeEmptyCache(void);
+/* Whether freed blocks are cached (default 1, or 0 when the environment
+ * variable MOE_CUDA_ALLOC_CACHE is "0"). With 0, mgpuMemAlloc is cuMemAlloc
+ * and mgpuMemFree synchronizes and calls cuMemFree. Returns the previous
+ * setting; blocks already cached stay until moeRuntimeEmptyCache. */
+MOE_RUNTIME_EXPORT int moeRuntimeSetAllocatorCaching(int enabled);
+
+/* Tests only: drop all driver state (empty the caches, release retained
+ * contexts, dlclose the driver, clear the error, forget this thread's
+ * stream) so that the next call opens MOE_CUDA_DRIVER
  * again. Handles created before become invalid. Not thread-safe. */
 MOE_RUNTIME_EXPORT void moeRuntimeResetForTesting(void);
 

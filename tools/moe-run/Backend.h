@@ -121,9 +121,18 @@ public:
   /// Without dynamically shaped results, `results` match the signature's
   /// static shapes and are overwritten; with them, the backend replaces
   /// `results` by one tensor per result of the shape the function returned.
-  /// The arguments are left unchanged.
+  /// The arguments are left unchanged. Repeated runs get the same
+  /// `arguments` (same buffers, same values): a backend may keep its own
+  /// copy of them from the first run (the CUDA backend keeps them in device
+  /// memory) and may leave `results` unwritten until finish().
   virtual llvm::Error run(std::vector<HostTensor> &arguments,
                           std::vector<HostTensor> &results) = 0;
+  /// After the last run(): `results` hold the last run's results, and what
+  /// the backend kept for the runs is released.
+  virtual llvm::Error finish(std::vector<HostTensor> &results) {
+    (void)results;
+    return llvm::Error::success();
+  }
 };
 
 struct CpuBackendOptions {

@@ -51,6 +51,8 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -73,21 +75,25 @@ namespace {
 
 /// Memory of one memref descriptor for a row-major buffer: {allocated,
 /// aligned, offset, sizes[R], strides[R]} as 64-bit words.
-std::vector<int64_t> makeDescriptor(HostTensor &tensor) {
-  const int64_t rank = tensor.rank();
+std::vector<int64_t> makeDescriptor(void *ptr,
+                                    const std::vector<int64_t> &shape) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
   std::vector<int64_t> words(3 + 2 * rank);
   static_assert(sizeof(void *) == sizeof(int64_t), "64-bit host required");
-  void *ptr = tensor.data();
   std::memcpy(&words[0], &ptr, sizeof(ptr));
   std::memcpy(&words[1], &ptr, sizeof(ptr));
   words[2] = 0;
   int64_t stride = 1;
   for (int64_t d = rank - 1; d >= 0; --d) {
-    words[3 + d] = tensor.shape()[d];
+    words[3 + d] = shape[d];
     words[3 + rank + d] = stride;
-    stride *= tensor.shape()[d];
+    stride *= shape[d];
   }
   return words;
+}
+
+std::vector<int64_t> makeDescriptor(HostTensor &tensor) {
+  return makeDescriptor(tensor.data(), tensor.shape());
 }
 
 /// True when the host CPU has the AVX512_BF16 dot product (vdpbf16ps).
@@ -107,6 +113,17 @@ public:
     for (std::vector<HostTensor> *group : groups)
       for (HostTensor &t : *group)
         descriptors.push_back(makeDescriptor(t));
+    pack(lead);
+  }
+  /// Ready-made descriptors (of device buffers).
+  explicit PackedCall(std::vector<std::vector<int64_t>> described)
+      : descriptors(std::move(described)) {
+    pack(nullptr);
+  }
+  void **args() { return packed.data(); }
+
+private:
+  void pack(void **lead) {
     descriptorPtrs.reserve(descriptors.size());
     for (auto &d : descriptors)
       descriptorPtrs.push_back(d.data());
@@ -115,9 +132,7 @@ public:
     for (void *&p : descriptorPtrs)
       packed.push_back(&p);
   }
-  void **args() { return packed.data(); }
 
-private:
   std::vector<std::vector<int64_t>> descriptors;
   std::vector<void *> descriptorPtrs;
   std::vector<void *> packed;
@@ -133,6 +148,15 @@ public:
                   std::vector<HostTensor> &results) override;
 
 protected:
+  /// Lowers `module` to the LLVM dialect (buildPipeline) and returns the
+  /// module to JIT-compile: `module` itself, lowered in place, by default.
+  virtual llvm::Expected<ModuleOp> lower(ModuleOp module,
+                                         bool resultsToOutParams);
+  /// Runs buildPipeline(resultsToOutParams) on `module`.
+  llvm::Error runPipeline(ModuleOp module, bool resultsToOutParams);
+  /// Calls the entry's packed C interface.
+  void callEntry(void **args) { entry(args); }
+
   /// Adds the lowering to the LLVM dialect: results as out-parameters, or
   /// returned (when `resultsToOutParams` is false).
   /// On failure the error is a line without the "moe-run: " prefix.
@@ -144,12 +168,12 @@ protected:
   virtual llvm::Error afterRun() { return llvm::Error::success(); }
 
   CpuBackendOptions options;
+  Signature signature;
 
 private:
   llvm::Error runReturningResults(std::vector<HostTensor> &arguments,
                                   std::vector<HostTensor> &results);
 
-  Signature signature;
   /// The results come back as descriptors (see the file comment).
   bool returnsResults = false;
   std::unique_ptr<llvm::TargetMachine> hostMachine;
@@ -177,6 +201,17 @@ private:
 
 /// The CUDA backend: kernels for the device's compute capability (PTX,
 /// JIT-compiled by the driver), host code calling libMoECudaRuntime.
+///
+/// Device arguments (the lowering's device-abi, when the function allows
+/// it): the first run() uploads every argument (parameters and inputs) and
+/// allocates the result buffers on the device; every run reuses them, and
+/// finish() copies the results back once. Otherwise (host ABI: a host op
+/// reads a device tensor) the lowered code copies in and out on each run.
+/// Either way the runs share one stream (moeRuntimeSetStream), the runtime's
+/// caches keep the kernels' functions and scratch memory from the first run,
+/// each run ends with one cuCtxSynchronize (moeCudaSynchronize: where an
+/// asynchronous fault shows up, and what the fake driver's trace shows
+/// between runs), and memory is freed only after a synchronization.
 class CudaBackend final : public JitBackend {
 public:
   CudaBackend(const CpuBackendOptions &options, std::string chip)
@@ -184,11 +219,20 @@ public:
     // moe-run prints the runtime's first error itself, once.
     moeRuntimeSetErrorPrinting(0);
   }
+  ~CudaBackend() override {
+    std::string ignored;
+    release(&ignored);
+  }
   const char *name() const override { return "cuda"; }
+  llvm::Error run(std::vector<HostTensor> &arguments,
+                  std::vector<HostTensor> &results) override;
+  llvm::Error finish(std::vector<HostTensor> &results) override;
 
 private:
   // The GPU path's result buffers are not known to be malloc'ed host memory.
   bool canReturnResults() const override { return false; }
+  llvm::Expected<ModuleOp> lower(ModuleOp module,
+                                 bool resultsToOutParams) override;
   llvm::Error buildPipeline(OpPassManager &pm,
                             bool resultsToOutParams) override {
     (void)resultsToOutParams;
@@ -197,6 +241,7 @@ private:
     pipelineOptions.features = "+ptx80";
     pipelineOptions.format = "isa";
     pipelineOptions.resultsToOutParams = true;
+    pipelineOptions.deviceAbi = deviceArguments;
     std::string error;
     if (failed(mlir::moe::buildNVPTXPipeline(
             pm, pipelineOptions, [&](const llvm::Twine &message) {
@@ -209,12 +254,167 @@ private:
   llvm::Error afterRun() override {
     std::string message;
     moeCudaSynchronize(&message);
+    return takeError();
+  }
+  static llvm::Error takeError() {
+    std::string message;
     if (moeCudaTakeError(&message))
       return llvm::createStringError(stripRuntimePrefix(message));
     return llvm::Error::success();
   }
+  /// The stream of every run, made the thread's stream for the lowered code.
+  llvm::Error ensureStream();
+  /// Uploads the arguments and allocates the results (first run).
+  llvm::Error upload(std::vector<HostTensor> &arguments,
+                     std::vector<HostTensor> &results);
+  /// Synchronizes, then frees the device buffers, the stream and the
+  /// runtime's caches. Returns false with *why on an error.
+  bool release(std::string *why);
+
   std::string chip;
+  /// Lower with device arguments (see the class comment).
+  bool deviceArguments = false;
+  void *stream = nullptr;
+  struct DeviceBuffer {
+    void *ptr = nullptr;
+    std::vector<int64_t> shape;
+    size_t bytes = 0;
+  };
+  std::vector<DeviceBuffer> deviceArgs, deviceResults;
+  bool uploaded = false;
 };
+
+llvm::Expected<ModuleOp> CudaBackend::lower(ModuleOp module,
+                                            bool resultsToOutParams) {
+  {
+    // Device arguments when the function allows them (only moe ops and
+    // reshapes touch its tensors), tried on a copy: the diagnostics of a
+    // refusal are not the user's problem, the host ABI below takes over.
+    OwningOpRef<ModuleOp> clone = module.clone();
+    deviceArguments = true;
+    llvm::Error err = llvm::Error::success();
+    {
+      ScopedDiagnosticHandler quiet(module.getContext(),
+                                    [](Diagnostic &) { return success(); });
+      err = runPipeline(*clone, resultsToOutParams);
+    }
+    if (!err) {
+      // The caller owns `module`: it becomes the lowered copy.
+      module.getBodyRegion().takeBody(clone->getBodyRegion());
+      module->setAttrs(clone.get()->getAttrDictionary());
+      return module;
+    }
+    llvm::consumeError(std::move(err));
+    deviceArguments = false;
+  }
+  if (llvm::Error err = runPipeline(module, resultsToOutParams))
+    return std::move(err);
+  return module;
+}
+
+llvm::Error CudaBackend::ensureStream() {
+  if (stream)
+    return llvm::Error::success();
+  moeRuntimeSetStream(nullptr);
+  stream = mgpuStreamCreate();
+  if (!stream)
+    return takeError();
+  moeRuntimeSetStream(stream);
+  return llvm::Error::success();
+}
+
+llvm::Error CudaBackend::upload(std::vector<HostTensor> &arguments,
+                                std::vector<HostTensor> &results) {
+  std::string why;
+  auto failure = [&](const std::string &what) {
+    return llvm::createStringError(what + ": " + stripRuntimePrefix(why));
+  };
+  for (HostTensor &t : arguments) {
+    DeviceBuffer b{nullptr, t.shape(), t.byteSize()};
+    if (b.bytes && !(b.ptr = moeCudaMalloc(b.bytes, &why)))
+      return failure("cannot allocate argument #" +
+                     std::to_string(deviceArgs.size()) + " on the device");
+    deviceArgs.push_back(b);
+    if (!moeCudaCopyToDevice(b.ptr, t.data(), b.bytes, &why))
+      return failure("cannot copy argument #" +
+                     std::to_string(deviceArgs.size() - 1) + " to the device");
+  }
+  for (HostTensor &t : results) {
+    DeviceBuffer b{nullptr, t.shape(), t.byteSize()};
+    if (b.bytes && !(b.ptr = moeCudaMalloc(b.bytes, &why)))
+      return failure("cannot allocate result #" +
+                     std::to_string(deviceResults.size()) + " on the device");
+    deviceResults.push_back(b);
+  }
+  uploaded = true;
+  return llvm::Error::success();
+}
+
+llvm::Error CudaBackend::run(std::vector<HostTensor> &arguments,
+                             std::vector<HostTensor> &results) {
+  if (llvm::Error err = ensureStream())
+    return err;
+  if (!deviceArguments)
+    return JitBackend::run(arguments, results);
+  if (arguments.size() != signature.arguments.size() ||
+      results.size() != signature.results.size())
+    return llvm::createStringError("internal error: wrong buffer count");
+  if (!uploaded)
+    if (llvm::Error err = upload(arguments, results))
+      return err;
+  std::vector<std::vector<int64_t>> descriptors;
+  for (DeviceBuffer &b : deviceArgs)
+    descriptors.push_back(makeDescriptor(b.ptr, b.shape));
+  for (DeviceBuffer &b : deviceResults)
+    descriptors.push_back(makeDescriptor(b.ptr, b.shape));
+  PackedCall call(std::move(descriptors));
+  callEntry(call.args());
+  return afterRun();
+}
+
+llvm::Error CudaBackend::finish(std::vector<HostTensor> &results) {
+  std::string why;
+  if (uploaded) {
+    if (results.size() != deviceResults.size())
+      return llvm::createStringError("internal error: wrong buffer count");
+    for (size_t i = 0; i < results.size(); ++i)
+      if (!moeCudaCopyToHost(results[i].data(), deviceResults[i].ptr,
+                             deviceResults[i].bytes, &why))
+        return llvm::createStringError("cannot copy result #" +
+                                       std::to_string(i) + " to the host: " +
+                                       stripRuntimePrefix(why));
+  }
+  if (!release(&why))
+    return llvm::createStringError(stripRuntimePrefix(why));
+  return llvm::Error::success();
+}
+
+bool CudaBackend::release(std::string *why) {
+  if (!stream && deviceArgs.empty() && deviceResults.empty())
+    return true;
+  // The runs' kernels may still read the arguments: wait for them first.
+  bool ok = moeCudaSynchronize(why);
+  for (std::vector<DeviceBuffer> *group : {&deviceArgs, &deviceResults})
+    for (DeviceBuffer &b : *group)
+      if (!moeCudaFree(b.ptr, ok ? why : nullptr))
+        ok = false;
+  deviceArgs.clear();
+  deviceResults.clear();
+  uploaded = false;
+  if (stream) {
+    // Back to the runtime's pool, which moeRuntimeEmptyCache releases.
+    moeRuntimeSetStream(nullptr);
+    mgpuStreamDestroy(stream);
+    stream = nullptr;
+  }
+  moeRuntimeEmptyCache();
+  std::string message;
+  if (moeCudaTakeError(&message) && ok) {
+    *why = message;
+    ok = false;
+  }
+  return ok;
+}
 
 llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   signature = sig;
@@ -243,16 +443,12 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
                     BoolAttr::get(ctx, false));
   }
 
-  PassManager pm(ctx, module.getOperationName());
-  if (failed(applyPassManagerCLOptions(pm)))
-    return llvm::createStringError("invalid pass manager options");
-  if (llvm::Error err = buildPipeline(pm, /*resultsToOutParams=*/!returnsResults))
-    return err;
-  if (failed(pm.run(module)))
-    return llvm::createStringError("lowering @" + sig.name + " for the " +
-                                   name() + " failed");
+  auto loweredOr = lower(module, /*resultsToOutParams=*/!returnsResults);
+  if (!loweredOr)
+    return loweredOr.takeError();
+  ModuleOp lowered = *loweredOr;
   if (options.dumpLowered) {
-    module.print(llvm::outs());
+    lowered.print(llvm::outs());
     llvm::outs() << "\n";
     llvm::outs().flush();
   }
@@ -293,7 +489,7 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   // jitdump file and a ~/.debug/jit (or /tmp/.debug/jit) folder per run.
   engineOptions.enableGDBNotificationListener = options.jitDebugListeners;
   engineOptions.enablePerfNotificationListener = options.jitDebugListeners;
-  auto created = ExecutionEngine::create(module, engineOptions);
+  auto created = ExecutionEngine::create(lowered, engineOptions);
   if (!created)
     return llvm::createStringError("JIT compilation failed: " +
                                    llvm::toString(created.takeError()));
@@ -309,6 +505,25 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
                                    llvm::toString(fn.takeError()));
   entry = *fn;
   return llvm::Error::success();
+}
+
+llvm::Error JitBackend::runPipeline(ModuleOp module, bool resultsToOutParams) {
+  PassManager pm(module.getContext(), module.getOperationName());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return llvm::createStringError("invalid pass manager options");
+  if (llvm::Error err = buildPipeline(pm, resultsToOutParams))
+    return err;
+  if (failed(pm.run(module)))
+    return llvm::createStringError("lowering @" + signature.name + " for the " +
+                                   name() + " failed");
+  return llvm::Error::success();
+}
+
+llvm::Expected<ModuleOp> JitBackend::lower(ModuleOp module,
+                                           bool resultsToOutParams) {
+  if (llvm::Error err = runPipeline(module, resultsToOutParams))
+    return std::move(err);
+  return module;
 }
 
 llvm::Error JitBackend::run(std::vector<HostTensor> &arguments,

@@ -1245,6 +1245,8 @@ int runMain(int argc, char **argv) {
       times.push_back(
           std::chrono::duration<double, std::milli>(end - start).count());
   }
+  if (llvm::Error err = backend->finish(results))
+    return fail(llvm::toString(std::move(err)));
 
   if (results.size() != sig.results.size())
     return fail("internal error: " + llvm::Twine(results.size()) +

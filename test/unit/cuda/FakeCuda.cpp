@@ -11,6 +11,10 @@
 #include "FakeCuda.h"
 #include "runtime/cuda/CudaDriverApi.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -75,6 +79,12 @@ struct State {
   size_t lastHostRegisterBytes = 0;
   CUresult asyncError = CUDA_SUCCESS;
   int contextStorage[16] = {0};
+  size_t memoryLimit = 0; // 0: unlimited
+  size_t liveBytes = 0;
+  bool traceChecked = false;
+  int traceFd = -1;
+  // Copies by direction ("HtoD", "DtoH", "DtoD", "HtoH"): count and bytes.
+  std::map<std::string, std::pair<int, uint64_t>> copies;
 };
 
 State &state() {
@@ -87,17 +97,43 @@ thread_local int contextDepth = 0;
 constexpr int kMaxSharedOptin = 232448; // H100/H200: 227 KiB
 constexpr int kDefaultDynamicSmem = 48 * 1024;
 
-// Counts the call and returns the forced result (or success).
-CUresult enter(State &s, const char *symbol) {
+// The trace file ($MOE_FAKE_CUDA_TRACE or fakeCudaSetTrace): one line per
+// driver call, "<symbol>[ <detail>]", appended with one write(2) each so that
+// other writers of the file (and a crash) never split a line.
+void traceLine(State &s, const char *symbol, const std::string &detail) {
+  if (!s.traceChecked) {
+    s.traceChecked = true;
+    const char *path = std::getenv("MOE_FAKE_CUDA_TRACE");
+    if (path && *path)
+      s.traceFd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+  if (s.traceFd < 0)
+    return;
+  std::string line = symbol;
+  if (!detail.empty())
+    line += " " + detail;
+  line += "\n";
+  ssize_t written = ::write(s.traceFd, line.data(), line.size());
+  (void)written;
+}
+
+// Counts (and traces) the call and returns the forced result (or success).
+CUresult enter(State &s, const char *symbol,
+               const std::string &detail = std::string()) {
   s.calls[symbol]++;
+  traceLine(s, symbol, detail);
   auto it = s.forced.find(symbol);
   return it == s.forced.end() ? CUDA_SUCCESS : CUresult(it->second);
 }
 
 #define FAKE_ENTER(symbol, needsContext)                                       \
+  FAKE_ENTER_DETAIL(symbol, needsContext, std::string())
+
+// `detail` may use `s` (the state) and the call's arguments.
+#define FAKE_ENTER_DETAIL(symbol, needsContext, detail)                        \
   State &s = state();                                                          \
   std::lock_guard<std::recursive_mutex> lock(s.mutex);                         \
-  if (CUresult forced = enter(s, symbol))                                      \
+  if (CUresult forced = enter(s, symbol, detail))                              \
     return forced;                                                             \
   if (!s.initialized)                                                          \
     return CUDA_ERROR_NOT_INITIALIZED;                                         \
@@ -158,6 +194,27 @@ bool liveFunction(State &s, CUfunction f) {
 bool liveStream(State &s, CUstream stream) {
   return !stream ||
          s.streams.count(reinterpret_cast<FakeStream *>(stream)) != 0;
+}
+
+// The direction of a copy as unified addressing sees it: fake device memory
+// is what cuMemAlloc*/cuMemAllocManaged handed out. Also counts it.
+std::string copyDetail(State &s, const void *dst, const void *src,
+                       size_t bytes) {
+  bool d = dst && inAllocation(s, dst, 1), h = !(src && inAllocation(s, src, 1));
+  std::string dir = std::string(h ? "Hto" : "Dto") + (d ? "D" : "H");
+  auto &c = s.copies[dir];
+  c.first++;
+  c.second += bytes;
+  return dir + " " + std::to_string(bytes);
+}
+
+std::string dims3(unsigned x, unsigned y, unsigned z) {
+  return std::to_string(x) + "x" + std::to_string(y) + "x" + std::to_string(z);
+}
+
+std::string functionName(State &s, CUfunction f) {
+  return liveFunction(s, f) ? reinterpret_cast<FakeFunction *>(f)->name
+                            : std::string("?");
 }
 
 CUresult loadImage(State &s, CUmodule *module, const void *image) {
@@ -410,6 +467,7 @@ FAKE_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
     }
   };
   s.calls["cuModuleLoadDataEx"]++;
+  traceLine(s, "cuModuleLoadDataEx", std::string());
   auto it = s.forced.find("cuModuleLoadDataEx");
   if (it != s.forced.end() && it->second != 0) {
     writeLog(s.jitLog);
@@ -436,7 +494,7 @@ FAKE_EXPORT CUresult cuModuleUnload(CUmodule module) {
 
 FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction *function, CUmodule module,
                                          const char *name) {
-  FAKE_ENTER("cuModuleGetFunction", true);
+  FAKE_ENTER_DETAIL("cuModuleGetFunction", true, name ? name : "?");
   auto *m = reinterpret_cast<FakeModule *>(module);
   if (!function || !name || !s.modules.count(m))
     return CUDA_ERROR_INVALID_HANDLE;
@@ -476,7 +534,9 @@ FAKE_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned gx,
                                     unsigned by, unsigned bz, unsigned smem,
                                     CUstream stream, void **params,
                                     void **extra) {
-  FAKE_ENTER("cuLaunchKernel", true);
+  FAKE_ENTER_DETAIL("cuLaunchKernel", true,
+                    functionName(s, function) + " " + dims3(gx, gy, gz) +
+                        " " + dims3(bx, by, bz));
   if (!liveFunction(s, function) || !liveStream(s, stream))
     return CUDA_ERROR_INVALID_HANDLE;
   if (!gx || !gy || !gz || !bx || !by || !bz || bx * by * bz > 1024)
@@ -490,7 +550,13 @@ FAKE_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned gx,
 FAKE_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config,
                                       CUfunction function, void **params,
                                       void **extra) {
-  FAKE_ENTER("cuLaunchKernelEx", true);
+  FAKE_ENTER_DETAIL(
+      "cuLaunchKernelEx", true,
+      config ? functionName(s, function) + " " +
+                   dims3(config->gridDimX, config->gridDimY, config->gridDimZ) +
+                   " " +
+                   dims3(config->blockDimX, config->blockDimY, config->blockDimZ)
+             : std::string());
   if (!config || !liveFunction(s, function) || !liveStream(s, config->hStream))
     return CUDA_ERROR_INVALID_HANDLE;
   auto *fn = reinterpret_cast<FakeFunction *>(function);
@@ -589,20 +655,23 @@ FAKE_EXPORT CUresult cuEventSynchronize(CUevent event) {
 }
 
 FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
-  FAKE_ENTER("cuMemAlloc_v2", true);
+  FAKE_ENTER_DETAIL("cuMemAlloc_v2", true, std::to_string(bytes));
   if (!ptr || bytes == 0)
     return CUDA_ERROR_INVALID_VALUE;
+  if (s.memoryLimit && bytes > s.memoryLimit - std::min(s.memoryLimit, s.liveBytes))
+    return CUDA_ERROR_OUT_OF_MEMORY;
   char *p = static_cast<char *>(std::malloc(bytes));
   if (!p)
     return CUDA_ERROR_OUT_OF_MEMORY;
   s.allocations[p] = bytes;
+  s.liveBytes += bytes;
   *ptr = CUdeviceptr(reinterpret_cast<uintptr_t>(p));
   return CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t bytes,
                                        unsigned int flags) {
-  FAKE_ENTER("cuMemAllocManaged", true);
+  FAKE_ENTER_DETAIL("cuMemAllocManaged", true, std::to_string(bytes));
   s.lastManagedFlags = int(flags);
   if (!ptr || bytes == 0 || (flags != 1 && flags != 2))
     return CUDA_ERROR_INVALID_VALUE;
@@ -610,6 +679,7 @@ FAKE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t bytes,
   if (!p)
     return CUDA_ERROR_OUT_OF_MEMORY;
   s.allocations[p] = bytes;
+  s.liveBytes += bytes;
   *ptr = CUdeviceptr(reinterpret_cast<uintptr_t>(p));
   return CUDA_SUCCESS;
 }
@@ -621,6 +691,7 @@ FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   auto it = s.allocations.find(p);
   if (it == s.allocations.end())
     return CUDA_ERROR_INVALID_VALUE;
+  s.liveBytes -= it->second;
   s.allocations.erase(it);
   std::free(p);
   return CUDA_SUCCESS;
@@ -629,7 +700,10 @@ FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
 
 FAKE_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src,
                                    size_t bytes, CUstream stream) {
-  FAKE_ENTER("cuMemcpyAsync", true);
+  FAKE_ENTER_DETAIL("cuMemcpyAsync", true,
+                    copyDetail(s, reinterpret_cast<void *>(uintptr_t(dst)),
+                               reinterpret_cast<void *>(uintptr_t(src)),
+                               bytes));
   if (!dst || !src || !liveStream(s, stream))
     return CUDA_ERROR_INVALID_VALUE;
   std::memmove(reinterpret_cast<void *>(uintptr_t(dst)),
@@ -639,7 +713,9 @@ FAKE_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src,
 
 FAKE_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src,
                                      size_t bytes) {
-  FAKE_ENTER("cuMemcpyHtoD_v2", true);
+  FAKE_ENTER_DETAIL(
+      "cuMemcpyHtoD_v2", true,
+      copyDetail(s, reinterpret_cast<void *>(uintptr_t(dst)), src, bytes));
   void *d = reinterpret_cast<void *>(uintptr_t(dst));
   if (!src || !inAllocation(s, d, bytes))
     return CUDA_ERROR_INVALID_VALUE;
@@ -648,7 +724,9 @@ FAKE_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src,
 }
 
 FAKE_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
-  FAKE_ENTER("cuMemcpyDtoH_v2", true);
+  FAKE_ENTER_DETAIL(
+      "cuMemcpyDtoH_v2", true,
+      copyDetail(s, dst, reinterpret_cast<void *>(uintptr_t(src)), bytes));
   void *p = reinterpret_cast<void *>(uintptr_t(src));
   if (!dst || !inAllocation(s, p, bytes))
     return CUDA_ERROR_INVALID_VALUE;
@@ -658,7 +736,7 @@ FAKE_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
 
 FAKE_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value,
                                       size_t count, CUstream stream) {
-  FAKE_ENTER("cuMemsetD16Async", true);
+  FAKE_ENTER_DETAIL("cuMemsetD16Async", true, std::to_string(count * 2));
   auto *p = reinterpret_cast<uint16_t *>(uintptr_t(dst));
   if (!liveStream(s, stream) || !inAllocation(s, p, count * 2))
     return CUDA_ERROR_INVALID_VALUE;
@@ -669,7 +747,7 @@ FAKE_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value,
 
 FAKE_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value,
                                       size_t count, CUstream stream) {
-  FAKE_ENTER("cuMemsetD32Async", true);
+  FAKE_ENTER_DETAIL("cuMemsetD32Async", true, std::to_string(count * 4));
   auto *p = reinterpret_cast<uint32_t *>(uintptr_t(dst));
   if (!liveStream(s, stream) || !inAllocation(s, p, count * 4))
     return CUDA_ERROR_INVALID_VALUE;
@@ -723,8 +801,19 @@ FAKE_EXPORT CUresult cuTensorMapEncodeTiled(
   t.l2Promotion = l2Promotion;
   t.oobFill = oobFill;
   s.lastTensorMap = t;
-  for (int i = 0; i < 16; ++i)
+  // Words 0..7 a fixed pattern, 8..15 what was encoded (as a real
+  // descriptor, equal inputs give equal bytes and different ones differ).
+  for (int i = 0; i < 8; ++i)
     map->opaque[i] = 0xC0FFEE00u + unsigned(i);
+  map->opaque[8] = uint64_t(reinterpret_cast<uintptr_t>(address));
+  map->opaque[9] = (uint64_t(dataType) << 32) | rank;
+  map->opaque[10] = (uint64_t(boxDim[0]) << 32) | (rank > 1 ? boxDim[1] : 0);
+  map->opaque[11] = globalDim[0];
+  map->opaque[12] = rank > 1 ? globalDim[1] : 0;
+  map->opaque[13] = rank > 1 ? globalStrides[0] : 0;
+  map->opaque[14] = (uint64_t(interleave) << 48) | (uint64_t(swizzle) << 32) |
+                    (uint64_t(l2Promotion) << 16) | uint64_t(oobFill);
+  map->opaque[15] = rank > 2 ? globalDim[2] ^ (uint64_t(boxDim[2]) << 40) : 0;
   return CUDA_SUCCESS;
 }
 #endif
@@ -777,7 +866,41 @@ FAKE_EXPORT void fakeCudaReset(void) {
   s.lastHostRegister = nullptr;
   s.lastHostRegisterBytes = 0;
   s.asyncError = CUDA_SUCCESS;
+  s.copies.clear();
+  s.memoryLimit = 0;
+  s.liveBytes = 0;
   contextDepth = 0;
+}
+
+FAKE_EXPORT void fakeCudaSetTrace(const char *path) {
+  State &s = state();
+  std::lock_guard<std::recursive_mutex> lock(s.mutex);
+  if (s.traceFd >= 0)
+    ::close(s.traceFd);
+  s.traceChecked = true;
+  s.traceFd = path && *path
+                  ? ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)
+                  : -1;
+}
+
+FAKE_EXPORT void fakeCudaSetMemoryLimit(size_t bytes) {
+  State &s = state();
+  std::lock_guard<std::recursive_mutex> lock(s.mutex);
+  s.memoryLimit = bytes;
+}
+
+FAKE_EXPORT int fakeCudaCopyCount(const char *direction) {
+  State &s = state();
+  std::lock_guard<std::recursive_mutex> lock(s.mutex);
+  auto it = s.copies.find(direction ? direction : "");
+  return it == s.copies.end() ? 0 : it->second.first;
+}
+
+FAKE_EXPORT uint64_t fakeCudaCopyBytes(const char *direction) {
+  State &s = state();
+  std::lock_guard<std::recursive_mutex> lock(s.mutex);
+  auto it = s.copies.find(direction ? direction : "");
+  return it == s.copies.end() ? 0 : it->second.second;
 }
 
 FAKE_EXPORT void fakeCudaSetResult(const char *symbol, int result) {

@@ -13,6 +13,20 @@
 //                 stride): out[0..size) = value
 //   fake_fault(): the next stream/context synchronization fails with
 //                 CUDA_ERROR_ILLEGAL_ADDRESS (asynchronous fault)
+// Trace: with MOE_FAKE_CUDA_TRACE=path in the environment (or after
+// fakeCudaSetTrace(path)), every driver call appends one line to `path`:
+//   <symbol>[ <detail>]
+// where the detail is, for
+//   cuMemAlloc_v2 / cuMemAllocManaged     the bytes:            cuMemAlloc_v2 4096
+//   cuMemcpyAsync / cuMemcpyHtoD_v2 /     direction and bytes:  cuMemcpyAsync HtoD 512
+//     cuMemcpyDtoH_v2                     (HtoD, DtoH, DtoD, HtoH: "D" is memory
+//                                         the fake's cuMemAlloc* handed out)
+//   cuMemsetD16Async / cuMemsetD32Async   the bytes
+//   cuModuleGetFunction                   the kernel name
+//   cuLaunchKernel / cuLaunchKernelEx     kernel, grid, block:  cuLaunchKernel k 4x1x1 128x1x1
+// Calls without a detail are just the symbol (cuStreamCreate, cuMemFree_v2,
+// cuModuleLoadData, cuModuleLoadDataEx, cuCtxSynchronize, ...). Reset does
+// not truncate the file.
 // Images: an ELF header is accepted as a cubin exporting any kernel; text is
 // read up to its NUL (so over-reads show under ASan) and is PTX when it
 // contains ".version" (PTX containing "SYNTAX ERROR" fails with
@@ -52,6 +66,9 @@ struct FakeCudaTensorMap {
   int interleave, swizzle, l2Promotion, oobFill;
 };
 
+/// cuTensorMapEncodeTiled writes 0xC0FFEE00 + i into words 0..7 of the
+/// descriptor and what it was given (address, type, dims, box, ...) into
+/// words 8..15.
 /// Back to one sm_90 device named "Fake H200", no forced results, nothing
 /// recorded; frees what the runtime leaked.
 void fakeCudaReset(void);
@@ -63,6 +80,15 @@ void fakeCudaSetComputeCapability(int major, int minor);
 /// Text the JIT writes into CU_JIT_ERROR_LOG_BUFFER when it fails.
 void fakeCudaSetJitLog(const char *log);
 
+/// cuMemAlloc_v2 / cuMemAllocManaged fail with CUDA_ERROR_OUT_OF_MEMORY
+/// when the live fake device memory would exceed `bytes` (0: no limit).
+void fakeCudaSetMemoryLimit(size_t bytes);
+/// Traces every later call into `path` (appended; null or "" stops).
+void fakeCudaSetTrace(const char *path);
+/// Copies so far in `direction` ("HtoD", "DtoH", "DtoD", "HtoH"), and
+/// their bytes.
+int fakeCudaCopyCount(const char *direction);
+uint64_t fakeCudaCopyBytes(const char *direction);
 /// How often `symbol` was called.
 int fakeCudaCallCount(const char *symbol);
 const FakeCudaLaunch *fakeCudaLastLaunch(void);

@@ -213,6 +213,31 @@ TEST_F(NoDriver, EveryMgpuCallReturnsSafelyAndSetsTheStickyError) {
   EXPECT_EQ(moeRuntimeGetLastError(), nullptr);
 }
 
+TEST_F(NoDriver, CachesAndStreamsWithoutADriver) {
+  // Nothing cached, nothing to give back: no error, no crash.
+  moeRuntimeEmptyCache();
+  EXPECT_EQ(moeRuntimeGetLastError(), nullptr);
+  MoeRuntimeAllocatorStats stats;
+  std::memset(&stats, 0xff, sizeof(stats));
+  moeRuntimeGetAllocatorStats(&stats);
+  EXPECT_EQ(stats.requests, 0u);
+  EXPECT_EQ(stats.bytesReserved, 0u);
+  moeRuntimeGetAllocatorStats(nullptr);
+  // The thread's stream is a setting: handing it out and "destroying" it
+  // need no driver.
+  int dummy = 0;
+  EXPECT_EQ(moeRuntimeSetStream(&dummy), nullptr);
+  EXPECT_EQ(moeRuntimeGetStream(), &dummy);
+  EXPECT_EQ(mgpuStreamCreate(), &dummy);
+  mgpuStreamDestroy(&dummy); // the thread's stream: left alone
+  EXPECT_EQ(moeRuntimeGetLastError(), nullptr);
+  EXPECT_EQ(moeRuntimeSetStream(nullptr), &dummy);
+  // Forgetting a stream needs the driver: the sticky error says why.
+  moeRuntimeForgetStream(&dummy);
+  EXPECT_EQ(std::string(moeRuntimeGetLastError()), expected);
+  EXPECT_EQ(mgpuStreamCreate(), nullptr); // an error is pending
+}
+
 TEST_F(NoDriver, NullHandlesAreNoOps) {
   // Releasing nothing is not an error; none of these may crash.
   mgpuModuleUnload(nullptr);
