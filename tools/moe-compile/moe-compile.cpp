@@ -648,6 +648,9 @@ int runMain(int argc, char **argv) {
     features = subtarget.getString();
   }
   llvm::TargetOptions targetOptions;
+  // Constructors (the cuda kernels' module load) in .init_array, which the
+  // dynamic loader runs; .ctors would need crtbegin.o.
+  targetOptions.UseInitArray = true;
   std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
       triple, cpuName, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
       llvm::CodeGenOptLevel::Aggressive));
