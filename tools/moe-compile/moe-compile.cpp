@@ -530,6 +530,37 @@ int runMain(int argc, char **argv) {
     // gpu-module-to-binary runs bin/ptxas and bin/fatbinary of this toolkit.
     nvptx.cudaPath = toolkit;
   }
+  // The host target machine (checks --mcpu before any work).
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  std::string targetError;
+  const llvm::Target *llvmTarget = llvm::TargetRegistry::lookupTarget(triple, targetError);
+  if (!llvmTarget)
+    return fail("no LLVM target for " + triple.str() + ": " + targetError);
+  std::string cpuName = mcpu == "native" ? llvm::sys::getHostCPUName().str() : mcpu.getValue();
+  std::string features;
+  if (mcpu == "native") {
+    llvm::SubtargetFeatures subtarget;
+    for (const auto &feature : llvm::sys::getHostCPUFeatures())
+      subtarget.AddFeature(feature.first(), feature.second);
+    features = subtarget.getString();
+  }
+  if (mcpu != "native") {
+    std::unique_ptr<llvm::MCSubtargetInfo> generic(
+        llvmTarget->createMCSubtargetInfo(triple, "", ""));
+    if (!generic || !generic->isCPUStringValid(cpuName))
+      return fail("--mcpu=" + mcpu + " is not a CPU of " + triple.str());
+  }
+  llvm::TargetOptions targetOptions;
+  // Constructors (the cuda kernels' module load) in .init_array, which the
+  // dynamic loader runs; .ctors would need crtbegin.o.
+  targetOptions.UseInitArray = true;
+  std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
+      triple, cpuName, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+  if (!machine)
+    return fail("cannot create a target machine for " + triple.str() + " (--mcpu=" + mcpu + ")");
   std::optional<std::string> lld = findLld();
   if (!lld)
     return fail("ld.lld not found (install lld-22, or set MOE_LLD=/path/to/ld.lld)");
@@ -628,37 +659,10 @@ int runMain(int argc, char **argv) {
       return 1;
 
   // LLVM IR, optimized for the host.
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule = translateModuleToLLVMIR(*module, llvmContext);
   if (!llvmModule)
     return errorPrinted ? 1 : fail("translation to LLVM IR failed");
-  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
-  std::string targetError;
-  const llvm::Target *llvmTarget = llvm::TargetRegistry::lookupTarget(triple, targetError);
-  if (!llvmTarget)
-    return fail("no LLVM target for " + triple.str() + ": " + targetError);
-  std::string cpuName = mcpu == "native" ? llvm::sys::getHostCPUName().str() : mcpu.getValue();
-  std::string features;
-  if (mcpu == "native") {
-    llvm::SubtargetFeatures subtarget;
-    for (const auto &feature : llvm::sys::getHostCPUFeatures())
-      subtarget.AddFeature(feature.first(), feature.second);
-    features = subtarget.getString();
-  }
-  llvm::TargetOptions targetOptions;
-  // Constructors (the cuda kernels' module load) in .init_array, which the
-  // dynamic loader runs; .ctors would need crtbegin.o.
-  targetOptions.UseInitArray = true;
-  std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
-      triple, cpuName, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
-      llvm::CodeGenOptLevel::Aggressive));
-  if (!machine)
-    return fail("cannot create a target machine for " + triple.str() + " (--mcpu=" + mcpu + ")");
-  if (mcpu != "native" &&
-      !machine->getMCSubtargetInfo()->isCPUStringValid(cpuName))
-    return fail("--mcpu=" + mcpu + " is not a CPU of " + triple.str());
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
   // Only the C ABI is exported.
