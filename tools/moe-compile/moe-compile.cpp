@@ -251,7 +251,8 @@ bool recordEntry(func::FuncOp func, Entry &entry) {
     }
     entry.args.push_back(std::move(b));
   }
-  auto ret = cast<func::ReturnOp>(func.getBody().back().getTerminator());
+  SmallVector<func::ReturnOp> returns;
+  func.walk([&](func::ReturnOp ret) { returns.push_back(ret); });
   for (unsigned i = 0; i < ft.getNumResults(); ++i) {
     Buffer b;
     if (!bufferOf(ft.getResult(i), "result", i, b))
@@ -261,7 +262,16 @@ bool recordEntry(func::FuncOp func, Entry &entry) {
         b.sizes.push_back(b.type.getDimSize(d));
         continue;
       }
-      std::optional<DimSource> src = tieDim(func, ret.getOperand(i), d);
+      // Every return must agree on where the size comes from.
+      std::optional<DimSource> src;
+      for (auto [n, ret] : llvm::enumerate(returns)) {
+        std::optional<DimSource> here = tieDim(func, ret.getOperand(i), d);
+        if (n == 0)
+          src = here;
+        else if (!here || !src || here->staticSize != src->staticSize ||
+                 here->arg != src->arg || here->dim != src->dim)
+          src.reset();
+      }
       if (src && src->staticSize >= 0) {
         b.sizes.push_back(src->staticSize);
       } else if (src && dimIndex[src->arg][src->dim] >= 0) {
