@@ -103,6 +103,11 @@ LogicalResult
 validateNVPTXPipelineOptions(const NVPTXPipelineOptions &options,
                              function_ref<LogicalResult(const Twine &)> errorHandler);
 
+/// The CUDA toolkit the NVPTX pipeline uses: `cudaPath` when not empty, else
+/// $CUDA_ROOT, $CUDA_HOME, $CUDA_PATH or /usr/local/cuda, whichever is a
+/// directory; "" when none is.
+std::string findCudaToolkit(llvm::StringRef cudaPath);
+
 /// Builds `--moe-nvptx-pipeline`: every moe op to MoE kernels in
 /// `gpu.module @moe_kernels` plus host launch code, one-shot bufferization
 /// and buffer deallocation on the host, the kernels through NVVM to a

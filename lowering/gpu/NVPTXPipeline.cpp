@@ -34,8 +34,12 @@ using namespace mlir;
 /// erf, tanh, rsqrt) is linked from it, so the PTX has no unresolved
 /// __nv_* calls, and ptxas comes from it for format=bin/fatbin.
 static std::string cudaToolkit(const moe::NVPTXPipelineOptions &options) {
-  if (!options.cudaPath.empty())
-    return options.cudaPath;
+  return moe::findCudaToolkit(options.cudaPath);
+}
+
+std::string moe::findCudaToolkit(StringRef cudaPath) {
+  if (!cudaPath.empty())
+    return cudaPath.str();
   for (const char *var : {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
     if (std::optional<std::string> v = llvm::sys::Process::GetEnv(var))
       if (!v->empty() && llvm::sys::fs::is_directory(*v))

@@ -222,7 +222,11 @@ CUresult loadImage(State &s, CUmodule *module, const void *image) {
     return CUDA_ERROR_INVALID_VALUE;
   auto m = std::make_unique<FakeModule>();
   const char *bytes = static_cast<const char *>(image);
-  if (bytes[0] == kElfMagic[0] && std::memcmp(bytes, kElfMagic, 4) == 0) {
+  // A fatbin (what moe-compile --target=cuda embeds: cubin + PTX) loads
+  // like a cubin.
+  const unsigned char fatbinMagic[4] = {0x50, 0xED, 0x55, 0xBA};
+  if ((bytes[0] == kElfMagic[0] && std::memcmp(bytes, kElfMagic, 4) == 0) ||
+      std::memcmp(bytes, fatbinMagic, 4) == 0) {
     m->cubin = true;
   } else {
     m->text.assign(bytes, std::strlen(bytes)); // reads up to the NUL

@@ -1,0 +1,8 @@
+// A layer with a dynamic token count (dims[0] = T), for the call tests.
+func.func @layer(%x: tensor<?x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>,
+                 %w2: tensor<4x32x16xf32>) -> tensor<?x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<relu>}
+         : (tensor<?x16xf32>, tensor<16x4xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
