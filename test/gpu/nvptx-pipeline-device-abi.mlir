@@ -11,7 +11,8 @@
 // CHECK: llvm.call @mgpuStreamCreate()
 // CHECK-NOT: llvm.call @mgpuStreamCreate
 // CHECK-NOT: llvm.call @mgpuMemcpy
-// CHECK-COUNT-6: gpu.launch_func <%{{.*}} : !llvm.ptr>
+// CHECK-COUNT-4: gpu.launch_func <%{{.*}} : !llvm.ptr>
+// CHECK-NOT: gpu.launch_func
 // CHECK-NOT: llvm.call @mgpuMemcpy
 // CHECK-NOT: llvm.call @mgpuStreamCreate
 // CHECK: llvm.call @mgpuStreamSynchronize(
