@@ -5,6 +5,7 @@
 #include "lowering/HostPipeline.h"
 
 #include "lowering/Passes.h"
+#include "lowering/mpi/Passes.h"
 #include "passes/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -33,6 +34,7 @@ void moe::ensurePipelinePassesRegistered() {
     registerAllPasses();
     registerMoEPasses();
     registerMoELoweringPasses();
+    registerMoEMPIPasses();
     registerPass([] { return createCopyRepeatedResultsPass(); });
   });
 }
@@ -119,6 +121,9 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   ensurePipelinePassesRegistered();
   std::string pipeline;
   llvm::raw_string_ostream os(pipeline);
+  // Expert parallelism (--moe-shard-experts): the exchanges and the shard
+  // ops become mpi ops first (nothing to do for a module without them).
+  os << "convert-moe-spmd-to-mpi,";
   os << "convert-moe-to-linalg{pack-weights=" << (options.packWeights ? "true" : "false")
      << " bf16-dot=" << (options.bf16Dot ? "true" : "false")
      << " check-indices=" << (options.checkIndices ? "true" : "false")
@@ -144,6 +149,8 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
      << "convert-vector-to-llvm{enable-x86vector=true}";
   addFixedPipeline(pm, pipeline, "moe-cpu-pipeline");
   addHostToLLVM(pm);
+  // Expert parallelism: OpenMPI's reduction handles as OpenMPI names them.
+  pm.addPass(createMoEFixOpenMPISymbols());
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 

@@ -58,6 +58,7 @@
 #define MOE_RUN_C_RUNNER_UTILS "/usr/lib/llvm-22/lib/libmlir_c_runner_utils.so"
 #endif
 #include "runtime/cuda/CudaRuntime.h"
+#include "Spmd.h"
 
 #ifndef MOE_RUN_ASYNC_RUNTIME
 #define MOE_RUN_ASYNC_RUNTIME "/usr/lib/llvm-22/lib/libmlir_async_runtime.so"
@@ -267,7 +268,8 @@ bool errorPrinted = false;
 int fail(const llvm::Twine &message) {
   llvm::outs().flush();
   if (!errorPrinted)
-    llvm::errs() << "moe-run: " << message << "\n";
+    llvm::errs() << "moe-run: " << ::moe::run::spmd::messagePrefix() << message
+                 << "\n";
   errorPrinted = true;
   return 1;
 }
@@ -705,6 +707,9 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
   cpuOptions.sharedLibs.push_back(MOE_RUN_ASYNC_RUNTIME);
   cpuOptions.sharedLibs.push_back(MOE_RUN_CPU_RUNTIME);
+  // SPMD modules (--moe-shard-experts) call the system MPI.
+  if (std::string mpi = ::moe::run::spmd::mpiLibrary(); !mpi.empty())
+    cpuOptions.sharedLibs.push_back(mpi);
   switch (dev) {
   case Device::Cuda: {
     std::string why;
@@ -910,6 +915,32 @@ int runMain(int argc, char **argv) {
     return 1;
   const std::string fn = "@" + sig.name;
 
+  // An SPMD module (--moe-shard-experts) runs as one rank of an mpirun job:
+  // arguments marked moe.split are bound whole (expert-split ones with
+  // their global expert count), then sliced to this rank's part.
+  namespace spmd = ::moe::run::spmd;
+  auto gridRanks = spmd::gridSize(*module);
+  if (!gridRanks)
+    return fail(llvm::toString(gridRanks.takeError()));
+  std::vector<bool> splitArgs(sig.arguments.size(), false),
+      splitResults(sig.results.size(), false);
+  std::vector<std::vector<int64_t>> localShapes;
+  if (*gridRanks > 0) {
+    if (llvm::StringRef(backend->name()) != "cpu")
+      return fail(fn + " is SPMD (--moe-shard-experts), which moe-run runs on "
+                       "the CPU path only: pass --device=cpu");
+    if (llvm::Error err = spmd::start(*gridRanks))
+      return fail(llvm::toString(std::move(err)));
+    splitArgs = spmd::splitArguments(func);
+    splitResults = spmd::splitResults(func);
+    for (ValueInfo &arg : sig.arguments) {
+      localShapes.push_back(arg.shape);
+      if (splitArgs[arg.index] && !arg.shape.empty() &&
+          arg.shape[0] != ValueInfo::kDynamic)
+        arg.shape[0] *= *gridRanks;
+    }
+  }
+
   // Counts.
   if (!outputPaths.empty() && outputPaths.size() != sig.results.size())
     return fail(fn + " has " + llvm::Twine(sig.results.size()) + " result" +
@@ -1081,6 +1112,14 @@ int runMain(int argc, char **argv) {
                     " is not bound: pass --input/--params or --fill-random");
   }
 
+  if (!localShapes.empty()) {
+    for (ValueInfo &arg : sig.arguments) {
+      arg.shape = localShapes[arg.index];
+      if (splitArgs[arg.index])
+        arguments[arg.index] = spmd::slice(arguments[arg.index]);
+    }
+  }
+
   if (!saveArgs.empty()) {
     for (auto [i, argument] : llvm::enumerate(arguments)) {
       auto path = saveArgPath(i);
@@ -1128,6 +1167,19 @@ int runMain(int argc, char **argv) {
                 " results came back, expected " +
                 llvm::Twine(sig.results.size()));
 
+  if (spmd::active()) {
+    for (auto [i, result] : llvm::enumerate(results)) {
+      if (!splitResults[i])
+        continue;
+      auto full = spmd::gatherRows(result);
+      if (!full)
+        return fail(llvm::toString(full.takeError()));
+      result = std::move(*full);
+    }
+    if (spmd::rank() != 0)
+      return 0; // Rank 0 writes and prints.
+  }
+
   // Outputs first: a failure to write leaves stdout empty.
   for (auto [path, result] : llvm::zip(outputPaths, results)) {
     io::Tensor tensor = result.toTensor();
@@ -1174,4 +1226,8 @@ int runMain(int argc, char **argv) {
 
 } // namespace
 
-int main(int argc, char **argv) { return runMain(argc, argv); }
+int main(int argc, char **argv) {
+  // Under mpirun, a failing rank ends the whole job (MPI_Abort): no rank
+  // waits forever for it.
+  return ::moe::run::spmd::finish(runMain(argc, argv));
+}
