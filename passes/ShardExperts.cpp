@@ -243,20 +243,23 @@ struct LayerBuilder {
               });
           tensor::YieldOp::create(gb, l, loop.getResult(0));
         });
-    auto ffn = ExpertFFNOp::create(b, rowsType, recv.getResult(), localOffsets,
+    // bf16/f16: the expert outputs travel back in f32, unrounded, so that
+    // each token's sum is rounded once at home, as in the layer.
+    auto outRowsType = RankedTensorType::get({dyn, modelDim}, f32);
+    auto ffn = ExpertFFNOp::create(b, outRowsType, recv.getResult(), localOffsets,
                                    layer.getW1(), layer.getW2(), layer.getB1(),
                                    layer.getB2(), layer.getActivationAttr());
     // Back to the tokens' ranks, at their dispatch positions; rows a
     // capacity dropped stay zero (they add +0 to the token's sum).
     Value numDispatched = tensor::DimOp::create(b, dispatch.getRows(), 0);
-    Value empty = tensor::EmptyOp::create(b, ArrayRef<int64_t>{dyn, modelDim}, elt,
+    Value empty = tensor::EmptyOp::create(b, ArrayRef<int64_t>{dyn, modelDim}, f32,
                                           ValueRange{numDispatched});
     Value zeros =
         linalg::FillOp::create(b, ValueRange{arith::ConstantOp::create(
-                                      b, b.getZeroAttr(elt))},
+                                      b, b.getZeroAttr(f32))},
                                ValueRange{empty})
             .getResult(0);
-    auto back = ExchangeCombineOp::create(b, rowsType, ffn.getOutput(), offsets,
+    auto back = ExchangeCombineOp::create(b, outRowsType, ffn.getOutput(), offsets,
                                           counts, zeros, grid);
     Value shared;
     if (layer.getSharedW1())
@@ -296,7 +299,7 @@ struct MoEShardExpertsPass
     ModuleOp module = getOperation();
     if (ranks < 1) {
       module.emitError() << "--moe-shard-experts: option 'ranks' must be >= 1, got "
-                         << ranks;
+                         << static_cast<int64_t>(ranks);
       return signalPassFailure();
     }
     SmallVector<func::FuncOp> funcs;
@@ -330,7 +333,7 @@ struct MoEShardExpertsPass
       auto gridOp = dyn_cast<shard::GridOp>(existing);
       if (!gridOp || gridOp.getShape() != ArrayRef<int64_t>{ranks}) {
         existing->emitError() << "symbol @" << kGridName
-                              << " exists and is not shard.grid of shape " << ranks;
+                              << " exists and is not shard.grid of shape " << static_cast<int64_t>(ranks);
         return signalPassFailure();
       }
     } else {
@@ -358,7 +361,7 @@ LogicalResult MoEShardExpertsPass::shardFunction(func::FuncOp func,
                                           "--moe-shard-experts needs it to split experts";
     if (numExperts % ranks != 0)
       return layer.emitError() << name << ": E = " << numExperts
-                               << " experts cannot be split over " << ranks
+                               << " experts cannot be split over " << static_cast<int64_t>(ranks)
                                << " ranks (E % N != 0)";
     for (Value w : {layer.getW1(), layer.getW2(), layer.getB1(), layer.getB2()}) {
       if (!w)
