@@ -156,6 +156,13 @@ llvm::cl::opt<bool> jitDebugListeners(
                    "by default so that a run leaves no files behind"),
     llvm::cl::init(false), llvm::cl::cat(runCategory));
 
+llvm::cl::opt<bool> spmdVerbose(
+    "spmd-verbose",
+    llvm::cl::desc("Under mpirun (an SPMD module of --moe-shard-experts): "
+                   "every rank prints on stderr the parameter bytes it read "
+                   "(its own experts' slices and the replicated tensors)"),
+    llvm::cl::init(false), llvm::cl::cat(runCategory));
+
 llvm::cl::opt<bool> timing(
     "timing",
     llvm::cl::desc("Print 'compile-ms: X', the time of lowering and JIT "
@@ -970,6 +977,9 @@ int runMain(int argc, char **argv) {
   if (!sig.hasDynamicResults() && !allocate(sig.results, "result", results))
     return 1;
   std::vector<bool> bound(sig.arguments.size(), false);
+  // SPMD: split parameters read as this rank's slice; bytes read.
+  std::vector<bool> presliced(sig.arguments.size(), false);
+  uint64_t paramBytesRead = 0;
   // Allocates argument `arg` with `shape` and copies `tensor` into it.
   auto bind = [&](const ValueInfo &arg, const io::Tensor &tensor) -> bool {
     if (auto error = checkAllocatable(arg.dtype, tensor.shape)) {
@@ -1049,9 +1059,35 @@ int runMain(int argc, char **argv) {
           (entry->dtype != arg->dtype && !convertible))
         return fail(subject + ": expected " + arg->typeString + ", got " +
                     fileTensorDesc(entry->dtype, entry->shape, true));
+      if (spmd::active() && splitArgs[arg->index] && !entry->shape.empty()) {
+        // Only this rank's experts: rows [begin, end) of dimension 0, read
+        // from the (memory-mapped) file.
+        auto [begin, end] =
+            spmd::splitRange(entry->shape[0], spmd::size(), spmd::rank());
+        size_t rowBytes = io::elementSize(entry->dtype);
+        for (size_t d = 1; d < entry->shape.size(); ++d)
+          rowBytes *= static_cast<size_t>(entry->shape[d]);
+        const uint8_t *raw = found->file->rawData(*entry) + begin * rowBytes;
+        std::vector<int64_t> shape = entry->shape;
+        shape[0] = end - begin;
+        io::Tensor part(entry->dtype, shape,
+                        std::vector<uint8_t>(raw, raw + (end - begin) * rowBytes));
+        paramBytesRead += part.data.size();
+        if (entry->dtype != arg->dtype) {
+          auto converted = io::convertTensor(part, arg->dtype);
+          if (!converted)
+            return fail(converted.error());
+          part = converted.take();
+        }
+        if (!bind(*arg, part))
+          return 1;
+        presliced[arg->index] = true;
+        continue;
+      }
       auto tensor = entry->dtype == arg->dtype
                         ? found->file->get(*arg->param)
                         : found->file->get(*arg->param, arg->dtype);
+      paramBytesRead += entry->dataEnd - entry->dataBegin;
       if (!tensor)
         return fail(tensor.error());
       if (!bind(*arg, *tensor))
@@ -1115,9 +1151,12 @@ int runMain(int argc, char **argv) {
   if (!localShapes.empty()) {
     for (ValueInfo &arg : sig.arguments) {
       arg.shape = localShapes[arg.index];
-      if (splitArgs[arg.index])
+      if (splitArgs[arg.index] && !presliced[arg.index])
         arguments[arg.index] = spmd::slice(arguments[arg.index]);
     }
+    if (spmdVerbose)
+      llvm::errs() << "moe-run: " << spmd::messagePrefix() << "read "
+                   << paramBytesRead << " parameter bytes\n";
   }
 
   if (!saveArgs.empty()) {
