@@ -140,7 +140,7 @@ config.substitutions.append(("%moe_emulate_gpu_pipeline", "builtin.module("
 # mechanism that containers often forbid), and a time limit so that a stuck
 # job fails instead of hanging.
 _mpirun = shutil.which("mpirun")
-if _mpirun:
+if _mpirun and getattr(config, "moe_have_mpi", "") in ("TRUE", "ON", "1", "YES"):
     config.available_features.add("mpi")
     config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
     config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"

@@ -1,5 +1,17 @@
 // RUN: moe-opt %s --moe-shard-experts="ranks=2" -split-input-file -verify-diagnostics | FileCheck %s
 // RUN: moe-opt %s --moe-shard-experts="ranks=2" -split-input-file -verify-diagnostics | moe-opt -split-input-file | FileCheck %s
+// RUN: moe-opt %examples/top2_swiglu.mlir --moe-shard-experts="ranks=4" --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=COST
+// RUN: moe-opt %examples/deepseek_style.mlir --moe-shard-experts="ranks=4" --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=COST-BF16
+//
+// --moe-print-cost on the SPMD IR adds the all-to-all volume per rank and
+// layer: of a rank's k routed rows per token, (N-1)/N go to other ranks
+// under uniform routing; the dispatch sends D * sizeof(T) bytes per row, the
+// combine gets D * 4 back (f32 expert outputs).
+// top2_swiglu: k = 2, D = 256, f32, N = 4: 2 * 3/4 * 256 * 4 = 1536 both ways.
+// COST: all-to-all per rank and layer (uniform routing; per token row of the rank; the same again received for the rank's experts):
+// COST-NEXT: top2_swiglu.mlir:{{[0-9]+}}: ranks 4, experts/rank 2, k 2, D 256: dispatch sends 1536.0 B, combine receives 1536.0 B
+// deepseek_style: k = 4, D = 256, bf16: 4 * 3/4 * 256 * 2 = 1536, f32 back: 3072.
+// COST-BF16: deepseek_style.mlir:{{[0-9]+}}: ranks 4, experts/rank 8, k 4, D 256: dispatch sends 1536.0 B, combine receives 3072.0 B
 //
 // --moe-shard-experts (DESIGN.md section 8): every moe.layer becomes the
 // SPMD program of one rank of a 1-D shard.grid. Expert weights are split on
