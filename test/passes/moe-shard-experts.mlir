@@ -2,6 +2,8 @@
 // RUN: moe-opt %s --moe-shard-experts="ranks=2" -split-input-file -verify-diagnostics | moe-opt -split-input-file | FileCheck %s
 // RUN: moe-opt %examples/top2_swiglu.mlir --moe-shard-experts="ranks=4" --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=COST
 // RUN: moe-opt %examples/deepseek_style.mlir --moe-shard-experts="ranks=4" --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=COST-BF16
+// RUN: not moe-opt %examples/top2_swiglu.mlir --moe-shard-experts="ranks=0" 2>&1 | FileCheck %s --check-prefix=RANKS
+// RANKS: error: --moe-shard-experts: option 'ranks' must be >= 1, got 0
 //
 // --moe-print-cost on the SPMD IR adds the all-to-all volume per rank and
 // layer: of a rank's k routed rows per token, (N-1)/N go to other ranks

@@ -3,8 +3,11 @@
 #include "Spmd.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #ifdef MOE_HAVE_MPI
 #include <mpi.h>
@@ -74,8 +77,12 @@ int finish(int code) {
   if (!isActive)
     return code;
   if (code != 0) {
+    // The message first: mpirun forwards the ranks' output asynchronously,
+    // and an abort may kill the job before a just-written line is through.
+    llvm::errs().flush();
     std::fflush(stdout);
     std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     MPI_Abort(MPI_COMM_WORLD, code);
   }
   MPI_Finalize();

@@ -275,8 +275,9 @@ bool errorPrinted = false;
 int fail(const llvm::Twine &message) {
   llvm::outs().flush();
   if (!errorPrinted)
-    llvm::errs() << "moe-run: " << ::moe::run::spmd::messagePrefix() << message
-                 << "\n";
+    // One write per line: the ranks of an mpirun job share stderr.
+    llvm::errs() << ("moe-run: " + ::moe::run::spmd::messagePrefix() +
+                     message.str() + "\n");
   errorPrinted = true;
   return 1;
 }
@@ -933,9 +934,16 @@ int runMain(int argc, char **argv) {
       splitResults(sig.results.size(), false);
   std::vector<std::vector<int64_t>> localShapes;
   if (*gridRanks > 0) {
-    if (llvm::StringRef(backend->name()) != "cpu")
-      return fail(fn + " is SPMD (--moe-shard-experts), which moe-run runs on "
-                       "the CPU path only: pass --device=cpu");
+    if (llvm::StringRef(backend->name()) != "cpu") {
+      if (device != Device::Auto)
+        return fail(fn + " is SPMD (--moe-shard-experts), which moe-run runs "
+                         "on the CPU path only: pass --device=cpu");
+      // --device=auto: the CPU path (the MPI lowering is the CPU one).
+      deviceNote = "moe-run: device auto: using cpu (SPMD module)";
+      backend = selectBackend(Device::Cpu, deviceNote);
+      if (!backend)
+        return 1;
+    }
     if (llvm::Error err = spmd::start(*gridRanks))
       return fail(llvm::toString(std::move(err)));
     splitArgs = spmd::splitArguments(func);
@@ -1155,8 +1163,8 @@ int runMain(int argc, char **argv) {
         arguments[arg.index] = spmd::slice(arguments[arg.index]);
     }
     if (spmdVerbose)
-      llvm::errs() << "moe-run: " << spmd::messagePrefix() << "read "
-                   << paramBytesRead << " parameter bytes\n";
+      llvm::errs() << ("moe-run: " + spmd::messagePrefix() + "read " +
+                       std::to_string(paramBytesRead) + " parameter bytes\n");
   }
 
   if (!saveArgs.empty()) {
