@@ -1,7 +1,7 @@
 //===- MoEDialect.td - the moe dialect ---------------------*- tablegen -*-===//
 //
 // The `moe` dialect: Mixture-of-Experts layers, their routers and (later) the
-// explicit dispatch -> expert -> combine chain. See DESIGN.md section 3.
+// explicit dispatch -> expert -> combine chain. See docs/spec.md §2-§3.
 //
 //===----------------------------------------------------------------------===//
 

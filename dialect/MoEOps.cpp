@@ -1,6 +1,6 @@
 //===- MoEOps.cpp - moe dialect operations --------------------------------===//
 //
-// Verifiers of the moe ops. Every relation of DESIGN.md section 3 between
+// Verifiers of the moe ops. Every relation of docs/spec.md §2-§3 between
 // known sizes is checked; each message names the operand at fault using the
 // names of the assembly format (input, router_weight, router_bias, w1, w2,
 // b1, b2, seed, slots, scale, output, aux_loss).
@@ -59,7 +59,7 @@ public:
   }
 
   /// A routing quantity (router logits, routing weights) is f32 whatever the
-  /// element type T of the op's data (DESIGN.md section 3: routing in f32),
+  /// element type T of the op's data (docs/spec.md §2-§3: routing in f32),
   /// or T itself.
   LogicalResult routingType(Named v, Named data) {
     Type elt = type(v.value).getElementType();

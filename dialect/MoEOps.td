@@ -42,7 +42,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     (when static), k and the group counts are at most 2^31 - 1, and E >= 1. The layer is pure
     in both modes: a seeded training layer is deterministic.
 
-    Routers as production models use them (DESIGN.md 3.1.1): the routing
+    Routers as production models use them (docs/spec.md §3.1.1): the routing
     `#moe.top_k` has score/normalize/scale/group parameters, and the optional
     `selection_bias(%b)` (`[E]`, f32 or the element type, `#moe.top_k` only)
     is added to the scores to choose experts (DeepSeek-V3's aux-loss-free
@@ -172,7 +172,7 @@ def MoE_SoftLayerOp : MoE_Op<"soft_layer", [Pure, AttrSizedOperandSegments]> {
 }
 
 //===----------------------------------------------------------------------===//
-// The decomposed chain (DESIGN.md section 3.3)
+// The decomposed chain (docs/spec.md §3.3)
 //===----------------------------------------------------------------------===//
 
 def MoE_RouteOp : MoE_Op<"route", [Pure]> {
@@ -203,7 +203,7 @@ def MoE_GateOp : MoE_Op<"gate", [Pure, AttrSizedOperandSegments]> {
     Applies a routing policy to router logits `logits: [T, E]`: computes
     `g = softmax(o)` and, for each token, the K experts it runs
     (`K = routing.getExpertsPerToken(E)`: E for `#moe.dense`, k otherwise)
-    with their weights, exactly as DESIGN.md section 3.1 and `moe.layer`.
+    with their weights, exactly as docs/spec.md §3.1 and `moe.layer`.
     The optional `selection_bias` (`[E]`, `#moe.top_k` only) is added to the
     scores to choose the experts, never to weight them.
 

@@ -1,8 +1,8 @@
 //===- ConvertMoEToLinalg.cpp - moe ops -> upstream dialects --------------===//
 //
-// Lowers the moe chain ops (DESIGN.md section 3.3) to linalg, tensor, scf,
+// Lowers the moe chain ops (docs/spec.md §3.3) to linalg, tensor, scf,
 // arith and math; layers are first decomposed into the chain. Numerics are
-// exactly those of DESIGN.md section 3, computed in f32:
+// exactly those of docs/spec.md §2-§3, computed in f32:
 //
 // * softmaxes subtract the maximum first;
 // * top-k is "rank < k" with rank(e) = #{j : o_j > o_e or (o_j == o_e and
@@ -43,6 +43,10 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
+
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "convert-moe-to-linalg"
 
 namespace mlir {
 namespace moe {
@@ -201,7 +205,7 @@ public:
         ArrayRef<OpFoldResult>{one, dimOfr(bias, 1)}, ArrayRef<OpFoldResult>{one, one});
   }
 
-  /// The activations of DESIGN.md section 3 on a scalar.
+  /// The activations of docs/spec.md §2-§3 on a scalar.
   Value activate(Activation act, Value x) { return cpu::activate(b, act, x); }
 
   /// Philox4x32-10 with key (k0, k1) and counter (c0, c1, 0, 0); returns the
@@ -373,7 +377,7 @@ static Value prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site, Val
   return pw.packed;
 }
 
-/// The expert FFNs over plan rows grouped by expert (DESIGN.md section 3,
+/// The expert FFNs over plan rows grouped by expert (docs/spec.md §2-§3,
 /// numerics for T = bf16/f16 included):
 ///   h[r]   = act(A[row(r)] W1[g] + b1[g]) (gated: act(u[:H]) * u[H:]),
 ///            rounded to the element type of A;
@@ -541,10 +545,10 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
           Value expSum = e.forLoop(c0, experts, {e.cf32(0.0)},
                                    [&](Emitter &e, Value ex, ValueRange a) {
                                      return SmallVector<Value>{e.addf(
-                                         a[0], e.exp(e.subf(logit(e, ex), maxLogit)))};
+                                         a[0], e.routingExp(e.subf(logit(e, ex), maxLogit)))};
                                    })[0];
           auto prob = [&](Emitter &e, Value ex) {
-            return e.divf(e.exp(e.subf(logit(e, ex), maxLogit)), expSum);
+            return e.divf(e.routingExp(e.subf(logit(e, ex), maxLogit)), expSum);
           };
           // Top-k in O(E*k): pick r is the best (largest o, ties: lower
           // index) of the experts that come after pick r-1 in that order.
@@ -602,11 +606,11 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
                                   [&](Emitter &e, Value i, ValueRange a) {
                                     Value v = adjusted(e, i, selected(e, idxs, i));
                                     return SmallVector<Value>{
-                                        e.addf(a[0], e.exp(e.subf(v, mx)))};
+                                        e.addf(a[0], e.routingExp(e.subf(v, mx)))};
                                   })[0];
             return e.forLoop(c0, kIdx, {ws}, [&](Emitter &e, Value i, ValueRange a) {
               Value v = adjusted(e, i, selected(e, idxs, i));
-              Value w = e.divf(e.exp(e.subf(v, mx)), sum);
+              Value w = e.divf(e.routingExp(e.subf(v, mx)), sum);
               return SmallVector<Value>{e.insert(w, a[0], {row, i})};
             })[0];
           };
@@ -614,15 +618,15 @@ static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value 
           auto adjustLogit = [&](Emitter &e, Value ex, Value c) {
             Value g = e.addf(prob(e, ex), e.cf32(1e-10));
             Value clamped = e.maxf(e.mulf(c, g), e.cf32(1e-10));
-            return e.subf(logit(e, ex), e.log(clamped));
+            return e.subf(logit(e, ex), e.routingLog(clamped));
           };
 
-          // The production routers of DESIGN.md 3.1.1 (#moe.top_k with
+          // The production routers of docs/spec.md §3.1.1 (#moe.top_k with
           // parameters or a selection bias): choose on c = s + b among the
           // experts of the kept groups, weight with s.
           auto sigmoidOf = [&](Emitter &e, Value o) {
             return e.divf(e.cf32(1.0),
-                          e.addf(e.cf32(1.0), e.exp(arith::NegFOp::create(e.b, o))));
+                          e.addf(e.cf32(1.0), e.routingExp(arith::NegFOp::create(e.b, o))));
           };
           auto scoreOf = [&](Emitter &e, Value ex) -> Value {
             return topk && topk.getScore() == RouterScore::sigmoid ? sigmoidOf(e, logit(e, ex))
@@ -1293,7 +1297,7 @@ struct LowerSharedExpert : public OpRewritePattern<SharedExpertOp> {
                            Value o = memref::LoadOp::create(nb, logits, ValueRange{t, ne.idx(0)});
                            Value sig = ne.divf(
                                ne.cf32(1.0),
-                               ne.addf(ne.cf32(1.0), ne.exp(arith::NegFOp::create(nb, o))));
+                               ne.addf(ne.cf32(1.0), ne.routingExp(arith::NegFOp::create(nb, o))));
                            memref::StoreOp::create(nb, sig, gate, ValueRange{t});
                            scf::YieldOp::create(nb);
                          });
@@ -1552,6 +1556,8 @@ struct ConvertMoEToLinalgPass
     : public moe::impl::ConvertMoEToLinalgBase<ConvertMoEToLinalgPass> {
   using ConvertMoEToLinalgBase::ConvertMoEToLinalgBase;
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     Operation *root = getOperation();
     // Soft MoE and hand-written gates still compute in f32 only: say so.
     WalkResult unsupported = root->walk([](Operation *op) {

@@ -26,7 +26,7 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
       (`bufferization.to_buffer` / `to_tensor restrict writable`).
     * `moe.gate`: an `scf.for` over tokens; softmax with max-subtraction,
       top-k (ties: lower index), MOESART adjustments, Philox4x32-10 sampling
-      and the trimmed-lasso loss, in f32, exactly as DESIGN.md 3.1;
+      and the trimmed-lasso loss, in f32, exactly as docs/spec.md §3.1;
     * `moe.dispatch`: counting pass, prefix sum, permutation (GShard capacity
       when `capacity_factor` is set);
     * `moe.combine`: the per-token weighted sum (parallel over tokens);
@@ -35,7 +35,7 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
 
     Element types: token-choice ops take f32, bf16 or f16 data; operands are
     extended to f32 as they are loaded, accumulation and routing are f32, and
-    `h` and `y` are rounded to the element type (DESIGN.md section 3). Soft
+    `h` and `y` are rounded to the element type (docs/spec.md §2-§3). Soft
     MoE ops and hand-written `moe.gate` ops compute in f32 only (other types
     are reported). Every size is taken from the operands, so a dynamic token
     count lowers like a static one.
@@ -109,6 +109,23 @@ def MoECpuVectorMath : Pass<"moe-cpu-vector-math"> {
   ];
 }
 
+def MoECpuDecomposeAggregates : Pass<"moe-cpu-decompose-aggregates"> {
+  let summary = "Decompose aggregated linalg ops (linalg.softmax) for the CPU";
+  let description = [{
+    Rewrites every op that implements `linalg::AggregatedOpInterface`
+    (`linalg.softmax`: max, sub, exp, sum, div as `linalg.generic`s) into
+    the structured ops it stands for, with the op's own `decomposeOperation`.
+    `--moe-cpu-pipeline` runs it first, so a model whose softmax was not
+    raised into a moe op (what frontends emit, what `--moe-raise-linalg`
+    leaves alone) lowers and runs on the host. An op whose decomposition
+    fails is an error naming it.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Lower every moe op to MoE GPU kernels and host launch code";
   let description = [{
@@ -143,6 +160,7 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect",
     "::mlir::memref::MemRefDialect", "::mlir::gpu::GPUDialect",
     "::mlir::bufferization::BufferizationDialect", "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect",
     "::mlir::moe::MoEDialect"
   ];
 }

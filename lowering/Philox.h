@@ -1,6 +1,6 @@
 //===- Philox.h - Philox4x32-10 in IR ---------------------------*- C++ -*-===//
 //
-// The counter-based generator of DESIGN.md section 3.1, emitted as arith ops
+// The counter-based generator of docs/spec.md §3.1, emitted as arith ops
 // so that the CPU and GPU lowerings draw the same numbers for the same seed.
 //
 //===----------------------------------------------------------------------===//

@@ -12,6 +12,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
+#include "lowering/RoutingMath.h"
+
 namespace mlir {
 namespace moe {
 
@@ -40,6 +42,12 @@ public:
   Value maxf(Value x, Value y) { return arith::MaximumFOp::create(b, x, y); }
   Value exp(Value x) { return math::ExpOp::create(b, x); }
   Value log(Value x) { return math::LogOp::create(b, x); }
+  /// The routing exp/log/sigmoid (lowering/RoutingMath.h): the same f32 bits
+  /// on every target. Routing (softmax, sigmoid scores, MOESART, the shared
+  /// expert's gate) uses only these.
+  Value routingExp(Value x) { return buildRoutingExp(b, b.getLoc(), x); }
+  Value routingLog(Value x) { return buildRoutingLog(b, b.getLoc(), x); }
+  Value routingSigmoid(Value x) { return buildRoutingSigmoid(b, b.getLoc(), x); }
   Value addi(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
   Value subi(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
   Value muli(Value x, Value y) { return arith::MulIOp::create(b, x, y); }

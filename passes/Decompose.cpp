@@ -10,6 +10,10 @@
 #include <limits>
 #include <string>
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-decompose"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEDECOMPOSE
@@ -69,7 +73,7 @@ struct DecomposeLayer : public OpRewritePattern<LayerOp> {
     int64_t k = op.getRouting().getExpertsPerToken(numExperts);
     Type i32 = rewriter.getI32Type();
 
-    // Routing is computed in f32 whatever the element type (DESIGN.md 3).
+    // Routing is computed in f32 whatever the element type (docs/spec.md §2-§3).
     Type f32 = rewriter.getF32Type();
     auto route = RouteOp::create(rewriter, loc, tensorOf({tokens, numExperts}, f32),
                                  op.getInput(), op.getRouterWeight(),
@@ -140,6 +144,8 @@ struct DecomposeSoftLayer : public OpRewritePattern<SoftLayerOp> {
 
 struct MoEDecomposePass : public moe::impl::MoEDecomposeBase<MoEDecomposePass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     RewritePatternSet patterns(&getContext());
     populateDecompositionPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

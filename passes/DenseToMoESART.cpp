@@ -6,6 +6,10 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-dense-to-moesart"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEDENSETOMOESART
@@ -48,24 +52,20 @@ struct MoEDenseToMoESARTPass
   using MoEDenseToMoESARTBase::MoEDenseToMoESARTBase;
 
   LogicalResult initialize(MLIRContext *ctx) override {
-    auto fail = [&](const Twine &msg) {
-      emitError(UnknownLoc::get(ctx)) << "moe-dense-to-moesart: " << msg;
-      return failure();
-    };
-    std::optional<MoesartAdjust> parsed = symbolizeMoesartAdjust(adjust);
-    if (!parsed)
-      return fail("unknown adjust '" + adjust +
-                  "' (expected small_random, zero or large)");
-    if (k < 1)
-      return fail("k must be >= 1, got " + Twine(static_cast<int64_t>(k)));
-    if (!(trimmedLasso >= 0.0) || std::isinf(trimmedLasso))
-      return fail("trimmed-lasso must be a finite number >= 0, got " +
-                  std::to_string(static_cast<double>(trimmedLasso)));
-    routing = MoesartRoutingAttr::get(ctx, k, *parsed, llvm::APFloat(trimmedLasso));
-    return success();
+    // The options are checked by the attribute's own verifier (k >= 1, a
+    // finite lambda >= 0); `adjust` is an enum option, parsed by ODS.
+    routing = MoesartRoutingAttr::getChecked(
+        [&] {
+          return emitError(UnknownLoc::get(ctx)) << "moe-dense-to-moesart: ";
+        },
+        ctx, static_cast<int64_t>(k), static_cast<MoesartAdjust>(adjust),
+        llvm::APFloat(static_cast<double>(trimmedLasso)));
+    return success(static_cast<bool>(routing));
   }
 
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     // Layers that are not dense are not candidates: say so.
     getOperation()->walk([&](LayerOp op) {
       if (isa<DenseRoutingAttr>(op.getRouting()))

@@ -12,6 +12,10 @@
 
 #include <limits>
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-dense-to-soft"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEDENSETOSOFT
@@ -122,6 +126,8 @@ struct MoEDenseToSoftPass : public moe::impl::MoEDenseToSoftBase<MoEDenseToSoftP
   using MoEDenseToSoftBase::MoEDenseToSoftBase;
 
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     if (slotsPerExpert < 1) {
       emitError(getOperation()->getLoc())
           << "moe-dense-to-soft: slots-per-expert must be >= 1, got "
@@ -155,7 +161,7 @@ struct MoEDenseToSoftPass : public moe::impl::MoEDenseToSoftBase<MoEDenseToSoftP
       }
       if (op.getSharedW1()) {
         op.emitWarning() << "dense layer with a shared expert left unchanged: "
-                            "Soft MoE (DESIGN 3.2) defines no shared expert";
+                            "Soft MoE (docs/spec.md §3.2) defines no shared expert";
         return;
       }
       FailureOr<int64_t> m = groupSizeFor(op, groupSize);

@@ -9,6 +9,10 @@
 #include <optional>
 #include <string>
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-fuse"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEFUSE
@@ -128,6 +132,8 @@ struct FuseSoft : public OpRewritePattern<SoftCombineOp> {
 
 struct MoEFusePass : public moe::impl::MoEFuseBase<MoEFusePass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     RewritePatternSet patterns(&getContext());
     populateFusionPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

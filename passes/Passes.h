@@ -2,6 +2,7 @@
 #ifndef MOE_PASSES_PASSES_H
 #define MOE_PASSES_PASSES_H
 
+#include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
 
 #include "mlir/Pass/Pass.h"
@@ -14,7 +15,7 @@ namespace moe {
 #include "passes/Passes.h.inc"
 
 /// Patterns rewriting moe.layer / moe.soft_layer into the chain of
-/// DESIGN.md section 3.3 (used by --moe-decompose and by the lowering).
+/// docs/spec.md §3.3 (used by --moe-decompose and by the lowering).
 void populateDecompositionPatterns(RewritePatternSet &patterns);
 /// Patterns fusing single-use dispatch -> expert_ffn -> combine chains (and
 /// their soft counterparts) into moe.fused_experts / moe.fused_soft_experts

@@ -1,6 +1,6 @@
 //===- Passes.td - moe-to-moe transformations --------------*- tablegen -*-===//
 //
-// The moe-to-moe passes of DESIGN.md section 4.
+// The moe-to-moe passes of docs/spec.md §4.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,8 +46,16 @@ def MoEDenseToMoESART : Pass<"moe-dense-to-moesart"> {
   }];
   let options = [
     Option<"k", "k", "int64_t", "2", "experts per token (>= 1)">,
-    Option<"adjust", "adjust", "std::string", "\"small_random\"",
-           "training-mode weight adjustment: small_random, zero or large">,
+    Option<"adjust", "adjust", "::mlir::moe::MoesartAdjust",
+           "::mlir::moe::MoesartAdjust::small_random",
+           "training-mode weight adjustment (docs/spec.md §3.1.2)",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::moe::MoesartAdjust::small_random, "small_random",
+                        "one random member keeps its logit, the others are adjusted (default)"),
+             clEnumValN(::mlir::moe::MoesartAdjust::zero, "zero",
+                        "every member adjusted by log(K (g + 1e-10))"),
+             clEnumValN(::mlir::moe::MoesartAdjust::large, "large",
+                        "weights g_i / sum of g over the chosen experts"))}]>,
     Option<"trimmedLasso", "trimmed-lasso", "double", "1.0e-3",
            "trimmed-lasso coefficient lambda (>= 0)">
   ];

@@ -99,6 +99,10 @@
 #include <vector>
 #include <string>
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-print-cost"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEPRINTCOST
@@ -383,7 +387,7 @@ static void traceGate(Value indices, TokenChoiceParts &parts, std::string &form,
   }
 }
 
-/// Adds a shared expert (DESIGN 3.1.1: every token runs it) to a row: its
+/// Adds a shared expert (docs/spec.md §3.1.1: every token runs it) to a row: its
 /// FLOPs to the experts' column, its weights to the bytes and the active
 /// parameters, "+shared" to the form.
 static void addShared(Row &r, Q T, Value s1, Value s2, Value sg) {
@@ -638,6 +642,8 @@ static void printAllToAll(Operation *root, llvm::raw_ostream &os) {
 
 struct MoEPrintCostPass : public moe::impl::MoEPrintCostBase<MoEPrintCostPass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     std::vector<Row> rows;
     getOperation()->walk<WalkOrder::PreOrder>([&](Operation *op) {
       if (auto layer = dyn_cast<LayerOp>(op))

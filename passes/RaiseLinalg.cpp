@@ -51,6 +51,10 @@
 #include <optional>
 #include <string>
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-raise-linalg"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOERAISELINALG
@@ -1141,6 +1145,8 @@ struct MoERaiseLinalgPass
   using MoERaiseLinalgBase::MoERaiseLinalgBase;
 
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     MLIRContext *ctx = &getContext();
     Reasons reasons;
     bool lowererMissing = false;

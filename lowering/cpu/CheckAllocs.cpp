@@ -5,6 +5,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-cpu-check-allocs"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOECPUCHECKALLOCS
@@ -19,6 +23,8 @@ namespace {
 struct MoECpuCheckAllocsPass
     : public moe::impl::MoECpuCheckAllocsBase<MoECpuCheckAllocsPass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
     SmallVector<memref::AllocOp> allocs;
     module.walk([&](memref::AllocOp op) { allocs.push_back(op); });

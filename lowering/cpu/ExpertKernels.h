@@ -1,6 +1,6 @@
 //===- ExpertKernels.h - CPU strategy for the expert GEMMs ------*- C++ -*-===//
 //
-// The CPU code generation strategy of the moe lowering (DESIGN.md section 7):
+// The CPU code generation strategy of the moe lowering (docs/spec.md §7):
 // grouped GEMMs over the routing plan's row groups, emitted at the memref
 // level as register-blocked vector micro-kernels (vector.fma on
 // vector<16xf32>, lowered by LLVM to AVX-512 FMAs) inside a cache-blocked,
@@ -9,7 +9,7 @@
 // epilogue (bias, activation, rounding to the element type, routed weight)
 // is applied to the accumulators before they are stored.
 //
-// Numerics (DESIGN.md section 3): operands of any element type (f32, bf16,
+// Numerics (docs/spec.md §2-§3): operands of any element type (f32, bf16,
 // f16) are extended to f32 as they are loaded; products accumulate in f32 in
 // increasing k order; epilogues compute in f32 and round once when they
 // store to a narrower type.
@@ -145,7 +145,7 @@ Value columnMask(ImplicitLocOpBuilder &b, Value col, Value limit);
 /// A scalar of any float type extended to f32.
 Value toF32(ImplicitLocOpBuilder &b, Value scalar);
 
-/// The activations of DESIGN.md section 3 (the element-wise part: silu for
+/// The activations of docs/spec.md §2-§3 (the element-wise part: silu for
 /// swiglu, gelu (erf) for geglu) on an f32 scalar or vector; the one
 /// definition the CPU lowering uses for both.
 Value activate(ImplicitLocOpBuilder &b, Activation act, Value x);

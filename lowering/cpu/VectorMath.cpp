@@ -6,6 +6,10 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-cpu-vector-math"
+
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOECPUVECTORMATH
@@ -19,6 +23,8 @@ namespace {
 
 struct MoECpuVectorMathPass : public moe::impl::MoECpuVectorMathBase<MoECpuVectorMathPass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
+                            << " at " << getOperation()->getLoc() << "\n");
     SmallVector<Operation *> vectorMath;
     getOperation()->walk([&](Operation *op) {
       if (op->getDialect() && isa<math::MathDialect>(op->getDialect()) &&

@@ -10,7 +10,7 @@
 //
 // A whole layer (router, routing, alignment, both grouped GEMMs and the
 // reduction) runs on the device without host round trips; a chain op copies
-// its own operands and results. The production routers of DESIGN.md 3.1.1
+// its own operands and results. The production routers of docs/spec.md §3.1.1
 // (#moe.top_k score/normalize/scale/groups, selection_bias) are variants of
 // the gate kernel; the shared expert reuses the grouped GEMM kernels over one
 // group of all T rows, its f32 output starting the per-token sum of the
@@ -40,6 +40,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -198,12 +199,22 @@ public:
 
   struct Gate {
     Value weights, indices, loss; // loss: device [1], or null
+    /// The aux loss not reduced yet (gate(..., deferLoss = true)): the
+    /// gate's per-block partials, their count and lambda; `loss` is
+    /// allocated, and the align kernel of the layer reduces them into it.
+    Value partials, numPartials, lambda;
+  };
+  /// The layer's router inside the gate kernel (one launch for both).
+  struct FusedRouter {
+    Value x, wr, br, D; // br may be null
   };
   /// `selectionBias`: the device buffer of the selection_bias operand, or
   /// null. A #moe.top_k that is not classic, or that has a selection bias,
-  /// runs the production router of DESIGN.md 3.1.1.
+  /// runs the production router of docs/spec.md §3.1.1. With `router` the
+  /// logits are computed by the gate kernel into `logits` (uninitialized).
   Gate gate(Value logits, Value T, Value E, int64_t k, RoutingAttrInterface routing,
-            bool training, Value seed, Value selectionBias = {}) {
+            bool training, Value seed, Value selectionBias = {},
+            std::optional<FusedRouter> router = std::nullopt, bool deferLoss = false) {
     Value K = e.idx(k);
     auto moesart = dyn_cast<MoesartRoutingAttr>(routing);
     GateKind kind = isa<DenseRoutingAttr>(routing) ? GateKind::Dense
@@ -215,7 +226,7 @@ public:
     g.weights = alloc(e.f32(), e.muli(T, K));
     g.indices = alloc(e.i32(), e.muli(T, K));
     Value p = kind == GateKind::MoesartTraining ? alloc(e.f32(), e.muli(T, E)) : g.weights;
-    Value nb = blocks(T, kGateThreads);
+    Value nb = blocks(T, router ? kRouteTokens : kGateThreads);
     Value partials = loss ? alloc(e.f32(), nb) : g.weights;
     Value key0 = e.ci32(0), key1 = e.ci32(0);
     if (kind == GateKind::MoesartTraining) {
@@ -241,23 +252,48 @@ public:
     if (production)
       args.append({selectionBias ? selectionBias : g.weights, e.idx(topk.getGroups()),
                    e.idx(topk.getKeptGroups()), e.cf32(topk.getScale().convertToDouble())});
-    launch(lib.gate(kind, adjust, loss, production), {nb}, kGateThreads, args);
+    if (router)
+      args.append({router->x, router->wr, router->br ? router->br : router->wr, router->D});
+    launch(lib.gate(kind, adjust, loss, production, router.has_value(),
+                    router && router->br),
+           {nb}, kGateThreads, args);
     if (loss) {
       g.loss = alloc(e.f32(), e.idx(1));
-      launch(lib.lossReduce(), {e.idx(1)}, 1,
-             {partials, nb, T, e.cf32(routing.getRegularizerCoefficient()), g.loss});
+      g.lambda = e.cf32(routing.getRegularizerCoefficient());
+      if (deferLoss) {
+        g.partials = partials;
+        g.numPartials = nb;
+      } else {
+        launch(lib.lossReduce(), {e.idx(1)}, 1, {partials, nb, T, g.lambda, g.loss});
+      }
     }
     return g;
   }
 
-  /// The routing plan on the device, padded to the GEMM tile.
+  /// The row tile of the grouped GEMMs for `rows` plan rows over
+  /// `numExperts` groups (see Kernels.h): kSmallTileM when the average
+  /// group has fewer than kTileM rows (decode), else kTileM (prefill).
+  Value chooseRowTile(Value rows, int64_t numExperts) {
+    if (std::optional<int64_t> n = getConstantIntValue(rows))
+      return e.idx(*n < kTileM * numExperts ? kSmallTileM : kTileM);
+    Value small = e.ult(rows, e.idx(kTileM * numExperts));
+    return e.select(small, e.idx(kSmallTileM), e.idx(kTileM));
+  }
+
+  /// The routing plan on the device, padded to the GEMM row tile.
   struct Plan {
     Value offsets, positions, sourceRows, rowWeights, sorted, tileExpert, numTiles;
-    Value pMax, maxTiles;
+    Value pMax, maxTiles, tileRows;
   };
+  /// maxTiles = max(1, min(ceil(rows / R) + E, rows)): every tile holds at
+  /// least one row, so the launched grid has at most rows + R (E + 1)
+  /// padded rows (Kernels.h).
   void sizePlan(Plan &plan, Value rows, int64_t numExperts) {
-    plan.maxTiles = e.addi(blocks(rows, kTileM), e.idx(numExperts));
-    plan.pMax = e.muli(plan.maxTiles, e.idx(kTileM));
+    plan.tileRows = chooseRowTile(rows, numExperts);
+    Value bound = e.addi(e.ceildiv(rows, plan.tileRows), e.idx(numExperts));
+    plan.maxTiles = arith::MaxUIOp::create(
+        b, arith::MinUIOp::create(b, bound, rows), e.idx(1));
+    plan.pMax = e.muli(plan.maxTiles, plan.tileRows);
     plan.sorted = alloc(e.i32(), plan.pMax);
     plan.tileExpert = alloc(e.i32(), plan.maxTiles);
     plan.numTiles = alloc(e.i32(), e.idx(1));
@@ -277,7 +313,16 @@ public:
     return arith::FPToSIOp::create(b, e.i32(), math::CeilOp::create(b, c));
   }
 
-  Plan align(Value indices, Value weights, Value T, Value K, int64_t numExperts, Value cap) {
+  /// What the align kernel does besides the plan in a fused layer: the
+  /// combine's bookkeeping (counters zeroed, y of the tokens without a kept
+  /// assignment) and the aux loss reduction.
+  struct AlignExtras {
+    Value counters, numCounters, y, D, shared; // counters null: no combine
+    const Gate *loss = nullptr;                // with deferred partials
+  };
+  Plan align(Value indices, Value weights, Value T, Value K, int64_t numExperts, Value cap,
+             const AlignExtras *extrasOrNull = nullptr) {
+    AlignExtras extras = extrasOrNull ? *extrasOrNull : AlignExtras();
     Plan plan;
     Value E = e.idx(numExperts), TK = e.muli(T, K);
     plan.offsets = alloc(e.i32(), e.addi(E, e.idx(1)));
@@ -287,10 +332,22 @@ public:
     plan.rowWeights = weights ? alloc(e.f32(), TK) : Value();
     sizePlan(plan, TK, numExperts);
     Value dummyF = weights ? weights : alloc(e.f32(), e.idx(1));
-    launch(lib.align(weights != nullptr), {e.idx(1)}, kAlignThreads,
-           {indices, dummyF, T, K, E, cap, plan.offsets, poff, plan.positions, plan.sourceRows,
-            weights ? plan.rowWeights : dummyF, plan.sorted, plan.tileExpert, plan.numTiles,
-            plan.pMax, plan.maxTiles});
+    SmallVector<Value> args{indices, dummyF, T, K, E, cap, plan.offsets, poff, plan.positions,
+                            plan.sourceRows, weights ? plan.rowWeights : dummyF, plan.sorted,
+                            plan.tileExpert, plan.numTiles, plan.pMax, plan.maxTiles,
+                            plan.tileRows};
+    bool combine = extras.counters != nullptr;
+    if (combine) {
+      args.append({extras.counters, extras.numCounters, extras.y, extras.D});
+      if (extras.shared)
+        args.push_back(extras.shared);
+    }
+    if (extras.loss)
+      args.append({extras.loss->partials, extras.loss->numPartials, extras.loss->lambda,
+                   extras.loss->loss});
+    launch(lib.align(weights != nullptr, combine, extras.shared != nullptr,
+                     extras.loss != nullptr),
+           {e.idx(1)}, kAlignThreads, args);
     return plan;
   }
 
@@ -302,7 +359,7 @@ public:
     sizePlan(plan, rows, numExperts);
     launch(lib.tileMap(), {e.idx(1)}, kAlignThreads,
            {offsets, E, poff, plan.sorted, plan.tileExpert, plan.numTiles, plan.pMax,
-            plan.maxTiles});
+            plan.maxTiles, plan.tileRows});
     return plan;
   }
 
@@ -323,39 +380,60 @@ public:
     return x;
   }
 
+  /// The combine fused into GEMM2 (fusedExperts).
+  struct FusedCombine {
+    Value positions, counters, y, T, K, shared; // shared may be null
+  };
   /// GEMM1 (+ gather, bias, activation) and GEMM2 (+ bias, routed weight)
-  /// over the padded tiles of `plan`, writing one row of `out` per kept row.
-  void ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value out) {
+  /// over the padded tiles of `plan`, writing one row of `out` per kept row
+  /// (and, with `combine`, the per-token sums into combine->y).
+  void ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value out,
+           const FusedCombine *combine = nullptr) {
     Value h = alloc(e.f32(), e.muli(plan.pMax, x.H));
     launch(lib.gemm1(gather, x.act, x.b1 != nullptr), {blocks(x.H, kTileN), plan.maxTiles},
            kGemmThreads,
            {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
-            plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H});
+            plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H, plan.tileRows});
     bool weighted = plan.rowWeights != nullptr;
-    launch(lib.gemm2(weighted, x.b2 != nullptr), {blocks(x.D, kTileN), plan.maxTiles},
-           kGemmThreads,
-           {h, plan.sorted, weighted ? plan.rowWeights : x.w2, plan.tileExpert, plan.numTiles,
-            x.w2, x.b2 ? x.b2 : x.w2, out, x.H, x.D});
+    SmallVector<Value> args{h,     plan.sorted, weighted ? plan.rowWeights : x.w2,
+                            plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
+                            out,   x.H,         x.D,         plan.tileRows};
+    if (combine) {
+      args.append({plan.sourceRows, combine->positions, combine->counters, combine->y,
+                   combine->K});
+      if (combine->shared)
+        args.push_back(combine->shared);
+    }
+    launch(lib.gemm2(weighted, x.b2 != nullptr, combine != nullptr,
+                     combine && combine->shared),
+           {blocks(x.D, kTileN), plan.maxTiles}, kGemmThreads, args);
   }
 
-  /// The fused token-choice expert family: align, GEMM1 with the gather,
-  /// GEMM2 with the routed weight, and the fixed-order per-token reduction
-  /// (starting from `shared`, the shared expert's f32 output, when given).
+  /// The fused token-choice expert family in three launches: align (+ the
+  /// combine's bookkeeping, + the aux loss of `loss`), GEMM1 with the
+  /// gather, GEMM2 with the routed weight and the deterministic per-token
+  /// combine in its epilogue (starting from `shared`, the shared expert's
+  /// f32 output, when given).
   Value fusedExperts(Value x, Value indices, Value weights, Value T, Value K, int64_t numExperts,
-                     std::optional<llvm::APFloat> cf, const Experts &ex, Value shared = {}) {
-    Plan plan = align(indices, weights, T, K, numExperts, capacity(T, K, numExperts, cf));
-    Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
-    ffn(x, /*gather=*/true, plan, ex, rows);
+                     std::optional<llvm::APFloat> cf, const Experts &ex, Value shared = {},
+                     const Gate *loss = nullptr) {
     Value y = alloc(e.f32(), e.muli(T, ex.D));
-    SmallVector<Value> args{rows, plan.positions, y, T, K, ex.D};
-    if (shared)
-      args.push_back(shared);
-    launch(lib.reduce(shared != nullptr), {blocks(e.muli(T, ex.D), kEltThreads)}, kEltThreads,
-           args);
+    AlignExtras extras;
+    extras.numCounters = e.muli(T, blocks(ex.D, kTileN));
+    extras.counters = alloc(e.i32(), extras.numCounters);
+    extras.y = y;
+    extras.D = ex.D;
+    extras.shared = shared;
+    extras.loss = loss;
+    Plan plan = align(indices, weights, T, K, numExperts, capacity(T, K, numExperts, cf),
+                      &extras);
+    Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
+    FusedCombine combine{plan.positions, extras.counters, y, T, K, shared};
+    ffn(x, /*gather=*/true, plan, ex, rows, &combine);
     return y;
   }
 
-  /// The shared expert of DESIGN.md 3.1.1 on the device buffer `x` ([T, D]):
+  /// The shared expert of docs/spec.md §3.1.1 on the device buffer `x` ([T, D]):
   /// the grouped GEMM kernels with one group of all T rows (offsets [0, T],
   /// no gather), the gate sigmoid(x sg) (router GEMM + moe_sigmoid_kernel)
   /// as GEMM2's row weight. Returns the f32 output [T, D] on the device.
@@ -460,15 +538,17 @@ LogicalResult convert(LayerOp op, Host &h) {
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
   Value sb = op.getSelectionBias() ? h.upload(op.getSelectionBias()) : Value();
-  Value logits = h.route(x, wr, br, T, D, E);
-  Host::Gate g =
-      h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed(), sb);
+  // Router + gate in one launch, align (+ the aux loss), GEMM1, GEMM2 with
+  // the combine: 4 launches (plus the shared expert's).
+  Value logits = h.alloc(h.e.f32(), h.e.muli(T, E));
+  Host::Gate g = h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed(), sb,
+                        Host::FusedRouter{x, wr, br, D}, /*deferLoss=*/true);
   Value shared = op.getSharedW1()
                      ? h.sharedExpert(x, T, D, op.getSharedW1(), op.getSharedW2(),
                                       op.getSharedGate(), op.getActivationAttr())
                      : Value();
   Value y = h.fusedExperts(x, g.indices, g.weights, T, h.e.idx(k), numExperts,
-                           op.getCapacityFactor(), ex, shared);
+                           op.getCapacityFactor(), ex, shared, g.partials ? &g : nullptr);
   SmallVector<Value> results{h.download(y, op.getOutput().getType(), {T, D})};
   if (op.getAuxLoss())
     results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())

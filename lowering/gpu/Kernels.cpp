@@ -13,6 +13,7 @@
 #include "lowering/gpu/IRBuilder.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 #include <cmath>
 #include <functional>
@@ -60,7 +61,7 @@ Value threadId(IRB &e) { return gpu::ThreadIdOp::create(e.b, gpu::Dimension::x);
 Value blockId(IRB &e, gpu::Dimension d) { return gpu::BlockIdOp::create(e.b, d); }
 void barrier(IRB &e) { gpu::BarrierOp::create(e.b); }
 
-/// The activations of DESIGN.md section 3 (the CPU path's formulas).
+/// The activations of docs/spec.md §2-§3 (the CPU path's formulas).
 Value activate(IRB &e, Activation act, Value x) {
   switch (act) {
   case Activation::relu:
@@ -106,6 +107,11 @@ struct GemmHooks {
   std::function<Value(IRB &, Value k, Value n, int part)> loadB;
   /// The epilogue of one output (n < nDim holds): acc has `parts` values.
   std::function<void(IRB &, Value lr, Value aRow, Value n, ArrayRef<Value> acc)> store;
+  /// The run-time row tile of the grouped GEMMs (kTileM or kSmallTileM, see
+  /// Kernels.h); null: kTileM. `rowBase` must be block_id.y * tileRows.
+  Value tileRows;
+  /// Runs after the epilogue, in every thread (`tileM`: the tile's rows).
+  std::function<void(IRB &, int64_t tileM)> finish;
 };
 
 /// Workgroup buffers of the skeleton: A tile, B tile(s), the gathered rows.
@@ -122,17 +128,19 @@ void buildGemm(IRB &e, ArrayRef<BlockArgument> wg, const GemmHooks &h) {
   Value tx = e.remui(tid, e.idx(threadsN)), ty = e.divui(tid, e.idx(threadsN));
   Value n0 = e.muli(blockId(e, gpu::Dimension::x), e.idx(kTileN));
 
-  auto body = [&](IRB &e) {
+  // One code path per row tile: tileM rows, microRows rows per thread.
+  auto body = [&](IRB &e, int64_t tileM) {
+    const int64_t microRows = tileM / (kTileM / kMicro);
     // The gather: the A row of every tile row, once per block.
-    e.ifThen(e.ult(tid, e.idx(kTileM)), [&](IRB &e) { e.store(h.aRow(e, tid), rows, tid); });
+    e.ifThen(e.ult(tid, e.idx(tileM)), [&](IRB &e) { e.store(h.aRow(e, tid), rows, tid); });
     barrier(e);
 
-    int64_t numAcc = kMicro * kMicro * h.parts;
+    int64_t numAcc = microRows * kMicro * h.parts;
     SmallVector<Value> init(numAcc, e.cf32(0.0));
     SmallVector<Value> acc = e.forLoop(
         e.idx(0), h.kDim, e.idx(kTileK), init, [&](IRB &e, Value k0, ValueRange accIn) {
           // Stage A[rows, k0:k0+kTileK] (row-major, kTileK wide).
-          for (int64_t q = 0; q < kTileM * kTileK / kGemmThreads; ++q) {
+          for (int64_t q = 0; q < tileM * kTileK / kGemmThreads; ++q) {
             Value l = e.addi(tid, e.idx(q * kGemmThreads));
             Value r = e.divui(l, e.idx(kTileK)), kk = e.remui(l, e.idx(kTileK));
             Value k = e.addi(k0, kk);
@@ -163,7 +171,7 @@ void buildGemm(IRB &e, ArrayRef<BlockArgument> wg, const GemmHooks &h) {
           SmallVector<Value> inner = e.forLoop(
               e.idx(0), e.idx(kTileK), accIn, [&](IRB &e, Value kk, ValueRange a) {
                 SmallVector<Value> av, out(a.begin(), a.end());
-                for (int64_t i = 0; i < kMicro; ++i) {
+                for (int64_t i = 0; i < microRows; ++i) {
                   Value r = e.addi(ty, e.idx(i * (kTileM / kMicro)));
                   av.push_back(e.load(aTile, e.addi(e.muli(r, e.idx(kTileK)), kk)));
                 }
@@ -173,8 +181,8 @@ void buildGemm(IRB &e, ArrayRef<BlockArgument> wg, const GemmHooks &h) {
                     Value bv = e.load(
                         bTile, e.addi(e.addi(e.muli(kk, e.idx(kTileN)), c),
                                       e.idx(part * kTileK * kTileN)));
-                    for (int64_t i = 0; i < kMicro; ++i) {
-                      int64_t slot = (part * kMicro + i) * kMicro + j;
+                    for (int64_t i = 0; i < microRows; ++i) {
+                      int64_t slot = (part * microRows + i) * kMicro + j;
                       out[slot] = e.addf(out[slot], e.mulf(av[i], bv));
                     }
                   }
@@ -184,22 +192,39 @@ void buildGemm(IRB &e, ArrayRef<BlockArgument> wg, const GemmHooks &h) {
           return inner;
         });
     // Epilogue.
-    for (int64_t i = 0; i < kMicro; ++i) {
+    for (int64_t i = 0; i < microRows; ++i) {
       Value lr = e.addi(ty, e.idx(i * (kTileM / kMicro)));
       Value ar = e.load(rows, lr);
       for (int64_t j = 0; j < kMicro; ++j) {
         Value n = e.addi(n0, e.addi(tx, e.idx(j * threadsN)));
         SmallVector<Value> vals;
         for (int part = 0; part < h.parts; ++part)
-          vals.push_back(acc[(part * kMicro + i) * kMicro + j]);
+          vals.push_back(acc[(part * microRows + i) * kMicro + j]);
         e.ifThen(e.ult(n, h.nDim), [&](IRB &e) { h.store(e, lr, ar, n, vals); });
       }
     }
+    if (h.finish)
+      h.finish(e, tileM);
+  };
+  auto run = [&](IRB &e) {
+    if (!h.tileRows)
+      return body(e, kTileM);
+    // The run-time row tile is uniform over the launch.
+    e.ifElse(
+        e.eq(h.tileRows, e.idx(kSmallTileM)), {},
+        [&](IRB &e) {
+          body(e, kSmallTileM);
+          return SmallVector<Value>{};
+        },
+        [&](IRB &e) {
+          body(e, kTileM);
+          return SmallVector<Value>{};
+        });
   };
   if (h.active)
-    e.ifThen(h.active, body);
+    e.ifThen(h.active, run);
   else
-    body(e);
+    run(e);
 }
 
 /// The linear thread index of a 1-D launch of kEltThreads-thread blocks.
@@ -258,7 +283,8 @@ gpu::GPUFuncOp KernelLibrary::route(bool bias) {
 }
 
 gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool loss,
-                                   std::optional<ProductionGate> production) {
+                                   std::optional<ProductionGate> production, bool router,
+                                   bool routerBias) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   std::string name = "moe_gate_kernel_";
@@ -288,12 +314,24 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
   }
   if (loss)
     name += "_loss";
+  if (router)
+    name += routerBias ? "_router_bias" : "_router";
   SmallVector<Type> args{flat(f32), flat(f32), flat(i32), flat(f32), flat(f32),
                          ix,        ix,        ix,        i32,       i32};
   if (production)
     args.append({flat(f32), ix, ix, f32});
+  size_t routerArgs = args.size();
+  if (router)
+    args.append({flat(f32), flat(f32), flat(f32), ix});
+  // Tokens per block: one per thread, or kRouteTokens with the router.
+  const int64_t tokensPerBlock = router ? kRouteTokens : kGateThreads;
+  // The loss partials; with the router also its staged x and Wr chunks.
+  SmallVector<Type> gateWorkgroup{workgroup(ctx, kGateThreads, f32)};
+  if (router)
+    gateWorkgroup.append({workgroup(ctx, kRouteTokens * kRouteDepth, f32),
+                          workgroup(ctx, kRouteWeights, f32)});
   return buildKernel(
-      gpuModule, name, args, {workgroup(ctx, kGateThreads, f32)}, kGateThreads,
+      gpuModule, name, args, gateWorkgroup, kGateThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value logits = a[0], weights = a[1], indices = a[2], p = a[3], partials = a[4];
         Value T = a[5], E = a[6], K = a[7], key0 = a[8], key1 = a[9];
@@ -305,9 +343,92 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
           scale = a[13];
         }
         Value tid = threadId(e), bid = blockId(e, gpu::Dimension::x);
-        Value t = e.addi(e.muli(bid, e.idx(kGateThreads)), tid);
+        Value first = e.muli(bid, e.idx(tokensPerBlock));
+        Value t = e.addi(first, tid);
         Value c0 = e.idx(0), c1 = e.idx(1);
         Value kF = e.toF32(K);
+        if (router) {
+          // The logits of the block's tokens: pair q = (token first + q / E,
+          // expert q % E) is fma(x[t, d], wr[d, e], acc) over ascending d
+          // from 0 (the CPU router's vector.fma chain), plus the bias: the
+          // same f32 bits as the CPU path. The chain is sequential per pair;
+          // its operands are staged through workgroup memory in depth chunks
+          // (coalesced loads, many in flight) and the running sums kept in
+          // `logits` between chunks. More than kRouteWeights experts: direct
+          // loads (same arithmetic).
+          Value x = a[routerArgs], wr = a[routerArgs + 1], br = a[routerArgs + 2];
+          Value D = a[routerArgs + 3];
+          Value xs = wg[1], ws = wg[2];
+          Value step = e.idx(kGateThreads);
+          Value pairs = e.muli(e.idx(tokensPerBlock), E);
+          auto at = [&](IRB &e, Value q) { return e.addi(e.muli(first, E), q); };
+          auto live = [&](IRB &e, Value q) { return e.ult(e.addi(first, e.divui(q, E)), T); };
+          e.ifElse(
+              e.cmpi(arith::CmpIPredicate::ule, E, e.idx(kRouteWeights)), {},
+              [&](IRB &e) {
+                // Depth of a chunk: the weights [dc, E] fit in ws.
+                Value dc = e.mini(e.idx(kRouteDepth), e.divui(e.idx(kRouteWeights), E));
+                e.forEach(c0, D, dc, [&](IRB &e, Value d0) {
+                  Value n = e.mini(dc, e.subi(D, d0));
+                  e.forEach(tid, e.muli(e.idx(tokensPerBlock), n), step, [&](IRB &e, Value i) {
+                    Value tl = e.divui(i, n), dd = e.remui(i, n);
+                    Value tq = e.addi(first, tl);
+                    Value v = e.guardedLoad(e.ult(tq, T), e.f32(), [&](IRB &e) {
+                      return e.load(x, e.addi(e.muli(tq, D), e.addi(d0, dd)));
+                    });
+                    e.store(v, xs, e.addi(e.muli(tl, e.idx(kRouteDepth)), dd));
+                  });
+                  e.forEach(tid, e.muli(n, E), step, [&](IRB &e, Value i) {
+                    e.store(e.load(wr, e.addi(e.muli(d0, E), i)), ws, i);
+                  });
+                  barrier(e);
+                  e.forEach(tid, pairs, step, [&](IRB &e, Value q) {
+                    e.ifThen(live(e, q), [&](IRB &e) {
+                      Value tl = e.divui(q, E), ex = e.remui(q, E);
+                      Value init = e.guardedLoad(e.cmpi(arith::CmpIPredicate::ne, d0, c0), e.f32(), [&](IRB &e) {
+                        return e.load(logits, at(e, q));
+                      });
+                      Value xBase = e.muli(tl, e.idx(kRouteDepth));
+                      Value acc = e.forLoop(c0, n, {init}, [&](IRB &e, Value dd, ValueRange s) {
+                        Value xv = e.load(xs, e.addi(xBase, dd));
+                        Value wv = e.load(ws, e.addi(e.muli(dd, E), ex));
+                        return SmallVector<Value>{math::FmaOp::create(e.b, xv, wv, s[0])};
+                      })[0];
+                      e.store(acc, logits, at(e, q));
+                    });
+                  });
+                  barrier(e);
+                });
+                return SmallVector<Value>{};
+              },
+              [&](IRB &e) {
+                e.forEach(tid, pairs, step, [&](IRB &e, Value q) {
+                  e.ifThen(live(e, q), [&](IRB &e) {
+                    Value tq = e.addi(first, e.divui(q, E)), ex = e.remui(q, E);
+                    Value xBase = e.muli(tq, D);
+                    Value acc = e.forLoop(c0, D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange s) {
+                      Value xv = e.load(x, e.addi(xBase, d));
+                      Value wv = e.load(wr, e.addi(e.muli(d, E), ex));
+                      return SmallVector<Value>{math::FmaOp::create(e.b, xv, wv, s[0])};
+                    })[0];
+                    e.store(acc, logits, at(e, q));
+                  });
+                });
+                return SmallVector<Value>{};
+              });
+          // The bias after the whole sum (the CPU router's epilogue). Each
+          // thread finishes the pairs it accumulated.
+          if (routerBias)
+            e.forEach(tid, pairs, step, [&](IRB &e, Value q) {
+              e.ifThen(live(e, q), [&](IRB &e) {
+                Value v = e.addf(e.load(logits, at(e, q)), e.load(br, e.remui(q, E)));
+                e.store(v, logits, at(e, q));
+              });
+            });
+          // The block's logits are written by its own threads: a block
+          // barrier orders them before the routing below.
+          barrier(e);
+        }
 
         auto token = [&](IRB &e) -> SmallVector<Value> {
           Value base = e.muli(t, E), wbase = e.muli(t, K);
@@ -316,10 +437,10 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
             return SmallVector<Value>{e.maxf(s[0], logit(e, ex))};
           })[0];
           Value sum = e.forLoop(c0, E, {e.cf32(0.0)}, [&](IRB &e, Value ex, ValueRange s) {
-            return SmallVector<Value>{e.addf(s[0], e.exp(e.subf(logit(e, ex), mx)))};
+            return SmallVector<Value>{e.addf(s[0], e.routingExp(e.subf(logit(e, ex), mx)))};
           })[0];
           auto prob = [&](IRB &e, Value ex) {
-            return e.divf(e.exp(e.subf(logit(e, ex), mx)), sum);
+            return e.divf(e.routingExp(e.subf(logit(e, ex), mx)), sum);
           };
           // rank(ex) = #{j : o_j > o_ex or (o_j == o_ex and j < ex)}.
           auto rank = [&](IRB &e, Value ex) {
@@ -341,28 +462,28 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
             })[0];
             Value s2 = e.forLoop(c0, K, {e.cf32(0.0)}, [&](IRB &e, Value i, ValueRange s) {
               Value v = adjusted(e, selected(e, i));
-              return SmallVector<Value>{e.addf(s[0], e.exp(e.subf(v, m2)))};
+              return SmallVector<Value>{e.addf(s[0], e.routingExp(e.subf(v, m2)))};
             })[0];
             e.forEach(c0, K, c1, [&](IRB &e, Value i) {
               Value v = adjusted(e, selected(e, i));
-              e.store(e.divf(e.exp(e.subf(v, m2)), s2), weights, e.addi(wbase, i));
+              e.store(e.divf(e.routingExp(e.subf(v, m2)), s2), weights, e.addi(wbase, i));
             });
           };
           auto adjustLogit = [&](IRB &e, Value ex, Value c) {
             Value g = e.addf(prob(e, ex), e.cf32(1e-10));
             Value clamped = e.maxf(e.mulf(c, g), e.cf32(1e-10));
-            return e.subf(logit(e, ex), e.log(clamped));
+            return e.subf(logit(e, ex), e.routingLog(clamped));
           };
 
           if (production) {
-            // The production routers of DESIGN.md 3.1.1, in the CPU path's
+            // The production routers of docs/spec.md §3.1.1, in the CPU path's
             // order of operations (ConvertMoEToLinalg.cpp, emitGate): choose
             // on c = s + b among the experts of the kept groups, weight
             // with s.
             auto scoreOf = [&](IRB &e, Value ex) -> Value {
               if (production->score == RouterScore::sigmoid)
                 return e.divf(e.cf32(1.0), e.addf(e.cf32(1.0),
-                                                  e.exp(arith::NegFOp::create(e.b, logit(e, ex)))));
+                                                  e.routingExp(arith::NegFOp::create(e.b, logit(e, ex)))));
               return prob(e, ex);
             };
             auto chooseOf = [&](IRB &e, Value ex) -> Value {
@@ -568,7 +689,10 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
           })[0];
           return {e.subf(e.cf32(1.0), top)};
         };
-        Value contribution = e.ifElse(e.ult(t, T), {e.f32()}, token, [&](IRB &e) {
+        Value activeToken = e.ult(t, T);
+        if (router)
+          activeToken = e.andi(activeToken, e.ult(tid, e.idx(tokensPerBlock)));
+        Value contribution = e.ifElse(activeToken, {e.f32()}, token, [&](IRB &e) {
           return SmallVector<Value>{e.cf32(0.0)};
         })[0];
         if (loss) {
@@ -603,11 +727,12 @@ gpu::GPUFuncOp KernelLibrary::lossReduce() {
                      });
 }
 
-/// Shared by moe_align_kernel and moe_tile_map_kernel: with the offsets of
-/// the (unpadded) expert groups in place, pad every group to kTileM rows.
-static void padGroups(IRB &e, Value tid, Value E, Value offsets, Value poff, Value numTiles) {
+/// moe_tile_map_kernel: with the offsets of the (unpadded) expert groups in
+/// place, pad every group to `tileRows` (index) rows.
+static void padGroups(IRB &e, Value tid, Value E, Value offsets, Value poff, Value numTiles,
+                      Value tileRows) {
   e.ifThen(e.eq(tid, e.idx(0)), [&](IRB &e) {
-    Value zero = e.ci32(0), tile = e.ci32(kTileM);
+    Value zero = e.ci32(0), tile = e.toI32(tileRows);
     e.store(zero, poff, e.idx(0));
     Value total = e.forLoop(e.idx(0), E, {zero}, [&](IRB &e, Value ex, ValueRange s) {
       Value n = e.subi(e.load(offsets, e.addi(ex, e.idx(1))), e.load(offsets, ex));
@@ -620,22 +745,53 @@ static void padGroups(IRB &e, Value tid, Value E, Value offsets, Value poff, Val
   });
 }
 
-gpu::GPUFuncOp KernelLibrary::align(bool weighted) {
+gpu::GPUFuncOp KernelLibrary::align(bool weighted, bool combine, bool shared, bool loss) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
-  std::string name = std::string("moe_align_kernel") + (weighted ? "_weighted" : "");
+  assert((!shared || combine) && "the shared output goes with the combine");
+  std::string name = std::string("moe_align_kernel") + (weighted ? "_weighted" : "") +
+                     (combine ? (shared ? "_combine_shared" : "_combine") : "") +
+                     (loss ? "_loss" : "");
+  SmallVector<Type> args{flat(i32), flat(f32), ix,        ix,        ix,        i32,
+                         flat(i32), flat(i32), flat(i32), flat(i32), flat(f32), flat(i32),
+                         flat(i32), flat(i32), ix,        ix,        ix};
+  const size_t combineArgs = args.size();
+  if (combine) {
+    args.append({flat(i32), ix, flat(f32), ix});
+    if (shared)
+      args.push_back(flat(f32));
+  }
+  const size_t lossArgs = args.size();
+  if (loss)
+    args.append({flat(f32), ix, f32, flat(f32)});
   return buildKernel(
-      gpuModule, name,
-      {flat(i32), flat(f32), ix, ix, ix, i32, flat(i32), flat(i32), flat(i32), flat(i32),
-       flat(f32), flat(i32), flat(i32), flat(i32), ix, ix},
-      {}, kAlignThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+      gpuModule, name, args, {workgroup(ctx, kAlignThreads, i32)}, kAlignThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value indices = a[0], w = a[1], T = a[2], K = a[3], E = a[4], cap = a[5];
         Value offsets = a[6], poff = a[7], positions = a[8], src = a[9], rowW = a[10];
         Value sorted = a[11], tileExpert = a[12], numTiles = a[13], pMax = a[14],
-              maxTiles = a[15];
+              maxTiles = a[15], tileRows = a[16];
         Value tid = threadId(e), step = e.idx(kAlignThreads), c0 = e.idx(0);
         Value TK = e.muli(T, K);
         Value minus1 = e.ci32(-1);
+        if (loss) {
+          // The aux loss: the gate's per-block partials summed in block order
+          // (moe_loss_reduce_kernel's arithmetic), lambda * mean.
+          Value partials = a[lossArgs], numPartials = a[lossArgs + 1];
+          Value lambda = a[lossArgs + 2], lossOut = a[lossArgs + 3];
+          e.ifThen(e.eq(tid, c0), [&](IRB &e) {
+            Value s = e.forLoop(c0, numPartials, {e.cf32(0.0)}, [&](IRB &e, Value i, ValueRange q) {
+              return SmallVector<Value>{e.addf(q[0], e.load(partials, i))};
+            })[0];
+            e.store(e.mulf(lambda, e.divf(s, e.toF32(T))), lossOut, c0);
+          });
+        }
+        if (combine) {
+          // The arrival counters of gemm2's combine start at 0 every call.
+          Value counters = a[combineArgs], numCounters = a[combineArgs + 1];
+          e.forEach(tid, numCounters, step,
+                    [&](IRB &e, Value i) { e.store(e.ci32(0), counters, i); });
+        }
         // 1. Defaults: dropped / unused everywhere.
         e.forEach(tid, TK, step, [&](IRB &e, Value i) {
           e.store(minus1, positions, i);
@@ -646,55 +802,94 @@ gpu::GPUFuncOp KernelLibrary::align(bool weighted) {
         e.forEach(tid, pMax, step, [&](IRB &e, Value i) { e.store(minus1, sorted, i); });
         e.forEach(tid, maxTiles, step, [&](IRB &e, Value i) { e.store(e.ci32(0), tileExpert, i); });
         barrier(e);
-        // 2. Kept assignments per expert (one thread per expert, so every
-        // count and every placement below is in token order).
-        e.forEach(tid, E, step, [&](IRB &e, Value ex) {
-          Value exI = e.toI32(ex);
-          Value count = e.forLoop(c0, TK, {e.ci32(0)}, [&](IRB &e, Value i, ValueRange s) {
-            Value hit = e.eq(e.load(indices, i), exI);
-            return SmallVector<Value>{e.select(hit, e.addi(s[0], e.ci32(1)), s[0])};
-          })[0];
-          e.store(e.mini(count, cap), offsets, e.addi(ex, e.idx(1)));
-        });
-        barrier(e);
-        // 3. Offsets (exclusive prefix sum) and the tile-padded offsets.
+        // 2. Per expert, in expert order: the block counts the expert's
+        // assignments (thread tid owns the contiguous chunk [lo, hi) of the
+        // T*K assignments), an exclusive scan of the chunk counts gives each
+        // thread its first slot, and every thread places its matches in
+        // token order: the first `cap` assignments of an expert in token
+        // order are kept (GShard), exactly as a sequential scan would.
+        Value scan = wg[0];
+        Value chunk = e.ceildiv(TK, step);
+        Value lo = e.mini(e.muli(tid, chunk), TK), hi = e.mini(e.addi(lo, chunk), TK);
+        Value tile = e.toI32(tileRows);
         e.ifThen(e.eq(tid, c0), [&](IRB &e) {
           e.store(e.ci32(0), offsets, c0);
-          e.forLoop(c0, E, {e.ci32(0)}, [&](IRB &e, Value ex, ValueRange s) {
-            Value at = e.addi(ex, e.idx(1));
-            Value next = e.addi(s[0], e.load(offsets, at));
-            e.store(next, offsets, at);
-            return SmallVector<Value>{next};
-          });
+          e.store(e.ci32(0), poff, c0);
         });
-        barrier(e);
-        padGroups(e, tid, E, offsets, poff, numTiles);
-        barrier(e);
-        // 4. Placement: plan rows, positions, the padded permutation, and the
-        // expert of every tile.
-        e.forEach(tid, E, step, [&](IRB &e, Value ex) {
-          Value exI = e.toI32(ex);
-          Value base = e.load(offsets, ex), pbase = e.load(poff, ex);
-          e.forLoop(c0, TK, {e.ci32(0)}, [&](IRB &e, Value i, ValueRange s) {
-            Value j = s[0];
-            Value hit = e.eq(e.load(indices, i), exI);
-            e.ifThen(e.andi(hit, e.lt(j, cap)), [&](IRB &e) {
-              Value r = e.addi(base, j);
-              Value rIdx = e.toIndex(r);
-              e.store(r, positions, i);
-              e.store(e.toI32(e.divui(i, K)), src, rIdx);
-              if (weighted)
-                e.store(e.load(w, i), rowW, rIdx);
-              e.store(r, sorted, e.toIndex(e.addi(pbase, j)));
+        SmallVector<Value> ends = e.forLoop(
+            c0, E, {e.ci32(0), e.ci32(0)}, [&](IRB &e, Value ex, ValueRange run) {
+              Value base = run[0], pbase = run[1];
+              Value exI = e.toI32(ex);
+              Value mine = e.forLoop(lo, hi, {e.ci32(0)}, [&](IRB &e, Value i, ValueRange q) {
+                Value hit = e.eq(e.load(indices, i), exI);
+                return SmallVector<Value>{e.select(hit, e.addi(q[0], e.ci32(1)), q[0])};
+              })[0];
+              // Inclusive scan of the chunk counts (Hillis-Steele).
+              e.store(mine, scan, tid);
+              barrier(e);
+              for (int64_t off = 1; off < kAlignThreads; off *= 2) {
+                Value has = e.ge(tid, e.idx(off));
+                Value other = e.guardedLoad(has, e.i32(), [&](IRB &e) {
+                  return e.load(scan, e.subi(tid, e.idx(off)));
+                });
+                barrier(e);
+                e.store(e.addi(e.load(scan, tid), other), scan, tid);
+                barrier(e);
+              }
+              Value first = e.subi(e.load(scan, tid), mine);
+              Value total = e.load(scan, e.idx(kAlignThreads - 1));
+              Value kept = arith::MinSIOp::create(e.b, total, cap);
+              e.forLoop(lo, hi, {first}, [&](IRB &e, Value i, ValueRange q) {
+                Value jv = q[0];
+                Value hit = e.eq(e.load(indices, i), exI);
+                e.ifThen(e.andi(hit, e.lt(jv, cap)), [&](IRB &e) {
+                  Value r = e.addi(base, jv);
+                  Value rIdx = e.toIndex(r);
+                  e.store(r, positions, i);
+                  e.store(e.toI32(e.divui(i, K)), src, rIdx);
+                  if (weighted)
+                    e.store(e.load(w, i), rowW, rIdx);
+                  e.store(r, sorted, e.toIndex(e.addi(pbase, jv)));
+                });
+                return SmallVector<Value>{e.select(hit, e.addi(jv, e.ci32(1)), jv)};
+              });
+              // The group padded to the row tile, and its tiles.
+              Value padded = e.muli(arith::CeilDivSIOp::create(e.b, kept, tile), tile);
+              Value nextBase = e.addi(base, kept), nextPbase = e.addi(pbase, padded);
+              e.ifThen(e.eq(tid, c0), [&](IRB &e) {
+                Value at = e.addi(ex, e.idx(1));
+                e.store(nextBase, offsets, at);
+                e.store(nextPbase, poff, at);
+              });
+              Value t0 = e.toIndex(arith::DivSIOp::create(e.b, pbase, tile));
+              Value t1 = e.toIndex(arith::DivSIOp::create(e.b, nextPbase, tile));
+              e.forEach(e.addi(t0, tid), t1, step,
+                        [&](IRB &e, Value ti) { e.store(exI, tileExpert, ti); });
+              // The scan buffer is reused by the next expert.
+              barrier(e);
+              return SmallVector<Value>{nextBase, nextPbase};
             });
-            return SmallVector<Value>{e.select(hit, e.addi(j, e.ci32(1)), j)};
-          });
-          Value tile = e.ci32(kTileM);
-          Value first = e.toIndex(arith::DivSIOp::create(e.b, pbase, tile));
-          Value end = e.toIndex(
-              arith::DivSIOp::create(e.b, e.load(poff, e.addi(ex, e.idx(1))), tile));
-          e.forEach(first, end, e.idx(1), [&](IRB &e, Value ti) { e.store(exI, tileExpert, ti); });
+        e.ifThen(e.eq(tid, c0), [&](IRB &e) {
+          e.store(arith::DivSIOp::create(e.b, ends[1], tile), numTiles, c0);
         });
+        if (combine) {
+          // 5. Tokens without a kept assignment get no gemm2 contribution:
+          // y[t, :] = shared[t, :] (or 0) here.
+          barrier(e);
+          Value y = a[combineArgs + 2], D = a[combineArgs + 3];
+          e.forEach(tid, T, step, [&](IRB &e, Value t) {
+            Value kept = e.forLoop(c0, K, {e.ci1(false)}, [&](IRB &e, Value j, ValueRange q) {
+              Value pos = e.load(positions, e.addi(e.muli(t, K), j));
+              return SmallVector<Value>{e.ori(q[0], e.ge(pos, e.ci32(0)))};
+            })[0];
+            e.ifThen(e.noti(kept), [&](IRB &e) {
+              e.forEach(c0, D, e.idx(1), [&](IRB &e, Value d) {
+                Value at = e.addi(e.muli(t, D), d);
+                e.store(shared ? e.load(a[combineArgs + 4], at) : e.cf32(0.0), y, at);
+              });
+            });
+          });
+        }
       });
 }
 
@@ -703,15 +898,15 @@ gpu::GPUFuncOp KernelLibrary::tileMap() {
   Type i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   return buildKernel(
       gpuModule, "moe_tile_map_kernel",
-      {flat(i32), ix, flat(i32), flat(i32), flat(i32), flat(i32), ix, ix}, {}, kAlignThreads,
+      {flat(i32), ix, flat(i32), flat(i32), flat(i32), flat(i32), ix, ix, ix}, {}, kAlignThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
         Value offsets = a[0], E = a[1], poff = a[2], sorted = a[3], tileExpert = a[4],
-              numTiles = a[5], pMax = a[6], maxTiles = a[7];
+              numTiles = a[5], pMax = a[6], maxTiles = a[7], tileRows = a[8];
         Value tid = threadId(e), step = e.idx(kAlignThreads);
         e.forEach(tid, pMax, step, [&](IRB &e, Value i) { e.store(e.ci32(-1), sorted, i); });
         e.forEach(tid, maxTiles, step, [&](IRB &e, Value i) { e.store(e.ci32(0), tileExpert, i); });
         barrier(e);
-        padGroups(e, tid, E, offsets, poff, numTiles);
+        padGroups(e, tid, E, offsets, poff, numTiles, tileRows);
         barrier(e);
         e.forEach(tid, E, step, [&](IRB &e, Value ex) {
           Value exI = e.toI32(ex);
@@ -721,7 +916,7 @@ gpu::GPUFuncOp KernelLibrary::tileMap() {
             Value jI = e.toI32(j);
             e.store(e.addi(base, jI), sorted, e.toIndex(e.addi(pbase, jI)));
           });
-          Value tile = e.ci32(kTileM);
+          Value tile = e.toI32(tileRows);
           Value first = e.toIndex(arith::DivSIOp::create(e.b, pbase, tile));
           Value end = e.toIndex(
               arith::DivSIOp::create(e.b, e.load(poff, e.addi(ex, e.idx(1))), tile));
@@ -758,17 +953,18 @@ gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias) {
   return buildKernel(
       gpuModule, name,
       {flat(f32), flat(i32), flat(i32), flat(i32), flat(i32), flat(f32), flat(f32), flat(f32),
-       ix, ix},
+       ix, ix, ix},
       gemmWorkgroup(ctx, gated ? 2 : 1), kGemmThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value A = a[0], sorted = a[1], src = a[2], tileExpert = a[3], numTiles = a[4];
-        Value w1 = a[5], b1 = a[6], hOut = a[7], D = a[8], H = a[9];
+        Value w1 = a[5], b1 = a[6], hOut = a[7], D = a[8], H = a[9], tileRows = a[10];
         Value W = gated ? e.muli(H, e.idx(2)) : H; // columns of W1[e]
         Value bm = blockId(e, gpu::Dimension::y);
         Value ex = e.toIndex(e.load(tileExpert, bm));
         GemmHooks h;
         h.active = e.ult(bm, e.toIndex(e.load(numTiles, e.idx(0))));
-        h.rowBase = e.muli(bm, e.idx(kTileM));
+        h.tileRows = tileRows;
+        h.rowBase = e.muli(bm, tileRows);
         h.kDim = D;
         h.nDim = H;
         h.parts = gated ? 2 : 1;
@@ -806,24 +1002,34 @@ gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias) {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias) {
+gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, bool combine, bool shared) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  assert((!shared || combine) && "the shared output goes with the combine");
   std::string name = std::string(weighted ? "moe_gemm2_weighted_kernel" : "moe_gemm2_kernel") +
-                     (bias ? "_bias" : "");
+                     (bias ? "_bias" : "") +
+                     (combine ? (shared ? "_combine_shared" : "_combine") : "");
+  SmallVector<Type> args{flat(f32), flat(i32), flat(f32), flat(i32), flat(i32), flat(f32),
+                         flat(f32), flat(f32), ix,        ix,        ix};
+  if (combine) {
+    args.append({flat(i32), flat(i32), flat(i32), flat(f32), ix});
+    if (shared)
+      args.push_back(flat(f32));
+  }
+  SmallVector<Type> wgTypes = gemmWorkgroup(ctx, 1);
+  if (combine) // per tile row: the token this block completes, or -1
+    wgTypes.push_back(workgroup(ctx, kTileM, i32));
   return buildKernel(
-      gpuModule, name,
-      {flat(f32), flat(i32), flat(f32), flat(i32), flat(i32), flat(f32), flat(f32), flat(f32),
-       ix, ix},
-      gemmWorkgroup(ctx, 1), kGemmThreads,
+      gpuModule, name, args, wgTypes, kGemmThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value hIn = a[0], sorted = a[1], rowW = a[2], tileExpert = a[3], numTiles = a[4];
-        Value w2 = a[5], b2 = a[6], out = a[7], H = a[8], D = a[9];
+        Value w2 = a[5], b2 = a[6], out = a[7], H = a[8], D = a[9], tileRows = a[10];
         Value bm = blockId(e, gpu::Dimension::y);
         Value ex = e.toIndex(e.load(tileExpert, bm));
         GemmHooks h;
         h.active = e.ult(bm, e.toIndex(e.load(numTiles, e.idx(0))));
-        h.rowBase = e.muli(bm, e.idx(kTileM));
+        h.tileRows = tileRows;
+        h.rowBase = e.muli(bm, tileRows);
         h.kDim = H;
         h.nDim = D;
         h.aRow = [&](IRB &e, Value lr) {
@@ -837,7 +1043,8 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias) {
           return e.load(w2, e.addi(wBase, e.addi(e.muli(k, D), n)));
         };
         // Epilogue: bias, then the routed weight; one row per assignment
-        // (no atomics: moe_reduce_kernel sums a token's rows in fixed order).
+        // (without `combine`, moe_reduce_kernel sums a token's rows in fixed
+        // order).
         h.store = [&](IRB &e, Value lr, Value, Value n, ArrayRef<Value> acc) {
           Value r = e.load(sorted, e.addi(h.rowBase, lr));
           e.ifThen(e.ge(r, e.ci32(0)), [&](IRB &e) {
@@ -850,6 +1057,65 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias) {
             e.store(v, out, e.addi(e.muli(rIdx, D), n));
           });
         };
+        if (combine) {
+          // The combine (see Kernels.h): after this block's rows are stored,
+          // one arrival per (token, column tile); the block that brings a
+          // token's last kept contribution sums the token's rows in slot
+          // order (after the shared output), as moe_reduce_kernel does.
+          Value src = a[11], positions = a[12], counters = a[13], y = a[14], K = a[15];
+          Value sharedOut = shared ? a[16] : Value();
+          Value lastOf = wg[3];
+          h.finish = [&, lastOf](IRB &e, int64_t tileM) {
+            Value tid = threadId(e), c0 = e.idx(0);
+            Value bx = blockId(e, gpu::Dimension::x);
+            Value colTiles = e.ceildiv(D, e.idx(kTileN));
+            // Release: this block's stores before its arrivals (every
+            // thread fences its own stores, then the block meets).
+            LLVM::FenceOp::create(e.b, LLVM::AtomicOrdering::acq_rel, "device");
+            barrier(e);
+            e.ifThen(e.ult(tid, e.idx(tileM)), [&](IRB &e) {
+              Value r = e.load(sorted, e.addi(h.rowBase, tid));
+              Value done = e.ifElse(
+                  e.ge(r, e.ci32(0)), {e.i32()},
+                  [&](IRB &e) {
+                    Value t = e.toIndex(e.load(src, e.toIndex(r)));
+                    Value kept = e.forLoop(c0, K, {e.ci32(0)}, [&](IRB &e, Value j, ValueRange q) {
+                      Value pos = e.load(positions, e.addi(e.muli(t, K), j));
+                      return SmallVector<Value>{
+                          e.select(e.ge(pos, e.ci32(0)), e.addi(q[0], e.ci32(1)), q[0])};
+                    })[0];
+                    Value old = memref::AtomicRMWOp::create(
+                        e.b, arith::AtomicRMWKind::addi, e.ci32(1), counters,
+                        ValueRange{e.addi(e.muli(t, colTiles), bx)});
+                    Value last = e.eq(e.addi(old, e.ci32(1)), kept);
+                    return SmallVector<Value>{e.select(last, e.toI32(t), e.ci32(-1))};
+                  },
+                  [&](IRB &e) { return SmallVector<Value>{e.ci32(-1)}; })[0];
+              e.store(done, lastOf, tid);
+            });
+            barrier(e);
+            // Acquire: the other blocks' rows of the completed tokens.
+            LLVM::FenceOp::create(e.b, LLVM::AtomicOrdering::acq_rel, "device");
+            Value n0 = e.muli(bx, e.idx(kTileN));
+            e.forEach(tid, e.idx(tileM * kTileN), e.idx(kGemmThreads), [&](IRB &e, Value q) {
+              Value lr = e.divui(q, e.idx(kTileN)), n = e.addi(n0, e.remui(q, e.idx(kTileN)));
+              Value tI = e.load(lastOf, lr);
+              e.ifThen(e.andi(e.ge(tI, e.ci32(0)), e.ult(n, D)), [&](IRB &e) {
+                Value t = e.toIndex(tI);
+                Value at = e.addi(e.muli(t, D), n);
+                Value init = shared ? e.load(sharedOut, at) : e.cf32(0.0);
+                Value sum = e.forLoop(c0, K, {init}, [&](IRB &e, Value j, ValueRange q) {
+                  Value pos = e.load(positions, e.addi(e.muli(t, K), j));
+                  Value v = e.guardedLoad(e.ge(pos, e.ci32(0)), e.f32(), [&](IRB &e) {
+                    return e.load(out, e.addi(e.muli(e.toIndex(pos), D), n));
+                  });
+                  return SmallVector<Value>{e.addf(q[0], v)};
+                })[0];
+                e.store(sum, y, at);
+              });
+            });
+          };
+        }
         buildGemm(e, wg, h);
       });
 }
@@ -922,7 +1188,7 @@ gpu::GPUFuncOp KernelLibrary::sigmoid() {
                          Value o = e.load(a[0], i);
                          Value s = e.divf(e.cf32(1.0),
                                           e.addf(e.cf32(1.0),
-                                                 e.exp(arith::NegFOp::create(e.b, o))));
+                                                 e.routingExp(arith::NegFOp::create(e.b, o))));
                          e.store(s, a[1], i);
                        });
                      });

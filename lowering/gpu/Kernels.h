@@ -1,6 +1,6 @@
 //===- Kernels.h - the MoE GPU kernels --------------------------*- C++ -*-===//
 //
-// Builders of the kernels of the GPU path (DESIGN.md section 4), emitted as
+// Builders of the kernels of the GPU path (docs/spec.md §4), emitted as
 // gpu.func ops into one `gpu.module @moe_kernels`. Every kernel takes flat
 // (1-D, dynamically sized) memrefs plus index sizes, so one kernel serves every
 // shape; the launch configuration is fixed per kernel (see the constants
@@ -12,6 +12,38 @@
 // staged in workgroup memory between gpu.barrier ops (the tensor-core hook is
 // marked "TENSOR CORES" in Kernels.cpp). Each output element
 // accumulates its k-sum sequentially in ascending k (the CPU path's order).
+//
+// Row tiles of the grouped GEMMs (decode vs prefill). The routing plan pads
+// every expert's row group to a row tile R chosen at run time by the host
+// (chooseRowTile in ConvertMoEToGPU.cpp: R = kSmallTileM when the average
+// rows per expert T*k/E is below kTileM, else kTileM) and passed to
+// moe_align_kernel / moe_tile_map_kernel and to both grouped GEMMs as the
+// index argument `tileRows`. Contract for every grouped GEMM kernel (the
+// CUDA-core ones here and any tensor-core variant):
+//   - block (x, y) computes plan rows [y * tileRows, (y + 1) * tileRows) and
+//     columns [x * kTileN, (x + 1) * kTileN); tileExpert[y] is the expert;
+//     blocks with y >= numTiles[0] exit;
+//   - tileRows is kTileM or kSmallTileM (uniform per launch); the CUDA-core
+//     skeleton has one code path per value (scf.if on tileRows) so that a
+//     16-row tile maps 256 threads onto 16 x 64 outputs (1 x 4 each) and no
+//     thread computes padding;
+//   - the grid is (ceil(N / kTileN), maxTiles) with
+//     maxTiles = max(1, min(ceil(T*k / R) + E, T*k)) (each tile holds at
+//     least one row), so the grid's padded rows maxTiles * R stay within
+//     T*k + R * (E + 1).
+//
+// The decode launch sequence of a layer (docs/spec.md §7, issue 10): router +
+// gate (gate(..., router = true): each block routes kRouteTokens tokens), the
+// align kernel (also the aux loss reduction and the combine bookkeeping),
+// gemm1, and gemm2 with the combine fused into its epilogue (gemm2(...,
+// combine = true)): 4 launches without a shared expert. The combine is
+// deterministic: every gemm2 block stores its rows, then per (token, column
+// tile) an atomic arrival counter counts the token's contributions; the
+// block that completes a token's kept contributions sums them in slot order
+// (after the shared expert's output when present: the CPU path's order), so
+// y never depends on the order in which blocks run. The align kernel zeroes
+// the counters of every call before gemm2 runs (same stream), and writes y
+// for the tokens whose every assignment was dropped (capacity).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LOWERING_GPU_KERNELS_H
@@ -36,15 +68,20 @@ constexpr int64_t kTileN = 64;     // columns of B / C per block
 constexpr int64_t kTileK = 16;     // depth of the staged A and B tiles
 constexpr int64_t kMicro = 4;      // each thread: kMicro x kMicro outputs
 constexpr int64_t kGemmThreads = (kTileM / kMicro) * (kTileN / kMicro); // 256
+/// The decode row tile of the grouped GEMMs (see above).
+constexpr int64_t kSmallTileM = kTileM / kMicro; // 16
 /// Other kernels.
 constexpr int64_t kGateThreads = 128;  // one thread per token
+constexpr int64_t kRouteTokens = 16;   // tokens per block of the router + gate kernel
+constexpr int64_t kRouteDepth = 128;   // its staged depth chunk of x (16 x 128 f32)
+constexpr int64_t kRouteWeights = 4096; // its staged chunk of Wr (f32; depth 4096/E)
 constexpr int64_t kAlignThreads = 256; // one block
 constexpr int64_t kEltThreads = 256;   // element-wise kernels
 
 /// The routing kernel variants.
 enum class GateKind { Dense, TopK, MoesartInference, MoesartTraining };
 
-/// The production #moe.top_k routers of DESIGN.md 3.1.1 (a GateKind::TopK
+/// The production #moe.top_k routers of docs/spec.md §3.1.1 (a GateKind::TopK
 /// gate whose attribute is not classic, or that has a selection bias): the
 /// compile-time parts of the variant; groups, kept groups and the scale are
 /// kernel arguments.
@@ -76,29 +113,50 @@ public:
   /// With `production` (kind TopK only) four more arguments follow:
   /// (selectionBias [E], groups, keptGroups, scale:f32), and p is the scratch
   /// [T*2E] of the group scores and kept-group flags when grouped.
+  /// With `router` the kernel also computes the logits (it writes them to
+  /// `logits`): (x [T, D], wr [D, E], br [E], D) follow, the grid is
+  /// ceil(T/kRouteTokens) and each block first computes the logits of its
+  /// kRouteTokens tokens (one thread per (token, expert), ascending d with
+  /// fma: the CPU router's order, so the logits are the CPU's bits; x and Wr
+  /// staged in workgroup memory by depth chunks), then routes them (one
+  /// thread per token). `partials` gets one value per block.
   gpu::GPUFuncOp gate(GateKind kind, MoesartAdjust adjust, bool loss,
-                      std::optional<ProductionGate> production = std::nullopt);
+                      std::optional<ProductionGate> production = std::nullopt,
+                      bool router = false, bool routerBias = false);
   /// (partials, numPartials, T, lambda:f32, loss[1]); one thread.
   gpu::GPUFuncOp lossReduce();
   /// (indices:i32, weights, T, K, E, capacity:i32, offsets:i32[E+1],
   /// paddedOffsets:i32[E+1], positions:i32[T*K], sourceRows:i32[T*K],
   /// rowWeights[T*K], sorted:i32[Pmax], tileExpert:i32[maxTiles],
-  /// numTiles:i32[1], Pmax, maxTiles); one block of kAlignThreads.
-  gpu::GPUFuncOp align(bool weighted);
+  /// numTiles:i32[1], Pmax, maxTiles, tileRows); one block of kAlignThreads,
+  /// parallel over the T*K assignments (each thread a contiguous chunk; per
+  /// expert a block scan of the chunk counts), so the plan is the one of a
+  /// sequential scan in token order.
+  /// With `combine` (for gemm2(..., combine = true)): (counters:i32
+  /// [numCounters], numCounters, y [T, D], D[, shared [T, D]]) follow: the
+  /// counters are zeroed and y[t, :] = shared[t, :] (or 0) for every token t
+  /// without a kept assignment. With `loss`: (partials, numPartials,
+  /// lambda:f32, loss[1]) follow (moe_loss_reduce_kernel's work).
+  gpu::GPUFuncOp align(bool weighted, bool combine = false, bool shared = false,
+                       bool loss = false);
   /// (offsets:i32[E+1], E, paddedOffsets, sorted, tileExpert, numTiles, Pmax,
-  /// maxTiles); one block of kAlignThreads.
+  /// maxTiles, tileRows); one block of kAlignThreads.
   gpu::GPUFuncOp tileMap();
   /// (x, sourceRows:i32, rows, N, D); 1-D over N*D.
   gpu::GPUFuncOp dispatchRows();
   /// (A, sorted:i32, sourceRows:i32, tileExpert:i32, numTiles:i32, w1, b1, h,
-  /// D, H); grid (ceil(H/kTileN), maxTiles).
+  /// D, H, tileRows); grid (ceil(H/kTileN), maxTiles).
   gpu::GPUFuncOp gemm1(bool gather, Activation act, bool bias);
   /// (h, sorted:i32, rowWeights, tileExpert:i32, numTiles:i32, w2, b2, out,
-  /// H, D); grid (ceil(D/kTileN), maxTiles).
-  gpu::GPUFuncOp gemm2(bool weighted, bool bias);
+  /// H, D, tileRows); grid (ceil(D/kTileN), maxTiles).
+  /// With `combine` (the fused layer's reduction, see the file comment):
+  /// (sourceRows:i32 [T*K], positions:i32 [T*K], counters:i32
+  /// [T * ceil(D/kTileN)], y [T, D], K[, shared [T, D]]) follow; `out` still
+  /// receives one row per kept assignment.
+  gpu::GPUFuncOp gemm2(bool weighted, bool bias, bool combine = false, bool shared = false);
   /// (rowsOut, positions:i32, y, T, K, D[, shared]); 1-D over T*D. With
   /// `shared` the sum of a token starts at shared[t, :] (the shared expert's
-  /// f32 output, DESIGN.md 3.1.1), as on the CPU path.
+  /// f32 output, docs/spec.md §3.1.1), as on the CPU path.
   gpu::GPUFuncOp reduce(bool shared = false);
   /// (expertOut, weights, positions:i32, y, T, K, D[, shared]); 1-D over T*D.
   gpu::GPUFuncOp combine(bool shared = false);

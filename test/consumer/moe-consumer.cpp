@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
   PassManager sparsify(&context);
   moe::MoEDenseToMoESARTOptions options;
   options.k = 2;
-  options.adjust = "zero";
+  options.adjust = mlir::moe::MoesartAdjust::zero;
   options.trimmedLasso = 0.01;
   sparsify.addPass(moe::createMoEDenseToMoESART(options));
   if (failed(sparsify.run(*module))) {

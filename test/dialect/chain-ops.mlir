@@ -2,7 +2,7 @@
 // RUN: moe-opt %s | moe-opt | FileCheck %s
 // RUN: moe-opt %s --mlir-print-op-generic | moe-opt | FileCheck %s
 //
-// Round-trip of the decomposed chain ops (DESIGN.md section 3.3).
+// Round-trip of the decomposed chain ops (docs/spec.md §3.3).
 
 // CHECK-LABEL: func.func @token_choice
 // CHECK: %[[O:.*]] = moe.route %arg0 router(%arg1, %arg2) : (tensor<64x128xf32>, tensor<128x8xf32>, tensor<8xf32>) -> tensor<64x8xf32>
@@ -64,7 +64,7 @@ func.func @layer_capacity(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tens
 
 // -----
 
-// DESIGN 3.1.1 forms of the chain ops.
+// docs/spec.md §3.1.1 forms of the chain ops.
 // CHECK-LABEL: func.func @production_chain
 // CHECK: moe.gate %arg0 selection_bias(%arg1) {routing = #moe.top_k<k = 2, score = sigmoid, normalize = false, scale = 2.000000e+00, groups = 2, group_k = 1>} : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x2xf32>, tensor<4x2xi32>)
 // CHECK: moe.shared_expert %arg2 shared(%arg3, %arg4) gate(%arg5) {activation = #moe.activation<silu>} : (tensor<4x16xbf16>, tensor<16x24xbf16>, tensor<24x16xbf16>, tensor<16x1xbf16>) -> tensor<4x16xf32>

@@ -1,6 +1,6 @@
 // RUN: moe-opt %s -split-input-file -verify-diagnostics
 //
-// One case per verifier rule of DESIGN 3.1.1 on moe.layer, moe.gate,
+// One case per verifier rule of docs/spec.md §3.1.1 on moe.layer, moe.gate,
 // moe.shared_expert, moe.combine and moe.fused_experts: expert groups, the
 // selection bias and shared experts.
 

@@ -15,14 +15,18 @@
 // CHAIN: call @__moe_launch_moe_combine_kernel(
 // CHAIN-NOT: moe.
 
-// The fused op: the gather inside GEMM1, the routed weight inside GEMM2.
+// The fused op: the gather inside GEMM1, the routed weight and the
+// per-token combine inside GEMM2 (three launches for moe.fused_experts).
 // FUSED-LABEL: func.func @layer
 // FUSED: call @__moe_launch_moe_route_kernel_bias(
 // FUSED: call @__moe_launch_moe_gate_kernel_moesart(
-// FUSED: call @__moe_launch_moe_align_kernel_weighted(
+// FUSED-NOT: call @__moe_launch
+// FUSED: call @__moe_launch_moe_align_kernel_weighted_combine(
+// FUSED-NOT: call @__moe_launch
 // FUSED: call @__moe_launch_moe_gemm1_gather_kernel_relu(
-// FUSED: call @__moe_launch_moe_gemm2_weighted_kernel(
-// FUSED: call @__moe_launch_moe_reduce_kernel(
+// FUSED-NOT: call @__moe_launch
+// FUSED: call @__moe_launch_moe_gemm2_weighted_kernel_combine(
+// FUSED-NOT: call @__moe_launch
 // FUSED-NOT: moe.
 func.func @layer(%x: tensor<64x128xf32>, %wr: tensor<128x16xf32>, %br: tensor<16xf32>,
                  %w1: tensor<16x128x256xf32>, %w2: tensor<16x256x128xf32>) -> tensor<64x128xf32> {

@@ -25,7 +25,7 @@ func.func @bf16(%x: tensor<8x16xbf16>, %idx: tensor<8x2xi32>, %w: tensor<8x2xbf1
 
 // -----
 
-// The DESIGN 3.1.1 routers and shared experts lower to the GPU in f32
+// The docs/spec.md §3.1.1 routers and shared experts lower to the GPU in f32
 // (test/gpu/emulated-vs-cpu-production.mlir); in bf16 they meet the same
 // element-type error as every other op, naming the op, not the feature.
 func.func @deepseek_style_bf16(%x: tensor<8x16xbf16>, %wr: tensor<16x4xbf16>, %b: tensor<4xf32>,

@@ -1,12 +1,15 @@
 // REQUIRES: host-supports-nvptx
 // RUN: moe-opt %s -split-input-file --convert-moe-to-gpu --canonicalize | FileCheck %s
 
-// A Mixtral-style layer runs entirely on the device: router GEMM, routing,
-// alignment, GEMM1 with the gather and SwiGLU, GEMM2 with the routed weight,
-// and the fixed-order reduction; launches are placeholders until bufferization.
+// A Mixtral-style layer runs entirely on the device in four launches: the
+// router inside the gate kernel (2 blocks of 16 tokens), the alignment, GEMM1
+// with the gather and SwiGLU, GEMM2 with the routed weight and the combine in
+// its epilogue; launches are placeholders until bufferization. At T*k = 64
+// over 8 experts the row tile is 16 (the last argument of both GEMMs) and the
+// grid has min(ceil(64/16) + 8, 64) = 12 row tiles.
 
 // CHECK-LABEL: module attributes {gpu.container_module}
-// CHECK-DAG: func.func private @__moe_launch_moe_route_kernel({{.*}}) attributes {moe_gpu.kernel = @moe_kernels::@moe_route_kernel}
+// CHECK-DAG: func.func private @__moe_launch_moe_gate_kernel_topk_router({{.*}}) attributes {moe_gpu.kernel = @moe_kernels::@moe_gate_kernel_topk_router}
 // CHECK-LABEL: func.func @top2
 // CHECK-NOT: moe.
 // Host results are allocated before the GPU work (no extra stream sync).
@@ -14,12 +17,15 @@
 // CHECK: bufferization.to_buffer %{{.*}} read_only : tensor<32x256xf32> to memref<32x256xf32>
 // CHECK: gpu.alloc (%{{.*}}) {bufferization.manual_deallocation} : memref<?xf32>
 // CHECK: gpu.memcpy
-// CHECK: call @__moe_launch_moe_route_kernel(
-// CHECK: call @__moe_launch_moe_gate_kernel_topk(
-// CHECK: call @__moe_launch_moe_align_kernel_weighted(
-// CHECK: call @__moe_launch_moe_gemm1_gather_kernel_swiglu(
-// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel(
-// CHECK: call @__moe_launch_moe_reduce_kernel(
+// CHECK-NOT: call @__moe_launch
+// CHECK: call @__moe_launch_moe_gate_kernel_topk_router(%c2, %c1, %c1, %c128, %c1, %c1,
+// CHECK-NOT: call @__moe_launch
+// CHECK: call @__moe_launch_moe_align_kernel_weighted_combine(%c1, %c1, %c1, %c256, %c1, %c1,
+// CHECK-NOT: call @__moe_launch
+// CHECK: call @__moe_launch_moe_gemm1_gather_kernel_swiglu(%c8, %c12, %c1, %c256, %c1, %c1, {{.*}}, %c256, %c512, %c16)
+// CHECK-NOT: call @__moe_launch
+// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel_combine(%c4, %c12, %c1, %c256, %c1, %c1, {{.*}}, %c512, %c256, %c16,
+// CHECK-NOT: call @__moe_launch
 // CHECK: memref.collapse_shape %[[OUT]]
 // CHECK: gpu.memcpy
 // CHECK: bufferization.to_tensor %[[OUT]] restrict writable : memref<32x256xf32> to tensor<32x256xf32>
@@ -27,22 +33,34 @@
 // CHECK: return
 // CHECK: gpu.module @moe_kernels
 // Shared-memory tiles (A 64x16, B 16x64, gathered rows) on every GEMM.
-// CHECK: gpu.func @moe_route_kernel(
-// CHECK-SAME: workgroup(%{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<64xi32, #gpu.address_space<workgroup>>)
-// CHECK-SAME: kernel attributes {known_block_size = array<i32: 256, 1, 1>}
-// CHECK: gpu.barrier
-// CHECK: gpu.func @moe_gate_kernel_topk(
+// The router: an f32 fma chain per (token, expert), then a block barrier;
+// the routing exp/log are the arith/math builders of lowering/RoutingMath
+// (f64 fma), never math.exp / math.log (libdevice).
+// CHECK: gpu.func @moe_gate_kernel_topk_router(
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
-// CHECK: gpu.func @moe_align_kernel_weighted(
+// CHECK: math.fma %{{.*}}, %{{.*}}, %{{.*}} : f32
+// CHECK: gpu.barrier
+// CHECK-NOT: math.exp
+// CHECK-NOT: math.log
+// CHECK: math.fma %{{.*}}, %{{.*}}, %{{.*}} : f64
+// CHECK-NOT: math.exp
+// CHECK-NOT: math.log
+// CHECK: gpu.func @moe_align_kernel_weighted_combine(
 // CHECK: gpu.barrier
 // Gated GEMM1: the B tile holds the gate and the up columns (2 x 16x64).
 // CHECK: gpu.func @moe_gemm1_gather_kernel_swiglu(
 // CHECK-SAME: workgroup(%{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<64xi32, #gpu.address_space<workgroup>>)
 // CHECK: gpu.barrier
-// CHECK: gpu.func @moe_gemm2_weighted_kernel(
-// CHECK-SAME: workgroup(
-// CHECK: gpu.func @moe_reduce_kernel(
-// CHECK-NOT: memref.atomic_rmw
+// The combine in GEMM2's epilogue: a release fence, one arrival per (token,
+// column tile), an acquire fence, then the completing block's sums.
+// CHECK: gpu.func @moe_gemm2_weighted_kernel_combine(
+// CHECK-SAME: workgroup(%{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<64xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<64xi32, #gpu.address_space<workgroup>>)
+// CHECK: llvm.fence syncscope("device") acq_rel
+// CHECK: gpu.barrier
+// CHECK: memref.atomic_rmw addi
+// CHECK: gpu.barrier
+// CHECK: llvm.fence syncscope("device") acq_rel
+// CHECK-NOT: memref.atomic_rmw addf
 func.func @top2(%x: tensor<32x256xf32>, %wr: tensor<256x8xf32>, %w1: tensor<8x256x1024xf32>,
                 %w2: tensor<8x512x256xf32>) -> tensor<32x256xf32> {
   %y = moe.layer %x router(%wr) experts(%w1, %w2)
@@ -56,28 +74,29 @@ func.func @top2(%x: tensor<32x256xf32>, %wr: tensor<256x8xf32>, %w1: tensor<8x25
 
 // MOESART training: Philox-sampled routing keyed by the seed (low word, high
 // word), trimmed-lasso partial sums per block and their fixed-order
-// reduction, GShard capacity ceil(cf * T * K / E).
+// reduction (in the align kernel), GShard capacity ceil(cf * T * K / E).
 
 // CHECK-LABEL: func.func @train
 // CHECK: %[[SEED:.*]] = tensor.extract %{{.*}}[] : tensor<i64>
 // CHECK: %[[K0:.*]] = arith.trunci %[[SEED]] : i64 to i32
 // CHECK: %[[HI:.*]] = arith.shrui %[[SEED]], %{{.*}} : i64
 // CHECK: %[[K1:.*]] = arith.trunci %[[HI]] : i64 to i32
-// CHECK: call @__moe_launch_moe_gate_kernel_moesart_train_zero_loss({{.*}}, %[[K0]], %[[K1]])
-// CHECK: call @__moe_launch_moe_loss_reduce_kernel({{.*}}, %cst{{.*}}, %{{.*}}) : {{.*}} f32, memref<?xf32>) -> ()
-// C = ceil(1.25 * 64 * 2 / 8) = 20 (folded by the canonicalizer).
-// CHECK: call @__moe_launch_moe_align_kernel_weighted({{.*}}, %c64, %c2, %c8, %c20_i32,
+// CHECK: call @__moe_launch_moe_gate_kernel_moesart_train_zero_loss_router({{.*}}, %[[K0]], %[[K1]],
+// C = ceil(1.25 * 64 * 2 / 8) = 20 (folded by the canonicalizer); the loss
+// reduction's (numPartials = 4 blocks, lambda, loss) end the align arguments.
+// CHECK: call @__moe_launch_moe_align_kernel_weighted_combine_loss({{.*}}, %c64, %c2, %c8, %c20_i32, {{.*}}, %c4, %cst{{.*}}, %{{.*}}) : {{.*}} f32, memref<?xf32>) -> ()
 // CHECK: call @__moe_launch_moe_gemm1_gather_kernel_geglu(
 // CHECK: bufferization.to_tensor %{{.*}} : memref<f32> to tensor<f32>
-// CHECK: gpu.func @moe_gate_kernel_moesart_train_zero_loss(
-// CHECK-SAME: workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>)
+// The loss partials, then the router's staged x [16 x 128] and Wr chunks.
+// CHECK: gpu.func @moe_gate_kernel_moesart_train_zero_loss_router(
+// CHECK-SAME: workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<4096xf32, #gpu.address_space<workgroup>>)
 // Philox4x32-10 multipliers 0xD2511F53 and 0xCD9E8D57.
 // CHECK-DAG: arith.constant -766435501 : i32
 // CHECK-DAG: arith.constant -845247145 : i32
 // CHECK: arith.mului_extended
 // CHECK: gpu.barrier
-// CHECK: gpu.func @moe_loss_reduce_kernel(
-// CHECK-SAME: known_block_size = array<i32: 1, 1, 1>
+// CHECK: gpu.func @moe_align_kernel_weighted_combine_loss(
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 func.func @train(%x: tensor<64x32xf32>, %seed: tensor<i64>, %wr: tensor<32x8xf32>,
                  %w1: tensor<8x32x64xf32>, %w2: tensor<8x32x32xf32>)
     -> (tensor<64x32xf32>, tensor<f32>) {
@@ -122,7 +141,7 @@ func.func @soft(%x: tensor<4x64x128xf32>, %phi: tensor<128x8x2xf32>, %scale: ten
 
 // -----
 
-// DESIGN 3.1.1 on the device: a DeepSeek-style router (sigmoid scores, the
+// docs/spec.md §3.1.1 on the device: a DeepSeek-style router (sigmoid scores, the
 // selection bias, 4 expert groups of which the 2 best are kept, scale 2.5) in
 // a production variant of the gate kernel, whose four extra arguments are
 // (selection bias, groups, kept groups, scale) and whose scratch holds the
@@ -130,33 +149,32 @@ func.func @soft(%x: tensor<4x64x128xf32>, %phi: tensor<128x8x2xf32>, %scale: ten
 // grouped GEMM kernels over one group of all T rows (tile map of offsets
 // [0, T], no gather), with sigmoid(x sg) from the router GEMM and
 // moe_sigmoid_kernel as GEMM2's row weight; its f32 output starts the
-// per-token sum of moe_reduce_shared_kernel.
+// per-token sum of the routed GEMM2's combine.
 
 // CHECK-LABEL: func.func @deepseek
 // CHECK-SAME: %[[X:[^:]*]]: tensor<32x64xf32>, %[[WR:[^:]*]]: tensor<64x16xf32>, %[[SB:[^:]*]]: tensor<16xf32>
 // CHECK: %[[SBH:.*]] = bufferization.to_buffer %[[SB]]
 // CHECK: %[[SBD:.*]] = gpu.alloc (%{{.*}}) {bufferization.manual_deallocation} : memref<?xf32>
 // CHECK: gpu.memcpy %[[SBD]], %[[SBH]]
-// CHECK: call @__moe_launch_moe_route_kernel(
 // CHECK: %[[SCRATCH:.*]] = gpu.alloc (%c1024) {{.*}} : memref<?xf32>
-// CHECK: call @__moe_launch_moe_gate_kernel_topk_sigmoid_grouped_bias(%c1, %c1, %c1, %c128, %c1, %c1, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCRATCH]], %{{.*}}, %c32, %c16, %c4, %c0_i32, %c0_i32, %[[SBD]], %c4, %c2, %[[SCALE:[^)]*]])
+// CHECK: call @__moe_launch_moe_gate_kernel_topk_sigmoid_grouped_bias_router(%c2, %c1, %c1, %c128, %c1, %c1, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCRATCH]], %{{.*}}, %c32, %c16, %c4, %c0_i32, %c0_i32, %[[SBD]], %c4, %c2, %[[SCALE:[^,]*]], %{{.*}}, %{{.*}}, %{{.*}}, %c64)
 // CHECK: call @__moe_launch_moe_tile_map_kernel(
 // CHECK: call @__moe_launch_moe_route_kernel({{.*}}, %c32, %c64, %c1)
 // CHECK: call @__moe_launch_moe_sigmoid_kernel({{.*}}, %[[LOGIT:.*]], %[[GATE:.*]], %c32)
 // CHECK: call @__moe_launch_moe_gemm1_kernel_swiglu(
-// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel({{.*}}, %{{.*}}, %{{.*}}, %[[GATE]], {{.*}}, %[[SHARED:[^,]*]], %c64, %c64)
-// CHECK: call @__moe_launch_moe_align_kernel_weighted(
+// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel({{.*}}, %{{.*}}, %{{.*}}, %[[GATE]], {{.*}}, %[[SHARED:[^,]*]], %c64, %c64, %c16)
+// CHECK: call @__moe_launch_moe_align_kernel_weighted_combine_shared({{.*}}, %c64, %[[SHARED]])
 // CHECK: call @__moe_launch_moe_gemm1_gather_kernel_swiglu(
-// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel(
-// CHECK: call @__moe_launch_moe_reduce_shared_kernel({{.*}}, %c32, %c4, %c64, %[[SHARED]])
-// CHECK: gpu.func @moe_gate_kernel_topk_sigmoid_grouped_bias(
-// CHECK-SAME: %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: f32)
+// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel_combine_shared({{.*}}, %c4, %[[SHARED]])
+// CHECK: gpu.func @moe_gate_kernel_topk_sigmoid_grouped_bias_router(
+// CHECK-SAME: %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: f32, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index)
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
-// sigmoid(o) = 1 / (1 + exp(-o)).
+// sigmoid(o) = 1 / (1 + exp(-o)) with the routing exp (f64 range reduction).
 // CHECK: arith.negf
-// CHECK: math.exp
+// CHECK: arith.extf %{{.*}} : f32 to f64
 // CHECK: gpu.func @moe_sigmoid_kernel(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index)
-// CHECK: gpu.func @moe_reduce_shared_kernel(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<?xf32>)
+// CHECK-NOT: math.exp
+// CHECK: gpu.func
 func.func @deepseek(%x: tensor<32x64xf32>, %wr: tensor<64x16xf32>, %sb: tensor<16xf32>,
                     %w1: tensor<16x64x64xf32>, %w2: tensor<16x32x64xf32>,
                     %s1: tensor<64x128xf32>, %s2: tensor<64x64xf32>, %sg: tensor<64x1xf32>)
@@ -178,10 +196,10 @@ func.func @deepseek(%x: tensor<32x64xf32>, %wr: tensor<64x16xf32>, %sb: tensor<1
 // absent selection bias), the shared expert without a gate (unweighted GEMM2).
 
 // CHECK-LABEL: func.func @qwen
-// CHECK: call @__moe_launch_moe_gate_kernel_topk_softmax_nonorm(%c1, %c1, %c1, %c128, %c1, %c1, %{{.*}}, %[[W:[^,]*]], %{{.*}}, %[[W]], %[[W]], %c48, %c16, %c4, %c0_i32, %c0_i32, %[[W]], %c1, %c1, %{{[^)]*}})
+// CHECK: call @__moe_launch_moe_gate_kernel_topk_softmax_nonorm_router(%c3, %c1, %c1, %c128, %c1, %c1, %{{.*}}, %[[W:[^,]*]], %{{.*}}, %[[W]], %[[W]], %c48, %c16, %c4, %c0_i32, %c0_i32, %[[W]], %c1, %c1, %{{[^,]*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c128)
 // CHECK-NOT: moe_sigmoid_kernel
 // CHECK: call @__moe_launch_moe_gemm2_kernel(
-// CHECK: call @__moe_launch_moe_reduce_shared_kernel(
+// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel_combine_shared(
 func.func @qwen(%x: tensor<48x128xf32>, %wr: tensor<128x16xf32>, %w1: tensor<16x128x128xf32>,
                 %w2: tensor<16x64x128xf32>, %s1: tensor<128x384xf32>, %s2: tensor<192x128xf32>)
     -> tensor<48x128xf32> {

@@ -1,4 +1,4 @@
-// The production routers and shared experts of DESIGN.md 3.1.1 on the GPU
+// The production routers and shared experts of docs/spec.md §3.1.1 on the GPU
 // kernels, run on the host by --moe-test-emulate-gpu, compute what the CPU
 // path computes: Qwen-style (softmax, normalize = false, shared expert with a
 // sigmoid gate) and DeepSeek-style (sigmoid scores, selection bias, expert

@@ -13,12 +13,17 @@
 // CHECK: llvm.call @mgpuStreamCreate()
 // CHECK: llvm.call @mgpuMemAlloc
 // CHECK: llvm.call @mgpuMemcpy
-// CHECK: gpu.launch_func <%{{.*}} : !llvm.ptr> @moe_kernels::@moe_route_kernel blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}})
-// CHECK: gpu.launch_func <%{{.*}} : !llvm.ptr> @moe_kernels::@moe_gate_kernel_topk
-// CHECK: gpu.launch_func <%{{.*}} : !llvm.ptr> @moe_kernels::@moe_align_kernel_weighted
+// A layer at T = 16 is four launches (router + gate, align, GEMM1, GEMM2
+// with the combine): a fifth one anywhere fails the CHECK-NOTs.
+// CHECK-NOT: gpu.launch_func
+// CHECK: gpu.launch_func <%{{.*}} : !llvm.ptr> @moe_kernels::@moe_gate_kernel_topk_router blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}})
+// CHECK-NOT: gpu.launch_func
+// CHECK: gpu.launch_func <%{{.*}} : !llvm.ptr> @moe_kernels::@moe_align_kernel_weighted_combine
+// CHECK-NOT: gpu.launch_func
 // CHECK: gpu.launch_func <%{{.*}} : !llvm.ptr> @moe_kernels::@moe_gemm1_gather_kernel_gelu_tanh_bias
-// CHECK: gpu.launch_func <%{{.*}} : !llvm.ptr> @moe_kernels::@moe_gemm2_weighted_kernel_bias
-// CHECK: gpu.launch_func <%{{.*}} : !llvm.ptr> @moe_kernels::@moe_reduce_kernel
+// CHECK-NOT: gpu.launch_func
+// CHECK: gpu.launch_func <%{{.*}} : !llvm.ptr> @moe_kernels::@moe_gemm2_weighted_kernel_bias_combine
+// CHECK-NOT: gpu.launch_func
 // CHECK: llvm.call @mgpuMemcpy
 // CHECK: llvm.call @mgpuMemFree
 // CHECK: llvm.call @mgpuStreamSynchronize
@@ -26,16 +31,15 @@
 // CHECK: gpu.binary @moe_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
 // CHECK-SAME: assembly = "
 // CHECK-SAME: .target sm_90
-// CHECK-SAME: .visible .entry moe_route_kernel(
-// CHECK-SAME: .shared .align 4 .b8 __wg_moe_route_kernel_0[4096];
+// CHECK-SAME: .visible .entry moe_gate_kernel_topk_router(
 // CHECK-SAME: bar.sync
-// CHECK-SAME: .visible .entry moe_gate_kernel_topk(
-// CHECK-SAME: .visible .entry moe_align_kernel_weighted(
+// CHECK-SAME: .visible .entry moe_align_kernel_weighted_combine(
 // CHECK-SAME: .visible .entry moe_gemm1_gather_kernel_gelu_tanh_bias(
 // CHECK-SAME: .shared .align 4 .b8 __wg_moe_gemm1_gather_kernel_gelu_tanh_bias_0[4096];
-// CHECK-SAME: .visible .entry moe_gemm2_weighted_kernel_bias(
-// CHECK-SAME: .shared .align 4 .b8 __wg_moe_gemm2_weighted_kernel_bias_1[4096];
-// CHECK-SAME: .visible .entry moe_reduce_kernel(
+// CHECK-SAME: .visible .entry moe_gemm2_weighted_kernel_bias_combine(
+// CHECK-SAME: .shared .align 4 .b8 __wg_moe_gemm2_weighted_kernel_bias_combine_1[4096];
+// CHECK-SAME: atom.global.add.u32
+// The combine counts arrivals with integer atomics; no float atomics.
 // CHECK-NOT: atom.global.add.f32
 
 // With results-to-out-params the result is copied straight into the caller's

@@ -6,7 +6,7 @@
 // RUN: moe-opt %examples/deepseek_style.mlir --moe-decompose | FileCheck %s --check-prefix=DEEPSEEK
 // RUN: moe-opt %examples/qwen_style.mlir --moe-decompose | FileCheck %s --check-prefix=QWEN
 //
-// --moe-decompose rewrites layers into the chain of DESIGN.md section 3.3.
+// --moe-decompose rewrites layers into the chain of docs/spec.md §3.3.
 
 // SWIGLU-LABEL: func.func @forward
 // SWIGLU: %[[O:.*]] = moe.route %arg0 router(%arg1) : (tensor<32x256xf32>, tensor<256x8xf32>) -> tensor<32x8xf32>
@@ -62,7 +62,7 @@ func.func @dynamic_experts(%x: tensor<8x16xf32>, %wr: tensor<16x?xf32>, %w1: ten
   return %y : tensor<8x16xf32>
 }
 
-// DESIGN 3.1.1 carried through the chain: routing in f32 (bf16 data), the
+// docs/spec.md §3.1.1 carried through the chain: routing in f32 (bf16 data), the
 // selection bias on the gate, the shared expert's f32 output joined in the
 // combine.
 // DEEPSEEK-LABEL: func.func @forward

@@ -6,9 +6,9 @@
 // RUN: not moe-opt %s --moe-dense-to-moesart="trimmed-lasso=-1" 2>&1 | FileCheck %s --check-prefix=BADL
 
 // DENSE: moe.layer %arg0 router(%arg1, %arg2) experts(%arg3, %arg4) expert_biases(%arg5, %arg6) {activation = #moe.activation<gelu>, routing = #moe.moesart<k = 2>}
-// BADADJ: moe-dense-to-moesart: unknown adjust 'medium' (expected small_random, zero or large)
-// BADK: moe-dense-to-moesart: k must be >= 1, got 0
-// BADL: moe-dense-to-moesart: trimmed-lasso must be a finite number >= 0, got -1
+// BADADJ: for the --adjust option: Cannot find option named 'medium'!
+// BADK: moe-dense-to-moesart: #moe.moesart needs k >= 1, got k = 0
+// BADL: moe-dense-to-moesart: #moe.moesart needs a finite trimmed_lasso >= 0, got -1.000000e+00
 
 // Inference: only the routing changes.
 // CHECK-LABEL: func.func @inference

@@ -76,7 +76,7 @@ func.func @dynamic_tokens(%x: tensor<?x16xf32>, %wr: tensor<16x4xf32>, %w1: tens
 // CHECK-LABEL: func.func @dense_shared
 // CHECK: moe.layer %arg0 router(%arg1) experts(%arg2, %arg3) shared(%arg4, %arg5)
 func.func @dense_shared(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>, %w2: tensor<4x32x16xf32>, %s1: tensor<16x24xf32>, %s2: tensor<24x16xf32>) -> tensor<8x16xf32> {
-  // expected-warning @+1 {{dense layer with a shared expert left unchanged: Soft MoE (DESIGN 3.2) defines no shared expert}}
+  // expected-warning @+1 {{dense layer with a shared expert left unchanged: Soft MoE (docs/spec.md §3.2) defines no shared expert}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) shared(%s1, %s2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>, tensor<16x24xf32>, tensor<24x16xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>

@@ -210,7 +210,7 @@ void expertForward(const Experts &ex, int64_t e, const double *x,
     for (int64_t i = 0; i < H; ++i)
       h[size_t(i)] = activate(ex.activation, u[size_t(i)]);
   }
-  // For T = bf16/f16, h is rounded to T before GEMM2 (DESIGN 3).
+  // For T = bf16/f16, h is rounded to T before GEMM2 (docs/spec.md §2-§3).
   if (ex.elementType != ElementType::F32)
     for (double &v : h)
       v = roundTo(ex.elementType, v);
@@ -295,7 +295,7 @@ std::vector<int64_t> topKIndices(const double *v, int64_t n, int64_t k) {
 
 namespace {
 
-/// The sequential sampling of DESIGN 3.1 in arithmetic type T. p is the
+/// The sequential sampling of docs/spec.md §3.1 in arithmetic type T. p is the
 /// starting distribution (g) in T.
 template <typename T>
 std::vector<int64_t> sampleImpl(std::vector<T> p, int64_t k, uint64_t seed,
@@ -401,7 +401,7 @@ double adjustLogit(double o, double g, double c) {
 
 namespace {
 
-/// #moe.top_k with production parameters or a selection bias (DESIGN 3.1.1).
+/// #moe.top_k with production parameters or a selection bias (docs/spec.md §3.1.1).
 TokenRouting routeProduction(const double *o, int64_t E, const Routing &routing,
                              const double *bias) {
   const int64_t K = routing.k, G = routing.groups;

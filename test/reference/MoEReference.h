@@ -1,13 +1,13 @@
 //===- MoEReference.h - Plain C++ reference of the moe ops ------*- C++ -*-===//
 //
-// An independent reference implementation of DESIGN.md section 3 (moe.layer
+// An independent reference implementation of docs/spec.md §2-§3 (moe.layer
 // and moe.soft_layer), written with plain loops and no MLIR, used by the
 // integration tests to check the compiler's CPU and GPU results.
 //
 // Data layout: every tensor is a row-major std::vector<float> (element type
 // f32 in and out); shapes are given by the integer fields of the structs.
 //
-// Element types (DESIGN 3): Experts::elementType is the layer's element type
+// Element types (docs/spec.md §2-§3): Experts::elementType is the layer's element type
 // T (f32 by default). For T = bf16/f16 the values of x, the router and the
 // experts are values of T (every std::vector<float> holds exactly
 // representable values; moeLayer/softMoELayer round their inputs to T first,
@@ -56,7 +56,7 @@
 // * MOESART training *sampling* is by default done in f32
 //   (SamplingPrecision::F32), because the compiler computes g and the cumsum
 //   in f32 and the sampling is a discontinuous function of them. The
-//   reference mirrors the sequential definition of DESIGN 3.1 exactly:
+//   reference mirrors the sequential definition of docs/spec.md §3.1 exactly:
 //     - p starts as g rounded to f32 (g itself is the double softmax, so the
 //       f32 start is the correctly rounded softmax);
 //     - the cumsum is accumulated in f32 left to right (i = 0..E-1), and the
@@ -189,7 +189,7 @@ struct Routing {
   int64_t k = 0; // unused for Dense (every expert)
   Adjust adjust = Adjust::SmallRandom;
   double trimmedLasso = 1e-3; // lambda of the auxiliary loss (MOESART)
-  // #moe.top_k's production parameters (DESIGN 3.1.1); the defaults are the
+  // #moe.top_k's production parameters (docs/spec.md §3.1.1); the defaults are the
   // classic top-k.
   Score score = Score::Softmax;
   bool normalize = true;
@@ -231,7 +231,7 @@ std::vector<double> softmax(const double *v, int64_t n);
 /// values: lower index first).
 std::vector<int64_t> topKIndices(const double *v, int64_t n, int64_t k);
 
-/// MOESART sampling of K experts without replacement from g (DESIGN 3.1):
+/// MOESART sampling of K experts without replacement from g (docs/spec.md §3.1):
 /// draw r = 0..K-1 uses u = philoxUniform(seed, token, r). Returns the
 /// experts in draw order. In F32 mode g is first rounded to f32 and all the
 /// arithmetic is f32 (see the header comment); in F64 mode it is double.
@@ -264,7 +264,7 @@ struct TokenRouting {
 
 /// Routes one token from its router logits o (n = E values).
 /// `selectionBias` (nullable, E values): #moe.top_k's selection-only bias.
-/// For #moe.top_k with production parameters or a bias (DESIGN 3.1.1):
+/// For #moe.top_k with production parameters or a bias (docs/spec.md §3.1.1):
 /// s = softmax(o) or sigmoid(o), c = s + b chooses (groups: a group's score
 /// is the sum of its top-min(2, E/G) c, the GK best groups are kept, ties to
 /// the lower index; then the top-K of c among their experts), w_i = s_i,
@@ -294,7 +294,7 @@ struct LayerInputs {
   Experts experts;
   /// #moe.top_k's selection_bias: empty, or [E] (f32 whatever T is).
   std::vector<float> selectionBias;
-  /// The shared expert (DESIGN 3.1.1): empty, or s1 [D, Hs] ([D, 2Hs] for
+  /// The shared expert (docs/spec.md §3.1.1): empty, or s1 [D, Hs] ([D, 2Hs] for
   /// gated activations) and s2 [Hs, D] with the experts' activation and no
   /// biases; sharedGate empty or [D] (gate_t = sigmoid(x_t . sg)). In T.
   int64_t sharedHidden = 0; // Hs
@@ -303,7 +303,7 @@ struct LayerInputs {
   std::vector<float> sharedGate;
 };
 
-/// Adds random DESIGN 3.1.1 parts to `in`: a selection bias ~ N(0, 0.05^2)
+/// Adds random docs/spec.md §3.1.1 parts to `in`: a selection bias ~ N(0, 0.05^2)
 /// (f32), a shared expert of width `sharedHidden` (> 0) with weights
 /// ~ N(0, 1/fan_in) rounded to the experts' element type, and a shared gate
 /// ~ N(0, 1/D). Deterministic in seed.
@@ -346,7 +346,7 @@ struct LayerResult {
   int64_t capacity = -1;
 };
 
-/// moe.layer forward (DESIGN 3.1). Aborts on invalid inputs (e.g. MOESART
+/// moe.layer forward (docs/spec.md §3.1). Aborts on invalid inputs (e.g. MOESART
 /// training with k < 2, k outside [1, E]).
 LayerResult moeLayer(const LayerInputs &in, const LayerOptions &options);
 
@@ -375,7 +375,7 @@ struct SoftLayerResult {
   std::vector<double> slotOutputs; // Y~ [G, E, S, D]
 };
 
-/// moe.soft_layer forward (DESIGN 3.2).
+/// moe.soft_layer forward (docs/spec.md §3.2).
 SoftLayerResult softMoELayer(const SoftLayerInputs &in);
 
 //===----------------------------------------------------------------------===//

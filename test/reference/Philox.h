@@ -2,7 +2,7 @@
 //
 // Independent reference implementation of the Philox4x32-10 generator of
 // Random123 (Salmon et al., "Parallel Random Numbers: As Easy as 1, 2, 3",
-// SC'11), as used by moe.layer's MOESART training routing (DESIGN.md 3.1).
+// SC'11), as used by moe.layer's MOESART training routing (docs/spec.md §3.1).
 //
 // No dependency on MLIR or on anything else in the repository.
 //

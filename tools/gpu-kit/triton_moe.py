@@ -5,7 +5,7 @@ one grouped GEMM per projection, the routed weight applied in the second
 GEMM's epilogue). It is a yardstick for tools/gpu-kit/kit.py only: the
 compiler never uses it.
 
-Layout (the moe dialect's, DESIGN 3): x [T, D], wr [D, E], w1 [E, D, 2H]
+Layout (the moe dialect's, docs/spec.md §2-§3): x [T, D], wr [D, E], w1 [E, D, 2H]
 (gate columns [0, H), up columns [H, 2H)), w2 [E, H, D].
 
 Kernels:

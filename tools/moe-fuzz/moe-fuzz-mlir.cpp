@@ -202,7 +202,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t h = hashInput(data, size);
   moe::MoEDenseToMoESARTOptions sart;
   sart.k = 1 + static_cast<int64_t>(h % 4);
-  static const char *const adjusts[] = {"small_random", "zero", "large"};
+  static const moe::MoesartAdjust adjusts[] = {moe::MoesartAdjust::small_random,
+                                               moe::MoesartAdjust::zero,
+                                               moe::MoesartAdjust::large};
   sart.adjust = adjusts[(h >> 8) % 3];
   moe::MoEDenseToSoftOptions soft;
   soft.slotsPerExpert = 1 + static_cast<int64_t>((h >> 16) % 3);

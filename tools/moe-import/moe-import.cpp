@@ -7,13 +7,14 @@
 // Hugging Face checkpoint of model_type mixtral, qwen2_moe, qwen3_moe, olmoe
 // or deepseek_v3 and writes one public function per MoE layer, @layer_<i>,
 // whose parameters name the checkpoint's own tensors through
-// #moe.checkpoint attributes (DESIGN.md sections 3.1.1 and 5).
+// #moe.checkpoint attributes (docs/spec.md §3.1.1 and §5).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Json.h"
 #include "runtime/io/TensorIO.h"
+#include "tools/version/Version.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -651,6 +652,7 @@ int runMain() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  moe::installVersionPrinter("moe-import");
   llvm::cl::HideUnrelatedOptions(importCategory);
   llvm::cl::ParseCommandLineOptions(argc, argv, overview);
   return runMain();

@@ -1,4 +1,4 @@
-// A DeepSeek-style layer (DESIGN.md 3.1.1) in f32, the element type of the
+// A DeepSeek-style layer (docs/spec.md §3.1.1) in f32, the element type of the
 // NVPTX kernels: sigmoid router with a selection bias, 4 groups of which 2
 // are kept, scale 2.5, a SwiGLU shared expert with a sigmoid gate; dynamic T.
 func.func @forward(%x: tensor<?x64xf32>, %wr: tensor<64x16xf32>, %sb: tensor<16xf32>,

@@ -368,7 +368,7 @@ ref::Routing parseRoutingOpt(const Args &args, int64_t numExperts,
     r.trimmedLasso = args.real("lambda");
   if (r.kind == ref::RoutingKind::MoESART && training && r.k < 2)
     die("MOESART training needs --k >= 2");
-  // #moe.top_k's production parameters (DESIGN 3.1.1).
+  // #moe.top_k's production parameters (docs/spec.md §3.1.1).
   bool production = args.has("score") || args.flag("no-normalize") || args.has("scale") ||
                     args.has("groups") || args.has("group-k");
   if (production && r.kind != ref::RoutingKind::TopK)
@@ -513,7 +513,7 @@ double maxAbs(const std::vector<float> &v) {
 }
 
 /// The Soft MoE layer that --moe-dense-to-soft makes of a dense layer
-/// (DESIGN 4): Phi[d, e, s] = Wr[d, e] for every slot s, scale 1, the router
+/// (docs/spec.md §4): Phi[d, e, s] = Wr[d, e] for every slot s, scale 1, the router
 /// bias dropped, x [T, D] regrouped to [T/M, M, D] (the same row-major data)
 /// and the output back to [T, D].
 std::vector<float> softFromRouter(const ref::LayerInputs &in, int64_t slots,
@@ -648,7 +648,7 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   const double minMargin = args.real("min-margin", 1e-6);
   const uint64_t dataSeed = args.seed("data-seed");
 
-  // DESIGN 3.1.1 parts ('layer' only).
+  // docs/spec.md §3.1.1 parts ('layer' only).
   const bool selectionBias = args.flag("selection-bias");
   const int64_t sharedHidden = args.has("shared-hidden") ? args.positiveInt("shared-hidden") : 0;
   const bool sharedGate = args.flag("shared-gate");
@@ -1533,14 +1533,14 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   Seeded random x [T,D] and parameters (named, in the order router.weight
   [,router.bias][,selection_bias],w1,w2[,b1,b2][,shared_w1,shared_w2
   [,shared_gate]]), and the reference y (and the training loss).
-  Production routers (DESIGN 3.1.1, --routing top_k): [--score softmax|sigmoid]
+  Production routers (docs/spec.md §3.1.1, --routing top_k): [--score softmax|sigmoid]
   [--no-normalize] [--scale F] [--groups G [--group-k GK]] [--selection-bias
   (an f32 [E] bias that only chooses)]; a shared expert: [--shared-hidden Hs
   [--shared-gate]] (s1 [D,Hs] or [D,2Hs] gated, s2 [Hs,D], gate [D,1]).
   --dtype bf16|f16 (also for block, soft-from-router and soft): the data
   rounded to that type, the parameters written as BF16/F16 safetensors, x and
   y as f32 .npy holding exact values of the type, y computed with the
-  rounding points of DESIGN 3 (h rounded to T, y once); compare with
+  rounding points of docs/spec.md §2-§3 (h rounded to T, y once); compare with
   'moe-ref compare --dtype'. Any --tokens works for a tensor<?xDxT> layer.
   Fails with "borderline token" when a token's decision margin (logit gap for
   top-k selections, |u - cumsum| for MOESART sampling) is below M (1e-6).

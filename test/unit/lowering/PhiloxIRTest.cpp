@@ -2,7 +2,7 @@
 //
 // Builds a function around moe::buildPhilox4x32x10 (the generator the CPU
 // and GPU lowerings emit), JIT-compiles it with MLIR's ExecutionEngine and
-// checks the known answers of DESIGN.md section 3.1 (from Random123's
+// checks the known answers of docs/spec.md §3.1 (from Random123's
 // kat_vectors), plus the uniform u = (out[0] >> 8) * 2^-24.
 //
 //===----------------------------------------------------------------------===//
