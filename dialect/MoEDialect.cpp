@@ -3,6 +3,7 @@
 #include "dialect/MoEDialect.h"
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEOps.h"
+#include "dialect/MoESpmdOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -12,6 +13,11 @@
 using namespace mlir;
 using namespace mlir::moe;
 
+/// `moe.split = 0 : i64` on a function argument or result of an SPMD
+/// function (--moe-shard-experts): the value is this rank's part of a
+/// tensor split on dimension 0 over the module's `shard.grid`.
+static constexpr llvm::StringLiteral kSplitAttrName("moe.split");
+
 #include "dialect/MoEDialect.cpp.inc"
 
 void MoEDialect::initialize() {
@@ -19,6 +25,10 @@ void MoEDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "dialect/MoEOps.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialect/MoESpmdOps.cpp.inc"
       >();
 }
 
@@ -83,6 +93,15 @@ LogicalResult MoEDialect::verifyRegionArgAttribute(Operation *op,
                              << " must be a non-empty string naming a tensor "
                                 "of the parameters file or a "
                                 "#moe.checkpoint<...>, got "
+                             << attr.getValue();
+    return success();
+  }
+  if (name == kSplitAttrName) {
+    auto dim = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!dim || dim.getInt() != 0)
+      return op->emitError() << "'" << name << "' on argument #" << argIndex
+                             << " must be 0 : i64 (split on dimension 0 over "
+                                "the module's shard.grid), got "
                              << attr.getValue();
     return success();
   }

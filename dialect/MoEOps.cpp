@@ -605,7 +605,13 @@ LogicalResult ExpertFFNOp::verify() {
   Named rows{"rows", getRows()}, offsets{"offsets", getOffsets()},
       w1{"w1", getW1()}, w2{"w2", getW2()}, b1{"b1", getB1()}, b2{"b2", getB2()},
       output{"output", getOutput()};
-  if (failed(check.elementTypes({rows, w1, w2, b1, b2, output})) ||
+  // The output is in the element type T, or f32 for T = bf16/f16: the
+  // FFN's f32 result not yet rounded, for a moe.combine that sums it in f32
+  // before the one rounding of y (what the layer does; expert parallelism
+  // exchanges these rows, docs/expert-parallelism.md).
+  bool f32Output = getOutput().getType().getElementType().isF32();
+  if (failed(check.elementTypes(
+          {rows, w1, w2, b1, b2, f32Output ? Named{"output", Value()} : output})) ||
       failed(check.rank(rows, 2, "[N, D]")) ||
       failed(check.indexTensor(offsets, 1, "[E+1]")))
     return failure();
@@ -632,7 +638,10 @@ LogicalResult CombineOp::verify() {
   ShapeChecker check(*this);
   Named expertOut{"expert_output", getExpertOutput()}, weights{"weights", getWeights()},
       positions{"positions", getPositions()}, output{"output", getOutput()};
-  if (failed(check.elementTypes({expertOut, output})) ||
+  // expert_output may be f32 whatever y's element type (an unrounded
+  // moe.expert_ffn result, see there).
+  bool f32Rows = getExpertOutput().getType().getElementType().isF32();
+  if (failed(check.elementTypes({f32Rows ? output : expertOut, output})) ||
       failed(check.routingType(weights, output)) ||
       failed(check.rank(expertOut, 2, "[N, D]")) ||
       failed(check.rank(weights, 2, "[T, K]")) ||

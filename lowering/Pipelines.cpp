@@ -5,6 +5,7 @@
 #include "lowering/HostPipeline.h"
 
 #include "lowering/Passes.h"
+#include "lowering/mpi/Passes.h"
 #include "passes/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -38,6 +39,7 @@ void moe::ensurePipelinePassesRegistered() {
     registerAllPasses();
     registerMoEPasses();
     registerMoELoweringPasses();
+    registerMoEMPIPasses();
     registerPass([] { return createCopyRepeatedResultsPass(); });
   });
 }
@@ -114,6 +116,9 @@ void moe::addHostToLLVM(OpPassManager &pm) {
 void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options) {
   // Every pass from its typed constructor and option struct: nothing here
   // is parsed, so nothing here can fail at run time.
+  // Expert parallelism (--moe-shard-experts): the exchanges and the shard
+  // ops become mpi ops first (nothing to do for a module without them).
+  pm.addPass(createConvertMoESpmdToMPI());
   pm.addNestedPass<func::FuncOp>(createMoECpuDecomposeAggregates());
   ConvertMoEToLinalgOptions toLinalg;
   toLinalg.packWeights = options.packWeights;
@@ -147,6 +152,8 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   toLLVM.x86Vector = true;
   pm.addPass(createConvertVectorToLLVMPass(toLLVM));
   addHostToLLVM(pm);
+  // Expert parallelism: OpenMPI's reduction handles as OpenMPI names them.
+  pm.addPass(createMoEFixOpenMPISymbols());
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 

@@ -120,6 +120,51 @@ def MoEPrintCost : Pass<"moe-print-cost"> {
   }];
 }
 
+def MoEShardExperts : Pass<"moe-shard-experts", "::mlir::ModuleOp"> {
+  let summary = "Make every moe.layer SPMD over a 1-D grid of ranks (expert parallelism)";
+  let description = [{
+    DESIGN.md section 8. Adds `shard.grid @moe_ranks(shape = N)` to the
+    module and rewrites every function that holds `moe.layer` ops into the
+    program each of the N ranks runs:
+
+    * expert weights and biases (function arguments) are split on the expert
+      dimension: their type becomes `[E/N, ...]` and they carry
+      `moe.split = 0` (rank q holds experts `[q*E/N, (q+1)*E/N)`);
+    * token arguments and the layer outputs the function returns are split
+      on rows (any T, uneven splits allowed): dimension 0 becomes dynamic
+      and they carry `moe.split = 0`; router weights, shared experts and
+      seeds stay replicated;
+    * every layer becomes: `moe.route` and `moe.gate` on the rank's rows, a
+      dropless local `moe.dispatch`, the per-expert row counts of all ranks
+      (`shard.all_reduce` of a one-hot `[N, E]` tensor; with a capacity
+      factor, the rows kept are decided from these counts in global token
+      order with the global T), `moe.exchange_dispatch` (ragged all-to-all
+      of token rows to the rank owning each expert), `moe.expert_ffn` on the
+      local experts, `moe.exchange_combine` (the reverse exchange) and
+      `moe.combine` (plus the shared expert) where the token lives, so each
+      token's sum has the order of the 1-rank program. The routing weights
+      stay with the token (the combine is done at home). A training-mode
+      layer's aux loss is all-reduced (`shard.all_reduce`) and weighted by
+      rows, so every rank returns the global value.
+
+    A layer whose E is not a multiple of N is an error naming the layer; so
+    are operands the pass cannot partition (an expert weight that is not a
+    function argument, token rows used by an op other than a layer or the
+    return).
+
+    Example: `--moe-shard-experts="ranks=2"`
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", "0", "number of ranks N (>= 1)">
+  ];
+  let dependentDialects = ["::mlir::moe::MoEDialect",
+                           "::mlir::shard::ShardDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def MoERaiseLinalg : Pass<"moe-raise-linalg"> {
   let summary = "Raise dense MoE layers written in upstream ops to moe.layer";
   let description = [{

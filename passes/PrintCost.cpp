@@ -86,6 +86,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/MoEOps.h"
+#include "dialect/MoESpmdOps.h"
 #include "passes/Passes.h"
 
 #include "llvm/Support/Format.h"
@@ -593,6 +594,52 @@ static void printTable(ArrayRef<Row> rows, llvm::raw_ostream &os) {
     os << "(no MoE layers)\n";
 }
 
+/// Expert parallelism (--moe-shard-experts): the all-to-all volume of every
+/// layer per rank. A rank with T_r rows routes T_r * k rows; under uniform
+/// routing (N-1)/N of them go to other ranks: the dispatch sends them
+/// (D * sizeof(T) bytes each) and the combine receives their results
+/// (D * sizeof of the expert output: f32 for bf16/f16 layers). A rank
+/// receives and sends back as much for its own experts. T_r is dynamic in
+/// the SPMD IR, so the figures are per token row of the rank.
+static void printAllToAll(Operation *root, llvm::raw_ostream &os) {
+  bool header = false;
+  root->walk([&](ExchangeDispatchOp exchange) {
+    FailureOr<int64_t> ranks = lookupGridSize(exchange, exchange.getGridAttr());
+    auto dispatch = exchange.getRows().getDefiningOp<DispatchOp>();
+    if (failed(ranks) || !dispatch)
+      return;
+    ExchangeCombineOp combine;
+    for (Operation *user : exchange.getCounts().getUsers())
+      if (auto c = dyn_cast<ExchangeCombineOp>(user))
+        combine = c;
+    auto rowsType = exchange.getRows().getType();
+    int64_t d = rowsType.getDimSize(1);
+    int64_t k = dispatch.getIndices().getType().getDimSize(1);
+    int64_t experts = exchange.getCounts().getType().getDimSize(1);
+    if (ShapedType::isDynamic(d) || ShapedType::isDynamic(k))
+      return;
+    int64_t eltIn = rowsType.getElementTypeBitWidth() / 8;
+    int64_t eltOut = combine ? combine.getRows().getType().getElementTypeBitWidth() / 8
+                             : eltIn;
+    double remote = double(k) * double(*ranks - 1) / double(*ranks);
+    if (!header) {
+      os << "all-to-all per rank and layer (uniform routing; per token row of "
+            "the rank; the same again received for the rank's experts):\n";
+      header = true;
+    }
+    std::string loc;
+    llvm::raw_string_ostream locOs(loc);
+    if (auto file = dyn_cast<FileLineColLoc>(exchange.getLoc()))
+      locOs << llvm::sys::path::filename(file.getFilename().getValue()) << ":"
+            << file.getLine();
+    os << "  " << (loc.empty() ? "layer" : loc) << ": ranks " << *ranks
+       << ", experts/rank " << experts / *ranks << ", k " << k << ", D " << d
+       << ": dispatch sends " << llvm::format("%.1f", remote * d * eltIn)
+       << " B, combine receives " << llvm::format("%.1f", remote * d * eltOut)
+       << " B\n";
+  });
+}
+
 struct MoEPrintCostPass : public moe::impl::MoEPrintCostBase<MoEPrintCostPass> {
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
@@ -611,6 +658,7 @@ struct MoEPrintCostPass : public moe::impl::MoEPrintCostBase<MoEPrintCostPass> {
         rows.push_back(expertFFNRow(ffn));
     });
     printTable(rows, llvm::outs());
+    printAllToAll(getOperation(), llvm::outs());
     llvm::outs().flush();
     markAllAnalysesPreserved();
   }

@@ -11,6 +11,7 @@ PKGS=(
   libgtest-dev
   libomp-22-dev
   python3-numpy
+  libopenmpi-dev openmpi-bin
 )
 # Extra packages for optional jobs, e.g. `setup-deps.sh libclang-rt-22-dev`.
 PKGS+=("$@")

@@ -146,3 +146,20 @@ config.substitutions.append(("%moe_emulate_gpu_pipeline", "builtin.module("
     "convert-openmp-to-llvm,expand-strided-metadata,lower-affine,"
     "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
     "convert-to-llvm,reconcile-unrealized-casts)"))
+
+# Expert parallelism (--moe-shard-experts): moe-run under the system MPI's
+# mpirun. One substitution for every test: as root (CI runs as root),
+# oversubscribed (more ranks than cores), no core binding (ranks share the
+# cores), shared memory only (self + vader, without the single-copy
+# mechanism that containers often forbid), and a time limit so that a stuck
+# job fails instead of hanging.
+_mpirun = shutil.which("mpirun")
+if _mpirun and getattr(config, "moe_have_mpi", "") in ("TRUE", "ON", "1", "YES"):
+    config.available_features.add("mpi")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+    config.substitutions.append(("%mpirun", " ".join([
+        "timeout 300", _mpirun, "--allow-run-as-root", "--oversubscribe",
+        "--bind-to none", "--mca btl self,vader",
+        "--mca btl_vader_single_copy_mechanism none"])))

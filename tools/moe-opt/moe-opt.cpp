@@ -7,6 +7,7 @@
 
 #include "dialect/MoEDialect.h"
 #include "lowering/Passes.h"
+#include "lowering/mpi/Passes.h"
 #include "lowering/Pipelines.h"
 #include "passes/Passes.h"
 
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::moe::registerMoEPasses();
   mlir::moe::registerMoELoweringPasses();
+  mlir::moe::registerMoEMPIPasses();
   mlir::moe::registerPipelines();
 
   mlir::DialectRegistry registry;

@@ -8,6 +8,7 @@
 
 #include "dialect/MoEDialect.h"
 #include "lowering/Passes.h"
+#include "lowering/mpi/Passes.h"
 #include "lowering/Pipelines.h"
 #include "passes/Passes.h"
 
@@ -31,6 +32,7 @@ mlirGetPassPluginInfo() {
           []() {
             ::mlir::moe::registerMoEPasses();
             ::mlir::moe::registerMoELoweringPasses();
+            ::mlir::moe::registerMoEMPIPasses();
             ::mlir::moe::registerPipelines();
           }};
 }

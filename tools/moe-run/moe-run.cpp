@@ -62,6 +62,7 @@
 #define MOE_RUN_C_RUNNER_UTILS "/usr/lib/llvm-22/lib/libmlir_c_runner_utils.so"
 #endif
 #include "runtime/cuda/CudaRuntime.h"
+#include "Spmd.h"
 #include "tools/version/Version.h"
 #include "llvm/Support/Parallel.h"
 
@@ -159,6 +160,13 @@ llvm::cl::opt<bool> jitDebugListeners(
     llvm::cl::desc("Register the JIT's perf and GDB listeners (perf jitdump "
                    "files, ~/.debug/jit or /tmp/.debug/jit directories); off "
                    "by default so that a run leaves no files behind"),
+    llvm::cl::init(false), llvm::cl::cat(runCategory));
+
+llvm::cl::opt<bool> spmdVerbose(
+    "spmd-verbose",
+    llvm::cl::desc("Under mpirun (an SPMD module of --moe-shard-experts): "
+                   "every rank prints on stderr the parameter bytes it read "
+                   "(its own experts' slices and the replicated tensors)"),
     llvm::cl::init(false), llvm::cl::cat(runCategory));
 
 llvm::cl::opt<bool> timing(
@@ -291,7 +299,9 @@ bool errorPrinted = false;
 int fail(const llvm::Twine &message) {
   llvm::outs().flush();
   if (!errorPrinted)
-    llvm::errs() << "moe-run: " << message << "\n";
+    // One write per line: the ranks of an mpirun job share stderr.
+    llvm::errs() << ("moe-run: " + ::moe::run::spmd::messagePrefix() +
+                     message.str() + "\n");
   errorPrinted = true;
   return 1;
 }
@@ -806,6 +816,9 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
   cpuOptions.sharedLibs.push_back(MOE_RUN_ASYNC_RUNTIME);
   cpuOptions.sharedLibs.push_back(MOE_RUN_CPU_RUNTIME);
+  // SPMD modules (--moe-shard-experts) call the system MPI.
+  if (std::string mpi = ::moe::run::spmd::mpiLibrary(); !mpi.empty())
+    cpuOptions.sharedLibs.push_back(mpi);
   switch (dev) {
   case Device::Cuda: {
     std::string why;
@@ -1017,6 +1030,39 @@ int runMain(int argc, char **argv) {
     return 1;
   const std::string fn = "@" + sig.name;
 
+  // An SPMD module (--moe-shard-experts) runs as one rank of an mpirun job:
+  // arguments marked moe.split are bound whole (expert-split ones with
+  // their global expert count), then sliced to this rank's part.
+  namespace spmd = ::moe::run::spmd;
+  auto gridRanks = spmd::gridSize(*module);
+  if (!gridRanks)
+    return fail(llvm::toString(gridRanks.takeError()));
+  std::vector<bool> splitArgs(sig.arguments.size(), false),
+      splitResults(sig.results.size(), false);
+  std::vector<std::vector<int64_t>> localShapes;
+  if (*gridRanks > 0) {
+    if (llvm::StringRef(backend->name()) != "cpu") {
+      if (device != Device::Auto)
+        return fail(fn + " is SPMD (--moe-shard-experts), which moe-run runs "
+                         "on the CPU path only: pass --device=cpu");
+      // --device=auto: the CPU path (the MPI lowering is the CPU one).
+      deviceNote = "moe-run: device auto: using cpu (SPMD module)";
+      backend = selectBackend(Device::Cpu, deviceNote);
+      if (!backend)
+        return 1;
+    }
+    if (llvm::Error err = spmd::start(*gridRanks))
+      return fail(llvm::toString(std::move(err)));
+    splitArgs = spmd::splitArguments(func);
+    splitResults = spmd::splitResults(func);
+    for (ValueInfo &arg : sig.arguments) {
+      localShapes.push_back(arg.shape);
+      if (splitArgs[arg.index] && !arg.shape.empty() &&
+          arg.shape[0] != ValueInfo::kDynamic)
+        arg.shape[0] *= *gridRanks;
+    }
+  }
+
   // Counts.
   if (!outputPaths.empty() && outputPaths.size() != sig.results.size())
     return fail(fn + " has " + llvm::Twine(sig.results.size()) + " result" +
@@ -1046,6 +1092,9 @@ int runMain(int argc, char **argv) {
   if (!sig.hasDynamicResults() && !allocate(sig.results, "result", results))
     return 1;
   std::vector<bool> bound(sig.arguments.size(), false);
+  // SPMD: split parameters read as this rank's slice; bytes read.
+  std::vector<bool> presliced(sig.arguments.size(), false);
+  uint64_t paramBytesRead = 0;
   // Allocates argument `arg` with `shape` and copies `tensor` into it.
   auto bind = [&](const ValueInfo &arg, const io::Tensor &tensor) -> bool {
     if (auto error = checkAllocatable(arg.dtype, tensor.shape)) {
@@ -1133,9 +1182,35 @@ int runMain(int argc, char **argv) {
           (entry->dtype != arg->dtype && !convertible))
         return fail(subject + ": expected " + arg->typeString + ", got " +
                     fileTensorDesc(entry->dtype, entry->shape, true));
+      if (spmd::active() && splitArgs[arg->index] && !entry->shape.empty()) {
+        // Only this rank's experts: rows [begin, end) of dimension 0, read
+        // from the (memory-mapped) file.
+        auto [begin, end] =
+            spmd::splitRange(entry->shape[0], spmd::size(), spmd::rank());
+        size_t rowBytes = io::elementSize(entry->dtype);
+        for (size_t d = 1; d < entry->shape.size(); ++d)
+          rowBytes *= static_cast<size_t>(entry->shape[d]);
+        const uint8_t *raw = found->file->rawData(*entry) + begin * rowBytes;
+        std::vector<int64_t> shape = entry->shape;
+        shape[0] = end - begin;
+        io::Tensor part(entry->dtype, shape,
+                        std::vector<uint8_t>(raw, raw + (end - begin) * rowBytes));
+        paramBytesRead += part.data.size();
+        if (entry->dtype != arg->dtype) {
+          auto converted = io::convertTensor(part, arg->dtype);
+          if (!converted)
+            return fail(converted.error());
+          part = converted.take();
+        }
+        if (!bind(*arg, part))
+          return 1;
+        presliced[arg->index] = true;
+        continue;
+      }
       auto tensor = entry->dtype == arg->dtype
                         ? found->file->get(*arg->param)
                         : found->file->get(*arg->param, arg->dtype);
+      paramBytesRead += entry->dataEnd - entry->dataBegin;
       if (!tensor)
         return fail(tensor.error());
       if (!bind(*arg, *tensor))
@@ -1197,6 +1272,17 @@ int runMain(int argc, char **argv) {
                     " is not bound: pass --input/--params or --fill-random");
   }
 
+  if (!localShapes.empty()) {
+    for (ValueInfo &arg : sig.arguments) {
+      arg.shape = localShapes[arg.index];
+      if (splitArgs[arg.index] && !presliced[arg.index])
+        arguments[arg.index] = spmd::slice(arguments[arg.index]);
+    }
+    if (spmdVerbose)
+      llvm::errs() << ("moe-run: " + spmd::messagePrefix() + "read " +
+                       std::to_string(paramBytesRead) + " parameter bytes\n");
+  }
+
   if (!saveArgs.empty()) {
     for (auto [i, argument] : llvm::enumerate(arguments)) {
       auto path = saveArgPath(i);
@@ -1254,6 +1340,19 @@ int runMain(int argc, char **argv) {
                 llvm::Twine(sig.results.size()));
 
   runStep.reset();
+  if (spmd::active()) {
+    for (auto [i, result] : llvm::enumerate(results)) {
+      if (!splitResults[i])
+        continue;
+      auto full = spmd::gatherRows(result);
+      if (!full)
+        return fail(llvm::toString(full.takeError()));
+      result = std::move(*full);
+    }
+    if (spmd::rank() != 0)
+      return 0; // Rank 0 writes and prints.
+  }
+
   // Outputs first: a failure to write leaves stdout empty.
   std::optional<ProgressStep> writeStep;
   if (!outputPaths.empty())
@@ -1304,4 +1403,8 @@ int runMain(int argc, char **argv) {
 
 } // namespace
 
-int main(int argc, char **argv) { return runMain(argc, argv); }
+int main(int argc, char **argv) {
+  // Under mpirun, a failing rank ends the whole job (MPI_Abort): no rank
+  // waits forever for it.
+  return ::moe::run::spmd::finish(runMain(argc, argv));
+}
