@@ -1,6 +1,6 @@
 //===- MoESpmdOps.td - moe expert-parallel exchange ops ----*- tablegen -*-===//
 //
-// The ragged all-to-all exchanges of expert parallelism (DESIGN.md section
+// The ragged all-to-all exchanges of expert parallelism (docs/spec.md section
 // 8), produced by --moe-shard-experts next to the shard dialect's ops. They
 // live in their own file so that the SPMD part of the dialect builds apart.
 //

@@ -123,7 +123,7 @@ def MoEPrintCost : Pass<"moe-print-cost"> {
 def MoEShardExperts : Pass<"moe-shard-experts", "::mlir::ModuleOp"> {
   let summary = "Make every moe.layer SPMD over a 1-D grid of ranks (expert parallelism)";
   let description = [{
-    DESIGN.md section 8. Adds `shard.grid @moe_ranks(shape = N)` to the
+    docs/spec.md §8. Adds `shard.grid @moe_ranks(shape = N)` to the
     module and rewrites every function that holds `moe.layer` ops into the
     program each of the N ranks runs:
 

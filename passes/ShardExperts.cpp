@@ -1,6 +1,6 @@
 //===- ShardExperts.cpp - expert parallelism with the shard dialect -------===//
 //
-// --moe-shard-experts="ranks=N" (DESIGN.md section 8): every moe.layer of a
+// --moe-shard-experts="ranks=N" (docs/spec.md §8): every moe.layer of a
 // function becomes the SPMD program of one rank of a 1-D shard.grid. Expert
 // weights are split on the expert dimension, token rows on dimension 0; the
 // dispatch and the combine become ragged all-to-all exchanges of token rows

@@ -8,7 +8,7 @@ include "mlir/Pass/PassBase.td"
 def ConvertMoESpmdToMPI : Pass<"convert-moe-spmd-to-mpi", "::mlir::ModuleOp"> {
   let summary = "Lower the SPMD IR of --moe-shard-experts to the mpi dialect";
   let description = [{
-    The communication of expert parallelism (DESIGN.md section 8), at tensor
+    The communication of expert parallelism (docs/spec.md §8), at tensor
     level, before bufferization:
 
     * `moe.exchange_dispatch` / `moe.exchange_combine` (ragged all-to-all,

@@ -15,7 +15,7 @@
 // deepseek_style: k = 4, D = 256, bf16: 4 * 3/4 * 256 * 2 = 1536, f32 back: 3072.
 // COST-BF16: deepseek_style.mlir:{{[0-9]+}}: ranks 4, experts/rank 8, k 4, D 256: dispatch sends 1536.0 B, combine receives 3072.0 B
 //
-// --moe-shard-experts (DESIGN.md section 8): every moe.layer becomes the
+// --moe-shard-experts (docs/spec.md §8): every moe.layer becomes the
 // SPMD program of one rank of a 1-D shard.grid. Expert weights are split on
 // the expert dimension (E/N per rank), token rows on dimension 0 (dynamic);
 // the counts of all ranks are summed with shard.all_reduce; dispatch and
