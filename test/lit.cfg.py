@@ -163,3 +163,13 @@ if _mpirun and getattr(config, "moe_have_mpi", "") in ("TRUE", "ON", "1", "YES")
         "timeout 300", _mpirun, "--allow-run-as-root", "--oversubscribe",
         "--bind-to none", "--mca btl self,vader",
         "--mca btl_vader_single_copy_mechanism none"])))
+
+# The GPU check kit's run step (tools/gpu-kit/kit.py) needs torch; where the
+# lit Python has it, the kit is dry-run on the cpu target.
+import subprocess as _subprocess
+try:
+    _subprocess.run([_sys.executable, "-c", "import torch"], check=True,
+                    capture_output=True, timeout=120)
+    config.available_features.add("python-torch")
+except Exception:
+    pass
