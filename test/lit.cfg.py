@@ -26,7 +26,7 @@ for var in ["ASAN_OPTIONS", "UBSAN_OPTIONS"]:
         config.environment[var] = os.environ[var]
 
 # Where the integration tests run moe-run: `lit -Dmoe_device=cuda` reruns
-# them on a GPU (tools/gpu-check.sh and test/gpu/exec-integration.test do).
+# them on a GPU (test/gpu/exec-integration.test does; the GPU check kit, tools/gpu-kit, runs the AOT libraries where lit cannot run).
 config.substitutions.append(("%lit", os.path.join(config.llvm_tools_dir, "lit")))
 config.substitutions.append(("%moe_device", lit_config.params.get("moe_device", "cpu")))
 config.substitutions.append(("%examples", os.path.join(config.moe_src_root, "test", "examples")))

@@ -82,7 +82,7 @@ MLIR
 }
 
 if [ "$LAYERS" = 1 ]; then
-  # The names of the single-layer form are those of tools/gpu-check.sh.
+  # The names of the single-layer form (gate.weight, experts.gate_up, experts.down).
   cat <<MLIR
 func.func @forward(%x: ${XT},
                    %wr0: ${WRT} {moe.param = "gate.weight"},
