@@ -143,7 +143,10 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
 
     Launches are emitted as calls to `@__moe_launch_<kernel>` declarations
     (see `--moe-gpu-materialize-launches`), so that the upstream buffer
-    deallocation can run on the host code. f32 only for now.
+    deallocation can run on the host code. Element types f32, bf16 and f16
+    (DESIGN.md 3): kernels read and write the data's type and compute in f32;
+    routing values are f32; h, slot inputs and y are rounded to T where the
+    CPU path rounds them.
 
     With `device-abi=true` (the ABI of `moe-compile --target=cuda`, see
     docs/aot.md) the tensor arguments and results of every public function
@@ -179,6 +182,7 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect",
     "::mlir::memref::MemRefDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::vector::VectorDialect",
     "::mlir::bufferization::BufferizationDialect", "::mlir::func::FuncDialect",
     "::mlir::LLVM::LLVMDialect",
     "::mlir::moe::MoEDialect"
