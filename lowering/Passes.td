@@ -143,7 +143,9 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect",
     "::mlir::memref::MemRefDialect", "::mlir::gpu::GPUDialect",
     "::mlir::bufferization::BufferizationDialect", "::mlir::func::FuncDialect",
-    "::mlir::moe::MoEDialect"
+    "::mlir::moe::MoEDialect", "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::vector::VectorDialect"
   ];
 }
 
@@ -174,7 +176,29 @@ def MoETestEmulateGPU : Pass<"moe-test-emulate-gpu", "::mlir::ModuleOp"> {
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect", "::mlir::omp::OpenMPDialect",
-    "::mlir::func::FuncDialect"
+    "::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::vector::VectorDialect", "::mlir::cf::ControlFlowDialect"
+  ];
+}
+
+def MoETestBuildMmaKernels
+    : Pass<"moe-test-build-mma-kernels", "::mlir::ModuleOp"> {
+  let summary = "Testing: build the tensor-core GEMM kernels that launch placeholders name";
+  let description = [{
+    For kernel-level tests of the tensor-core expert GEMMs
+    (lowering/gpu/MmaGemm.h): every private declaration
+    `@__moe_launch_<kernel>` carrying `moe_gpu.kernel = @moe_kernels::@<kernel>`
+    whose kernel does not exist yet gets it built into `gpu.module
+    @moe_kernels`, when `<kernel>` is the name of a tensor-core GEMM variant
+    (for example `moe_mma_gemm1_gather_swiglu_bias_bf16_m64`); any other
+    missing kernel is an error. Run before `--moe-gpu-materialize-launches`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::vector::VectorDialect"
   ];
 }
 

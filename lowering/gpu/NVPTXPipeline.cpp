@@ -194,7 +194,10 @@ LogicalResult moe::buildNVPTXPipeline(
   target.features = options.features;
   target.optLevel = static_cast<unsigned>(options.optLevel);
   pm.addPass(createGpuNVVMAttachTarget(target));
-  addFixed("gpu.module(strip-debuginfo,convert-gpu-to-nvvm,canonicalize,cse,"
+  // The tensor-core GEMMs (MmaGemm.cpp) use nvgpu ops (cp.async, ldmatrix):
+  // convert-nvgpu-to-nvvm lowers them before the gpu ops.
+  addFixed("gpu.module(strip-debuginfo,convert-nvgpu-to-nvvm,convert-gpu-to-nvvm,"
+           "canonicalize,cse,"
            "reconcile-unrealized-casts),"
            // 5. Host: mgpu* runtime calls (as upstream's
            // buildHostPostPipeline), then the serialization of the kernels.
