@@ -126,7 +126,10 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
 
     Launches are emitted as calls to `@__moe_launch_<kernel>` declarations
     (see `--moe-gpu-materialize-launches`), so that the upstream buffer
-    deallocation can run on the host code. f32 only for now.
+    deallocation can run on the host code. Element types f32, bf16 and f16
+    (DESIGN.md 3): kernels read and write the data's type and compute in f32;
+    routing values are f32; h, slot inputs and y are rounded to T where the
+    CPU path rounds them.
 
     With `toolkit=PATH` (what `--moe-nvptx-pipeline` passes) the pass first
     checks that the CUDA toolkit's libdevice, which the kernels' exp, log,
@@ -142,6 +145,7 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect",
     "::mlir::memref::MemRefDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::vector::VectorDialect",
     "::mlir::bufferization::BufferizationDialect", "::mlir::func::FuncDialect",
     "::mlir::moe::MoEDialect", "::mlir::nvgpu::NVGPUDialect",
     "::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect",

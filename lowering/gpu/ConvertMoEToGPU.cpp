@@ -65,6 +65,9 @@ constexpr llvm::StringLiteral kLaunchPrefix = "__moe_launch_";
 
 MemRefType flatType(Type elt) { return MemRefType::get({ShapedType::kDynamic}, elt); }
 
+/// The element type of a tensor or a (device) memref.
+Type eltOf(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
+
 /// Host-side emission for one moe op.
 class Host {
 public:
@@ -150,6 +153,25 @@ public:
                                              /*writable=*/true);
   }
 
+  /// `download` into a tensor of `resultType`, converting on the host when
+  /// the device buffer holds f32 and the result is bf16/f16 (the routing
+  /// weights of a hand-written moe.gate with T results).
+  Value downloadAs(Value dev, Type resultType, ArrayRef<Value> dims = {}) {
+    auto type = cast<RankedTensorType>(resultType);
+    if (eltOf(dev) == type.getElementType())
+      return download(dev, type, dims);
+    Value f32 = download(dev, type.clone(e.f32()), dims);
+    return arith::TruncFOp::create(b, type, f32);
+  }
+
+  /// `tensor` as f32 (extended on the host when it is bf16/f16).
+  Value toF32(Value tensor) {
+    auto type = cast<RankedTensorType>(tensor.getType());
+    if (type.getElementType().isF32())
+      return tensor;
+    return arith::ExtFOp::create(b, type.clone(e.f32()), tensor);
+  }
+
   void releaseAll() {
     for (Value buf : deviceBuffers) {
       auto op = gpu::DeallocOp::create(b, Type(), ValueRange{}, buf);
@@ -185,13 +207,24 @@ public:
   }
   Value blocks(Value n, int64_t per) { return e.ceildiv(n, e.idx(per)); }
 
+  /// A one-element f32 device buffer for the unused f32 arguments of a
+  /// kernel variant (one per moe op).
+  Value dummyF32() {
+    if (!dummy)
+      dummy = alloc(e.f32(), e.idx(1));
+    return dummy;
+  }
+  Value dummy;
+
   //===--------------------------------------------------------------------===//
   // Device-level building blocks (operands and results are device buffers)
   //===--------------------------------------------------------------------===//
 
-  Value route(Value x, Value wr, Value br, Value T, Value D, Value E) {
-    Value logits = alloc(e.f32(), e.muli(T, E));
-    launch(lib.route(br != nullptr), {blocks(E, kTileN), blocks(T, kTileM)}, kGemmThreads,
+  /// The router logits [T, E] of type `out` (null: f32, the routing type).
+  Value route(Value x, Value wr, Value br, Value T, Value D, Value E, Type out = {}) {
+    Value logits = alloc(out ? out : e.f32(), e.muli(T, E));
+    launch(lib.route(br != nullptr, eltOf(x), eltOf(logits)),
+           {blocks(E, kTileN), blocks(T, kTileM)}, kGemmThreads,
            {x, wr, br ? br : wr, logits, T, D, E});
     return logits;
   }
@@ -241,7 +274,9 @@ public:
     if (production)
       args.append({selectionBias ? selectionBias : g.weights, e.idx(topk.getGroups()),
                    e.idx(topk.getKeptGroups()), e.cf32(topk.getScale().convertToDouble())});
-    launch(lib.gate(kind, adjust, loss, production), {nb}, kGateThreads, args);
+    launch(lib.gate(kind, adjust, loss, production,
+                    selectionBias ? eltOf(selectionBias) : Type()),
+           {nb}, kGateThreads, args);
     if (loss) {
       g.loss = alloc(e.f32(), e.idx(1));
       launch(lib.lossReduce(), {e.idx(1)}, 1,
@@ -286,8 +321,9 @@ public:
     plan.sourceRows = alloc(e.i32(), TK);
     plan.rowWeights = weights ? alloc(e.f32(), TK) : Value();
     sizePlan(plan, TK, numExperts);
-    Value dummyF = weights ? weights : alloc(e.f32(), e.idx(1));
-    launch(lib.align(weights != nullptr), {e.idx(1)}, kAlignThreads,
+    Value dummyF = weights ? weights : dummyF32();
+    launch(lib.align(weights != nullptr, weights ? eltOf(weights) : Type()), {e.idx(1)},
+           kAlignThreads,
            {indices, dummyF, T, K, E, cap, plan.offsets, poff, plan.positions, plan.sourceRows,
             weights ? plan.rowWeights : dummyF, plan.sorted, plan.tileExpert, plan.numTiles,
             plan.pMax, plan.maxTiles});
@@ -325,33 +361,39 @@ public:
 
   /// GEMM1 (+ gather, bias, activation) and GEMM2 (+ bias, routed weight)
   /// over the padded tiles of `plan`, writing one row of `out` per kept row.
+  /// h has A's element type (the CPU path's rounding point); `out` receives
+  /// GEMM2's f32 result in its own element type.
   void ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value out) {
-    Value h = alloc(e.f32(), e.muli(plan.pMax, x.H));
-    launch(lib.gemm1(gather, x.act, x.b1 != nullptr), {blocks(x.H, kTileN), plan.maxTiles},
-           kGemmThreads,
+    Value h = alloc(eltOf(A), e.muli(plan.pMax, x.H));
+    launch(lib.gemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1), eltOf(h)),
+           {blocks(x.H, kTileN), plan.maxTiles}, kGemmThreads,
            {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
             plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H});
     bool weighted = plan.rowWeights != nullptr;
-    launch(lib.gemm2(weighted, x.b2 != nullptr), {blocks(x.D, kTileN), plan.maxTiles},
-           kGemmThreads,
-           {h, plan.sorted, weighted ? plan.rowWeights : x.w2, plan.tileExpert, plan.numTiles,
+    launch(lib.gemm2(weighted, x.b2 != nullptr, eltOf(h), eltOf(x.w2), eltOf(out)),
+           {blocks(x.D, kTileN), plan.maxTiles}, kGemmThreads,
+           {h, plan.sorted, weighted ? plan.rowWeights : dummyF32(), plan.tileExpert,
+            plan.numTiles,
             x.w2, x.b2 ? x.b2 : x.w2, out, x.H, x.D});
   }
 
   /// The fused token-choice expert family: align, GEMM1 with the gather,
   /// GEMM2 with the routed weight, and the fixed-order per-token reduction
   /// (starting from `shared`, the shared expert's f32 output, when given).
+  /// GEMM2's rows stay f32 (the CPU path's fused_experts); y, of type `yType`,
+  /// is rounded once.
   Value fusedExperts(Value x, Value indices, Value weights, Value T, Value K, int64_t numExperts,
-                     std::optional<llvm::APFloat> cf, const Experts &ex, Value shared = {}) {
+                     std::optional<llvm::APFloat> cf, const Experts &ex, Type yType,
+                     Value shared = {}) {
     Plan plan = align(indices, weights, T, K, numExperts, capacity(T, K, numExperts, cf));
     Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
     ffn(x, /*gather=*/true, plan, ex, rows);
-    Value y = alloc(e.f32(), e.muli(T, ex.D));
+    Value y = alloc(yType, e.muli(T, ex.D));
     SmallVector<Value> args{rows, plan.positions, y, T, K, ex.D};
     if (shared)
       args.push_back(shared);
-    launch(lib.reduce(shared != nullptr), {blocks(e.muli(T, ex.D), kEltThreads)}, kEltThreads,
-           args);
+    launch(lib.reduce(shared != nullptr, eltOf(rows), yType),
+           {blocks(e.muli(T, ex.D), kEltThreads)}, kEltThreads, args);
     return y;
   }
 
@@ -385,7 +427,10 @@ public:
   struct SoftFront {
     Value rows, combineWeights, G, M, D, ES, S;
   };
-  SoftFront softFront(Value xT, Value phiT, Value scaleT, bool normalize, Value xDev = {}) {
+  /// The slot inputs are rounded to `rowsType` (DESIGN 3: to T before the
+  /// experts), the combine weights stored as `cwType`.
+  SoftFront softFront(Value xT, Value phiT, Value scaleT, bool normalize, Type rowsType,
+                      Type cwType) {
     SoftFront f;
     f.G = dim(xT, 0);
     f.M = dim(xT, 1);
@@ -393,27 +438,31 @@ public:
     f.S = dim(phiT, 2);
     f.ES = e.muli(dim(phiT, 1), f.S);
     Value GM = e.muli(f.G, f.M);
-    Value x = xDev ? xDev : upload(xT), phi = upload(phiT);
+    Value x = upload(xT), phi = upload(phiT);
     Value rx = x, rphi = phi;
     if (normalize) {
       rx = alloc(e.f32(), GM);
       rphi = alloc(e.f32(), f.ES);
-      launch(lib.softNorms(), {blocks(e.addi(GM, f.ES), kEltThreads)}, kEltThreads,
+      launch(lib.softNorms(eltOf(x)), {blocks(e.addi(GM, f.ES), kEltThreads)}, kEltThreads,
              {x, phi, rx, rphi, GM, f.ES, f.D});
     }
     Value scale = scaleT ? tensor::ExtractOp::create(b, scaleT, ValueRange{}).getResult()
                          : e.cf32(1.0);
+    if (!scale.getType().isF32())
+      scale = arith::ExtFOp::create(b, e.f32(), scale);
     Value L = alloc(e.f32(), e.muli(GM, f.ES));
-    launch(lib.softLogits(normalize), {blocks(f.ES, kTileN), blocks(GM, kTileM)}, kGemmThreads,
+    launch(lib.softLogits(normalize, eltOf(x)), {blocks(f.ES, kTileN), blocks(GM, kTileM)},
+           kGemmThreads,
            {x, phi, rx, rphi, L, GM, f.ES, f.D, scale});
     Value dw = alloc(e.f32(), e.muli(GM, f.ES));
     launch(lib.softDispatchWeights(), {blocks(e.muli(f.G, f.ES), kEltThreads)}, kEltThreads,
            {L, dw, f.G, f.M, f.ES});
-    f.combineWeights = alloc(e.f32(), e.muli(GM, f.ES));
-    launch(lib.softCombineWeights(), {blocks(GM, kEltThreads)}, kEltThreads,
+    f.combineWeights = alloc(cwType, e.muli(GM, f.ES));
+    launch(lib.softCombineWeights(cwType), {blocks(GM, kEltThreads)}, kEltThreads,
            {L, f.combineWeights, f.G, f.M, f.ES});
-    f.rows = alloc(e.f32(), e.muli(e.muli(f.ES, f.G), f.D));
-    launch(lib.softSlots(), {blocks(f.D, kTileN), blocks(f.ES, kTileM), f.G}, kGemmThreads,
+    f.rows = alloc(rowsType, e.muli(e.muli(f.ES, f.G), f.D));
+    launch(lib.softSlots(eltOf(x), rowsType), {blocks(f.D, kTileN), blocks(f.ES, kTileM), f.G},
+           kGemmThreads,
            {dw, x, f.rows, f.G, f.M, f.ES, f.S, f.D});
     return f;
   }
@@ -428,9 +477,11 @@ public:
         b, RankedTensorType::get({numExperts + 1}, e.i32()), elems);
   }
 
-  Value softCombine(Value expertOut, Value cw, Value G, Value M, Value ES, Value S, Value D) {
-    Value y = alloc(e.f32(), e.muli(e.muli(G, M), D));
-    launch(lib.softCombine(), {blocks(D, kTileN), blocks(M, kTileM), G}, kGemmThreads,
+  Value softCombine(Value expertOut, Value cw, Value G, Value M, Value ES, Value S, Value D,
+                    Type yType) {
+    Value y = alloc(yType, e.muli(e.muli(G, M), D));
+    launch(lib.softCombine(eltOf(cw), eltOf(expertOut), yType),
+           {blocks(D, kTileN), blocks(M, kTileM), G}, kGemmThreads,
            {cw, expertOut, y, G, M, ES, S, D});
     return y;
   }
@@ -468,7 +519,7 @@ LogicalResult convert(LayerOp op, Host &h) {
                                       op.getSharedGate(), op.getActivationAttr())
                      : Value();
   Value y = h.fusedExperts(x, g.indices, g.weights, T, h.e.idx(k), numExperts,
-                           op.getCapacityFactor(), ex, shared);
+                           op.getCapacityFactor(), ex, eltOf(op.getOutput()), shared);
   SmallVector<Value> results{h.download(y, op.getOutput().getType(), {T, D})};
   if (op.getAuxLoss())
     results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())
@@ -483,7 +534,7 @@ LogicalResult convert(RouteOp op, Host &h) {
   Value E = h.dim(op.getRouterWeight(), 1);
   Value x = h.upload(op.getInput()), wr = h.upload(op.getRouterWeight());
   Value br = op.getRouterBias() ? h.upload(op.getRouterBias()) : Value();
-  Value logits = h.route(x, wr, br, T, D, E);
+  Value logits = h.route(x, wr, br, T, D, E, eltOf(op.getLogits()));
   Value r = h.download(logits, op.getLogits().getType(), {T, E});
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
@@ -496,11 +547,12 @@ LogicalResult convert(GateOp op, Host &h) {
     return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
   int64_t k = op.getRouting().getExpertsPerToken(numExperts);
   Value T = h.dim(op.getLogits(), 0), E = h.e.idx(numExperts);
-  Value logits = h.upload(op.getLogits());
+  // The gate kernels read f32 logits (routing in f32).
+  Value logits = h.upload(h.toF32(op.getLogits()));
   Value sb = op.getSelectionBias() ? h.upload(op.getSelectionBias()) : Value();
   Host::Gate g =
       h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed(), sb);
-  SmallVector<Value> results{h.download(g.weights, op.getWeights().getType(), {T, h.e.idx(k)}),
+  SmallVector<Value> results{h.downloadAs(g.weights, op.getWeights().getType(), {T, h.e.idx(k)}),
                              h.download(g.indices, op.getIndices().getType(), {T, h.e.idx(k)})};
   if (op.getAuxLoss())
     results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())
@@ -518,8 +570,8 @@ LogicalResult convert(DispatchOp op, Host &h) {
   Host::Plan plan = h.align(indices, Value(), T, K, numExperts,
                             h.capacity(T, K, numExperts, op.getCapacityFactor()));
   Value N = h.e.muli(T, K);
-  Value rows = h.alloc(h.e.f32(), h.e.muli(N, D));
-  h.launch(h.lib.dispatchRows(), {h.blocks(h.e.muli(N, D), kEltThreads)}, kEltThreads,
+  Value rows = h.alloc(eltOf(x), h.e.muli(N, D));
+  h.launch(h.lib.dispatchRows(eltOf(x)), {h.blocks(h.e.muli(N, D), kEltThreads)}, kEltThreads,
            {x, plan.sourceRows, rows, N, D});
   SmallVector<Value> results{
       h.download(rows, op.getRows().getType(), {N, D}),
@@ -540,9 +592,11 @@ LogicalResult convert(ExpertFFNOp op, Host &h) {
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
   Host::Plan plan = h.tileMap(offsets, N, numExperts);
-  Value out = h.alloc(h.e.f32(), h.e.muli(N, ex.D));
+  Type outElt = eltOf(op.getOutput());
+  Value out = h.alloc(outElt, h.e.muli(N, ex.D));
   // Rows from offsets[E] on are zero.
-  gpu::MemsetOp::create(h.b, Type(), ValueRange{}, out, h.e.cf32(0.0));
+  gpu::MemsetOp::create(h.b, Type(), ValueRange{}, out,
+                        arith::ConstantOp::create(h.b, h.b.getZeroAttr(outElt)));
   h.ffn(rows, /*gather=*/false, plan, ex, out);
   Value r = h.download(out, op.getOutput().getType(), {N, ex.D});
   h.releaseAll();
@@ -555,11 +609,11 @@ LogicalResult convert(CombineOp op, Host &h) {
   Value D = h.dim(op.getExpertOutput(), 1);
   Value out = h.upload(op.getExpertOutput()), w = h.upload(op.getWeights());
   Value pos = h.upload(op.getPositions());
-  Value y = h.alloc(h.e.f32(), h.e.muli(T, D));
+  Value y = h.alloc(eltOf(op.getOutput()), h.e.muli(T, D));
   SmallVector<Value> args{out, w, pos, y, T, K, D};
   if (op.getSharedOutput())
     args.push_back(h.upload(op.getSharedOutput()));
-  h.launch(h.lib.combine(op.getSharedOutput() != nullptr),
+  h.launch(h.lib.combine(op.getSharedOutput() != nullptr, eltOf(out), eltOf(w), eltOf(y)),
            {h.blocks(h.e.muli(T, D), kEltThreads)}, kEltThreads, args);
   Value r = h.download(y, op.getOutput().getType(), {T, D});
   h.releaseAll();
@@ -576,8 +630,8 @@ LogicalResult convert(FusedExpertsOp op, Host &h) {
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
   Value shared = op.getSharedOutput() ? h.upload(op.getSharedOutput()) : Value();
-  Value y =
-      h.fusedExperts(x, indices, w, T, K, numExperts, op.getCapacityFactor(), ex, shared);
+  Value y = h.fusedExperts(x, indices, w, T, K, numExperts, op.getCapacityFactor(), ex,
+                           eltOf(op.getOutput()), shared);
   Value r = h.download(y, op.getOutput().getType(), {T, ex.D});
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
@@ -599,7 +653,8 @@ LogicalResult convert(SoftDispatchOp op, Host &h) {
   int64_t numExperts = cast<RankedTensorType>(op.getSlots().getType()).getDimSize(1);
   if (ShapedType::isDynamic(numExperts))
     return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
-  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize());
+  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize(),
+                                  eltOf(op.getRows()), eltOf(op.getCombineWeights()));
   Value offsets = h.softOffsets(numExperts, f.G, f.S);
   SmallVector<Value> results{
       h.download(f.rows, op.getRows().getType(), {h.e.muli(f.ES, f.G), f.D}),
@@ -617,7 +672,7 @@ LogicalResult convert(SoftCombineOp op, Host &h) {
   Value ES = h.e.muli(h.dim(op.getCombineWeights(), 2), S);
   Value D = h.dim(op.getExpertOutput(), 1);
   Value out = h.upload(op.getExpertOutput()), cw = h.upload(op.getCombineWeights());
-  Value y = h.softCombine(out, cw, G, M, ES, S, D);
+  Value y = h.softCombine(out, cw, G, M, ES, S, D, eltOf(op.getOutput()));
   Value r = h.download(y, op.getOutput().getType(), {G, M, D});
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
@@ -629,7 +684,10 @@ LogicalResult convertSoftLayer(OpT op, Host &h) {
   int64_t numExperts = cast<RankedTensorType>(op.getSlots().getType()).getDimSize(1);
   if (ShapedType::isDynamic(numExperts))
     return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
-  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize());
+  // Slot inputs rounded to T, expert outputs and combine weights kept in
+  // f32, y rounded once (DESIGN.md 3).
+  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize(),
+                                  eltOf(op.getInput()), h.e.f32());
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
   Value N = h.e.muli(f.ES, f.G);
@@ -637,21 +695,12 @@ LogicalResult convertSoftLayer(OpT op, Host &h) {
   Host::Plan plan = h.tileMap(offsets, N, numExperts);
   Value out = h.alloc(h.e.f32(), h.e.muli(N, f.D)); // every row is a slot
   h.ffn(f.rows, /*gather=*/false, plan, ex, out);
-  Value y = h.softCombine(out, f.combineWeights, f.G, f.M, f.ES, f.S, f.D);
+  Value y = h.softCombine(out, f.combineWeights, f.G, f.M, f.ES, f.S, f.D,
+                          eltOf(op.getOutput()));
   Value r = h.download(y, op.getOutput().getType(), {f.G, f.M, f.D});
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
   return success();
-}
-
-/// The first non-f32 floating-point type of a moe op, if any.
-std::optional<Type> unsupportedElementType(Operation *op) {
-  for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes())) {
-    auto tt = dyn_cast<RankedTensorType>(t);
-    if (tt && isa<FloatType>(tt.getElementType()) && !tt.getElementType().isF32())
-      return tt.getElementType();
-  }
-  return std::nullopt;
 }
 
 struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass> {
@@ -697,17 +746,6 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     if (failed(checkToolkit(ops.front())))
       return signalPassFailure();
     bool failedAny = false;
-    for (Operation *op : ops) {
-      if (std::optional<Type> t = unsupportedElementType(op)) {
-        op->emitError() << "cannot lower '" << op->getName() << "' with element type " << *t
-                        << " to the GPU: the NVPTX kernels support f32 only for now "
-                           "(f16/bf16 with tensor cores are planned)";
-        failedAny = true;
-      }
-    }
-    if (failedAny)
-      return signalPassFailure();
-
     KernelLibrary lib(module);
     for (Operation *op : ops) {
       OpBuilder ob(op);
