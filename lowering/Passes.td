@@ -135,11 +135,21 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     checks that the CUDA toolkit's libdevice, which the kernels' exp, log,
     erf, tanh and rsqrt link against, exists, and fails with one error
     otherwise (`toolkit=none`: no toolkit was found).
+
+    Expert GEMMs whose tokens, weights and biases are all bf16 (or all f16)
+    use the tensor-core kernels of lowering/gpu/MmaGemm.h (warp-level
+    `mma.sync` m16n8k16 with f32 accumulation, `ldmatrix`, a 3-stage
+    `cp.async` pipeline; sm_80 or newer) unless `tensor-cores=false`;
+    `--moe-nvptx-pipeline` sets it from the chip. f32 data keeps the
+    CUDA-core kernels.
   }];
   let options = [
     Option<"toolkit", "toolkit", "std::string", "\"\"",
            "CUDA toolkit whose nvvm/libdevice/libdevice.10.bc the kernels "
-           "link ('' = do not check, 'none' = none was found)">
+           "link ('' = do not check, 'none' = none was found)">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Expert GEMMs on bf16/f16 data use the tensor-core kernels "
+           "(mma.sync, needs sm_80 or newer); false: the CUDA-core kernels">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

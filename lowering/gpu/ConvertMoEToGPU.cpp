@@ -34,6 +34,7 @@
 #include "dialect/MoEOps.h"
 #include "lowering/gpu/IRBuilder.h"
 #include "lowering/gpu/Kernels.h"
+#include "lowering/gpu/MmaGemm.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -80,6 +81,8 @@ public:
   IRB e;
   KernelLibrary &lib;
   ModuleOp module;
+  /// Expert GEMMs on bf16/f16 data use the tensor-core kernels.
+  bool tensorCores = true;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -365,6 +368,8 @@ public:
   /// GEMM2's f32 result in its own element type.
   void ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value out) {
     Value h = alloc(eltOf(A), e.muli(plan.pMax, x.H));
+    if (tensorCores && mmaFFN(A, gather, plan, x, h, out))
+      return;
     launch(lib.gemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1), eltOf(h)),
            {blocks(x.H, kTileN), plan.maxTiles}, kGemmThreads,
            {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
@@ -375,6 +380,40 @@ public:
            {h, plan.sorted, weighted ? plan.rowWeights : dummyF32(), plan.tileExpert,
             plan.numTiles,
             x.w2, x.b2 ? x.b2 : x.w2, out, x.H, x.D});
+  }
+
+  /// ffn() on tensor cores (MmaGemm.h) when A, the weights and the biases
+  /// share one bf16/f16 type and GEMM2's rows are f32 or that type; false
+  /// (nothing emitted) otherwise. The kernels' M tile is the plan's kTileM.
+  bool mmaFFN(Value A, bool gather, const Plan &plan, const Experts &x, Value h, Value out) {
+    Type t = eltOf(A);
+    std::optional<MmaElt> elt = mmaEltOf(t);
+    if (!elt || eltOf(x.w1) != t || eltOf(x.w2) != t || (x.b1 && eltOf(x.b1) != t) ||
+        (x.b2 && eltOf(x.b2) != t) || (eltOf(out) != t && !eltOf(out).isF32()))
+      return false;
+    MmaGemmConfig g1;
+    g1.kind = MmaGemmConfig::Kind::gemm1;
+    g1.elt = *elt;
+    g1.tileM = kTileM;
+    g1.gather = gather;
+    g1.act = x.act;
+    g1.bias = x.b1 != nullptr;
+    launch(buildMmaGemm(lib.getModule(), g1), {blocks(x.H, g1.tileN()), plan.maxTiles},
+           kMmaThreads,
+           {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
+            plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H});
+    MmaGemmConfig g2;
+    g2.kind = MmaGemmConfig::Kind::gemm2;
+    g2.elt = *elt;
+    g2.tileM = kTileM;
+    g2.weighted = plan.rowWeights != nullptr;
+    g2.bias = x.b2 != nullptr;
+    g2.outF32 = eltOf(out).isF32();
+    launch(buildMmaGemm(lib.getModule(), g2), {blocks(x.D, g2.tileN()), plan.maxTiles},
+           kMmaThreads,
+           {h, plan.sorted, g2.weighted ? plan.rowWeights : dummyF32(), plan.tileExpert,
+            plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2, out, x.H, x.D});
+    return true;
   }
 
   /// The fused token-choice expert family: align, GEMM1 with the gather,
@@ -751,6 +790,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       OpBuilder ob(op);
       ImplicitLocOpBuilder b(op->getLoc(), ob);
       Host h(b, lib, module);
+      h.tensorCores = tensorCores;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

@@ -56,6 +56,15 @@ static bool isValidChip(StringRef chip) {
          llvm::all_of(chip, llvm::isDigit) && chip.front() != '0';
 }
 
+/// NN of a valid chip sm_NN[a|f].
+static int chipNumber(StringRef chip) {
+  chip.consume_front("sm_");
+  if (chip.ends_with("a") || chip.ends_with("f"))
+    chip = chip.drop_back();
+  int n = 0;
+  return chip.getAsInteger(10, n) ? 0 : n;
+}
+
 /// A comma-separated list of `+name` / `-name` (name: letters, digits, `.`,
 /// `_`, `-`), e.g. "+ptx80"; empty is allowed.
 static bool isValidFeatureList(StringRef features) {
@@ -173,6 +182,8 @@ LogicalResult moe::buildNVPTXPipeline(
   std::string toolkit = cudaToolkit(options);
   ConvertMoEToGPUOptions toGPU;
   toGPU.toolkit = toolkit.empty() ? "none" : toolkit;
+  // mma.sync (the bf16/f16 expert GEMMs) needs sm_80 or newer.
+  toGPU.tensorCores = chipNumber(options.chip) >= 80;
   pm.addPass(createConvertMoEToGPU(toGPU));
   addFixed("func.func(convert-elementwise-to-linalg),canonicalize,cse");
   // 2. Host bufferization and deallocation (device buffers are managed by
