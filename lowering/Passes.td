@@ -186,6 +186,13 @@ def MoETestEmulateGPU : Pass<"moe-test-emulate-gpu", "::mlir::ModuleOp"> {
     `gpu.module`. The result lowers with the CPU passes plus
     `convert-openmp-to-llvm` and runs with an OpenMP runtime. Used by the
     lit tests that compare the kernels' numerics with the CPU path.
+
+    Warp-level ops (the tensor-core GEMMs) run with their documented
+    semantics (lowering/gpu/WarpLayouts.h, PTX ISA): `nvgpu.ldmatrix` and
+    `nvvm.mma.sync` m16n8k16 exchange the lanes' fragments through per-block
+    scratch buffers between barriers, and `nvgpu.device_async_copy` is queued
+    per thread and performed when `nvvm.cp.async.wait.group` retires its
+    commit group (docs/gpu.md).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
