@@ -183,7 +183,7 @@ LogicalResult moe::buildNVPTXPipeline(
   ConvertMoEToGPUOptions toGPU;
   toGPU.toolkit = toolkit.empty() ? "none" : toolkit;
   // mma.sync (the bf16/f16 expert GEMMs) needs sm_80 or newer.
-  toGPU.tensorCores = chipNumber(options.chip) >= 80;
+  toGPU.tensorCores = options.tensorCores && chipNumber(options.chip) >= 80;
   pm.addPass(createConvertMoEToGPU(toGPU));
   addFixed("func.func(convert-elementwise-to-linalg),canonicalize,cse");
   // 2. Host bufferization and deallocation (device buffers are managed by
