@@ -109,6 +109,23 @@ def MoECpuVectorMath : Pass<"moe-cpu-vector-math"> {
   ];
 }
 
+def MoECpuDecomposeAggregates : Pass<"moe-cpu-decompose-aggregates"> {
+  let summary = "Decompose aggregated linalg ops (linalg.softmax) for the CPU";
+  let description = [{
+    Rewrites every op that implements `linalg::AggregatedOpInterface`
+    (`linalg.softmax`: max, sub, exp, sum, div as `linalg.generic`s) into
+    the structured ops it stands for, with the op's own `decomposeOperation`.
+    `--moe-cpu-pipeline` runs it first, so a model whose softmax was not
+    raised into a moe op (what frontends emit, what `--moe-raise-linalg`
+    leaves alone) lowers and runs on the host. An op whose decomposition
+    fails is an error naming it.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Lower every moe op to MoE GPU kernels and host launch code";
   let description = [{

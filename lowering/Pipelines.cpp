@@ -12,7 +12,12 @@
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Async/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Transforms/Passes.h"
 #include "mlir/Pass/Pass.h"
 
 #include <mutex>
@@ -106,43 +111,41 @@ void moe::addHostToLLVM(OpPassManager &pm) {
   pm.addPass(createConvertToLLVMPass());
 }
 
-/// Appends the textual pipeline `text` to `pm`; the built-in pipelines are
-/// fixed strings without user values, so a failure is a bug of moe-mlir.
-static void addFixedPipeline(OpPassManager &pm, StringRef text,
-                             StringRef pipelineName) {
-  if (failed(parsePassPipeline(text, pm, llvm::errs())))
-    llvm::report_fatal_error(llvm::Twine(pipelineName) +
-                             ": invalid built-in pipeline");
-}
-
 void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options) {
-  ensurePipelinePassesRegistered();
-  std::string pipeline;
-  llvm::raw_string_ostream os(pipeline);
-  os << "convert-moe-to-linalg{pack-weights=" << (options.packWeights ? "true" : "false")
-     << " bf16-dot=" << (options.bf16Dot ? "true" : "false")
-     << " check-indices=" << (options.checkIndices ? "true" : "false")
-     << "},func.func(moe-cpu-vector-math,convert-elementwise-to-linalg),"
-     << "canonicalize,cse";
-  addFixedPipeline(pm, pipeline, "moe-cpu-pipeline");
+  // Every pass from its typed constructor and option struct: nothing here
+  // is parsed, so nothing here can fail at run time.
+  pm.addNestedPass<func::FuncOp>(createMoECpuDecomposeAggregates());
+  ConvertMoEToLinalgOptions toLinalg;
+  toLinalg.packWeights = options.packWeights;
+  toLinalg.bf16Dot = options.bf16Dot;
+  toLinalg.checkIndices = options.checkIndices;
+  pm.addPass(createConvertMoEToLinalg(toLinalg));
+  pm.addNestedPass<func::FuncOp>(createMoECpuVectorMath());
+  pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
   addHostBufferization(pm, options.resultsToOutParams);
   pm.addPass(createMoECpuCheckAllocs());
-  pipeline.clear();
-  os << "func.func(convert-linalg-to-loops),"
-     << "canonicalize,";
-  if (options.parallel)
-    os << "func.func(scf-forall-to-parallel),"
-       << "async-parallel-for{async-dispatch=true min-task-size=1},"
-       << "async-to-async-runtime,"
-       << "async-runtime-ref-counting,"
-       << "async-runtime-ref-counting-opt,"
-       << "convert-async-to-llvm,";
-  os << "canonicalize,"
-     << "convert-scf-to-cf,"
-     << "expand-strided-metadata,"
-     << "lower-affine,"
-     << "convert-vector-to-llvm{enable-x86vector=true}";
-  addFixedPipeline(pm, pipeline, "moe-cpu-pipeline");
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createCanonicalizerPass());
+  if (options.parallel) {
+    pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+    AsyncParallelForPassOptions parallelFor;
+    parallelFor.asyncDispatch = true;
+    parallelFor.minTaskSize = 1;
+    pm.addPass(createAsyncParallelForPass(parallelFor));
+    pm.addPass(createAsyncToAsyncRuntimePass());
+    pm.addPass(createAsyncRuntimeRefCountingPass());
+    pm.addPass(createAsyncRuntimeRefCountingOptPass());
+    pm.addPass(createConvertAsyncToLLVMPass());
+  }
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  ConvertVectorToLLVMPassOptions toLLVM;
+  toLLVM.x86Vector = true;
+  pm.addPass(createConvertVectorToLLVMPass(toLLVM));
   addHostToLLVM(pm);
   pm.addPass(createReconcileUnrealizedCastsPass());
 }

@@ -16,6 +16,13 @@
 // group of all T rows, its f32 output starting the per-token sum of the
 // reduce/combine kernel.
 //
+// Element types (DESIGN.md 3, docs/gpu.md): device buffers keep the element
+// type of their tensor (f32, bf16, f16); the kernel variants are chosen by
+// the types of their buffers. Routing buffers (logits, weights, the plan's
+// row weights) are f32; h has the type of GEMM1's rows; a layer's and a fused
+// op's GEMM2 rows are f32 and y is rounded once. A dynamic T is read with
+// tensor.dim (memref.dim after bufferization) and sizes every allocation.
+//
 // Kernel launches are emitted as calls to private declarations
 // `@__moe_launch_<kernel>(gx, gy, gz, bx, by, bz, args...)` carrying
 // `moe_gpu.kernel = @moe_kernels::@<kernel>`: the upstream ownership-based

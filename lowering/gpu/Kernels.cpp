@@ -195,35 +195,28 @@ SmallVector<Type> gemmWorkgroup(MLIRContext *ctx, int parts) {
           workgroup(ctx, kTileM, IntegerType::get(ctx, 32))};
 }
 
-/// kVec consecutive operand values starting at `at` along the contiguous
-/// dimension: one vector load when `vecOk` and all are in range (`count`
-/// of them exist: at + kVec <= limit), else element by element with zeros
-/// past `limit` (and everywhere when !valid).
+/// The kVec operand values at positions at, at+1, ... along the contiguous
+/// dimension (zero past `limit`, and all zero when !valid): with a buffer,
+/// one vector load from `baseIndex` when `vecOk` holds and all kVec are in
+/// range (at + kVec <= limit); otherwise element by element through `scalar`.
 SmallVector<Value> stageVec(IRB &e, Value valid, Value at, Value limit, Value vecOk,
                             function_ref<Value(IRB &)> baseIndex, Value buf,
                             function_ref<Value(IRB &, Value)> scalar) {
-  SmallVector<Type> types(kVec, e.f32());
-  if (buf) {
-    Value full = e.andi(e.andi(valid, vecOk), e.ule(e.addi(at, e.idx(kVec)), limit));
-    return e.ifElse(
-        full, types, [&](IRB &e) { return loadVecF32(e, buf, baseIndex(e)); },
-        [&](IRB &e) {
-          SmallVector<Value> out;
-          for (int64_t j = 0; j < kVec; ++j) {
-            Value p = e.addi(at, e.idx(j));
-            out.push_back(e.guardedLoad(e.andi(valid, e.ult(p, limit)), e.f32(),
-                                        [&](IRB &e) { return scalar(e, p); }));
-          }
-          return out;
-        });
-  }
-  SmallVector<Value> out;
-  for (int64_t j = 0; j < kVec; ++j) {
-    Value p = e.addi(at, e.idx(j));
-    out.push_back(e.guardedLoad(e.andi(valid, e.ult(p, limit)), e.f32(),
-                                [&](IRB &e) { return scalar(e, p); }));
-  }
-  return out;
+  auto elementwise = [&](IRB &e) {
+    SmallVector<Value> out;
+    for (int64_t j = 0; j < kVec; ++j) {
+      Value p = e.addi(at, e.idx(j));
+      out.push_back(e.guardedLoad(e.andi(valid, e.ult(p, limit)), e.f32(),
+                                  [&](IRB &e) { return scalar(e, p); }));
+    }
+    return out;
+  };
+  if (!buf)
+    return elementwise(e);
+  Value full = e.andi(e.andi(valid, vecOk), e.ule(e.addi(at, e.idx(kVec)), limit));
+  return e.ifElse(
+      full, SmallVector<Type>(kVec, e.f32()),
+      [&](IRB &e) { return loadVecF32(e, buf, baseIndex(e)); }, elementwise);
 }
 
 void buildGemm(IRB &e, ArrayRef<BlockArgument> wg, const GemmHooks &h) {

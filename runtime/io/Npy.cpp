@@ -11,7 +11,10 @@
 #include "runtime/io/Internal.h"
 #include "runtime/io/TensorIO.h"
 
+#include <cmath>
 #include <cstddef>
+#include <cstring>
+#include <limits>
 #include <utility>
 
 namespace moe {
@@ -265,7 +268,7 @@ private:
 
 /// Maps a numpy descr string to a DType; fills `problem` otherwise.
 std::optional<DType> descrToDType(const std::string &descr,
-                                  std::string &problem) {
+                                  std::string &problem, bool *isF64) {
   std::string_view code = descr;
   char order = '=';
   if (!code.empty() &&
@@ -282,6 +285,11 @@ std::optional<DType> descrToDType(const std::string &descr,
     dtype = DType::I32;
   else if (code == "i8")
     dtype = DType::I64;
+  else if (code == "f8" && isF64) {
+    // Read as float64; the caller converts the data (readNpyConverting).
+    *isF64 = true;
+    dtype = DType::I64; // 8-byte elements, for the size checks below.
+  }
   if (!dtype) {
     problem = "unsupported dtype " + detail::quote(descr) +
               " (supported: '<f4', '<f2', '<i4', '<i8')";
@@ -307,7 +315,8 @@ namespace {
 /// shape set but no data, and the offset of the data in `dataOffset` (the
 /// data is exactly the rest of the image).
 Result<Tensor> parseNpyHeader(const uint8_t *bytes, size_t size,
-                              std::string_view name, size_t &dataOffset) {
+                              std::string_view name, size_t &dataOffset,
+                              bool *isF64 = nullptr) {
   auto err = [&](const std::string &what) {
     return detail::fileError(name, what);
   };
@@ -373,7 +382,7 @@ Result<Tensor> parseNpyHeader(const uint8_t *bytes, size_t size,
   if (descr->kind != PyValue::Str)
     return err("invalid header: 'descr' is not a string");
   std::string problem;
-  std::optional<DType> dtype = descrToDType(descr->str, problem);
+  std::optional<DType> dtype = descrToDType(descr->str, problem, isF64);
   if (!dtype)
     return err(problem);
 
@@ -445,6 +454,69 @@ Result<Tensor> readNpy(const std::string &path) {
              data.begin() + static_cast<std::ptrdiff_t>(dataOffset));
   tensor->data = std::move(data);
   return tensor;
+}
+
+namespace {
+/// `value` rounded to f32 with round-to-odd: the nearest f32 toward zero,
+/// with the last bit set when inexact. A second rounding of that f32 to a
+/// narrower type (bf16, f16: at least 2 bits fewer) is then exactly the
+/// correctly rounded (nearest even) result of `value`.
+float roundToOddF32(double value) {
+  float f = static_cast<float>(value);
+  if (std::isnan(value) || static_cast<double>(f) == value)
+    return f;
+  if (std::isinf(f)) // beyond the f32 range: the largest finite, odd
+    f = std::copysign(std::numeric_limits<float>::max(), f);
+  else if (std::fabs(static_cast<double>(f)) > std::fabs(value))
+    f = std::nextafter(f, 0.0f);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits |= 1;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+} // namespace
+
+Result<Tensor> readNpyConverting(const std::string &path, DType target,
+                                 bool &wasF64) {
+  wasF64 = false;
+  Result<std::vector<uint8_t>> bytes = readFileBytes(path);
+  if (!bytes)
+    return bytes.status();
+  size_t dataOffset = 0;
+  Result<Tensor> tensor = parseNpyHeader(bytes->data(), bytes->size(), path,
+                                         dataOffset, &wasF64);
+  if (!tensor)
+    return tensor;
+  if (!wasF64) {
+    std::vector<uint8_t> data = bytes.take();
+    data.erase(data.begin(),
+               data.begin() + static_cast<std::ptrdiff_t>(dataOffset));
+    tensor->data = std::move(data);
+    return tensor;
+  }
+  if (target != DType::F32 && target != DType::BF16 && target != DType::F16)
+    return detail::fileError(path, std::string("float64 data cannot bind to ") +
+                                       dtypeName(target) + " (only to f32, "
+                                       "bf16 or f16)");
+  const uint8_t *src = bytes->data() + dataOffset;
+  const size_t count = (bytes->size() - dataOffset) / 8;
+  Tensor out(target, tensor->shape, {});
+  out.data.resize(count * elementSize(target));
+  for (size_t i = 0; i < count; ++i) {
+    double v;
+    std::memcpy(&v, src + 8 * i, 8);
+    if (target == DType::F32) {
+      float f = static_cast<float>(v); // nearest even
+      std::memcpy(out.data.data() + 4 * i, &f, 4);
+      continue;
+    }
+    float odd = roundToOddF32(v);
+    uint16_t h = target == DType::BF16 ? floatToBFloat16Bits(odd)
+                                       : floatToHalfBits(odd);
+    std::memcpy(out.data.data() + 2 * i, &h, 2);
+  }
+  return out;
 }
 
 //===----------------------------------------------------------------------===//

@@ -223,6 +223,12 @@ Status writeFileBytes(const std::string &path, const uint8_t *bytes,
 /// little-endian); fortran_order must be False; the data size must match the
 /// shape exactly.
 Result<Tensor> readNpy(const std::string &path);
+/// Like readNpy, and also accepts float64 ('<f8') data, converted to
+/// `target` (f32, bf16 or f16; any other target is an error) with one
+/// rounding to nearest even; `wasF64` tells whether that happened. Data of
+/// the other dtypes is returned unchanged (the caller checks the dtype).
+Result<Tensor> readNpyConverting(const std::string &path, DType target,
+                                 bool &wasF64);
 /// Parses .npy bytes; `name` is used in error messages.
 Result<Tensor> parseNpy(const uint8_t *bytes, size_t size,
                         std::string_view name);

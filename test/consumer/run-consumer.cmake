@@ -96,7 +96,7 @@ expect("configure the consumer" "${out}" "MoEMLIR found in ${prefix}/lib/cmake/M
 run("build the consumer" ${CMAKE_COMMAND} --build "${build}")
 
 # 4. It links the shared libraries, not a static MLIR.
-foreach(exe moe-consumer moe-capi-consumer)
+foreach(exe my-compiler my-c-tool)
   run("readelf ${exe}" "${LLVM_TOOLS_DIR}/llvm-readelf" -d "${build}/${exe}")
   expect("${exe} NEEDED" "${out}" "libMLIR.so" "libMoEMLIR")
   run("nm ${exe}" "${LLVM_TOOLS_DIR}/llvm-nm" --defined-only -C "${build}/${exe}")
@@ -104,7 +104,7 @@ foreach(exe moe-consumer moe-capi-consumer)
 endforeach()
 
 # 5. Run them.
-run("moe-consumer" "${build}/moe-consumer" "${example}")
+run("my-compiler" "${build}/my-compiler" "${example}")
 expect("moe-consumer" "${out}"
   "parsed: 1 dense layer(s)"
   "routing: #moe.moesart<k = 2, adjust = zero, trimmed_lasso = 1.000000e-02> (k 2, adjust zero, lambda 1.000000e-02)"
@@ -114,7 +114,7 @@ expect("moe-consumer" "${out}"
 expect("moe-consumer" "${out}" "lowered: ")
 expect_not("moe-consumer" "${out}" "lowered: 0 llvm.func")
 message(STATUS "moe-consumer:\n${out}")
-run("moe-capi-consumer" "${build}/moe-capi-consumer" "${example}")
+run("my-c-tool" "${build}/my-c-tool" "${example}")
 expect("moe-capi-consumer" "${out}"
   "layer routing: #moe.moesart<k = 2, adjust = zero, trimmed_lasso = 1.000000e-02>"
   "moe-capi-test: OK")

@@ -14,6 +14,7 @@
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Json.h"
 #include "runtime/io/TensorIO.h"
+#include "tools/version/Version.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -651,6 +652,7 @@ int runMain() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  moe::installVersionPrinter("moe-import");
   llvm::cl::HideUnrelatedOptions(importCategory);
   llvm::cl::ParseCommandLineOptions(argc, argv, overview);
   return runMain();

@@ -15,8 +15,10 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "tools/version/Version.h"
 
 int main(int argc, char **argv) {
+  moe::installVersionPrinter("moe-opt");
   mlir::registerAllPasses();
   mlir::moe::registerMoEPasses();
   mlir::moe::registerMoELoweringPasses();

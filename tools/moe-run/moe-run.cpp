@@ -38,6 +38,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -47,17 +48,22 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifndef MOE_RUN_C_RUNNER_UTILS
 #define MOE_RUN_C_RUNNER_UTILS "/usr/lib/llvm-22/lib/libmlir_c_runner_utils.so"
 #endif
 #include "runtime/cuda/CudaRuntime.h"
+#include "tools/version/Version.h"
+#include "llvm/Support/Parallel.h"
 
 #ifndef MOE_RUN_ASYNC_RUNTIME
 #define MOE_RUN_ASYNC_RUNTIME "/usr/lib/llvm-22/lib/libmlir_async_runtime.so"
@@ -187,6 +193,32 @@ llvm::cl::opt<bool> cpuBf16Dot(
                    "extended to f32 and FMAs, the path of CPUs without it)"),
     llvm::cl::init(true), llvm::cl::cat(runCategory));
 
+llvm::cl::opt<std::string> saveArgs(
+    "save-args",
+    llvm::cl::desc("Write every argument, as bound (from files or "
+                   "--fill-random), to DIR/arg<I>.npy before running (bf16 as "
+                   "exact f32, as --output does); DIR must be an existing "
+                   "directory"),
+    llvm::cl::value_desc("DIR"), llvm::cl::cat(runCategory));
+
+enum class ProgressMode { Auto, Always, Never };
+llvm::cl::opt<ProgressMode> progress(
+    "progress",
+    llvm::cl::desc("Progress lines on stderr for steps (reading parameters, "
+                   "--fill-random, compiling, running, writing) that take "
+                   "longer than 2 s (default auto: when stderr is a "
+                   "terminal)"),
+    llvm::cl::values(clEnumValN(ProgressMode::Auto, "auto",
+                                "when stderr is a terminal"),
+                     clEnumValN(ProgressMode::Always, "always", "always"),
+                     clEnumValN(ProgressMode::Never, "never", "never")),
+    llvm::cl::init(ProgressMode::Auto), llvm::cl::cat(runCategory));
+llvm::cl::opt<unsigned> progressAfterMs(
+    "progress-after-ms",
+    llvm::cl::desc("With --progress, report a step once it has taken this "
+                   "many milliseconds (default 2000)"),
+    llvm::cl::init(2000), llvm::cl::Hidden, llvm::cl::cat(runCategory));
+
 llvm::cl::opt<bool> dumpLowered(
     "dump-lowered",
     llvm::cl::desc("Print the lowered (LLVM dialect) module to stdout "
@@ -239,6 +271,9 @@ follows (X: lowering plus JIT compilation in milliseconds, %.3f), and with
 (X: the median wall time of the N timed runs in milliseconds, %.3f).
 --output writes results as .npy: bf16 results as f32 (exact; numpy has no
 bfloat16), f16 results as f16, the others in their own dtype.
+--save-args=DIR writes the arguments as they were bound (DIR/arg<I>.npy, I
+the argument's position, same dtypes as --output), so a --fill-random run
+can be repeated elsewhere from files.
 
 The CPU path lowers with moe's cpu pipeline (results as out-parameters, or
 returned when a result is dynamically shaped) and JIT-compiles at -O3; the
@@ -539,21 +574,49 @@ std::optional<std::string> checkPaths() {
                std::to_string(j) + " (" + outputPaths[j] +
                "); give each result its own file";
   }
+  if (!saveArgs.empty() && !fs::is_directory(saveArgs))
+    return "--save-args " + saveArgs + " is not an existing directory";
   return std::nullopt;
+}
+
+/// The file --save-args writes for argument `index`, or an error when that
+/// file is an input or an --output.
+llvm::Expected<std::string> saveArgPath(size_t index) {
+  llvm::SmallString<256> path(saveArgs);
+  llvm::sys::path::append(path, "arg" + std::to_string(index) + ".npy");
+  std::string result(path);
+  auto clash = [&](const std::string &other, llvm::StringRef what) {
+    return llvm::createStringError("--save-args would overwrite " + what.str() +
+                                   " " + other + " (argument #" +
+                                   std::to_string(index) + ")");
+  };
+  if (inputFile != "-" && sameFile(result, inputFile))
+    return clash(inputFile, "the input");
+  for (const std::string &other : inputPaths)
+    if (sameFile(result, other))
+      return clash(other, "the --input");
+  for (const std::string &other : paramsPaths)
+    if (sameFile(result, other))
+      return clash(other, "the --params");
+  for (const std::string &other : outputPaths)
+    if (sameFile(result, other))
+      return clash(other, "the --output");
+  return result;
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder,
 /// renamed over `path` once complete: a failed write leaves an existing
 /// `path` untouched.
 std::optional<std::string> writeFileAtomically(const std::string &path,
-                                               const std::vector<uint8_t> &bytes) {
+                                               const std::vector<uint8_t> &bytes,
+                                               llvm::StringRef flag = "--output") {
   llvm::SmallString<256> model(llvm::sys::path::parent_path(path));
   llvm::sys::path::append(model, "." + llvm::sys::path::filename(path) +
                                      ".tmp-%%%%%%%%");
   int fd;
   llvm::SmallString<256> tempPath;
   if (std::error_code ec = fs::createUniqueFile(model, fd, tempPath))
-    return "--output " + path + ": cannot create a temporary file: " +
+    return flag.str() + " " + path + ": cannot create a temporary file: " +
            ec.message();
   std::error_code writeError;
   {
@@ -567,20 +630,79 @@ std::optional<std::string> writeFileAtomically(const std::string &path,
     writeError = fs::rename(tempPath, path);
   if (writeError) {
     fs::remove(tempPath);
-    return "--output " + path + ": cannot write: " + writeError.message();
+    return flag.str() + " " + path + ": cannot write: " + writeError.message();
   }
   return std::nullopt;
 }
+
+//===----------------------------------------------------------------------===//
+// Progress
+//===----------------------------------------------------------------------===//
+
+/// Reports a step that runs longer than --progress-after-ms on stderr:
+/// "moe-run: <step>..." once the time has passed, then "moe-run: <step>:
+/// done in X s" when it ends. Quick steps print nothing.
+class ProgressStep {
+public:
+  explicit ProgressStep(std::string step) : step(std::move(step)) {
+    bool enabled = progress == ProgressMode::Always ||
+                   (progress == ProgressMode::Auto &&
+                    llvm::sys::Process::StandardErrIsDisplayed());
+    if (!enabled)
+      return;
+    start = std::chrono::steady_clock::now();
+    if (progressAfterMs == 0) { // report every step (tests)
+      llvm::errs() << "moe-run: " << this->step << "...\n";
+      reported = true;
+      return;
+    }
+    watcher = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (!done.wait_for(lock, std::chrono::milliseconds(progressAfterMs),
+                         [this] { return finished; })) {
+        llvm::errs() << "moe-run: " << this->step << "...\n";
+        reported = true;
+      }
+    });
+  }
+  ~ProgressStep() {
+    if (watcher.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        finished = true;
+      }
+      done.notify_one();
+      watcher.join();
+    }
+    if (reported)
+      llvm::errs() << "moe-run: " << step << ": done in "
+                   << llvm::format("%.1f", std::chrono::duration<double>(
+                                               std::chrono::steady_clock::now() -
+                                               start)
+                                               .count())
+                   << " s\n";
+  }
+
+private:
+  std::string step;
+  std::chrono::steady_clock::time_point start;
+  std::thread watcher;
+  std::mutex mutex;
+  std::condition_variable done;
+  bool finished = false;
+  bool reported = false;
+};
 
 //===----------------------------------------------------------------------===//
 // Random values
 //===----------------------------------------------------------------------===//
 
 struct SplitMix64 {
+  static constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;
   uint64_t state;
   explicit SplitMix64(uint64_t seed) : state(seed) {}
   uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    uint64_t z = (state += kGamma);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
@@ -595,6 +717,9 @@ struct SplitMix64 {
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
   }
 };
+
+void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
+                     int64_t end, SplitMix64 &rng, double scale);
 
 void fillRandomValues(HostTensor &tensor, const ValueInfo &info,
                       uint64_t streamSeed, uint64_t userSeed) {
@@ -627,10 +752,25 @@ void fillRandomValues(HostTensor &tensor, const ValueInfo &info,
       fanIn = shape[0];
     scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fanIn, 1)));
   }
-  SplitMix64 rng(streamSeed);
-  for (int64_t i = 0; i < n; ++i) {
+  // Element i takes outputs 2i+1 and 2i+2 of the argument's stream, and
+  // splitmix64's state after j outputs is seed + j * gamma: every chunk
+  // starts its own generator there, so the values do not depend on how the
+  // chunks are spread over the threads.
+  constexpr int64_t kChunk = 1 << 16;
+  llvm::parallelFor(0, (n + kChunk - 1) / kChunk, [&](size_t chunk) {
+    const int64_t begin = static_cast<int64_t>(chunk) * kChunk;
+    const int64_t end = std::min(n, begin + kChunk);
+    SplitMix64 rng(streamSeed +
+                   2 * static_cast<uint64_t>(begin) * SplitMix64::kGamma);
+    fillRandomRange(out, info.dtype, begin, end, rng, scale);
+  });
+}
+
+void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
+                     int64_t end, SplitMix64 &rng, double scale) {
+  for (int64_t i = begin; i < end; ++i) {
     float v = static_cast<float>(rng.normal() * scale);
-    switch (info.dtype) {
+    switch (dtype) {
     case io::DType::F32:
       std::memcpy(out + 4 * i, &v, 4);
       break;
@@ -818,8 +958,14 @@ int runMain(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
+  ::moe::installVersionPrinter("moe-run");
   llvm::cl::HideUnrelatedOptions(runCategory);
   llvm::cl::ParseCommandLineOptions(argc, argv, overview);
+  // IREE's convention: --input=@x.npy names the file x.npy (a file whose
+  // name really starts with '@' is taken as it is).
+  for (std::string &path : inputPaths)
+    if (path.size() > 1 && path[0] == '@' && !fs::exists(path))
+      path.erase(0, 1);
 
   // Cheap flag checks first.
   if (seed.getNumOccurrences() && !fillRandom)
@@ -919,9 +1065,16 @@ int runMain(int argc, char **argv) {
   };
 
   for (auto [path, arg] : llvm::zip(inputPaths, inputArgs)) {
-    auto tensor = io::readNpy(path);
+    bool wasF64 = false;
+    auto tensor = io::readNpyConverting(path, arg->dtype, wasF64);
     if (!tensor)
       return fail(tensor.error());
+    if (wasF64)
+      llvm::errs() << "moe-run: note: --input " << path
+                   << " holds float64 data, converted to "
+                   << io::dtypeName(arg->dtype)
+                   << " (rounded to nearest even) for "
+                   << describeArgument(*arg) << "\n";
     // An f32 .npy binds to a bf16/f16 argument by rounding to nearest even.
     bool convertible = tensor->dtype == io::DType::F32 &&
                        (arg->dtype == io::DType::BF16 ||
@@ -942,6 +1095,7 @@ int runMain(int argc, char **argv) {
   }
 
   if (!paramsPaths.empty()) {
+    ProgressStep step("reading --params");
     // Every file (and index) is opened and its header validated before any
     // tensor data is used.
     io::TensorStore params;
@@ -1029,6 +1183,7 @@ int runMain(int argc, char **argv) {
   }
 
   if (fillRandom) {
+    ProgressStep step("--fill-random");
     SplitMix64 master(seed);
     for (const ValueInfo &arg : sig.arguments) {
       uint64_t streamSeed = master.next();
@@ -1042,10 +1197,32 @@ int runMain(int argc, char **argv) {
                     " is not bound: pass --input/--params or --fill-random");
   }
 
+  if (!saveArgs.empty()) {
+    for (auto [i, argument] : llvm::enumerate(arguments)) {
+      auto path = saveArgPath(i);
+      if (!path)
+        return fail(llvm::toString(path.takeError()));
+      io::Tensor tensor = argument.toTensor();
+      if (tensor.dtype == io::DType::BF16) {
+        auto converted = io::convertTensor(tensor, io::DType::F32);
+        if (!converted)
+          return fail(converted.error());
+        tensor = converted.take();
+      }
+      auto bytes = io::encodeNpy(tensor, *path);
+      if (!bytes)
+        return fail(bytes.error());
+      if (auto error = writeFileAtomically(*path, *bytes, "--save-args"))
+        return fail(*error);
+    }
+  }
+
   // Compile and run.
   if (!deviceNote.empty())
     llvm::errs() << deviceNote << "\n";
   auto compileStart = std::chrono::steady_clock::now();
+  std::optional<ProgressStep> compileStep(std::in_place, "compiling @" +
+                                                             sig.name);
   if (llvm::Error err = backend->compile(*module, sig))
     return fail(llvm::toString(std::move(err)));
   double compileMs = std::chrono::duration<double, std::milli>(
@@ -1053,7 +1230,12 @@ int runMain(int argc, char **argv) {
                          .count();
 
   std::vector<double> times;
+  compileStep.reset();
   const uint64_t runs = repeat ? repeat + 1 : 1;
+  std::optional<ProgressStep> runStep(
+      std::in_place, "running @" + sig.name +
+                         (runs > 1 ? " (" + std::to_string(runs) + " runs)"
+                                   : std::string()));
   for (uint64_t r = 0; r < runs; ++r) {
     auto start = std::chrono::steady_clock::now();
     if (llvm::Error err = backend->run(arguments, results))
@@ -1069,7 +1251,11 @@ int runMain(int argc, char **argv) {
                 " results came back, expected " +
                 llvm::Twine(sig.results.size()));
 
+  runStep.reset();
   // Outputs first: a failure to write leaves stdout empty.
+  std::optional<ProgressStep> writeStep;
+  if (!outputPaths.empty())
+    writeStep.emplace("writing --output");
   for (auto [path, result] : llvm::zip(outputPaths, results)) {
     io::Tensor tensor = result.toTensor();
     if (tensor.dtype == io::DType::BF16) {
@@ -1084,6 +1270,7 @@ int runMain(int argc, char **argv) {
     if (auto error = writeFileAtomically(path, *bytes))
       return fail(*error);
   }
+  writeStep.reset();
   for (auto [i, result] : llvm::enumerate(results)) {
     double sum = 0, absSum = 0;
     for (int64_t k = 0, n = result.numElements(); k < n; ++k) {

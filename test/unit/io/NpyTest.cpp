@@ -2,6 +2,8 @@
 
 #include "TestUtil.h"
 
+#include <cmath>
+#include <fstream>
 #include <random>
 
 using namespace moe::io;
@@ -534,3 +536,118 @@ TEST_F(NpyFiles, ErrorsNameTheFile) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// float64 data converted on read (readNpyConverting)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string f64File(const std::vector<double> &values) {
+  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (" +
+                       std::to_string(values.size()) + ",), }";
+  header += std::string(64 - (10 + header.size() + 1) % 64, ' ') + "\n";
+  std::string data(values.size() * 8, '\0');
+  std::memcpy(&data[0], values.data(), data.size());
+  return npyV1(header, data);
+}
+
+/// Whether `got` (a value of the narrow type, exactly representable as a
+/// double) is `value` rounded to nearest, ties to even: no neighbour of
+/// `got` in the narrow type is nearer, and on a tie got's last bit is 0.
+/// `prev`/`next` are got's neighbours (infinities beyond the range).
+bool isNearestEven(double value, double got, double prev, double next,
+                   uint16_t gotBits) {
+  double d = std::fabs(value - got);
+  double dPrev = std::fabs(value - prev), dNext = std::fabs(value - next);
+  if (d > dPrev || d > dNext)
+    return false;
+  if (d == dPrev || d == dNext)
+    return (gotBits & 1) == 0;
+  return true;
+}
+
+double narrowToDouble(uint16_t bits, DType type) {
+  return type == DType::BF16 ? bfloat16BitsToFloat(bits)
+                             : halfBitsToFloat(bits);
+}
+
+} // namespace
+
+TEST_F(NpyRoundTrip, Float64ConvertsWithOneRounding) {
+  // Random doubles across the exponent ranges of bf16 and f16, plus the
+  // hard cases: just above a midpoint by less than an f32 ulp (a rounding
+  // through f32 would make them exact ties and round them to even).
+  std::mt19937_64 rng(42);
+  std::vector<double> values = {1.0 + 0x1p-8 + 0x1p-30, -(1.0 + 0x1p-8),
+                                1.0 + 0x1p-8 - 0x1p-30, 0x1p-133, 65504.0,
+                                1.0 + 0x1p-11 + 0x1p-40, 0.0, -0.0};
+  for (int i = 0; i < 20000; ++i) {
+    double mantissa = 1.0 + std::ldexp(static_cast<double>(rng() >> 12), -52);
+    int exponent = static_cast<int>(rng() % 60) - 30;
+    values.push_back((rng() & 1 ? -1 : 1) * std::ldexp(mantissa, exponent));
+  }
+  std::string file = path("f64.npy");
+  {
+    std::ofstream out(file, std::ios::binary);
+    std::string bytes = f64File(values);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  for (DType type : {DType::BF16, DType::F16}) {
+    bool wasF64 = false;
+    Result<Tensor> t = readNpyConverting(file, type, wasF64);
+    ASSERT_TRUE(t.ok()) << t.error();
+    EXPECT_TRUE(wasF64);
+    ASSERT_EQ(t->dtype, type);
+    ASSERT_EQ(t->shape, std::vector<int64_t>{static_cast<int64_t>(values.size())});
+    for (size_t i = 0; i < values.size(); ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, t->data.data() + 2 * i, 2);
+      double got = narrowToDouble(bits, type);
+      if (std::isinf(got))
+        continue; // beyond the type's range (f16 above 65520)
+      // Neighbours: one unit in the last place either way (same sign).
+      double a = narrowToDouble(static_cast<uint16_t>(bits + 1), type);
+      double b = (bits & 0x7fff) == 0
+                     ? -narrowToDouble(static_cast<uint16_t>(bits ^ 0x8001), type)
+                     : narrowToDouble(static_cast<uint16_t>(bits - 1), type);
+      ASSERT_TRUE(isNearestEven(values[i], got, std::min(a, b),
+                                std::max(a, b), bits))
+          << dtypeName(type) << " of " << values[i] << " gave " << got;
+    }
+  }
+  // Exactly the documented hard case: 1 + 2^-8 + 2^-30 -> bf16 1 + 2^-7.
+  bool wasF64 = false;
+  Result<Tensor> bf = readNpyConverting(file, DType::BF16, wasF64);
+  ASSERT_TRUE(bf.ok());
+  uint16_t first;
+  std::memcpy(&first, bf->data.data(), 2);
+  EXPECT_EQ(bfloat16BitsToFloat(first), 1.0f + 0x1p-7f);
+  // f32: one rounding too.
+  Result<Tensor> f = readNpyConverting(file, DType::F32, wasF64);
+  ASSERT_TRUE(f.ok());
+  float f0;
+  std::memcpy(&f0, f->data.data(), 4);
+  EXPECT_EQ(f0, static_cast<float>(values[0]));
+}
+
+TEST_F(NpyRoundTrip, Float64OnlyThroughConvertingReader) {
+  std::string file = path("f64b.npy");
+  {
+    std::ofstream out(file, std::ios::binary);
+    std::string bytes = f64File({1.5, 2.5});
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  EXPECT_TRUE(failsWith(readNpy(file), file, "unsupported dtype '<f8'"));
+  bool wasF64 = false;
+  EXPECT_TRUE(failsWith(readNpyConverting(file, DType::I32, wasF64), file,
+                        "float64 data cannot bind to i32"));
+  // Other dtypes pass through unchanged.
+  Tensor t(DType::I64, {2}, patternBytes(16, 3));
+  std::string plain = path("i64.npy");
+  ASSERT_TRUE(writeNpy(plain, t).ok());
+  Result<Tensor> back = readNpyConverting(plain, DType::F32, wasF64);
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(wasF64);
+  expectSameTensor(*back, t);
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The prepare step of the GPU check kit (README.md, "GPU check kit"): on the
+# build machine, makes one folder that a GPU machine with no LLVM, no MLIR and
+# no network can run (tools/gpu-kit/run.sh inside it):
+#   lib/          libMoECudaRuntime.so (the moe-compile libraries load it)
+#   cases/NAME/   for each spec example (test/examples) and the MOESART gate
+#                 case: layer.so and fused.so (moe-compile --target=cuda of
+#                 the example and of its --moe-decompose --moe-fuse form),
+#                 the arguments (argI.npy, seeded by moe-run --fill-random)
+#                 and the CPU path's results (outI.npy, moe-run --device=cpu)
+#   bench/        the Mixtral-shaped layer in bf16 and f32 (any token count);
+#                 its weights are generated on the GPU machine from a seed
+#   kit.py, triton_moe.py, run.sh, manifest.json
+# and checks that the folder stays under 60 MiB.
+#
+# Usage: tools/gpu-kit/prepare.sh [KIT_DIR]   (default: build-gpukit, ignored
+#        by git; the build directory is $MOE_BUILD, default build)
+# Environment: MOE_KIT_CHIP (default sm_90a: the H100/H200 class; sm_80 for
+#              A100), MOE_KIT_SEED (default 1), MOE_KIT_TARGET (default
+#              cuda; cpu makes a dry-run kit of cpu-target libraries that
+#              kit.py runs on the build machine with torch on the CPU,
+#              correctness only).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+KIT="${1:-$ROOT/build-gpukit}"
+BUILD="${MOE_BUILD:-$ROOT/build}"
+CHIP="${MOE_KIT_CHIP:-sm_90a}"
+SEED="${MOE_KIT_SEED:-1}"
+TARGET="${MOE_KIT_TARGET:-cuda}"
+case "$TARGET" in cuda|cpu) ;; *) echo "prepare: MOE_KIT_TARGET must be cuda or cpu" >&2; exit 1;; esac
+LIMIT=$((60 * 1024 * 1024))
+
+"$ROOT/scripts/build.sh" "$BUILD" > /dev/null
+BIN="$BUILD/bin"
+for tool in moe-opt moe-run moe-compile; do
+  [ -x "$BIN/$tool" ] || { echo "prepare: $BIN/$tool is missing" >&2; exit 1; }
+done
+
+rm -rf "$KIT"
+mkdir -p "$KIT/lib" "$KIT/cases" "$KIT/bench"
+cp -L "$BUILD/lib/libMoECudaRuntime.so" "$KIT/lib/"
+cp "$ROOT/tools/gpu-kit/kit.py" "$ROOT/tools/gpu-kit/triton_moe.py" \
+   "$ROOT/tools/gpu-kit/run.sh" "$KIT/"
+
+compile() { # SRC OUT
+  if [ "$TARGET" = cuda ]; then
+    "$BIN/moe-compile" "$1" -o "$2" --target=cuda --chip="$CHIP"
+  else
+    "$BIN/moe-compile" "$1" -o "$2" --target=cpu
+  fi
+}
+
+CASES_JSON=()
+add_case() { # NAME FILE
+  local name="$1" src="$2" dir="$KIT/cases/$1"
+  mkdir -p "$dir"
+  local entry
+  entry="$(sed -n 's/^func\.func @\([A-Za-z0-9_]*\).*/\1/p' "$src" | head -1)"
+  # The number of results: one checksum line each.
+  local n
+  n="$("$BIN/moe-run" "$src" --device=cpu --fill-random --seed="$SEED" \
+        --dynamic-size=37 | grep -c '^result #')"
+  local outs=() expected=()
+  for ((i = 0; i < n; i++)); do
+    outs+=("--output=$dir/out$i.npy")
+    expected+=("\"cases/$name/out$i.npy\"")
+  done
+  "$BIN/moe-run" "$src" --device=cpu --fill-random --seed="$SEED" \
+    --dynamic-size=37 --save-args="$dir" "${outs[@]}" > /dev/null
+  local args=() a
+  for a in "$dir"/arg*.npy; do args+=("$a"); done
+  local nargs=${#args[@]} arglist=() j
+  for ((j = 0; j < nargs; j++)); do arglist+=("\"cases/$name/arg$j.npy\""); done
+  "$BIN/moe-opt" "$src" --moe-decompose --moe-fuse -o "$dir/fused.mlir"
+  compile "$src" "$dir/layer.so"
+  compile "$dir/fused.mlir" "$dir/fused.so"
+  local form
+  for form in layer fused; do
+    CASES_JSON+=("{\"name\": \"$name\", \"form\": \"$form\", \"entry\": \"$entry\", \"lib\": \"cases/$name/$form.so\", \"args\": [$(IFS=,; echo "${arglist[*]}")], \"expected\": [$(IFS=,; echo "${expected[*]}")]}")
+  done
+}
+
+for src in "$ROOT"/test/examples/*.mlir "$ROOT/tools/gpu-kit/cases/moesart_gate.mlir"; do
+  name="$(basename "$src" .mlir)"
+  echo "prepare: $name"
+  add_case "$name" "$src"
+done
+
+for dt in bf16 f32; do
+  echo "prepare: bench mixtral $dt"
+  compile "$ROOT/tools/gpu-kit/cases/mixtral_$dt.mlir" "$KIT/bench/mixtral_$dt.so"
+done
+
+commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+{
+  echo "{"
+  echo "  \"target\": \"$TARGET\", \"chip\": \"$CHIP\", \"commit\": \"$commit\", \"seed\": $SEED,"
+  echo "  \"cases\": ["
+  for ((i = 0; i < ${#CASES_JSON[@]}; i++)); do
+    sep=","; [ $i -eq $((${#CASES_JSON[@]} - 1)) ] && sep=""
+    echo "    ${CASES_JSON[$i]}$sep"
+  done
+  echo "  ],"
+  echo "  \"bench\": {\"entry\": \"mixtral\", \"D\": 4096, \"H\": 14336, \"E\": 8, \"k\": 2,"
+  echo "            \"tokens\": [1, 16, 128, 1024, 4096], \"dtypes\": [\"bf16\", \"f32\"],"
+  echo "            \"libs\": {\"bf16\": \"bench/mixtral_bf16.so\", \"f32\": \"bench/mixtral_f32.so\"}}"
+  echo "}"
+} > "$KIT/manifest.json"
+python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$KIT/manifest.json"
+
+size="$(du -sb "$KIT" | cut -f1)"
+echo "prepare: $KIT holds $((size / 1024)) KiB (limit 61440 KiB), chip $CHIP, commit $commit"
+if [ "$size" -gt "$LIMIT" ]; then
+  echo "prepare: the kit is larger than 60 MiB" >&2
+  exit 1
+fi
