@@ -3,9 +3,16 @@
 // buffers keep the data's element type, the kernel variants are named by
 // their types, routing buffers are f32, and every size of the dynamic T comes
 // from tensor.dim of the tokens (memref.dim after bufferization).
-// RUN: moe-opt %examples/deepseek_style.mlir --convert-moe-to-gpu -canonicalize -cse \
+// The CUDA-core GEMMs (tensor-cores=false; the tensor-core ones that bf16 takes
+// by default: mma-gemm-structure.mlir, ptxas-examples.test MMA).
+// RUN: moe-opt %examples/deepseek_style.mlir --convert-moe-to-gpu=tensor-cores=false -canonicalize -cse \
 // RUN:   | FileCheck %s --check-prefix=DS
-// RUN: moe-opt %s --convert-moe-to-gpu -canonicalize -cse | FileCheck %s
+// RUN: moe-opt %s --convert-moe-to-gpu=tensor-cores=false -canonicalize -cse | FileCheck %s
+// RUN: moe-opt %examples/deepseek_style.mlir --convert-moe-to-gpu -canonicalize -cse \
+// RUN:   | FileCheck %s --check-prefix=MMA
+// MMA: call @__moe_launch_moe_mma_gemm1_swiglu_bf16_m64(
+// MMA: call @__moe_launch_moe_mma_gemm2_bf16_m64_outf32(
+// MMA-NOT: call @__moe_launch_moe_gemm1_kernel_swiglu_bf16(
 
 // DS-LABEL: func.func @forward(
 // DS-SAME: %[[X:[^:]*]]: tensor<?x256xbf16>
