@@ -41,6 +41,7 @@
 #include "dialect/MoEOps.h"
 #include "lowering/gpu/IRBuilder.h"
 #include "lowering/gpu/Kernels.h"
+#include "lowering/gpu/MmaGemm.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -90,6 +91,8 @@ public:
   IRB e;
   KernelLibrary &lib;
   ModuleOp module;
+  /// Expert GEMMs on bf16/f16 data use the tensor-core kernels.
+  bool tensorCores = true;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -397,11 +400,24 @@ public:
     return g;
   }
 
+  /// `v` as a constant when it is one or a product of constants (static
+  /// sizes are built as arith.muli of constants here).
+  static std::optional<int64_t> foldedIndex(Value v) {
+    if (std::optional<int64_t> c = getConstantIntValue(v))
+      return c;
+    if (auto mul = v.getDefiningOp<arith::MulIOp>()) {
+      std::optional<int64_t> l = foldedIndex(mul.getLhs()), r = foldedIndex(mul.getRhs());
+      if (l && r)
+        return *l * *r;
+    }
+    return std::nullopt;
+  }
+
   /// The row tile of the grouped GEMMs for `rows` plan rows over
   /// `numExperts` groups (see Kernels.h): kSmallTileM when the average
   /// group has fewer than kTileM rows (decode), else kTileM (prefill).
   Value chooseRowTile(Value rows, int64_t numExperts) {
-    if (std::optional<int64_t> n = getConstantIntValue(rows))
+    if (std::optional<int64_t> n = foldedIndex(rows))
       return e.idx(*n < kTileM * numExperts ? kSmallTileM : kTileM);
     Value small = e.ult(rows, e.idx(kTileM * numExperts));
     return e.select(small, e.idx(kSmallTileM), e.idx(kTileM));
@@ -516,15 +532,43 @@ public:
   /// over the padded tiles of `plan`, writing one row of `out` per kept row
   /// (and, with `combine`, the per-token sums into combine->y). h has A's
   /// element type (the CPU path's rounding point); `out` receives GEMM2's f32
-  /// result in its own element type.
+  /// result in its own element type. bf16/f16 GEMMs take the tensor-core
+  /// kernels (mmaConfig) where they can: GEMM1 always, GEMM2 unless it
+  /// carries the combine epilogue (the tensor-core GEMM2 has none: the fused
+  /// layer keeps its CUDA-core GEMM2 and stays at 4 launches).
   void ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value out,
            const FusedCombine *combine = nullptr) {
     Value h = alloc(eltOf(A), e.muli(plan.pMax, x.H));
-    launch(lib.gemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1), eltOf(h)),
-           {blocks(x.H, kTileN), plan.maxTiles}, kGemmThreads,
-           {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
-            plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H, plan.tileRows});
+    std::optional<MmaGemmConfig> mma = mmaConfig(A, plan, x, out);
+    if (mma) {
+      MmaGemmConfig g1 = *mma;
+      g1.kind = MmaGemmConfig::Kind::gemm1;
+      g1.gather = gather;
+      g1.act = x.act;
+      g1.bias = x.b1 != nullptr;
+      launch(buildMmaGemm(lib.getModule(), g1), {blocks(x.H, g1.tileN()), plan.maxTiles},
+             kMmaThreads,
+             {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
+              plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H});
+    } else {
+      launch(lib.gemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1), eltOf(h)),
+             {blocks(x.H, kTileN), plan.maxTiles}, kGemmThreads,
+             {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
+              plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H, plan.tileRows});
+    }
     bool weighted = plan.rowWeights != nullptr;
+    if (mma && !combine) {
+      MmaGemmConfig g2 = *mma;
+      g2.kind = MmaGemmConfig::Kind::gemm2;
+      g2.weighted = weighted;
+      g2.bias = x.b2 != nullptr;
+      g2.outF32 = eltOf(out).isF32();
+      launch(buildMmaGemm(lib.getModule(), g2), {blocks(x.D, g2.tileN()), plan.maxTiles},
+             kMmaThreads,
+             {h, plan.sorted, weighted ? plan.rowWeights : dummyF32(), plan.tileExpert,
+              plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2, out, x.H, x.D});
+      return;
+    }
     SmallVector<Value> args{h,     plan.sorted, weighted ? plan.rowWeights : dummyF32(),
                             plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
                             out,   x.H,         x.D,         plan.tileRows};
@@ -538,6 +582,30 @@ public:
                      combine != nullptr, combine && combine->shared,
                      combine ? eltOf(combine->y) : Type()),
            {blocks(x.D, kTileN), plan.maxTiles}, kGemmThreads, args);
+  }
+
+  /// The tensor-core configuration (element type and M tile, MmaGemm.h) of
+  /// ffn()'s GEMMs, or nullopt for the CUDA-core kernels: tensor cores on, A,
+  /// the weights and the biases of one bf16/f16 type, GEMM2's rows f32 or
+  /// that type, and the plan's row tile known at compile time (a static
+  /// token count; the tensor-core kernels are specialised on it, while a
+  /// dynamic T chooses 16 or 64 at run time: CUDA-core kernels).
+  std::optional<MmaGemmConfig> mmaConfig(Value A, const Plan &plan, const Experts &x,
+                                         Value out) {
+    if (!tensorCores)
+      return std::nullopt;
+    Type t = eltOf(A);
+    std::optional<MmaElt> elt = mmaEltOf(t);
+    if (!elt || eltOf(x.w1) != t || eltOf(x.w2) != t || (x.b1 && eltOf(x.b1) != t) ||
+        (x.b2 && eltOf(x.b2) != t) || (eltOf(out) != t && !eltOf(out).isF32()))
+      return std::nullopt;
+    std::optional<int64_t> tile = getConstantIntValue(plan.tileRows);
+    if (!tile)
+      return std::nullopt;
+    MmaGemmConfig c;
+    c.elt = *elt;
+    c.tileM = *tile;
+    return c;
   }
 
   /// The fused token-choice expert family in three launches: align (+ the
@@ -968,6 +1036,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       auto func = op->getParentOfType<func::FuncOp>();
       if (deviceAbi && func && func.isPublic())
         h.deviceValues = &deviceValues;
+      h.tensorCores = tensorCores;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

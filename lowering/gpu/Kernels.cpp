@@ -363,6 +363,10 @@ Value globalThread(IRB &e) {
 
 } // namespace
 
+Value gpu_lowering::emitActivation(IRB &e, Activation act, Value x) {
+  return activate(e, act, x);
+}
+
 //===----------------------------------------------------------------------===//
 // KernelLibrary
 //===----------------------------------------------------------------------===//

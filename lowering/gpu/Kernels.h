@@ -89,6 +89,11 @@ constexpr int64_t kRouteWeights = 4096; // its staged chunk of Wr (f32; depth 40
 constexpr int64_t kAlignThreads = 256; // one block
 constexpr int64_t kEltThreads = 256;   // element-wise kernels
 
+class IRB;
+/// The activations of DESIGN.md section 3 on an f32 value (the CPU path's
+/// formulas), for kernels built outside Kernels.cpp (MmaGemm.cpp).
+Value emitActivation(IRB &e, Activation act, Value x);
+
 /// The routing kernel variants.
 enum class GateKind { Dense, TopK, MoesartInference, MoesartTraining };
 
