@@ -143,7 +143,10 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
 
     Launches are emitted as calls to `@__moe_launch_<kernel>` declarations
     (see `--moe-gpu-materialize-launches`), so that the upstream buffer
-    deallocation can run on the host code. f32 only for now.
+    deallocation can run on the host code. Element types f32, bf16 and f16
+    (docs/spec.md §2-§3): kernels read and write the data's type and compute in f32;
+    routing values are f32; h, slot inputs and y are rounded to T where the
+    CPU path rounds them.
 
     With `device-abi=true` (the ABI of `moe-compile --target=cuda`, see
     docs/aot.md) the tensor arguments and results of every public function
@@ -164,6 +167,13 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     checks that the CUDA toolkit's libdevice, which the kernels' exp, log,
     erf, tanh and rsqrt link against, exists, and fails with one error
     otherwise (`toolkit=none`: no toolkit was found).
+
+    Expert GEMMs whose tokens, weights and biases are all bf16 (or all f16)
+    use the tensor-core kernels of lowering/gpu/MmaGemm.h (warp-level
+    `mma.sync` m16n8k16 with f32 accumulation, `ldmatrix`, a 3-stage
+    `cp.async` pipeline; sm_80 or newer) unless `tensor-cores=false`;
+    `--moe-nvptx-pipeline` sets it from the chip. f32 data keeps the
+    CUDA-core kernels.
   }];
   let options = [
     Option<"toolkit", "toolkit", "std::string", "\"\"",
@@ -173,15 +183,19 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
            "The tensor arguments and results of public functions are device "
            "memory: arguments feed the kernels without a copy, results stay "
            "on the device (finished by moe-gpu-device-abi after "
-           "bufferization); a host op reading one is an error">
+           "bufferization); a host op reading one is an error">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Expert GEMMs on bf16/f16 data use the tensor-core kernels "
+           "(mma.sync, needs sm_80 or newer); false: the CUDA-core kernels">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect",
     "::mlir::memref::MemRefDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::vector::VectorDialect",
     "::mlir::bufferization::BufferizationDialect", "::mlir::func::FuncDialect",
-    "::mlir::LLVM::LLVMDialect",
-    "::mlir::moe::MoEDialect"
+    "::mlir::moe::MoEDialect", "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect"
   ];
 }
 
@@ -234,11 +248,40 @@ def MoETestEmulateGPU : Pass<"moe-test-emulate-gpu", "::mlir::ModuleOp"> {
     `gpu.module`. The result lowers with the CPU passes plus
     `convert-openmp-to-llvm` and runs with an OpenMP runtime. Used by the
     lit tests that compare the kernels' numerics with the CPU path.
+
+    Warp-level ops (the tensor-core GEMMs) run with their documented
+    semantics (lowering/gpu/WarpLayouts.h, PTX ISA): `nvgpu.ldmatrix` and
+    `nvvm.mma.sync` m16n8k16 exchange the lanes' fragments through per-block
+    scratch buffers between barriers, and `nvgpu.device_async_copy` is queued
+    per thread and performed when `nvvm.cp.async.wait.group` retires its
+    commit group (docs/gpu.md).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect", "::mlir::omp::OpenMPDialect",
-    "::mlir::func::FuncDialect"
+    "::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::vector::VectorDialect", "::mlir::cf::ControlFlowDialect"
+  ];
+}
+
+def MoETestBuildMmaKernels
+    : Pass<"moe-test-build-mma-kernels", "::mlir::ModuleOp"> {
+  let summary = "Testing: build the tensor-core GEMM kernels that launch placeholders name";
+  let description = [{
+    For kernel-level tests of the tensor-core expert GEMMs
+    (lowering/gpu/MmaGemm.h): every private declaration
+    `@__moe_launch_<kernel>` carrying `moe_gpu.kernel = @moe_kernels::@<kernel>`
+    whose kernel does not exist yet gets it built into `gpu.module
+    @moe_kernels`, when `<kernel>` is the name of a tensor-core GEMM variant
+    (for example `moe_mma_gemm1_gather_swiglu_bias_bf16_m64`); any other
+    missing kernel is an error. Run before `--moe-gpu-materialize-launches`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::vector::VectorDialect"
   ];
 }
 

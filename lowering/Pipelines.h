@@ -88,6 +88,11 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
                      "format=bin/fatbin); default: $CUDA_ROOT, $CUDA_HOME, "
                      "$CUDA_PATH or /usr/local/cuda, whichever exists"),
       llvm::cl::init("")};
+  PassOptions::Option<bool> tensorCores{
+      *this, "tensor-cores",
+      llvm::cl::desc("bf16/f16 expert GEMMs on tensor cores (mma.sync) when the "
+                     "chip has them (sm_80 or newer); false: CUDA-core kernels"),
+      llvm::cl::init(true)};
   PassOptions::Option<std::string> triple{
       *this, "triple", llvm::cl::desc("Target triple of the kernels"),
       llvm::cl::init("nvptx64-nvidia-cuda")};

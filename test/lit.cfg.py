@@ -136,6 +136,13 @@ config.substitutions.append(("%moe_emulate_gpu_device_abi_pipeline", "builtin.mo
     "convert-openmp-to-llvm,expand-strided-metadata,lower-affine,"
     "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
     "convert-to-llvm,reconcile-unrealized-casts)"))
+# Kernel-level tests of the tensor-core GEMMs (test/gpu/mma-gemm-emulated.mlir):
+# memref host code launching kernels built by --moe-test-build-mma-kernels.
+config.substitutions.append(("%moe_emulate_mma_pipeline", "builtin.module("
+    "moe-test-build-mma-kernels,moe-gpu-materialize-launches,moe-test-emulate-gpu,"
+    "canonicalize,convert-scf-to-cf,convert-openmp-to-llvm,expand-strided-metadata,"
+    "lower-affine,finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+    "convert-to-llvm,reconcile-unrealized-casts)"))
 config.substitutions.append(("%moe_emulate_gpu_pipeline", "builtin.module("
     "convert-moe-to-gpu,func.func(convert-elementwise-to-linalg),canonicalize,cse,"
     "one-shot-bufferize{bufferize-function-boundaries "

@@ -16,6 +16,13 @@
 // group of all T rows, its f32 output starting the per-token sum of the
 // reduce/combine kernel.
 //
+// Element types (docs/spec.md §2-§3, docs/gpu.md): device buffers keep the element
+// type of their tensor (f32, bf16, f16); the kernel variants are chosen by
+// the types of their buffers. Routing buffers (logits, weights, the plan's
+// row weights) are f32; h has the type of GEMM1's rows; a layer's and a fused
+// op's GEMM2 rows are f32 and y is rounded once. A dynamic T is read with
+// tensor.dim (memref.dim after bufferization) and sizes every allocation.
+//
 // Kernel launches are emitted as calls to private declarations
 // `@__moe_launch_<kernel>(gx, gy, gz, bx, by, bz, args...)` carrying
 // `moe_gpu.kernel = @moe_kernels::@<kernel>`: the upstream ownership-based
@@ -34,6 +41,7 @@
 #include "dialect/MoEOps.h"
 #include "lowering/gpu/IRBuilder.h"
 #include "lowering/gpu/Kernels.h"
+#include "lowering/gpu/MmaGemm.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -68,6 +76,9 @@ constexpr llvm::StringLiteral kDeviceResultAttr = "moe_gpu.device_result";
 
 MemRefType flatType(Type elt) { return MemRefType::get({ShapedType::kDynamic}, elt); }
 
+/// The element type of a tensor or a (device) memref.
+Type eltOf(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
+
 /// Host-side emission for one moe op.
 class Host {
 public:
@@ -80,6 +91,8 @@ public:
   IRB e;
   KernelLibrary &lib;
   ModuleOp module;
+  /// Expert GEMMs on bf16/f16 data use the tensor-core kernels.
+  bool tensorCores = true;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -237,6 +250,25 @@ public:
     return memref::LoadOp::create(b, host, ValueRange{});
   }
 
+  /// `download` into a tensor of `resultType`, converting on the host when
+  /// the device buffer holds f32 and the result is bf16/f16 (the routing
+  /// weights of a hand-written moe.gate with T results).
+  Value downloadAs(Value dev, Type resultType, ArrayRef<Value> dims = {}) {
+    auto type = cast<RankedTensorType>(resultType);
+    if (eltOf(dev) == type.getElementType())
+      return download(dev, type, dims);
+    Value f32 = download(dev, type.clone(e.f32()), dims);
+    return arith::TruncFOp::create(b, type, f32);
+  }
+
+  /// `tensor` as f32 (extended on the host when it is bf16/f16).
+  Value toF32(Value tensor) {
+    auto type = cast<RankedTensorType>(tensor.getType());
+    if (type.getElementType().isF32())
+      return tensor;
+    return arith::ExtFOp::create(b, type.clone(e.f32()), tensor);
+  }
+
   void releaseAll() {
     for (Value buf : deviceBuffers) {
       auto op = gpu::DeallocOp::create(b, Type(), ValueRange{}, buf);
@@ -272,13 +304,24 @@ public:
   }
   Value blocks(Value n, int64_t per) { return e.ceildiv(n, e.idx(per)); }
 
+  /// A one-element f32 device buffer for the unused f32 arguments of a
+  /// kernel variant (one per moe op).
+  Value dummyF32() {
+    if (!dummy)
+      dummy = alloc(e.f32(), e.idx(1));
+    return dummy;
+  }
+  Value dummy;
+
   //===--------------------------------------------------------------------===//
   // Device-level building blocks (operands and results are device buffers)
   //===--------------------------------------------------------------------===//
 
-  Value route(Value x, Value wr, Value br, Value T, Value D, Value E) {
-    Value logits = alloc(e.f32(), e.muli(T, E));
-    launch(lib.route(br != nullptr), {blocks(E, kTileN), blocks(T, kTileM)}, kGemmThreads,
+  /// The router logits [T, E] of type `out` (null: f32, the routing type).
+  Value route(Value x, Value wr, Value br, Value T, Value D, Value E, Type out = {}) {
+    Value logits = alloc(out ? out : e.f32(), e.muli(T, E));
+    launch(lib.route(br != nullptr, eltOf(x), eltOf(logits)),
+           {blocks(E, kTileN), blocks(T, kTileM)}, kGemmThreads,
            {x, wr, br ? br : wr, logits, T, D, E});
     return logits;
   }
@@ -340,8 +383,9 @@ public:
                    e.idx(topk.getKeptGroups()), e.cf32(topk.getScale().convertToDouble())});
     if (router)
       args.append({router->x, router->wr, router->br ? router->br : router->wr, router->D});
-    launch(lib.gate(kind, adjust, loss, production, router.has_value(),
-                    router && router->br),
+    launch(lib.gate(kind, adjust, loss, production,
+                    selectionBias ? eltOf(selectionBias) : Type(), router.has_value(),
+                    router && router->br, router ? eltOf(router->x) : Type()),
            {nb}, kGateThreads, args);
     if (loss) {
       g.loss = alloc(e.f32(), e.idx(1));
@@ -356,11 +400,24 @@ public:
     return g;
   }
 
+  /// `v` as a constant when it is one or a product of constants (static
+  /// sizes are built as arith.muli of constants here).
+  static std::optional<int64_t> foldedIndex(Value v) {
+    if (std::optional<int64_t> c = getConstantIntValue(v))
+      return c;
+    if (auto mul = v.getDefiningOp<arith::MulIOp>()) {
+      std::optional<int64_t> l = foldedIndex(mul.getLhs()), r = foldedIndex(mul.getRhs());
+      if (l && r)
+        return *l * *r;
+    }
+    return std::nullopt;
+  }
+
   /// The row tile of the grouped GEMMs for `rows` plan rows over
   /// `numExperts` groups (see Kernels.h): kSmallTileM when the average
   /// group has fewer than kTileM rows (decode), else kTileM (prefill).
   Value chooseRowTile(Value rows, int64_t numExperts) {
-    if (std::optional<int64_t> n = getConstantIntValue(rows))
+    if (std::optional<int64_t> n = foldedIndex(rows))
       return e.idx(*n < kTileM * numExperts ? kSmallTileM : kTileM);
     Value small = e.ult(rows, e.idx(kTileM * numExperts));
     return e.select(small, e.idx(kSmallTileM), e.idx(kTileM));
@@ -417,7 +474,7 @@ public:
     plan.sourceRows = alloc(e.i32(), TK);
     plan.rowWeights = weights ? alloc(e.f32(), TK) : Value();
     sizePlan(plan, TK, numExperts);
-    Value dummyF = weights ? weights : alloc(e.f32(), e.idx(1));
+    Value dummyF = weights ? weights : dummyF32();
     SmallVector<Value> args{indices, dummyF, T, K, E, cap, plan.offsets, poff, plan.positions,
                             plan.sourceRows, weights ? plan.rowWeights : dummyF, plan.sorted,
                             plan.tileExpert, plan.numTiles, plan.pMax, plan.maxTiles,
@@ -431,8 +488,9 @@ public:
     if (extras.loss)
       args.append({extras.loss->partials, extras.loss->numPartials, extras.loss->lambda,
                    extras.loss->loss});
-    launch(lib.align(weights != nullptr, combine, extras.shared != nullptr,
-                     extras.loss != nullptr),
+    launch(lib.align(weights != nullptr, weights ? eltOf(weights) : Type(), combine,
+                     extras.shared != nullptr, extras.loss != nullptr,
+                     combine ? eltOf(extras.y) : Type()),
            {e.idx(1)}, kAlignThreads, args);
     return plan;
   }
@@ -472,16 +530,46 @@ public:
   };
   /// GEMM1 (+ gather, bias, activation) and GEMM2 (+ bias, routed weight)
   /// over the padded tiles of `plan`, writing one row of `out` per kept row
-  /// (and, with `combine`, the per-token sums into combine->y).
+  /// (and, with `combine`, the per-token sums into combine->y). h has A's
+  /// element type (the CPU path's rounding point); `out` receives GEMM2's f32
+  /// result in its own element type. bf16/f16 GEMMs take the tensor-core
+  /// kernels (mmaConfig) where they can: GEMM1 always, GEMM2 unless it
+  /// carries the combine epilogue (the tensor-core GEMM2 has none: the fused
+  /// layer keeps its CUDA-core GEMM2 and stays at 4 launches).
   void ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value out,
            const FusedCombine *combine = nullptr) {
-    Value h = alloc(e.f32(), e.muli(plan.pMax, x.H));
-    launch(lib.gemm1(gather, x.act, x.b1 != nullptr), {blocks(x.H, kTileN), plan.maxTiles},
-           kGemmThreads,
-           {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
-            plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H, plan.tileRows});
+    Value h = alloc(eltOf(A), e.muli(plan.pMax, x.H));
+    std::optional<MmaGemmConfig> mma = mmaConfig(A, plan, x, out);
+    if (mma) {
+      MmaGemmConfig g1 = *mma;
+      g1.kind = MmaGemmConfig::Kind::gemm1;
+      g1.gather = gather;
+      g1.act = x.act;
+      g1.bias = x.b1 != nullptr;
+      launch(buildMmaGemm(lib.getModule(), g1), {blocks(x.H, g1.tileN()), plan.maxTiles},
+             kMmaThreads,
+             {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
+              plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H});
+    } else {
+      launch(lib.gemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1), eltOf(h)),
+             {blocks(x.H, kTileN), plan.maxTiles}, kGemmThreads,
+             {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
+              plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H, plan.tileRows});
+    }
     bool weighted = plan.rowWeights != nullptr;
-    SmallVector<Value> args{h,     plan.sorted, weighted ? plan.rowWeights : x.w2,
+    if (mma && !combine) {
+      MmaGemmConfig g2 = *mma;
+      g2.kind = MmaGemmConfig::Kind::gemm2;
+      g2.weighted = weighted;
+      g2.bias = x.b2 != nullptr;
+      g2.outF32 = eltOf(out).isF32();
+      launch(buildMmaGemm(lib.getModule(), g2), {blocks(x.D, g2.tileN()), plan.maxTiles},
+             kMmaThreads,
+             {h, plan.sorted, weighted ? plan.rowWeights : dummyF32(), plan.tileExpert,
+              plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2, out, x.H, x.D});
+      return;
+    }
+    SmallVector<Value> args{h,     plan.sorted, weighted ? plan.rowWeights : dummyF32(),
                             plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
                             out,   x.H,         x.D,         plan.tileRows};
     if (combine) {
@@ -490,20 +578,46 @@ public:
       if (combine->shared)
         args.push_back(combine->shared);
     }
-    launch(lib.gemm2(weighted, x.b2 != nullptr, combine != nullptr,
-                     combine && combine->shared),
+    launch(lib.gemm2(weighted, x.b2 != nullptr, eltOf(h), eltOf(x.w2), eltOf(out),
+                     combine != nullptr, combine && combine->shared,
+                     combine ? eltOf(combine->y) : Type()),
            {blocks(x.D, kTileN), plan.maxTiles}, kGemmThreads, args);
+  }
+
+  /// The tensor-core configuration (element type and M tile, MmaGemm.h) of
+  /// ffn()'s GEMMs, or nullopt for the CUDA-core kernels: tensor cores on, A,
+  /// the weights and the biases of one bf16/f16 type, GEMM2's rows f32 or
+  /// that type, and the plan's row tile known at compile time (a static
+  /// token count; the tensor-core kernels are specialised on it, while a
+  /// dynamic T chooses 16 or 64 at run time: CUDA-core kernels).
+  std::optional<MmaGemmConfig> mmaConfig(Value A, const Plan &plan, const Experts &x,
+                                         Value out) {
+    if (!tensorCores)
+      return std::nullopt;
+    Type t = eltOf(A);
+    std::optional<MmaElt> elt = mmaEltOf(t);
+    if (!elt || eltOf(x.w1) != t || eltOf(x.w2) != t || (x.b1 && eltOf(x.b1) != t) ||
+        (x.b2 && eltOf(x.b2) != t) || (eltOf(out) != t && !eltOf(out).isF32()))
+      return std::nullopt;
+    std::optional<int64_t> tile = getConstantIntValue(plan.tileRows);
+    if (!tile)
+      return std::nullopt;
+    MmaGemmConfig c;
+    c.elt = *elt;
+    c.tileM = *tile;
+    return c;
   }
 
   /// The fused token-choice expert family in three launches: align (+ the
   /// combine's bookkeeping, + the aux loss of `loss`), GEMM1 with the
   /// gather, GEMM2 with the routed weight and the deterministic per-token
   /// combine in its epilogue (starting from `shared`, the shared expert's
-  /// f32 output, when given).
+  /// f32 output, when given). GEMM2's rows stay f32 (the CPU path's
+  /// fused_experts); y, of type `yType`, is their f32 sum rounded once.
   Value fusedExperts(Value x, Value indices, Value weights, Value T, Value K, int64_t numExperts,
-                     std::optional<llvm::APFloat> cf, const Experts &ex, Value shared = {},
-                     const Gate *loss = nullptr) {
-    Value y = alloc(e.f32(), e.muli(T, ex.D));
+                     std::optional<llvm::APFloat> cf, const Experts &ex, Type yType,
+                     Value shared = {}, const Gate *loss = nullptr) {
+    Value y = alloc(yType, e.muli(T, ex.D));
     AlignExtras extras;
     extras.numCounters = e.muli(T, blocks(ex.D, kTileN));
     extras.counters = alloc(e.i32(), extras.numCounters);
@@ -549,7 +663,10 @@ public:
   struct SoftFront {
     Value rows, combineWeights, G, M, D, ES, S;
   };
-  SoftFront softFront(Value xT, Value phiT, Value scaleT, bool normalize, Value xDev = {}) {
+  /// The slot inputs are rounded to `rowsType` (docs/spec.md §2-§3: to T before the
+  /// experts), the combine weights stored as `cwType`.
+  SoftFront softFront(Value xT, Value phiT, Value scaleT, bool normalize, Type rowsType,
+                      Type cwType) {
     SoftFront f;
     f.G = dim(xT, 0);
     f.M = dim(xT, 1);
@@ -557,26 +674,30 @@ public:
     f.S = dim(phiT, 2);
     f.ES = e.muli(dim(phiT, 1), f.S);
     Value GM = e.muli(f.G, f.M);
-    Value x = xDev ? xDev : upload(xT), phi = upload(phiT);
+    Value x = upload(xT), phi = upload(phiT);
     Value rx = x, rphi = phi;
     if (normalize) {
       rx = alloc(e.f32(), GM);
       rphi = alloc(e.f32(), f.ES);
-      launch(lib.softNorms(), {blocks(e.addi(GM, f.ES), kEltThreads)}, kEltThreads,
+      launch(lib.softNorms(eltOf(x)), {blocks(e.addi(GM, f.ES), kEltThreads)}, kEltThreads,
              {x, phi, rx, rphi, GM, f.ES, f.D});
     }
     Value scale = scaleT ? hostScalar(scaleT) : e.cf32(1.0);
+    if (!scale.getType().isF32())
+      scale = arith::ExtFOp::create(b, e.f32(), scale);
     Value L = alloc(e.f32(), e.muli(GM, f.ES));
-    launch(lib.softLogits(normalize), {blocks(f.ES, kTileN), blocks(GM, kTileM)}, kGemmThreads,
+    launch(lib.softLogits(normalize, eltOf(x)), {blocks(f.ES, kTileN), blocks(GM, kTileM)},
+           kGemmThreads,
            {x, phi, rx, rphi, L, GM, f.ES, f.D, scale});
     Value dw = alloc(e.f32(), e.muli(GM, f.ES));
     launch(lib.softDispatchWeights(), {blocks(e.muli(f.G, f.ES), kEltThreads)}, kEltThreads,
            {L, dw, f.G, f.M, f.ES});
-    f.combineWeights = alloc(e.f32(), e.muli(GM, f.ES));
-    launch(lib.softCombineWeights(), {blocks(GM, kEltThreads)}, kEltThreads,
+    f.combineWeights = alloc(cwType, e.muli(GM, f.ES));
+    launch(lib.softCombineWeights(cwType), {blocks(GM, kEltThreads)}, kEltThreads,
            {L, f.combineWeights, f.G, f.M, f.ES});
-    f.rows = alloc(e.f32(), e.muli(e.muli(f.ES, f.G), f.D));
-    launch(lib.softSlots(), {blocks(f.D, kTileN), blocks(f.ES, kTileM), f.G}, kGemmThreads,
+    f.rows = alloc(rowsType, e.muli(e.muli(f.ES, f.G), f.D));
+    launch(lib.softSlots(eltOf(x), rowsType), {blocks(f.D, kTileN), blocks(f.ES, kTileM), f.G},
+           kGemmThreads,
            {dw, x, f.rows, f.G, f.M, f.ES, f.S, f.D});
     return f;
   }
@@ -591,9 +712,11 @@ public:
         b, RankedTensorType::get({numExperts + 1}, e.i32()), elems);
   }
 
-  Value softCombine(Value expertOut, Value cw, Value G, Value M, Value ES, Value S, Value D) {
-    Value y = alloc(e.f32(), e.muli(e.muli(G, M), D));
-    launch(lib.softCombine(), {blocks(D, kTileN), blocks(M, kTileM), G}, kGemmThreads,
+  Value softCombine(Value expertOut, Value cw, Value G, Value M, Value ES, Value S, Value D,
+                    Type yType) {
+    Value y = alloc(yType, e.muli(e.muli(G, M), D));
+    launch(lib.softCombine(eltOf(cw), eltOf(expertOut), yType),
+           {blocks(D, kTileN), blocks(M, kTileM), G}, kGemmThreads,
            {cw, expertOut, y, G, M, ES, S, D});
     return y;
   }
@@ -633,7 +756,8 @@ LogicalResult convert(LayerOp op, Host &h) {
                                       op.getSharedGate(), op.getActivationAttr())
                      : Value();
   Value y = h.fusedExperts(x, g.indices, g.weights, T, h.e.idx(k), numExperts,
-                           op.getCapacityFactor(), ex, shared, g.partials ? &g : nullptr);
+                           op.getCapacityFactor(), ex, eltOf(op.getOutput()), shared,
+                           g.partials ? &g : nullptr);
   SmallVector<Value> results{h.download(y, op.getOutput().getType(), {T, D})};
   if (op.getAuxLoss())
     results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())
@@ -648,7 +772,7 @@ LogicalResult convert(RouteOp op, Host &h) {
   Value E = h.dim(op.getRouterWeight(), 1);
   Value x = h.upload(op.getInput()), wr = h.upload(op.getRouterWeight());
   Value br = op.getRouterBias() ? h.upload(op.getRouterBias()) : Value();
-  Value logits = h.route(x, wr, br, T, D, E);
+  Value logits = h.route(x, wr, br, T, D, E, eltOf(op.getLogits()));
   Value r = h.download(logits, op.getLogits().getType(), {T, E});
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
@@ -661,11 +785,12 @@ LogicalResult convert(GateOp op, Host &h) {
     return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
   int64_t k = op.getRouting().getExpertsPerToken(numExperts);
   Value T = h.dim(op.getLogits(), 0), E = h.e.idx(numExperts);
-  Value logits = h.upload(op.getLogits());
+  // The gate kernels read f32 logits (routing in f32).
+  Value logits = h.upload(h.toF32(op.getLogits()));
   Value sb = op.getSelectionBias() ? h.upload(op.getSelectionBias()) : Value();
   Host::Gate g =
       h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed(), sb);
-  SmallVector<Value> results{h.download(g.weights, op.getWeights().getType(), {T, h.e.idx(k)}),
+  SmallVector<Value> results{h.downloadAs(g.weights, op.getWeights().getType(), {T, h.e.idx(k)}),
                              h.download(g.indices, op.getIndices().getType(), {T, h.e.idx(k)})};
   if (op.getAuxLoss())
     results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())
@@ -683,8 +808,8 @@ LogicalResult convert(DispatchOp op, Host &h) {
   Host::Plan plan = h.align(indices, Value(), T, K, numExperts,
                             h.capacity(T, K, numExperts, op.getCapacityFactor()));
   Value N = h.e.muli(T, K);
-  Value rows = h.alloc(h.e.f32(), h.e.muli(N, D));
-  h.launch(h.lib.dispatchRows(), {h.blocks(h.e.muli(N, D), kEltThreads)}, kEltThreads,
+  Value rows = h.alloc(eltOf(x), h.e.muli(N, D));
+  h.launch(h.lib.dispatchRows(eltOf(x)), {h.blocks(h.e.muli(N, D), kEltThreads)}, kEltThreads,
            {x, plan.sourceRows, rows, N, D});
   SmallVector<Value> results{
       h.download(rows, op.getRows().getType(), {N, D}),
@@ -705,9 +830,11 @@ LogicalResult convert(ExpertFFNOp op, Host &h) {
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
   Host::Plan plan = h.tileMap(offsets, N, numExperts);
-  Value out = h.alloc(h.e.f32(), h.e.muli(N, ex.D));
+  Type outElt = eltOf(op.getOutput());
+  Value out = h.alloc(outElt, h.e.muli(N, ex.D));
   // Rows from offsets[E] on are zero.
-  gpu::MemsetOp::create(h.b, Type(), ValueRange{}, out, h.e.cf32(0.0));
+  gpu::MemsetOp::create(h.b, Type(), ValueRange{}, out,
+                        arith::ConstantOp::create(h.b, h.b.getZeroAttr(outElt)));
   h.ffn(rows, /*gather=*/false, plan, ex, out);
   Value r = h.download(out, op.getOutput().getType(), {N, ex.D});
   h.releaseAll();
@@ -720,11 +847,11 @@ LogicalResult convert(CombineOp op, Host &h) {
   Value D = h.dim(op.getExpertOutput(), 1);
   Value out = h.upload(op.getExpertOutput()), w = h.upload(op.getWeights());
   Value pos = h.upload(op.getPositions());
-  Value y = h.alloc(h.e.f32(), h.e.muli(T, D));
+  Value y = h.alloc(eltOf(op.getOutput()), h.e.muli(T, D));
   SmallVector<Value> args{out, w, pos, y, T, K, D};
   if (op.getSharedOutput())
     args.push_back(h.upload(op.getSharedOutput()));
-  h.launch(h.lib.combine(op.getSharedOutput() != nullptr),
+  h.launch(h.lib.combine(op.getSharedOutput() != nullptr, eltOf(out), eltOf(w), eltOf(y)),
            {h.blocks(h.e.muli(T, D), kEltThreads)}, kEltThreads, args);
   Value r = h.download(y, op.getOutput().getType(), {T, D});
   h.releaseAll();
@@ -741,8 +868,8 @@ LogicalResult convert(FusedExpertsOp op, Host &h) {
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
   Value shared = op.getSharedOutput() ? h.upload(op.getSharedOutput()) : Value();
-  Value y =
-      h.fusedExperts(x, indices, w, T, K, numExperts, op.getCapacityFactor(), ex, shared);
+  Value y = h.fusedExperts(x, indices, w, T, K, numExperts, op.getCapacityFactor(), ex,
+                           eltOf(op.getOutput()), shared);
   Value r = h.download(y, op.getOutput().getType(), {T, ex.D});
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
@@ -764,7 +891,8 @@ LogicalResult convert(SoftDispatchOp op, Host &h) {
   int64_t numExperts = cast<RankedTensorType>(op.getSlots().getType()).getDimSize(1);
   if (ShapedType::isDynamic(numExperts))
     return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
-  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize());
+  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize(),
+                                  eltOf(op.getRows()), eltOf(op.getCombineWeights()));
   Value offsets = h.softOffsets(numExperts, f.G, f.S);
   SmallVector<Value> results{
       h.download(f.rows, op.getRows().getType(), {h.e.muli(f.ES, f.G), f.D}),
@@ -782,7 +910,7 @@ LogicalResult convert(SoftCombineOp op, Host &h) {
   Value ES = h.e.muli(h.dim(op.getCombineWeights(), 2), S);
   Value D = h.dim(op.getExpertOutput(), 1);
   Value out = h.upload(op.getExpertOutput()), cw = h.upload(op.getCombineWeights());
-  Value y = h.softCombine(out, cw, G, M, ES, S, D);
+  Value y = h.softCombine(out, cw, G, M, ES, S, D, eltOf(op.getOutput()));
   Value r = h.download(y, op.getOutput().getType(), {G, M, D});
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
@@ -794,7 +922,10 @@ LogicalResult convertSoftLayer(OpT op, Host &h) {
   int64_t numExperts = cast<RankedTensorType>(op.getSlots().getType()).getDimSize(1);
   if (ShapedType::isDynamic(numExperts))
     return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
-  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize());
+  // Slot inputs rounded to T, expert outputs and combine weights kept in
+  // f32, y rounded once (docs/spec.md §2-§3).
+  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize(),
+                                  eltOf(op.getInput()), h.e.f32());
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
   Value N = h.e.muli(f.ES, f.G);
@@ -802,21 +933,12 @@ LogicalResult convertSoftLayer(OpT op, Host &h) {
   Host::Plan plan = h.tileMap(offsets, N, numExperts);
   Value out = h.alloc(h.e.f32(), h.e.muli(N, f.D)); // every row is a slot
   h.ffn(f.rows, /*gather=*/false, plan, ex, out);
-  Value y = h.softCombine(out, f.combineWeights, f.G, f.M, f.ES, f.S, f.D);
+  Value y = h.softCombine(out, f.combineWeights, f.G, f.M, f.ES, f.S, f.D,
+                          eltOf(op.getOutput()));
   Value r = h.download(y, op.getOutput().getType(), {f.G, f.M, f.D});
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
   return success();
-}
-
-/// The first non-f32 floating-point type of a moe op, if any.
-std::optional<Type> unsupportedElementType(Operation *op) {
-  for (Type t : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes())) {
-    auto tt = dyn_cast<RankedTensorType>(t);
-    if (tt && isa<FloatType>(tt.getElementType()) && !tt.getElementType().isF32())
-      return tt.getElementType();
-  }
-  return std::nullopt;
 }
 
 struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass> {
@@ -902,17 +1024,6 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     if (failed(checkToolkit(ops.front())))
       return signalPassFailure();
     bool failedAny = false;
-    for (Operation *op : ops) {
-      if (std::optional<Type> t = unsupportedElementType(op)) {
-        op->emitError() << "cannot lower '" << op->getName() << "' with element type " << *t
-                        << " to the GPU: the NVPTX kernels support f32 only for now "
-                           "(f16/bf16 with tensor cores are planned)";
-        failedAny = true;
-      }
-    }
-    if (failedAny)
-      return signalPassFailure();
-
     llvm::DenseSet<Value> deviceValues;
     if (deviceAbi && failed(findDeviceValues(module, deviceValues)))
       return signalPassFailure();
@@ -925,6 +1036,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       auto func = op->getParentOfType<func::FuncOp>();
       if (deviceAbi && func && func.isPublic())
         h.deviceValues = &deviceValues;
+      h.tensorCores = tensorCores;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

@@ -32,6 +32,7 @@ public:
   Value mini(Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
   Value lt(Value x, Value y) { return cmpi(arith::CmpIPredicate::slt, x, y); }
   Value ult(Value x, Value y) { return cmpi(arith::CmpIPredicate::ult, x, y); }
+  Value ule(Value x, Value y) { return cmpi(arith::CmpIPredicate::ule, x, y); }
   Value ge(Value x, Value y) { return cmpi(arith::CmpIPredicate::sge, x, y); }
   Value eq(Value x, Value y) { return cmpi(arith::CmpIPredicate::eq, x, y); }
   Value noti(Value x) { return arith::XOrIOp::create(b, x, ci1(true)); }

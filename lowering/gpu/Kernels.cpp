@@ -14,6 +14,8 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
 #include <functional>
@@ -89,11 +91,84 @@ bool isGated(Activation act) {
 }
 
 //===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+/// m[i] as f32: bf16/f16 data are extended on load (docs/spec.md §2-§3: the
+/// arithmetic is f32 whatever the storage type).
+Value loadF32(IRB &e, Value m, Value i) {
+  Value v = e.load(m, i);
+  if (v.getType().isF32())
+    return v;
+  return arith::ExtFOp::create(e.b, e.f32(), v);
+}
+
+/// Stores the f32 value `v` into m[i], rounded to nearest even to m's element
+/// type.
+void storeF32(IRB &e, Value v, Value m, Value i) {
+  Type elt = cast<MemRefType>(m.getType()).getElementType();
+  if (elt != v.getType())
+    v = arith::TruncFOp::create(e.b, elt, v);
+  e.store(v, m, i);
+}
+
+/// The kVec values m[i .. i+kVec) as f32 through one vector load (128 bits
+/// for f32, 64 for bf16/f16); the caller guarantees that i is a multiple of
+/// kVec (the alignment the load claims) and that the range is in bounds.
+constexpr int64_t kVec = 4;
+SmallVector<Value> loadVecF32(IRB &e, Value m, Value i) {
+  Type elt = cast<MemRefType>(m.getType()).getElementType();
+  auto vt = VectorType::get({kVec}, elt);
+  unsigned bytes = kVec * elt.getIntOrFloatBitWidth() / 8;
+  Value v = vector::LoadOp::create(e.b, vt, m, ValueRange{i}, /*nontemporal=*/false,
+                                   llvm::MaybeAlign(bytes));
+  if (!elt.isF32())
+    v = arith::ExtFOp::create(e.b, VectorType::get({kVec}, e.f32()), v);
+  SmallVector<Value> out;
+  for (int64_t j = 0; j < kVec; ++j)
+    out.push_back(vector::ExtractOp::create(e.b, v, ArrayRef<int64_t>{j}));
+  return out;
+}
+
+/// i1: `v` (index) is a multiple of `m`.
+Value multipleOf(IRB &e, Value v, int64_t m) {
+  return e.eq(e.remui(v, e.idx(m)), e.idx(0));
+}
+
+/// The suffix of a kernel variant for the element types of its data
+/// buffers: "" when all are f32 (the f32 kernels keep their names), "_bf16"
+/// when all are bf16, else every type in order ("_bf16_f32").
+std::string typeSuffix(ArrayRef<Type> types) {
+  auto name = [](Type t) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << t;
+    return s;
+  };
+  if (llvm::all_of(types, [](Type t) { return t.isF32(); }))
+    return "";
+  if (llvm::all_equal(types))
+    return "_" + name(types.front());
+  std::string out;
+  for (Type t : types)
+    out += "_" + name(t);
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
 // The tiled GEMM skeleton
 //===----------------------------------------------------------------------===//
 
 /// What a GEMM kernel plugs into the skeleton. All callbacks run inside the
 /// kernel body; `lr` is a row of the block's tile (0..kTileM-1).
+///
+/// Operands are read either through `loadA` / `loadB` (one element at a
+/// time) or, when `aBuf` / `bBuf` is set, from a buffer whose element
+/// A[aRow, k] (B[k, n]) sits at `aIndex` (`bIndex`), contiguous in k (n):
+/// then a thread stages kVec consecutive elements with one vector load when
+/// `aVecOk` (`bVecOk`, uniform over the launch: every index of a k (n) that
+/// is a multiple of kVec is a multiple of kVec) holds and the kVec elements
+/// are in range, and element by element otherwise.
 struct GemmHooks {
   Value active;     // i1, uniform over the block; null: always active
   Value rowBase;    // index of the tile's first row (block_id.y * kTileM)
@@ -101,10 +176,14 @@ struct GemmHooks {
   int parts = 1;    // 2: gated GEMM1 (gate and up columns side by side)
   /// The A row (i32, -1 for a zero row) of tile row `lr`: the gather.
   std::function<Value(IRB &, Value lr)> aRow;
-  /// A[aRow, k] (aRow >= 0 and k < kDim hold).
+  /// A[aRow, k] as f32 (aRow >= 0 and k < kDim hold).
   std::function<Value(IRB &, Value aRow, Value k)> loadA;
-  /// B[k, n] of `part` (k < kDim and n < nDim hold).
+  Value aBuf, aVecOk;
+  std::function<Value(IRB &, Value aRow, Value k)> aIndex;
+  /// B[k, n] of `part` as f32 (k < kDim and n < nDim hold).
   std::function<Value(IRB &, Value k, Value n, int part)> loadB;
+  Value bBuf, bVecOk;
+  std::function<Value(IRB &, Value k, Value n, int part)> bIndex;
   /// The epilogue of one output (n < nDim holds): acc has `parts` values.
   std::function<void(IRB &, Value lr, Value aRow, Value n, ArrayRef<Value> acc)> store;
   /// The run-time row tile of the grouped GEMMs (kTileM or kSmallTileM, see
@@ -114,19 +193,60 @@ struct GemmHooks {
   std::function<void(IRB &, int64_t tileM)> finish;
 };
 
-/// Workgroup buffers of the skeleton: A tile, B tile(s), the gathered rows.
+/// Workgroup buffers of the skeleton: A tile, B tile(s) (f32 whatever the
+/// storage type), the gathered rows.
 SmallVector<Type> gemmWorkgroup(MLIRContext *ctx, int parts) {
   return {workgroup(ctx, kTileM * kTileK, Float32Type::get(ctx)),
           workgroup(ctx, parts * kTileK * kTileN, Float32Type::get(ctx)),
           workgroup(ctx, kTileM, IntegerType::get(ctx, 32))};
 }
 
+/// The kVec operand values at positions at, at+1, ... along the contiguous
+/// dimension (zero past `limit`, and all zero when !valid): with a buffer,
+/// one vector load from `baseIndex` when `vecOk` holds and all kVec are in
+/// range (at + kVec <= limit); otherwise element by element through `scalar`.
+SmallVector<Value> stageVec(IRB &e, Value valid, Value at, Value limit, Value vecOk,
+                            function_ref<Value(IRB &)> baseIndex, Value buf,
+                            function_ref<Value(IRB &, Value)> scalar) {
+  auto elementwise = [&](IRB &e) {
+    SmallVector<Value> out;
+    for (int64_t j = 0; j < kVec; ++j) {
+      Value p = e.addi(at, e.idx(j));
+      out.push_back(e.guardedLoad(e.andi(valid, e.ult(p, limit)), e.f32(),
+                                  [&](IRB &e) { return scalar(e, p); }));
+    }
+    return out;
+  };
+  if (!buf)
+    return elementwise(e);
+  Value full = e.andi(e.andi(valid, vecOk), e.ule(e.addi(at, e.idx(kVec)), limit));
+  return e.ifElse(
+      full, SmallVector<Type>(kVec, e.f32()),
+      [&](IRB &e) { return loadVecF32(e, buf, baseIndex(e)); }, elementwise);
+}
+
 void buildGemm(IRB &e, ArrayRef<BlockArgument> wg, const GemmHooks &h) {
+  static_assert(kTileM * kTileK == kGemmThreads * kVec, "one A vector per thread");
+  static_assert(kTileK * kTileN == kGemmThreads * kVec, "one B vector per thread and part");
   Value aTile = wg[0], bTile = wg[1], rows = wg[2];
   Value tid = threadId(e);
   constexpr int64_t threadsN = kTileN / kMicro; // 16
   Value tx = e.remui(tid, e.idx(threadsN)), ty = e.divui(tid, e.idx(threadsN));
   Value n0 = e.muli(blockId(e, gpu::Dimension::x), e.idx(kTileN));
+  // This thread's share of the staged tiles: kVec consecutive k of one A
+  // row, kVec consecutive n of one B row.
+  Value aR = e.divui(tid, e.idx(kTileK / kVec));
+  Value aK = e.muli(e.remui(tid, e.idx(kTileK / kVec)), e.idx(kVec));
+  Value bK = e.divui(tid, e.idx(kTileN / kVec));
+  Value bC = e.muli(e.remui(tid, e.idx(kTileN / kVec)), e.idx(kVec));
+  Value aVecOk = h.aVecOk ? h.aVecOk : e.ci1(false);
+  Value bVecOk = h.bVecOk ? h.bVecOk : e.ci1(false);
+  auto loadA = [&](IRB &e, Value ar, Value k) {
+    return h.aBuf ? loadF32(e, h.aBuf, h.aIndex(e, ar, k)) : h.loadA(e, ar, k);
+  };
+  auto loadB = [&](IRB &e, Value k, Value n, int part) {
+    return h.bBuf ? loadF32(e, h.bBuf, h.bIndex(e, k, n, part)) : h.loadB(e, k, n, part);
+  };
 
   // One code path per row tile: tileM rows, microRows rows per thread.
   auto body = [&](IRB &e, int64_t tileM) {
@@ -140,34 +260,43 @@ void buildGemm(IRB &e, ArrayRef<BlockArgument> wg, const GemmHooks &h) {
     SmallVector<Value> acc = e.forLoop(
         e.idx(0), h.kDim, e.idx(kTileK), init, [&](IRB &e, Value k0, ValueRange accIn) {
           // Stage A[rows, k0:k0+kTileK] (row-major, kTileK wide).
-          for (int64_t q = 0; q < tileM * kTileK / kGemmThreads; ++q) {
-            Value l = e.addi(tid, e.idx(q * kGemmThreads));
-            Value r = e.divui(l, e.idx(kTileK)), kk = e.remui(l, e.idx(kTileK));
-            Value k = e.addi(k0, kk);
-            Value ar = e.load(rows, r);
-            Value ok = e.andi(e.ge(ar, e.ci32(0)), e.ult(k, h.kDim));
-            Value v = e.guardedLoad(ok, e.f32(),
-                                    [&](IRB &e) { return h.loadA(e, e.toIndex(ar), k); });
-            e.store(v, aTile, l);
+          {
+            // A 16-row tile stages 16 x kTileK: the first tileM * kTileK / kVec
+            // threads, one vector each.
+            auto stageA = [&](IRB &e) {
+              Value ar = e.load(rows, aR);
+              Value arIdx = e.toIndex(e.select(e.ge(ar, e.ci32(0)), ar, e.ci32(0)));
+              Value k = e.addi(k0, aK);
+              SmallVector<Value> v = stageVec(
+                  e, e.ge(ar, e.ci32(0)), k, h.kDim, aVecOk,
+                  [&](IRB &e) { return h.aIndex(e, arIdx, k); }, h.aBuf,
+                  [&](IRB &e, Value kj) { return loadA(e, arIdx, kj); });
+              Value at = e.addi(e.muli(aR, e.idx(kTileK)), aK);
+              for (int64_t j = 0; j < kVec; ++j)
+                e.store(v[j], aTile, e.addi(at, e.idx(j)));
+            };
+            if (tileM == kTileM)
+              stageA(e);
+            else
+              e.ifThen(e.ult(aR, e.idx(tileM)), stageA);
           }
           // Stage B[k0:k0+kTileK, n0:n0+kTileN] of every part.
           for (int part = 0; part < h.parts; ++part) {
-            for (int64_t q = 0; q < kTileK * kTileN / kGemmThreads; ++q) {
-              Value l = e.addi(tid, e.idx(q * kGemmThreads));
-              Value kk = e.divui(l, e.idx(kTileN)), c = e.remui(l, e.idx(kTileN));
-              Value k = e.addi(k0, kk), n = e.addi(n0, c);
-              Value ok = e.andi(e.ult(k, h.kDim), e.ult(n, h.nDim));
-              Value v = e.guardedLoad(ok, e.f32(),
-                                      [&](IRB &e) { return h.loadB(e, k, n, part); });
-              e.store(v, bTile, e.addi(l, e.idx(part * kTileK * kTileN)));
-            }
+            Value k = e.addi(k0, bK), n = e.addi(n0, bC);
+            SmallVector<Value> v = stageVec(
+                e, e.ult(k, h.kDim), n, h.nDim, bVecOk,
+                [&](IRB &e) { return h.bIndex(e, k, n, part); }, h.bBuf,
+                [&](IRB &e, Value nj) { return loadB(e, k, nj, part); });
+            Value at = e.addi(e.addi(e.muli(bK, e.idx(kTileN)), bC),
+                              e.idx(part * kTileK * kTileN));
+            for (int64_t j = 0; j < kVec; ++j)
+              e.store(v[j], bTile, e.addi(at, e.idx(j)));
           }
           barrier(e);
-          // TENSOR CORES: once f16/bf16 storage arrives, this inner product
-          // over the staged tiles becomes nvgpu.mma.sync (sm_80, m16n8k16
-          // fragments loaded with nvgpu.ldmatrix) or nvgpu.warpgroup.mma
-          // (wgmma, sm_90, with TMA-staged tiles); the f32 path keeps the
-          // FMA micro-tile below.
+          // TENSOR CORES: the bf16/f16 inner product over the staged tiles
+          // is where nvgpu.mma.sync / wgmma kernels (MmaGemm.cpp) take over;
+          // this is the CUDA-core micro-tile: every output accumulates
+          // fma(a, b, acc) in ascending k, one rounding per product-sum.
           SmallVector<Value> inner = e.forLoop(
               e.idx(0), e.idx(kTileK), accIn, [&](IRB &e, Value kk, ValueRange a) {
                 SmallVector<Value> av, out(a.begin(), a.end());
@@ -183,7 +312,7 @@ void buildGemm(IRB &e, ArrayRef<BlockArgument> wg, const GemmHooks &h) {
                                       e.idx(part * kTileK * kTileN)));
                     for (int64_t i = 0; i < microRows; ++i) {
                       int64_t slot = (part * microRows + i) * kMicro + j;
-                      out[slot] = e.addf(out[slot], e.mulf(av[i], bv));
+                      out[slot] = math::FmaOp::create(e.b, av[i], bv, out[slot]);
                     }
                   }
                 return out;
@@ -234,6 +363,10 @@ Value globalThread(IRB &e) {
 
 } // namespace
 
+Value gpu_lowering::emitActivation(IRB &e, Activation act, Value x) {
+  return activate(e, act, x);
+}
+
 //===----------------------------------------------------------------------===//
 // KernelLibrary
 //===----------------------------------------------------------------------===//
@@ -249,12 +382,13 @@ KernelLibrary::KernelLibrary(ModuleOp module) : module(module) {
   }
 }
 
-gpu::GPUFuncOp KernelLibrary::route(bool bias) {
+gpu::GPUFuncOp KernelLibrary::route(bool bias, Type data, Type out) {
   MLIRContext *ctx = module.getContext();
-  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
-  std::string name = std::string("moe_route_kernel") + (bias ? "_bias" : "");
+  Type ix = IndexType::get(ctx);
+  std::string name =
+      std::string("moe_route_kernel") + (bias ? "_bias" : "") + typeSuffix({data, out});
   return buildKernel(
-      gpuModule, name, {flat(f32), flat(f32), flat(f32), flat(f32), ix, ix, ix},
+      gpuModule, name, {flat(data), flat(data), flat(data), flat(out), ix, ix, ix},
       gemmWorkgroup(ctx, 1), kGemmThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value x = a[0], wr = a[1], br = a[2], logits = a[3], T = a[4], D = a[5], E = a[6];
@@ -266,16 +400,18 @@ gpu::GPUFuncOp KernelLibrary::route(bool bias) {
           Value t = e.addi(h.rowBase, lr);
           return e.select(e.ult(t, T), e.toI32(t), e.ci32(-1));
         };
-        h.loadA = [&](IRB &e, Value ar, Value k) { return e.load(x, e.addi(e.muli(ar, D), k)); };
-        h.loadB = [&](IRB &e, Value k, Value n, int) {
-          return e.load(wr, e.addi(e.muli(k, E), n));
-        };
+        h.aBuf = x;
+        h.aVecOk = multipleOf(e, D, kVec);
+        h.aIndex = [&](IRB &e, Value ar, Value k) { return e.addi(e.muli(ar, D), k); };
+        h.bBuf = wr;
+        h.bVecOk = multipleOf(e, E, kVec);
+        h.bIndex = [&](IRB &e, Value k, Value n, int) { return e.addi(e.muli(k, E), n); };
         h.store = [&](IRB &e, Value, Value ar, Value n, ArrayRef<Value> acc) {
           e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
             Value v = acc[0];
             if (bias)
-              v = e.addf(v, e.load(br, n));
-            e.store(v, logits, e.addi(e.muli(e.toIndex(ar), E), n));
+              v = e.addf(v, loadF32(e, br, n));
+            storeF32(e, v, logits, e.addi(e.muli(e.toIndex(ar), E), n));
           });
         };
         buildGemm(e, wg, h);
@@ -283,8 +419,8 @@ gpu::GPUFuncOp KernelLibrary::route(bool bias) {
 }
 
 gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool loss,
-                                   std::optional<ProductionGate> production, bool router,
-                                   bool routerBias) {
+                                   std::optional<ProductionGate> production, Type biasType,
+                                   bool router, bool routerBias, Type routerData) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   std::string name = "moe_gate_kernel_";
@@ -312,17 +448,21 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
     if (production->bias)
       name += "_bias";
   }
+  Type biasElt = biasType ? biasType : f32;
+  if (production && production->bias)
+    name += typeSuffix({biasElt});
   if (loss)
     name += "_loss";
+  Type rd = routerData ? routerData : f32;
   if (router)
-    name += routerBias ? "_router_bias" : "_router";
+    name += (routerBias ? "_router_bias" : "_router") + typeSuffix({rd});
   SmallVector<Type> args{flat(f32), flat(f32), flat(i32), flat(f32), flat(f32),
                          ix,        ix,        ix,        i32,       i32};
   if (production)
-    args.append({flat(f32), ix, ix, f32});
+    args.append({flat(biasElt), ix, ix, f32});
   size_t routerArgs = args.size();
   if (router)
-    args.append({flat(f32), flat(f32), flat(f32), ix});
+    args.append({flat(rd), flat(rd), flat(rd), ix});
   // Tokens per block: one per thread, or kRouteTokens with the router.
   const int64_t tokensPerBlock = router ? kRouteTokens : kGateThreads;
   // The loss partials; with the router also its staged x and Wr chunks.
@@ -330,7 +470,7 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
   if (router)
     gateWorkgroup.append({workgroup(ctx, kRouteTokens * kRouteDepth, f32),
                           workgroup(ctx, kRouteWeights, f32)});
-  return buildKernel(
+  gpu::GPUFuncOp kernel = buildKernel(
       gpuModule, name, args, gateWorkgroup, kGateThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value logits = a[0], weights = a[1], indices = a[2], p = a[3], partials = a[4];
@@ -374,12 +514,12 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
                     Value tl = e.divui(i, n), dd = e.remui(i, n);
                     Value tq = e.addi(first, tl);
                     Value v = e.guardedLoad(e.ult(tq, T), e.f32(), [&](IRB &e) {
-                      return e.load(x, e.addi(e.muli(tq, D), e.addi(d0, dd)));
+                      return loadF32(e, x, e.addi(e.muli(tq, D), e.addi(d0, dd)));
                     });
                     e.store(v, xs, e.addi(e.muli(tl, e.idx(kRouteDepth)), dd));
                   });
                   e.forEach(tid, e.muli(n, E), step, [&](IRB &e, Value i) {
-                    e.store(e.load(wr, e.addi(e.muli(d0, E), i)), ws, i);
+                    e.store(loadF32(e, wr, e.addi(e.muli(d0, E), i)), ws, i);
                   });
                   barrier(e);
                   e.forEach(tid, pairs, step, [&](IRB &e, Value q) {
@@ -407,8 +547,8 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
                     Value tq = e.addi(first, e.divui(q, E)), ex = e.remui(q, E);
                     Value xBase = e.muli(tq, D);
                     Value acc = e.forLoop(c0, D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange s) {
-                      Value xv = e.load(x, e.addi(xBase, d));
-                      Value wv = e.load(wr, e.addi(e.muli(d, E), ex));
+                      Value xv = loadF32(e, x, e.addi(xBase, d));
+                      Value wv = loadF32(e, wr, e.addi(e.muli(d, E), ex));
                       return SmallVector<Value>{math::FmaOp::create(e.b, xv, wv, s[0])};
                     })[0];
                     e.store(acc, logits, at(e, q));
@@ -421,7 +561,7 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
           if (routerBias)
             e.forEach(tid, pairs, step, [&](IRB &e, Value q) {
               e.ifThen(live(e, q), [&](IRB &e) {
-                Value v = e.addf(e.load(logits, at(e, q)), e.load(br, e.remui(q, E)));
+                Value v = e.addf(e.load(logits, at(e, q)), loadF32(e, br, e.remui(q, E)));
                 e.store(v, logits, at(e, q));
               });
             });
@@ -489,7 +629,7 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
             auto chooseOf = [&](IRB &e, Value ex) -> Value {
               Value c = scoreOf(e, ex);
               if (production->bias)
-                c = e.addf(c, e.load(selBias, ex));
+                c = e.addf(c, loadF32(e, selBias, ex));
               return c;
             };
             // The best `count` of `candidates` by `scoreOf` (ties: lower
@@ -710,6 +850,11 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
           });
         }
       });
+  // At least one block per SM (PTX .minnctapersm 1): without it ptxas caps
+  // this branchy one-thread-per-token kernel at 32 registers for occupancy
+  // and spills (8 bytes at sm_80 for the grouped production router).
+  kernel->setAttr("nvvm.minctasm", IntegerAttr::get(IntegerType::get(ctx, 32), 1));
+  return kernel;
 }
 
 gpu::GPUFuncOp KernelLibrary::lossReduce() {
@@ -745,19 +890,27 @@ static void padGroups(IRB &e, Value tid, Value E, Value offsets, Value poff, Val
   });
 }
 
-gpu::GPUFuncOp KernelLibrary::align(bool weighted, bool combine, bool shared, bool loss) {
+gpu::GPUFuncOp KernelLibrary::align(bool weighted, Type weights, bool combine, bool shared,
+                                    bool loss, Type yType) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   assert((!shared || combine) && "the shared output goes with the combine");
+  Type wElt = weights ? weights : f32, yElt = yType ? yType : f32;
+  // Data types in the name: the weights' when weighted, y's with the combine.
+  SmallVector<Type> types;
+  if (weighted)
+    types.push_back(wElt);
+  if (combine)
+    types.push_back(yElt);
   std::string name = std::string("moe_align_kernel") + (weighted ? "_weighted" : "") +
                      (combine ? (shared ? "_combine_shared" : "_combine") : "") +
-                     (loss ? "_loss" : "");
-  SmallVector<Type> args{flat(i32), flat(f32), ix,        ix,        ix,        i32,
+                     (loss ? "_loss" : "") + typeSuffix(types);
+  SmallVector<Type> args{flat(i32), flat(weighted ? wElt : f32), ix,        ix,        ix,        i32,
                          flat(i32), flat(i32), flat(i32), flat(i32), flat(f32), flat(i32),
                          flat(i32), flat(i32), ix,        ix,        ix};
   const size_t combineArgs = args.size();
   if (combine) {
-    args.append({flat(i32), ix, flat(f32), ix});
+    args.append({flat(i32), ix, flat(yElt), ix});
     if (shared)
       args.push_back(flat(f32));
   }
@@ -848,7 +1001,7 @@ gpu::GPUFuncOp KernelLibrary::align(bool weighted, bool combine, bool shared, bo
                   e.store(r, positions, i);
                   e.store(e.toI32(e.divui(i, K)), src, rIdx);
                   if (weighted)
-                    e.store(e.load(w, i), rowW, rIdx);
+                    e.store(loadF32(e, w, i), rowW, rIdx);
                   e.store(r, sorted, e.toIndex(e.addi(pbase, jv)));
                 });
                 return SmallVector<Value>{e.select(hit, e.addi(jv, e.ci32(1)), jv)};
@@ -885,7 +1038,7 @@ gpu::GPUFuncOp KernelLibrary::align(bool weighted, bool combine, bool shared, bo
             e.ifThen(e.noti(kept), [&](IRB &e) {
               e.forEach(c0, D, e.idx(1), [&](IRB &e, Value d) {
                 Value at = e.addi(e.muli(t, D), d);
-                e.store(shared ? e.load(a[combineArgs + 4], at) : e.cf32(0.0), y, at);
+                storeF32(e, shared ? loadF32(e, a[combineArgs + 4], at) : e.cf32(0.0), y, at);
               });
             });
           });
@@ -925,18 +1078,20 @@ gpu::GPUFuncOp KernelLibrary::tileMap() {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::dispatchRows() {
+gpu::GPUFuncOp KernelLibrary::dispatchRows(Type data) {
   MLIRContext *ctx = module.getContext();
-  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  Type i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   return buildKernel(
-      gpuModule, "moe_dispatch_rows_kernel", {flat(f32), flat(i32), flat(f32), ix, ix}, {},
+      gpuModule, "moe_dispatch_rows_kernel" + typeSuffix({data}),
+      {flat(data), flat(i32), flat(data), ix, ix}, {},
       kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
         Value x = a[0], src = a[1], rows = a[2], N = a[3], D = a[4];
         Value i = globalThread(e);
         e.ifThen(e.ult(i, e.muli(N, D)), [&](IRB &e) {
           Value r = e.divui(i, D), d = e.remui(i, D);
           Value s = e.load(src, r);
-          Value v = e.guardedLoad(e.ge(s, e.ci32(0)), e.f32(), [&](IRB &e) {
+          // A copy: the rows keep the data's element type.
+          Value v = e.guardedLoad(e.ge(s, e.ci32(0)), data, [&](IRB &e) {
             return e.load(x, e.addi(e.muli(e.toIndex(s), D), d));
           });
           e.store(v, rows, i);
@@ -944,16 +1099,18 @@ gpu::GPUFuncOp KernelLibrary::dispatchRows() {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias) {
+gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias, Type aType,
+                                    Type wType, Type hType) {
   MLIRContext *ctx = module.getContext();
-  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  Type i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   bool gated = isGated(act);
   std::string name = std::string(gather ? "moe_gemm1_gather_kernel_" : "moe_gemm1_kernel_") +
-                     stringifyActivation(act).str() + (bias ? "_bias" : "");
+                     stringifyActivation(act).str() + (bias ? "_bias" : "") +
+                     typeSuffix({aType, wType, hType});
   return buildKernel(
       gpuModule, name,
-      {flat(f32), flat(i32), flat(i32), flat(i32), flat(i32), flat(f32), flat(f32), flat(f32),
-       ix, ix, ix},
+      {flat(aType), flat(i32), flat(i32), flat(i32), flat(i32), flat(wType), flat(wType),
+       flat(hType), ix, ix, ix},
       gemmWorkgroup(ctx, gated ? 2 : 1), kGemmThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value A = a[0], sorted = a[1], src = a[2], tileExpert = a[3], numTiles = a[4];
@@ -978,41 +1135,55 @@ gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias) {
               [&](IRB &e) { return SmallVector<Value>{e.load(src, e.toIndex(r))}; },
               [&](IRB &e) { return SmallVector<Value>{e.ci32(-1)}; })[0];
         };
-        h.loadA = [&](IRB &e, Value ar, Value k) { return e.load(A, e.addi(e.muli(ar, D), k)); };
+        h.aBuf = A;
+        h.aVecOk = multipleOf(e, D, kVec);
+        h.aIndex = [&](IRB &e, Value ar, Value k) { return e.addi(e.muli(ar, D), k); };
         Value wBase = e.muli(ex, e.muli(D, W));
-        h.loadB = [&](IRB &e, Value k, Value n, int part) {
+        h.bBuf = w1;
+        // H % kVec == 0 makes W, the expert's base and the up half's offset
+        // multiples of kVec.
+        h.bVecOk = multipleOf(e, H, kVec);
+        h.bIndex = [&](IRB &e, Value k, Value n, int part) {
           Value col = part ? e.addi(n, H) : n;
-          return e.load(w1, e.addi(wBase, e.addi(e.muli(k, W), col)));
+          return e.addi(wBase, e.addi(e.muli(k, W), col));
         };
+        // Epilogue: bias and activation in f32, h rounded to its element
+        // type (the CPU path's h).
         h.store = [&](IRB &e, Value lr, Value, Value n, ArrayRef<Value> acc) {
           Value u = acc[0];
           if (bias)
-            u = e.addf(u, e.load(b1, e.addi(e.muli(ex, W), n)));
+            u = e.addf(u, loadF32(e, b1, e.addi(e.muli(ex, W), n)));
           Value v = activate(e, act, u);
           if (gated) {
             Value up = acc[1];
             if (bias)
-              up = e.addf(up, e.load(b1, e.addi(e.muli(ex, W), e.addi(n, H))));
+              up = e.addf(up, loadF32(e, b1, e.addi(e.muli(ex, W), e.addi(n, H))));
             v = e.mulf(v, up);
           }
           Value p = e.addi(h.rowBase, lr);
-          e.store(v, hOut, e.addi(e.muli(p, H), n));
+          storeF32(e, v, hOut, e.addi(e.muli(p, H), n));
         };
         buildGemm(e, wg, h);
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, bool combine, bool shared) {
+gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type wType,
+                                    Type outType, bool combine, bool shared, Type yType) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   assert((!shared || combine) && "the shared output goes with the combine");
+  Type yElt = yType ? yType : f32;
+  SmallVector<Type> types{hType, wType, outType};
+  if (combine)
+    types.push_back(yElt);
   std::string name = std::string(weighted ? "moe_gemm2_weighted_kernel" : "moe_gemm2_kernel") +
                      (bias ? "_bias" : "") +
-                     (combine ? (shared ? "_combine_shared" : "_combine") : "");
-  SmallVector<Type> args{flat(f32), flat(i32), flat(f32), flat(i32), flat(i32), flat(f32),
-                         flat(f32), flat(f32), ix,        ix,        ix};
+                     (combine ? (shared ? "_combine_shared" : "_combine") : "") +
+                     typeSuffix(types);
+  SmallVector<Type> args{flat(hType), flat(i32), flat(f32),   flat(i32), flat(i32), flat(wType),
+                         flat(wType), flat(outType), ix,        ix,        ix};
   if (combine) {
-    args.append({flat(i32), flat(i32), flat(i32), flat(f32), ix});
+    args.append({flat(i32), flat(i32), flat(i32), flat(yElt), ix});
     if (shared)
       args.push_back(flat(f32));
   }
@@ -1037,24 +1208,28 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, bool combine, bool
           Value r = e.load(sorted, p);
           return e.select(e.ge(r, e.ci32(0)), e.toI32(p), e.ci32(-1));
         };
-        h.loadA = [&](IRB &e, Value ar, Value k) { return e.load(hIn, e.addi(e.muli(ar, H), k)); };
+        h.aBuf = hIn;
+        h.aVecOk = multipleOf(e, H, kVec);
+        h.aIndex = [&](IRB &e, Value ar, Value k) { return e.addi(e.muli(ar, H), k); };
         Value wBase = e.muli(ex, e.muli(H, D));
-        h.loadB = [&](IRB &e, Value k, Value n, int) {
-          return e.load(w2, e.addi(wBase, e.addi(e.muli(k, D), n)));
+        h.bBuf = w2;
+        h.bVecOk = multipleOf(e, D, kVec);
+        h.bIndex = [&](IRB &e, Value k, Value n, int) {
+          return e.addi(wBase, e.addi(e.muli(k, D), n));
         };
-        // Epilogue: bias, then the routed weight; one row per assignment
-        // (without `combine`, moe_reduce_kernel sums a token's rows in fixed
-        // order).
+        // Epilogue: bias, then the routed weight (f32); one row per
+        // assignment, stored in out's element type (without `combine`,
+        // moe_reduce_kernel sums a token's rows in fixed order).
         h.store = [&](IRB &e, Value lr, Value, Value n, ArrayRef<Value> acc) {
           Value r = e.load(sorted, e.addi(h.rowBase, lr));
           e.ifThen(e.ge(r, e.ci32(0)), [&](IRB &e) {
             Value rIdx = e.toIndex(r);
             Value v = acc[0];
             if (bias)
-              v = e.addf(v, e.load(b2, e.addi(e.muli(ex, D), n)));
+              v = e.addf(v, loadF32(e, b2, e.addi(e.muli(ex, D), n)));
             if (weighted)
-              v = e.mulf(e.load(rowW, rIdx), v);
-            e.store(v, out, e.addi(e.muli(rIdx, D), n));
+              v = e.mulf(v, e.load(rowW, rIdx));
+            storeF32(e, v, out, e.addi(e.muli(rIdx, D), n));
           });
         };
         if (combine) {
@@ -1107,11 +1282,11 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, bool combine, bool
                 Value sum = e.forLoop(c0, K, {init}, [&](IRB &e, Value j, ValueRange q) {
                   Value pos = e.load(positions, e.addi(e.muli(t, K), j));
                   Value v = e.guardedLoad(e.ge(pos, e.ci32(0)), e.f32(), [&](IRB &e) {
-                    return e.load(out, e.addi(e.muli(e.toIndex(pos), D), n));
+                    return loadF32(e, out, e.addi(e.muli(e.toIndex(pos), D), n));
                   });
                   return SmallVector<Value>{e.addf(q[0], v)};
                 })[0];
-                e.store(sum, y, at);
+                storeF32(e, sum, y, at);
               });
             });
           };
@@ -1120,14 +1295,17 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, bool combine, bool
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::reduce(bool shared) {
+gpu::GPUFuncOp KernelLibrary::reduce(bool shared, Type rowsType, Type yType) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
-  SmallVector<Type> args{flat(f32), flat(i32), flat(f32), ix, ix, ix};
+  SmallVector<Type> args{flat(rowsType), flat(i32), flat(yType), ix, ix, ix};
   if (shared)
     args.push_back(flat(f32));
   return buildKernel(
-      gpuModule, shared ? "moe_reduce_shared_kernel" : "moe_reduce_kernel", args, {},
+      gpuModule,
+      (shared ? "moe_reduce_shared_kernel" : "moe_reduce_kernel") +
+          typeSuffix({rowsType, yType}),
+      args, {},
       kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
         Value rows = a[0], positions = a[1], y = a[2], T = a[3], K = a[4], D = a[5];
         Value i = globalThread(e);
@@ -1140,23 +1318,28 @@ gpu::GPUFuncOp KernelLibrary::reduce(bool shared) {
             Value pos = e.load(positions, e.addi(e.muli(t, K), k));
             Value kept = e.ge(pos, e.ci32(0));
             Value v = e.guardedLoad(kept, e.f32(), [&](IRB &e) {
-              return e.load(rows, e.addi(e.muli(e.toIndex(pos), D), d));
+              return loadF32(e, rows, e.addi(e.muli(e.toIndex(pos), D), d));
             });
             return SmallVector<Value>{e.addf(q[0], v)};
           })[0];
-          e.store(s, y, i);
+          // The f32 sum, rounded once to y's element type.
+          storeF32(e, s, y, i);
         });
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::combine(bool shared) {
+gpu::GPUFuncOp KernelLibrary::combine(bool shared, Type outType, Type weightsType,
+                                      Type yType) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
-  SmallVector<Type> args{flat(f32), flat(f32), flat(i32), flat(f32), ix, ix, ix};
+  SmallVector<Type> args{flat(outType), flat(weightsType), flat(i32), flat(yType), ix, ix, ix};
   if (shared)
     args.push_back(flat(f32));
   return buildKernel(
-      gpuModule, shared ? "moe_combine_shared_kernel" : "moe_combine_kernel", args, {},
+      gpuModule,
+      (shared ? "moe_combine_shared_kernel" : "moe_combine_kernel") +
+          typeSuffix({outType, weightsType, yType}),
+      args, {},
       kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
         Value out = a[0], w = a[1], positions = a[2], y = a[3], T = a[4], K = a[5], D = a[6];
         Value i = globalThread(e);
@@ -1169,11 +1352,12 @@ gpu::GPUFuncOp KernelLibrary::combine(bool shared) {
             Value pos = e.load(positions, at);
             Value kept = e.ge(pos, e.ci32(0));
             Value v = e.guardedLoad(kept, e.f32(), [&](IRB &e) {
-              return e.mulf(e.load(w, at), e.load(out, e.addi(e.muli(e.toIndex(pos), D), d)));
+              return e.mulf(loadF32(e, out, e.addi(e.muli(e.toIndex(pos), D), d)),
+                            loadF32(e, w, at));
             });
             return SmallVector<Value>{e.addf(q[0], v)};
           })[0];
-          e.store(s, y, i);
+          storeF32(e, s, y, i);
         });
       });
 }
@@ -1194,19 +1378,19 @@ gpu::GPUFuncOp KernelLibrary::sigmoid() {
                      });
 }
 
-gpu::GPUFuncOp KernelLibrary::softNorms() {
+gpu::GPUFuncOp KernelLibrary::softNorms(Type data) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
   return buildKernel(
-      gpuModule, "moe_soft_norms_kernel",
-      {flat(f32), flat(f32), flat(f32), flat(f32), ix, ix, ix}, {}, kEltThreads,
+      gpuModule, "moe_soft_norms_kernel" + typeSuffix({data}),
+      {flat(data), flat(data), flat(f32), flat(f32), ix, ix, ix}, {}, kEltThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
         Value x = a[0], phi = a[1], rx = a[2], rphi = a[3], GM = a[4], ES = a[5], D = a[6];
         Value i = globalThread(e);
         // Rows of x: rx[i] = rsqrt(sum_d x[i, d]^2 + 1e-6).
         e.ifThen(e.ult(i, GM), [&](IRB &e) {
           Value s = e.forLoop(e.idx(0), D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange q) {
-            Value v = e.load(x, e.addi(e.muli(i, D), d));
+            Value v = loadF32(e, x, e.addi(e.muli(i, D), d));
             return SmallVector<Value>{e.addf(q[0], e.mulf(v, v))};
           })[0];
           e.store(math::RsqrtOp::create(e.b, e.addf(s, e.cf32(1e-6))), rx, i);
@@ -1215,7 +1399,7 @@ gpu::GPUFuncOp KernelLibrary::softNorms() {
         Value j = e.subi(i, GM);
         e.ifThen(e.andi(e.ge(i, GM), e.ult(j, ES)), [&](IRB &e) {
           Value s = e.forLoop(e.idx(0), D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange q) {
-            Value v = e.load(phi, e.addi(e.muli(d, ES), j));
+            Value v = loadF32(e, phi, e.addi(e.muli(d, ES), j));
             return SmallVector<Value>{e.addf(q[0], e.mulf(v, v))};
           })[0];
           e.store(math::RsqrtOp::create(e.b, e.addf(s, e.cf32(1e-6))), rphi, j);
@@ -1223,13 +1407,14 @@ gpu::GPUFuncOp KernelLibrary::softNorms() {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::softLogits(bool normalize) {
+gpu::GPUFuncOp KernelLibrary::softLogits(bool normalize, Type data) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
-  std::string name = std::string("moe_soft_logits_kernel") + (normalize ? "_normalize" : "");
+  std::string name = std::string("moe_soft_logits_kernel") + (normalize ? "_normalize" : "") +
+                     typeSuffix({data});
   return buildKernel(
       gpuModule, name,
-      {flat(f32), flat(f32), flat(f32), flat(f32), flat(f32), ix, ix, ix, f32},
+      {flat(data), flat(data), flat(f32), flat(f32), flat(f32), ix, ix, ix, f32},
       gemmWorkgroup(ctx, 1), kGemmThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value x = a[0], phi = a[1], rx = a[2], rphi = a[3], L = a[4], GM = a[5], ES = a[6],
@@ -1243,11 +1428,11 @@ gpu::GPUFuncOp KernelLibrary::softLogits(bool normalize) {
           return e.select(e.ult(r, GM), e.toI32(r), e.ci32(-1));
         };
         h.loadA = [&](IRB &e, Value ar, Value k) {
-          Value v = e.load(x, e.addi(e.muli(ar, D), k));
+          Value v = loadF32(e, x, e.addi(e.muli(ar, D), k));
           return normalize ? e.mulf(v, e.load(rx, ar)) : v;
         };
         h.loadB = [&](IRB &e, Value k, Value n, int) {
-          Value v = e.load(phi, e.addi(e.muli(k, ES), n));
+          Value v = loadF32(e, phi, e.addi(e.muli(k, ES), n));
           return normalize ? e.mulf(v, e.load(rphi, n)) : v;
         };
         h.store = [&](IRB &e, Value, Value ar, Value n, ArrayRef<Value> acc) {
@@ -1271,7 +1456,7 @@ static void softmaxInto(IRB &e, Value in, Value out, Value n,
   })[0];
   e.forEach(c0, n, e.idx(1), [&](IRB &e, Value i) {
     Value idx = at(e, i);
-    e.store(e.divf(e.exp(e.subf(e.load(in, idx), mx)), sum), out, idx);
+    storeF32(e, e.divf(e.exp(e.subf(e.load(in, idx), mx)), sum), out, idx);
   });
 }
 
@@ -1293,11 +1478,12 @@ gpu::GPUFuncOp KernelLibrary::softDispatchWeights() {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::softCombineWeights() {
+gpu::GPUFuncOp KernelLibrary::softCombineWeights(Type cw) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
   return buildKernel(
-      gpuModule, "moe_soft_combine_weights_kernel", {flat(f32), flat(f32), ix, ix, ix}, {},
+      gpuModule, "moe_soft_combine_weights_kernel" + typeSuffix({cw}),
+      {flat(f32), flat(cw), ix, ix, ix}, {},
       kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
         Value L = a[0], Cw = a[1], G = a[2], M = a[3], ES = a[4];
         Value i = globalThread(e);
@@ -1308,11 +1494,12 @@ gpu::GPUFuncOp KernelLibrary::softCombineWeights() {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::softSlots() {
+gpu::GPUFuncOp KernelLibrary::softSlots(Type xType, Type rowsType) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
   return buildKernel(
-      gpuModule, "moe_soft_slots_kernel", {flat(f32), flat(f32), flat(f32), ix, ix, ix, ix, ix},
+      gpuModule, "moe_soft_slots_kernel" + typeSuffix({xType, rowsType}),
+      {flat(f32), flat(xType), flat(rowsType), ix, ix, ix, ix, ix},
       gemmWorkgroup(ctx, 1), kGemmThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value Dw = a[0], x = a[1], rows = a[2], G = a[3], M = a[4], ES = a[5], S = a[6],
@@ -1330,26 +1517,30 @@ gpu::GPUFuncOp KernelLibrary::softSlots() {
         h.loadA = [&](IRB &e, Value j, Value m) {
           return e.load(Dw, e.addi(e.muli(e.addi(e.muli(g, M), m), ES), j));
         };
-        h.loadB = [&](IRB &e, Value m, Value d, int) {
-          return e.load(x, e.addi(e.muli(e.addi(e.muli(g, M), m), D), d));
+        h.bBuf = x;
+        h.bVecOk = multipleOf(e, D, kVec);
+        h.bIndex = [&](IRB &e, Value m, Value d, int) {
+          return e.addi(e.muli(e.addi(e.muli(g, M), m), D), d);
         };
         h.store = [&](IRB &e, Value, Value ar, Value d, ArrayRef<Value> acc) {
           e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
             Value j = e.toIndex(ar);
             Value ex = e.divui(j, S), s = e.remui(j, S);
             Value row = e.addi(e.muli(e.addi(e.muli(ex, G), g), S), s);
-            e.store(acc[0], rows, e.addi(e.muli(row, D), d));
+            // The slot inputs, rounded to the rows' element type (docs/spec.md §2-§3).
+            storeF32(e, acc[0], rows, e.addi(e.muli(row, D), d));
           });
         };
         buildGemm(e, wg, h);
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::softCombine() {
+gpu::GPUFuncOp KernelLibrary::softCombine(Type cwType, Type outType, Type yType) {
   MLIRContext *ctx = module.getContext();
-  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  Type ix = IndexType::get(ctx);
   return buildKernel(
-      gpuModule, "moe_soft_combine_kernel", {flat(f32), flat(f32), flat(f32), ix, ix, ix, ix, ix},
+      gpuModule, "moe_soft_combine_kernel" + typeSuffix({cwType, outType, yType}),
+      {flat(cwType), flat(outType), flat(yType), ix, ix, ix, ix, ix},
       gemmWorkgroup(ctx, 1), kGemmThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value Cw = a[0], out = a[1], y = a[2], G = a[3], M = a[4], ES = a[5], S = a[6],
@@ -1364,18 +1555,22 @@ gpu::GPUFuncOp KernelLibrary::softCombine() {
           Value m = e.addi(h.rowBase, lr);
           return e.select(e.ult(m, M), e.toI32(m), e.ci32(-1));
         };
-        h.loadA = [&](IRB &e, Value m, Value j) {
-          return e.load(Cw, e.addi(e.muli(e.addi(e.muli(g, M), m), ES), j));
+        h.aBuf = Cw;
+        h.aVecOk = multipleOf(e, ES, kVec);
+        h.aIndex = [&](IRB &e, Value m, Value j) {
+          return e.addi(e.muli(e.addi(e.muli(g, M), m), ES), j);
         };
-        h.loadB = [&](IRB &e, Value j, Value d, int) {
+        h.bBuf = out;
+        h.bVecOk = multipleOf(e, D, kVec);
+        h.bIndex = [&](IRB &e, Value j, Value d, int) {
           Value ex = e.divui(j, S), s = e.remui(j, S);
           Value row = e.addi(e.muli(e.addi(e.muli(ex, G), g), S), s);
-          return e.load(out, e.addi(e.muli(row, D), d));
+          return e.addi(e.muli(row, D), d);
         };
         h.store = [&](IRB &e, Value, Value ar, Value d, ArrayRef<Value> acc) {
           e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
             Value m = e.toIndex(ar);
-            e.store(acc[0], y, e.addi(e.muli(e.addi(e.muli(g, M), m), D), d));
+            storeF32(e, acc[0], y, e.addi(e.muli(e.addi(e.muli(g, M), m), D), d));
           });
         };
         buildGemm(e, wg, h);

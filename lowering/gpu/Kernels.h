@@ -6,12 +6,23 @@
 // shape; the launch configuration is fixed per kernel (see the constants
 // below and the comment of each builder) and recorded as `known_block_size`.
 //
+// Element types (docs/spec.md §2-§3): every floating-point buffer is a 1-D memref of
+// f32, bf16 or f16, given per buffer to the builders below (a null Type means
+// f32); kernels extend on load and round to nearest even on store, and all
+// arithmetic is f32. A kernel's name gets the suffix of its non-f32 types
+// ("_bf16", or one per buffer when they differ); the f32 kernels keep their
+// names.
+//
 // The GEMM kernels are tiled through workgroup (shared) memory: a block
 // computes a kTileM x kTileN tile of C with kGemmThreads threads, each
 // owning a kMicro x kMicro micro-tile; A and B tiles of depth kTileK are
-// staged in workgroup memory between gpu.barrier ops (the tensor-core hook is
-// marked "TENSOR CORES" in Kernels.cpp). Each output element
-// accumulates its k-sum sequentially in ascending k (the CPU path's order).
+// staged in workgroup memory (as f32) between gpu.barrier ops, each thread
+// staging 4 consecutive elements of A and of B with one vector load (128 bits
+// for f32) where the run-time sizes make them aligned, element by element
+// otherwise (the tensor-core hook is marked "TENSOR CORES" in Kernels.cpp).
+// Each output element accumulates its k-sum sequentially in ascending k with
+// fused multiply-adds, acc = fma(a_k, b_k, acc): the CPU path's order and
+// rounding (its vector.fma).
 //
 // Row tiles of the grouped GEMMs (decode vs prefill). The routing plan pads
 // every expert's row group to a row tile R chosen at run time by the host
@@ -78,6 +89,11 @@ constexpr int64_t kRouteWeights = 4096; // its staged chunk of Wr (f32; depth 40
 constexpr int64_t kAlignThreads = 256; // one block
 constexpr int64_t kEltThreads = 256;   // element-wise kernels
 
+class IRB;
+/// The activations of docs/spec.md §2-§3 on an f32 value (the CPU path's
+/// formulas), for kernels built outside Kernels.cpp (MmaGemm.cpp).
+Value emitActivation(IRB &e, Activation act, Value x);
+
 /// The routing kernel variants.
 enum class GateKind { Dense, TopK, MoesartInference, MoesartTraining };
 
@@ -107,22 +123,27 @@ public:
   // Argument lists (memrefs are 1-D memref<?xT>; sizes are index):
 
   /// (x, wr, br, logits, T, D, E); grid (ceil(E/kTileN), ceil(T/kTileM)).
-  gpu::GPUFuncOp route(bool bias);
+  /// x, wr, br of type `data`, the logits of type `out`.
+  gpu::GPUFuncOp route(bool bias, Type data, Type out);
   /// (logits, weights, indices:i32, p scratch [T*E], partials, T, E, K,
   /// key0:i32, key1:i32); grid ceil(T/kGateThreads).
   /// With `production` (kind TopK only) four more arguments follow:
   /// (selectionBias [E], groups, keptGroups, scale:f32), and p is the scratch
-  /// [T*2E] of the group scores and kept-group flags when grouped.
+  /// [T*2E] of the group scores and kept-group flags when grouped;
+  /// `selectionBias` is the bias's element type (null: f32). The other
+  /// routing buffers are f32.
   /// With `router` the kernel also computes the logits (it writes them to
-  /// `logits`): (x [T, D], wr [D, E], br [E], D) follow, the grid is
-  /// ceil(T/kRouteTokens) and each block first computes the logits of its
+  /// `logits`, f32): (x [T, D], wr [D, E], br [E], D) follow, x, wr and br of
+  /// element type `routerData` (null: f32; extended to f32 on load), the grid
+  /// is ceil(T/kRouteTokens) and each block first computes the logits of its
   /// kRouteTokens tokens (one thread per (token, expert), ascending d with
   /// fma: the CPU router's order, so the logits are the CPU's bits; x and Wr
-  /// staged in workgroup memory by depth chunks), then routes them (one
+  /// staged in workgroup memory as f32 by depth chunks), then routes them (one
   /// thread per token). `partials` gets one value per block.
   gpu::GPUFuncOp gate(GateKind kind, MoesartAdjust adjust, bool loss,
                       std::optional<ProductionGate> production = std::nullopt,
-                      bool router = false, bool routerBias = false);
+                      Type selectionBias = {}, bool router = false, bool routerBias = false,
+                      Type routerData = {});
   /// (partials, numPartials, T, lambda:f32, loss[1]); one thread.
   gpu::GPUFuncOp lossReduce();
   /// (indices:i32, weights, T, K, E, capacity:i32, offsets:i32[E+1],
@@ -131,52 +152,60 @@ public:
   /// numTiles:i32[1], Pmax, maxTiles, tileRows); one block of kAlignThreads,
   /// parallel over the T*K assignments (each thread a contiguous chunk; per
   /// expert a block scan of the chunk counts), so the plan is the one of a
-  /// sequential scan in token order.
+  /// sequential scan in token order. The weights are of type `weights` (null:
+  /// f32), rowWeights f32.
   /// With `combine` (for gemm2(..., combine = true)): (counters:i32
   /// [numCounters], numCounters, y [T, D], D[, shared [T, D]]) follow: the
   /// counters are zeroed and y[t, :] = shared[t, :] (or 0) for every token t
-  /// without a kept assignment. With `loss`: (partials, numPartials,
-  /// lambda:f32, loss[1]) follow (moe_loss_reduce_kernel's work).
-  gpu::GPUFuncOp align(bool weighted, bool combine = false, bool shared = false,
-                       bool loss = false);
+  /// without a kept assignment; y of type `y` (null: f32), shared f32. With
+  /// `loss`: (partials, numPartials, lambda:f32, loss[1]) follow
+  /// (moe_loss_reduce_kernel's work).
+  gpu::GPUFuncOp align(bool weighted, Type weights = {}, bool combine = false,
+                       bool shared = false, bool loss = false, Type y = {});
   /// (offsets:i32[E+1], E, paddedOffsets, sorted, tileExpert, numTiles, Pmax,
   /// maxTiles, tileRows); one block of kAlignThreads.
   gpu::GPUFuncOp tileMap();
-  /// (x, sourceRows:i32, rows, N, D); 1-D over N*D.
-  gpu::GPUFuncOp dispatchRows();
+  /// (x, sourceRows:i32, rows, N, D); 1-D over N*D; x and rows of `data`.
+  gpu::GPUFuncOp dispatchRows(Type data);
   /// (A, sorted:i32, sourceRows:i32, tileExpert:i32, numTiles:i32, w1, b1, h,
-  /// D, H, tileRows); grid (ceil(H/kTileN), maxTiles).
-  gpu::GPUFuncOp gemm1(bool gather, Activation act, bool bias);
+  /// D, H, tileRows); grid (ceil(H/kTileN), maxTiles). A of `a`, w1 and b1 of
+  /// `w`, h of `h` (bias and activation in f32, then h rounded to its type).
+  gpu::GPUFuncOp gemm1(bool gather, Activation act, bool bias, Type a, Type w, Type h);
   /// (h, sorted:i32, rowWeights, tileExpert:i32, numTiles:i32, w2, b2, out,
-  /// H, D, tileRows); grid (ceil(D/kTileN), maxTiles).
+  /// H, D, tileRows); grid (ceil(D/kTileN), maxTiles). h of `h`, w2 and b2 of
+  /// `w`, out of `out`, rowWeights f32.
   /// With `combine` (the fused layer's reduction, see the file comment):
   /// (sourceRows:i32 [T*K], positions:i32 [T*K], counters:i32
   /// [T * ceil(D/kTileN)], y [T, D], K[, shared [T, D]]) follow; `out` still
-  /// receives one row per kept assignment.
-  gpu::GPUFuncOp gemm2(bool weighted, bool bias, bool combine = false, bool shared = false);
+  /// receives one row per kept assignment; the token sums are f32 (in slot
+  /// order, after shared, f32) and rounded once to y's type `y` (null: f32).
+  gpu::GPUFuncOp gemm2(bool weighted, bool bias, Type h, Type w, Type out, bool combine = false,
+                       bool shared = false, Type y = {});
   /// (rowsOut, positions:i32, y, T, K, D[, shared]); 1-D over T*D. With
   /// `shared` the sum of a token starts at shared[t, :] (the shared expert's
-  /// f32 output, docs/spec.md §3.1.1), as on the CPU path.
-  gpu::GPUFuncOp reduce(bool shared = false);
+  /// f32 output, docs/spec.md §3.1.1), as on the CPU path. The sum is f32,
+  /// rounded once to y's type.
+  gpu::GPUFuncOp reduce(bool shared, Type rows, Type y);
   /// (expertOut, weights, positions:i32, y, T, K, D[, shared]); 1-D over T*D.
-  gpu::GPUFuncOp combine(bool shared = false);
+  gpu::GPUFuncOp combine(bool shared, Type out, Type weights, Type y);
   /// (o, s, N): s[i] = 1 / (1 + exp(-o[i])); 1-D over N (the shared
   /// expert's gate).
   gpu::GPUFuncOp sigmoid();
-  /// (x, phi, rx, rphi, GM, ES, D); 1-D over GM+ES.
-  gpu::GPUFuncOp softNorms();
+  /// (x, phi, rx, rphi, GM, ES, D); 1-D over GM+ES; x, phi of `data`.
+  gpu::GPUFuncOp softNorms(Type data);
   /// (x, phi, rx, rphi, L, GM, ES, D, scale:f32); grid (ceil(ES/kTileN),
-  /// ceil(GM/kTileM)).
-  gpu::GPUFuncOp softLogits(bool normalize);
-  /// (L, Dw, G, M, ES); 1-D over G*ES.
+  /// ceil(GM/kTileM)); x, phi of `data`, L f32.
+  gpu::GPUFuncOp softLogits(bool normalize, Type data);
+  /// (L, Dw, G, M, ES); 1-D over G*ES; f32.
   gpu::GPUFuncOp softDispatchWeights();
-  /// (L, Cw, G, M, ES); 1-D over G*M.
-  gpu::GPUFuncOp softCombineWeights();
-  /// (Dw, x, rows, G, M, ES, S, D); grid (ceil(D/kTileN), ceil(ES/kTileM), G).
-  gpu::GPUFuncOp softSlots();
+  /// (L, Cw, G, M, ES); 1-D over G*M; Cw of type `cw`.
+  gpu::GPUFuncOp softCombineWeights(Type cw);
+  /// (Dw, x, rows, G, M, ES, S, D); grid (ceil(D/kTileN), ceil(ES/kTileM), G);
+  /// the slot inputs rounded to `rows`.
+  gpu::GPUFuncOp softSlots(Type x, Type rows);
   /// (Cw, expertOut, y, G, M, ES, S, D); grid (ceil(D/kTileN),
   /// ceil(M/kTileM), G).
-  gpu::GPUFuncOp softCombine();
+  gpu::GPUFuncOp softCombine(Type cw, Type out, Type y);
 
 private:
   ModuleOp module;

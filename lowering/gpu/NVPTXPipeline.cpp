@@ -60,6 +60,15 @@ static bool isValidChip(StringRef chip) {
          llvm::all_of(chip, llvm::isDigit) && chip.front() != '0';
 }
 
+/// NN of a valid chip sm_NN[a|f].
+static int chipNumber(StringRef chip) {
+  chip.consume_front("sm_");
+  if (chip.ends_with("a") || chip.ends_with("f"))
+    chip = chip.drop_back();
+  int n = 0;
+  return chip.getAsInteger(10, n) ? 0 : n;
+}
+
 /// A comma-separated list of `+name` / `-name` (name: letters, digits, `.`,
 /// `_`, `-`), e.g. "+ptx80"; empty is allowed.
 static bool isValidFeatureList(StringRef features) {
@@ -178,6 +187,8 @@ LogicalResult moe::buildNVPTXPipeline(
   ConvertMoEToGPUOptions toGPU;
   toGPU.toolkit = toolkit.empty() ? "none" : toolkit;
   toGPU.deviceAbi = options.deviceAbi;
+  // mma.sync (the bf16/f16 expert GEMMs) needs sm_80 or newer.
+  toGPU.tensorCores = options.tensorCores && chipNumber(options.chip) >= 80;
   pm.addPass(createConvertMoEToGPU(toGPU));
   addFixed("func.func(convert-elementwise-to-linalg),canonicalize,cse");
   // 2. Host bufferization and deallocation (device buffers are managed by
@@ -202,7 +213,10 @@ LogicalResult moe::buildNVPTXPipeline(
   target.features = options.features;
   target.optLevel = static_cast<unsigned>(options.optLevel);
   pm.addPass(createGpuNVVMAttachTarget(target));
-  addFixed("gpu.module(strip-debuginfo,convert-gpu-to-nvvm,canonicalize,cse,"
+  // The tensor-core GEMMs (MmaGemm.cpp) use nvgpu ops (cp.async, ldmatrix):
+  // convert-nvgpu-to-nvvm lowers them before the gpu ops.
+  addFixed("gpu.module(strip-debuginfo,convert-nvgpu-to-nvvm,convert-gpu-to-nvvm,"
+           "canonicalize,cse,"
            "reconcile-unrealized-casts),"
            // 5. Host: mgpu* runtime calls (as upstream's
            // buildHostPostPipeline), then the serialization of the kernels.

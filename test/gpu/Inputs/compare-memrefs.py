@@ -1,7 +1,14 @@
 #!/usr/bin/env python3
 """Compares the numbers printed by printMemrefF32 in two files (the CPU path
 and the emulated GPU path): same shapes, and every pair within an absolute
-tolerance of atol + rtol * |reference|. Prints the largest difference."""
+tolerance of atol + rtol * |reference|. Prints the largest difference.
+
+--dtype bf16|f16 uses the bounds of `moe-ref compare --dtype` (derived in
+test/reference/MoEReference.h): with u the type's unit roundoff (2^-8 for
+bf16, 2^-11 for f16), rtol = 4u (two ulps) and atol = 2u * max|reference|
+of each memref (one ulp of its largest value), for results rounded to that
+type once at the end after f32 computations that may round h (or a Soft MoE
+slot input) to the adjacent value of the type."""
 import argparse
 import re
 import sys
@@ -24,7 +31,11 @@ def main():
     p.add_argument('actual')
     p.add_argument('--atol', type=float, default=1e-5)
     p.add_argument('--rtol', type=float, default=1e-4)
+    p.add_argument('--dtype', choices=['f32', 'bf16', 'f16'], default='f32')
     a = p.parse_args()
+    u = {'f32': 0.0, 'bf16': 2.0**-8, 'f16': 2.0**-11}[a.dtype]
+    if u:
+        a.rtol = max(a.rtol, 4 * u)
     ref, act = memrefs(a.reference), memrefs(a.actual)
     if not ref or len(ref) != len(act):
         print(f'compare: {len(ref)} memrefs in the reference, {len(act)} in the result')
@@ -34,10 +45,11 @@ def main():
         if rs != as_ or len(rv) != len(av):
             print(f'compare: memref {n}: sizes [{rs}] vs [{as_}]')
             return 1
+        atol = a.atol + 2 * u * max((abs(r) for r in rv), default=0.0)
         for i, (r, v) in enumerate(zip(rv, av)):
             d = abs(r - v)
             worst = max(worst, d)
-            if not d <= a.atol + a.rtol * abs(r):
+            if not d <= atol + a.rtol * abs(r):
                 print(f'compare: memref {n} element {i}: {r} vs {v}')
                 return 1
     print(f'compare: OK, {sum(len(v) for _, v in ref)} values, max abs diff {worst:g}')

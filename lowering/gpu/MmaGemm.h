@@ -1,0 +1,97 @@
+//===- MmaGemm.h - tensor-core grouped expert GEMMs -------------*- C++ -*-===//
+//
+// The expert GEMMs of the GPU path for bf16/f16 data on tensor cores
+// (sm_80+): warp-level `mma.sync.m16n8k16` with f32 accumulation, operands
+// staged in shared memory by a multi-stage `cp.async` pipeline and read with
+// `ldmatrix`. They have the interface of KernelLibrary::gemm1/gemm2
+// (Kernels.h): rows gathered through the routing plan (`sorted`, and the
+// source rows for the gather), the expert of every M-tile in `tileExpert`,
+// bias, activation (gated pairs too) and the rounding of h to the data type
+// in gemm1's epilogue, bias and the routed weight in gemm2's epilogue.
+//
+// Ops used (docs/spec.md §7): `nvgpu.device_async_copy` (cp.async, 16
+// bytes, zero fill of tails), `nvvm.cp.async.commit.group` /
+// `nvvm.cp.async.wait.group`, `nvgpu.ldmatrix` (x4, and x4.trans for B) and
+// `nvvm.mma.sync` (bf16 cannot go through nvgpu.mma.sync in MLIR 22; f16
+// uses the same op for one code path). `--moe-test-emulate-gpu` runs all of
+// them on the host with their documented fragment layouts (EmulateGPU.cpp,
+// WarpLayouts.h).
+//
+// Tiles (see docs/gpu.md, "Tensor-core GEMMs"): a block of kMmaThreads (4
+// warps) computes tileM x 128 outputs (gated: 64 gate + 64 up columns),
+// tileM = the routing plan's tile (64, or 16/32 for decode), depth
+// kMmaTileK = 32 per stage, kMmaStages stages. Shared-memory rows are padded
+// by 8 elements (16 bytes), which makes every ldmatrix phase and every
+// cp.async row conflict-free. Blocks are visited in groups of
+// kMmaGroupM M-tiles per weight column slice (an L2-friendly order).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LOWERING_GPU_MMAGEMM_H
+#define MOE_LOWERING_GPU_MMAGEMM_H
+
+#include "dialect/MoEAttrs.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir {
+namespace moe {
+namespace gpu_lowering {
+
+constexpr int64_t kMmaThreads = 128;  // 4 warps
+constexpr int64_t kMmaTileN = 128;    // B columns per block (all parts)
+constexpr int64_t kMmaTileK = 32;     // depth of one pipeline stage
+constexpr int64_t kMmaStages = 3;     // cp.async pipeline depth
+constexpr int64_t kMmaPad = 8;        // shared-memory row padding (elements)
+constexpr int64_t kMmaGroupM = 8;     // M-tiles per group of the tile order
+
+/// The element type of the tensor-core GEMMs' operands.
+enum class MmaElt { bf16, f16 };
+
+/// One tensor-core GEMM kernel variant. Its name encodes it (name() and
+/// parse() are inverse), so test passes can build a kernel from its name.
+struct MmaGemmConfig {
+  enum class Kind { gemm1, gemm2 };
+  Kind kind = Kind::gemm1;
+  MmaElt elt = MmaElt::bf16;
+  int64_t tileM = 64; // the routing plan's tile: 16, 32 or 64
+  // gemm1
+  bool gather = false;
+  Activation act = Activation::relu;
+  // gemm1 and gemm2
+  bool bias = false;
+  // gemm2
+  bool weighted = false;
+  bool outF32 = true; // gemm2's rows: f32 (else the data type)
+
+  int parts() const {
+    return kind == Kind::gemm1 && (act == Activation::swiglu || act == Activation::geglu) ? 2
+                                                                                          : 1;
+  }
+  /// Output columns per block (per part).
+  int64_t tileN() const { return kMmaTileN / parts(); }
+  std::string name() const;
+  static std::optional<MmaGemmConfig> parse(StringRef name);
+};
+
+/// Element type of `elt` in `ctx`.
+Type mmaElementType(MLIRContext *ctx, MmaElt elt);
+/// bf16/f16 -> MmaElt; nullopt for other types.
+std::optional<MmaElt> mmaEltOf(Type type);
+
+/// Builds (or finds) the kernel of `config` in `module`.
+///
+/// gemm1: (A:T, sorted:i32, sourceRows:i32, tileExpert:i32, numTiles:i32,
+/// w1:T, b1:T, h:T, D, H); grid (ceil(H / tileN), maxTiles), kMmaThreads.
+/// gemm2: (h:T, sorted:i32, rowWeights:f32, tileExpert:i32, numTiles:i32,
+/// w2:T, b2:T, out:f32|T, H, D); grid (ceil(D / tileN), maxTiles).
+/// maxTiles blocks of the y dimension are the plan's tiles of tileM rows.
+gpu::GPUFuncOp buildMmaGemm(gpu::GPUModuleOp module, const MmaGemmConfig &config);
+
+} // namespace gpu_lowering
+} // namespace moe
+} // namespace mlir
+
+#endif // MOE_LOWERING_GPU_MMAGEMM_H

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Appends a `@main` to an MLIR file that holds one public function (a spec
+example): every argument gets deterministic data (sin((i*cols + j) * freq)
+* scale, computed in f32 and rounded to the argument's element type with
+arith.truncf), dynamic dimensions get --dynamic, i64 seeds a constant, and
+every result is extended to f32 and printed with printMemrefF32, so that the
+CPU path and the emulated GPU path can run the same file under mlir-runner
+and be compared with compare-memrefs.py.
+
+Scales: 1 for the first argument (the tokens) and a rank-0 f32 (Soft MoE's
+scale), 1/sqrt(fan-in) for weights (rank 3: dim 1, rank 2: dim 0), 0.1 for
+rank-1 biases. With --round-through bf16|f16 the f32 data of f32 arguments
+is first rounded to that type and extended back: an f32 function then sees
+exactly the values its bf16/f16 variant sees (the CPU reference of a layer
+the CPU path lowers in f32 only)."""
+import argparse
+import math
+import re
+import sys
+
+ARG = re.compile(r'%([A-Za-z0-9_]+)\s*:\s*tensor<([^>]*)>')
+
+
+def parse(text):
+    m = re.search(r'func\.func\s+@([A-Za-z0-9_]+)\s*\((.*?)\)\s*->\s*\(?(.*?)\)?\s*\{',
+                  text, re.S)
+    if not m:
+        sys.exit('make-driver: no public function found')
+    name, args, results = m.group(1), m.group(2), m.group(3)
+    params = [(n, t) for n, t in ARG.findall(args)]
+    outs = re.findall(r'tensor<([^>]*)>', results)
+    return name, params, outs
+
+
+def split(t):
+    parts = t.split('x')
+    return parts[:-1], parts[-1]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument('input')
+    p.add_argument('--dynamic', type=int, default=37)
+    p.add_argument('--round-through', choices=['bf16', 'f16'])
+    a = p.parse_args()
+    text = open(a.input).read()
+    name, params, outs = parse(text)
+    lines = ['func.func private @printMemrefF32(memref<*xf32>)', '',
+             'func.func @main() {']
+    vals = []
+    for i, (pname, t) in enumerate(params):
+        dims, elt = split(t)
+        if elt == 'i64':
+            lines.append(f'  %a{i} = arith.constant dense<1234567> : tensor<i64>')
+            vals.append((f'%a{i}', f'tensor<{t}>'))
+            continue
+        shape = [a.dynamic if d == '?' else int(d) for d in dims]
+        if i == 0 or len(shape) == 0:
+            scale = 1.0
+        elif len(shape) == 3:
+            scale = 1.0 / math.sqrt(shape[1])
+        elif len(shape) == 2:
+            scale = 1.0 / math.sqrt(shape[0])
+        else:
+            scale = 0.1
+        freq = 0.0371 + 0.0917 * i
+        static = 'x'.join(str(s) for s in shape)
+        f32t = f'tensor<{static + "x" if shape else ""}f32>'
+        if not shape:
+            lines.append(f'  %f{i} = arith.constant dense<{scale}> : tensor<f32>')
+        else:
+            n = len(shape)
+            ivs = ', '.join(f'%i{d}' for d in range(n))
+            sizes = ', '.join(f'%s{i}_{d}' for d in range(n))
+            for d, s in enumerate(shape):
+                lines.append(f'  %s{i}_{d} = arith.constant {s} : index')
+            lines.append(f'  %g{i} = tensor.generate {sizes} {{')
+            lines.append(f'  ^bb0({", ".join(f"%i{d}: index" for d in range(n))}):')
+            lin = '%i0'
+            for d in range(1, n):
+                lines.append(f'    %m{d} = arith.muli {lin}, %s{i}_{d} : index')
+                lines.append(f'    %l{d} = arith.addi %m{d}, %i{d} : index')
+                lin = f'%l{d}'
+            lines += [f'    %li = arith.index_cast {lin} : index to i64',
+                      '    %fl = arith.sitofp %li : i64 to f32',
+                      f'    %fr = arith.constant {freq} : f32',
+                      '    %ph = arith.mulf %fl, %fr : f32',
+                      '    %sn = math.sin %ph : f32',
+                      f'    %sc = arith.constant {scale} : f32',
+                      '    %v = arith.mulf %sn, %sc : f32',
+                      '    tensor.yield %v : f32',
+                      f'  }} : tensor<{"x".join("?" for _ in shape)}xf32>',
+                      f'  %f{i} = tensor.cast %g{i} : tensor<{"x".join("?" for _ in shape)}xf32> to {f32t}']
+        v = f'%f{i}'
+        if elt != 'f32':
+            lines.append(f'  %t{i} = arith.truncf {v} : {f32t} to {f32t[:-4]}{elt}>')
+            v = f'%t{i}'
+        elif a.round_through and shape:
+            rt = a.round_through
+            lines.append(f'  %r{i} = arith.truncf {v} : {f32t} to {f32t[:-4]}{rt}>')
+            lines.append(f'  %e{i} = arith.extf %r{i} : {f32t[:-4]}{rt}> to {f32t}')
+            v = f'%e{i}'
+        stype = f'tensor<{static + "x" if shape else ""}{elt}>'
+        if stype != f'tensor<{t}>':
+            lines.append(f'  %c{i} = tensor.cast {v} : {stype} to tensor<{t}>')
+            v = f'%c{i}'
+        vals.append((v, f'tensor<{t}>'))
+    res = ', '.join(f'%y{j}' for j in range(len(outs)))
+    lines.append(f'  {res} = func.call @{name}({", ".join(v for v, _ in vals)}) : '
+                 f'({", ".join(t for _, t in vals)}) -> ({", ".join(f"tensor<{o}>" for o in outs)})')
+    for j, o in enumerate(outs):
+        dims, elt = split(o)
+        ty = f'tensor<{o}>'
+        v = f'%y{j}'
+        if elt != 'f32':
+            f32ty = f'tensor<{"x".join(dims) + "x" if dims else ""}f32>'
+            lines.append(f'  %x{j} = arith.extf {v} : {ty} to {f32ty}')
+            v, ty = f'%x{j}', f32ty
+        mty = 'memref' + ty[len('tensor'):]
+        lines.append(f'  %b{j} = bufferization.to_buffer {v} : {ty} to {mty}')
+        lines.append(f'  %u{j} = memref.cast %b{j} : {mty} to memref<*xf32>')
+        lines.append(f'  func.call @printMemrefF32(%u{j}) : (memref<*xf32>) -> ()')
+    lines += ['  return', '}']
+    sys.stdout.write(text + '\n' + '\n'.join(lines) + '\n')
+
+
+if __name__ == '__main__':
+    main()

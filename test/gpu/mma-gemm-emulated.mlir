@@ -1,0 +1,538 @@
+// The tensor-core expert GEMMs (lowering/gpu/MmaGemm.cpp: cp.async stages,
+// ldmatrix, mma.sync m16n8k16), run on the host by --moe-test-emulate-gpu
+// with the PTX ISA's fragment layouts, against plain loops (@ref) on a
+// hand-made routing plan: three experts with 150, 7 and 10 rows, the gather
+// of token r / 2 for assignment r, padding rows, inactive tiles past
+// numTiles.
+//
+// Cases (kernel, shape; the first of each pair takes the 16-byte cp.async
+// path, the second the element-load fallback, D and H not multiples of 8):
+//  1. gemm1 gather swiglu bias, tile 64, D=48 H=40 (K tail: 48 = 32 + 16;
+//     N tail: 40 of 64 columns per part)
+//  2. gemm1 gather swiglu bias, tile 64, D=36 H=20
+//  3. gemm2 weighted bias f32 rows, tile 16 (decode), H=40 D=48
+//  4. gemm2 weighted bias f32 rows, tile 16, H=20 D=36
+//  5. gemm1 gather gelu bias, tile 64, D=64 H=136 (two column blocks)
+//  6. gemm1 relu (no gather, no bias), tile 32, D=40 H=24
+//  7. gemm2 unweighted, no bias, data-type rows, tile 64, H=24 D=40
+//
+// Tolerance: none. The emulated mma.sync adds the 16 products of each step
+// to C in ascending k, in f32, and bf16/f16 products are exact in f32, so
+// the emulation reproduces the sequential f32 sum of @ref bit for bit; any
+// difference is a wrong fragment, address, stage or tail.
+//
+// REQUIRES: openmp-runtime
+// RUN: moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.bf16.ll.mlir
+// RUN: mlir-runner %t.bf16.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.bf16.ref
+// RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner %t.bf16.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.bf16.gpu
+// RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.bf16.gpu | FileCheck %s
+// The same cases in f16.
+// RUN: sed -e 's/bf16/f16/g' %s > %t.f16.mlir
+// RUN: moe-opt %t.f16.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.f16.ll.mlir
+// RUN: mlir-runner %t.f16.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.f16.ref
+// RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner %t.f16.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.f16.gpu
+// RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.f16.ref %t.f16.gpu | FileCheck %s
+// CHECK: compare: OK, 57448 values, max abs diff 0{{$}}
+
+func.func private @printMemrefF32(memref<*xf32>)
+
+func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m64}
+func.func private @__moe_launch_moe_mma_gemm1_gather_gelu_bias_bf16_m64(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm1_gather_gelu_bias_bf16_m64}
+func.func private @__moe_launch_moe_mma_gemm1_relu_bf16_m32(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm1_relu_bf16_m32}
+func.func private @__moe_launch_moe_mma_gemm2_weighted_bias_bf16_m16_outf32(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xf32>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_weighted_bias_bf16_m16_outf32}
+func.func private @__moe_launch_moe_mma_gemm2_bf16_m64(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_bf16_m64}
+
+// Rows: 167 assignments, expert e owns a contiguous run (150, 7, 10).
+func.func @count(%e: index) -> index {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n0 = arith.constant 150 : index
+  %n1 = arith.constant 7 : index
+  %n2 = arith.constant 10 : index
+  %is0 = arith.cmpi eq, %e, %c0 : index
+  %is1 = arith.cmpi eq, %e, %c1 : index
+  %a = arith.select %is1, %n1, %n2 : index
+  %r = arith.select %is0, %n0, %a : index
+  return %r : index
+}
+
+/// n values sin(i * freq) * scale, rounded to bf16.
+func.func @fill(%n: index, %freq: f32, %scale: f32) -> memref<?xbf16> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %m = memref.alloc(%n) : memref<?xbf16>
+  scf.for %i = %c0 to %n step %c1 {
+    %ii = arith.index_cast %i : index to i64
+    %f = arith.sitofp %ii : i64 to f32
+    %g = arith.mulf %f, %freq : f32
+    %s = math.sin %g : f32
+    %v = arith.mulf %s, %scale : f32
+    %t = arith.truncf %v : f32 to bf16
+    memref.store %t, %m[%i] : memref<?xbf16>
+  }
+  return %m : memref<?xbf16>
+}
+
+func.func @fillF32(%n: index, %freq: f32) -> memref<?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %m = memref.alloc(%n) : memref<?xf32>
+  scf.for %i = %c0 to %n step %c1 {
+    %ii = arith.index_cast %i : index to i64
+    %f = arith.sitofp %ii : i64 to f32
+    %g = arith.mulf %f, %freq : f32
+    %s = math.cos %g : f32
+    memref.store %s, %m[%i] : memref<?xf32>
+  }
+  return %m : memref<?xf32>
+}
+
+/// The routing plan for tiles of %tm rows: sorted (padded position -> row
+/// or -1), tileExpert, numTiles, and per row its position and expert. Three
+/// inactive tiles follow the used ones (maxTiles = numTiles + 3).
+func.func @plan(%tm: index) -> (memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xindex>, memref<?xindex>, index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %R = arith.constant 167 : index
+  %m1 = arith.constant -1 : i32
+  %z = arith.constant 0 : i32
+  %used = scf.for %e = %c0 to %c3 step %c1 iter_args(%t = %c0) -> index {
+    %n = func.call @count(%e) : (index) -> index
+    %k = arith.ceildivui %n, %tm : index
+    %t2 = arith.addi %t, %k : index
+    scf.yield %t2 : index
+  }
+  %maxTiles = arith.addi %used, %c3 : index
+  %pMax = arith.muli %maxTiles, %tm : index
+  %sorted = memref.alloc(%pMax) : memref<?xi32>
+  %tileExpert = memref.alloc(%maxTiles) : memref<?xi32>
+  %numTiles = memref.alloc(%c1) : memref<?xi32>
+  %pos = memref.alloc(%R) : memref<?xindex>
+  %exOf = memref.alloc(%R) : memref<?xindex>
+  scf.for %p = %c0 to %pMax step %c1 {
+    memref.store %m1, %sorted[%p] : memref<?xi32>
+  }
+  scf.for %t = %c0 to %maxTiles step %c1 {
+    memref.store %z, %tileExpert[%t] : memref<?xi32>
+  }
+  %r1:2 = scf.for %e = %c0 to %c3 step %c1 iter_args(%pbase = %c0, %rbase = %c0) -> (index, index) {
+    %n = func.call @count(%e) : (index) -> index
+    %ei = arith.index_cast %e : index to i32
+    scf.for %j = %c0 to %n step %c1 {
+      %p = arith.addi %pbase, %j : index
+      %r = arith.addi %rbase, %j : index
+      %ri = arith.index_cast %r : index to i32
+      memref.store %ri, %sorted[%p] : memref<?xi32>
+      memref.store %p, %pos[%r] : memref<?xindex>
+      memref.store %e, %exOf[%r] : memref<?xindex>
+    }
+    %k = arith.ceildivui %n, %tm : index
+    %t0 = arith.divui %pbase, %tm : index
+    scf.for %t = %c0 to %k step %c1 {
+      %ti = arith.addi %t0, %t : index
+      memref.store %ei, %tileExpert[%ti] : memref<?xi32>
+    }
+    %kp = arith.muli %k, %tm : index
+    %pnext = arith.addi %pbase, %kp : index
+    %rnext = arith.addi %rbase, %n : index
+    scf.yield %pnext, %rnext : index, index
+  }
+  %nt = arith.index_cast %used : index to i32
+  memref.store %nt, %numTiles[%c0] : memref<?xi32>
+  return %sorted, %tileExpert, %numTiles, %pos, %exOf, %maxTiles : memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xindex>, memref<?xindex>, index
+}
+
+/// sourceRows: assignment r reads token r / 2.
+func.func @sources() -> memref<?xi32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %R = arith.constant 167 : index
+  %src = memref.alloc(%R) : memref<?xi32>
+  scf.for %r = %c0 to %R step %c1 {
+    %t = arith.divui %r, %c2 : index
+    %ti = arith.index_cast %t : index to i32
+    memref.store %ti, %src[%r] : memref<?xi32>
+  }
+  return %src : memref<?xi32>
+}
+
+/// Activation codes: 0 relu, 1 gelu (erf), 2 swiglu.
+func.func @act(%code: index, %x: f32) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %half = arith.constant 0.5 : f32
+  %rs2 = arith.constant 0.707106769 : f32
+  %isRelu = arith.cmpi eq, %code, %c0 : index
+  %isGelu = arith.cmpi eq, %code, %c1 : index
+  %r = scf.if %isRelu -> f32 {
+    %v = arith.maximumf %x, %zero : f32
+    scf.yield %v : f32
+  } else {
+    %g = scf.if %isGelu -> f32 {
+      %s = arith.mulf %x, %rs2 : f32
+      %e = math.erf %s : f32
+      %hx = arith.mulf %half, %x : f32
+      %p = arith.addf %one, %e : f32
+      %v = arith.mulf %hx, %p : f32
+      scf.yield %v : f32
+    } else {
+      %n = arith.negf %x : f32
+      %e = math.exp %n : f32
+      %d = arith.addf %one, %e : f32
+      %v = arith.divf %x, %d : f32
+      scf.yield %v : f32
+    }
+    scf.yield %g : f32
+  }
+  return %r : f32
+}
+
+/// sum_k A[arow, k] * B[e, k, col] in ascending k from 0, in f32.
+func.func @dot(%a: memref<?xbf16>, %arow: index, %w: memref<?xbf16>, %e: index, %col: index, %K: index, %W: index) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %s = scf.for %k = %c0 to %K step %c1 iter_args(%acc = %zero) -> f32 {
+    %ai = arith.muli %arow, %K : index
+    %aj = arith.addi %ai, %k : index
+    %av = memref.load %a[%aj] : memref<?xbf16>
+    %ek = arith.muli %e, %K : index
+    %ekk = arith.addi %ek, %k : index
+    %wr = arith.muli %ekk, %W : index
+    %wj = arith.addi %wr, %col : index
+    %wv = memref.load %w[%wj] : memref<?xbf16>
+    %af = arith.extf %av : bf16 to f32
+    %wf = arith.extf %wv : bf16 to f32
+    %p = arith.mulf %af, %wf : f32
+    %n = arith.addf %acc, %p : f32
+    scf.yield %n : f32
+  }
+  return %s : f32
+}
+
+func.func @biasAt(%b: memref<?xbf16>, %hasBias: i1, %e: index, %col: index, %W: index) -> f32 {
+  %r = scf.if %hasBias -> f32 {
+    %i = arith.muli %e, %W : index
+    %j = arith.addi %i, %col : index
+    %v = memref.load %b[%j] : memref<?xbf16>
+    %f = arith.extf %v : bf16 to f32
+    scf.yield %f : f32
+  } else {
+    %z = arith.constant 0.0 : f32
+    scf.yield %z : f32
+  }
+  return %r : f32
+}
+
+func.func @print(%m: memref<?xf32>) {
+  %u = memref.cast %m : memref<?xf32> to memref<*xf32>
+  func.call @printMemrefF32(%u) : (memref<*xf32>) -> ()
+  return
+}
+
+// Inputs of a case: x [84 tokens, D] (or the 167 dispatched rows when not
+// gathering), W1 [3, D, W], b1 [3, W]; h [pMax, H] for gemm2.
+
+/// GEMM1 reference: rows [167, H] = round(act(...)) as f32.
+func.func @ref1(%D: index, %H: index, %code: index, %gated: i1, %gather: i1, %hasBias: i1) -> memref<?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c84 = arith.constant 84 : index
+  %c167 = arith.constant 167 : index
+  %f1 = arith.constant 0.37 : f32
+  %f2 = arith.constant 0.11 : f32
+  %f3 = arith.constant 0.23 : f32
+  %s1 = arith.constant 1.0 : f32
+  %s2 = arith.constant 0.25 : f32
+  %W = arith.select %gated, %c2, %c1 : index
+  %Wc = arith.muli %W, %H : index
+  %xn = arith.muli %c167, %D : index
+  %x = func.call @fill(%xn, %f1, %s1) : (index, f32, f32) -> memref<?xbf16>
+  %wn0 = arith.muli %D, %Wc : index
+  %c3 = arith.constant 3 : index
+  %wn = arith.muli %wn0, %c3 : index
+  %w = func.call @fill(%wn, %f2, %s2) : (index, f32, f32) -> memref<?xbf16>
+  %bn = arith.muli %c3, %Wc : index
+  %b = func.call @fill(%bn, %f3, %s2) : (index, f32, f32) -> memref<?xbf16>
+  %tm = arith.constant 64 : index
+  %sorted, %te, %nt, %pos, %exOf, %mt = func.call @plan(%tm) : (index) -> (memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xindex>, memref<?xindex>, index)
+  %on = arith.muli %c167, %H : index
+  %out = memref.alloc(%on) : memref<?xf32>
+  scf.for %r = %c0 to %c167 step %c1 {
+    %e = memref.load %exOf[%r] : memref<?xindex>
+    %half = arith.divui %r, %c2 : index
+    %arow = arith.select %gather, %half, %r : index
+    scf.for %n = %c0 to %H step %c1 {
+      %g0 = func.call @dot(%x, %arow, %w, %e, %n, %D, %Wc) : (memref<?xbf16>, index, memref<?xbf16>, index, index, index, index) -> f32
+      %gb = func.call @biasAt(%b, %hasBias, %e, %n, %Wc) : (memref<?xbf16>, i1, index, index, index) -> f32
+      %g = arith.addf %g0, %gb : f32
+      %a = func.call @act(%code, %g) : (index, f32) -> f32
+      %v = scf.if %gated -> f32 {
+        %nu = arith.addi %n, %H : index
+        %u0 = func.call @dot(%x, %arow, %w, %e, %nu, %D, %Wc) : (memref<?xbf16>, index, memref<?xbf16>, index, index, index, index) -> f32
+        %ub = func.call @biasAt(%b, %hasBias, %e, %nu, %Wc) : (memref<?xbf16>, i1, index, index, index) -> f32
+        %u = arith.addf %u0, %ub : f32
+        %m = arith.mulf %a, %u : f32
+        scf.yield %m : f32
+      } else {
+        scf.yield %a : f32
+      }
+      %t = arith.truncf %v : f32 to bf16
+      %tf = arith.extf %t : bf16 to f32
+      %i = arith.muli %r, %H : index
+      %j = arith.addi %i, %n : index
+      memref.store %tf, %out[%j] : memref<?xf32>
+    }
+  }
+  return %out : memref<?xf32>
+}
+
+/// GEMM2 reference: rows [167, D] = w_r * (h[pos r] W2[e] + b2[e]), as f32
+/// (or rounded to the data type when %round).
+func.func @ref2(%H: index, %D: index, %tm: index, %weighted: i1, %hasBias: i1, %round: i1) -> memref<?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c167 = arith.constant 167 : index
+  %f1 = arith.constant 0.29 : f32
+  %f2 = arith.constant 0.13 : f32
+  %f3 = arith.constant 0.31 : f32
+  %f4 = arith.constant 0.7 : f32
+  %s1 = arith.constant 1.0 : f32
+  %s2 = arith.constant 0.25 : f32
+  %sorted, %te, %nt, %pos, %exOf, %maxTiles = func.call @plan(%tm) : (index) -> (memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xindex>, memref<?xindex>, index)
+  %pMax = arith.muli %maxTiles, %tm : index
+  %hn = arith.muli %pMax, %H : index
+  %h = func.call @fill(%hn, %f1, %s1) : (index, f32, f32) -> memref<?xbf16>
+  %wn0 = arith.muli %H, %D : index
+  %wn = arith.muli %wn0, %c3 : index
+  %w = func.call @fill(%wn, %f2, %s2) : (index, f32, f32) -> memref<?xbf16>
+  %bn = arith.muli %c3, %D : index
+  %b = func.call @fill(%bn, %f3, %s2) : (index, f32, f32) -> memref<?xbf16>
+  %rw = func.call @fillF32(%c167, %f4) : (index, f32) -> memref<?xf32>
+  %on = arith.muli %c167, %D : index
+  %out = memref.alloc(%on) : memref<?xf32>
+  scf.for %r = %c0 to %c167 step %c1 {
+    %e = memref.load %exOf[%r] : memref<?xindex>
+    %p = memref.load %pos[%r] : memref<?xindex>
+    scf.for %n = %c0 to %D step %c1 {
+      %s0 = func.call @dot(%h, %p, %w, %e, %n, %H, %D) : (memref<?xbf16>, index, memref<?xbf16>, index, index, index, index) -> f32
+      %bb = func.call @biasAt(%b, %hasBias, %e, %n, %D) : (memref<?xbf16>, i1, index, index, index) -> f32
+      %s = arith.addf %s0, %bb : f32
+      %v = scf.if %weighted -> f32 {
+        %wv = memref.load %rw[%r] : memref<?xf32>
+        %m = arith.mulf %wv, %s : f32
+        scf.yield %m : f32
+      } else {
+        scf.yield %s : f32
+      }
+      %vr = scf.if %round -> f32 {
+        %t = arith.truncf %v : f32 to bf16
+        %tf = arith.extf %t : bf16 to f32
+        scf.yield %tf : f32
+      } else {
+        scf.yield %v : f32
+      }
+      %i = arith.muli %r, %D : index
+      %j = arith.addi %i, %n : index
+      memref.store %vr, %out[%j] : memref<?xf32>
+    }
+  }
+  return %out : memref<?xf32>
+}
+
+/// h rows of the plan (positions) -> [167, H] f32.
+func.func @gatherRows(%h: memref<?xbf16>, %pos: memref<?xindex>, %H: index) -> memref<?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c167 = arith.constant 167 : index
+  %on = arith.muli %c167, %H : index
+  %out = memref.alloc(%on) : memref<?xf32>
+  scf.for %r = %c0 to %c167 step %c1 {
+    %p = memref.load %pos[%r] : memref<?xindex>
+    scf.for %n = %c0 to %H step %c1 {
+      %i = arith.muli %p, %H : index
+      %j = arith.addi %i, %n : index
+      %v = memref.load %h[%j] : memref<?xbf16>
+      %f = arith.extf %v : bf16 to f32
+      %k = arith.muli %r, %H : index
+      %l = arith.addi %k, %n : index
+      memref.store %f, %out[%l] : memref<?xf32>
+    }
+  }
+  return %out : memref<?xf32>
+}
+
+func.func @toF32(%m: memref<?xbf16>) -> memref<?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = memref.dim %m, %c0 : memref<?xbf16>
+  %out = memref.alloc(%n) : memref<?xf32>
+  scf.for %i = %c0 to %n step %c1 {
+    %v = memref.load %m[%i] : memref<?xbf16>
+    %f = arith.extf %v : bf16 to f32
+    memref.store %f, %out[%i] : memref<?xf32>
+  }
+  return %out : memref<?xf32>
+}
+
+/// Launches GEMM1 case (%kind: 0 swiglu bias gather m64, 1 gelu bias gather
+/// m64, 2 relu m32) and returns the rows [167, H].
+func.func @gpu1(%D: index, %H: index, %kind: index) -> memref<?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c128 = arith.constant 128 : index
+  %c167 = arith.constant 167 : index
+  %f1 = arith.constant 0.37 : f32
+  %f2 = arith.constant 0.11 : f32
+  %f3 = arith.constant 0.23 : f32
+  %s1 = arith.constant 1.0 : f32
+  %s2 = arith.constant 0.25 : f32
+  %gated = arith.cmpi eq, %kind, %c0 : index
+  %isRelu = arith.cmpi eq, %kind, %c2 : index
+  %W = arith.select %gated, %c2, %c1 : index
+  %Wc = arith.muli %W, %H : index
+  %xn = arith.muli %c167, %D : index
+  %x = func.call @fill(%xn, %f1, %s1) : (index, f32, f32) -> memref<?xbf16>
+  %wn0 = arith.muli %D, %Wc : index
+  %wn = arith.muli %wn0, %c3 : index
+  %w = func.call @fill(%wn, %f2, %s2) : (index, f32, f32) -> memref<?xbf16>
+  %bn = arith.muli %c3, %Wc : index
+  %b = func.call @fill(%bn, %f3, %s2) : (index, f32, f32) -> memref<?xbf16>
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %tm = arith.select %isRelu, %c32, %c64 : index
+  %sorted, %te, %nt, %pos, %exOf, %maxTiles = func.call @plan(%tm) : (index) -> (memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xindex>, memref<?xindex>, index)
+  %src = func.call @sources() : () -> memref<?xi32>
+  %pMax = arith.muli %maxTiles, %tm : index
+  %hn = arith.muli %pMax, %H : index
+  %h = memref.alloc(%hn) : memref<?xbf16>
+  %tn = arith.divui %c128, %W : index
+  %gx = arith.ceildivui %H, %tn : index
+  scf.index_switch %kind
+  case 0 {
+    func.call @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(%gx, %maxTiles, %c1, %c128, %c1, %c1, %x, %sorted, %src, %te, %nt, %w, %b, %h, %D, %H) : (index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) -> ()
+    scf.yield
+  }
+  case 1 {
+    func.call @__moe_launch_moe_mma_gemm1_gather_gelu_bias_bf16_m64(%gx, %maxTiles, %c1, %c128, %c1, %c1, %x, %sorted, %src, %te, %nt, %w, %b, %h, %D, %H) : (index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) -> ()
+    scf.yield
+  }
+  default {
+    func.call @__moe_launch_moe_mma_gemm1_relu_bf16_m32(%gx, %maxTiles, %c1, %c128, %c1, %c1, %x, %sorted, %sorted, %te, %nt, %w, %w, %h, %D, %H) : (index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) -> ()
+  }
+  %rows = func.call @gatherRows(%h, %pos, %H) : (memref<?xbf16>, memref<?xindex>, index) -> memref<?xf32>
+  return %rows : memref<?xf32>
+}
+
+/// Launches GEMM2 case (%kind: 0 weighted bias f32 rows m16, 1 plain
+/// data-type rows m64) and returns the rows [167, D].
+func.func @gpu2(%H: index, %D: index, %kind: index) -> memref<?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %c128 = arith.constant 128 : index
+  %c167 = arith.constant 167 : index
+  %f1 = arith.constant 0.29 : f32
+  %f2 = arith.constant 0.13 : f32
+  %f3 = arith.constant 0.31 : f32
+  %f4 = arith.constant 0.7 : f32
+  %s1 = arith.constant 1.0 : f32
+  %s2 = arith.constant 0.25 : f32
+  %first = arith.cmpi eq, %kind, %c0 : index
+  %tm = arith.select %first, %c16, %c64 : index
+  %sorted, %te, %nt, %pos, %exOf, %maxTiles = func.call @plan(%tm) : (index) -> (memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xindex>, memref<?xindex>, index)
+  %pMax = arith.muli %maxTiles, %tm : index
+  %hn = arith.muli %pMax, %H : index
+  %h = func.call @fill(%hn, %f1, %s1) : (index, f32, f32) -> memref<?xbf16>
+  %wn0 = arith.muli %H, %D : index
+  %wn = arith.muli %wn0, %c3 : index
+  %w = func.call @fill(%wn, %f2, %s2) : (index, f32, f32) -> memref<?xbf16>
+  %bn = arith.muli %c3, %D : index
+  %b = func.call @fill(%bn, %f3, %s2) : (index, f32, f32) -> memref<?xbf16>
+  %rw = func.call @fillF32(%c167, %f4) : (index, f32) -> memref<?xf32>
+  %on = arith.muli %c167, %D : index
+  %gx = arith.ceildivui %D, %c128 : index
+  %res = scf.if %first -> memref<?xf32> {
+    %out = memref.alloc(%on) : memref<?xf32>
+    func.call @__moe_launch_moe_mma_gemm2_weighted_bias_bf16_m16_outf32(%gx, %maxTiles, %c1, %c128, %c1, %c1, %h, %sorted, %rw, %te, %nt, %w, %b, %out, %H, %D) : (index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xf32>, index, index) -> ()
+    scf.yield %out : memref<?xf32>
+  } else {
+    %out = memref.alloc(%on) : memref<?xbf16>
+    func.call @__moe_launch_moe_mma_gemm2_bf16_m64(%gx, %maxTiles, %c1, %c128, %c1, %c1, %h, %sorted, %rw, %te, %nt, %w, %w, %out, %H, %D) : (index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) -> ()
+    %f = func.call @toF32(%out) : (memref<?xbf16>) -> memref<?xf32>
+    scf.yield %f : memref<?xf32>
+  }
+  return %res : memref<?xf32>
+}
+
+func.func @ref() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %D48 = arith.constant 48 : index
+  %H40 = arith.constant 40 : index
+  %D36 = arith.constant 36 : index
+  %H20 = arith.constant 20 : index
+  %D64 = arith.constant 64 : index
+  %H136 = arith.constant 136 : index
+  %D40 = arith.constant 40 : index
+  %H24 = arith.constant 24 : index
+  %t = arith.constant true
+  %f = arith.constant false
+  %r1 = func.call @ref1(%D48, %H40, %c2, %t, %t, %t) : (index, index, index, i1, i1, i1) -> memref<?xf32>
+  func.call @print(%r1) : (memref<?xf32>) -> ()
+  %r2 = func.call @ref1(%D36, %H20, %c2, %t, %t, %t) : (index, index, index, i1, i1, i1) -> memref<?xf32>
+  func.call @print(%r2) : (memref<?xf32>) -> ()
+  %r3 = func.call @ref2(%H40, %D48, %c16, %t, %t, %f) : (index, index, index, i1, i1, i1) -> memref<?xf32>
+  func.call @print(%r3) : (memref<?xf32>) -> ()
+  %r4 = func.call @ref2(%H20, %D36, %c16, %t, %t, %f) : (index, index, index, i1, i1, i1) -> memref<?xf32>
+  func.call @print(%r4) : (memref<?xf32>) -> ()
+  %r5 = func.call @ref1(%D64, %H136, %c1, %f, %t, %t) : (index, index, index, i1, i1, i1) -> memref<?xf32>
+  func.call @print(%r5) : (memref<?xf32>) -> ()
+  %r6 = func.call @ref1(%D40, %H24, %c0, %f, %f, %f) : (index, index, index, i1, i1, i1) -> memref<?xf32>
+  func.call @print(%r6) : (memref<?xf32>) -> ()
+  %r7 = func.call @ref2(%H24, %D40, %c64, %f, %f, %t) : (index, index, index, i1, i1, i1) -> memref<?xf32>
+  func.call @print(%r7) : (memref<?xf32>) -> ()
+  return
+}
+
+func.func @gpu() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %D48 = arith.constant 48 : index
+  %H40 = arith.constant 40 : index
+  %D36 = arith.constant 36 : index
+  %H20 = arith.constant 20 : index
+  %D64 = arith.constant 64 : index
+  %H136 = arith.constant 136 : index
+  %D40 = arith.constant 40 : index
+  %H24 = arith.constant 24 : index
+  %r1 = func.call @gpu1(%D48, %H40, %c0) : (index, index, index) -> memref<?xf32>
+  func.call @print(%r1) : (memref<?xf32>) -> ()
+  %r2 = func.call @gpu1(%D36, %H20, %c0) : (index, index, index) -> memref<?xf32>
+  func.call @print(%r2) : (memref<?xf32>) -> ()
+  %r3 = func.call @gpu2(%H40, %D48, %c0) : (index, index, index) -> memref<?xf32>
+  func.call @print(%r3) : (memref<?xf32>) -> ()
+  %r4 = func.call @gpu2(%H20, %D36, %c0) : (index, index, index) -> memref<?xf32>
+  func.call @print(%r4) : (memref<?xf32>) -> ()
+  %r5 = func.call @gpu1(%D64, %H136, %c1) : (index, index, index) -> memref<?xf32>
+  func.call @print(%r5) : (memref<?xf32>) -> ()
+  %r6 = func.call @gpu1(%D40, %H24, %c2) : (index, index, index) -> memref<?xf32>
+  func.call @print(%r6) : (memref<?xf32>) -> ()
+  %r7 = func.call @gpu2(%H24, %D40, %c1) : (index, index, index) -> memref<?xf32>
+  func.call @print(%r7) : (memref<?xf32>) -> ()
+  return
+}

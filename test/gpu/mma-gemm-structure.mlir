@@ -1,0 +1,65 @@
+// The structure of the tensor-core expert GEMMs (lowering/gpu/MmaGemm.cpp),
+// built by --moe-test-build-mma-kernels from the names of launch
+// placeholders: the 3-stage cp.async pipeline (two stages issued before the
+// loop, one group committed per stage; in the loop: wait for all but the
+// newest group, barrier, issue the stage after next, compute), ldmatrix of A
+// and (transposed) B, bf16 mma.sync on i32 pairs, then the epilogue (the
+// activation, h rounded to bf16). Numerics: mma-gemm-emulated.mlir.
+// RUN: moe-opt %s -split-input-file -verify-diagnostics --moe-test-build-mma-kernels | FileCheck %s
+
+func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m64}
+
+// CHECK-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64(
+// 3 stages of A (64 x (32+8)) and B (32 x (128+8)), padded rows; the gathered rows.
+// CHECK-SAME: workgroup(%[[A:.*]] : memref<7680xbf16, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<13056xbf16, #gpu.address_space<workgroup>>, %[[ROWS:.*]] : memref<64xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK: gpu.grid_dim x
+// CHECK: memref.store %{{.*}}, %[[ROWS]]
+// CHECK: gpu.barrier
+// Prologue: stages 0 and 1.
+// CHECK: nvgpu.device_async_copy %arg0[%{{.*}}], %[[A]][%{{.*}}], 8, %{{.*}} {bypassL1}
+// CHECK: nvgpu.device_async_copy %arg5[%{{.*}}], %[[B]][%{{.*}}], 8, %{{.*}} {bypassL1}
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: nvgpu.device_async_copy %arg0[%{{.*}}], %[[A]]
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: scf.for
+// CHECK-NEXT: nvvm.cp.async.wait.group 1
+// CHECK-NEXT: gpu.barrier
+// CHECK: nvgpu.device_async_copy %arg0[%{{.*}}], %[[A]]
+// CHECK: nvgpu.device_async_copy %arg5[%{{.*}}], %[[B]]
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: nvgpu.ldmatrix %[[A]][%{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<7680xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK: nvgpu.ldmatrix %[[A]][%{{.*}}] {numTiles = 4 : i32, transpose = false}
+// CHECK: nvgpu.ldmatrix %[[B]][%{{.*}}] {numTiles = 4 : i32, transpose = true} : memref<13056xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK: llvm.bitcast %{{.*}} : vector<2xbf16> to i32
+// CHECK: nvvm.mma.sync A[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}]  B[%{{.*}}, %{{.*}}]  C[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}]  {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK: scf.yield
+// CHECK: nvvm.cp.async.wait.group 0
+// Epilogue: bias, silu(gate) * up, h rounded to bf16.
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: math.exp
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: gpu.return
+
+// -----
+
+func.func private @__moe_launch_moe_mma_gemm2_weighted_f16_m16_outf32(index, index, index, index, index, index, memref<?xf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xf16>, memref<?xf16>, memref<?xf32>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_weighted_f16_m16_outf32}
+
+// The decode tile: 16 rows, one warp row of four warps.
+// CHECK-LABEL: gpu.func @moe_mma_gemm2_weighted_f16_m16_outf32(
+// CHECK-SAME: %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index)
+// CHECK-SAME: workgroup(%{{.*}} : memref<1920xf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<13056xf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16xi32, #gpu.address_space<workgroup>>)
+// CHECK: scf.for
+// CHECK: nvgpu.ldmatrix
+// CHECK: nvvm.mma.sync {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK: scf.yield
+// The routed weight (f32) scales the f32 row.
+// CHECK: memref.load %arg2
+// CHECK: arith.mulf
+// CHECK: memref.store %{{.*}}, %arg7[%{{.*}}] : memref<?xf32>
+// CHECK: gpu.return
+
+// -----
+
+// expected-error @+1 {{moe-test-build-mma-kernels: 'moe_mma_gemm3_bf16_m64' is not a tensor-core GEMM kernel name}}
+func.func private @__moe_launch_moe_mma_gemm3_bf16_m64(index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm3_bf16_m64}
