@@ -15,6 +15,7 @@
 
 #include "lowering/Passes.h"
 #include "lowering/Philox.h"
+#include "lowering/RoutingBuilder.h"
 #include "lowering/ScalarBuilder.h"
 #include "lowering/cpu/ExpertKernels.h"
 
@@ -217,9 +218,6 @@ public:
   }
 };
 
-static Value cmpOlt(Emitter &e, Value x, Value y) {
-  return e.cmpf(arith::CmpFPredicate::OLT, x, y);
-}
 
 
 //===----------------------------------------------------------------------===//
@@ -500,405 +498,126 @@ struct LowerRoute : public OpRewritePattern<RouteOp> {
 // moe.gate
 //===----------------------------------------------------------------------===//
 
-/// moe.gate's computation on `logits` (and `seedTensor` when sampling),
-/// returning (weights, indices[, aux loss]) of `resultTypes`.
-static SmallVector<Value> emitGate(ImplicitLocOpBuilder &b, Value logits, Value selectionBias,
-                                   Value seedTensor, RoutingAttrInterface routing,
-                                   bool training, TypeRange resultTypes) {
-    Emitter e(b);
-    Value tokens = e.dim(logits, 0), experts = e.dim(logits, 1);
-    int64_t kStatic = cast<RankedTensorType>(resultTypes[0]).getDimSize(1);
-    Value kIdx = e.idx(kStatic);
-    Value kF = e.toF32(kIdx);
-    bool dense = isa<DenseRoutingAttr>(routing);
-    auto moesart = dyn_cast<MoesartRoutingAttr>(routing);
-    bool sampling = routing.isSampling(training);
+/// moe.gate's computation, in the outlined gate function: `logits` [T, E]
+/// (and `selectionBias` [E], `seed` [] when present) -> `weights` [T, K],
+/// `indices` [T, K] (K = `k`) and, with `loss`, the aux loss [] (memrefs). Each token
+/// is routed by buildTokenRouting (lowering/RoutingBuilder.h, the code the
+/// GPU gate kernel runs too), one token per iteration of an scf.forall; the
+/// trimmed-lasso terms are summed afterwards in token order, so the result
+/// does not depend on the number of threads.
+static void emitGate(ImplicitLocOpBuilder &b, Value logits, Value selectionBias, Value seed,
+                     RoutingAttrInterface routing, bool training, int64_t k,
+                     Value weights, Value indices, Value loss) {
+  Emitter e(b);
+  Value tokens = memref::DimOp::create(b, logits, 0);
+  Value experts = memref::DimOp::create(b, logits, 1);
+  auto moesart = dyn_cast<MoesartRoutingAttr>(routing);
+  auto topk = dyn_cast<TopKRoutingAttr>(routing);
 
-    Value zeroF = e.cf32(0.0), zeroI = e.ci32(0), c0 = e.idx(0), c1 = e.idx(1);
-    Value w0 = e.filled({e.dimOfr(logits, 0), b.getIndexAttr(kStatic)}, zeroF);
-    Value i0 = e.filled({e.dimOfr(logits, 0), b.getIndexAttr(kStatic)}, zeroI);
-    Value key0, key1;
-    if (sampling) {
-      Value seed = e.extract(seedTensor, {});
-      key0 = arith::TruncIOp::create(b, e.i32(), seed);
-      key1 = arith::TruncIOp::create(
-          b, e.i32(),
-          arith::ShRUIOp::create(b, seed,
-                                 arith::ConstantOp::create(b, b.getI64IntegerAttr(32))));
+  using Mode = TokenRoutingKind::Mode;
+  TokenRoutingKind kind;
+  TokenRoutingValues values;
+  values.experts = experts;
+  values.k = e.idx(k);
+  if (isa<DenseRoutingAttr>(routing))
+    kind.mode = Mode::Dense;
+  else if (!moesart)
+    kind.mode = Mode::TopK;
+  else if (routing.isSampling(training))
+    kind.mode = Mode::MoesartTraining;
+  else
+    kind.mode = Mode::MoesartInference;
+  if (moesart)
+    kind.adjust = moesart.getAdjust();
+  if (topk && (!topk.isClassic() || selectionBias)) {
+    kind.production = true;
+    kind.score = topk.getScore();
+    kind.normalize = topk.getNormalize();
+    kind.grouped = topk.getGroups() > 1;
+    kind.selectionBias = static_cast<bool>(selectionBias);
+    values.groups = e.idx(topk.getGroups());
+    values.keptGroups = e.idx(topk.getKeptGroups());
+    values.scale = e.cf32(topk.getScale().convertToDouble());
+  }
+  kind.loss = loss && moesart && training;
+  if (kind.mode == Mode::MoesartTraining) {
+    Value s = memref::LoadOp::create(b, seed, ValueRange{});
+    values.key0 = arith::TruncIOp::create(b, e.i32(), s);
+    values.key1 = arith::TruncIOp::create(
+        b, e.i32(),
+        arith::ShRUIOp::create(b, s, arith::ConstantOp::create(b, b.getI64IntegerAttr(32))));
+  }
+
+  // Per-token scratch rows and loss terms.
+  Value scratch, terms;
+  if (kind.needsScratch()) {
+    Value perToken = kind.mode == Mode::MoesartTraining
+                         ? experts
+                         : e.idx(2 * topk.getGroups());
+    scratch = memref::AllocOp::create(
+        b, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, e.f32()),
+        ValueRange{tokens, perToken});
+  }
+  if (kind.loss)
+    terms = memref::AllocOp::create(b, MemRefType::get({ShapedType::kDynamic}, e.f32()),
+                                    ValueRange{tokens});
+
+  auto forall = scf::ForallOp::create(b, ArrayRef<OpFoldResult>{OpFoldResult(tokens)},
+                                      ValueRange{}, std::nullopt);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(forall.getBody());
+    Value t = forall.getInductionVar(0);
+    auto load = [&](ImplicitLocOpBuilder &b, Value m, ValueRange at) -> Value {
+      return memref::LoadOp::create(b, m, at);
+    };
+    auto store = [&](ImplicitLocOpBuilder &b, Value v, Value m, ValueRange at) {
+      memref::StoreOp::create(b, v, m, at);
+    };
+    TokenRoutingStorage io;
+    auto logit = [&](ImplicitLocOpBuilder &b, Value ex) { return load(b, logits, {t, ex}); };
+    auto bias = [&](ImplicitLocOpBuilder &b, Value ex) {
+      return cpu::toF32(b, load(b, selectionBias, {ex}));
+    };
+    auto loadIndex = [&](ImplicitLocOpBuilder &b, Value r) { return load(b, indices, {t, r}); };
+    auto storeIndex = [&](ImplicitLocOpBuilder &b, Value r, Value ex) {
+      store(b, ex, indices, {t, r});
+    };
+    auto storeWeight = [&](ImplicitLocOpBuilder &b, Value i, Value w) {
+      store(b, w, weights, {t, i});
+    };
+    auto loadScratch = [&](ImplicitLocOpBuilder &b, Value i) { return load(b, scratch, {t, i}); };
+    auto storeScratch = [&](ImplicitLocOpBuilder &b, Value i, Value v) {
+      store(b, v, scratch, {t, i});
+    };
+    io.logit = logit;
+    io.selectionBias = bias;
+    io.loadIndex = loadIndex;
+    io.storeIndex = storeIndex;
+    io.storeWeight = storeWeight;
+    io.loadScratch = loadScratch;
+    io.storeScratch = storeScratch;
+    if (kind.mode == Mode::MoesartTraining)
+      values.token = e.toI32(t);
+    Value term = buildTokenRouting(b, kind, values, io);
+    if (term)
+      store(b, term, terms, {t});
+  }
+
+  if (loss) {
+    Value value = e.cf32(0.0);
+    if (kind.loss) {
+      Value sum = e.forLoop(e.idx(0), tokens, {e.cf32(0.0)},
+                            [&](Emitter &e, Value t, ValueRange a) {
+                              Value x = memref::LoadOp::create(e.b, terms, ValueRange{t});
+                              return SmallVector<Value>{e.addf(a[0], x)};
+                            })[0];
+      value = e.mulf(e.cf32(moesart.getRegularizerCoefficient()),
+                     e.divf(sum, e.toF32(tokens)));
     }
-
-    auto topk = dyn_cast<TopKRoutingAttr>(routing);
-    bool production = topk && (!topk.isClassic() || selectionBias);
-
-    // One token: its logits row -> its weights and indices rows (local [1, K]
-    // tensors, row 0), its trimmed-lasso term, with `p` as scratch.
-    auto routeToken = [&](Emitter &e, Value t, Value row,
-                          ValueRange args) -> SmallVector<Value> {
-          Value weights = args[0], indices = args[1], loss = args[2], p = args[3];
-          auto logit = [&](Emitter &e, Value ex) { return e.extract(logits, {t, ex}); };
-          // Softmax statistics with max-subtraction.
-          Value maxLogit = e.forLoop(c0, experts, {e.cf32(-INFINITY)},
-                                     [&](Emitter &e, Value ex, ValueRange a) {
-                                       return SmallVector<Value>{
-                                           e.maxf(a[0], logit(e, ex))};
-                                     })[0];
-          Value expSum = e.forLoop(c0, experts, {e.cf32(0.0)},
-                                   [&](Emitter &e, Value ex, ValueRange a) {
-                                     return SmallVector<Value>{e.addf(
-                                         a[0], e.routingExp(e.subf(logit(e, ex), maxLogit)))};
-                                   })[0];
-          auto prob = [&](Emitter &e, Value ex) {
-            return e.divf(e.routingExp(e.subf(logit(e, ex), maxLogit)), expSum);
-          };
-          // Top-k in O(E*k): pick r is the best (largest o, ties: lower
-          // index) of the experts that come after pick r-1 in that order.
-          // The best `count` of `candidates` by `scoreOf` (ties: lower
-          // index), among those `allowed` (null: all).
-          auto topKBy = [&](Emitter &e, function_ref<Value(Emitter &, Value)> scoreOf,
-                            function_ref<Value(Emitter &, Value)> allowed, Value candidates,
-                            Value count, ValueRange init,
-                            function_ref<SmallVector<Value>(Emitter &, Value, Value, ValueRange)>
-                                onPick) {
-            ValueRange picks = e.forLoop(
-                c0, count, llvm::to_vector(llvm::concat<const Value>(
-                              ValueRange{e.cf32(INFINITY), e.ci32(-1)}, init)),
-                [&](Emitter &e, Value r, ValueRange a) {
-                  Value prevO = a[0], prevI = a[1];
-                  ValueRange best = e.forLoop(
-                      c0, candidates, {e.cf32(-INFINITY), e.ci32(-1)},
-                      [&](Emitter &e, Value ex, ValueRange s) {
-                        Value o = scoreOf(e, ex), exI = e.toI32(ex);
-                        Value after = e.ori(
-                            e.cmpf(arith::CmpFPredicate::OLT, o, prevO),
-                            e.andi(e.cmpf(arith::CmpFPredicate::OEQ, o, prevO),
-                                   e.cmpi(arith::CmpIPredicate::sgt, exI, prevI)));
-                        Value better = e.ori(e.cmpi(arith::CmpIPredicate::slt, s[1], e.ci32(0)),
-                                             e.cmpf(arith::CmpFPredicate::OGT, o, s[0]));
-                        Value take = e.andi(after, better);
-                        if (allowed)
-                          take = e.andi(take, allowed(e, ex));
-                        return SmallVector<Value>{e.select(take, o, s[0]),
-                                                  e.select(take, exI, s[1])};
-                      });
-                  SmallVector<Value> next{best[0], best[1]};
-                  llvm::append_range(next, onPick(e, r, best[1], a.drop_front(2)));
-                  return next;
-                });
-            return SmallVector<Value>(picks.begin() + 2, picks.end());
-          };
-          auto topK = [&](Emitter &e, ValueRange init,
-                          function_ref<SmallVector<Value>(Emitter &, Value, Value, ValueRange)>
-                              onPick) {
-            return topKBy(e, logit, nullptr, experts, kIdx, init, onPick);
-          };
-          auto selected = [&](Emitter &e, Value idxs, Value i) {
-            return e.toIndex(e.extract(idxs, {row, i}));
-          };
-          /// w_i = softmax over the selected entries of adjusted(i).
-          auto softmaxSelected = [&](Emitter &e, Value idxs, Value ws,
-                                     function_ref<Value(Emitter &, Value, Value)> adjusted) {
-            Value mx = e.forLoop(c0, kIdx, {e.cf32(-INFINITY)},
-                                 [&](Emitter &e, Value i, ValueRange a) {
-                                   return SmallVector<Value>{
-                                       e.maxf(a[0], adjusted(e, i, selected(e, idxs, i)))};
-                                 })[0];
-            Value sum = e.forLoop(c0, kIdx, {e.cf32(0.0)},
-                                  [&](Emitter &e, Value i, ValueRange a) {
-                                    Value v = adjusted(e, i, selected(e, idxs, i));
-                                    return SmallVector<Value>{
-                                        e.addf(a[0], e.routingExp(e.subf(v, mx)))};
-                                  })[0];
-            return e.forLoop(c0, kIdx, {ws}, [&](Emitter &e, Value i, ValueRange a) {
-              Value v = adjusted(e, i, selected(e, idxs, i));
-              Value w = e.divf(e.routingExp(e.subf(v, mx)), sum);
-              return SmallVector<Value>{e.insert(w, a[0], {row, i})};
-            })[0];
-          };
-          /// o_i - log(max(c * (g_i + 1e-10), 1e-10)).
-          auto adjustLogit = [&](Emitter &e, Value ex, Value c) {
-            Value g = e.addf(prob(e, ex), e.cf32(1e-10));
-            Value clamped = e.maxf(e.mulf(c, g), e.cf32(1e-10));
-            return e.subf(logit(e, ex), e.routingLog(clamped));
-          };
-
-          // The production routers of docs/spec.md §3.1.1 (#moe.top_k with
-          // parameters or a selection bias): choose on c = s + b among the
-          // experts of the kept groups, weight with s.
-          auto sigmoidOf = [&](Emitter &e, Value o) {
-            return e.divf(e.cf32(1.0),
-                          e.addf(e.cf32(1.0), e.routingExp(arith::NegFOp::create(e.b, o))));
-          };
-          auto scoreOf = [&](Emitter &e, Value ex) -> Value {
-            return topk && topk.getScore() == RouterScore::sigmoid ? sigmoidOf(e, logit(e, ex))
-                                                                  : prob(e, ex);
-          };
-          auto chooseOf = [&](Emitter &e, Value ex) -> Value {
-            Value c = scoreOf(e, ex);
-            if (selectionBias)
-              c = e.addf(c, cpu::toF32(e.b, e.extract(selectionBias, {ex})));
-            return c;
-          };
-          Value keptGroups, groupSize;
-          auto inKeptGroup = [&](Emitter &e, Value ex) -> Value {
-            Value g = arith::DivUIOp::create(e.b, ex, groupSize);
-            return e.cmpi(arith::CmpIPredicate::ne, e.extract(keptGroups, {g}), e.ci32(0));
-          };
-
-          if (production) {
-            function_ref<Value(Emitter &, Value)> allowed = nullptr;
-            int64_t groups = topk.getGroups();
-            if (groups > 1) {
-              groupSize = arith::DivUIOp::create(e.b, experts, e.idx(groups));
-              // A group's score: the sum of its top-min(2, E/G) values of c.
-              Value two = e.cmpi(arith::CmpIPredicate::sge, groupSize, e.idx(2));
-              Value scores0 = e.filled({e.b.getIndexAttr(groups)}, e.cf32(0.0));
-              Value scores = e.forLoop(
-                  c0, e.idx(groups), {scores0}, [&](Emitter &e, Value g, ValueRange a) {
-                    Value base = e.muli(g, groupSize);
-                    ValueRange top2 = e.forLoop(
-                        c0, groupSize, {e.cf32(-INFINITY), e.cf32(-INFINITY)},
-                        [&](Emitter &e, Value j, ValueRange t) {
-                          Value v = chooseOf(e, e.addi(base, j));
-                          Value above = e.cmpf(arith::CmpFPredicate::OGT, v, t[0]);
-                          Value second = e.select(above, t[0], e.maxf(t[1], v));
-                          return SmallVector<Value>{e.select(above, v, t[0]), second};
-                        });
-                    Value sum = e.select(two, e.addf(top2[0], top2[1]), top2[0]);
-                    return SmallVector<Value>{e.insert(sum, a[0], {g})};
-                  })[0];
-              // The GK best groups (ties: lower index).
-              Value kept0 = e.filled({e.b.getIndexAttr(groups)}, e.ci32(0));
-              keptGroups = topKBy(
-                  e, [&](Emitter &e, Value g) { return e.extract(scores, {g}); }, nullptr,
-                  e.idx(groups), e.idx(topk.getKeptGroups()), {kept0},
-                  [&](Emitter &e, Value, Value g, ValueRange a) {
-                    Value at = e.toIndex(e.select(
-                        e.cmpi(arith::CmpIPredicate::slt, g, e.ci32(0)), e.ci32(0), g));
-                    return SmallVector<Value>{e.insert(e.ci32(1), a[0], {at})};
-                  })[0];
-              allowed = inKeptGroup;
-            }
-            // S_t: the top-K of c among the choosable experts.
-            indices = topKBy(e, chooseOf, allowed, experts, kIdx, {indices},
-                             [&](Emitter &e, Value r, Value ex, ValueRange a) {
-                               return SmallVector<Value>{e.insert(ex, a[0], {row, r})};
-                             })[0];
-            // w_i = s_i (/ (sum_S s + 1e-20) with normalize) * scale.
-            auto pickedScore = [&](Emitter &e, Value i) {
-              Value ex = e.extract(indices, {row, i});
-              Value valid = e.cmpi(arith::CmpIPredicate::sge, ex, e.ci32(0));
-              Value at = e.toIndex(e.select(valid, ex, e.ci32(0)));
-              return e.select(valid, scoreOf(e, at), e.cf32(0.0));
-            };
-            Value denom = e.cf32(1.0);
-            if (topk.getNormalize()) {
-              Value sum = e.forLoop(c0, kIdx, {e.cf32(0.0)},
-                                    [&](Emitter &e, Value i, ValueRange a) {
-                                      return SmallVector<Value>{
-                                          e.addf(a[0], pickedScore(e, i))};
-                                    })[0];
-              denom = e.addf(sum, e.cf32(1e-20));
-            }
-            Value scale = e.cf32(topk.getScale().convertToDouble());
-            weights = e.forLoop(c0, kIdx, {weights}, [&](Emitter &e, Value i, ValueRange a) {
-              Value w = e.mulf(e.divf(pickedScore(e, i), denom), scale);
-              return SmallVector<Value>{e.insert(w, a[0], {row, i})};
-            })[0];
-          } else if (dense) {
-            SmallVector<Value> r = llvm::to_vector(e.forLoop(
-                c0, experts, {weights, indices}, [&](Emitter &e, Value ex, ValueRange a) {
-                  return SmallVector<Value>{e.insert(prob(e, ex), a[0], {row, ex}),
-                                            e.insert(e.toI32(ex), a[1], {row, ex})};
-                }));
-            weights = r[0];
-            indices = r[1];
-          } else if (!sampling) {
-            // Top-k in rank order.
-            indices = topK(e, {indices}, [&](Emitter &e, Value r, Value ex, ValueRange a) {
-              return SmallVector<Value>{e.insert(ex, a[0], {row, r})};
-            })[0];
-            if (moesart) {
-              weights = softmaxSelected(e, indices, weights,
-                                        [&](Emitter &e, Value, Value ex) {
-                                          return adjustLogit(e, ex, kF);
-                                        });
-            } else {
-              weights = softmaxSelected(e, indices, weights,
-                                        [&](Emitter &e, Value, Value ex) {
-                                          return logit(e, ex);
-                                        });
-            }
-          } else {
-            // MOESART training: K draws without replacement from g.
-            p = e.forLoop(c0, experts, {p}, [&](Emitter &e, Value ex, ValueRange a) {
-              return SmallVector<Value>{e.insert(prob(e, ex), a[0], {ex})};
-            })[0];
-            Value tI32 = e.toI32(t);
-            SmallVector<Value> drawn = llvm::to_vector(e.forLoop(
-                c0, kIdx, {indices, p}, [&](Emitter &e, Value r, ValueRange a) {
-                  Value idxs = a[0], pr = a[1];
-                  Value u = e.philoxUniform(key0, key1, tI32, e.toI32(r));
-                  Value minus1 = e.ci32(-1);
-                  // First i with u < cumsum(p)_i, and the last i with p_i > 0.
-                  ValueRange scan = e.forLoop(
-                      c0, experts, {e.cf32(0.0), minus1, minus1},
-                      [&](Emitter &e, Value ex, ValueRange s) {
-                        Value pe = e.extract(pr, {ex});
-                        Value cum = e.addf(s[0], pe);
-                        Value exI = e.toI32(ex);
-                        Value hit = e.andi(e.cmpi(arith::CmpIPredicate::slt, s[1], e.ci32(0)),
-                                           cmpOlt(e, u, cum));
-                        Value found = e.select(hit, exI, s[1]);
-                        Value positive = e.cmpf(arith::CmpFPredicate::OGT, pe, e.cf32(0.0));
-                        Value last = e.select(positive, exI, s[2]);
-                        return SmallVector<Value>{cum, found, last};
-                      });
-                  Value found = scan[1], last = scan[2];
-                  // If no expert has p > 0 left: the lowest index not yet drawn.
-                  Value firstFree = e.forLoop(
-                      c0, experts, {minus1}, [&](Emitter &e, Value ex, ValueRange s) {
-                        Value exI = e.toI32(ex);
-                        Value taken = e.forLoop(c0, r, {e.ci1(false)},
-                                                [&](Emitter &e, Value j, ValueRange q) {
-                                                  Value same = e.cmpi(
-                                                      arith::CmpIPredicate::eq,
-                                                      e.extract(idxs, {row, j}), exI);
-                                                  return SmallVector<Value>{e.ori(q[0], same)};
-                                                })[0];
-                        Value take = e.andi(
-                            e.cmpi(arith::CmpIPredicate::slt, s[0], e.ci32(0)),
-                            arith::XOrIOp::create(e.b, taken, e.ci1(true)));
-                        return SmallVector<Value>{e.select(take, exI, s[0])};
-                      })[0];
-                  Value zeroI = e.ci32(0);
-                  Value pick = e.select(
-                      e.cmpi(arith::CmpIPredicate::sge, found, zeroI), found,
-                      e.select(e.cmpi(arith::CmpIPredicate::sge, last, zeroI), last,
-                               firstFree));
-                  idxs = e.insert(pick, idxs, {row, r});
-                  pr = e.insert(e.cf32(0.0), pr, {e.toIndex(pick)});
-                  Value sum = e.forLoop(c0, experts, {e.cf32(0.0)},
-                                        [&](Emitter &e, Value ex, ValueRange s) {
-                                          return SmallVector<Value>{
-                                              e.addf(s[0], e.extract(pr, {ex}))};
-                                        })[0];
-                  Value denom = e.addf(sum, e.cf32(1e-10));
-                  pr = e.forLoop(c0, experts, {pr}, [&](Emitter &e, Value ex, ValueRange s) {
-                    Value v = e.divf(e.extract(s[0], {ex}), denom);
-                    return SmallVector<Value>{e.insert(v, s[0], {ex})};
-                  })[0];
-                  return SmallVector<Value>{idxs, pr};
-                }));
-            indices = drawn[0];
-            p = drawn[1];
-            switch (moesart.getAdjust()) {
-            case MoesartAdjust::small_random: {
-              // j = the floor(u*K)-th member of S_t in ascending expert index.
-              Value u = e.philoxUniform(key0, key1, tI32, e.toI32(kIdx));
-              Value scaled = arith::FPToSIOp::create(b, b.getI64Type(), e.mulf(u, kF));
-              Value jr = e.toIndex(scaled);
-              jr = arith::MinSIOp::create(b, jr, e.subi(kIdx, c1));
-              Value j = e.forLoop(c0, kIdx, {e.ci32(-1)}, [&](Emitter &e, Value a, ValueRange s) {
-                Value ea = e.extract(indices, {row, a});
-                Value asc = e.forLoop(c0, kIdx, {c0}, [&](Emitter &e, Value bb, ValueRange q) {
-                  Value eb = e.extract(indices, {row, bb});
-                  Value less = e.cmpi(arith::CmpIPredicate::slt, eb, ea);
-                  return SmallVector<Value>{e.select(less, e.addi(q[0], c1), q[0])};
-                })[0];
-                Value isJ = e.cmpi(arith::CmpIPredicate::eq, asc, jr);
-                return SmallVector<Value>{e.select(isJ, ea, s[0])};
-              })[0];
-              Value km1 = e.subf(kF, e.cf32(1.0));
-              weights = softmaxSelected(e, indices, weights,
-                                        [&](Emitter &e, Value, Value ex) {
-                                          Value isJ = e.cmpi(arith::CmpIPredicate::eq,
-                                                             e.toI32(ex), j);
-                                          return e.select(isJ, logit(e, ex),
-                                                          adjustLogit(e, ex, km1));
-                                        });
-              break;
-            }
-            case MoesartAdjust::zero:
-              weights = softmaxSelected(e, indices, weights,
-                                        [&](Emitter &e, Value, Value ex) {
-                                          return adjustLogit(e, ex, kF);
-                                        });
-              break;
-            case MoesartAdjust::large: {
-              Value sum = e.forLoop(c0, kIdx, {e.cf32(0.0)},
-                                    [&](Emitter &e, Value i, ValueRange a) {
-                                      return SmallVector<Value>{e.addf(
-                                          a[0], prob(e, selected(e, indices, i)))};
-                                    })[0];
-              weights = e.forLoop(c0, kIdx, {weights}, [&](Emitter &e, Value i, ValueRange a) {
-                Value w = e.divf(prob(e, selected(e, indices, i)), sum);
-                return SmallVector<Value>{e.insert(w, a[0], {row, i})};
-              })[0];
-              break;
-            }
-            }
-          }
-          if (training && moesart) {
-            // Trimmed lasso: 1 - (sum of the K largest g_t,i).
-            Value top = topK(e, {e.cf32(0.0)}, [&](Emitter &e, Value, Value ex, ValueRange a) {
-              return SmallVector<Value>{e.addf(a[0], prob(e, e.toIndex(ex)))};
-            })[0];
-            loss = e.addf(loss, e.subf(e.cf32(1.0), top));
-          }
-          return {weights, indices, loss, p};
-        };
-
-    // Tokens are independent: an scf.forall over them (all cores), each
-    // writing its own rows; the loss terms are summed afterwards in token
-    // order, so the result does not depend on the number of threads.
-    OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
-    OpFoldResult kOfr = b.getIndexAttr(kStatic);
-    Value lossTerms0 = e.filled({e.dimOfr(logits, 0)}, zeroF);
-    auto forall = scf::ForallOp::create(b, ArrayRef<OpFoldResult>{e.dimOfr(logits, 0)},
-                                        ValueRange{w0, i0, lossTerms0}, std::nullopt);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(forall.getBody());
-      Emitter e(b);
-      Value t = forall.getInductionVar(0);
-      Value wRow = e.filled({one, kOfr}, e.cf32(0.0));
-      Value iRow = e.filled({one, kOfr}, e.ci32(0));
-      Value pRow = e.filled({e.dimOfr(logits, 1)}, e.cf32(0.0));
-      SmallVector<Value> r = routeToken(e, t, e.idx(0), {wRow, iRow, e.cf32(0.0), pRow});
-      Value lossRow = tensor::FromElementsOp::create(
-          b, RankedTensorType::get({1}, e.f32()), ValueRange{r[2]});
-      ValueRange shared = forall.getRegionIterArgs();
-      b.setInsertionPointToStart(forall.getTerminator().getBody());
-      tensor::ParallelInsertSliceOp::create(b, r[0], shared[0],
-                                            ArrayRef<OpFoldResult>{t, zero},
-                                            ArrayRef<OpFoldResult>{one, kOfr},
-                                            ArrayRef<OpFoldResult>{one, one});
-      tensor::ParallelInsertSliceOp::create(b, r[1], shared[1],
-                                            ArrayRef<OpFoldResult>{t, zero},
-                                            ArrayRef<OpFoldResult>{one, kOfr},
-                                            ArrayRef<OpFoldResult>{one, one});
-      tensor::ParallelInsertSliceOp::create(b, lossRow, shared[2], ArrayRef<OpFoldResult>{t},
-                                            ArrayRef<OpFoldResult>{one},
-                                            ArrayRef<OpFoldResult>{one});
-    }
-
-    SmallVector<Value> results{
-        tensor::CastOp::create(b, resultTypes[0], forall.getResult(0)),
-        tensor::CastOp::create(b, resultTypes[1], forall.getResult(1))};
-    if (resultTypes.size() > 2) {
-      Value loss = e.cf32(0.0);
-      if (moesart) {
-        Value terms = forall.getResult(2);
-        Value sum = e.forLoop(c0, tokens, {e.cf32(0.0)}, [&](Emitter &e, Value t, ValueRange a) {
-          return SmallVector<Value>{e.addf(a[0], e.extract(terms, {t}))};
-        })[0];
-        loss = e.mulf(e.cf32(moesart.getRegularizerCoefficient()),
-                      e.divf(sum, e.toF32(tokens)));
-      }
-      results.push_back(tensor::FromElementsOp::create(
-          b, RankedTensorType::get({}, e.f32()), ValueRange{loss}));
-    }
-    return results;
+    memref::StoreOp::create(b, value, loss, ValueRange{});
+  }
+  // The scratch buffers are freed by the pipeline's buffer deallocation.
 }
 
 /// The gate is outlined per (routing, training, E, K) into a function that
@@ -934,33 +653,15 @@ struct LowerGate : public OpRewritePattern<GateOp> {
     bool training = op.getTraining();
     bool hasSeed = static_cast<bool>(op.getSeed());
     size_t numResults = outs.size();
-    SmallVector<Type> resultTypes{
-        RankedTensorType::get({ShapedType::kDynamic, k}, e.f32()),
-        RankedTensorType::get({ShapedType::kDynamic, k}, e.i32())};
-    if (numResults > 2)
-      resultTypes.push_back(RankedTensorType::get({}, e.f32()));
     // Destination style (no tensor results across the kernel boundary): the
-    // gate's tensors are materialized into the caller's buffers.
+    // gate writes the caller's buffers.
     kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
-      auto toTensor = [&](Value m) -> Value {
-        auto mt = cast<MemRefType>(m.getType());
-        return bufferization::ToTensorOp::create(
-            b, RankedTensorType::get(mt.getShape(), mt.getElementType()), m, b.getUnitAttr());
-      };
       unsigned next = 1;
-      Value logits = toTensor(v[0]);
-      Value bias = hasBias ? toTensor(v[next++]) : Value();
-      Value seed = hasSeed ? toTensor(v[next++]) : Value();
-      SmallVector<Value> r = emitGate(b, logits, bias, seed, routing, training, resultTypes);
+      Value bias = hasBias ? v[next++] : Value();
+      Value seed = hasSeed ? v[next++] : Value();
       ValueRange dests = v.take_back(numResults);
-      for (auto [val, dest] : llvm::zip(r, dests)) {
-        auto mt = cast<MemRefType>(dest.getType());
-        Value t = tensor::CastOp::create(
-            b, RankedTensorType::get(mt.getShape(), mt.getElementType()), val);
-        auto mat = bufferization::MaterializeInDestinationOp::create(b, t, dest);
-        mat.setRestrict(true);
-        mat.setWritable(true);
-      }
+      emitGate(b, v[0], bias, seed, routing, training, k, dests[0], dests[1],
+               numResults > 2 ? dests[2] : Value());
     });
     SmallVector<Value> results;
     for (auto [m, t] : llvm::zip(outs, op->getResultTypes()))

@@ -9,6 +9,8 @@
 
 #include "lowering/gpu/Kernels.h"
 
+#include "lowering/RoutingBuilder.h"
+
 #include "lowering/Philox.h"
 #include "lowering/gpu/IRBuilder.h"
 
@@ -485,8 +487,7 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
         Value tid = threadId(e), bid = blockId(e, gpu::Dimension::x);
         Value first = e.muli(bid, e.idx(tokensPerBlock));
         Value t = e.addi(first, tid);
-        Value c0 = e.idx(0), c1 = e.idx(1);
-        Value kF = e.toF32(K);
+        Value c0 = e.idx(0);
         if (router) {
           // The logits of the block's tokens: pair q = (token first + q / E,
           // expert q % E) is fma(x[t, d], wr[d, e], acc) over ascending d
@@ -570,264 +571,81 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
           barrier(e);
         }
 
+        // The token's routing: buildTokenRouting (lowering/RoutingBuilder.h),
+        // the code the CPU path runs, over this kernel's flat buffers.
         auto token = [&](IRB &e) -> SmallVector<Value> {
           Value base = e.muli(t, E), wbase = e.muli(t, K);
-          auto logit = [&](IRB &e, Value ex) { return e.load(logits, e.addi(base, ex)); };
-          Value mx = e.forLoop(c0, E, {e.cf32(-INFINITY)}, [&](IRB &e, Value ex, ValueRange s) {
-            return SmallVector<Value>{e.maxf(s[0], logit(e, ex))};
-          })[0];
-          Value sum = e.forLoop(c0, E, {e.cf32(0.0)}, [&](IRB &e, Value ex, ValueRange s) {
-            return SmallVector<Value>{e.addf(s[0], e.routingExp(e.subf(logit(e, ex), mx)))};
-          })[0];
-          auto prob = [&](IRB &e, Value ex) {
-            return e.divf(e.routingExp(e.subf(logit(e, ex), mx)), sum);
-          };
-          // rank(ex) = #{j : o_j > o_ex or (o_j == o_ex and j < ex)}.
-          auto rank = [&](IRB &e, Value ex) {
-            Value oe = logit(e, ex);
-            return e.forLoop(c0, E, {c0}, [&](IRB &e, Value j, ValueRange s) {
-              Value oj = logit(e, j);
-              Value before = e.ori(e.cmpf(arith::CmpFPredicate::OGT, oj, oe),
-                                   e.andi(e.cmpf(arith::CmpFPredicate::OEQ, oj, oe),
-                                          e.ult(j, ex)));
-              return SmallVector<Value>{e.select(before, e.addi(s[0], c1), s[0])};
-            })[0];
-          };
-          auto selected = [&](IRB &e, Value i) {
-            return e.toIndex(e.load(indices, e.addi(wbase, i)));
-          };
-          auto softmaxSelected = [&](IRB &e, function_ref<Value(IRB &, Value)> adjusted) {
-            Value m2 = e.forLoop(c0, K, {e.cf32(-INFINITY)}, [&](IRB &e, Value i, ValueRange s) {
-              return SmallVector<Value>{e.maxf(s[0], adjusted(e, selected(e, i)))};
-            })[0];
-            Value s2 = e.forLoop(c0, K, {e.cf32(0.0)}, [&](IRB &e, Value i, ValueRange s) {
-              Value v = adjusted(e, selected(e, i));
-              return SmallVector<Value>{e.addf(s[0], e.routingExp(e.subf(v, m2)))};
-            })[0];
-            e.forEach(c0, K, c1, [&](IRB &e, Value i) {
-              Value v = adjusted(e, selected(e, i));
-              e.store(e.divf(e.routingExp(e.subf(v, m2)), s2), weights, e.addi(wbase, i));
-            });
-          };
-          auto adjustLogit = [&](IRB &e, Value ex, Value c) {
-            Value g = e.addf(prob(e, ex), e.cf32(1e-10));
-            Value clamped = e.maxf(e.mulf(c, g), e.cf32(1e-10));
-            return e.subf(logit(e, ex), e.routingLog(clamped));
-          };
-
+          using Mode = TokenRoutingKind::Mode;
+          TokenRoutingKind tk;
+          tk.mode = kind == GateKind::Dense             ? Mode::Dense
+                    : kind == GateKind::TopK            ? Mode::TopK
+                    : kind == GateKind::MoesartTraining ? Mode::MoesartTraining
+                                                        : Mode::MoesartInference;
+          tk.adjust = adjust;
+          tk.loss = loss;
+          TokenRoutingValues tv;
+          tv.experts = E;
+          tv.k = K;
+          // Scratch of this token: E values at t * E for MOESART's draws,
+          // 2G (<= 2E) at t * 2E for the grouped production router.
+          Value sbase = base;
           if (production) {
-            // The production routers of docs/spec.md §3.1.1, in the CPU path's
-            // order of operations (ConvertMoEToLinalg.cpp, emitGate): choose
-            // on c = s + b among the experts of the kept groups, weight
-            // with s.
-            auto scoreOf = [&](IRB &e, Value ex) -> Value {
-              if (production->score == RouterScore::sigmoid)
-                return e.divf(e.cf32(1.0), e.addf(e.cf32(1.0),
-                                                  e.routingExp(arith::NegFOp::create(e.b, logit(e, ex)))));
-              return prob(e, ex);
-            };
-            auto chooseOf = [&](IRB &e, Value ex) -> Value {
-              Value c = scoreOf(e, ex);
-              if (production->bias)
-                c = e.addf(c, loadF32(e, selBias, ex));
-              return c;
-            };
-            // The best `count` of `candidates` by `scoreOf` (ties: lower
-            // index) among the `allowed` (null: all): pick r is the best of
-            // those after pick r-1 in (score desc, index asc) order.
-            auto topKBy = [&](IRB &e, function_ref<Value(IRB &, Value)> score,
-                              function_ref<Value(IRB &, Value)> allowed, Value candidates,
-                              Value count, function_ref<void(IRB &, Value, Value)> onPick) {
-              e.forLoop(c0, count, {e.cf32(INFINITY), e.ci32(-1)},
-                        [&](IRB &e, Value r, ValueRange prev) {
-                          SmallVector<Value> best = e.forLoop(
-                              c0, candidates, {e.cf32(-INFINITY), e.ci32(-1)},
-                              [&](IRB &e, Value ex, ValueRange s) {
-                                Value o = score(e, ex), exI = e.toI32(ex);
-                                Value after = e.ori(
-                                    e.cmpf(arith::CmpFPredicate::OLT, o, prev[0]),
-                                    e.andi(e.cmpf(arith::CmpFPredicate::OEQ, o, prev[0]),
-                                           e.cmpi(arith::CmpIPredicate::sgt, exI, prev[1])));
-                                Value better =
-                                    e.ori(e.lt(s[1], e.ci32(0)),
-                                          e.cmpf(arith::CmpFPredicate::OGT, o, s[0]));
-                                Value take = e.andi(after, better);
-                                if (allowed)
-                                  take = e.andi(take, allowed(e, ex));
-                                return SmallVector<Value>{e.select(take, o, s[0]),
-                                                          e.select(take, exI, s[1])};
-                              });
-                          onPick(e, r, best[1]);
-                          return best;
-                        });
-            };
-            function_ref<Value(IRB &, Value)> allowed = nullptr;
-            // Scratch of this token: group scores at [sbase, sbase + G), kept
-            // flags (1.0 / 0.0) at [sbase + E, sbase + E + G).
-            Value sbase = e.muli(t, e.muli(E, e.idx(2)));
-            Value groupSize;
-            auto inKeptGroup = [&](IRB &e, Value ex) -> Value {
-              Value g = e.divui(ex, groupSize);
-              return e.cmpf(arith::CmpFPredicate::ONE,
-                            e.load(p, e.addi(sbase, e.addi(E, g))), e.cf32(0.0));
-            };
-            if (production->grouped) {
-              groupSize = e.divui(E, numGroups);
-              // A group's score: the sum of its top-min(2, E/G) values of c.
-              Value two = e.ge(groupSize, e.idx(2));
-              e.forEach(c0, numGroups, c1, [&](IRB &e, Value g) {
-                Value gbase = e.muli(g, groupSize);
-                SmallVector<Value> top2 = e.forLoop(
-                    c0, groupSize, {e.cf32(-INFINITY), e.cf32(-INFINITY)},
-                    [&](IRB &e, Value j, ValueRange q) {
-                      Value v = chooseOf(e, e.addi(gbase, j));
-                      Value above = e.cmpf(arith::CmpFPredicate::OGT, v, q[0]);
-                      Value second = e.select(above, q[0], e.maxf(q[1], v));
-                      return SmallVector<Value>{e.select(above, v, q[0]), second};
-                    });
-                Value sum = e.select(two, e.addf(top2[0], top2[1]), top2[0]);
-                e.store(sum, p, e.addi(sbase, g));
-                e.store(e.cf32(0.0), p, e.addi(sbase, e.addi(E, g)));
-              });
-              // The GK best groups (ties: lower index).
-              topKBy(
-                  e, [&](IRB &e, Value g) { return e.load(p, e.addi(sbase, g)); }, nullptr,
-                  numGroups, keptGroups, [&](IRB &e, Value, Value g) {
-                    Value at = e.toIndex(e.select(e.lt(g, e.ci32(0)), e.ci32(0), g));
-                    e.store(e.cf32(1.0), p, e.addi(sbase, e.addi(E, at)));
-                  });
-              allowed = inKeptGroup;
-            }
-            // S_t: the top-K of c among the choosable experts.
-            topKBy(e, chooseOf, allowed, E, K, [&](IRB &e, Value r, Value ex) {
-              e.store(ex, indices, e.addi(wbase, r));
-            });
-            // w_i = s_i (/ (sum_S s + 1e-20) with normalize) * scale.
-            auto pickedScore = [&](IRB &e, Value i) {
-              Value ex = e.load(indices, e.addi(wbase, i));
-              Value valid = e.ge(ex, e.ci32(0));
-              Value at = e.toIndex(e.select(valid, ex, e.ci32(0)));
-              return e.select(valid, scoreOf(e, at), e.cf32(0.0));
-            };
-            Value denom = e.cf32(1.0);
-            if (production->normalize) {
-              Value sum = e.forLoop(c0, K, {e.cf32(0.0)}, [&](IRB &e, Value i, ValueRange q) {
-                return SmallVector<Value>{e.addf(q[0], pickedScore(e, i))};
-              })[0];
-              denom = e.addf(sum, e.cf32(1e-20));
-            }
-            e.forEach(c0, K, c1, [&](IRB &e, Value i) {
-              Value w = e.mulf(e.divf(pickedScore(e, i), denom), scale);
-              e.store(w, weights, e.addi(wbase, i));
-            });
-          } else if (kind == GateKind::Dense) {
-            e.forEach(c0, E, c1, [&](IRB &e, Value ex) {
-              e.store(prob(e, ex), weights, e.addi(wbase, ex));
-              e.store(e.toI32(ex), indices, e.addi(wbase, ex));
-            });
-          } else if (kind != GateKind::MoesartTraining) {
-            // Top-k by rank: entry rank(ex) holds expert ex.
-            e.forEach(c0, E, c1, [&](IRB &e, Value ex) {
-              Value r = rank(e, ex);
-              e.ifThen(e.ult(r, K),
-                       [&](IRB &e) { e.store(e.toI32(ex), indices, e.addi(wbase, r)); });
-            });
-            if (kind == GateKind::MoesartInference)
-              softmaxSelected(e, [&](IRB &e, Value ex) { return adjustLogit(e, ex, kF); });
-            else
-              softmaxSelected(e, [&](IRB &e, Value ex) { return logit(e, ex); });
-          } else {
-            // MOESART training: K draws without replacement from g.
-            Value pbase = base;
-            e.forEach(c0, E, c1, [&](IRB &e, Value ex) {
-              e.store(prob(e, ex), p, e.addi(pbase, ex));
-            });
-            Value tI32 = e.toI32(t), zeroI = e.ci32(0), minus1 = e.ci32(-1);
-            auto uniform = [&](IRB &e, Value r) {
-              std::array<Value, 4> out = buildPhilox4x32x10(
-                  e.b, e.b.getLoc(), {key0, key1}, {tI32, r, zeroI, zeroI});
-              return buildPhiloxUniform(e.b, e.b.getLoc(), out[0]);
-            };
-            e.forEach(c0, K, c1, [&](IRB &e, Value r) {
-              Value u = uniform(e, e.toI32(r));
-              // First i with u < cumsum(p)_i, and the last i with p_i > 0.
-              SmallVector<Value> scan = e.forLoop(
-                  c0, E, {e.cf32(0.0), minus1, minus1}, [&](IRB &e, Value ex, ValueRange s) {
-                    Value pe = e.load(p, e.addi(pbase, ex));
-                    Value cum = e.addf(s[0], pe);
-                    Value exI = e.toI32(ex);
-                    Value hit = e.andi(e.lt(s[1], e.ci32(0)),
-                                       e.cmpf(arith::CmpFPredicate::OLT, u, cum));
-                    Value found = e.select(hit, exI, s[1]);
-                    Value positive = e.cmpf(arith::CmpFPredicate::OGT, pe, e.cf32(0.0));
-                    return SmallVector<Value>{cum, found, e.select(positive, exI, s[2])};
-                  });
-              Value found = scan[1], last = scan[2];
-              // If no expert has p > 0 left: the lowest index not yet drawn.
-              Value firstFree = e.forLoop(c0, E, {minus1}, [&](IRB &e, Value ex, ValueRange s) {
-                Value exI = e.toI32(ex);
-                Value taken = e.forLoop(c0, r, {e.ci1(false)}, [&](IRB &e, Value j, ValueRange q) {
-                  return SmallVector<Value>{
-                      e.ori(q[0], e.eq(e.load(indices, e.addi(wbase, j)), exI))};
-                })[0];
-                Value take = e.andi(e.lt(s[0], e.ci32(0)), e.noti(taken));
-                return SmallVector<Value>{e.select(take, exI, s[0])};
-              })[0];
-              Value pick = e.select(e.ge(found, zeroI), found,
-                                    e.select(e.ge(last, zeroI), last, firstFree));
-              e.store(pick, indices, e.addi(wbase, r));
-              e.store(e.cf32(0.0), p, e.addi(pbase, e.toIndex(pick)));
-              Value s = e.forLoop(c0, E, {e.cf32(0.0)}, [&](IRB &e, Value ex, ValueRange q) {
-                return SmallVector<Value>{e.addf(q[0], e.load(p, e.addi(pbase, ex)))};
-              })[0];
-              Value denom = e.addf(s, e.cf32(1e-10));
-              e.forEach(c0, E, c1, [&](IRB &e, Value ex) {
-                Value at = e.addi(pbase, ex);
-                e.store(e.divf(e.load(p, at), denom), p, at);
-              });
-            });
-            switch (adjust) {
-            case MoesartAdjust::small_random: {
-              // j = the floor(u*K)-th member of S_t in ascending expert index.
-              Value u = uniform(e, e.toI32(K));
-              Value scaled = arith::FPToSIOp::create(e.b, e.b.getI64Type(), e.mulf(u, kF));
-              Value jr = e.mini(e.toIndex(scaled), e.subi(K, c1));
-              Value j = e.forLoop(c0, K, {minus1}, [&](IRB &e, Value ai, ValueRange s) {
-                Value ea = e.load(indices, e.addi(wbase, ai));
-                Value asc = e.forLoop(c0, K, {c0}, [&](IRB &e, Value bi, ValueRange q) {
-                  Value eb = e.load(indices, e.addi(wbase, bi));
-                  return SmallVector<Value>{e.select(e.lt(eb, ea), e.addi(q[0], c1), q[0])};
-                })[0];
-                return SmallVector<Value>{e.select(e.eq(asc, jr), ea, s[0])};
-              })[0];
-              Value km1 = e.subf(kF, e.cf32(1.0));
-              softmaxSelected(e, [&](IRB &e, Value ex) {
-                return e.select(e.eq(e.toI32(ex), j), logit(e, ex), adjustLogit(e, ex, km1));
-              });
-              break;
-            }
-            case MoesartAdjust::zero:
-              softmaxSelected(e, [&](IRB &e, Value ex) { return adjustLogit(e, ex, kF); });
-              break;
-            case MoesartAdjust::large: {
-              Value s = e.forLoop(c0, K, {e.cf32(0.0)}, [&](IRB &e, Value i, ValueRange q) {
-                return SmallVector<Value>{e.addf(q[0], prob(e, selected(e, i)))};
-              })[0];
-              e.forEach(c0, K, c1, [&](IRB &e, Value i) {
-                e.store(e.divf(prob(e, selected(e, i)), s), weights, e.addi(wbase, i));
-              });
-              break;
-            }
-            }
+            tk.production = true;
+            tk.score = production->score;
+            tk.normalize = production->normalize;
+            tk.grouped = production->grouped;
+            tk.selectionBias = production->bias;
+            tv.groups = numGroups;
+            tv.keptGroups = keptGroups;
+            tv.scale = scale;
+            sbase = e.muli(t, e.muli(E, e.idx(2)));
           }
-          if (!loss)
-            return {e.cf32(0.0)};
-          // Trimmed lasso: 1 - (sum of the K largest g_t,i).
-          Value top = e.forLoop(c0, E, {e.cf32(0.0)}, [&](IRB &e, Value ex, ValueRange s) {
-            Value in = e.ult(rank(e, ex), K);
-            return SmallVector<Value>{e.select(in, e.addf(s[0], prob(e, ex)), s[0])};
-          })[0];
-          return {e.subf(e.cf32(1.0), top)};
+          if (kind == GateKind::MoesartTraining) {
+            tv.key0 = key0;
+            tv.key1 = key1;
+            tv.token = e.toI32(t);
+          }
+          auto flatLoad = [](ImplicitLocOpBuilder &b, Value m, Value i) -> Value {
+            return memref::LoadOp::create(b, m, ValueRange{i});
+          };
+          auto flatStore = [](ImplicitLocOpBuilder &b, Value v, Value m, Value i) {
+            memref::StoreOp::create(b, v, m, ValueRange{i});
+          };
+          auto add = [](ImplicitLocOpBuilder &b, Value x, Value y) -> Value {
+            return arith::AddIOp::create(b, x, y);
+          };
+          auto logitAt = [&](ImplicitLocOpBuilder &b, Value ex) {
+            return flatLoad(b, logits, add(b, base, ex));
+          };
+          auto biasAt = [&](ImplicitLocOpBuilder &b, Value ex) {
+            IRB be(b);
+            return loadF32(be, selBias, ex);
+          };
+          auto loadIndex = [&](ImplicitLocOpBuilder &b, Value r) {
+            return flatLoad(b, indices, add(b, wbase, r));
+          };
+          auto storeIndex = [&](ImplicitLocOpBuilder &b, Value r, Value ex) {
+            flatStore(b, ex, indices, add(b, wbase, r));
+          };
+          auto storeWeight = [&](ImplicitLocOpBuilder &b, Value i, Value w) {
+            flatStore(b, w, weights, add(b, wbase, i));
+          };
+          auto loadScratch = [&](ImplicitLocOpBuilder &b, Value i) {
+            return flatLoad(b, p, add(b, sbase, i));
+          };
+          auto storeScratch = [&](ImplicitLocOpBuilder &b, Value i, Value v) {
+            flatStore(b, v, p, add(b, sbase, i));
+          };
+          TokenRoutingStorage io;
+          io.logit = logitAt;
+          io.selectionBias = biasAt;
+          io.loadIndex = loadIndex;
+          io.storeIndex = storeIndex;
+          io.storeWeight = storeWeight;
+          io.loadScratch = loadScratch;
+          io.storeScratch = storeScratch;
+          Value term = buildTokenRouting(e.b, tk, tv, io);
+          return {term ? term : e.cf32(0.0)};
         };
         Value activeToken = e.ult(t, T);
         if (router)
