@@ -1,13 +1,14 @@
 //===- MoEMLIR.h - the public C++ API of moe-mlir ---------------*- C++ -*-===//
 //
-// The one header an embedding compiler includes (installed as
-// <prefix>/include/moe-mlir/dialect/MoEMLIR.h, found through the CMake package
-// `MoEMLIR`, target `MoEMLIR::MoEMLIR`):
+// The one header an embedding compiler includes. It belongs to the library
+// that bundles everything, libMoEMLIR.so (tools/moe-shlib; CMake package
+// `MoEMLIR`, target `MoEMLIR::MoEMLIR`), and is installed as
+// <prefix>/include/moe-mlir/MoEMLIR.h:
 //
-//   #include "dialect/MoEMLIR.h"
+//   #include "moe-mlir/MoEMLIR.h"
 //
 //   mlir::DialectRegistry registry;
-//   mlir::moe::registerMoEPipelineDependencies(registry);
+//   mlir::moe::registerAllMoE(registry);  // moe + what the pipelines need
 //   mlir::MLIRContext context(registry);
 //   mlir::moe::registerAllMoEPasses();    // moe passes and pipelines
 //   ...
@@ -19,6 +20,8 @@
 //   if (mlir::failed(pm.run(module))) ...
 //
 // What it brings in:
+//  * the registration functions `registerAllMoE(DialectRegistry &)` and
+//    `registerAllMoEPasses()` (moe-mlir/InitAllMoE.h);
 //  * the dialect: `MoEDialect`, its attributes (`DenseRoutingAttr`,
 //    `TopKRoutingAttr`, `MoesartRoutingAttr`, `ActivationAttr`, the
 //    `RoutingAttrInterface`) and its ops (dialect/MoEDialect.h, MoEAttrs.h,
@@ -26,25 +29,30 @@
 //  * the moe-to-moe passes with their option structs (passes/Passes.h:
 //    `createMoEDenseToMoESART(MoEDenseToMoESARTOptions)`,
 //    `createMoEDenseToSoft(...)`, `createMoEDecompose()`, `createMoEFuse()`,
-//    `createMoEPrintCost()`, `registerMoEPasses()`), generated from
-//    passes/Passes.td;
+//    `createMoEPrintCost()`, ...), generated from passes/Passes.td;
 //  * the lowering passes (lowering/Passes.h: `createConvertMoEToLinalg()`,
-//    `registerMoELoweringPasses()`);
+//    `createConvertMoEToGPU()`, ...);
 //  * the pipeline builders and their option structs (lowering/Pipelines.h:
-//    `buildCpuPipeline(OpPassManager &, const CpuPipelineOptions &)` and the
-//    NVPTX pipeline's builder and options where the build has them,
-//    `registerPipelines()`).
+//    `buildCpuPipeline(OpPassManager &, const CpuPipelineOptions &)`,
+//    `buildNVPTXPipeline(OpPassManager &, const NVPTXPipelineOptions &)`).
 //
-// The pipeline builders assemble upstream passes by name (the same text that
-// `--moe-cpu-pipeline` stands for) and register the passes they name
-// themselves (`ensurePipelinePassesRegistered()`), so embedders need not call
+// The pipeline builders add passes from their typed constructors and
+// register whatever they name textually themselves
+// (`ensurePipelinePassesRegistered()`), so embedders need not call
 // `mlir::registerAllPasses()` first (doing so is harmless).
 //
-// The C API equivalent is dialect/capi/MoE.h (target `MoEMLIR::MoECAPI`).
+// A program that needs only part of this links only part: the dialect alone
+// is library MoEDialect (dialect/MoEDialect.h), the moe-to-moe passes
+// MoEPasses, the CPU lowering MoECpuLowering, the GPU lowering
+// MoEGpuLowering (README "Libraries"). The C API equivalent is
+// dialect/capi/MoE.h and dialect/capi/MoEPasses.h (target
+// `MoEMLIR::MoECAPI`).
 //
 //===----------------------------------------------------------------------===//
-#ifndef MOE_DIALECT_MOEMLIR_H
-#define MOE_DIALECT_MOEMLIR_H
+#ifndef MOE_MLIR_MOEMLIR_H
+#define MOE_MLIR_MOEMLIR_H
+
+#include "moe-mlir/InitAllMoE.h"
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
@@ -54,44 +62,5 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
 
-#include <mutex>
-
-namespace mlir {
-namespace moe {
-
-/// Inserts the moe dialect into `registry` (the dialect alone: enough to
-/// parse, verify, print and transform moe IR with the moe-to-moe passes).
-inline void registerMoEDialect(DialectRegistry &registry) {
-  registry.insert<MoEDialect>();
-}
-
-/// Inserts the moe dialect and everything a context needs to run the moe
-/// lowering pipelines: every upstream dialect and every upstream extension
-/// (bufferization and to-LLVM interface models among them).
-inline void registerMoEPipelineDependencies(DialectRegistry &registry) {
-  registerMoEDialect(registry);
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
-}
-
-/// Registers every moe pass (`registerMoEPasses()`), every moe lowering pass
-/// (`registerMoELoweringPasses()`) and the moe pipelines (`registerPipelines()`)
-/// with MLIR's global registry, so that textual pipelines
-/// (`parsePassPipeline`, `--pass-pipeline`) can name them. Safe to call more
-/// than once and from several threads: the work is done once.
-inline void registerAllMoEPasses() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    registerMoEPasses();
-    registerMoELoweringPasses();
-    registerPipelines();
-  });
-}
-
-} // namespace moe
-} // namespace mlir
-
-#endif // MOE_DIALECT_MOEMLIR_H
+#endif // MOE_MLIR_MOEMLIR_H
