@@ -2,6 +2,8 @@
 //
 // Pass pipelines that take moe IR to executable code. Embedders build them
 // into their own PassManager; moe-opt exposes them as pipeline flags.
+// buildCpuPipeline is defined in the CPU lowering library (MoECpuLowering),
+// the NVPTX pipeline in the GPU lowering library (MoEGpuLowering).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LOWERING_PIPELINES_H
@@ -127,13 +129,18 @@ LogicalResult
 buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &options,
                    function_ref<LogicalResult(const Twine &)> errorHandler = {});
 
-/// Registers every pass the pipelines name (upstream and moe), once; the
-/// builders call it, so embedders need not register passes themselves.
+/// Registers every pass the NVPTX pipeline's builder names (upstream and
+/// moe), once; the builder calls it, so embedders need not register passes
+/// themselves. (MoEGpuLowering)
 void ensurePipelinePassesRegistered();
 
-/// Registers the pipelines as `--moe-cpu-pipeline` (and, later,
-/// `--moe-nvptx-pipeline`).
-void registerPipelines();
+/// Registers `--moe-cpu-pipeline` (MoECpuLowering). Tools call
+/// registerAllMoEPasses() (moe-mlir/InitAllMoE.h), which registers both
+/// pipelines and every moe pass.
+void registerCpuPipeline();
+
+/// Registers `--moe-nvptx-pipeline` (MoEGpuLowering).
+void registerNVPTXPipeline();
 
 } // namespace moe
 } // namespace mlir

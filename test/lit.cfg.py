@@ -14,7 +14,7 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.moe_obj_root, "test")
 # Inputs and C++ test sources are not lit tests.
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in",
-                   "examples", "Inputs", "unit", "reference", "README.md"]
+                   "examples", "Inputs", "unit", "reference", "lib", "README.md"]
 
 # Our tools first, then LLVM's FileCheck/not/count/split-file.
 path = os.pathsep.join([config.moe_tools_dir, config.llvm_tools_dir,

@@ -1,8 +1,9 @@
 /*===-- dialect/capi/MoE.h - C API of the moe dialect -------------*- C -*-===*\
 |*                                                                            *|
 |* The C API of moe-mlir, in the style of MLIR's own C API (mlir-c/): the     *|
-|* dialect handle, pass registration, and constructors and accessors of the  *|
-|* routing and activation attributes. Installed as                           *|
+|* dialect handle and constructors and accessors of the routing and          *|
+|* activation attributes: the dialect alone. The passes are registered on    *|
+|* request through dialect/capi/MoEPasses.h. Installed as                    *|
 |* <prefix>/include/moe-mlir/dialect/capi/MoE.h; link the CMake target       *|
 |* `MoEMLIR::MoECAPI` (libMoEMLIRCAPI.so).                                   *|
 |*                                                                            *|
@@ -36,15 +37,6 @@ extern "C" {
  * registry with mlirDialectHandleInsertDialect, or load it into a context
  * with mlirDialectHandleLoadDialect. */
 MLIR_DECLARE_CAPI_DIALECT_REGISTRATION(MoE, moe);
-
-/* Registers every moe pass (moe-decompose, moe-dense-to-moesart,
- * moe-dense-to-soft, moe-fuse, moe-print-cost, ...), every moe lowering pass
- * (convert-moe-to-linalg) and the moe pipelines (moe-cpu-pipeline, ...) with
- * MLIR's global registry, so that mlirParsePassPipeline and
- * mlirOpPassManagerAddPipeline can name them. Safe to call more than once.
- * The pipelines are built from upstream passes by name: call
- * mlirRegisterAllPasses() too before parsing a pipeline that names one. */
-MLIR_CAPI_EXPORTED void mlirMoERegisterPasses(void);
 
 /*===----------------------------------------------------------------------===*
  * Enums (values equal to the dialect's I32 enum cases)

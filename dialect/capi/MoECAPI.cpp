@@ -1,12 +1,14 @@
 //===- MoECAPI.cpp - C API of the moe dialect -----------------------------===//
 //
-// Implements dialect/capi/MoE.h over the C++ API of dialect/MoEMLIR.h.
+// Implements dialect/capi/MoE.h over the dialect alone (library MoEDialect);
+// the pass entry points are in MoEPassesCAPI.cpp.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialect/capi/MoE.h"
 
-#include "dialect/MoEMLIR.h"
+#include "dialect/MoEAttrs.h"
+#include "dialect/MoEDialect.h"
 
 #include "mlir/CAPI/IR.h"
 #include "mlir/CAPI/Registration.h"
@@ -20,8 +22,6 @@ using namespace mlir;
 using namespace mlir::moe;
 
 MLIR_DEFINE_CAPI_DIALECT_REGISTRATION(MoE, moe, mlir::moe::MoEDialect)
-
-void mlirMoERegisterPasses(void) { registerAllMoEPasses(); }
 
 //===----------------------------------------------------------------------===//
 // Enums: the C values are the dialect's enum cases.

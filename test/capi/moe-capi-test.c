@@ -1,7 +1,9 @@
 /*===- moe-capi-test.c - the moe C API, driven from C -----------*- C -*-===*\
  *
- * Uses only the C API (dialect/capi/MoE.h and MLIR's mlir-c/ headers, all in
- * libMoEMLIRCAPI.so): creates a context, registers the moe dialect, builds
+ * Uses only the C API (dialect/capi/MoE.h, dialect/capi/MoEPasses.h and
+ * MLIR's mlir-c/ headers, all in libMoEMLIRCAPI.so): creates a context,
+ * registers the moe dialect (alone: no pass is registered until asked for,
+ * group by group, and moe-opt's test passes never are), builds
  * and inspects every routing and activation attribute, parses a spec
  * example, runs moe-dense-to-moesart through the C pass manager, prints the
  * module, then lowers it with moe-cpu-pipeline. Built here as the ctest/lit
@@ -17,6 +19,7 @@
 \*===----------------------------------------------------------------------===*/
 
 #include "dialect/capi/MoE.h"
+#include "dialect/capi/MoEPasses.h"
 
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/Diagnostics.h"
@@ -69,6 +72,50 @@ static MlirLogicalResult printDiagnostic(MlirDiagnostic diagnostic,
 static void printErrorToStderr(MlirStringRef str, void *userData) {
   (void)userData;
   fwrite(str.data, 1, str.length, stderr);
+}
+
+static void ignoreText(MlirStringRef str, void *userData) {
+  (void)str;
+  (void)userData;
+}
+
+/* Whether `pipeline` parses (names registered passes only); prints it. */
+static int parses(MlirContext ctx, const char *pipeline) {
+  MlirPassManager pm = mlirPassManagerCreate(ctx);
+  int ok = mlirLogicalResultIsSuccess(mlirParsePassPipeline(
+      mlirPassManagerGetAsOpPassManager(pm),
+      mlirStringRefCreateFromCString(pipeline), ignoreText, NULL));
+  mlirPassManagerDestroy(pm);
+  printf("%s: %s\n", pipeline, ok ? "registered" : "unknown");
+  return ok;
+}
+
+/* The dialect handle registers the dialect alone; the passes come on
+ * request: the generated group functions, then everything with the
+ * pipelines. The test passes of moe-opt are never part of the C API. */
+static void testPassRegistration(MlirContext ctx) {
+  printf("--- passes on request\n");
+  EXPECT(!parses(ctx, "builtin.module(moe-decompose)"));
+  mlirRegisterMoEPasses();
+  EXPECT(parses(ctx, "builtin.module(moe-decompose)"));
+  EXPECT(!parses(ctx, "builtin.module(convert-moe-to-linalg)"));
+  mlirRegisterMoELoweringPasses();
+  EXPECT(parses(ctx, "builtin.module(convert-moe-to-linalg)"));
+  EXPECT(parses(ctx, "builtin.module(convert-moe-to-gpu)"));
+  EXPECT(!parses(ctx, "builtin.module(moe-cpu-pipeline)"));
+  mlirMoERegisterAllPasses();
+  mlirMoERegisterAllPasses(); /* idempotent */
+  EXPECT(parses(ctx, "builtin.module(moe-cpu-pipeline)"));
+  EXPECT(parses(ctx, "builtin.module(moe-nvptx-pipeline)"));
+  EXPECT(parses(ctx, "builtin.module(convert-moe-spmd-to-mpi)"));
+  EXPECT(!parses(ctx, "builtin.module(moe-test-emulate-gpu)"));
+  EXPECT(!parses(ctx, "builtin.module(moe-test-build-mma-kernels)"));
+  /* A pass from its generated C constructor, owned by a pass manager. */
+  MlirPassManager pm = mlirPassManagerCreate(ctx);
+  MlirPass decompose = mlirCreateMoEMoEDecompose();
+  EXPECT(decompose.ptr != NULL);
+  mlirPassManagerAddOwnedPass(pm, decompose);
+  mlirPassManagerDestroy(pm);
 }
 
 /* The attributes: every constructor, predicate and accessor. */
@@ -254,9 +301,7 @@ int main(int argc, char **argv) {
   MlirDialect loaded = mlirDialectHandleLoadDialect(moe, ctx);
   EXPECT(!mlirDialectIsNull(loaded));
 
-  mlirMoERegisterPasses();
-  mlirMoERegisterPasses(); /* idempotent */
-
+  testPassRegistration(ctx);
   testAttributes(ctx);
 
   MlirModule module = mlirModuleCreateParseFromFile(ctx, file);
@@ -323,6 +368,18 @@ int main(int argc, char **argv) {
 /* The expected output for test/examples/dense.mlir.
  *
  * CHECK:      dialect namespace: moe
+ * CHECK:      --- passes on request
+ * CHECK-NEXT: builtin.module(moe-decompose): unknown
+ * CHECK-NEXT: builtin.module(moe-decompose): registered
+ * CHECK-NEXT: builtin.module(convert-moe-to-linalg): unknown
+ * CHECK-NEXT: builtin.module(convert-moe-to-linalg): registered
+ * CHECK-NEXT: builtin.module(convert-moe-to-gpu): registered
+ * CHECK-NEXT: builtin.module(moe-cpu-pipeline): unknown
+ * CHECK-NEXT: builtin.module(moe-cpu-pipeline): registered
+ * CHECK-NEXT: builtin.module(moe-nvptx-pipeline): registered
+ * CHECK-NEXT: builtin.module(convert-moe-spmd-to-mpi): registered
+ * CHECK-NEXT: builtin.module(moe-test-emulate-gpu): unknown
+ * CHECK-NEXT: builtin.module(moe-test-build-mma-kernels): unknown
  * CHECK:      --- attributes
  * CHECK-NEXT: dense: #moe.dense
  * CHECK-NEXT: top_k: #moe.top_k<k = 3>

@@ -9,13 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/MoEMLIR.h"
+#include "moe-mlir/MoEMLIR.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
-#include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
@@ -28,12 +27,11 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  // Dialects: moe plus what the CPU pipeline needs.
+  // The one registration of moe-mlir: moe plus what the pipelines need,
+  // then every moe pass and pipeline by name.
   DialectRegistry registry;
-  moe::registerMoEPipelineDependencies(registry);
+  moe::registerAllMoE(registry);
   MLIRContext context(registry);
-  // Passes by name, for the textual parts of the pipeline builders.
-  registerAllPasses();
   moe::registerAllMoEPasses();
 
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(argv[1], &context);

@@ -7,8 +7,10 @@
 #   lib/libMoEMLIRCAPI.so      C API   (MoEMLIR::MoECAPI)
 #   lib/libMoEPlugin.so        mlir-opt dialect + pass plugin (MoEMLIR::MoEPlugin)
 #   lib/libMoECudaRuntime.so   the mgpu* runtime of GPU code (MoEMLIR::MoECudaRuntime)
+#   include/moe-mlir/MoEMLIR.h, InitAllMoE.h   the umbrella header and the
+#                                             one registration ("moe-mlir/...")
 #   include/moe-mlir/{dialect,passes,lowering}/*.h, *.h.inc, *.td
-#   include/moe-mlir/dialect/capi/MoE.h
+#   include/moe-mlir/dialect/capi/MoE.h, MoEPasses.h
 #   lib/cmake/MoEMLIR/MoEMLIRConfig.cmake, MoEMLIRConfigVersion.cmake,
 #                     MoEMLIRTargets*.cmake
 include(CMakePackageConfigHelpers)
@@ -53,7 +55,14 @@ foreach(dir dialect passes lowering)
     REGEX "/${dir}/[^/.]+$" EXCLUDE)
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/dialect/capi/MoE.h
+  ${PROJECT_SOURCE_DIR}/dialect/capi/MoEPasses.h
   DESTINATION ${MOE_INSTALL_INCLUDEDIR}/dialect/capi)
+# The umbrella header and the one registration of libMoEMLIR.so, included as
+# "moe-mlir/MoEMLIR.h" (the include directory <prefix>/include).
+install(FILES
+  ${PROJECT_SOURCE_DIR}/tools/moe-shlib/include/moe-mlir/MoEMLIR.h
+  ${PROJECT_SOURCE_DIR}/tools/moe-shlib/include/moe-mlir/InitAllMoE.h
+  DESTINATION ${MOE_INSTALL_INCLUDEDIR})
 
 install(EXPORT MoEMLIRTargets
   NAMESPACE MoEMLIR::

@@ -17,6 +17,7 @@
 #include "dialect/MoEOps.h"
 #include "lowering/Passes.h"
 #include "lowering/Pipelines.h"
+#include "moe-mlir/InitAllMoE.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -581,11 +582,9 @@ int runMain(int argc, char **argv) {
     return fail(llvm::Twine("runtime library ") + MOE_CUDA_RUNTIME_LIB + " not found");
 
   DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
+  moe::registerAllMoE(registry);
   registerAllToLLVMIRTranslations(registry);
   registerAllGPUToLLVMIRTranslations(registry);
-  registry.insert<moe::MoEDialect>();
   MLIRContext context(registry);
   installDiagnosticHandler(context);
 

@@ -24,7 +24,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/MoEMLIR.h"
+#include "dialect/MoEDialect.h"
+#include "dialect/MoEOps.h"
+#include "lowering/Passes.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"

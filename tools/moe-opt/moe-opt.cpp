@@ -1,35 +1,36 @@
 //===- moe-opt.cpp - mlir-opt with the moe dialect and passes -------------===//
 //
 // moe-opt is mlir-opt with every upstream dialect, extension and pass plus
-// the moe dialect and the moe passes registered.
+// the moe dialect, passes and pipelines registered (registerAllMoE,
+// registerAllMoEPasses), and, in a build with MOE_INCLUDE_TESTS (the
+// default), the test-only passes of test/lib (`--moe-test-emulate-gpu`,
+// `--moe-test-build-mma-kernels`) that the lit tests use, as upstream's
+// mlir-opt registers its test passes. The libraries (libMoEMLIR.so, the
+// plugin, the C API) do not have those.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/MoEDialect.h"
-#include "lowering/Passes.h"
-#include "lowering/mpi/Passes.h"
-#include "lowering/Pipelines.h"
-#include "passes/Passes.h"
+#include "moe-mlir/InitAllMoE.h"
 
 #include "mlir/IR/DialectRegistry.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "tools/version/Version.h"
 
+#ifdef MOE_INCLUDE_TESTS
+#include "test/lib/TestPasses.h"
+#endif
+
 int main(int argc, char **argv) {
   moe::installVersionPrinter("moe-opt");
   mlir::registerAllPasses();
-  mlir::moe::registerMoEPasses();
-  mlir::moe::registerMoELoweringPasses();
-  mlir::moe::registerMoEMPIPasses();
-  mlir::moe::registerPipelines();
+  mlir::moe::registerAllMoEPasses();
+#ifdef MOE_INCLUDE_TESTS
+  mlir::moe::registerMoETestPasses();
+#endif
 
   mlir::DialectRegistry registry;
-  mlir::registerAllDialects(registry);
-  mlir::registerAllExtensions(registry);
-  registry.insert<mlir::moe::MoEDialect>();
+  mlir::moe::registerAllMoE(registry);
 
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "moe-opt: MLIR optimizer driver with the moe dialect\n",

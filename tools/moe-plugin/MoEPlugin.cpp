@@ -1,16 +1,14 @@
 //===- MoEPlugin.cpp - moe as an mlir-opt dialect and pass plugin ---------===//
 //
 // Exports mlirGetDialectPluginInfo (registers the moe dialect) and
-// mlirGetPassPluginInfo (registers the moe passes), so one library serves
-// both --load-dialect-plugin and --load-pass-plugin of a stock mlir-opt.
+// mlirGetPassPluginInfo (registers the moe passes and pipelines), so one
+// library serves both --load-dialect-plugin and --load-pass-plugin of a stock
+// mlir-opt. Both call the one registration of moe-mlir (InitAllMoE.h): the
+// same passes as libMoEMLIR.so and moe-opt, without moe-opt's test passes.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/MoEDialect.h"
-#include "lowering/Passes.h"
-#include "lowering/mpi/Passes.h"
-#include "lowering/Pipelines.h"
-#include "passes/Passes.h"
+#include "moe-mlir/InitAllMoE.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/Plugins/DialectPlugin.h"
@@ -22,7 +20,7 @@ extern "C" LLVM_ATTRIBUTE_WEAK ::mlir::DialectPluginLibraryInfo
 mlirGetDialectPluginInfo() {
   return {MLIR_PLUGIN_API_VERSION, "MoE", LLVM_VERSION_STRING,
           [](::mlir::DialectRegistry *registry) {
-            registry->insert<::mlir::moe::MoEDialect>();
+            ::mlir::moe::registerAllMoE(*registry);
           }};
 }
 
@@ -30,9 +28,6 @@ extern "C" LLVM_ATTRIBUTE_WEAK ::mlir::PassPluginLibraryInfo
 mlirGetPassPluginInfo() {
   return {MLIR_PLUGIN_API_VERSION, "MoEPasses", LLVM_VERSION_STRING,
           []() {
-            ::mlir::moe::registerMoEPasses();
-            ::mlir::moe::registerMoELoweringPasses();
-            ::mlir::moe::registerMoEMPIPasses();
-            ::mlir::moe::registerPipelines();
+            ::mlir::moe::registerAllMoEPasses();
           }};
 }

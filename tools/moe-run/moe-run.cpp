@@ -18,6 +18,7 @@
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
 #include "lowering/Passes.h"
+#include "moe-mlir/InitAllMoE.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/TensorIO.h"
 
@@ -1002,13 +1003,11 @@ int runMain(int argc, char **argv) {
     return 1;
 
   registerAllPasses();
-  mlir::moe::registerMoELoweringPasses();
+  mlir::moe::registerAllMoEPasses();
 
   DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
+  mlir::moe::registerAllMoE(registry);
   registerAllToLLVMIRTranslations(registry);
-  registry.insert<mlir::moe::MoEDialect>();
   MLIRContext context(registry);
 
   std::string openError;

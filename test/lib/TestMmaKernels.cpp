@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/Passes.h"
+#include "test/lib/TestPasses.h"
 
 #include "lowering/gpu/Kernels.h"
 #include "lowering/gpu/MmaGemm.h"
@@ -18,7 +18,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOETESTBUILDMMAKERNELS
-#include "lowering/Passes.h.inc"
+#include "test/lib/TestPasses.h.inc"
 } // namespace moe
 } // namespace mlir
 

@@ -29,7 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/Passes.h"
+#include "test/lib/TestPasses.h"
 
 #include "lowering/gpu/IRBuilder.h"
 #include "lowering/gpu/Kernels.h"
@@ -50,7 +50,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOETESTEMULATEGPU
-#include "lowering/Passes.h.inc"
+#include "test/lib/TestPasses.h.inc"
 } // namespace moe
 } // namespace mlir
 

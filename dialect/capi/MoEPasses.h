@@ -1,0 +1,50 @@
+/*===-- dialect/capi/MoEPasses.h - C API of the moe passes --------*- C -*-===*\
+|*                                                                            *|
+|* The moe passes and pipelines from C, registered on request (the dialect   *|
+|* handle of dialect/capi/MoE.h registers the dialect alone), in the manner  *|
+|* of MLIR's mlirRegisterAllPasses() and per-group registration functions.   *|
+|* Installed as <prefix>/include/moe-mlir/dialect/capi/MoEPasses.h; in       *|
+|* libMoEMLIRCAPI.so (CMake target `MoEMLIR::MoECAPI`).                      *|
+|*                                                                            *|
+|*  - mlirMoERegisterAllPasses(): every moe pass and both pipelines          *|
+|*    (moe-cpu-pipeline, moe-nvptx-pipeline); what the C++                    *|
+|*    registerAllMoEPasses() does.                                           *|
+|*  - per group, generated from the passes' ODS (mlir-tblgen                 *|
+|*    -gen-pass-capi-header): mlirRegisterMoEPasses() (the moe-to-moe        *|
+|*    passes of passes/Passes.td) and mlirRegisterMoELoweringPasses() (the   *|
+|*    CPU and GPU lowering passes of lowering/Passes.td), and per pass       *|
+|*    mlirCreateMoE<Pass>() / mlirRegisterMoE<Pass>() (for example           *|
+|*    mlirCreateMoEMoEDecompose(), mlirCreateMoELoweringConvertMoEToLinalg())*|
+|*    with the pass's default options.                                       *|
+|*                                                                            *|
+|* Registration is global, idempotent, and never includes the test passes   *|
+|* of moe-opt.                                                               *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef MOE_DIALECT_CAPI_MOEPASSES_H
+#define MOE_DIALECT_CAPI_MOEPASSES_H
+
+#include "mlir-c/Pass.h"
+#include "mlir-c/Support.h"
+
+#include "passes/Passes.capi.h.inc"
+#include "lowering/Passes.capi.h.inc"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Registers every moe pass (the groups above and the MPI lowering) and the
+ * pipelines moe-cpu-pipeline and moe-nvptx-pipeline with MLIR's global
+ * registry, so that mlirParsePassPipeline and mlirOpPassManagerAddPipeline
+ * can name them. Safe to call more than once and from several threads.
+ * The pipelines add their upstream passes themselves; a textual pipeline
+ * that names upstream passes needs mlirRegisterAllPasses() too. */
+MLIR_CAPI_EXPORTED void mlirMoERegisterAllPasses(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOE_DIALECT_CAPI_MOEPASSES_H */

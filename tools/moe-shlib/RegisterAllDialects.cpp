@@ -1,0 +1,15 @@
+//===- RegisterAllDialects.cpp - registerAllMoE ---------------------------===//
+
+#include "moe-mlir/InitAllMoE.h"
+
+#include "dialect/MoEDialect.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+
+void mlir::moe::registerAllMoE(DialectRegistry &registry) {
+  registry.insert<MoEDialect>();
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+}
