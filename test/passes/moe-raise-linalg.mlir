@@ -363,3 +363,55 @@ func.func @near_expert_intermediate_used_outside(%x: tensor<8x16xf32>, %wr: tens
   } -> tensor<8x16xf32>
   return %out, %act : tensor<8x16xf32>, tensor<4x8x32xf32>
 }
+
+// -----
+
+// bf16, dynamic T, swiglu from separate gate/up weights in [E, out, in]
+// orientation read by a linalg.contract (no transpose op in the input): the
+// transposes and the concatenation are built, nothing else remains.
+
+// CHECK-LABEL: func.func @swiglu_bf16_dynamic(
+// CHECK-NEXT: %[[E0:.*]] = tensor.empty() : tensor<4x16x32xbf16>
+// CHECK-NEXT: %[[WG:.*]] = linalg.transpose ins(%arg2 : tensor<4x32x16xbf16>) outs(%[[E0]] : tensor<4x16x32xbf16>) permutation = [0, 2, 1]
+// CHECK-NEXT: %[[E1:.*]] = tensor.empty() : tensor<4x16x32xbf16>
+// CHECK-NEXT: %[[WU:.*]] = linalg.transpose ins(%arg3 : tensor<4x32x16xbf16>) outs(%[[E1]] : tensor<4x16x32xbf16>) permutation = [0, 2, 1]
+// CHECK-NEXT: %[[W1:.*]] = tensor.concat dim(2) %[[WG]], %[[WU]] : (tensor<4x16x32xbf16>, tensor<4x16x32xbf16>) -> tensor<4x16x64xbf16>
+// CHECK-NEXT: %[[Y:.*]] = moe.layer %arg0 router(%arg1) experts(%[[W1]], %arg4) {activation = #moe.activation<swiglu>, routing = #moe.dense} : (tensor<?x16xbf16>, tensor<16x4xbf16>, tensor<4x16x64xbf16>, tensor<4x32x16xbf16>) -> tensor<?x16xbf16>
+// CHECK-NEXT: return %[[Y]]
+func.func @swiglu_bf16_dynamic(%x: tensor<?x16xbf16>, %wr: tensor<16x4xbf16>, %wg: tensor<4x32x16xbf16>,
+                               %wu: tensor<4x32x16xbf16>, %w2: tensor<4x32x16xbf16>) -> tensor<?x16xbf16> {
+  %zero = arith.constant 0.0 : bf16
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %x, %c0 : tensor<?x16xbf16>
+  %e_te = tensor.empty(%t) : tensor<?x4xbf16>
+  %z_te = linalg.fill ins(%zero : bf16) outs(%e_te : tensor<?x4xbf16>) -> tensor<?x4xbf16>
+  %logits = linalg.matmul ins(%x, %wr : tensor<?x16xbf16>, tensor<16x4xbf16>) outs(%z_te : tensor<?x4xbf16>) -> tensor<?x4xbf16>
+  %g = linalg.softmax dimension(1) ins(%logits : tensor<?x4xbf16>) outs(%e_te : tensor<?x4xbf16>) -> tensor<?x4xbf16>
+  %e_eth = tensor.empty(%t) : tensor<4x?x32xbf16>
+  %z_eth = linalg.fill ins(%zero : bf16) outs(%e_eth : tensor<4x?x32xbf16>) -> tensor<4x?x32xbf16>
+  %hg = linalg.contract indexing_maps = [affine_map<(e, t, h, d) -> (t, d)>, affine_map<(e, t, h, d) -> (e, h, d)>, affine_map<(e, t, h, d) -> (e, t, h)>]
+          ins(%x, %wg : tensor<?x16xbf16>, tensor<4x32x16xbf16>) outs(%z_eth : tensor<4x?x32xbf16>) -> tensor<4x?x32xbf16>
+  %hu = linalg.contract indexing_maps = [affine_map<(e, t, h, d) -> (t, d)>, affine_map<(e, t, h, d) -> (e, h, d)>, affine_map<(e, t, h, d) -> (e, t, h)>]
+          ins(%x, %wu : tensor<?x16xbf16>, tensor<4x32x16xbf16>) outs(%z_eth : tensor<4x?x32xbf16>) -> tensor<4x?x32xbf16>
+  %act = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>],
+                         iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%hu, %hg : tensor<4x?x32xbf16>, tensor<4x?x32xbf16>) outs(%e_eth : tensor<4x?x32xbf16>) {
+  ^bb0(%u: bf16, %a: bf16, %o: bf16):
+    %one = arith.constant 1.0 : bf16
+    %n = arith.negf %a : bf16
+    %ex = math.exp %n : bf16
+    %den = arith.addf %ex, %one : bf16
+    %sig = arith.divf %one, %den : bf16
+    %s = arith.mulf %a, %sig : bf16
+    %r = arith.mulf %u, %s : bf16
+    linalg.yield %r : bf16
+  } -> tensor<4x?x32xbf16>
+  %e_etd = tensor.empty(%t) : tensor<4x?x16xbf16>
+  %z_etd = linalg.fill ins(%zero : bf16) outs(%e_etd : tensor<4x?x16xbf16>) -> tensor<4x?x16xbf16>
+  %y = linalg.batch_matmul ins(%act, %w2 : tensor<4x?x32xbf16>, tensor<4x32x16xbf16>) outs(%z_etd : tensor<4x?x16xbf16>) -> tensor<4x?x16xbf16>
+  %e_td = tensor.empty(%t) : tensor<?x16xbf16>
+  %z_td = linalg.fill ins(%zero : bf16) outs(%e_td : tensor<?x16xbf16>) -> tensor<?x16xbf16>
+  %out = linalg.contract indexing_maps = [affine_map<(t, d, e) -> (t, e)>, affine_map<(t, d, e) -> (e, t, d)>, affine_map<(t, d, e) -> (t, d)>]
+           ins(%g, %y : tensor<?x4xbf16>, tensor<4x?x16xbf16>) outs(%z_td : tensor<?x16xbf16>) -> tensor<?x16xbf16>
+  return %out : tensor<?x16xbf16>
+}
