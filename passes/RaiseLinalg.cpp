@@ -72,9 +72,7 @@ namespace {
 struct View {
   Value value;
   std::string letters;
-  bool operator==(const View &o) const {
-    return value == o.value && letters == o.letters;
-  }
+  bool operator==(const View &o) const { return value == o.value && letters == o.letters; }
 };
 
 /// The letters without the size-1 dims.
@@ -88,8 +86,7 @@ static std::string named(StringRef letters) {
 
 /// The letters of an operand read through `map` from loops named `loops`.
 /// A constant-0 result is allowed on a static size-1 dimension only.
-static std::optional<std::string> operandLetters(AffineMap map, StringRef loops,
-                                                 Type type) {
+static std::optional<std::string> operandLetters(AffineMap map, StringRef loops, Type type) {
   auto shaped = dyn_cast<RankedTensorType>(type);
   std::string out;
   for (auto [i, e] : llvm::enumerate(map.getResults())) {
@@ -107,8 +104,8 @@ static std::optional<std::string> operandLetters(AffineMap map, StringRef loops,
 
 /// Names the loops of `op` from the letters of its result `res`; the loops
 /// that the result does not index get the letters of `rest`, in order.
-static std::optional<std::string>
-loopLetters(linalg::LinalgOp op, OpResult res, StringRef outLetters, StringRef rest) {
+static std::optional<std::string> loopLetters(linalg::LinalgOp op, OpResult res,
+                                              StringRef outLetters, StringRef rest) {
   AffineMap map = op.getIndexingMapMatchingResult(res);
   if (map.getNumResults() != outLetters.size())
     return std::nullopt;
@@ -208,9 +205,9 @@ static View lookThrough(View v, OpSet *seen) {
 
 struct Expr {
   enum Kind { Leaf, Const, Op } kind;
-  View leaf;             // Leaf: a tensor (or, with no letters, a scalar)
-  double value = 0;      // Const
-  StringRef name;        // Op: the scalar op, e.g. "arith.addf"
+  View leaf;        // Leaf: a tensor (or, with no letters, a scalar)
+  double value = 0; // Const
+  StringRef name;   // Op: the scalar op, e.g. "arith.addf"
   SmallVector<Expr *, 2> args;
   bool isConst(double c) const {
     return kind == Const && std::abs(value - c) <= 1e-5 * std::max(1.0, std::abs(c));
@@ -219,8 +216,7 @@ struct Expr {
 };
 
 static bool isCommutative(StringRef n) {
-  return n == "arith.addf" || n == "arith.mulf" || n == "arith.maximumf" ||
-         n == "arith.maxnumf";
+  return n == "arith.addf" || n == "arith.mulf" || n == "arith.maximumf" || n == "arith.maxnumf";
 }
 
 static bool equal(const Expr *a, const Expr *b) {
@@ -234,8 +230,8 @@ static bool equal(const Expr *a, const Expr *b) {
     return a->isConst(b->value);
   if (a->name != b->name || a->args.size() != b->args.size())
     return false;
-  if (a->args.size() == 2 && isCommutative(a->name) &&
-      equal(a->args[0], b->args[1]) && equal(a->args[1], b->args[0]))
+  if (a->args.size() == 2 && isCommutative(a->name) && equal(a->args[0], b->args[1]) &&
+      equal(a->args[1], b->args[0]))
     return true;
   for (auto [x, y] : llvm::zip(a->args, b->args))
     if (!equal(x, y))
@@ -336,16 +332,14 @@ static void flattenProduct(Expr *e, Product &p) {
   } else if (e->is("arith.mulf")) {
     flattenProduct(e->args[0], p);
     flattenProduct(e->args[1], p);
-  } else if (e->is("arith.divf") && e->args[1]->kind == Expr::Const &&
-             e->args[1]->value != 0) {
+  } else if (e->is("arith.divf") && e->args[1]->kind == Expr::Const && e->args[1]->value != 0) {
     flattenProduct(e->args[0], p);
     p.coeff /= e->args[1]->value;
   } else if (e->is("arith.negf")) {
     flattenProduct(e->args[0], p);
     p.coeff = -p.coeff;
-  } else if (e->is("math.powf") && e->args[1]->kind == Expr::Const &&
-             e->args[1]->value >= 1 && e->args[1]->value <= 4 &&
-             e->args[1]->value == std::floor(e->args[1]->value)) {
+  } else if (e->is("math.powf") && e->args[1]->kind == Expr::Const && e->args[1]->value >= 1 &&
+             e->args[1]->value <= 4 && e->args[1]->value == std::floor(e->args[1]->value)) {
     for (int i = 0; i < static_cast<int>(e->args[1]->value); ++i)
       flattenProduct(e->args[0], p);
   } else {
@@ -362,8 +356,7 @@ static Product product(Expr *e) {
 /// A sum of products: addf/subf flattened, constant factors distributed over
 /// a sum (`k * (x + c x^3)` is `k x + k c x^3`); `atom` (x, which may be
 /// a sum itself: the pre-activation with its bias) is not flattened.
-static void flattenSum(Expr *e, double scale, SmallVectorImpl<Product> &terms,
-                       Expr *atom) {
+static void flattenSum(Expr *e, double scale, SmallVectorImpl<Product> &terms, Expr *atom) {
   if (equal(e, atom)) {
     terms.push_back(Product{scale, {e}});
     return;
@@ -374,8 +367,7 @@ static void flattenSum(Expr *e, double scale, SmallVectorImpl<Product> &terms,
     return;
   }
   Product p = product(e);
-  if (p.factors.size() == 1 &&
-      (p.factors[0]->is("arith.addf") || p.factors[0]->is("arith.subf")))
+  if (p.factors.size() == 1 && (p.factors[0]->is("arith.addf") || p.factors[0]->is("arith.subf")))
     return flattenSum(p.factors[0], scale * p.coeff, terms, atom);
   p.coeff *= scale;
   terms.push_back(p);
@@ -515,9 +507,8 @@ static std::optional<Activation> matchActivation(Expr *a, SmallVectorImpl<Expr *
   for (auto [i, up] : llvm::enumerate(p.factors)) {
     Product gate = p;
     gate.factors.erase(gate.factors.begin() + i);
-    Expr *single = gate.factors.size() == 1 && std::abs(gate.coeff - 1) <= 1e-6
-                       ? gate.factors[0]
-                       : nullptr;
+    Expr *single =
+        gate.factors.size() == 1 && std::abs(gate.coeff - 1) <= 1e-6 ? gate.factors[0] : nullptr;
     if ((single && matchSilu(single, x)) || matchSiluProduct(gate, x))
       return pre.append({x, up}), Activation::swiglu;
     if ((single && matchGelu(single, /*tanhForm=*/false, x)) ||
@@ -541,8 +532,8 @@ struct Reduction {
 
 /// Reads `v` (letters v.letters) as a reduction whose one reduced loop gets
 /// letter `reduced`; its term's tensors are expanded `depth` deep.
-static std::optional<Reduction> reduction(View v, char reduced, int depth,
-                                          TreeBuilder &trees, OpSet &seen) {
+static std::optional<Reduction> reduction(View v, char reduced, int depth, TreeBuilder &trees,
+                                          OpSet &seen) {
   v = lookThrough(v, &seen);
   auto op = v.value.getDefiningOp<linalg::LinalgOp>();
   if (!op || op->getNumResults() != 1 || op.getNumDpsInits() != 1 ||
@@ -591,8 +582,7 @@ struct Contraction {
 /// tensors (linalg.matmul, batch_matmul, contract, or a generic), using the
 /// upstream contraction interface. On failure `why` says what is wrong.
 static std::optional<Contraction> contraction(View v, char reduced, StringRef what,
-                                              TreeBuilder &trees, OpSet &seen,
-                                              std::string &why) {
+                                              TreeBuilder &trees, OpSet &seen, std::string &why) {
   View base = lookThrough(v, nullptr);
   auto op = base.value.getDefiningOp<linalg::LinalgOp>();
   if (!op || !linalg::isaContractionOpInterface(op)) {
@@ -623,8 +613,7 @@ static Expr *leafOf(Expr *e) {
   if (e->kind == Expr::Leaf)
     return e;
   Product p = product(e);
-  if (p.factors.size() == 1 && p.factors[0]->kind == Expr::Leaf &&
-      std::abs(p.coeff - 1) <= 1e-6)
+  if (p.factors.size() == 1 && p.factors[0]->kind == Expr::Leaf && std::abs(p.coeff - 1) <= 1e-6)
     return p.factors[0];
   return nullptr;
 }
@@ -678,8 +667,7 @@ public:
   std::optional<std::pair<View, View>> candidate(linalg::LinalgOp op) {
     if (op->getNumResults() != 1 || cast<ShapedType>(op->getResult(0).getType()).getRank() != 2)
       return std::nullopt;
-    std::optional<Reduction> r =
-        reduction({op->getResult(0), "td"}, 'e', /*depth=*/0, trees, seen);
+    std::optional<Reduction> r = reduction({op->getResult(0), "td"}, 'e', /*depth=*/0, trees, seen);
     // A contraction's term is the product; linalg.reduce's, its input, which
     // must be the elementwise product.
     if (r && r->term->kind == Expr::Leaf)
@@ -818,8 +806,7 @@ private:
     if (named(den.letters) != "t")
       return fail("the softmax sum is not over the experts (dimension 1)");
     std::optional<Reduction> sum = reduction(den, 'e', /*depth=*/-1, trees, seen);
-    if (!sum || sum->combiner != "arith.addf" || !equal(sum->term, num) ||
-        !isZeroTensor(sum->init))
+    if (!sum || sum->combiner != "arith.addf" || !equal(sum->term, num) || !isZeroTensor(sum->init))
       return fail("the softmax denominator is not the sum over the experts of its "
                   "numerator");
     // exp(l - max l), or exp(l) (no max: the same in exact arithmetic).
@@ -829,8 +816,7 @@ private:
       return arg;
     Expr *l = arg->args[0];
     std::optional<Reduction> max = reduction(m->leaf, 'e', /*depth=*/-1, trees, seen);
-    if (!max ||
-        (max->combiner != "arith.maximumf" && max->combiner != "arith.maxnumf") ||
+    if (!max || (max->combiner != "arith.maximumf" && max->combiner != "arith.maxnumf") ||
         !equal(max->term, l))
       return fail("the softmax subtracts something else than the max of the logits "
                   "over the experts");
@@ -911,8 +897,7 @@ static LayerOp build(RewriterBase &rw, Location loc, Type resultType, const Laye
 struct RaiseDenseLayer : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
 
-  LogicalResult matchAndRewrite(linalg::LinalgOp comb,
-                                PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(linalg::LinalgOp comb, PatternRewriter &rewriter) const override {
     Matcher m;
     auto operands = m.candidate(comb);
     if (!operands)
@@ -970,8 +955,8 @@ struct RaiseDenseLayer : public OpInterfaceRewritePattern<linalg::LinalgOp> {
       for (Operation *op : *set)
         for (Operation *user : op->getUsers())
           if (op != comb && !inside(user))
-          return "an expert intermediate (" + op->getName().getStringRef().str() +
-                 ") is also used outside the layer";
+            return "an expert intermediate (" + op->getName().getStringRef().str() +
+                   ") is also used outside the layer";
     return "";
   }
 
@@ -994,8 +979,7 @@ struct RaiseDenseLayer : public OpInterfaceRewritePattern<linalg::LinalgOp> {
   }
 };
 
-struct MoERaiseLinalgPass
-    : public mlir::moe::impl::MoERaiseLinalgBase<MoERaiseLinalgPass> {
+struct MoERaiseLinalgPass : public mlir::moe::impl::MoERaiseLinalgBase<MoERaiseLinalgPass> {
   using MoERaiseLinalgBase::MoERaiseLinalgBase;
 
   void runOnOperation() override {
