@@ -205,9 +205,10 @@ static View lookThrough(View v, OpSet *seen) {
 
 struct Expr {
   enum Kind { Leaf, Const, Op } kind;
-  View leaf;        // Leaf: a tensor (or, with no letters, a scalar)
-  double value = 0; // Const
-  StringRef name;   // Op: the scalar op, e.g. "arith.addf"
+  View leaf;            // Leaf: a tensor (or, with no letters, a scalar)
+  double value = 0;     // Const
+  StringRef name;       // Op: the scalar op, e.g. "arith.addf"
+  DictionaryAttr attrs; // Op: its attributes (predicates, fastmath, ...)
   SmallVector<Expr *, 2> args;
   bool isConst(double c) const {
     return kind == Const && std::abs(value - c) <= 1e-5 * std::max(1.0, std::abs(c));
@@ -228,7 +229,7 @@ static bool equal(const Expr *a, const Expr *b) {
     return a->leaf == b->leaf;
   if (a->kind == Expr::Const)
     return a->isConst(b->value);
-  if (a->name != b->name || a->args.size() != b->args.size())
+  if (a->name != b->name || a->attrs != b->attrs || a->args.size() != b->args.size())
     return false;
   if (a->args.size() == 2 && isCommutative(a->name) && equal(a->args[0], b->args[1]) &&
       equal(a->args[1], b->args[0]))
@@ -292,6 +293,7 @@ public:
       return leaf({s, ""});
     Expr *e = make(Expr::Op);
     e->name = def->getName().getStringRef();
+    e->attrs = def->getAttrDictionary();
     for (Value operand : def->getOperands())
       e->args.push_back(scalar(operand, op, loops, depth));
     return e;
