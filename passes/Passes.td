@@ -202,8 +202,9 @@ def MoERaiseLinalg : Pass<"moe-raise-linalg"> {
     `linalg.generic` payloads or named elementwise ops (`linalg.add`,
     `linalg.mul`, `linalg.div`, `linalg.exp`, `linalg.negf`, `linalg.max`,
     ...), split or fused in any way; their scalar ops are matched against:
-    relu `max(X, 0)` (maximumf or maxnumf), gelu `0.5 X (1 + erf(X / sqrt
-    2))`, gelu_tanh `0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X^3)))`, silu
+    relu `max(X, 0)` (maximumf or maxnumf) or `select(X > 0, X, 0)`
+    (torch-mlir's), gelu `0.5 X (1 + erf(X / sqrt 2))` (also torch-mlir's
+    `X * cdf(X)` with mean 0 and sigma 1), gelu_tanh `0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X^3)))`, silu
     `X / (1 + exp(-X))` or `X * sigmoid(X)`, constants to 1e-5. With only
     one of b1/b2 present the other becomes zeros.
 

@@ -337,6 +337,8 @@ static void flattenProduct(Expr *e, Product &p) {
   } else if (e->is("arith.divf") && e->args[1]->kind == Expr::Const && e->args[1]->value != 0) {
     flattenProduct(e->args[0], p);
     p.coeff /= e->args[1]->value;
+  } else if ((e->is("arith.subf") || e->is("arith.addf")) && e->args[1]->isConst(0)) {
+    flattenProduct(e->args[0], p); // x - 0 (torch-mlir's gelu subtracts its mean 0)
   } else if (e->is("arith.negf")) {
     flattenProduct(e->args[0], p);
     p.coeff = -p.coeff;
@@ -479,8 +481,20 @@ static bool matchGelu(Expr *e, bool tanhForm, Expr *&x) {
   return matchGeluProduct(product(e), tanhForm, x);
 }
 
-/// relu(x) = max(x, 0); binds x.
+/// relu(x) = max(x, 0), or select(x > 0, x, 0) as torch-mlir writes it;
+/// binds x.
 static bool matchRelu(Expr *e, Expr *&x) {
+  if (e->is("arith.select") && e->args[2]->isConst(0) && e->args[0]->is("arith.cmpf")) {
+    auto pred = e->args[0]->attrs.getAs<arith::CmpFPredicateAttr>("predicate");
+    Expr *cmp = e->args[0];
+    if (pred &&
+        llvm::is_contained({arith::CmpFPredicate::OGT, arith::CmpFPredicate::UGT},
+                           pred.getValue()) &&
+        cmp->args[1]->isConst(0) && equal(cmp->args[0], e->args[1])) {
+      x = e->args[1];
+      return true;
+    }
+  }
   if (!e->is("arith.maximumf") && !e->is("arith.maxnumf"))
     return false;
   for (int i = 0; i < 2; ++i)

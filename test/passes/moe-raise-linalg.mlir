@@ -415,3 +415,50 @@ func.func @swiglu_bf16_dynamic(%x: tensor<?x16xbf16>, %wr: tensor<16x4xbf16>, %w
            ins(%g, %y : tensor<?x4xbf16>, tensor<4x?x16xbf16>) outs(%z_td : tensor<?x16xbf16>) -> tensor<?x16xbf16>
   return %out : tensor<?x16xbf16>
 }
+
+// -----
+
+// gelu as torch-mlir's TorchToLinalg writes it: x * cdf(x) with the normal
+// cdf 0.5 * (1 + erf((x - mean) / sigma * rsqrt(2))), mean 0, sigma 1.
+
+// CHECK-LABEL: func.func @torch_gelu(
+// CHECK-NEXT: %[[Y:.*]] = moe.layer %arg0 router(%arg1) experts(%arg2, %arg3) {activation = #moe.activation<gelu>, routing = #moe.dense}
+// CHECK-NEXT: return %[[Y]]
+func.func @torch_gelu(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>,
+                      %w2: tensor<4x32x16xf32>) -> tensor<8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e_te = tensor.empty() : tensor<8x4xf32>
+  %z_te = linalg.fill ins(%zero : f32) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %logits = linalg.matmul ins(%x, %wr : tensor<8x16xf32>, tensor<16x4xf32>) outs(%z_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %g = linalg.softmax dimension(1) ins(%logits : tensor<8x4xf32>) outs(%e_te : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %e_etd = tensor.empty() : tensor<4x8x16xf32>
+  %xb = linalg.broadcast ins(%x : tensor<8x16xf32>) outs(%e_etd : tensor<4x8x16xf32>) dimensions = [0]
+  %e_eth = tensor.empty() : tensor<4x8x32xf32>
+  %z_eth = linalg.fill ins(%zero : f32) outs(%e_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %h = linalg.batch_matmul ins(%xb, %w1 : tensor<4x8x16xf32>, tensor<4x16x32xf32>) outs(%z_eth : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %act = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b, c)>],
+                         iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%h : tensor<4x8x32xf32>) outs(%e_eth : tensor<4x8x32xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %mean = arith.constant 0.0 : f32
+    %sigma = arith.constant 1.0 : f32
+    %one = arith.constant 1.0 : f32
+    %half = arith.constant 0.5 : f32
+    %rsqrt2 = arith.constant 0.707106769 : f32
+    %xm = arith.subf %a, %mean : f32
+    %xs = arith.divf %xm, %sigma : f32
+    %arg = arith.mulf %xs, %rsqrt2 : f32
+    %erf = math.erf %arg : f32
+    %onep = arith.addf %one, %erf : f32
+    %cdf = arith.mulf %half, %onep : f32
+    %r = arith.mulf %a, %cdf : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8x32xf32>
+  %z_etd = linalg.fill ins(%zero : f32) outs(%e_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %y = linalg.batch_matmul ins(%act, %w2 : tensor<4x8x32xf32>, tensor<4x32x16xf32>) outs(%z_etd : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %e_td = tensor.empty() : tensor<8x16xf32>
+  %z_td = linalg.fill ins(%zero : f32) outs(%e_td : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %out = linalg.contract indexing_maps = [affine_map<(t, d, e) -> (t, e)>, affine_map<(t, d, e) -> (e, t, d)>, affine_map<(t, d, e) -> (t, d)>]
+           ins(%g, %y : tensor<8x4xf32>, tensor<4x8x16xf32>) outs(%z_td : tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %out : tensor<8x16xf32>
+}

@@ -6,7 +6,7 @@
 //   (amax -> sub -> exp -> sum(keepdim) -> div; the max through
 //   tensor.expand_shape, the sum with a keepdim (d0, 0) output map, the sub
 //   scaling its second operand by alpha = 1), a router bias, relu experts
-//   with weights [E, in, out] and biases.
+//   (torch-mlir's cmpf ugt + select) with weights [E, in, out] and biases.
 // @mixtral: Mixtral's block written densely: router weight [E, D]
 //   (nn.Linear, through linalg.transpose and linalg.matmul), the softmax
 //   decomposed, separate gate (w1) and up (w3) projections [E, H, D] and the
@@ -102,8 +102,10 @@ func.func @torch_softmax(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %br: tenso
   %act = linalg.generic {indexing_maps = [#id3, #b_ac, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
       ins(%h, %b1 : tensor<4x8x32xf32>, tensor<4x32xf32>) outs(%e_eth : tensor<4x8x32xf32>) {
   ^bb0(%a: f32, %b: f32, %o: f32):
-    %u = arith.addf %a, %b : f32
-    %r = arith.maximumf %u, %zero : f32
+    %s = arith.mulf %b, %one : f32
+    %u = arith.addf %a, %s : f32
+    %pos = arith.cmpf ugt, %u, %zero : f32
+    %r = arith.select %pos, %u, %zero : f32
     linalg.yield %r : f32
   } -> tensor<4x8x32xf32>
   %e_etd = tensor.empty() : tensor<4x8x16xf32>
