@@ -509,14 +509,19 @@ static bool matchRelu(Expr *e, Expr *&x) {
 /// up for a gated activation: a(gate) * up).
 static std::optional<Activation> matchActivation(Expr *a, SmallVectorImpl<Expr *> &pre) {
   Expr *x = nullptr;
+  std::optional<Activation> kind;
   if (matchRelu(a, x))
-    return pre.push_back(x), Activation::relu;
-  if (matchGelu(a, /*tanhForm=*/false, x))
-    return pre.push_back(x), Activation::gelu;
-  if (matchGelu(a, /*tanhForm=*/true, x))
-    return pre.push_back(x), Activation::gelu_tanh;
-  if (matchSilu(a, x))
-    return pre.push_back(x), Activation::silu;
+    kind = Activation::relu;
+  else if (matchGelu(a, /*tanhForm=*/false, x))
+    kind = Activation::gelu;
+  else if (matchGelu(a, /*tanhForm=*/true, x))
+    kind = Activation::gelu_tanh;
+  else if (matchSilu(a, x))
+    kind = Activation::silu;
+  if (kind) {
+    pre.push_back(x);
+    return kind;
+  }
   // Gated: a(gate) * up, the product in any association order (so the
   // factors of the activation itself may be mixed in with up's).
   Product p = product(a);
@@ -526,10 +531,14 @@ static std::optional<Activation> matchActivation(Expr *a, SmallVectorImpl<Expr *
     Expr *single =
         gate.factors.size() == 1 && std::abs(gate.coeff - 1) <= 1e-6 ? gate.factors[0] : nullptr;
     if ((single && matchSilu(single, x)) || matchSiluProduct(gate, x))
-      return pre.append({x, up}), Activation::swiglu;
-    if ((single && matchGelu(single, /*tanhForm=*/false, x)) ||
-        matchGeluProduct(gate, /*tanhForm=*/false, x))
-      return pre.append({x, up}), Activation::geglu;
+      kind = Activation::swiglu;
+    else if ((single && matchGelu(single, /*tanhForm=*/false, x)) ||
+             matchGeluProduct(gate, /*tanhForm=*/false, x))
+      kind = Activation::geglu;
+    if (kind) {
+      pre.append({x, up});
+      return kind;
+    }
   }
   return std::nullopt;
 }
@@ -540,7 +549,6 @@ static std::optional<Activation> matchActivation(Expr *a, SmallVectorImpl<Expr *
 
 /// `value[out] = combine(init, term[loops])` over one reduced loop.
 struct Reduction {
-  linalg::LinalgOp op;
   StringRef combiner; // "arith.addf", "arith.maximumf", ...
   Expr *term;
   Value init;
@@ -572,7 +580,7 @@ static std::optional<Reduction> reduction(View v, char reduced, int depth, TreeB
   else
     return std::nullopt;
   seen.insert(op);
-  return Reduction{op, comb->getName().getStringRef(), trees.scalar(term, op, *loops, depth),
+  return Reduction{comb->getName().getStringRef(), trees.scalar(term, op, *loops, depth),
                    op.getDpsInitOperand(0)->get()};
 }
 
