@@ -168,66 +168,64 @@ def MoEShardExperts : Pass<"moe-shard-experts", "::mlir::ModuleOp"> {
 def MoERaiseLinalg : Pass<"moe-raise-linalg"> {
   let summary = "Raise dense MoE layers written in upstream ops to moe.layer";
   let description = [{
-    Recognises dense (softmax-gated, every-expert) Mixture-of-Experts layers
-    written in upstream ops and rebuilds
-    `moe.layer {routing = #moe.dense, activation = ...}` (with the router bias
-    and the expert biases when present). Two forms are recognised:
+    Recognises a dense (softmax-gated, every-expert) Mixture-of-Experts layer
+    written in upstream `linalg`/`arith`/`math` ops, the way frontends emit
+    it, and rebuilds `moe.layer {routing = #moe.dense, activation = ...}`
+    (docs/spec.md §3, §3.1) with the router bias and the expert biases when
+    present. For `[T, D]` tokens `x`:
 
-    1. What `--convert-moe-to-linalg` emits for an inference-mode
-       `#moe.dense` layer without capacity factor. Anchored on the combine
-       `linalg.generic` (weights x i32 positions, gathering rows with
-       `tensor.extract`), the pass finds the would-be operands (x and Wr from
-       the router matmul read by the gate loop, br from the bias generic, W1,
-       W2, b1, b2 from the slices of the expert loop), lowers a scratch
-       `moe.layer` with those operand types through the registered
-       `convert-moe-to-linalg` pass for each activation, and raises only if
-       the scratch IR and the function's IR are identical op for op
-       backwards from the combine (names, attributes, properties, types,
-       regions, use-def structure down to the operands). So the gate must be
-       the softmax with identity indices, the dispatch capacity the dropless
-       T*E, and every loop exactly as emitted. The lowered IR may also have
-       been through `cse`, `canonicalize` or `canonicalize` then `cse` (the
-       scratch gets the same clean-up); other rewrites of it are not
-       recognised, nor are top-k/MOESART layers, training mode or a capacity
-       factor. All activations, gated ones included, are recognised. Not
-       recovered: the `moe.causal` marker (the lowering drops it).
+    - router: `l = x Wr (+ br)` with `Wr` as `[D, E]` or `[E, D]` (an
+      `nn.Linear` weight; a `linalg.transpose` to `[D, E]` is built);
+    - gate: `g = softmax(l)` over the experts: `linalg.softmax dimension(1)`,
+      or its decomposition `exp(l - max l) / sum exp(l - max l)` as
+      torch-mlir's DecomposeComplexOps writes it (max and sum reductions,
+      keepdim through `tensor.expand_shape` or a `(t, 0)` map, `sub`/`add`
+      scaling by alpha = 1), or `exp(l) / sum exp(l)`;
+    - experts: `X = "td,edh->eth"(x, W1) (+ b1[e,h])`, `A = act(X)`,
+      `Y = "eth,ehd->etd"(A, W2) (+ b2[e,d])`; each weight may also be in the
+      `[E, out, in]` orientation (`"td,ehd->eth"`, `"eth,edh->etd"`), a
+      transpose is then built;
+    - gated activations from SEPARATE gate and up projections:
+      `A = silu(x Wg (+ bg)) * (x Wu (+ bu))` (swiglu) or with gelu (geglu)
+      become one `moe.layer` whose W1 is `tensor.concat` of the two weights
+      along the last dimension (gate first, as docs/spec.md §3 says), built
+      in the IR (the function signature does not change), and b1 the
+      concatenation of the two biases;
+    - weighted sum: `y = "te,etd->td"(g, Y)`.
 
-    2. The einsum form of a frontend, for `[T, D]` tokens:
-       `o = x Wr (+ br)`, `g = linalg.softmax dimension(1) o`,
-       `X = "td,edh->eth"(x, W1) (+ b1[e,h])`, `A = act(X)`,
-       `Y = "eth,ehd->etd"(A, W2) (+ b2[e,d])`, `y = "te,etd->td"(g, Y)`.
-       Each contraction may be a `linalg.generic` (mulf/addf body, any loop
-       order), `linalg.matmul`, `linalg.batch_matmul` (over
-       `linalg.broadcast` or a broadcasting generic of x to `[E, T, D]`),
-       `linalg.contract`, or for the weighted sum a `linalg.reduce` over the
-       experts of an elementwise product with the (broadcast, transposed)
-       gate; accumulators must start at zero (`linalg.fill` 0 or a zero
-       splat). Elementwise steps (biases, activation, broadcasts,
-       transposes) may be `linalg.generic` bodies or named elementwise ops
-       (`linalg.add`, `linalg.mul`, `linalg.div`, `linalg.exp`, `linalg.erf`,
-       `linalg.tanh`, `linalg.max`, `linalg.negf`, ...); they are evaluated
-       symbolically into canonical polynomials and compared exactly (up to
-       1e-5 on constants) with: gelu `0.5 X (1 + erf(X / sqrt 2))`,
-       gelu_tanh `0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X^3)))`, relu
-       `max(X, 0)` (maximumf or maxnumf), silu `X / (1 + exp(-X))` or
-       `X * 1/(1 + exp(-X))`. Only one of b1/b2 present: the other becomes 0.
-       Every intermediate must be used only inside the layer.
+    Each contraction may be any linalg op of the upstream contraction
+    interface (`linalg.generic` with a mulf/addf body in any loop order,
+    `linalg.matmul`, `linalg.batch_matmul`, `linalg.contract`), over
+    `linalg.broadcast`/`linalg.transpose` of its operands; the weighted sum
+    may also be a `linalg.reduce` over the experts of their elementwise
+    product. Accumulators must start at zero. Elementwise steps may be
+    `linalg.generic` payloads or named elementwise ops (`linalg.add`,
+    `linalg.mul`, `linalg.div`, `linalg.exp`, `linalg.negf`, `linalg.max`,
+    ...), split or fused in any way; their scalar ops are matched against:
+    relu `max(X, 0)` (maximumf or maxnumf) or `select(X > 0, X, 0)`
+    (torch-mlir's), gelu `0.5 X (1 + erf(X / sqrt 2))` (also torch-mlir's
+    `X * cdf(X)` with mean 0 and sigma 1), gelu_tanh `0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X^3)))`, silu
+    `X / (1 + exp(-X))` or `X * sigmoid(X)`, constants to 1e-5. With only
+    one of b1/b2 present the other becomes zeros.
 
-    Near-misses are left alone, with a remark saying why: a softmax over
-    tokens (dimension 0), a weighted sum over another axis than the experts,
-    an expert weight without the expert dimension (one weight shared by all
-    experts), a non-softmax gate (e.g. sigmoid), an unknown activation,
-    non-zero accumulators, intermediates used elsewhere. Gated activations
-    (swiglu, geglu) are recognised only in form 1.
+    The router's logits and probabilities may also be used elsewhere (e.g.
+    returned, as Mixtral returns its router logits): that computation stays
+    and the layer has its own router. The experts' intermediates must be
+    used only inside the layer.
+
+    Every linalg reduction that sums the product of a rank-2 and a rank-3
+    tensor into a rank-2 result is a candidate; one that is not raised gets
+    a remark naming the first mismatch, e.g. `not raised to moe.layer: the
+    softmax is over dimension 0 (tokens), not over the experts`. Nothing is
+    built unless the whole layer matched. Not recognised: top-k/MOESART
+    routing, capacity factors, training mode, the scf-loop form that
+    `--convert-moe-to-linalg` emits.
 
     Example: `moe-opt f.mlir --moe-raise-linalg`
   }];
   let dependentDialects = ["::mlir::moe::MoEDialect",
                            "::mlir::arith::ArithDialect",
-                           "::mlir::func::FuncDialect",
                            "::mlir::linalg::LinalgDialect",
-                           "::mlir::math::MathDialect",
-                           "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect"];
 }
 

@@ -1,27 +1,30 @@
 //===- RaiseLinalg.cpp - dense MoE in upstream ops -> moe.layer -----------===//
 //
-// --moe-raise-linalg recognises dense (softmax-gated, every-expert) MoE layers
-// written in upstream ops and rebuilds `moe.layer {routing = #moe.dense}`.
-// Two forms are recognised (see Passes.td for the exact list):
+// --moe-raise-linalg recognises a dense (softmax-gated, every-expert) MoE
+// layer written in upstream linalg/arith/math ops, the way frontends emit it,
+// and rebuilds `moe.layer {routing = #moe.dense}` (docs/spec.md §3, §3.1).
+// The raised forms are listed in the pass description (Passes.td).
 //
-// (a) what --convert-moe-to-linalg emits for a dense layer. Anchored on the
-//     combine `linalg.generic`, the pass navigates to the candidate operands
-//     (x, Wr, br, W1, W2, b1, b2), lowers a scratch `moe.layer` with those
-//     operand types through the registered `convert-moe-to-linalg` pass and
-//     requires the scratch IR and the function's IR to be identical, op for
-//     op, backwards from the combine (same ops, attributes, properties,
-//     types, regions, and the same use-def structure down to the operands).
-//     Every piece (gate = softmax with identity indices, no capacity factor,
-//     dispatch, expert loop, activation, combine) is thereby verified exactly.
+// How it matches. Every tensor value is looked at with one index letter per
+// dimension: t (tokens), d (model width), e (experts), h (expert hidden),
+// '1' (a size-1 dimension read at index 0, as torch-mlir's keepdim
+// broadcasts do). Through a linalg op the letters follow its indexing maps,
+// so a linalg.broadcast, a linalg.transpose, a copy-like linalg.generic or a
+// tensor.expand_shape of unit dims only renames letters (lookThrough), and a
+// contraction "td,edh->eth" reads as the letters of its two operands. The
+// payload of elementwise linalg ops (linalg.generic or named ops such as
+// linalg.add/exp/negf/div/max, whose regions hold the same scalar ops) is
+// read as a tree of its scalar ops (Expr) whose leaves are tensors with
+// letters, so an activation written in one generic or in six named ops gives
+// the same tree. Activations and the softmax are recognised by matching these
+// trees against their op patterns (e.g. silu = x / (1 + exp(-x))); chains of
+// mulf/divf by constants and addf/subf are flattened (a product of factors
+// times a coefficient, a sum of terms) so that the association order of a
+// frontend does not matter.
 //
-// (b) the einsum form of a frontend. Elementwise linalg ops (linalg.generic,
-//     named elementwise ops, broadcasts, transposes, fills) are evaluated
-//     symbolically into a canonical polynomial over "leaves" (values viewed
-//     through affine maps) and a few functions (exp, erf, tanh, 1/x, max,
-//     min, sqrt); reductions (linalg.generic, named matmuls, linalg.reduce)
-//     become "sum over the reduction dims of a polynomial". The weighted sum,
-//     the two expert GEMMs, the activation, the biases and the router are
-//     then compared with the exact expected polynomials.
+// Nothing is built until the whole layer has matched; a candidate left alone
+// (a linalg reduction that sums gate[t,e] * y[e,t,d]-like products) gets one
+// remark naming the first mismatch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,27 +34,21 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Linalg/Utils/Utils.h"
 #include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Interfaces/LoopLikeInterface.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Debug.h"
 
 #include <cmath>
-#include <memory>
-#include <mutex>
+#include <deque>
 #include <optional>
 #include <string>
-
-#include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "moe-raise-linalg"
 
@@ -68,1107 +65,951 @@ using namespace mlir::moe;
 namespace {
 
 //===----------------------------------------------------------------------===//
-// Why a candidate was not raised (reported once per op after the rewrite).
+// Index letters
 //===----------------------------------------------------------------------===//
 
-struct Reasons {
-  std::mutex mutex;
-  llvm::MapVector<Operation *, std::string> byOp;
-  void note(Operation *op, const std::string &why) {
-    std::lock_guard<std::mutex> lock(mutex);
-    byOp[op] = why;
-  }
-  void forget(Operation *op) {
-    std::lock_guard<std::mutex> lock(mutex);
-    byOp.erase(op);
-  }
+/// A tensor value read with one letter per dimension.
+struct View {
+  Value value;
+  std::string letters;
+  bool operator==(const View &o) const { return value == o.value && letters == o.letters; }
 };
 
-static Value stripCasts(Value v) {
-  while (auto cast = v.getDefiningOp<tensor::CastOp>())
-    v = cast.getSource();
+/// The letters without the size-1 dims.
+static std::string named(StringRef letters) {
+  std::string out;
+  for (char c : letters)
+    if (c != '1')
+      out.push_back(c);
+  return out;
+}
+
+/// The letters of an operand read through `map` from loops named `loops`.
+/// A constant-0 result is allowed on a static size-1 dimension only.
+static std::optional<std::string> operandLetters(AffineMap map, StringRef loops, Type type) {
+  auto shaped = dyn_cast<RankedTensorType>(type);
+  std::string out;
+  for (auto [i, e] : llvm::enumerate(map.getResults())) {
+    if (auto d = dyn_cast<AffineDimExpr>(e)) {
+      out.push_back(loops[d.getPosition()]);
+      continue;
+    }
+    auto c = dyn_cast<AffineConstantExpr>(e);
+    if (!c || c.getValue() != 0 || !shaped || shaped.getDimSize(i) != 1)
+      return std::nullopt;
+    out.push_back('1');
+  }
+  return out;
+}
+
+/// Names the loops of `op` from the letters of its result `res`; the loops
+/// that the result does not index get the letters of `rest`, in order.
+static std::optional<std::string> loopLetters(linalg::LinalgOp op, OpResult res,
+                                              StringRef outLetters, StringRef rest) {
+  AffineMap map = op.getIndexingMapMatchingResult(res);
+  if (map.getNumResults() != outLetters.size())
+    return std::nullopt;
+  std::string loops(op.getNumLoops(), '?');
+  for (auto [e, l] : llvm::zip(map.getResults(), outLetters)) {
+    auto d = dyn_cast<AffineDimExpr>(e);
+    auto c = dyn_cast<AffineConstantExpr>(e);
+    if (c && c.getValue() == 0 && l == '1') // a keepdim reduction's size-1 dim
+      continue;
+    if (!d || (loops[d.getPosition()] != '?' && loops[d.getPosition()] != l))
+      return std::nullopt;
+    loops[d.getPosition()] = l;
+  }
+  size_t next = 0;
+  for (char &c : loops)
+    if (c == '?') {
+      if (next == rest.size())
+        return std::nullopt;
+      c = rest[next++];
+    }
+  if (next != rest.size())
+    return std::nullopt;
+  return loops;
+}
+
+/// linalg::isElementwise, relaxed to size-1 broadcast maps (`(t, e) -> (t,
+/// 0)`) on the inputs; one init, no linalg.index.
+static bool isElementwiseLike(linalg::LinalgOp op) {
+  if (op->getNumResults() != 1 || op.getNumDpsInits() != 1 || op.hasIndexSemantics())
+    return false;
+  if (linalg::isElementwise(op))
+    return true;
+  if (op.getNumLoops() != op.getNumParallelLoops() ||
+      !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isPermutation())
+    return false;
+  return llvm::all_of(op.getIndexingMapsArray(), [](AffineMap m) {
+    return llvm::all_of(m.getResults(), [](AffineExpr e) {
+      auto c = dyn_cast<AffineConstantExpr>(e);
+      return isa<AffineDimExpr>(e) || (c && c.getValue() == 0);
+    });
+  });
+}
+
+/// The ops on the data path of a match: the layer's internals.
+using OpSet = llvm::SetVector<Operation *>;
+
+/// Looks through ops that only move elements (broadcast, transpose, a
+/// generic that yields its one input, expand_shape adding unit dims).
+static View lookThrough(View v, OpSet *seen) {
+  while (Operation *def = v.value.getDefiningOp()) {
+    if (auto op = dyn_cast<linalg::LinalgOp>(def)) {
+      if (!isElementwiseLike(op) || op.getNumDpsInputs() != 1)
+        break;
+      OpOperand *in = op.getDpsInputOperand(0);
+      auto yield = cast<linalg::YieldOp>(op.getBlock()->getTerminator());
+      if (yield.getOperand(0) != op.getMatchingBlockArgument(in) ||
+          !isa<RankedTensorType>(in->get().getType()))
+        break;
+      auto loops = loopLetters(op, cast<OpResult>(v.value), v.letters, "");
+      if (!loops)
+        break;
+      auto l = operandLetters(op.getMatchingIndexingMap(in), *loops, in->get().getType());
+      if (!l)
+        break;
+      if (seen)
+        seen->insert(def);
+      v = {in->get(), *l};
+      continue;
+    }
+    if (auto ex = dyn_cast<tensor::ExpandShapeOp>(def)) {
+      std::string src;
+      for (const ReassociationIndices &group : ex.getReassociationIndices()) {
+        char c = '1';
+        int named = 0;
+        for (int64_t i : group)
+          if (v.letters[i] != '1') {
+            c = v.letters[i];
+            ++named;
+          }
+        if (named > 1)
+          return v;
+        src.push_back(c);
+      }
+      if (seen)
+        seen->insert(def);
+      v = {ex.getSrc(), src};
+      continue;
+    }
+    break;
+  }
   return v;
 }
 
 //===----------------------------------------------------------------------===//
-// Canonical polynomials over leaves and functions
+// Payload trees
 //===----------------------------------------------------------------------===//
 
-struct Atom;
-using AtomP = std::shared_ptr<const Atom>;
-struct Mono {
-  double coef = 1.0;
-  SmallVector<AtomP, 4> atoms; // a multiset
-};
-using Poly = SmallVector<Mono, 4>; // a sum of monomials, like terms merged
-
-/// A leaf (`src` viewed through `map`: element i is src[map(i)]) or a
-/// function of polynomials.
-struct Atom {
-  enum Kind { Leaf, Fn } kind;
-  Value src;
-  AffineMap map;
-  std::string fn;
-  SmallVector<Poly, 2> args;
+struct Expr {
+  enum Kind { Leaf, Const, Op } kind;
+  View leaf;            // Leaf: a tensor (or, with no letters, a scalar)
+  double value = 0;     // Const
+  StringRef name;       // Op: the scalar op, e.g. "arith.addf"
+  DictionaryAttr attrs; // Op: its attributes (predicates, fastmath, ...)
+  SmallVector<Expr *, 2> args;
+  bool isConst(double c) const {
+    return kind == Const && std::abs(value - c) <= 1e-5 * std::max(1.0, std::abs(c));
+  }
+  bool is(StringRef n) const { return kind == Op && name == n; }
 };
 
-constexpr size_t kMaxMonomials = 256;
-
-static bool coefEq(double a, double b) {
-  return std::fabs(a - b) <= 1e-5 * std::max(std::fabs(a), std::fabs(b)) + 1e-12;
+static bool isCommutative(StringRef n) {
+  return n == "arith.addf" || n == "arith.mulf" || n == "arith.maximumf" || n == "arith.maxnumf";
 }
 
-static bool polyEq(const Poly &a, const Poly &b);
-
-static bool atomEq(const Atom &a, const Atom &b) {
-  if (a.kind != b.kind)
+static bool equal(const Expr *a, const Expr *b) {
+  if (a == b)
+    return true;
+  if (a->kind != b->kind)
     return false;
-  if (a.kind == Atom::Leaf)
-    return a.src == b.src && a.map == b.map;
-  if (a.fn != b.fn || a.args.size() != b.args.size())
+  if (a->kind == Expr::Leaf)
+    return a->leaf == b->leaf;
+  if (a->kind == Expr::Const)
+    return a->isConst(b->value);
+  if (a->name != b->name || a->attrs != b->attrs || a->args.size() != b->args.size())
     return false;
-  if ((a.fn == "max" || a.fn == "min") && a.args.size() == 2)
-    return (polyEq(a.args[0], b.args[0]) && polyEq(a.args[1], b.args[1])) ||
-           (polyEq(a.args[0], b.args[1]) && polyEq(a.args[1], b.args[0]));
-  for (auto [x, y] : llvm::zip(a.args, b.args))
-    if (!polyEq(x, y))
+  if (a->args.size() == 2 && isCommutative(a->name) && equal(a->args[0], b->args[1]) &&
+      equal(a->args[1], b->args[0]))
+    return true;
+  for (auto [x, y] : llvm::zip(a->args, b->args))
+    if (!equal(x, y))
       return false;
   return true;
 }
 
-template <typename T, typename Eq>
-static bool multisetEq(ArrayRef<T> a, ArrayRef<T> b, Eq eq) {
-  if (a.size() != b.size())
+/// Builds payload trees; owns their nodes and records the ops they read.
+class TreeBuilder {
+public:
+  explicit TreeBuilder(OpSet &seen) : seen(seen) {}
+
+  Expr *constant(double c) {
+    Expr *e = make(Expr::Const);
+    e->value = c;
+    return e;
+  }
+
+  /// The tree of tensor `v`, expanding at most `depth` elementwise ops on
+  /// each path (all with -1); past that, tensors are leaves.
+  Expr *tensor(View v, int depth = -1) {
+    v = lookThrough(v, &seen);
+    DenseElementsAttr dense;
+    if (matchPattern(v.value, m_Constant(&dense)) && dense.isSplat() &&
+        isa<FloatType>(dense.getElementType()))
+      return constant(dense.getSplatValue<APFloat>().convertToDouble());
+    auto op = v.value.getDefiningOp<linalg::LinalgOp>();
+    std::optional<std::string> loops;
+    if (op && depth != 0 && isElementwiseLike(op))
+      loops = loopLetters(op, cast<OpResult>(v.value), v.letters, "");
+    if (!loops)
+      return leaf(v);
+    auto yield = cast<linalg::YieldOp>(op.getBlock()->getTerminator());
+    Expr *e = scalar(yield.getOperand(0), op, *loops, depth < 0 ? -1 : depth - 1);
+    if (e->kind != Expr::Const)
+      seen.insert(op);
+    return e;
+  }
+
+  /// The tree of the scalar `s` of the payload of `op`, loops named `loops`;
+  /// the tensors it reads are expanded `depth` deep.
+  Expr *scalar(Value s, linalg::LinalgOp op, StringRef loops, int depth) {
+    FloatAttr f;
+    if (matchPattern(s, m_Constant(&f)))
+      return constant(f.getValueAsDouble());
+    if (auto arg = dyn_cast<BlockArgument>(s); arg && arg.getOwner() == op.getBlock()) {
+      OpOperand *operand = op.getMatchingOpOperand(arg);
+      Value src = operand->get();
+      if (!isa<RankedTensorType>(src.getType()))
+        return scalarOutside(src);
+      auto l = operandLetters(op.getMatchingIndexingMap(operand), loops, src.getType());
+      return l ? tensor({src, *l}, depth) : leaf({src, ""});
+    }
+    Operation *def = s.getDefiningOp();
+    if (!def || def->getBlock() != op.getBlock())
+      return scalarOutside(s);
+    if (def->getNumResults() != 1 || def->getNumRegions() != 0 || !isPure(def))
+      return leaf({s, ""});
+    Expr *e = make(Expr::Op);
+    e->name = def->getName().getStringRef();
+    e->attrs = def->getAttrDictionary();
+    for (Value operand : def->getOperands())
+      e->args.push_back(scalar(operand, op, loops, depth));
+    return e;
+  }
+
+private:
+  Expr *make(Expr::Kind k) {
+    nodes.emplace_back();
+    nodes.back().kind = k;
+    return &nodes.back();
+  }
+  Expr *leaf(View v) {
+    Expr *e = make(Expr::Leaf);
+    e->leaf = v;
+    return e;
+  }
+  Expr *scalarOutside(Value s) {
+    FloatAttr f;
+    if (matchPattern(s, m_Constant(&f)))
+      return constant(f.getValueAsDouble());
+    return leaf({s, ""});
+  }
+
+  std::deque<Expr> nodes;
+  OpSet &seen;
+};
+
+/// A product `coeff * factors[0] * factors[1] ...`: mulf chains, divf by a
+/// constant, negf and integer math.powf flattened.
+struct Product {
+  double coeff = 1;
+  SmallVector<Expr *, 4> factors;
+};
+
+static void flattenProduct(Expr *e, Product &p) {
+  if (e->kind == Expr::Const) {
+    p.coeff *= e->value;
+  } else if (e->is("arith.mulf")) {
+    flattenProduct(e->args[0], p);
+    flattenProduct(e->args[1], p);
+  } else if (e->is("arith.divf") && e->args[1]->kind == Expr::Const && e->args[1]->value != 0) {
+    flattenProduct(e->args[0], p);
+    p.coeff /= e->args[1]->value;
+  } else if ((e->is("arith.subf") || e->is("arith.addf")) && e->args[1]->isConst(0)) {
+    flattenProduct(e->args[0], p); // x - 0 (torch-mlir's gelu subtracts its mean 0)
+  } else if (e->is("arith.negf")) {
+    flattenProduct(e->args[0], p);
+    p.coeff = -p.coeff;
+  } else if (e->is("math.powf") && e->args[1]->kind == Expr::Const && e->args[1]->value >= 1 &&
+             e->args[1]->value <= 4 && e->args[1]->value == std::floor(e->args[1]->value)) {
+    for (int i = 0; i < static_cast<int>(e->args[1]->value); ++i)
+      flattenProduct(e->args[0], p);
+  } else {
+    p.factors.push_back(e);
+  }
+}
+
+static Product product(Expr *e) {
+  Product p;
+  flattenProduct(e, p);
+  return p;
+}
+
+/// A sum of products: addf/subf flattened, constant factors distributed over
+/// a sum (`k * (x + c x^3)` is `k x + k c x^3`); `atom` (x, which may be
+/// a sum itself: the pre-activation with its bias) is not flattened.
+static void flattenSum(Expr *e, double scale, SmallVectorImpl<Product> &terms, Expr *atom) {
+  if (equal(e, atom)) {
+    terms.push_back(Product{scale, {e}});
+    return;
+  }
+  if (e->is("arith.addf") || e->is("arith.subf")) {
+    flattenSum(e->args[0], scale, terms, atom);
+    flattenSum(e->args[1], e->is("arith.subf") ? -scale : scale, terms, atom);
+    return;
+  }
+  Product p = product(e);
+  if (p.factors.size() == 1 && (p.factors[0]->is("arith.addf") || p.factors[0]->is("arith.subf")))
+    return flattenSum(p.factors[0], scale * p.coeff, terms, atom);
+  p.coeff *= scale;
+  terms.push_back(p);
+}
+
+static bool isProductOf(const Product &p, double coeff, ArrayRef<Expr *> factors) {
+  if (std::abs(p.coeff - coeff) > 1e-5 * std::max(1.0, std::abs(coeff)) ||
+      p.factors.size() != factors.size())
     return false;
-  SmallVector<bool> used(b.size(), false);
-  for (const T &x : a) {
+  SmallVector<bool> used(factors.size(), false);
+  for (Expr *f : p.factors) {
     bool found = false;
-    for (size_t j = 0; j < b.size() && !found; ++j)
-      if (!used[j] && eq(x, b[j]))
-        used[j] = found = true;
+    for (auto [i, g] : llvm::enumerate(factors))
+      if (!used[i] && equal(f, g)) {
+        used[i] = found = true;
+        break;
+      }
     if (!found)
       return false;
   }
   return true;
 }
 
-static bool sameAtoms(const Mono &a, const Mono &b) {
-  return multisetEq<AtomP>(a.atoms, b.atoms,
-                           [](const AtomP &x, const AtomP &y) { return atomEq(*x, *y); });
+/// `1 + e` (either order): returns e.
+static Expr *onePlus(Expr *e) {
+  if (!e->is("arith.addf"))
+    return nullptr;
+  if (e->args[0]->isConst(1))
+    return e->args[1];
+  if (e->args[1]->isConst(1))
+    return e->args[0];
+  return nullptr;
 }
 
-static bool polyEq(const Poly &a, const Poly &b) {
-  return multisetEq<Mono>(a, b, [](const Mono &x, const Mono &y) {
-    return coefEq(x.coef, y.coef) && sameAtoms(x, y);
-  });
+/// `-x`: negf, 0 - x or -1 * x.
+static bool isNegOf(Expr *e, Expr *x) {
+  if (e->is("arith.subf"))
+    return e->args[0]->isConst(0) && equal(e->args[1], x);
+  return isProductOf(product(e), -1, {x});
 }
 
-static void addMono(Poly &p, const Mono &m) {
-  if (m.coef == 0.0)
-    return;
-  for (auto *it = p.begin(); it != p.end(); ++it) {
-    if (!sameAtoms(*it, m))
-      continue;
-    it->coef += m.coef;
-    if (std::fabs(it->coef) < 1e-12)
-      p.erase(it);
-    return;
+/// sigmoid(x) = 1 / (1 + exp(-x)).
+static bool isSigmoidOf(Expr *e, Expr *x) {
+  if (!e->is("arith.divf") || !e->args[0]->isConst(1))
+    return false;
+  Expr *ex = onePlus(e->args[1]);
+  return ex && ex->is("math.exp") && isNegOf(ex->args[0], x);
+}
+
+/// silu as the product x * sigmoid(x); binds x.
+static bool matchSiluProduct(const Product &p, Expr *&x) {
+  if (p.factors.size() != 2 || std::abs(p.coeff - 1) > 1e-6)
+    return false;
+  for (int i = 0; i < 2; ++i)
+    if (isSigmoidOf(p.factors[1 - i], p.factors[i])) {
+      x = p.factors[i];
+      return true;
+    }
+  return false;
+}
+
+/// silu(x) = x / (1 + exp(-x)) = x * sigmoid(x); binds x.
+static bool matchSilu(Expr *e, Expr *&x) {
+  if (e->is("arith.divf")) {
+    Expr *ex = onePlus(e->args[1]);
+    if (ex && ex->is("math.exp") && isNegOf(ex->args[0], e->args[0])) {
+      x = e->args[0];
+      return true;
+    }
   }
-  p.push_back(m);
+  return matchSiluProduct(product(e), x);
 }
 
-static Poly constant(double c) {
-  Poly p;
-  if (c != 0.0)
-    p.push_back(Mono{c, {}});
-  return p;
+/// gelu(x) = 0.5 x (1 + erf(x / sqrt 2)); gelu_tanh(x) = 0.5 x (1 +
+/// tanh(sqrt(2/pi) (x + 0.044715 x^3))); binds x.
+static bool matchGeluProduct(const Product &p, bool tanhForm, Expr *&x) {
+  if (p.factors.size() != 2 || std::abs(p.coeff - 0.5) > 1e-6)
+    return false;
+  for (int i = 0; i < 2; ++i) {
+    Expr *cand = p.factors[i];
+    Expr *inner = onePlus(p.factors[1 - i]);
+    if (!inner || !inner->is(tanhForm ? "math.tanh" : "math.erf"))
+      continue;
+    if (!tanhForm) {
+      if (isProductOf(product(inner->args[0]), M_SQRT1_2, {cand})) {
+        x = cand;
+        return true;
+      }
+      continue;
+    }
+    SmallVector<Product> terms;
+    flattenSum(inner->args[0], 1, terms, cand);
+    const double k = std::sqrt(2 / M_PI);
+    if (terms.size() != 2)
+      continue;
+    for (int j = 0; j < 2; ++j)
+      if (isProductOf(terms[j], k, {cand}) &&
+          isProductOf(terms[1 - j], k * 0.044715, {cand, cand, cand})) {
+        x = cand;
+        return true;
+      }
+  }
+  return false;
 }
 
-static std::optional<double> asConstant(const Poly &p) {
-  if (p.empty())
-    return 0.0;
-  if (p.size() == 1 && p[0].atoms.empty())
-    return p[0].coef;
+static bool matchGelu(Expr *e, bool tanhForm, Expr *&x) {
+  return matchGeluProduct(product(e), tanhForm, x);
+}
+
+/// relu(x) = max(x, 0), or select(x > 0, x, 0) as torch-mlir writes it;
+/// binds x.
+static bool matchRelu(Expr *e, Expr *&x) {
+  if (e->is("arith.select") && e->args[2]->isConst(0) && e->args[0]->is("arith.cmpf")) {
+    auto pred = e->args[0]->attrs.getAs<arith::CmpFPredicateAttr>("predicate");
+    Expr *cmp = e->args[0];
+    if (pred &&
+        llvm::is_contained({arith::CmpFPredicate::OGT, arith::CmpFPredicate::UGT},
+                           pred.getValue()) &&
+        cmp->args[1]->isConst(0) && equal(cmp->args[0], e->args[1])) {
+      x = e->args[1];
+      return true;
+    }
+  }
+  if (!e->is("arith.maximumf") && !e->is("arith.maxnumf"))
+    return false;
+  for (int i = 0; i < 2; ++i)
+    if (e->args[1 - i]->isConst(0)) {
+      x = e->args[i];
+      return true;
+    }
+  return false;
+}
+
+/// The activation of A: its kind and the pre-activations (one, or gate and
+/// up for a gated activation: a(gate) * up).
+static std::optional<Activation> matchActivation(Expr *a, SmallVectorImpl<Expr *> &pre) {
+  Expr *x = nullptr;
+  std::optional<Activation> kind;
+  if (matchRelu(a, x))
+    kind = Activation::relu;
+  else if (matchGelu(a, /*tanhForm=*/false, x))
+    kind = Activation::gelu;
+  else if (matchGelu(a, /*tanhForm=*/true, x))
+    kind = Activation::gelu_tanh;
+  else if (matchSilu(a, x))
+    kind = Activation::silu;
+  if (kind) {
+    pre.push_back(x);
+    return kind;
+  }
+  // Gated: a(gate) * up, the product in any association order (so the
+  // factors of the activation itself may be mixed in with up's).
+  Product p = product(a);
+  for (auto [i, up] : llvm::enumerate(p.factors)) {
+    Product gate = p;
+    gate.factors.erase(gate.factors.begin() + i);
+    Expr *single =
+        gate.factors.size() == 1 && std::abs(gate.coeff - 1) <= 1e-6 ? gate.factors[0] : nullptr;
+    if ((single && matchSilu(single, x)) || matchSiluProduct(gate, x))
+      kind = Activation::swiglu;
+    else if ((single && matchGelu(single, /*tanhForm=*/false, x)) ||
+             matchGeluProduct(gate, /*tanhForm=*/false, x))
+      kind = Activation::geglu;
+    if (kind) {
+      pre.append({x, up});
+      return kind;
+    }
+  }
   return std::nullopt;
 }
 
-static Poly leaf(Value src, AffineMap map) {
-  auto atom = std::make_shared<Atom>();
-  atom->kind = Atom::Leaf;
-  atom->src = src;
-  atom->map = map;
-  return Poly{Mono{1.0, {atom}}};
-}
-
-static Poly add(const Poly &a, const Poly &b) {
-  Poly r = a;
-  for (const Mono &m : b)
-    addMono(r, m);
-  return r;
-}
-
-static Poly scale(const Poly &a, double c) {
-  Poly r;
-  for (const Mono &m : a)
-    addMono(r, Mono{m.coef * c, m.atoms});
-  return r;
-}
-
-static FailureOr<Poly> mul(const Poly &a, const Poly &b) {
-  Poly r;
-  for (const Mono &x : a)
-    for (const Mono &y : b) {
-      Mono m{x.coef * y.coef, x.atoms};
-      m.atoms.append(y.atoms.begin(), y.atoms.end());
-      addMono(r, m);
-      if (r.size() > kMaxMonomials)
-        return failure();
-    }
-  return r;
-}
-
-static Poly fn(StringRef name, SmallVector<Poly, 2> args) {
-  SmallVector<double> c;
-  for (const Poly &a : args)
-    if (auto v = asConstant(a))
-      c.push_back(*v);
-  if (c.size() == args.size()) {
-    if (name == "exp") return constant(std::exp(c[0]));
-    if (name == "erf") return constant(std::erf(c[0]));
-    if (name == "tanh") return constant(std::tanh(c[0]));
-    if (name == "sqrt" && c[0] >= 0) return constant(std::sqrt(c[0]));
-    if (name == "recip" && c[0] != 0) return constant(1.0 / c[0]);
-    if (name == "max") return constant(std::max(c[0], c[1]));
-    if (name == "min") return constant(std::min(c[0], c[1]));
-  }
-  auto atom = std::make_shared<Atom>();
-  atom->kind = Atom::Fn;
-  atom->fn = name.str();
-  atom->args = std::move(args);
-  return Poly{Mono{1.0, {atom}}};
-}
-
-static FailureOr<Poly> div(const Poly &a, const Poly &b) {
-  if (auto c = asConstant(b)) {
-    if (*c == 0.0)
-      return failure();
-    return scale(a, 1.0 / *c);
-  }
-  return mul(a, fn("recip", {b}));
-}
-
-/// Every leaf (src, map) of a polynomial, also inside function arguments.
-static void collectLeaves(const Poly &p, SmallVectorImpl<const Atom *> &out) {
-  for (const Mono &m : p)
-    for (const AtomP &a : m.atoms) {
-      if (a->kind == Atom::Leaf) {
-        if (llvm::none_of(out, [&](const Atom *o) { return atomEq(*o, *a); }))
-          out.push_back(a.get());
-      } else {
-        for (const Poly &arg : a->args)
-          collectLeaves(arg, out);
-      }
-    }
-}
-
 //===----------------------------------------------------------------------===//
-// Symbolic evaluation of linalg on tensors
+// Reductions and contractions
 //===----------------------------------------------------------------------===//
 
-/// All-parallel, one init with an identity map whose value is not read, no
-/// linalg.index: result[i] = f(inputs[map_k(i)]).
-static bool isElementwise(linalg::LinalgOp op) {
-  if (op->getNumResults() != 1 || op.getNumDpsInits() != 1 ||
-      !op.hasPureTensorSemantics() || op.hasIndexSemantics() ||
-      op.getNumReductionLoops() != 0 || op->getNumRegions() != 1)
-    return false;
-  OpOperand *init = op.getDpsInitOperand(0);
-  if (!op.getMatchingIndexingMap(init).isIdentity())
-    return false;
-  Block *body = op.getBlock();
-  if (!body)
-    return false;
-  for (BlockArgument arg : body->getArguments())
-    if (arg.getArgNumber() >= op.getNumDpsInputs() && !arg.use_empty())
-      return false;
-  return true;
-}
-
-/// The result of a reduction: sum over the reduction loops of `poly`, which
-/// is expressed in the loop space; the result element is at outMap(loops).
+/// `value[out] = combine(init, term[loops])` over one reduced loop.
 struct Reduction {
-  linalg::LinalgOp op;
-  unsigned numLoops;
-  SmallVector<unsigned> reductionDims;
-  AffineMap outMap;
-  Poly poly;
+  StringRef combiner; // "arith.addf", "arith.maximumf", ...
+  Expr *term;
+  Value init;
 };
 
-class Evaluator {
+/// Reads `v` (letters v.letters) as a reduction whose one reduced loop gets
+/// letter `reduced`; its term's tensors are expanded `depth` deep.
+static std::optional<Reduction> reduction(View v, char reduced, int depth, TreeBuilder &trees,
+                                          OpSet &seen) {
+  v = lookThrough(v, &seen);
+  auto op = v.value.getDefiningOp<linalg::LinalgOp>();
+  if (!op || op->getNumResults() != 1 || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() != 1 || op.hasIndexSemantics())
+    return std::nullopt;
+  auto loops = loopLetters(op, cast<OpResult>(v.value), v.letters, StringRef(&reduced, 1));
+  if (!loops)
+    return std::nullopt;
+  auto yield = cast<linalg::YieldOp>(op.getBlock()->getTerminator());
+  Operation *comb = yield.getOperand(0).getDefiningOp();
+  BlockArgument acc = op.getMatchingBlockArgument(op.getDpsInitOperand(0));
+  if (!comb || comb->getBlock() != op.getBlock() || comb->getNumOperands() != 2 ||
+      comb->getNumResults() != 1)
+    return std::nullopt;
+  Value term;
+  if (comb->getOperand(0) == acc)
+    term = comb->getOperand(1);
+  else if (comb->getOperand(1) == acc)
+    term = comb->getOperand(0);
+  else
+    return std::nullopt;
+  seen.insert(op);
+  return Reduction{comb->getName().getStringRef(), trees.scalar(term, op, *loops, depth),
+                   op.getDpsInitOperand(0)->get()};
+}
+
+/// Whether `v` is all zeros (a linalg.fill of 0, a zero splat, ...).
+static bool isZeroTensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type)
+    return false;
+  std::string letters(type.getRank(), 'z');
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    letters[i] = static_cast<char>('A' + i);
+  OpSet ignored;
+  TreeBuilder local(ignored);
+  return local.tensor({v, letters})->isConst(0);
+}
+
+/// A contraction `lhs[..] * rhs[..]` summed over `reduced` into zeros.
+struct Contraction {
+  View lhs, rhs; // the leaves, in the body's order
+};
+
+/// Matches `v` as a zero-initialised sum over `reduced` of a product of two
+/// tensors (linalg.matmul, batch_matmul, contract, or a generic), using the
+/// upstream contraction interface. On failure `why` says what is wrong.
+static std::optional<Contraction> contraction(View v, char reduced, StringRef what,
+                                              TreeBuilder &trees, OpSet &seen, std::string &why) {
+  View base = lookThrough(v, nullptr);
+  auto op = base.value.getDefiningOp<linalg::LinalgOp>();
+  if (!op || !linalg::isaContractionOpInterface(op)) {
+    why = (what + " is not a contraction (a linalg op summing a mulf of two tensors)").str();
+    return std::nullopt;
+  }
+  FailureOr<linalg::ContractionDimensions> dims = linalg::inferContractionDims(op);
+  if (failed(dims) || dims->k.size() != 1) {
+    why = (what + " does not contract exactly one dimension").str();
+    return std::nullopt;
+  }
+  std::optional<Reduction> r = reduction(v, reduced, /*depth=*/0, trees, seen);
+  if (!r || r->combiner != "arith.addf" || !r->term->is("arith.mulf") ||
+      r->term->args[0]->kind != Expr::Leaf || r->term->args[1]->kind != Expr::Leaf) {
+    why = (what + " is not a sum of products of two tensors").str();
+    return std::nullopt;
+  }
+  if (!isZeroTensor(r->init)) {
+    why = (what + " does not accumulate into zeros").str();
+    return std::nullopt;
+  }
+  return Contraction{r->term->args[0]->leaf, r->term->args[1]->leaf};
+}
+
+/// `e` if it is a leaf, or the leaf of `1 * leaf` (torch-mlir's add/sub
+/// scale their second operand by alpha = 1).
+static Expr *leafOf(Expr *e) {
+  if (e->kind == Expr::Leaf)
+    return e;
+  Product p = product(e);
+  if (p.factors.size() == 1 && p.factors[0]->kind == Expr::Leaf && std::abs(p.coeff - 1) <= 1e-6)
+    return p.factors[0];
+  return nullptr;
+}
+
+/// `lead[..] + bias[..]` or `lead` alone: returns lead and sets `bias`.
+static Expr *splitBias(Expr *e, StringRef leadLetters, StringRef biasLetters,
+                       std::optional<View> &bias) {
+  bias.reset();
+  if (e->kind == Expr::Leaf)
+    return e->leaf.letters == leadLetters ? e : nullptr;
+  if (!e->is("arith.addf"))
+    return nullptr;
+  for (int i = 0; i < 2; ++i) {
+    Expr *lead = leafOf(e->args[i]), *b = leafOf(e->args[1 - i]);
+    if (lead && lead->leaf.letters == leadLetters && b && b->leaf.letters == biasLetters) {
+      bias = b->leaf;
+      return lead;
+    }
+  }
+  return nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// The layer
+//===----------------------------------------------------------------------===//
+
+/// One expert weight product, `in[..] * W[..]` with W in either orientation.
+struct Weight {
+  View w;
+  std::optional<View> bias;
+};
+
+struct Layer {
+  Value x;
+  View wr;
+  std::optional<View> br;
+  SmallVector<Weight, 2> w1; // one, or gate and up
+  Weight w2;
+  Activation act;
+  // The ops read: between the gate, the expert outputs and the weighted
+  // sum; of the router (softmax included); of the experts.
+  OpSet combineOps, routerOps, expertOps;
+};
+
+class Matcher {
 public:
-  /// Ops evaluated through (elementwise producers, reductions, softmax).
-  llvm::SetVector<Operation *> ops;
+  Matcher() : trees(seen) {}
 
-  /// The polynomial of `v[map(i)]` over the index space of `map`'s domain.
-  FailureOr<Poly> tensorPoly(Value v, AffineMap map) {
-    auto key = std::make_pair(v, map);
-    if (auto it = memo.find(key); it != memo.end())
-      return it->second;
-    FailureOr<Poly> p = computeTensorPoly(v, map);
-    if (succeeded(p))
-      memo[key] = *p;
-    return p;
+  /// Whether `op` looks like the weighted sum of a dense layer: a sum over
+  /// one loop of the product of a rank-2 and a rank-3 tensor into [T, D].
+  std::optional<std::pair<View, View>> candidate(linalg::LinalgOp op) {
+    if (op->getNumResults() != 1 || cast<ShapedType>(op->getResult(0).getType()).getRank() != 2)
+      return std::nullopt;
+    std::optional<Reduction> r = reduction({op->getResult(0), "td"}, 'e', /*depth=*/0, trees, seen);
+    // A contraction's term is the product; linalg.reduce's, its input, which
+    // must be the elementwise product.
+    if (r && r->term->kind == Expr::Leaf)
+      r->term = trees.tensor(r->term->leaf, /*depth=*/1);
+    if (!r || r->combiner != "arith.addf" || !r->term->is("arith.mulf"))
+      return std::nullopt;
+    Expr *a = r->term->args[0], *b = r->term->args[1];
+    if (a->kind != Expr::Leaf || b->kind != Expr::Leaf)
+      return std::nullopt;
+    if (a->leaf.letters.size() == 3)
+      std::swap(a, b);
+    if (a->leaf.letters.size() != 2 || b->leaf.letters.size() != 3)
+      return std::nullopt;
+    combineInit = r->init;
+    return std::make_pair(a->leaf, b->leaf);
   }
 
-  /// A reduction op whose result is `zero + sum_reductionLoops f(inputs)`.
-  FailureOr<Reduction> reduction(Operation *o) {
-    auto op = dyn_cast_or_null<linalg::LinalgOp>(o);
-    if (!op || op->getNumResults() != 1 || op.getNumDpsInits() != 1 ||
-        !op.hasPureTensorSemantics() || op.hasIndexSemantics() ||
-        op.getNumReductionLoops() == 0 || op->getNumRegions() != 1 || !op.getBlock())
+  /// Matches the whole layer below the weighted sum `gate x experts`.
+  FailureOr<Layer> match(View gate, View experts) {
+    Layer l;
+    if (gate.letters != "te" || experts.letters != "etd")
+      return fail("the weighted sum is not gate[t, e] * expert_out[e, t, d] summed over "
+                  "the experts e");
+    if (!isZeroTensor(combineInit))
+      return fail("the weighted sum does not accumulate into zeros");
+
+    // Router: softmax(x Wr (+ br)) over the experts.
+    l.combineOps.insert(seen.begin(), seen.end());
+    size_t mark = seen.size();
+    FailureOr<Expr *> logits = matchSoftmax(gate);
+    if (failed(logits))
       return failure();
-    OpOperand *init = op.getDpsInitOperand(0);
-    auto initType = cast<RankedTensorType>(init->get().getType());
-    FailureOr<Poly> initPoly = tensorPoly(
-        init->get(), AffineMap::getMultiDimIdentityMap(initType.getRank(), op.getContext()));
-    if (failed(initPoly) || !initPoly->empty())
-      return failure(); // the accumulator must start at zero
-    Block *body = op.getBlock();
-    auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
-    if (!yield || yield->getNumOperands() != 1)
-      return failure();
-    auto addOp = yield->getOperand(0).getDefiningOp<arith::AddFOp>();
-    if (!addOp || addOp->getBlock() != body)
-      return failure();
-    BlockArgument outArg = body->getArgument(op.getNumDpsInputs());
-    Value summand;
-    if (addOp.getLhs() == outArg)
-      summand = addOp.getRhs();
-    else if (addOp.getRhs() == outArg)
-      summand = addOp.getLhs();
-    else
-      return failure();
-    if (!outArg.hasOneUse())
-      return failure();
-    FailureOr<Poly> p = bodyPoly(op, summand, /*outerMap=*/AffineMap());
-    if (failed(p))
-      return failure();
-    Reduction r;
-    r.op = op;
-    r.numLoops = op.getNumLoops();
-    for (auto [i, it] : llvm::enumerate(op.getIteratorTypesArray()))
-      if (it == utils::IteratorType::reduction)
-        r.reductionDims.push_back(i);
-    r.outMap = op.getMatchingIndexingMap(init);
-    r.poly = std::move(*p);
-    ops.insert(op);
-    return r;
+    std::optional<View> br;
+    Expr *mm = splitBias(*logits, "te", "e", br);
+    if (!mm)
+      return fail("the router logits are not x Wr or x Wr + br[e]");
+    std::string why;
+    auto router = contraction(mm->leaf, 'd', "the router matmul", trees, seen, why);
+    if (!router)
+      return fail(why);
+    View x;
+    if (!assign(*router, "td", "de", "ed", x, l.wr))
+      return fail("the router matmul is not x[t, d] * Wr[d, e] (or Wr[e, d]) summed "
+                  "over d");
+    l.x = x.value;
+    l.br = br;
+    l.routerOps.insert(seen.begin() + mark, seen.end());
+
+    // Experts: act(x W1 (+ b1)) W2 (+ b2).
+    mark = seen.size();
+    std::optional<View> b2;
+    Expr *y0 = splitBias(trees.tensor(experts), "etd", "ed", b2);
+    if (!y0)
+      return fail("the expert outputs are not A W2 or A W2 + b2[e, d]");
+    auto second = contraction(y0->leaf, 'h', "the second expert GEMM", trees, seen, why);
+    if (!second)
+      return fail(why);
+    View act;
+    if (!assign(*second, "eth", "ehd", "edh", act, l.w2.w))
+      return fail("the second expert GEMM is not A[e, t, h] * W2[e, h, d] (or W2[e, d, "
+                  "h]) summed over h");
+    l.w2.bias = b2;
+    SmallVector<Expr *, 2> pre;
+    std::optional<Activation> kind = matchActivation(trees.tensor(act), pre);
+    if (!kind)
+      return fail("the activation is not one of relu, gelu, gelu_tanh, silu, "
+                  "swiglu (silu(g) * u), geglu (gelu(g) * u)");
+    l.act = *kind;
+    for (auto [i, p] : llvm::enumerate(pre)) {
+      StringRef what = pre.size() == 1 ? "the first expert GEMM"
+                       : i == 0        ? "the gate projection"
+                                       : "the up projection";
+      Weight w;
+      Expr *h0 = splitBias(p, "eth", "eh", w.bias);
+      if (!h0)
+        return fail((what + " (before the activation) is not x W1 or x W1 + b1[e, h]").str());
+      auto first = contraction(h0->leaf, 'd', what, trees, seen, why);
+      if (!first)
+        return fail(why);
+      View xe;
+      if (!assign(*first, "td", "edh", "ehd", xe, w.w))
+        return fail((what + " is not x[t, d] * W1[e, d, h] (or W1[e, h, d]) summed over d "
+                            "(a weight shared by all experts, without the expert dimension?)")
+                        .str());
+      if (xe.value != l.x)
+        return fail((what + " does not read the router's input x").str());
+      l.w1.push_back(w);
+    }
+    l.expertOps.insert(seen.begin() + mark, seen.end());
+    return l;
   }
+
+  std::string why;
 
 private:
-  DenseMap<std::pair<Value, AffineMap>, Poly> memo;
-
-  FailureOr<Poly> computeTensorPoly(Value v, AffineMap map) {
-    if (auto cst = v.getDefiningOp<arith::ConstantOp>()) {
-      auto dense = dyn_cast<DenseFPElementsAttr>(cst.getValue());
-      if (dense && dense.isSplat())
-        return constant(dense.getSplatValue<APFloat>().convertToDouble());
-      return leaf(v, map);
-    }
-    if (auto cast = v.getDefiningOp<tensor::CastOp>()) {
-      ops.insert(cast);
-      return tensorPoly(cast.getSource(), map);
-    }
-    auto op = v.getDefiningOp<linalg::LinalgOp>();
-    if (!op || !isElementwise(op))
-      return leaf(v, map);
-    ops.insert(op);
-    return bodyPoly(op, op.getBlock()->getTerminator()->getOperand(0), map);
+  LogicalResult fail(const Twine &reason) {
+    why = reason.str();
+    return failure();
   }
 
-  /// The polynomial of scalar `s` in `op`'s body; input k is read at
-  /// indexing_map_k(loops), and the loops are `outerMap(i)` (or the loop
-  /// space itself when outerMap is null).
-  FailureOr<Poly> bodyPoly(linalg::LinalgOp op, Value s, AffineMap outerMap) {
-    DenseMap<Value, Poly> local;
-    return scalarPoly(op, s, outerMap, local);
-  }
-
-  FailureOr<Poly> inputPoly(linalg::LinalgOp op, unsigned k, AffineMap outerMap) {
-    OpOperand *operand = op.getDpsInputOperand(k);
-    Value in = operand->get();
-    if (!isa<ShapedType>(in.getType())) { // a scalar input (linalg.fill)
-      if (auto cst = in.getDefiningOp<arith::ConstantOp>())
-        if (auto f = dyn_cast<FloatAttr>(cst.getValue()))
-          return constant(f.getValueAsDouble());
-      return failure();
-    }
-    AffineMap m = op.getMatchingIndexingMap(operand);
-    if (!m.isProjectedPermutation(/*allowZeroInResults=*/false))
-      return failure();
-    if (outerMap)
-      m = m.compose(outerMap);
-    return tensorPoly(in, m);
-  }
-
-  FailureOr<Poly> scalarPoly(linalg::LinalgOp op, Value s, AffineMap outerMap,
-                             DenseMap<Value, Poly> &local) {
-    if (auto it = local.find(s); it != local.end())
-      return it->second;
-    FailureOr<Poly> p = computeScalarPoly(op, s, outerMap, local);
-    if (succeeded(p))
-      local[s] = *p;
-    return p;
-  }
-
-  FailureOr<Poly> computeScalarPoly(linalg::LinalgOp op, Value s, AffineMap outerMap,
-                                    DenseMap<Value, Poly> &local) {
-    Block *body = op.getBlock();
-    if (auto arg = dyn_cast<BlockArgument>(s)) {
-      if (arg.getOwner() != body || arg.getArgNumber() >= op.getNumDpsInputs())
-        return failure();
-      return inputPoly(op, arg.getArgNumber(), outerMap);
-    }
-    Operation *d = s.getDefiningOp();
-    if (auto cst = dyn_cast<arith::ConstantOp>(d)) {
-      if (auto f = dyn_cast<FloatAttr>(cst.getValue()))
-        return constant(f.getValueAsDouble());
-      return failure();
-    }
-    if (d->getBlock() != body)
-      return failure();
-    auto arg = [&](unsigned i) { return scalarPoly(op, d->getOperand(i), outerMap, local); };
-    if (isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
-            arith::MaximumFOp, arith::MaxNumFOp, arith::MinimumFOp,
-            arith::MinNumFOp>(d)) {
-      FailureOr<Poly> a = arg(0), b = arg(1);
-      if (failed(a) || failed(b))
-        return failure();
-      if (isa<arith::AddFOp>(d)) return add(*a, *b);
-      if (isa<arith::SubFOp>(d)) return add(*a, scale(*b, -1.0));
-      if (isa<arith::MulFOp>(d)) return mul(*a, *b);
-      if (isa<arith::DivFOp>(d)) return div(*a, *b);
-      if (isa<arith::MaximumFOp, arith::MaxNumFOp>(d)) return fn("max", {*a, *b});
-      return fn("min", {*a, *b});
-    }
-    if (isa<arith::NegFOp, math::ExpOp, math::ErfOp, math::TanhOp, math::SqrtOp>(d)) {
-      FailureOr<Poly> a = arg(0);
-      if (failed(a))
-        return failure();
-      if (isa<arith::NegFOp>(d)) return scale(*a, -1.0);
-      if (isa<math::ExpOp>(d)) return fn("exp", {*a});
-      if (isa<math::ErfOp>(d)) return fn("erf", {*a});
-      if (isa<math::TanhOp>(d)) return fn("tanh", {*a});
-      return fn("sqrt", {*a});
-    }
-    if (auto pw = dyn_cast<math::PowFOp>(d)) {
-      FailureOr<Poly> a = arg(0), e = arg(1);
-      if (failed(a) || failed(e))
-        return failure();
-      std::optional<double> n = asConstant(*e);
-      if (!n || *n < 1 || *n > 4 || *n != std::floor(*n))
-        return failure();
-      Poly r = *a;
-      for (int i = 1; i < static_cast<int>(*n); ++i) {
-        FailureOr<Poly> next = mul(r, *a);
-        if (failed(next))
-          return failure();
-        r = *next;
+  /// Assigns the two leaves of `c` to (input with `inLetters`, weight with
+  /// `wLetters` or `wLettersT`), in either body order.
+  static bool assign(const Contraction &c, StringRef inLetters, StringRef wLetters,
+                     StringRef wLettersT, View &in, View &w) {
+    for (auto [a, b] : {std::make_pair(c.lhs, c.rhs), std::make_pair(c.rhs, c.lhs)})
+      if (a.letters == inLetters && (b.letters == wLetters || b.letters == wLettersT)) {
+        in = a;
+        w = b;
+        return true;
       }
-      return r;
-    }
-    return failure();
-  }
-};
-
-//===----------------------------------------------------------------------===//
-// (b) the einsum form
-//===----------------------------------------------------------------------===//
-
-struct RaisedLayer {
-  Value x, wr, br, w1, w2, b1, b2;
-  Activation activation;
-};
-
-static AffineMap dimsMap(unsigned numLoops, ArrayRef<unsigned> dims, MLIRContext *ctx) {
-  SmallVector<AffineExpr> exprs;
-  for (unsigned d : dims)
-    exprs.push_back(getAffineDimExpr(d, ctx));
-  return AffineMap::get(numLoops, 0, exprs, ctx);
-}
-
-/// A reduction over 3 loops with one reduction dim and an output that
-/// reads the other two or three loops as plain dims; returns the output
-/// dims (in output order) and the reduction dim.
-static LogicalResult loopRoles(const Reduction &r, unsigned outRank,
-                               SmallVectorImpl<unsigned> &outDims, unsigned &red) {
-  if (r.reductionDims.size() != 1 || r.outMap.getNumResults() != outRank ||
-      r.numLoops != outRank + 1)
-    return failure();
-  red = r.reductionDims[0];
-  for (AffineExpr e : r.outMap.getResults()) {
-    auto d = dyn_cast<AffineDimExpr>(e);
-    if (!d)
-      return failure();
-    outDims.push_back(d.getPosition());
-  }
-  return success();
-}
-
-/// `poly` must be exactly leaf(A, mapA) * leaf(B, mapB); returns A and B.
-static LogicalResult matchProduct(const Poly &poly, AffineMap mapA, AffineMap mapB,
-                                  Value &a, Value &b) {
-  if (poly.size() != 1 || !coefEq(poly[0].coef, 1.0) || poly[0].atoms.size() != 2)
-    return failure();
-  const Atom &p = *poly[0].atoms[0], &q = *poly[0].atoms[1];
-  if (p.kind != Atom::Leaf || q.kind != Atom::Leaf)
-    return failure();
-  if (p.map == mapA && q.map == mapB) {
-    a = p.src;
-    b = q.src;
-    return success();
-  }
-  if (q.map == mapA && p.map == mapB) {
-    a = q.src;
-    b = p.src;
-    return success();
-  }
-  return failure();
-}
-
-static FailureOr<Poly> activationPoly(Activation act, const Poly &x) {
-  switch (act) {
-  case Activation::gelu: {
-    FailureOr<Poly> p = mul(scale(x, 0.5), add(constant(1.0), fn("erf", {scale(x, M_SQRT1_2)})));
-    return p;
-  }
-  case Activation::gelu_tanh: {
-    FailureOr<Poly> x2 = mul(x, x);
-    if (failed(x2))
-      return failure();
-    FailureOr<Poly> x3 = mul(*x2, x);
-    if (failed(x3))
-      return failure();
-    Poly inner = scale(add(x, scale(*x3, 0.044715)), std::sqrt(2.0 / M_PI));
-    return mul(scale(x, 0.5), add(constant(1.0), fn("tanh", {inner})));
-  }
-  case Activation::relu:
-    return fn("max", {x, constant(0.0)});
-  case Activation::silu:
-    return mul(x, fn("recip", {add(constant(1.0), fn("exp", {scale(x, -1.0)}))}));
-  default:
-    return failure();
-  }
-}
-
-/// Matches the einsum form ending in `root`; on failure `why` says why
-/// (empty when the op is not a weighted-sum candidate at all).
-static FailureOr<RaisedLayer> matchEinsumForm(linalg::LinalgOp root, Evaluator &ev,
-                                              std::string &why) {
-  MLIRContext *ctx = root.getContext();
-  // Cheap filter first: 3 loops, one of them a reduction, a rank-2 result.
-  if (root.getNumLoops() != 3 || root.getNumReductionLoops() != 1 ||
-      root->getNumResults() != 1 ||
-      cast<ShapedType>(root->getResult(0).getType()).getRank() != 2)
-    return failure();
-  FailureOr<Reduction> comb = ev.reduction(root);
-  if (failed(comb))
-    return failure();
-  SmallVector<unsigned> out;
-  unsigned e;
-  if (failed(loopRoles(*comb, 2, out, e)))
-    return failure();
-  // Candidate only if some term multiplies a rank-3 leaf (per-expert
-  // outputs) with something that is not rank-3 (the gate).
-  auto rankOf = [](const AtomP &a) {
-    return a->kind == Atom::Leaf ? cast<ShapedType>(a->src.getType()).getRank() : -1;
-  };
-  bool candidate = llvm::any_of(comb->poly, [&](const Mono &m) {
-    return m.atoms.size() >= 2 && llvm::any_of(m.atoms, [&](const AtomP &a) {
-             return rankOf(a) == 3;
-           }) && llvm::any_of(m.atoms, [&](const AtomP &a) { return rankOf(a) != 3; });
-  });
-  if (!candidate)
-    return failure();
-  unsigned t = out[0], d = out[1], n = comb->numLoops;
-  AffineMap mTE = dimsMap(n, {t, e}, ctx), mETD = dimsMap(n, {e, t, d}, ctx),
-            mED = dimsMap(n, {e, d}, ctx);
-
-  // y[t,d] = sum_e g[t,e] * (Y[e,t,d] (+ b2[e,d])).
-  const char *wrongAxis = "the reduction is not a weighted sum over the experts "
-                          "sum_e g[t,e] * y[e,t,d] (a sum over another axis, or "
-                          "other terms)";
-  Value g, y, b2;
-  for (const Mono &m : comb->poly) {
-    // The per-expert value of this term: y[e,t,d] or b2[e,d].
-    const Atom *value = nullptr;
-    SmallVector<const Atom *> rest;
-    for (const AtomP &a : m.atoms) {
-      if (!value && a->kind == Atom::Leaf && (a->map == mETD || a->map == mED))
-        value = a.get();
-      else
-        rest.push_back(a.get());
-    }
-    if (!value || !coefEq(m.coef, 1.0)) {
-      why = wrongAxis;
-      return failure();
-    }
-    if (rest.size() != 1 || rest[0]->kind != Atom::Leaf) {
-      why = llvm::any_of(rest, [](const Atom *a) { return a->kind == Atom::Fn; })
-                ? "the expert weights are computed elementwise (e.g. a sigmoid "
-                  "gate), not by a linalg.softmax over the experts"
-                : wrongAxis;
-      return failure();
-    }
-    const Atom *gate = rest[0];
-    if (gate->map != mTE || (g && g != gate->src)) {
-      why = wrongAxis;
-      return failure();
-    }
-    g = gate->src;
-    Value &slot = value->map == mETD ? y : b2;
-    if (slot) {
-      why = wrongAxis;
-      return failure();
-    }
-    slot = value->src;
-  }
-  if (!y) {
-    why = "no per-expert outputs y[e,t,d] in the weighted sum";
-    return failure();
-  }
-
-  // g = linalg.softmax over experts (dimension 1) of the router logits.
-  auto softmax = g.getDefiningOp<linalg::SoftmaxOp>();
-  if (!softmax) {
-    why = "the expert weights are not a linalg.softmax (not a dense softmax gate)";
-    return failure();
-  }
-  if (softmax.getDimension() != 1) {
-    why = "the softmax is over dimension " + std::to_string(softmax.getDimension()) +
-          " (tokens), not over the experts (dimension 1)";
-    return failure();
-  }
-  ev.ops.insert(softmax);
-  AffineMap id2 = AffineMap::getMultiDimIdentityMap(2, ctx);
-  FailureOr<Poly> logits = ev.tensorPoly(softmax.getInput(), id2);
-  Value routerMM, br;
-  AffineMap biasE = AffineMap::get(2, 0, {getAffineDimExpr(1, ctx)}, ctx);
-  if (failed(logits) || logits->empty() || logits->size() > 2) {
-    why = "the router logits are not x Wr (+ br)";
-    return failure();
-  }
-  for (const Mono &m : *logits) {
-    if (!coefEq(m.coef, 1.0) || m.atoms.size() != 1 || m.atoms[0]->kind != Atom::Leaf) {
-      why = "the router logits are not x Wr (+ br)";
-      return failure();
-    }
-    const Atom &a = *m.atoms[0];
-    if (a.map == id2 && !routerMM)
-      routerMM = a.src;
-    else if (a.map == biasE && !br)
-      br = a.src;
-    else {
-      why = "the router logits are not x Wr (+ br)";
-      return failure();
-    }
-  }
-  FailureOr<Reduction> router = ev.reduction(routerMM ? routerMM.getDefiningOp() : nullptr);
-  SmallVector<unsigned> rOut;
-  unsigned rd;
-  Value x, wr;
-  if (failed(router) || failed(loopRoles(*router, 2, rOut, rd)) ||
-      failed(matchProduct(router->poly, dimsMap(router->numLoops, {rOut[0], rd}, ctx),
-                          dimsMap(router->numLoops, {rd, rOut[1]}, ctx), x, wr))) {
-    why = "the router logits are not a matmul x[t,d] * Wr[d,e]";
-    return failure();
-  }
-
-  // Y[e,t,d] = sum_h act(X[e,t,h]) * W2[e,h,d], X = mm1 (+ b1[e,h]).
-  FailureOr<Reduction> gemm2 = ev.reduction(y.getDefiningOp());
-  SmallVector<unsigned> o2;
-  unsigned h;
-  if (failed(gemm2) || failed(loopRoles(*gemm2, 3, o2, h))) {
-    why = "the expert outputs are not a contraction over the hidden dimension "
-          "(\"eth,ehd->etd\")";
-    return failure();
-  }
-  unsigned n2 = gemm2->numLoops;
-  AffineMap mEHD = dimsMap(n2, {o2[0], h, o2[2]}, ctx),
-            mETH = dimsMap(n2, {o2[0], o2[1], h}, ctx), mEH = dimsMap(n2, {o2[0], h}, ctx);
-  SmallVector<const Atom *> l2;
-  collectLeaves(gemm2->poly, l2);
-  Value w2, mm1, b1;
-  for (const Atom *a : l2) {
-    if (a->map == mEHD && !w2)
-      w2 = a->src;
-    else if (a->map == mETH && !mm1)
-      mm1 = a->src;
-    else if (a->map == mEH && !b1)
-      b1 = a->src;
-    else {
-      why = "the second expert GEMM does not read act(x W1[e] (+ b1[e])) and a "
-            "per-expert weight W2[e,h,d] (a weight without the expert dimension?)";
-      return failure();
-    }
-  }
-  if (!w2 || !mm1) {
-    why = "the second expert GEMM does not read act(x W1[e] (+ b1[e])) and a "
-          "per-expert weight W2[e,h,d]";
-    return failure();
-  }
-  Poly xPoly = leaf(mm1, mETH);
-  if (b1)
-    xPoly = add(xPoly, leaf(b1, mEH));
-  std::optional<Activation> act;
-  for (Activation cand : {Activation::gelu, Activation::gelu_tanh, Activation::relu,
-                          Activation::silu}) {
-    FailureOr<Poly> a = activationPoly(cand, xPoly);
-    if (failed(a))
-      continue;
-    FailureOr<Poly> expected = mul(*a, leaf(w2, mEHD));
-    if (succeeded(expected) && polyEq(*expected, gemm2->poly)) {
-      act = cand;
-      break;
-    }
-  }
-  if (!act) {
-    why = "the expert activation is not one of gelu (erf), gelu_tanh, relu, silu";
-    return failure();
-  }
-
-  // mm1[e,t,h] = sum_d x[t,d] * W1[e,d,h].
-  FailureOr<Reduction> gemm1 = ev.reduction(mm1.getDefiningOp());
-  SmallVector<unsigned> o1;
-  unsigned d1;
-  Value x1, w1;
-  if (failed(gemm1) || failed(loopRoles(*gemm1, 3, o1, d1))) {
-    why = "the first expert GEMM is not a contraction \"td,edh->eth\"";
-    return failure();
-  }
-  unsigned n1 = gemm1->numLoops;
-  if (failed(matchProduct(gemm1->poly, dimsMap(n1, {o1[1], d1}, ctx),
-                          dimsMap(n1, {o1[0], d1, o1[2]}, ctx), x1, w1))) {
-    why = "the first expert GEMM is not x[t,d] * W1[e,d,h] summed over d (a "
-          "weight shared by all experts, without the expert dimension?)";
-    return failure();
-  }
-  if (x1 != x) {
-    why = "the experts do not read the router's input x";
-    return failure();
-  }
-
-  // One element type; the layer's verifier checks the shapes.
-  Type elt = cast<ShapedType>(x.getType()).getElementType();
-  for (Value v : {wr, br, w1, w2, b1, b2, Value(root->getResult(0))})
-    if (v && cast<ShapedType>(v.getType()).getElementType() != elt) {
-      why = "operands of different element types";
-      return failure();
-    }
-  return RaisedLayer{x, wr, br, w1, w2, b1, b2, *act};
-}
-
-/// Whether `op` computes only from constants (no data): sharing it with
-/// other code is harmless.
-static bool isConstantComputation(Operation *op, unsigned depth = 0) {
-  if (op->hasTrait<OpTrait::ConstantLike>() || isa<tensor::EmptyOp>(op))
-    return true;
-  if (depth > 8 || !(isa<linalg::FillOp>(op) || (op->getNumRegions() == 0 && isPure(op))))
     return false;
-  return llvm::all_of(op->getOperands(), [&](Value v) {
-    Operation *d = v.getDefiningOp();
-    return d && isConstantComputation(d, depth + 1);
-  });
-}
-
-/// Every op of the matched layer except the root is used only inside it.
-static bool usedOnlyInside(const llvm::SetVector<Operation *> &ops, Operation *root) {
-  for (Operation *op : ops) {
-    if (op == root || isa<linalg::FillOp>(op) || isConstantComputation(op))
-      continue;
-    for (Operation *user : op->getUsers()) {
-      Operation *u = user;
-      // A user nested in a matched op (a loop body) counts as inside.
-      while (u && !ops.contains(u))
-        u = u->getParentOp();
-      if (!u)
-        return false;
-    }
   }
-  return true;
+
+  /// The logits of a softmax over the experts: linalg.softmax, or the
+  /// max/sub/exp/sum/div decomposition (torch-mlir's), or exp/sum/div.
+  FailureOr<Expr *> matchSoftmax(View gate) {
+    gate = lookThrough(gate, &seen);
+    if (auto sm = gate.value.getDefiningOp<linalg::SoftmaxOp>()) {
+      seen.insert(sm);
+      if (gate.letters[sm.getDimension()] != 'e')
+        return fail("the softmax is over dimension " + Twine(sm.getDimension()) +
+                    " (tokens), not over the experts");
+      return trees.tensor({sm.getInput(), gate.letters});
+    }
+    Expr *g = trees.tensor(gate);
+    if (g->kind == Expr::Leaf)
+      return fail("the gate is not a softmax over the experts (linalg.softmax or "
+                  "exp(l - max l) / sum exp(l - max l))");
+    if (!g->is("arith.divf") || g->args[1]->kind != Expr::Leaf)
+      return fail("the gate is computed elementwise (e.g. a sigmoid), not a softmax over "
+                  "the experts");
+    Expr *num = g->args[0];
+    View den = g->args[1]->leaf;
+    if (!num->is("math.exp"))
+      return fail("the softmax numerator is not an exp");
+    if (named(den.letters) != "t")
+      return fail("the softmax sum is not over the experts (dimension 1)");
+    std::optional<Reduction> sum = reduction(den, 'e', /*depth=*/-1, trees, seen);
+    if (!sum || sum->combiner != "arith.addf" || !equal(sum->term, num) || !isZeroTensor(sum->init))
+      return fail("the softmax denominator is not the sum over the experts of its "
+                  "numerator");
+    // exp(l - max l), or exp(l) (no max: the same in exact arithmetic).
+    Expr *arg = num->args[0];
+    Expr *m = arg->is("arith.subf") ? leafOf(arg->args[1]) : nullptr;
+    if (!m || named(m->leaf.letters) != "t")
+      return arg;
+    Expr *l = arg->args[0];
+    std::optional<Reduction> max = reduction(m->leaf, 'e', /*depth=*/-1, trees, seen);
+    if (!max || (max->combiner != "arith.maximumf" && max->combiner != "arith.maxnumf") ||
+        !equal(max->term, l))
+      return fail("the softmax subtracts something else than the max of the logits "
+                  "over the experts");
+    return l;
+  }
+
+  OpSet seen;
+  TreeBuilder trees;
+  Value combineInit;
+};
+
+//===----------------------------------------------------------------------===//
+// Building the layer
+//===----------------------------------------------------------------------===//
+
+/// `v` permuted from its letters to `want` (a linalg.transpose when they
+/// differ).
+static Value permuted(OpBuilder &b, Location loc, const View &v, StringRef want) {
+  if (v.letters == want)
+    return v.value;
+  SmallVector<int64_t> perm;
+  for (char c : want)
+    perm.push_back(v.letters.find(c));
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, v.value);
+  SmallVector<OpFoldResult> out;
+  for (int64_t p : perm)
+    out.push_back(sizes[p]);
+  auto type = cast<RankedTensorType>(v.value.getType());
+  Value init = tensor::EmptyOp::create(b, loc, out, type.getElementType());
+  return linalg::TransposeOp::create(b, loc, v.value, init, perm)->getResult(0);
 }
 
-/// A zero tensor shaped like `like` dims [i0, i1] of the given values.
-static Value zeros(OpBuilder &b, Location loc, Value dim0Of, unsigned i0, Value dim1Of,
-                   unsigned i1) {
-  auto t0 = cast<RankedTensorType>(dim0Of.getType());
-  auto t1 = cast<RankedTensorType>(dim1Of.getType());
-  SmallVector<int64_t> shape{t0.getDimSize(i0), t1.getDimSize(i1)};
-  SmallVector<Value> dyn;
-  if (ShapedType::isDynamic(shape[0]))
-    dyn.push_back(tensor::DimOp::create(b, loc, dim0Of, i0));
-  if (ShapedType::isDynamic(shape[1]))
-    dyn.push_back(tensor::DimOp::create(b, loc, dim1Of, i1));
-  Type elt = t0.getElementType();
-  Value empty = tensor::EmptyOp::create(b, loc, RankedTensorType::get(shape, elt), dyn);
+static Value zeros(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes, Type elt) {
   Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(elt, 0.0));
-  return linalg::FillOp::create(b, loc, zero, empty).getResult(0);
+  Value empty = tensor::EmptyOp::create(b, loc, sizes, elt);
+  return linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty}).getResult(0);
 }
 
-/// Builds the layer detached, verifies it quietly, and inserts it.
-static FailureOr<LayerOp> buildLayer(PatternRewriter &rewriter, Operation *root,
-                                     const RaisedLayer &l) {
-  MLIRContext *ctx = root->getContext();
-  Location loc = root->getLoc();
-  OpBuilder detached(ctx);
-  Value b1 = l.b1, b2 = l.b2;
-  SmallVector<Operation *> extra;
-  if ((b1 != nullptr) != (b2 != nullptr)) {
-    // moe.layer takes both expert biases or neither: the missing one is 0.
-    rewriter.setInsertionPoint(root);
-    if (!b1)
-      b1 = zeros(rewriter, loc, l.w1, 0, l.w1, 2);
-    else
-      b2 = zeros(rewriter, loc, l.w2, 0, l.w2, 2);
-  }
-  auto layer = LayerOp::create(
-      detached, loc, root->getResult(0).getType(), /*aux_loss=*/Type(), l.x, l.wr, l.br,
-      /*selection_bias=*/Value(), l.w1, l.w2, b1, b2, /*shared_w1=*/Value(),
-      /*shared_w2=*/Value(), /*shared_gate=*/Value(), /*seed=*/Value(),
-      DenseRoutingAttr::get(ctx),
-      ActivationAttr::get(ctx, l.activation), /*training=*/UnitAttr(),
-      /*capacity_factor=*/FloatAttr());
-  {
-    ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
-    if (failed(verify(layer))) {
-      layer->destroy();
-      return failure();
+static LayerOp build(RewriterBase &rw, Location loc, Type resultType, const Layer &l) {
+  MLIRContext *ctx = rw.getContext();
+  Type elt = getElementTypeOrSelf(resultType);
+  Value wr = permuted(rw, loc, l.wr, "de");
+  Value br = l.br ? l.br->value : Value();
+  SmallVector<Value, 2> w1s, b1s;
+  for (const Weight &w : l.w1)
+    w1s.push_back(permuted(rw, loc, w.w, "edh"));
+  Value w2 = permuted(rw, loc, l.w2.w, "ehd");
+  bool biases = l.w2.bias || llvm::any_of(l.w1, [](const Weight &w) { return bool(w.bias); });
+  Value b2;
+  if (biases) {
+    for (auto [w, w1] : llvm::zip(l.w1, w1s)) {
+      if (w.bias) {
+        b1s.push_back(w.bias->value);
+        continue;
+      }
+      SmallVector<OpFoldResult> s = tensor::getMixedSizes(rw, loc, w1);
+      b1s.push_back(zeros(rw, loc, {s[0], s[2]}, elt));
+    }
+    if (l.w2.bias) {
+      b2 = l.w2.bias->value;
+    } else {
+      SmallVector<OpFoldResult> s = tensor::getMixedSizes(rw, loc, w2);
+      b2 = zeros(rw, loc, {s[0], s[2]}, elt);
     }
   }
-  rewriter.setInsertionPoint(root);
-  rewriter.insert(layer);
-  return layer;
+  Value w1 = w1s.size() == 1 ? w1s[0] : tensor::ConcatOp::create(rw, loc, 2, w1s).getResult();
+  Value b1;
+  if (biases)
+    b1 = b1s.size() == 1 ? b1s[0] : tensor::ConcatOp::create(rw, loc, 1, b1s).getResult();
+  return LayerOp::create(rw, loc, resultType, /*aux_loss=*/Type(), l.x, wr, br,
+                         /*selection_bias=*/Value(), w1, w2, b1, b2, /*shared_w1=*/Value(),
+                         /*shared_w2=*/Value(), /*shared_gate=*/Value(), /*seed=*/Value(),
+                         DenseRoutingAttr::get(ctx), ActivationAttr::get(ctx, l.act),
+                         /*training=*/UnitAttr(), /*capacity_factor=*/FloatAttr());
 }
 
-struct RaiseEinsumForm : public OpInterfaceRewritePattern<linalg::LinalgOp> {
-  RaiseEinsumForm(MLIRContext *ctx, Reasons *reasons)
-      : OpInterfaceRewritePattern(ctx), reasons(reasons) {}
+/// Raises the dense layer ending at a weighted sum over the experts.
+struct RaiseDenseLayer : public OpInterfaceRewritePattern<linalg::LinalgOp> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
 
-  LogicalResult matchAndRewrite(linalg::LinalgOp root,
-                                PatternRewriter &rewriter) const override {
-    Evaluator ev;
-    std::string why;
-    FailureOr<RaisedLayer> l = matchEinsumForm(root, ev, why);
-    if (failed(l)) {
-      if (!why.empty())
-        reasons->note(root, why);
-      return rewriter.notifyMatchFailure(root, why.empty() ? "not a weighted sum" : why);
+  LogicalResult matchAndRewrite(linalg::LinalgOp comb, PatternRewriter &rewriter) const override {
+    Matcher m;
+    auto operands = m.candidate(comb);
+    if (!operands)
+      return rewriter.notifyMatchFailure(comb, "not a weighted sum of rank-2 x rank-3");
+    FailureOr<Layer> l = m.match(operands->first, operands->second);
+    if (succeeded(l))
+      m.why = usedOutside(*l, comb);
+    if (succeeded(l) && m.why.empty())
+      m.why = mixedTypes(*l, comb->getResult(0).getType());
+    if (failed(l) || !m.why.empty()) {
+      comb->emitRemark() << "not raised to moe.layer: " << m.why;
+      return rewriter.notifyMatchFailure(comb, m.why);
     }
-    if (!usedOnlyInside(ev.ops, root)) {
-      reasons->note(root, "an intermediate of the layer (router, softmax, expert "
-                          "GEMMs or activation) is also used outside it");
-      return rewriter.notifyMatchFailure(root, "intermediate used outside");
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] raising " << comb->getLoc() << " as "
+                            << stringifyActivation(l->act) << "\n");
+    rewriter.setInsertionPoint(comb);
+    LayerOp layer = build(rewriter, comb->getLoc(), comb->getResult(0).getType(), *l);
+    SmallVector<Operation *> worklist;
+    for (Value v : comb->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        worklist.push_back(def);
+    rewriter.replaceOp(comb, layer.getOutput());
+    // The layer's internals that nothing else reads any more (the router
+    // stays when its logits or probabilities are used elsewhere).
+    worklist.append(l->combineOps.begin(), l->combineOps.end());
+    worklist.append(l->expertOps.begin(), l->expertOps.end());
+    worklist.append(l->routerOps.begin(), l->routerOps.end());
+    DenseSet<Operation *> erased;
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (erased.contains(op) || !isOpTriviallyDead(op))
+        continue;
+      // Its producers, those of the values its payload captures included.
+      SmallVector<Operation *> producers;
+      op->walk([&](Operation *nested) {
+        for (Value v : nested->getOperands())
+          if (Operation *def = v.getDefiningOp(); def && !op->isAncestor(def))
+            producers.push_back(def);
+      });
+      erased.insert(op);
+      rewriter.eraseOp(op);
+      worklist.append(producers.begin(), producers.end());
     }
-    FailureOr<LayerOp> layer = buildLayer(rewriter, root, *l);
-    if (failed(layer)) {
-      reasons->note(root, "the recognised operands do not form a valid moe.layer");
-      return failure();
-    }
-    reasons->forget(root);
-    rewriter.replaceOp(root, layer->getOutput());
     return success();
   }
 
-  Reasons *reasons;
-};
-
-//===----------------------------------------------------------------------===//
-// (a) the form --convert-moe-to-linalg emits
-//===----------------------------------------------------------------------===//
-
-/// Structural identity of a generated (scratch) DAG and the function's IR.
-class GraphMatcher {
-public:
-  DenseMap<Value, Value> values;
-  DenseMap<Operation *, Operation *> opsMap;
-
-  bool value(Value g, Value a) {
-    if (g.getType() != a.getType())
-      return false;
-    if (auto it = values.find(g); it != values.end())
-      return it->second == a;
-    auto gr = dyn_cast<OpResult>(g);
-    auto ar = dyn_cast<OpResult>(a);
-    if (!gr || !ar || gr.getResultNumber() != ar.getResultNumber())
-      return false;
-    if (!op(gr.getOwner(), ar.getOwner()))
-      return false;
-    return values.lookup(g) == a;
+  /// The expert internals must be read only inside the layer (the router
+  /// may be read elsewhere: it stays, and the layer recomputes it).
+  static std::string usedOutside(const Layer &l, Operation *comb) {
+    auto inside = [&](Operation *user) {
+      return user == comb || l.combineOps.contains(user) || l.expertOps.contains(user) ||
+             l.routerOps.contains(user);
+    };
+    for (const OpSet *set : {&l.combineOps, &l.expertOps})
+      for (Operation *op : *set)
+        for (Operation *user : op->getUsers())
+          if (op != comb && !inside(user))
+            return "an expert intermediate (" + op->getName().getStringRef().str() +
+                   ") is also used outside the layer";
+    return "";
   }
 
-  bool op(Operation *g, Operation *a) {
-    if (auto it = opsMap.find(g); it != opsMap.end())
-      return it->second == a;
-    if (g->getName() != a->getName() || g->getNumOperands() != a->getNumOperands() ||
-        g->getNumResults() != a->getNumResults() ||
-        g->getNumRegions() != a->getNumRegions() || g->getNumSuccessors() != 0 ||
-        a->getNumSuccessors() != 0)
-      return false;
-    if (g->getRawDictionaryAttrs() != a->getRawDictionaryAttrs() ||
-        g->getPropertiesAsAttribute() != a->getPropertiesAsAttribute())
-      return false;
-    if (g->getResultTypes() != a->getResultTypes())
-      return false;
-    for (auto [x, y] : llvm::zip(g->getOperands(), a->getOperands()))
-      if (!value(x, y))
-        return false;
-    for (auto [rg, ra] : llvm::zip(g->getRegions(), a->getRegions())) {
-      if (rg.getBlocks().size() != ra.getBlocks().size())
-        return false;
-      for (auto [bg, ba] : llvm::zip(rg.getBlocks(), ra.getBlocks())) {
-        if (bg.getNumArguments() != ba.getNumArguments() ||
-            bg.getOperations().size() != ba.getOperations().size())
-          return false;
-        for (auto [x, y] : llvm::zip(bg.getArguments(), ba.getArguments())) {
-          if (x.getType() != y.getType())
-            return false;
-          values[x] = y;
-        }
-        for (auto [og, oa] : llvm::zip(bg.getOperations(), ba.getOperations()))
-          if (!op(&og, &oa))
-            return false;
-      }
+  static std::string mixedTypes(const Layer &l, Type resultType) {
+    Type elt = getElementTypeOrSelf(resultType);
+    SmallVector<Value> values = {l.x, l.wr.value, l.w2.w.value};
+    if (l.br)
+      values.push_back(l.br->value);
+    if (l.w2.bias)
+      values.push_back(l.w2.bias->value);
+    for (const Weight &w : l.w1) {
+      values.push_back(w.w.value);
+      if (w.bias)
+        values.push_back(w.bias->value);
     }
-    opsMap[g] = a;
-    for (auto [x, y] : llvm::zip(g->getResults(), a->getResults()))
-      values[x] = y;
-    return true;
+    for (Value v : values)
+      if (getElementTypeOrSelf(v.getType()) != elt)
+        return "the layer's operands and result do not share one element type";
+    return "";
   }
 };
 
-struct LoweredOperands {
-  Value x, wr, br, w1, w2, b1, b2;
-};
-
-static bool definedOutside(Value v, Operation *op) {
-  return !op->getRegion(0).isAncestor(v.getParentRegion());
-}
-
-/// Finds the would-be layer operands around a lowered combine.
-static FailureOr<LoweredOperands> navigateLowered(linalg::GenericOp comb) {
-  if (comb.getNumDpsInputs() != 2 || comb.getNumDpsInits() != 1 ||
-      comb->getNumResults() != 1)
-    return failure();
-  auto wType = dyn_cast<RankedTensorType>(comb.getDpsInputs()[0].getType());
-  auto iType = dyn_cast<RankedTensorType>(comb.getDpsInputs()[1].getType());
-  auto yType = dyn_cast<RankedTensorType>(comb->getResult(0).getType());
-  if (!wType || !iType || !yType || wType.getRank() != 2 || iType.getRank() != 2 ||
-      yType.getRank() != 2 || !iType.getElementType().isInteger(32))
-    return failure();
-  // The gate loop and the logits it reads.
-  Operation *gate = stripCasts(comb.getDpsInputs()[0]).getDefiningOp();
-  if (!gate || gate->getNumRegions() != 1 || !isa<LoopLikeOpInterface>(gate))
-    return failure();
-  Value logits;
-  gate->walk([&](tensor::ExtractOp ex) {
-    if (!logits && definedOutside(ex.getTensor(), gate))
-      logits = ex.getTensor();
-  });
-  if (!logits)
-    return failure();
-  LoweredOperands r;
-  auto lg = stripCasts(logits).getDefiningOp<linalg::GenericOp>();
-  if (!lg || lg.getNumDpsInputs() != 2)
-    return failure();
-  linalg::GenericOp mm = lg;
-  if (cast<ShapedType>(lg.getDpsInputs()[1].getType()).getRank() == 1) {
-    r.br = lg.getDpsInputs()[1];
-    mm = stripCasts(lg.getDpsInputs()[0]).getDefiningOp<linalg::GenericOp>();
-    if (!mm || mm.getNumDpsInputs() != 2)
-      return failure();
-  }
-  r.x = mm.getDpsInputs()[0];
-  r.wr = mm.getDpsInputs()[1];
-  // The expert loop the combine gathers from.
-  Value expertOut;
-  comb.walk([&](tensor::ExtractOp ex) {
-    if (!expertOut && definedOutside(ex.getTensor(), comb))
-      expertOut = ex.getTensor();
-  });
-  if (!expertOut)
-    return failure();
-  auto experts = stripCasts(expertOut).getDefiningOp<LoopLikeOpInterface>();
-  if (!experts || experts->getNumRegions() != 1 || experts->getRegion(0).empty())
-    return failure();
-  std::optional<Value> iv = experts.getSingleInductionVar();
-  if (!iv)
-    return failure();
-  SmallVector<Value> weights, biases;
-  for (Operation &o : experts->getRegion(0).front().getOperations()) {
-    auto slice = dyn_cast<tensor::ExtractSliceOp>(o);
-    if (!slice || !definedOutside(slice.getSource(), experts))
-      continue;
-    int64_t rank = slice.getSourceType().getRank();
-    // (the expert loop may be scf.for or scf.forall)
-    if (rank == 3) {
-      weights.push_back(slice.getSource());
-    } else if (rank == 2 && slice.getType().getRank() == 1) {
-      auto off = dyn_cast<Value>(slice.getMixedOffsets()[0]);
-      if (off && off == *iv)
-        biases.push_back(slice.getSource());
-    }
-  }
-  if (weights.size() != 2 || (biases.size() != 0 && biases.size() != 2))
-    return failure();
-  r.w1 = weights[0];
-  r.w2 = weights[1];
-  if (!biases.empty()) {
-    r.b1 = biases[0];
-    r.b2 = biases[1];
-  }
-  return r;
-}
-
-struct RaiseLoweredForm : public OpRewritePattern<linalg::GenericOp> {
-  RaiseLoweredForm(MLIRContext *ctx, Reasons *reasons, bool *lowererMissing)
-      : OpRewritePattern(ctx), reasons(reasons), lowererMissing(lowererMissing) {}
-
-  LogicalResult matchAndRewrite(linalg::GenericOp comb,
-                                PatternRewriter &rewriter) const override {
-    FailureOr<LoweredOperands> ops = navigateLowered(comb);
-    if (failed(ops))
-      return rewriter.notifyMatchFailure(comb, "not a lowered combine");
-    MLIRContext *ctx = comb.getContext();
-    Location loc = comb.getLoc();
-    auto resultType = comb->getResult(0).getType();
-    bool gated = false;
-    auto w1Type = cast<RankedTensorType>(ops->w1.getType());
-    auto w2Type = cast<RankedTensorType>(ops->w2.getType());
-    if (!w1Type.isDynamicDim(2) && !w2Type.isDynamicDim(1) &&
-        w1Type.getDimSize(2) == 2 * w2Type.getDimSize(1))
-      gated = true;
-    SmallVector<Activation> candidates{Activation::gelu, Activation::gelu_tanh,
-                                       Activation::relu, Activation::silu};
-    if (gated)
-      candidates = {Activation::swiglu, Activation::geglu};
-
-    // The IR as emitted, or after the usual clean-ups (the scratch gets the
-    // same clean-up as the function is assumed to have had).
-    static const char *const kPipelines[] = {
-        "convert-moe-to-linalg", "convert-moe-to-linalg,cse",
-        "convert-moe-to-linalg,canonicalize", "convert-moe-to-linalg,canonicalize,cse"};
-    SmallVector<std::pair<const char *, Activation>> attempts;
-    for (const char *pipeline : kPipelines)
-      for (Activation act : candidates)
-        attempts.push_back({pipeline, act});
-    for (auto [pipeline, act] : attempts) {
-      ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
-      OwningOpRef<ModuleOp> scratch = ModuleOp::create(loc);
-      OpBuilder b(ctx);
-      b.setInsertionPointToEnd(scratch->getBody());
-      SmallVector<Value> actual{ops->x, ops->wr};
-      if (ops->br) actual.push_back(ops->br);
-      actual.append({ops->w1, ops->w2});
-      if (ops->b1) actual.append({ops->b1, ops->b2});
-      SmallVector<Type> argTypes;
-      for (Value v : actual)
-        argTypes.push_back(v.getType());
-      auto func = func::FuncOp::create(b, loc, "moe_raise_scratch",
-                                       b.getFunctionType(argTypes, {resultType}));
-      Block *entry = func.addEntryBlock();
-      b.setInsertionPointToStart(entry);
-      unsigned i = 0;
-      Value x = entry->getArgument(i++), wr = entry->getArgument(i++);
-      Value br = ops->br ? entry->getArgument(i++) : Value();
-      Value w1 = entry->getArgument(i++), w2 = entry->getArgument(i++);
-      Value b1 = ops->b1 ? entry->getArgument(i++) : Value();
-      Value b2 = ops->b1 ? entry->getArgument(i++) : Value();
-      auto layer = LayerOp::create(b, loc, resultType, Type(), x, wr, br,
-                                   /*selection_bias=*/Value(), w1, w2, b1, b2,
-                                   /*shared_w1=*/Value(), /*shared_w2=*/Value(),
-                                   /*shared_gate=*/Value(), /*seed=*/Value(),
-                                   DenseRoutingAttr::get(ctx),
-                                   ActivationAttr::get(ctx, act), UnitAttr(), FloatAttr());
-      func::ReturnOp::create(b, loc, layer.getOutput());
-      if (failed(verify(*scratch)))
-        continue;
-      PassManager pm(ctx, ModuleOp::getOperationName());
-      std::string err;
-      llvm::raw_string_ostream errs(err);
-      if (failed(parsePassPipeline(pipeline, pm, errs))) {
-        *lowererMissing = true;
-        return rewriter.notifyMatchFailure(comb, "convert-moe-to-linalg not registered");
-      }
-      if (failed(pm.run(*scratch)))
-        continue;
-      auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-      Operation *genRoot = stripCasts(ret.getOperand(0)).getDefiningOp();
-      if (!genRoot)
-        continue;
-      GraphMatcher m;
-      for (auto [g, a] : llvm::zip(func.getArguments(), actual))
-        m.values[g] = a;
-      if (!m.op(genRoot, comb))
-        continue;
-      llvm::SetVector<Operation *> image;
-      for (auto &kv : m.opsMap)
-        image.insert(kv.second);
-      if (!usedOnlyInside(image, comb)) {
-        reasons->note(comb, "the lowered dense layer's intermediates are also "
-                            "used outside it");
-        return rewriter.notifyMatchFailure(comb, "intermediate used outside");
-      }
-      RaisedLayer l{ops->x, ops->wr, ops->br, ops->w1, ops->w2, ops->b1, ops->b2, act};
-      FailureOr<LayerOp> raised = buildLayer(rewriter, comb, l);
-      if (failed(raised))
-        return failure();
-      reasons->forget(comb);
-      rewriter.replaceOp(comb, raised->getOutput());
-      return success();
-    }
-    reasons->note(comb, "looks like a lowered moe combine, but not of a dense "
-                        "layer exactly as --convert-moe-to-linalg emits it "
-                        "(another routing, a capacity factor, or edited IR)");
-    return rewriter.notifyMatchFailure(comb, "no dense layer lowers to this");
-  }
-
-  Reasons *reasons;
-  bool *lowererMissing;
-};
-
-//===----------------------------------------------------------------------===//
-// The pass
-//===----------------------------------------------------------------------===//
-
-struct MoERaiseLinalgPass
-    : public mlir::moe::impl::MoERaiseLinalgBase<MoERaiseLinalgPass> {
+struct MoERaiseLinalgPass : public mlir::moe::impl::MoERaiseLinalgBase<MoERaiseLinalgPass> {
   using MoERaiseLinalgBase::MoERaiseLinalgBase;
 
   void runOnOperation() override {
-    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
-                            << " at " << getOperation()->getLoc() << "\n");
-    MLIRContext *ctx = &getContext();
-    Reasons reasons;
-    bool lowererMissing = false;
-    RewritePatternSet patterns(ctx);
-    patterns.add<RaiseLoweredForm>(ctx, &reasons, &lowererMissing);
-    patterns.add<RaiseEinsumForm>(ctx, &reasons);
-    GreedyRewriteConfig config;
-    config.enableFolding(false);
-    config.enableConstantCSE(false);
-    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))
-      return signalPassFailure();
-    // Ops that still exist and looked like a layer: say why they were left.
-    DenseSet<Operation *> alive;
-    getOperation()->walk([&](Operation *op) { alive.insert(op); });
-    for (auto &[op, why] : reasons.byOp)
-      if (alive.contains(op))
-        op->emitRemark() << "not raised to moe.layer: " << why;
-    if (lowererMissing)
-      getOperation()->emitRemark()
-          << "--moe-raise-linalg: the lowered form cannot be recognised because "
-             "the convert-moe-to-linalg pass is not registered in this tool";
+    RewritePatternSet patterns(&getContext());
+    patterns.add<RaiseDenseLayer>(&getContext());
+    walkAndApplyPatterns(getOperation(), std::move(patterns));
   }
 };
 
