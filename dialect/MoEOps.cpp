@@ -19,6 +19,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -1068,10 +1069,16 @@ LogicalResult FusedExpertsOp::reifyResultShapes(OpBuilder &b,
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// Whether `v` is a constant all-zero float tensor (x + 0 == x exactly, so
-/// a zero bias is dropped without changing any result).
+/// Whether `v` is an all-zero float tensor (x + 0 == x exactly, so a zero
+/// bias is dropped without changing any result): a zero constant, or a
+/// linalg.fill with zero (how --moe-raise-linalg supplies a missing bias).
 bool isZeroTensor(Value v) {
-  return v && matchPattern(v, m_AnyZeroFloat());
+  if (!v)
+    return false;
+  if (auto fill = v.getDefiningOp<linalg::FillOp>())
+    return fill.getInputs().size() == 1 &&
+           matchPattern(fill.getInputs().front(), m_AnyZeroFloat());
+  return matchPattern(v, m_AnyZeroFloat());
 }
 
 /// A capacity factor cf >= E is no capacity: C = ceil(cf * T * K / E) >= T * K,

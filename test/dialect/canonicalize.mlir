@@ -173,3 +173,28 @@ func.func @chain_zero_biases(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %rows:
       : (tensor<8x16xf32>, tensor<8x2xi32>, tensor<8x2xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>, tensor<4x32xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
   return %o, %out, %y : tensor<8x4xf32>, tensor<16x16xf32>, tensor<8x16xf32>
 }
+
+// -----
+
+// A bias filled with zero (what --moe-raise-linalg builds for a missing one)
+// is a zero bias too; a fill with another value is not.
+// CHECK-LABEL: func.func @filled_zero_biases
+// CHECK:         %[[ONE:.*]] = linalg.fill
+// CHECK-NEXT:    %[[Y:.*]] = moe.layer %arg0 router(%arg1, %[[ONE]]) experts(%arg2, %arg3) {activation = #moe.activation<gelu>, routing = #moe.dense}
+// CHECK-NEXT:    return %[[Y]]
+func.func @filled_zero_biases(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>,
+                              %w2: tensor<4x32x16xf32>) -> tensor<8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %e0 = tensor.empty() : tensor<4xf32>
+  %br = linalg.fill ins(%one : f32) outs(%e0 : tensor<4xf32>) -> tensor<4xf32>
+  %e1 = tensor.empty() : tensor<4x32xf32>
+  %b1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x32xf32>) -> tensor<4x32xf32>
+  %e2 = tensor.empty() : tensor<4x16xf32>
+  %b2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %y = moe.layer %x router(%wr, %br) experts(%w1, %w2) expert_biases(%b1, %b2)
+         {routing = #moe.dense, activation = #moe.activation<gelu>}
+         : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<4xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>,
+            tensor<4x32xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
