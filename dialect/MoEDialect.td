@@ -43,6 +43,10 @@ def MoE_Dialect : Dialect {
       (decoder) model; it may be sparsified but never turned into Soft MoE,
       which mixes tokens across positions.
   }];
+  // Reified result shapes (ReifyRankedShapedTypeOpInterface) are tensor.dim
+  // and arith.muli ops.
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;

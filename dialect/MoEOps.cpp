@@ -3,15 +3,30 @@
 // Verifiers of the moe ops. Every relation of docs/spec.md §2-§3 between
 // known sizes is checked; each message names the operand at fault using the
 // names of the assembly format (input, router_weight, router_bias, w1, w2,
-// b1, b2, seed, slots, scale, output, aux_loss).
+// b1, b2, seed, slots, scale, output, aux_loss). ODS checks each operand's
+// rank and element type alone (dialect/MoETypeConstraints.td).
+//
+// Result types: the ops whose result types follow from their operands and
+// attributes infer them (InferTypeOpInterface; a declared type may refine a
+// dynamic inferred size, never contradict a known one), and the chain ops
+// reify their result shapes for dynamic sizes
+// (ReifyRankedShapedTypeOpInterface). Canonicalization patterns are at the
+// end of this file.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialect/MoEOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -36,15 +51,12 @@ public:
     return cast<RankedTensorType>(v.getType());
   }
 
-  /// All floating-point operands share one element type (f32, f16 or bf16).
+  /// All floating-point operands share one element type (ODS has checked
+  /// that each is f32, f16 or bf16).
   LogicalResult elementTypes(ArrayRef<Named> values) {
     if (failed(byteSizes(values)))
       return failure();
     Type elt = type(values.front().value).getElementType();
-    if (!isa<Float32Type, Float16Type, BFloat16Type>(elt))
-      return op->emitOpError()
-             << values.front().name << " element type must be f32, f16 or bf16, got "
-             << elt;
     for (const Named &v : values.drop_front()) {
       if (!v.value)
         continue;
@@ -71,14 +83,6 @@ public:
                              << " (routing values are f32 or the data's element type)";
   }
 
-  LogicalResult rank(Named v, int64_t rank, StringRef layout) {
-    RankedTensorType t = type(v.value);
-    if (t.getRank() != rank)
-      return op->emitOpError() << "expects " << v.name << " of rank " << rank
-                               << " " << layout << ", got " << t;
-    return success();
-  }
-
   /// Dimension `idx` of `v` (the size `symbol`) must equal `expected`, which
   /// `source` fixed. Dynamic sizes on either side are not checked.
   LogicalResult dim(Named v, unsigned idx, StringRef symbol, int64_t expected,
@@ -97,9 +101,6 @@ public:
                         ActivationAttr activation, int64_t numExperts,
                         StringRef expertSource, int64_t modelDim) {
     bool gated = activation.isGated();
-    if (failed(rank(w1, 3, gated ? "[E, D, 2H]" : "[E, D, H]")) ||
-        failed(rank(w2, 3, "[E, H, D]")))
-      return failure();
     if (failed(dim(w1, 0, "E", numExperts, expertSource)) ||
         failed(dim(w1, 1, "D", modelDim, "input")))
       return failure();
@@ -137,23 +138,11 @@ public:
     if (!b1.value)
       return success();
     StringRef hSym = gated ? "2H" : "H";
-    if (failed(rank(b1, 2, gated ? "[E, 2H]" : "[E, H]")) ||
-        failed(dim(b1, 0, "E", e, eSource)) ||
+    if (failed(dim(b1, 0, "E", e, eSource)) ||
         failed(dim(b1, 1, hSym, w1WidthKnown, "w1")) ||
-        failed(rank(b2, 2, "[E, D]")) || failed(dim(b2, 0, "E", e, eSource)) ||
+        failed(dim(b2, 0, "E", e, eSource)) ||
         failed(dim(b2, 1, "D", modelDim, "input")))
       return failure();
-    return success();
-  }
-
-  /// `v` is a tensor of i32 of the given rank.
-  LogicalResult indexTensor(Named v, int64_t rankValue, StringRef layout) {
-    if (failed(rank(v, rankValue, layout)))
-      return failure();
-    Type elt = type(v.value).getElementType();
-    if (!elt.isSignlessInteger(32))
-      return op->emitOpError() << "expects " << v.name
-                               << " to hold i32 indices, got " << type(v.value);
     return success();
   }
 
@@ -241,21 +230,6 @@ public:
   /// i32 tensors.
   static constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 
-  /// The seed is tensor<i64> and the aux loss tensor<f32>, when present.
-  LogicalResult seedAndLossTypes(Value seed, Value loss) {
-    if (seed) {
-      auto t = cast<RankedTensorType>(seed.getType());
-      if (t.getRank() != 0 || !t.getElementType().isSignlessInteger(64))
-        return op->emitOpError() << "expects seed of type tensor<i64>, got " << t;
-    }
-    if (loss) {
-      auto t = cast<RankedTensorType>(loss.getType());
-      if (t.getRank() != 0 || !t.getElementType().isF32())
-        return op->emitOpError() << "expects aux_loss of type tensor<f32>, got " << t;
-    }
-    return success();
-  }
-
   static int64_t mul(int64_t a, int64_t b) {
     return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) ? ShapedType::kDynamic
                                                                 : a * b;
@@ -270,8 +244,7 @@ public:
   LogicalResult sharedExpert(Named s1, Named s2, Named sg, ActivationAttr activation,
                              int64_t modelDim) {
     bool gated = activation.isGated();
-    if (failed(rank(s1, 2, gated ? "[D, 2Hs]" : "[D, Hs]")) ||
-        failed(rank(s2, 2, "[Hs, D]")) || failed(dim(s1, 0, "D", modelDim, "input")) ||
+    if (failed(dim(s1, 0, "D", modelDim, "input")) ||
         failed(dim(s2, 1, "D", modelDim, "input")))
       return failure();
     int64_t width = type(s1.value).getDimSize(1), hidden = type(s2.value).getDimSize(0);
@@ -288,23 +261,17 @@ public:
     }
     if (!sg.value)
       return success();
-    if (failed(rank(sg, 2, "[D, 1]")) || failed(dim(sg, 0, "D", modelDim, "input")) ||
+    if (failed(dim(sg, 0, "D", modelDim, "input")) ||
         failed(dim(sg, 1, "1", 1, "the gate's layout [D, 1]")))
       return failure();
     return success();
   }
 
-  /// The optional shared expert output added by a combine: [T, D] f32, the
-  /// shape of the result.
+  /// The optional shared expert output added by a combine ([T, D] f32 by
+  /// ODS) has the shape of the result.
   LogicalResult sharedOutput(Named shared, Named output) {
     if (!shared.value)
       return success();
-    if (failed(rank(shared, 2, "[T, D]")))
-      return failure();
-    if (!type(shared.value).getElementType().isF32())
-      return op->emitOpError() << shared.name << " must be f32 (the shared expert's "
-                               << "output is added before y is rounded), got "
-                               << type(shared.value).getElementType();
     if (failed(dim(shared, 0, "T", type(output.value).getDimSize(0), output.name)) ||
         failed(dim(shared, 1, "D", type(output.value).getDimSize(1), output.name)))
       return failure();
@@ -348,23 +315,18 @@ LogicalResult LayerOp::verify() {
                                  sharedW2, sharedGate, output})))
     return failure();
 
-  if (failed(check.rank(input, 2, "[T, D]")) ||
-      failed(check.rank(routerWeight, 2, "[D, E]")))
-    return failure();
   auto inputType = getInput().getType();
   int64_t tokens = inputType.getDimSize(0), modelDim = inputType.getDimSize(1);
   if (failed(check.dim(routerWeight, 0, "D", modelDim, "input")))
     return failure();
   int64_t numExperts = getRouterWeight().getType().getDimSize(1);
-  if (getRouterBias() && (failed(check.rank(routerBias, 1, "[E]")) ||
-                          failed(check.dim(routerBias, 0, "E", numExperts,
-                                           "router_weight"))))
+  if (getRouterBias() &&
+      failed(check.dim(routerBias, 0, "E", numExperts, "router_weight")))
     return failure();
   if (failed(check.experts(w1, w2, b1, b2, getActivationAttr(), numExperts,
                            "router_weight", modelDim)))
     return failure();
-  if (failed(check.rank(output, 2, "[T, D]")) ||
-      failed(check.dim(output, 0, "T", tokens, "input")) ||
+  if (failed(check.dim(output, 0, "T", tokens, "input")) ||
       failed(check.dim(output, 1, "D", modelDim, "input")))
     return failure();
 
@@ -372,8 +334,7 @@ LogicalResult LayerOp::verify() {
     if (!isa<TopKRoutingAttr>(getRouting()))
       return emitOpError("has a selection_bias, which only #moe.top_k routing uses "
                          "(it shifts the scores that choose the experts)");
-    if (failed(check.rank(selectionBias, 1, "[E]")) ||
-        failed(check.dim(selectionBias, 0, "E", numExperts, "router_weight")) ||
+    if (failed(check.dim(selectionBias, 0, "E", numExperts, "router_weight")) ||
         failed(check.routingType(selectionBias, input)))
       return failure();
   }
@@ -402,9 +363,6 @@ LogicalResult LayerOp::verify() {
       return emitOpError("is in inference mode and returns one result; the "
                          "aux_loss result needs the 'training' attribute");
   }
-  if (failed(check.seedAndLossTypes(getSeed(), getAuxLoss())))
-    return failure();
-
   int64_t e = ShapeChecker::known(numExperts, getW1().getType().getDimSize(0));
   if (e == 0)
     return emitOpError() << "has E = 0 experts (router_weight dimension 1); a "
@@ -451,21 +409,15 @@ LogicalResult SoftLayerOp::verify() {
       b1{"b1", getB1()}, b2{"b2", getB2()}, output{"output", getOutput()};
   if (failed(check.elementTypes({input, slots, scale, w1, w2, b1, b2, output})))
     return failure();
-  if (failed(check.rank(input, 3, "[G, M, D]")) ||
-      failed(check.rank(slots, 3, "[D, E, S]")))
-    return failure();
   auto inputType = getInput().getType();
   int64_t modelDim = inputType.getDimSize(2);
   if (failed(check.dim(slots, 0, "D", modelDim, "input")))
-    return failure();
-  if (getScale() && failed(check.rank(scale, 0, "(a scalar, tensor<f32>)")))
     return failure();
   if (failed(check.experts(w1, w2, b1, b2, getActivationAttr(),
                            getSlots().getType().getDimSize(1), "slots",
                            modelDim)))
     return failure();
-  if (failed(check.rank(output, 3, "[G, M, D]")) ||
-      failed(check.dim(output, 0, "G", inputType.getDimSize(0), "input")) ||
+  if (failed(check.dim(output, 0, "G", inputType.getDimSize(0), "input")) ||
       failed(check.dim(output, 1, "M", inputType.getDimSize(1), "input")) ||
       failed(check.dim(output, 2, "D", modelDim, "input")))
     return failure();
@@ -482,18 +434,14 @@ LogicalResult RouteOp::verify() {
       routerBias{"router_bias", getRouterBias()}, logits{"logits", getLogits()};
   if (failed(check.elementTypes({input, routerWeight, routerBias})) ||
       failed(check.routingType(logits, input)) ||
-      failed(check.rank(input, 2, "[T, D]")) ||
-      failed(check.rank(routerWeight, 2, "[D, E]")) ||
       failed(check.dim(routerWeight, 0, "D",
                        getInput().getType().getDimSize(1), "input")))
     return failure();
   int64_t numExperts = getRouterWeight().getType().getDimSize(1);
   if (getRouterBias() &&
-      (failed(check.rank(routerBias, 1, "[E]")) ||
-       failed(check.dim(routerBias, 0, "E", numExperts, "router_weight"))))
+      failed(check.dim(routerBias, 0, "E", numExperts, "router_weight")))
     return failure();
-  if (failed(check.rank(logits, 2, "[T, E]")) ||
-      failed(check.dim(logits, 0, "T", getInput().getType().getDimSize(0),
+  if (failed(check.dim(logits, 0, "T", getInput().getType().getDimSize(0),
                        "input")) ||
       failed(check.dim(logits, 1, "E", numExperts, "router_weight")))
     return failure();
@@ -510,10 +458,7 @@ LogicalResult GateOp::verify() {
   ShapeChecker check(*this);
   Named logits{"logits", getLogits()}, weights{"weights", getWeights()},
       indices{"indices", getIndices()};
-  if (failed(check.elementTypes({logits, weights})) ||
-      failed(check.rank(logits, 2, "[T, E]")) ||
-      failed(check.rank(weights, 2, "[T, K]")) ||
-      failed(check.indexTensor(indices, 2, "[T, K]")))
+  if (failed(check.elementTypes({logits, weights})))
     return failure();
   int64_t tokens = getLogits().getType().getDimSize(0);
   int64_t numExperts = getNumExperts();
@@ -539,15 +484,12 @@ LogicalResult GateOp::verify() {
                                         "aux_loss as a third result"
                                       : "is in inference mode and returns no "
                                         "aux_loss");
-  if (failed(check.seedAndLossTypes(getSeed(), getAuxLoss())))
-    return failure();
   if (getSelectionBias()) {
     Named bias{"selection_bias", getSelectionBias()};
     if (!isa<TopKRoutingAttr>(getRouting()))
       return emitOpError("has a selection_bias, which only #moe.top_k routing uses "
                          "(it shifts the scores that choose the experts)");
-    if (failed(check.rank(bias, 1, "[E]")) ||
-        failed(check.dim(bias, 0, "E", numExperts, "logits")) ||
+    if (failed(check.dim(bias, 0, "E", numExperts, "logits")) ||
         failed(check.routingType(bias, logits)))
       return failure();
   }
@@ -565,13 +507,7 @@ LogicalResult DispatchOp::verify() {
       rows{"rows", getRows()}, offsets{"offsets", getOffsets()},
       sourceRows{"source_rows", getSourceRows()},
       positions{"positions", getPositions()};
-  if (failed(check.elementTypes({input, rows})) ||
-      failed(check.rank(input, 2, "[T, D]")) ||
-      failed(check.indexTensor(indices, 2, "[T, K]")) ||
-      failed(check.rank(rows, 2, "[T*K, D]")) ||
-      failed(check.indexTensor(offsets, 1, "[E+1]")) ||
-      failed(check.indexTensor(sourceRows, 1, "[T*K]")) ||
-      failed(check.indexTensor(positions, 2, "[T, K]")))
+  if (failed(check.elementTypes({input, rows})))
     return failure();
   int64_t tokens = getInput().getType().getDimSize(0);
   int64_t modelDim = getInput().getType().getDimSize(1);
@@ -602,18 +538,15 @@ LogicalResult DispatchOp::verify() {
 
 LogicalResult ExpertFFNOp::verify() {
   ShapeChecker check(*this);
-  Named rows{"rows", getRows()}, offsets{"offsets", getOffsets()},
-      w1{"w1", getW1()}, w2{"w2", getW2()}, b1{"b1", getB1()}, b2{"b2", getB2()},
-      output{"output", getOutput()};
+  Named rows{"rows", getRows()}, w1{"w1", getW1()}, w2{"w2", getW2()},
+      b1{"b1", getB1()}, b2{"b2", getB2()}, output{"output", getOutput()};
   // The output is in the element type T, or f32 for T = bf16/f16: the
   // FFN's f32 result not yet rounded, for a moe.combine that sums it in f32
   // before the one rounding of y (what the layer does; expert parallelism
   // exchanges these rows, docs/expert-parallelism.md).
   bool f32Output = getOutput().getType().getElementType().isF32();
   if (failed(check.elementTypes(
-          {rows, w1, w2, b1, b2, f32Output ? Named{"output", Value()} : output})) ||
-      failed(check.rank(rows, 2, "[N, D]")) ||
-      failed(check.indexTensor(offsets, 1, "[E+1]")))
+          {rows, w1, w2, b1, b2, f32Output ? Named{"output", Value()} : output})))
     return failure();
   int64_t groups = getOffsets().getType().getDimSize(0);
   int64_t numExperts = ShapedType::isDynamic(groups) ? groups : groups - 1;
@@ -623,7 +556,6 @@ LogicalResult ExpertFFNOp::verify() {
            << getOffsets().getType();
   if (failed(check.experts(w1, w2, b1, b2, getActivationAttr(), numExperts,
                            "offsets", modelDim)) ||
-      failed(check.rank(output, 2, "[N, D]")) ||
       failed(check.dim(output, 0, "N", getRows().getType().getDimSize(0), "rows")) ||
       failed(check.dim(output, 1, "D", modelDim, "rows")))
     return failure();
@@ -642,11 +574,7 @@ LogicalResult CombineOp::verify() {
   // moe.expert_ffn result, see there).
   bool f32Rows = getExpertOutput().getType().getElementType().isF32();
   if (failed(check.elementTypes({f32Rows ? output : expertOut, output})) ||
-      failed(check.routingType(weights, output)) ||
-      failed(check.rank(expertOut, 2, "[N, D]")) ||
-      failed(check.rank(weights, 2, "[T, K]")) ||
-      failed(check.indexTensor(positions, 2, "[T, K]")) ||
-      failed(check.rank(output, 2, "[T, D]")))
+      failed(check.routingType(weights, output)))
     return failure();
   auto wType = getWeights().getType();
   if (failed(check.dim(positions, 0, "T", wType.getDimSize(0), "weights")) ||
@@ -668,13 +596,7 @@ LogicalResult SoftDispatchOp::verify() {
       scale{"scale", getScale()}, rows{"rows", getRows()},
       offsets{"offsets", getOffsets()},
       combine{"combine_weights", getCombineWeights()};
-  if (failed(check.elementTypes({input, slots, scale, rows, combine})) ||
-      failed(check.rank(input, 3, "[G, M, D]")) ||
-      failed(check.rank(slots, 3, "[D, E, S]")) ||
-      (getScale() && failed(check.rank(scale, 0, "(a scalar, tensor<f32>)"))) ||
-      failed(check.rank(rows, 2, "[E*G*S, D]")) ||
-      failed(check.indexTensor(offsets, 1, "[E+1]")) ||
-      failed(check.rank(combine, 4, "[G, M, E, S]")))
+  if (failed(check.elementTypes({input, slots, scale, rows, combine})))
     return failure();
   auto x = getInput().getType();
   auto phi = getSlots().getType();
@@ -711,10 +633,7 @@ LogicalResult SoftCombineOp::verify() {
   ShapeChecker check(*this);
   Named expertOut{"expert_output", getExpertOutput()},
       combine{"combine_weights", getCombineWeights()}, output{"output", getOutput()};
-  if (failed(check.elementTypes({expertOut, combine, output})) ||
-      failed(check.rank(expertOut, 2, "[E*G*S, D]")) ||
-      failed(check.rank(combine, 4, "[G, M, E, S]")) ||
-      failed(check.rank(output, 3, "[G, M, D]")))
+  if (failed(check.elementTypes({expertOut, combine, output})))
     return failure();
   auto cw = getCombineWeights().getType();
   int64_t g = cw.getDimSize(0), e = cw.getDimSize(2), sl = cw.getDimSize(3);
@@ -748,11 +667,7 @@ LogicalResult FusedExpertsOp::verify() {
       weights{"weights", getWeights()}, w1{"w1", getW1()}, w2{"w2", getW2()},
       b1{"b1", getB1()}, b2{"b2", getB2()}, output{"output", getOutput()};
   if (failed(check.elementTypes({input, w1, w2, b1, b2, output})) ||
-      failed(check.routingType(weights, input)) ||
-      failed(check.rank(input, 2, "[T, D]")) ||
-      failed(check.indexTensor(indices, 2, "[T, K]")) ||
-      failed(check.rank(weights, 2, "[T, K]")) ||
-      failed(check.rank(output, 2, "[T, D]")))
+      failed(check.routingType(weights, input)))
     return failure();
   auto x = getInput().getType();
   int64_t tokens = x.getDimSize(0), modelDim = x.getDimSize(1);
@@ -785,17 +700,13 @@ LogicalResult FusedSoftExpertsOp::verify() {
   Named input{"input", getInput()}, slots{"slots", getSlots()},
       scale{"scale", getScale()}, w1{"w1", getW1()}, w2{"w2", getW2()},
       b1{"b1", getB1()}, b2{"b2", getB2()}, output{"output", getOutput()};
-  if (failed(check.elementTypes({input, slots, scale, w1, w2, b1, b2, output})) ||
-      failed(check.rank(input, 3, "[G, M, D]")) ||
-      failed(check.rank(slots, 3, "[D, E, S]")) ||
-      (getScale() && failed(check.rank(scale, 0, "(a scalar, tensor<f32>)"))))
+  if (failed(check.elementTypes({input, slots, scale, w1, w2, b1, b2, output})))
     return failure();
   auto x = getInput().getType();
   int64_t modelDim = x.getDimSize(2);
   if (failed(check.dim(slots, 0, "D", modelDim, "input")) ||
       failed(check.experts(w1, w2, b1, b2, getActivationAttr(),
                            getSlots().getType().getDimSize(1), "slots", modelDim)) ||
-      failed(check.rank(output, 3, "[G, M, D]")) ||
       failed(check.dim(output, 0, "G", x.getDimSize(0), "input")) ||
       failed(check.dim(output, 1, "M", x.getDimSize(1), "input")) ||
       failed(check.dim(output, 2, "D", modelDim, "input")))
@@ -816,17 +727,489 @@ LogicalResult SharedExpertOp::verify() {
       s2{"shared_w2", getSharedW2()}, sg{"shared_gate", getSharedGate()},
       output{"output", getOutput()};
   if (failed(check.elementTypes({input, s1, s2, sg})) ||
-      failed(check.rank(input, 2, "[T, D]")) ||
       failed(check.sharedExpert(s1, s2, sg, getActivationAttr(),
                                 getInput().getType().getDimSize(1))))
     return failure();
-  if (failed(check.rank(output, 2, "[T, D]")))
-    return failure();
-  if (!getOutput().getType().getElementType().isF32())
-    return emitOpError() << "output must be f32 (it is added before y is rounded), got "
-                         << getOutput().getType().getElementType();
   if (failed(check.dim(output, 0, "T", getInput().getType().getDimSize(0), "input")) ||
       failed(check.dim(output, 1, "D", getInput().getType().getDimSize(1), "input")))
     return failure();
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Result type inference (docs/spec.md §3.3: the result shapes of the chain)
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The ranked tensor type of `v`, or null (a builder given a wrong value:
+/// inference then fails instead of crashing).
+RankedTensorType rankedOf(Value v) {
+  return v ? dyn_cast<RankedTensorType>(v.getType()) : RankedTensorType();
+}
+
+
+/// K of a gate over E experts (dynamic when E is and the routing runs all).
+int64_t expertsPerToken(RoutingAttrInterface routing, int64_t numExperts) {
+  if (!routing)
+    return ShapedType::kDynamic;
+  if (!ShapedType::isDynamic(numExperts))
+    return routing.getExpertsPerToken(numExperts);
+  if (std::optional<int64_t> k = routing.getFixedK())
+    return *k;
+  return ShapedType::kDynamic;
+}
+
+/// Declared result types are compatible with the inferred ones when they
+/// have the same element type and rank and no static size differs: a
+/// declared static size may refine an inferred dynamic one (and a declared
+/// dynamic size may forget a known one), as for upstream tensor ops.
+bool compatibleResultTypes(TypeRange inferred, TypeRange declared) {
+  if (inferred.size() != declared.size())
+    return false;
+  for (auto [a, b] : llvm::zip(inferred, declared)) {
+    auto ta = dyn_cast<RankedTensorType>(a), tb = dyn_cast<RankedTensorType>(b);
+    if (!ta || !tb || ta.getElementType() != tb.getElementType() ||
+        failed(verifyCompatibleShape(ta, tb)))
+      return false;
+  }
+  return true;
+}
+
+LogicalResult inferenceFailure(std::optional<Location> loc, StringRef op) {
+  return emitOptionalError(loc, "'", op,
+                           "' cannot infer its result types: an operand is not a "
+                           "ranked tensor of the expected rank");
+}
+} // namespace
+
+#define MOE_COMPATIBLE_RESULTS(OpTy)                                             \
+  bool OpTy::isCompatibleReturnTypes(TypeRange l, TypeRange r) {                 \
+    return compatibleResultTypes(l, r);                                          \
+  }
+MOE_COMPATIBLE_RESULTS(LayerOp)
+MOE_COMPATIBLE_RESULTS(SoftLayerOp)
+MOE_COMPATIBLE_RESULTS(GateOp)
+MOE_COMPATIBLE_RESULTS(DispatchOp)
+MOE_COMPATIBLE_RESULTS(SharedExpertOp)
+MOE_COMPATIBLE_RESULTS(SoftDispatchOp)
+MOE_COMPATIBLE_RESULTS(SoftCombineOp)
+MOE_COMPATIBLE_RESULTS(FusedExpertsOp)
+MOE_COMPATIBLE_RESULTS(FusedSoftExpertsOp)
+#undef MOE_COMPATIBLE_RESULTS
+
+/// y: [T, D] in the input's element type; in training mode also the aux loss
+/// tensor<f32>.
+LogicalResult LayerOp::inferReturnTypes(MLIRContext *context,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  RankedTensorType x = rankedOf(adaptor.getInput());
+  if (!x || x.getRank() != 2)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(x);
+  if (adaptor.getTraining())
+    inferred.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+  return success();
+}
+
+/// y: [G, M, D] like the input.
+LogicalResult SoftLayerOp::inferReturnTypes(MLIRContext *context,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  RankedTensorType x = rankedOf(adaptor.getInput());
+  if (!x || x.getRank() != 3)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(x);
+  return success();
+}
+
+/// weights: [T, K] in the logits' element type, indices: [T, K] i32,
+/// K = routing.getExpertsPerToken(E); training: the aux loss tensor<f32>.
+LogicalResult GateOp::inferReturnTypes(MLIRContext *context,
+                                       std::optional<Location> location,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  RankedTensorType logits = rankedOf(adaptor.getLogits());
+  if (!logits || logits.getRank() != 2)
+    return inferenceFailure(location, getOperationName());
+  int64_t tokens = logits.getDimSize(0);
+  int64_t k = expertsPerToken(adaptor.getRouting(), logits.getDimSize(1));
+  inferred.push_back(RankedTensorType::get({tokens, k}, logits.getElementType()));
+  inferred.push_back(RankedTensorType::get({tokens, k}, IntegerType::get(context, 32)));
+  if (adaptor.getTraining())
+    inferred.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+  return success();
+}
+
+/// rows: [T*K, D] in the input's element type; offsets: [E+1], source_rows:
+/// [T*K], positions: [T, K], all i32.
+LogicalResult DispatchOp::inferReturnTypes(MLIRContext *context,
+                                           std::optional<Location> location,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &inferred) {
+  RankedTensorType x = rankedOf(adaptor.getInput());
+  RankedTensorType ids = rankedOf(adaptor.getIndices());
+  if (!x || x.getRank() != 2 || !ids || ids.getRank() != 2)
+    return inferenceFailure(location, getOperationName());
+  Type i32 = IntegerType::get(context, 32);
+  int64_t tokens = ShapeChecker::known(x.getDimSize(0), ids.getDimSize(0));
+  int64_t k = ids.getDimSize(1);
+  int64_t assignments = ShapeChecker::mul(tokens, k);
+  int64_t numExperts = adaptor.getNumExperts();
+  inferred.push_back(
+      RankedTensorType::get({assignments, x.getDimSize(1)}, x.getElementType()));
+  inferred.push_back(RankedTensorType::get(
+      {numExperts > 0 && numExperts < std::numeric_limits<int64_t>::max()
+           ? numExperts + 1
+           : ShapedType::kDynamic},
+      i32));
+  inferred.push_back(RankedTensorType::get({assignments}, i32));
+  inferred.push_back(RankedTensorType::get({tokens, k}, i32));
+  return success();
+}
+
+/// [T, D] f32 whatever the inputs' element type.
+LogicalResult SharedExpertOp::inferReturnTypes(MLIRContext *context,
+                                               std::optional<Location> location,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &inferred) {
+  RankedTensorType x = rankedOf(adaptor.getInput());
+  if (!x || x.getRank() != 2)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(RankedTensorType::get(x.getShape(), Float32Type::get(context)));
+  return success();
+}
+
+/// rows: [E*G*S, D], offsets: [E+1] i32, combine_weights: [G, M, E, S].
+LogicalResult SoftDispatchOp::inferReturnTypes(MLIRContext *context,
+                                               std::optional<Location> location,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &inferred) {
+  RankedTensorType x = rankedOf(adaptor.getInput());
+  RankedTensorType phi = rankedOf(adaptor.getSlots());
+  if (!x || x.getRank() != 3 || !phi || phi.getRank() != 3)
+    return inferenceFailure(location, getOperationName());
+  int64_t g = x.getDimSize(0), m = x.getDimSize(1), d = x.getDimSize(2);
+  int64_t e = phi.getDimSize(1), sl = phi.getDimSize(2);
+  Type elt = x.getElementType();
+  inferred.push_back(RankedTensorType::get(
+      {ShapeChecker::mul(ShapeChecker::mul(e, g), sl), d}, elt));
+  inferred.push_back(
+      RankedTensorType::get({ShapeChecker::add(e, 1)}, IntegerType::get(context, 32)));
+  inferred.push_back(RankedTensorType::get({g, m, e, sl}, elt));
+  return success();
+}
+
+/// y: [G, M, D] with G, M from combine_weights and D from expert_output.
+LogicalResult SoftCombineOp::inferReturnTypes(MLIRContext *context,
+                                              std::optional<Location> location,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  RankedTensorType rows = rankedOf(adaptor.getExpertOutput());
+  RankedTensorType cw = rankedOf(adaptor.getCombineWeights());
+  if (!rows || rows.getRank() != 2 || !cw || cw.getRank() != 4)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(RankedTensorType::get(
+      {cw.getDimSize(0), cw.getDimSize(1), rows.getDimSize(1)}, rows.getElementType()));
+  return success();
+}
+
+/// y: [T, D] like the input.
+LogicalResult FusedExpertsOp::inferReturnTypes(MLIRContext *context,
+                                               std::optional<Location> location,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &inferred) {
+  RankedTensorType x = rankedOf(adaptor.getInput());
+  if (!x || x.getRank() != 2)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(x);
+  return success();
+}
+
+/// y: [G, M, D] like the input.
+LogicalResult FusedSoftExpertsOp::inferReturnTypes(MLIRContext *context,
+                                                   std::optional<Location> location,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &inferred) {
+  RankedTensorType x = rankedOf(adaptor.getInput());
+  if (!x || x.getRank() != 3)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(x);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Result shapes (ReifyRankedShapedTypeOpInterface)
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Builds the reified shape of one result: a static size of the declared
+/// result type is used as is; a dynamic one comes from `compute`, which
+/// creates `tensor.dim` / `arith.muli` ops only then.
+class ShapeReifier {
+public:
+  ShapeReifier(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  /// Size `d` of `v`: an attribute when static, else a tensor.dim.
+  OpFoldResult dim(Value v, int64_t d) { return tensor::getMixedSize(b, loc, v, d); }
+
+  /// `lhs * rhs`, folded when both are constants.
+  OpFoldResult mul(OpFoldResult lhs, OpFoldResult rhs) {
+    std::optional<int64_t> l = getConstantIntValue(lhs), r = getConstantIntValue(rhs);
+    if (l && r)
+      return b.getIndexAttr(*l * *r);
+    Value lv = getValueOrCreateConstantIndexOp(b, loc, lhs);
+    Value rv = getValueOrCreateConstantIndexOp(b, loc, rhs);
+    return arith::MulIOp::create(b, loc, lv, rv).getResult();
+  }
+
+  OpFoldResult constant(int64_t v) { return b.getIndexAttr(v); }
+
+  /// Appends the shape of `result`, calling `compute(i)` for its dynamic
+  /// sizes only.
+  void add(ReifiedRankedShapedTypeDims &shapes, Value result,
+           llvm::function_ref<OpFoldResult(unsigned)> compute) {
+    auto type = cast<RankedTensorType>(result.getType());
+    SmallVector<OpFoldResult> sizes;
+    for (unsigned i = 0, e = type.getRank(); i < e; ++i)
+      sizes.push_back(type.isDynamicDim(i) ? compute(i)
+                                           : OpFoldResult(b.getIndexAttr(type.getDimSize(i))));
+    shapes.push_back(std::move(sizes));
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+};
+} // namespace
+
+LogicalResult LayerOp::reifyResultShapes(OpBuilder &b,
+                                         ReifiedRankedShapedTypeDims &shapes) {
+  ShapeReifier r(b, getLoc());
+  r.add(shapes, getOutput(), [&](unsigned i) { return r.dim(getInput(), i); });
+  if (getAuxLoss())
+    r.add(shapes, getAuxLoss(), [&](unsigned) { return r.constant(1); });
+  return success();
+}
+
+LogicalResult RouteOp::reifyResultShapes(OpBuilder &b,
+                                         ReifiedRankedShapedTypeDims &shapes) {
+  ShapeReifier r(b, getLoc());
+  r.add(shapes, getLogits(), [&](unsigned i) {
+    return i == 0 ? r.dim(getInput(), 0) : r.dim(getRouterWeight(), 1);
+  });
+  return success();
+}
+
+LogicalResult GateOp::reifyResultShapes(OpBuilder &b,
+                                        ReifiedRankedShapedTypeDims &shapes) {
+  ShapeReifier r(b, getLoc());
+  int64_t k = expertsPerToken(getRouting(), getNumExperts());
+  // [T, K]: K is fixed by the routing, or E (dense routing over dynamic E).
+  auto tk = [&](unsigned i) {
+    if (i == 0)
+      return r.dim(getLogits(), 0);
+    return ShapedType::isDynamic(k) ? r.dim(getLogits(), 1) : r.constant(k);
+  };
+  r.add(shapes, getWeights(), tk);
+  r.add(shapes, getIndices(), tk);
+  if (getAuxLoss())
+    r.add(shapes, getAuxLoss(), [&](unsigned) { return r.constant(1); });
+  return success();
+}
+
+LogicalResult DispatchOp::reifyResultShapes(OpBuilder &b,
+                                            ReifiedRankedShapedTypeDims &shapes) {
+  ShapeReifier r(b, getLoc());
+  auto assignments = [&]() {
+    return r.mul(r.dim(getIndices(), 0), r.dim(getIndices(), 1));
+  };
+  r.add(shapes, getRows(), [&](unsigned i) {
+    return i == 0 ? assignments() : r.dim(getInput(), 1);
+  });
+  r.add(shapes, getOffsets(), [&](unsigned) { return r.constant(getNumExperts() + 1); });
+  r.add(shapes, getSourceRows(), [&](unsigned) { return assignments(); });
+  r.add(shapes, getPositions(), [&](unsigned i) { return r.dim(getIndices(), i); });
+  return success();
+}
+
+LogicalResult ExpertFFNOp::reifyResultShapes(OpBuilder &b,
+                                             ReifiedRankedShapedTypeDims &shapes) {
+  ShapeReifier r(b, getLoc());
+  r.add(shapes, getOutput(), [&](unsigned i) { return r.dim(getRows(), i); });
+  return success();
+}
+
+LogicalResult SharedExpertOp::reifyResultShapes(OpBuilder &b,
+                                                ReifiedRankedShapedTypeDims &shapes) {
+  ShapeReifier r(b, getLoc());
+  r.add(shapes, getOutput(), [&](unsigned i) { return r.dim(getInput(), i); });
+  return success();
+}
+
+LogicalResult CombineOp::reifyResultShapes(OpBuilder &b,
+                                           ReifiedRankedShapedTypeDims &shapes) {
+  ShapeReifier r(b, getLoc());
+  r.add(shapes, getOutput(), [&](unsigned i) {
+    return i == 0 ? r.dim(getWeights(), 0) : r.dim(getExpertOutput(), 1);
+  });
+  return success();
+}
+
+LogicalResult FusedExpertsOp::reifyResultShapes(OpBuilder &b,
+                                                ReifiedRankedShapedTypeDims &shapes) {
+  ShapeReifier r(b, getLoc());
+  r.add(shapes, getOutput(), [&](unsigned i) { return r.dim(getInput(), i); });
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Canonicalization
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Whether `v` is an all-zero float tensor (x + 0 == x exactly, so a zero
+/// bias is dropped without changing any result): a zero constant, or a
+/// linalg.fill with zero (how --moe-raise-linalg supplies a missing bias).
+bool isZeroTensor(Value v) {
+  if (!v)
+    return false;
+  if (auto fill = v.getDefiningOp<linalg::FillOp>())
+    return fill.getInputs().size() == 1 &&
+           matchPattern(fill.getInputs().front(), m_AnyZeroFloat());
+  return matchPattern(v, m_AnyZeroFloat());
+}
+
+/// A capacity factor cf >= E is no capacity: C = ceil(cf * T * K / E) >= T * K,
+/// the number of assignments, so no expert can be full (whatever the ids).
+bool isDroplessCapacity(std::optional<llvm::APFloat> cf, int64_t numExperts) {
+  return cf && !ShapedType::isDynamic(numExperts) &&
+         cf->convertToDouble() >= static_cast<double>(numExperts);
+}
+
+/// Drops a pair of constant-zero expert biases (b1, b2) of `op`.
+template <typename OpTy>
+bool dropZeroExpertBiases(OpTy op, PatternRewriter &rewriter) {
+  if (!op.getB1() || !isZeroTensor(op.getB1()) || !isZeroTensor(op.getB2()))
+    return false;
+  rewriter.modifyOpInPlace(op, [&] {
+    op.getB1Mutable().clear();
+    op.getB2Mutable().clear();
+  });
+  return true;
+}
+
+/// Drops the capacity factor of `op` when it cannot drop anything.
+template <typename OpTy>
+bool dropDroplessCapacity(OpTy op, int64_t numExperts, PatternRewriter &rewriter) {
+  if (!isDroplessCapacity(op.getCapacityFactor(), numExperts))
+    return false;
+  rewriter.modifyOpInPlace(op, [&] { op.removeCapacityFactorAttr(); });
+  return true;
+}
+
+/// moe.layer:
+/// * zero router_bias, selection_bias or expert biases are dropped;
+/// * a capacity_factor >= E is dropped (dropless);
+/// * `#moe.top_k<k = E>` with softmax scores, normalize, scale 1 and one
+///   group, without a capacity, is `#moe.dense` (every expert runs; the
+///   normalized weights are the softmax itself, up to the rounding of the
+///   normalization), and its selection_bias chooses nothing.
+struct SimplifyLayer : public OpRewritePattern<LayerOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(LayerOp op, PatternRewriter &rewriter) const override {
+    bool changed = false;
+    if (isZeroTensor(op.getRouterBias())) {
+      rewriter.modifyOpInPlace(op, [&] { op.getRouterBiasMutable().clear(); });
+      changed = true;
+    }
+    if (isZeroTensor(op.getSelectionBias())) {
+      rewriter.modifyOpInPlace(op, [&] { op.getSelectionBiasMutable().clear(); });
+      changed = true;
+    }
+    changed |= dropZeroExpertBiases(op, rewriter);
+    int64_t numExperts = op.getNumExperts();
+    changed |= dropDroplessCapacity(op, numExperts, rewriter);
+    auto topK = dyn_cast<TopKRoutingAttr>(op.getRouting());
+    if (topK && topK.isClassic() && !ShapedType::isDynamic(numExperts) &&
+        topK.getK() == numExperts && !op.getCapacityFactor()) {
+      rewriter.modifyOpInPlace(op, [&] {
+        op.setRoutingAttr(DenseRoutingAttr::get(op.getContext()));
+        op.getSelectionBiasMutable().clear();
+      });
+      changed = true;
+    }
+    return success(changed);
+  }
+};
+
+/// moe.route: a zero router_bias is dropped.
+struct DropZeroRouterBias : public OpRewritePattern<RouteOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(RouteOp op, PatternRewriter &rewriter) const override {
+    if (!isZeroTensor(op.getRouterBias()))
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] { op.getRouterBiasMutable().clear(); });
+    return success();
+  }
+};
+
+/// moe.dispatch / moe.fused_experts: a capacity_factor >= E is dropped.
+template <typename OpTy>
+struct DropDroplessCapacity : public OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+    return success(dropDroplessCapacity(op, op.getNumExperts(), rewriter));
+  }
+};
+
+/// Ops with expert FFNs: zero expert biases are dropped.
+template <typename OpTy>
+struct DropZeroExpertBiases : public OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+    return success(dropZeroExpertBiases(op, rewriter));
+  }
+};
+} // namespace
+
+void LayerOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                          MLIRContext *context) {
+  results.add<SimplifyLayer>(context);
+}
+
+void SoftLayerOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<DropZeroExpertBiases<SoftLayerOp>>(context);
+}
+
+void RouteOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                          MLIRContext *context) {
+  results.add<DropZeroRouterBias>(context);
+}
+
+void DispatchOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                             MLIRContext *context) {
+  results.add<DropDroplessCapacity<DispatchOp>>(context);
+}
+
+void ExpertFFNOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<DropZeroExpertBiases<ExpertFFNOp>>(context);
+}
+
+void FusedExpertsOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                                 MLIRContext *context) {
+  results.add<DropDroplessCapacity<FusedExpertsOp>,
+              DropZeroExpertBiases<FusedExpertsOp>>(context);
+}
+
+void FusedSoftExpertsOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                                     MLIRContext *context) {
+  results.add<DropZeroExpertBiases<FusedSoftExpertsOp>>(context);
 }

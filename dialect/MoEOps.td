@@ -4,15 +4,18 @@
 #define MOE_OPS_TD
 
 include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "dialect/MoEDialect.td"
 include "dialect/MoEAttrs.td"
+include "dialect/MoETypeConstraints.td"
 
 //===----------------------------------------------------------------------===//
 // moe.layer
 //===----------------------------------------------------------------------===//
 
-def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
+def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments, InferTypeOpAdaptorWithIsCompatible,
+    DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "a token-choice Mixture-of-Experts layer";
   let description = [{
     A Mixture-of-Experts layer with token-choice routing over `input: [T, D]`.
@@ -57,6 +60,15 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     between known sizes (D, E, H or 2H, bias lengths, `1 <= k <= E`, the
     group rules, shared expert widths) is verified.
 
+    The result types follow from the operands (`y` is typed like `input`;
+    in training mode the aux loss is `tensor<f32>`): builders infer them, and
+    a declared type may only refine a dynamic size. Canonicalization drops
+    constant-zero biases (`router_bias`, `selection_bias`, the
+    `expert_biases` pair), drops a `capacity_factor >= E` (the capacity is
+    then at least T*k, so nothing is dropped), and turns a classic
+    `#moe.top_k<k = E>` without a capacity into `#moe.dense` (equal up to
+    the rounding of the weights' renormalization).
+
     Example:
 
     ```mlir
@@ -68,25 +80,25 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
   }];
 
   let arguments = (ins
-    AnyRankedTensor:$input,
-    AnyRankedTensor:$router_weight,
-    Optional<AnyRankedTensor>:$router_bias,
-    Optional<AnyRankedTensor>:$selection_bias,
-    AnyRankedTensor:$w1,
-    AnyRankedTensor:$w2,
-    Optional<AnyRankedTensor>:$b1,
-    Optional<AnyRankedTensor>:$b2,
-    Optional<AnyRankedTensor>:$shared_w1,
-    Optional<AnyRankedTensor>:$shared_w2,
-    Optional<AnyRankedTensor>:$shared_gate,
-    Optional<AnyRankedTensor>:$seed,
+    MoE_Data2D<"[T, D]">:$input,
+    MoE_Data2D<"[D, E]">:$router_weight,
+    Optional<MoE_FloatTensorOfRank<1, "[E]">>:$router_bias,
+    Optional<MoE_FloatTensorOfRank<1, "[E]">>:$selection_bias,
+    MoE_W1Tensor:$w1,
+    MoE_W2Tensor:$w2,
+    Optional<MoE_B1Tensor>:$b1,
+    Optional<MoE_B2Tensor>:$b2,
+    Optional<MoE_Data2D<"[D, Hs] (gated: [D, 2Hs])">>:$shared_w1,
+    Optional<MoE_Data2D<"[Hs, D]">>:$shared_w2,
+    Optional<MoE_Data2D<"[D, 1]">>:$shared_gate,
+    Optional<MoE_SeedTensor>:$seed,
     MoE_RoutingAttrInterface:$routing,
     MoE_ActivationAttr:$activation,
     UnitAttr:$training,
     OptionalAttr<F64Attr>:$capacity_factor);
   let results = (outs
-    AnyRankedTensor:$output,
-    Optional<AnyRankedTensor>:$aux_loss);
+    MoE_Data2D<"[T, D]">:$output,
+    Optional<MoE_AuxLossTensor>:$aux_loss);
 
   let assemblyFormat = [{
     $input `router` `(` $router_weight (`,` $router_bias^)? `)`
@@ -99,6 +111,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 
   let extraClassDeclaration = [{
     /// Number of experts E, or ShapedType::kDynamic.
@@ -112,7 +125,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
 // moe.soft_layer
 //===----------------------------------------------------------------------===//
 
-def MoE_SoftLayerOp : MoE_Op<"soft_layer", [Pure, AttrSizedOperandSegments]> {
+def MoE_SoftLayerOp : MoE_Op<"soft_layer", [Pure, AttrSizedOperandSegments,
+    InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "a Soft Mixture-of-Experts layer (slots are token averages)";
   let description = [{
     A Soft MoE layer over `input x: [G, M, D]` (G groups of M tokens; one
@@ -143,16 +157,16 @@ def MoE_SoftLayerOp : MoE_Op<"soft_layer", [Pure, AttrSizedOperandSegments]> {
   }];
 
   let arguments = (ins
-    AnyRankedTensor:$input,
-    AnyRankedTensor:$slots,
-    Optional<AnyRankedTensor>:$scale,
-    AnyRankedTensor:$w1,
-    AnyRankedTensor:$w2,
-    Optional<AnyRankedTensor>:$b1,
-    Optional<AnyRankedTensor>:$b2,
+    MoE_Data3D<"[G, M, D]">:$input,
+    MoE_Data3D<"[D, E, S]">:$slots,
+    Optional<MoE_ScaleTensor>:$scale,
+    MoE_W1Tensor:$w1,
+    MoE_W2Tensor:$w2,
+    Optional<MoE_B1Tensor>:$b1,
+    Optional<MoE_B2Tensor>:$b2,
     MoE_ActivationAttr:$activation,
     UnitAttr:$normalize);
-  let results = (outs AnyRankedTensor:$output);
+  let results = (outs MoE_Data3D<"[G, M, D]">:$output);
 
   let assemblyFormat = [{
     $input `slots` `(` $slots `)`
@@ -162,6 +176,7 @@ def MoE_SoftLayerOp : MoE_Op<"soft_layer", [Pure, AttrSizedOperandSegments]> {
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 
   let extraClassDeclaration = [{
     /// Number of experts E, or ShapedType::kDynamic.
@@ -175,7 +190,7 @@ def MoE_SoftLayerOp : MoE_Op<"soft_layer", [Pure, AttrSizedOperandSegments]> {
 // The decomposed chain (docs/spec.md §3.3)
 //===----------------------------------------------------------------------===//
 
-def MoE_RouteOp : MoE_Op<"route", [Pure]> {
+def MoE_RouteOp : MoE_Op<"route", [Pure, DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "router logits o = x Wr + br";
   let description = [{
     Computes the router logits `o = x Wr + br` of a token-choice layer:
@@ -187,17 +202,19 @@ def MoE_RouteOp : MoE_Op<"route", [Pure]> {
            : (tensor<64x128xf32>, tensor<128x8xf32>, tensor<8xf32>) -> tensor<64x8xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$router_weight,
-                       Optional<AnyRankedTensor>:$router_bias);
-  let results = (outs AnyRankedTensor:$logits);
+  let arguments = (ins MoE_Data2D<"[T, D]">:$input, MoE_Data2D<"[D, E]">:$router_weight,
+                       Optional<MoE_FloatTensorOfRank<1, "[E]">>:$router_bias);
+  let results = (outs MoE_Data2D<"[T, E]">:$logits);
   let assemblyFormat = [{
     $input `router` `(` $router_weight (`,` $router_bias^)? `)`
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
-def MoE_GateOp : MoE_Op<"gate", [Pure, AttrSizedOperandSegments]> {
+def MoE_GateOp : MoE_Op<"gate", [Pure, AttrSizedOperandSegments, InferTypeOpAdaptorWithIsCompatible,
+    DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "routing weights and expert indices per token";
   let description = [{
     Applies a routing policy to router logits `logits: [T, E]`: computes
@@ -220,11 +237,13 @@ def MoE_GateOp : MoE_Op<"gate", [Pure, AttrSizedOperandSegments]> {
                : (tensor<64x8xf32>) -> (tensor<64x2xf32>, tensor<64x2xi32>)
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$logits, Optional<AnyRankedTensor>:$selection_bias,
-                       Optional<AnyRankedTensor>:$seed,
+  let arguments = (ins MoE_Data2D<"[T, E]">:$logits,
+                       Optional<MoE_FloatTensorOfRank<1, "[E]">>:$selection_bias,
+                       Optional<MoE_SeedTensor>:$seed,
                        MoE_RoutingAttrInterface:$routing, UnitAttr:$training);
-  let results = (outs AnyRankedTensor:$weights, AnyRankedTensor:$indices,
-                      Optional<AnyRankedTensor>:$aux_loss);
+  let results = (outs MoE_Data2D<"[T, K]">:$weights,
+                      MoE_I32TensorOfRank<2, "[T, K]">:$indices,
+                      Optional<MoE_AuxLossTensor>:$aux_loss);
   let extraClassDeclaration = [{
     /// Number of experts E (logits dimension 1), or ShapedType::kDynamic.
     int64_t getNumExperts();
@@ -236,7 +255,8 @@ def MoE_GateOp : MoE_Op<"gate", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
+def MoE_DispatchOp : MoE_Op<"dispatch", [Pure, InferTypeOpAdaptorWithIsCompatible,
+    DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "permute tokens into per-expert groups";
   let description = [{
     Groups the assignments `(t, i)` of `indices: [T, K]` by expert: the
@@ -257,6 +277,8 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
     taken in token order (t ascending, then i ascending) and those arriving at
     a full expert are dropped (they contribute zero to the combined output;
     the remaining weights are not renormalized). Unused rows are zero.
+    Canonicalization drops a `capacity_factor >= E` (`C >= T*K`: nothing is
+    dropped, whatever the ids).
 
     ```mlir
     %rows, %offsets, %src, %pos = moe.dispatch %x, %i {num_experts = 8 : i64}
@@ -264,18 +286,22 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
         -> (tensor<128x128xf32>, tensor<9xi32>, tensor<128xi32>, tensor<64x2xi32>)
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$indices,
+  let arguments = (ins MoE_Data2D<"[T, D]">:$input,
+                       MoE_I32TensorOfRank<2, "[T, K]">:$indices,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
                        OptionalAttr<F64Attr>:$capacity_factor);
-  let results = (outs AnyRankedTensor:$rows, AnyRankedTensor:$offsets,
-                      AnyRankedTensor:$source_rows, AnyRankedTensor:$positions);
+  let results = (outs MoE_Data2D<"[T*K, D]">:$rows, MoE_OffsetsTensor:$offsets,
+                      MoE_I32TensorOfRank<1, "[T*K]">:$source_rows,
+                      MoE_I32TensorOfRank<2, "[T, K]">:$positions);
   let assemblyFormat = [{
     $input `,` $indices attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
-def MoE_ExpertFFNOp : MoE_Op<"expert_ffn", [Pure, AttrSizedOperandSegments]> {
+def MoE_ExpertFFNOp : MoE_Op<"expert_ffn", [Pure, AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "grouped expert FFN over per-expert row groups";
   let description = [{
     Applies expert e's FFN `f_e(x) = act(x W1[e] + b1[e]) W2[e] + b2[e]` to
@@ -291,20 +317,22 @@ def MoE_ExpertFFNOp : MoE_Op<"expert_ffn", [Pure, AttrSizedOperandSegments]> {
                 tensor<8x512x128xf32>) -> tensor<128x128xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$rows, AnyRankedTensor:$offsets,
-                       AnyRankedTensor:$w1, AnyRankedTensor:$w2,
-                       Optional<AnyRankedTensor>:$b1, Optional<AnyRankedTensor>:$b2,
+  let arguments = (ins MoE_Data2D<"[N, D]">:$rows, MoE_OffsetsTensor:$offsets,
+                       MoE_W1Tensor:$w1, MoE_W2Tensor:$w2,
+                       Optional<MoE_B1Tensor>:$b1, Optional<MoE_B2Tensor>:$b2,
                        MoE_ActivationAttr:$activation);
-  let results = (outs AnyRankedTensor:$output);
+  let results = (outs MoE_Data2D<"[N, D]">:$output);
   let assemblyFormat = [{
     $rows `,` $offsets `experts` `(` $w1 `,` $w2 `)`
     (`expert_biases` `(` $b1^ `,` $b2 `)`)?
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
-def MoE_SharedExpertOp : MoE_Op<"shared_expert", [Pure]> {
+def MoE_SharedExpertOp : MoE_Op<"shared_expert", [Pure, InferTypeOpAdaptorWithIsCompatible,
+    DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "the shared expert of a layer, on every token";
   let description = [{
     `out[t] = gate_t * (act(x_t s1) s2)` for every token of `input: [T, D]`,
@@ -323,10 +351,12 @@ def MoE_SharedExpertOp : MoE_Op<"shared_expert", [Pure]> {
               tensor<128x1xf32>) -> tensor<48x128xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$shared_w1,
-                       AnyRankedTensor:$shared_w2, Optional<AnyRankedTensor>:$shared_gate,
+  let arguments = (ins MoE_Data2D<"[T, D]">:$input,
+                       MoE_Data2D<"[D, Hs] (gated: [D, 2Hs])">:$shared_w1,
+                       MoE_Data2D<"[Hs, D]">:$shared_w2,
+                       Optional<MoE_Data2D<"[D, 1]">>:$shared_gate,
                        MoE_ActivationAttr:$activation);
-  let results = (outs AnyRankedTensor:$output);
+  let results = (outs MoE_F32TensorOfRank<2, "[T, D]">:$output);
   let assemblyFormat = [{
     $input `shared` `(` $shared_w1 `,` $shared_w2 `)` (`gate` `(` $shared_gate^ `)`)?
     attr-dict `:` functional-type(operands, results)
@@ -334,7 +364,7 @@ def MoE_SharedExpertOp : MoE_Op<"shared_expert", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
+def MoE_CombineOp : MoE_Op<"combine", [Pure, DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "weighted scatter of expert outputs back to tokens";
   let description = [{
     `y[t] = sum_{i : positions[t, i] >= 0} weights[t, i] * expert_out[positions[t, i]]`
@@ -348,9 +378,11 @@ def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
            : (tensor<128x128xf32>, tensor<64x2xf32>, tensor<64x2xi32>) -> tensor<64x128xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$expert_output, AnyRankedTensor:$weights,
-                       AnyRankedTensor:$positions, Optional<AnyRankedTensor>:$shared_output);
-  let results = (outs AnyRankedTensor:$output);
+  let arguments = (ins MoE_Data2D<"[N, D]">:$expert_output,
+                       MoE_Data2D<"[T, K]">:$weights,
+                       MoE_I32TensorOfRank<2, "[T, K]">:$positions,
+                       Optional<MoE_F32TensorOfRank<2, "[T, D]">>:$shared_output);
+  let results = (outs MoE_Data2D<"[T, D]">:$output);
   let assemblyFormat = [{
     $expert_output `,` $weights `,` $positions (`shared_output` `(` $shared_output^ `)`)?
     attr-dict `:` functional-type(operands, results)
@@ -358,7 +390,7 @@ def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_SoftDispatchOp : MoE_Op<"soft_dispatch", [Pure]> {
+def MoE_SoftDispatchOp : MoE_Op<"soft_dispatch", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Soft MoE slots: softmax(over tokens)-weighted token averages";
   let description = [{
     The dispatch half of `moe.soft_layer` over `input x: [G, M, D]` and
@@ -373,10 +405,10 @@ def MoE_SoftDispatchOp : MoE_Op<"soft_dispatch", [Pure]> {
     * `offsets: [E+1]` (i32): `offsets[e] = e*G*S`;
     * `combine_weights: [G, M, E, S]`: `Cw`.
   }];
-  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$slots,
-                       Optional<AnyRankedTensor>:$scale, UnitAttr:$normalize);
-  let results = (outs AnyRankedTensor:$rows, AnyRankedTensor:$offsets,
-                      AnyRankedTensor:$combine_weights);
+  let arguments = (ins MoE_Data3D<"[G, M, D]">:$input, MoE_Data3D<"[D, E, S]">:$slots,
+                       Optional<MoE_ScaleTensor>:$scale, UnitAttr:$normalize);
+  let results = (outs MoE_Data2D<"[E*G*S, D]">:$rows, MoE_OffsetsTensor:$offsets,
+                      MoE_FloatTensorOfRank<4, "[G, M, E, S]">:$combine_weights);
   let assemblyFormat = [{
     $input `slots` `(` $slots `)` (`scale` `(` $scale^ `)`)?
     attr-dict `:` functional-type(operands, results)
@@ -384,16 +416,16 @@ def MoE_SoftDispatchOp : MoE_Op<"soft_dispatch", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MoE_SoftCombineOp : MoE_Op<"soft_combine", [Pure]> {
+def MoE_SoftCombineOp : MoE_Op<"soft_combine", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Soft MoE outputs: softmax(over slots)-weighted slot averages";
   let description = [{
     `y[g,m,:] = sum_{e,s} combine_weights[g,m,e,s] * expert_output[(e*G + g)*S + s, :]`
     with `expert_output: [E*G*S, D]` and `combine_weights: [G, M, E, S]`;
     result `[G, M, D]`.
   }];
-  let arguments = (ins AnyRankedTensor:$expert_output,
-                       AnyRankedTensor:$combine_weights);
-  let results = (outs AnyRankedTensor:$output);
+  let arguments = (ins MoE_Data2D<"[E*G*S, D]">:$expert_output,
+                       MoE_FloatTensorOfRank<4, "[G, M, E, S]">:$combine_weights);
+  let results = (outs MoE_Data3D<"[G, M, D]">:$output);
   let assemblyFormat = [{
     $expert_output `,` $combine_weights attr-dict `:` functional-type(operands, results)
   }];
@@ -404,7 +436,8 @@ def MoE_SoftCombineOp : MoE_Op<"soft_combine", [Pure]> {
 // Fused ops (--moe-fuse)
 //===----------------------------------------------------------------------===//
 
-def MoE_FusedExpertsOp : MoE_Op<"fused_experts", [Pure, AttrSizedOperandSegments]> {
+def MoE_FusedExpertsOp : MoE_Op<"fused_experts", [Pure, AttrSizedOperandSegments,
+    InferTypeOpAdaptorWithIsCompatible, DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "fused dispatch -> expert FFN -> combine";
   let description = [{
     The fusion of `moe.dispatch`, `moe.expert_ffn` and `moe.combine`:
@@ -436,15 +469,16 @@ def MoE_FusedExpertsOp : MoE_Op<"fused_experts", [Pure, AttrSizedOperandSegments
               tensor<8x256x1024xf32>, tensor<8x512x256xf32>) -> tensor<32x256xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$indices,
-                       AnyRankedTensor:$weights,
-                       AnyRankedTensor:$w1, AnyRankedTensor:$w2,
-                       Optional<AnyRankedTensor>:$b1, Optional<AnyRankedTensor>:$b2,
-                       Optional<AnyRankedTensor>:$shared_output,
+  let arguments = (ins MoE_Data2D<"[T, D]">:$input,
+                       MoE_I32TensorOfRank<2, "[T, K]">:$indices,
+                       MoE_Data2D<"[T, K]">:$weights,
+                       MoE_W1Tensor:$w1, MoE_W2Tensor:$w2,
+                       Optional<MoE_B1Tensor>:$b1, Optional<MoE_B2Tensor>:$b2,
+                       Optional<MoE_F32TensorOfRank<2, "[T, D]">>:$shared_output,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
                        MoE_ActivationAttr:$activation,
                        OptionalAttr<F64Attr>:$capacity_factor);
-  let results = (outs AnyRankedTensor:$output);
+  let results = (outs MoE_Data2D<"[T, D]">:$output);
   let assemblyFormat = [{
     $input `,` $indices `,` $weights `experts` `(` $w1 `,` $w2 `)`
     (`expert_biases` `(` $b1^ `,` $b2 `)`)?
@@ -452,9 +486,11 @@ def MoE_FusedExpertsOp : MoE_Op<"fused_experts", [Pure, AttrSizedOperandSegments
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
-def MoE_FusedSoftExpertsOp : MoE_Op<"fused_soft_experts", [Pure, AttrSizedOperandSegments]> {
+def MoE_FusedSoftExpertsOp : MoE_Op<"fused_soft_experts", [Pure, AttrSizedOperandSegments,
+    InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "fused soft_dispatch -> expert FFN -> soft_combine";
   let description = [{
     The fusion of `moe.soft_dispatch`, `moe.expert_ffn` and
@@ -464,12 +500,12 @@ def MoE_FusedSoftExpertsOp : MoE_Op<"fused_soft_experts", [Pure, AttrSizedOperan
     materializing the `[E*G*S, D]` slot rows in memory between them on the
     GPU path.
   }];
-  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$slots,
-                       Optional<AnyRankedTensor>:$scale,
-                       AnyRankedTensor:$w1, AnyRankedTensor:$w2,
-                       Optional<AnyRankedTensor>:$b1, Optional<AnyRankedTensor>:$b2,
+  let arguments = (ins MoE_Data3D<"[G, M, D]">:$input, MoE_Data3D<"[D, E, S]">:$slots,
+                       Optional<MoE_ScaleTensor>:$scale,
+                       MoE_W1Tensor:$w1, MoE_W2Tensor:$w2,
+                       Optional<MoE_B1Tensor>:$b1, Optional<MoE_B2Tensor>:$b2,
                        MoE_ActivationAttr:$activation, UnitAttr:$normalize);
-  let results = (outs AnyRankedTensor:$output);
+  let results = (outs MoE_Data3D<"[G, M, D]">:$output);
   let assemblyFormat = [{
     $input `slots` `(` $slots `)` (`scale` `(` $scale^ `)`)?
     `experts` `(` $w1 `,` $w2 `)`
@@ -477,6 +513,7 @@ def MoE_FusedSoftExpertsOp : MoE_Op<"fused_soft_experts", [Pure, AttrSizedOperan
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 #endif // MOE_OPS_TD

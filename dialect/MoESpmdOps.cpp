@@ -34,18 +34,12 @@ LogicalResult verifyExchange(Operation *op, Value rows, Value offsets,
   auto offType = cast<RankedTensorType>(offsets.getType());
   auto cntType = cast<RankedTensorType>(counts.getType());
   auto resType = cast<RankedTensorType>(resultType);
-  if (rowsType.getRank() != 2)
-    return op->emitOpError("rows must be [R, D], got ") << rowsType;
-  if (resType.getRank() != 2 ||
-      resType.getElementType() != rowsType.getElementType() ||
+  // Ranks and element kinds are ODS constraints; the relations are here.
+  if (resType.getElementType() != rowsType.getElementType() ||
       resType.getDimSize(1) != rowsType.getDimSize(1))
     return op->emitOpError("result must be [?, D] with the rows' element type "
                            "and D, got ")
            << resType << " for rows " << rowsType;
-  if (offType.getRank() != 1 || !offType.getElementType().isInteger(32))
-    return op->emitOpError("offsets must be [E+1] i32, got ") << offType;
-  if (cntType.getRank() != 2 || !cntType.getElementType().isInteger(32))
-    return op->emitOpError("counts must be [N, E] i32, got ") << cntType;
   FailureOr<int64_t> ranks = lookupGridSize(op, grid);
   if (failed(ranks))
     return failure();

@@ -13,6 +13,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "dialect/MoEDialect.td"
+include "dialect/MoETypeConstraints.td"
 
 def MoE_ExchangeDispatchOp : MoE_Op<"exchange_dispatch", [Pure]> {
   let summary = "send each token row to the rank that owns its expert";
@@ -38,14 +39,15 @@ def MoE_ExchangeDispatchOp : MoE_Op<"exchange_dispatch", [Pure]> {
     Like MPI_Alltoallv (per-pair sizes), not `shard.all_to_all` (equal
     splits of one tensor axis).
 
+    <!-- ir-prelude: shard.grid @ranks(shape = 2) -->
     ```mlir
     %recv = moe.exchange_dispatch %rows, %offsets, %counts on @ranks
         : (tensor<?x64xf32>, tensor<9xi32>, tensor<2x8xi32>) -> tensor<?x64xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$rows, AnyRankedTensor:$offsets,
-                       AnyRankedTensor:$counts, FlatSymbolRefAttr:$grid);
-  let results = (outs AnyRankedTensor:$result);
+  let arguments = (ins MoE_Data2D<"[R, D]">:$rows, MoE_OffsetsTensor:$offsets,
+                       MoE_I32TensorOfRank<2, "[N, E]">:$counts, FlatSymbolRefAttr:$grid);
+  let results = (outs MoE_Data2D<"[?, D]">:$result);
   let assemblyFormat = [{
     $rows `,` $offsets `,` $counts `on` $grid attr-dict `:`
     functional-type(operands, results)
@@ -64,16 +66,17 @@ def MoE_ExchangeCombineOp : MoE_Op<"exchange_combine", [Pure]> {
     `offsets[e] .. offsets[e] + counts[rank, e] - 1` for every e; the other
     rows keep `dest`'s values (zeros, for rows a capacity dropped).
 
+    <!-- ir-prelude: shard.grid @ranks(shape = 2) -->
     ```mlir
     %back = moe.exchange_combine %out, %offsets, %counts into %zeros on @ranks
         : (tensor<?x64xf32>, tensor<9xi32>, tensor<2x8xi32>, tensor<?x64xf32>)
         -> tensor<?x64xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$rows, AnyRankedTensor:$offsets,
-                       AnyRankedTensor:$counts, AnyRankedTensor:$dest,
+  let arguments = (ins MoE_Data2D<"[?, D]">:$rows, MoE_OffsetsTensor:$offsets,
+                       MoE_I32TensorOfRank<2, "[N, E]">:$counts, MoE_Data2D<"[R, D]">:$dest,
                        FlatSymbolRefAttr:$grid);
-  let results = (outs AnyRankedTensor:$result);
+  let results = (outs MoE_Data2D<"[R, D]">:$result);
   let assemblyFormat = [{
     $rows `,` $offsets `,` $counts `into` $dest `on` $grid attr-dict `:`
     functional-type(operands, results)

@@ -67,28 +67,19 @@ struct DecomposeLayer : public OpRewritePattern<LayerOp> {
       return rewriter.notifyMatchFailure(op, why);
     int64_t numExperts = op.getNumExperts();
     Location loc = op.getLoc();
-    auto xType = op.getInput().getType();
-    Type elt = xType.getElementType();
-    int64_t tokens = xType.getDimSize(0), modelDim = xType.getDimSize(1);
-    int64_t k = op.getRouting().getExpertsPerToken(numExperts);
-    Type i32 = rewriter.getI32Type();
+    int64_t tokens = op.getInput().getType().getDimSize(0);
 
     // Routing is computed in f32 whatever the element type (docs/spec.md §2-§3).
     Type f32 = rewriter.getF32Type();
     auto route = RouteOp::create(rewriter, loc, tensorOf({tokens, numExperts}, f32),
                                  op.getInput(), op.getRouterWeight(),
                                  op.getRouterBias());
-    Type auxType = op.getAuxLoss() ? op.getAuxLoss().getType() : Type();
-    auto gate = GateOp::create(rewriter, loc, tensorOf({tokens, k}, f32),
-                               tensorOf({tokens, k}, i32), auxType,
-                               route.getLogits(), op.getSelectionBias(), op.getSeed(),
-                               op.getRouting(), op.getTraining());
-    int64_t assignments = mulDims(tokens, k);
-    auto dispatch = DispatchOp::create(
-        rewriter, loc, tensorOf({assignments, modelDim}, elt),
-        tensorOf({numExperts + 1}, i32), tensorOf({assignments}, i32),
-        tensorOf({tokens, k}, i32), op.getInput(), gate.getIndices(),
-        rewriter.getI64IntegerAttr(numExperts), op.getCapacityFactorAttr());
+    // The gate's and the dispatch's result types are inferred.
+    auto gate = GateOp::create(rewriter, loc, route.getLogits(), op.getSelectionBias(),
+                               op.getSeed(), op.getRouting(), op.getTraining());
+    auto dispatch = DispatchOp::create(rewriter, loc, op.getInput(), gate.getIndices(),
+                                       rewriter.getI64IntegerAttr(numExperts),
+                                       op.getCapacityFactorAttr());
     auto ffn = ExpertFFNOp::create(rewriter, loc, dispatch.getRows().getType(),
                                    dispatch.getRows(), dispatch.getOffsets(),
                                    op.getW1(), op.getW2(), op.getB1(), op.getB2(),
@@ -97,8 +88,8 @@ struct DecomposeLayer : public OpRewritePattern<LayerOp> {
     // before y is rounded.
     Value shared;
     if (op.getSharedW1())
-      shared = SharedExpertOp::create(rewriter, loc, tensorOf({tokens, modelDim}, f32),
-                                      op.getInput(), op.getSharedW1(), op.getSharedW2(),
+      shared = SharedExpertOp::create(rewriter, loc, op.getInput(), op.getSharedW1(),
+                                      op.getSharedW2(),
                                       op.getSharedGate(), op.getActivationAttr());
     auto combine = CombineOp::create(rewriter, loc, op.getOutput().getType(),
                                      ffn.getOutput(), gate.getWeights(),

@@ -32,6 +32,10 @@ namespace moe {
 } // namespace moe
 } // namespace mlir
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-shard-experts"
+
 using namespace mlir;
 using namespace mlir::moe;
 
@@ -120,10 +124,7 @@ struct LayerBuilder {
     // Routing where the token lives.
     auto route = RouteOp::create(b, RankedTensorType::get({dyn, numExperts}, f32),
                                  x, layer.getRouterWeight(), layer.getRouterBias());
-    Type auxType = layer.getAuxLoss() ? layer.getAuxLoss().getType() : Type();
-    auto gate = GateOp::create(b, RankedTensorType::get({dyn, k}, f32),
-                               RankedTensorType::get({dyn, k}, i32Type), auxType,
-                               route.getLogits(), layer.getSelectionBias(),
+    auto gate = GateOp::create(b, route.getLogits(), layer.getSelectionBias(),
                                layer.getSeed(), layer.getRouting(),
                                layer.getTraining());
     Value weights = gate.getWeights(), indices = gate.getIndices();
@@ -147,9 +148,7 @@ struct LayerBuilder {
           b, route.getLogits(), zeros, ArrayRef<OpFoldResult>{t0, b.getIndexAttr(0)},
           ArrayRef<OpFoldResult>{localRows, b.getIndexAttr(numExperts)},
           ArrayRef<OpFoldResult>{one, one});
-      auto global = GateOp::create(b, RankedTensorType::get({dyn, k}, f32),
-                                   RankedTensorType::get({dyn, k}, i32Type), auxType,
-                                   padded, layer.getSelectionBias(), layer.getSeed(),
+      auto global = GateOp::create(b, padded, layer.getSelectionBias(), layer.getSeed(),
                                    layer.getRouting(), layer.getTraining());
       auto rowsOf = [&](Value v, Type elt) -> Value {
         return tensor::ExtractSliceOp::create(
@@ -296,6 +295,9 @@ struct MoEShardExpertsPass
   LogicalResult shardFunction(func::FuncOp func, FlatSymbolRefAttr grid);
 
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
     if (ranks < 1) {
       module.emitError() << "--moe-shard-experts: option 'ranks' must be >= 1, got "

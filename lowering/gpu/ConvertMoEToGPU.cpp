@@ -63,6 +63,11 @@ namespace moe {
 } // namespace moe
 } // namespace mlir
 
+#include "llvm/Support/Debug.h"
+
+// The passes of this file log under one debug type, each naming itself.
+#define DEBUG_TYPE "convert-moe-to-gpu"
+
 using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::gpu_lowering;
@@ -1013,6 +1018,9 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
   }
 
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
@@ -1063,6 +1071,9 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
 struct MaterializeLaunchesPass
     : public moe::impl::MoEGPUMaterializeLaunchesBase<MaterializeLaunchesPass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
     SmallVector<func::CallOp> calls;
     module.walk([&](func::CallOp call) {

@@ -26,6 +26,10 @@ namespace moe {
 } // namespace moe
 } // namespace mlir
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-gpu-device-abi"
+
 using namespace mlir;
 
 namespace {
@@ -65,6 +69,9 @@ Value flatDynamic(OpBuilder &b, Location loc, Value memref) {
 
 struct DeviceABIPass : public moe::impl::MoEGPUDeviceABIBase<DeviceABIPass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
     bool ok = true;
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (!func.isExternal() && func.isPublic() && failed(runOnFunction(func)))

@@ -28,6 +28,10 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-strip-gpu-object-timings"
+
 using namespace mlir;
 
 /// The CUDA toolkit the serialization uses: libdevice (the kernels' exp, log,
@@ -131,6 +135,9 @@ struct StripObjectTimingsPass
     return "Drop compile-time measurements from gpu.object properties";
   }
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
     getOperation().walk([](gpu::BinaryOp binary) {
       SmallVector<Attribute> objects;
       bool changed = false;

@@ -26,6 +26,11 @@ namespace mlir::moe {
 #include "lowering/mpi/Passes.h.inc"
 } // namespace mlir::moe
 
+#include "llvm/Support/Debug.h"
+
+// The passes of this file log under one debug type, each naming itself.
+#define DEBUG_TYPE "convert-moe-spmd-to-mpi"
+
 using namespace mlir;
 using namespace mlir::moe;
 
@@ -318,6 +323,9 @@ struct ConvertMoESpmdToMPIPass
   }
 
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
     if (implementation != "OpenMPI" && implementation != "MPICH") {
       module.emitError() << "--convert-moe-spmd-to-mpi: option 'implementation' "
@@ -411,6 +419,9 @@ struct ConvertMoESpmdToMPIPass
 struct MoEFixOpenMPISymbolsPass
     : public moe::impl::MoEFixOpenMPISymbolsBase<MoEFixOpenMPISymbolsPass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
     static const char *const kOps[] = {"sum",  "max",  "min",  "prod",
                                        "land", "band", "lor",  "bor",

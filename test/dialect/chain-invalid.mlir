@@ -44,7 +44,7 @@ func.func @gate_dense_k(%o: tensor<8x4xf32>) {
 // -----
 
 func.func @gate_indices_type(%o: tensor<8x4xf32>) {
-  // expected-error @+1 {{'moe.gate' op expects indices to hold i32 indices, got 'tensor<8x2xi64>'}}
+  // expected-error @+1 {{'moe.gate' op result #1 must be 2-D tensor [T, K] of i32, but got 'tensor<8x2xi64>'}}
   %w, %i = moe.gate %o {routing = #moe.top_k<k = 2>} : (tensor<8x4xf32>) -> (tensor<8x2xf32>, tensor<8x2xi64>)
   return
 }
@@ -120,7 +120,7 @@ func.func @dispatch_num_experts(%x: tensor<8x64xf32>, %i: tensor<8x2xi32>) {
 // -----
 
 func.func @dispatch_positions(%x: tensor<8x64xf32>, %i: tensor<8x2xi32>) {
-  // expected-error @+1 {{'moe.dispatch' op expects positions to hold i32 indices, got 'tensor<8x2xf32>'}}
+  // expected-error @+1 {{'moe.dispatch' op result #3 must be 2-D tensor [T, K] of i32, but got 'tensor<8x2xf32>'}}
   %r, %o, %s, %p = moe.dispatch %x, %i {num_experts = 4 : i64}
       : (tensor<8x64xf32>, tensor<8x2xi32>) -> (tensor<16x64xf32>, tensor<5xi32>, tensor<16xi32>, tensor<8x2xf32>)
   return

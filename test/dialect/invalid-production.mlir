@@ -32,7 +32,7 @@ func.func @bias_needs_top_k(%x: tensor<4x16xf32>, %wr: tensor<16x8xf32>, %b: ten
 // -----
 
 func.func @bias_rank(%x: tensor<4x16xf32>, %wr: tensor<16x8xf32>, %b: tensor<1x8xf32>, %w1: tensor<8x16x32xf32>, %w2: tensor<8x32x16xf32>) {
-  // expected-error @+1 {{'moe.layer' op expects selection_bias of rank 1 [E], got 'tensor<1x8xf32>'}}
+  // expected-error @+1 {{'moe.layer' op operand #2 must be 1-D tensor [E] of f32, f16 or bf16, but got 'tensor<1x8xf32>'}}
   %y = moe.layer %x router(%wr) selection_bias(%b) experts(%w1, %w2) {routing = #moe.top_k<k = 2>, activation = #moe.activation<relu>}
          : (tensor<4x16xf32>, tensor<16x8xf32>, tensor<1x8xf32>, tensor<8x16x32xf32>, tensor<8x32x16xf32>) -> tensor<4x16xf32>
   return
@@ -138,7 +138,7 @@ func.func @gate_bias_length(%o: tensor<4x8xf32>, %b: tensor<6xf32>) {
 // -----
 
 func.func @shared_expert_output_type(%x: tensor<4x16xbf16>, %s1: tensor<16x24xbf16>, %s2: tensor<24x16xbf16>) {
-  // expected-error @+1 {{'moe.shared_expert' op output must be f32 (it is added before y is rounded), got 'bf16'}}
+  // expected-error @+1 {{'moe.shared_expert' op result #0 must be 2-D tensor [T, D] of f32, but got 'tensor<4x16xbf16>'}}
   %s = moe.shared_expert %x shared(%s1, %s2) {activation = #moe.activation<relu>}
          : (tensor<4x16xbf16>, tensor<16x24xbf16>, tensor<24x16xbf16>) -> tensor<4x16xbf16>
   return
@@ -156,7 +156,7 @@ func.func @shared_expert_output_shape(%x: tensor<4x16xf32>, %s1: tensor<16x24xf3
 // -----
 
 func.func @combine_shared_type(%out: tensor<8x16xbf16>, %w: tensor<4x2xf32>, %pos: tensor<4x2xi32>, %s: tensor<4x16xbf16>) {
-  // expected-error @+1 {{'moe.combine' op shared_output must be f32 (the shared expert's output is added before y is rounded), got 'bf16'}}
+  // expected-error @+1 {{'moe.combine' op operand #3 must be 2-D tensor [T, D] of f32, but got 'tensor<4x16xbf16>'}}
   %y = moe.combine %out, %w, %pos shared_output(%s)
          : (tensor<8x16xbf16>, tensor<4x2xf32>, tensor<4x2xi32>, tensor<4x16xbf16>) -> tensor<4x16xbf16>
   return

@@ -6,7 +6,7 @@
 // -----
 
 func.func @input_rank(%x: tensor<2x8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op expects input of rank 2 [T, D], got 'tensor<2x8x64xf32>'}}
+  // expected-error @+1 {{'moe.layer' op operand #0 must be 2-D tensor [T, D] of f32, f16 or bf16, but got 'tensor<2x8x64xf32>'}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<2x8x64xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>) -> tensor<16x64xf32>
   return
@@ -15,7 +15,7 @@ func.func @input_rank(%x: tensor<2x8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor
 // -----
 
 func.func @input_element_type(%x: tensor<8x64xi32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op input element type must be f32, f16 or bf16, got 'i32'}}
+  // expected-error @+1 {{'moe.layer' op operand #0 must be 2-D tensor [T, D] of f32, f16 or bf16, but got 'tensor<8x64xi32>'}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<8x64xi32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>) -> tensor<8x64xf32>
   return
@@ -42,7 +42,7 @@ func.func @result_element_type(%x: tensor<8x64xf16>, %wr: tensor<64x4xf16>, %w1:
 // -----
 
 func.func @router_rank(%x: tensor<8x64xf32>, %wr: tensor<64xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op expects router_weight of rank 2 [D, E], got 'tensor<64xf32>'}}
+  // expected-error @+1 {{'moe.layer' op operand #1 must be 2-D tensor [D, E] of f32, f16 or bf16, but got 'tensor<64xf32>'}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<8x64xf32>, tensor<64xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>) -> tensor<8x64xf32>
   return
@@ -69,7 +69,7 @@ func.func @router_bias_length(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %br: 
 // -----
 
 func.func @router_bias_rank(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %br: tensor<1x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op expects router_bias of rank 1 [E], got 'tensor<1x4xf32>'}}
+  // expected-error @+1 {{'moe.layer' op operand #2 must be 1-D tensor [E] of f32, f16 or bf16, but got 'tensor<1x4xf32>'}}
   %y = moe.layer %x router(%wr, %br) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<1x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>) -> tensor<8x64xf32>
   return
@@ -78,7 +78,7 @@ func.func @router_bias_rank(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %br: te
 // -----
 
 func.func @w1_rank(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<64x32xf32>, %w2: tensor<4x32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op expects w1 of rank 3 [E, D, H], got 'tensor<64x32xf32>'}}
+  // expected-error @+1 {{'moe.layer' op operand #2 must be 3-D tensor [E, D, H] (gated: [E, D, 2H]) of f32, f16 or bf16, but got 'tensor<64x32xf32>'}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<64x32xf32>, tensor<4x32x64xf32>) -> tensor<8x64xf32>
   return
@@ -87,7 +87,7 @@ func.func @w1_rank(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<64x3
 // -----
 
 func.func @w2_rank(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op expects w2 of rank 3 [E, H, D], got 'tensor<32x64xf32>'}}
+  // expected-error @+1 {{'moe.layer' op operand #3 must be 3-D tensor [E, H, D] of f32, f16 or bf16, but got 'tensor<32x64xf32>'}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<32x64xf32>) -> tensor<8x64xf32>
   return
@@ -186,7 +186,7 @@ func.func @b1_experts(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4
 // -----
 
 func.func @b1_rank(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>, %b1: tensor<32xf32>, %b2: tensor<4x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op expects b1 of rank 2 [E, H], got 'tensor<32xf32>'}}
+  // expected-error @+1 {{'moe.layer' op operand #4 must be 2-D tensor [E, H] (gated: [E, 2H]) of f32, f16 or bf16, but got 'tensor<32xf32>'}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) expert_biases(%b1, %b2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>, tensor<32xf32>, tensor<4x64xf32>) -> tensor<8x64xf32>
   return
@@ -250,7 +250,7 @@ func.func @output_model_dim(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: te
 // -----
 
 func.func @output_rank(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op expects output of rank 2 [T, D], got 'tensor<8x64x1xf32>'}}
+  // expected-error @+1 {{'moe.layer' op result #0 must be 2-D tensor [T, D] of f32, f16 or bf16, but got 'tensor<8x64x1xf32>'}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>) -> tensor<8x64x1xf32>
   return
@@ -323,7 +323,7 @@ func.func @inference_two_results(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w
 // -----
 
 func.func @seed_type(%x: tensor<8x64xf32>, %seed: tensor<i32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op expects seed of type tensor<i64>, got 'tensor<i32>'}}
+  // expected-error @+1 {{'moe.layer' op operand #4 must be 0-D tensor (scalar) of i64, but got 'tensor<i32>'}}
   %y, %l = moe.layer %x router(%wr) experts(%w1, %w2) seed(%seed) {routing = #moe.moesart<k = 2>, activation = #moe.activation<relu>, training}
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>, tensor<i32>) -> (tensor<8x64xf32>, tensor<f32>)
   return
@@ -332,7 +332,7 @@ func.func @seed_type(%x: tensor<8x64xf32>, %seed: tensor<i32>, %wr: tensor<64x4x
 // -----
 
 func.func @aux_loss_type(%x: tensor<8x64xf32>, %seed: tensor<i64>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op expects aux_loss of type tensor<f32>, got 'tensor<1xf32>'}}
+  // expected-error @+1 {{'moe.layer' op result #1 must be 0-D tensor (scalar) of f32, but got 'tensor<1xf32>'}}
   %y, %l = moe.layer %x router(%wr) experts(%w1, %w2) seed(%seed) {routing = #moe.moesart<k = 2>, activation = #moe.activation<relu>, training}
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>, tensor<i64>) -> (tensor<8x64xf32>, tensor<1xf32>)
   return
@@ -350,7 +350,7 @@ func.func @routing_not_a_routing(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w
 // -----
 
 func.func @unranked(%x: tensor<*xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op operand #0 must be ranked tensor of any type values, but got 'tensor<*xf32>'}}
+  // expected-error @+1 {{'moe.layer' op operand #0 must be 2-D tensor [T, D] of f32, f16 or bf16, but got 'tensor<*xf32>'}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<*xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>) -> tensor<8x64xf32>
   return
@@ -361,7 +361,7 @@ func.func @unranked(%x: tensor<*xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x3
 // Soft MoE layer rules.
 
 func.func @soft_input_rank(%x: tensor<64x128xf32>, %phi: tensor<128x8x2xf32>, %w1: tensor<8x128x512xf32>, %w2: tensor<8x512x128xf32>) {
-  // expected-error @+1 {{'moe.soft_layer' op expects input of rank 3 [G, M, D], got 'tensor<64x128xf32>'}}
+  // expected-error @+1 {{'moe.soft_layer' op operand #0 must be 3-D tensor [G, M, D] of f32, f16 or bf16, but got 'tensor<64x128xf32>'}}
   %y = moe.soft_layer %x slots(%phi) experts(%w1, %w2) {activation = #moe.activation<gelu>}
          : (tensor<64x128xf32>, tensor<128x8x2xf32>, tensor<8x128x512xf32>, tensor<8x512x128xf32>) -> tensor<64x128xf32>
   return
@@ -370,7 +370,7 @@ func.func @soft_input_rank(%x: tensor<64x128xf32>, %phi: tensor<128x8x2xf32>, %w
 // -----
 
 func.func @soft_slots_rank(%x: tensor<4x64x128xf32>, %phi: tensor<128x16xf32>, %w1: tensor<8x128x512xf32>, %w2: tensor<8x512x128xf32>) {
-  // expected-error @+1 {{'moe.soft_layer' op expects slots of rank 3 [D, E, S], got 'tensor<128x16xf32>'}}
+  // expected-error @+1 {{'moe.soft_layer' op operand #1 must be 3-D tensor [D, E, S] of f32, f16 or bf16, but got 'tensor<128x16xf32>'}}
   %y = moe.soft_layer %x slots(%phi) experts(%w1, %w2) {activation = #moe.activation<gelu>}
          : (tensor<4x64x128xf32>, tensor<128x16xf32>, tensor<8x128x512xf32>, tensor<8x512x128xf32>) -> tensor<4x64x128xf32>
   return
@@ -397,7 +397,7 @@ func.func @soft_experts(%x: tensor<4x64x128xf32>, %phi: tensor<128x4x2xf32>, %w1
 // -----
 
 func.func @soft_scale_rank(%x: tensor<4x64x128xf32>, %phi: tensor<128x8x2xf32>, %s: tensor<1xf32>, %w1: tensor<8x128x512xf32>, %w2: tensor<8x512x128xf32>) {
-  // expected-error @+1 {{'moe.soft_layer' op expects scale of rank 0 (a scalar, tensor<f32>), got 'tensor<1xf32>'}}
+  // expected-error @+1 {{'moe.soft_layer' op operand #2 must be 0-D tensor (scalar) of f32, f16 or bf16, but got 'tensor<1xf32>'}}
   %y = moe.soft_layer %x slots(%phi) scale(%s) experts(%w1, %w2) {activation = #moe.activation<gelu>}
          : (tensor<4x64x128xf32>, tensor<128x8x2xf32>, tensor<1xf32>, tensor<8x128x512xf32>, tensor<8x512x128xf32>) -> tensor<4x64x128xf32>
   return

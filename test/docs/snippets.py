@@ -22,6 +22,20 @@ Commands:
                                         line starting with the text before
                                         it)
   snippets.py names FILE                the snippet names of FILE
+  snippets.py ir-examples FILE... --moe-opt PATH
+                                        every ```mlir block of FILE (the
+                                        reference docs generated from ODS,
+                                        whose blocks are unnamed fragments)
+                                        is wrapped and must verify: an op
+                                        fragment becomes the body of a
+                                        func.func whose arguments are the
+                                        values it uses without defining
+                                        them, typed by the op's functional
+                                        type; a fragment that starts with
+                                        "%name:" is an argument list; a line
+                                        <!-- ir-prelude: IR --> before the
+                                        fence adds IR at module level (a
+                                        shard.grid the example names)
 """
 import argparse
 import os
@@ -147,6 +161,100 @@ def run(path, name, root):
             sys.exit(1)
 
 
+PRELUDE = re.compile(r"^<!--\s*ir-prelude:\s*(.*?)\s*-->\s*$")
+SSA_DEF = re.compile(r"^\s*((?:%[\w.$-]+(?:#\d+)?\s*,\s*)*%[\w.$-]+(?:#\d+)?)\s*=")
+SSA_USE = re.compile(r"%[\w.$-]+")
+
+
+def split_types(text):
+    """Splits a comma-separated type list at bracket depth 0."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def operand_types(text):
+    """The operand types of the first functional type `: (T, ...) ->`."""
+    m = re.search(r":\s*\(", text)
+    if not m:
+        return None
+    i, depth, start = m.end(), 1, m.end()
+    while i < len(text) and depth:
+        if text[i] in "<([{":
+            depth += 1
+        elif text[i] in ">)]}":
+            depth -= 1
+        i += 1
+    return split_types(text[start:i - 1])
+
+
+def wrap_ir(body, preludes):
+    """A module in which the fragment `body` must verify, or an error."""
+    text = "\n".join(body)
+    first = next((l for l in body if l.strip()), "")
+    if re.match(r"^\s*%[\w.$-]+\s*:", first):
+        return "\n".join(preludes + [f"func.func @example({text}) {{", "  return", "}"]), None
+    defined, uses = set(), []
+    for l in body:
+        m = SSA_DEF.match(l)
+        rest = l
+        if m:
+            defined.update(v.split("#")[0] for v in re.findall(r"%[\w.$-]+", m.group(1)))
+            rest = l[m.end():]
+        for v in SSA_USE.findall(rest):
+            if v not in defined and v not in uses:
+                uses.append(v)
+    types = operand_types(text) if uses else []
+    if types is None or len(types) != len(uses):
+        return None, (f"cannot wrap: it uses {len(uses)} undefined value(s) "
+                      f"{' '.join(uses)} but its functional type lists "
+                      f"{'none' if types is None else len(types)}")
+    args = ", ".join(f"{v}: {t}" for v, t in zip(uses, types))
+    return "\n".join(preludes + [f"func.func @example({args}) {{", text, "  return", "}"]), None
+
+
+def ir_examples(paths, moe_opt):
+    """Every ```mlir block of the files verifies once wrapped (wrap_ir)."""
+    count, bad = 0, 0
+    for path in paths:
+        lines = open(path, encoding="utf-8").read().split("\n")
+        for _, _, lang, line, body in blocks(path):
+            if lang != "mlir":
+                continue
+            preludes, prev = [], line - 2
+            while prev >= 0 and (not lines[prev].strip() or PRELUDE.match(lines[prev].strip())):
+                m = PRELUDE.match(lines[prev].strip())
+                if m:
+                    preludes.insert(0, m.group(1))
+                prev -= 1
+            module, error = wrap_ir(body, preludes)
+            count += 1
+            if error:
+                print(f"{path}:{line}: {error}")
+                bad += 1
+                continue
+            result = subprocess.run([moe_opt, "-"], input=module + "\n", text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            if result.returncode:
+                print(f"{path}:{line}: the example does not verify:")
+                print("\n".join("  | " + l for l in result.stdout.rstrip().split("\n")))
+                bad += 1
+    if bad:
+        sys.exit(1)
+    print(f"ir-examples: {count} example(s) verified")
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -162,6 +270,9 @@ def main():
     r.add_argument("--root", required=True)
     n = sub.add_parser("names")
     n.add_argument("file")
+    x = sub.add_parser("ir-examples")
+    x.add_argument("files", nargs="+")
+    x.add_argument("--moe-opt", required=True)
     a = p.parse_args()
     if a.cmd == "check":
         check(a.files)
@@ -177,6 +288,8 @@ def main():
             sys.stdout.write(text)
     elif a.cmd == "run":
         run(a.file, a.name, a.root)
+    elif a.cmd == "ir-examples":
+        ir_examples(a.files, a.moe_opt)
     else:
         for name, _, _, _, _ in blocks(a.file):
             if name:

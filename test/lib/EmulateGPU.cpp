@@ -54,6 +54,10 @@ namespace moe {
 } // namespace moe
 } // namespace mlir
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-test-emulate-gpu"
+
 using namespace mlir;
 
 namespace {
@@ -460,6 +464,9 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
 
 struct EmulateGPUPass : public moe::impl::MoETestEmulateGPUBase<EmulateGPUPass> {
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
     func::FuncOp threadNum;
     SmallVector<Operation *> ops;

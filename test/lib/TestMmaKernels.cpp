@@ -22,6 +22,10 @@ namespace moe {
 } // namespace moe
 } // namespace mlir
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "moe-test-build-mma-kernels"
+
 using namespace mlir;
 using namespace mlir::moe::gpu_lowering;
 
@@ -39,6 +43,9 @@ struct TestBuildMmaKernelsPass
     registerAllGPUToLLVMIRTranslations(registry);
   }
   void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> decls;
     for (auto f : module.getOps<func::FuncOp>())

@@ -20,11 +20,13 @@
 // function's types do not change.
 // CHECK-LABEL: func.func @with_biases(%arg0: tensor<8x16xf32>
 // CHECK-SAME: -> tensor<8x16xf32>
-// CHECK: tensor.expand_shape %arg0 {{\[}}[0, 1], [2]] output_shape [1, 8, 16]
-// CHECK: linalg.broadcast ins(%arg1 : tensor<16x4xf32>) outs(%{{.*}} : tensor<16x4x1xf32>) dimensions = [2]
-// CHECK: moe.soft_layer %{{.*}} slots(%{{.*}}) experts(%arg3, %arg4) expert_biases(%arg5, %arg6) {activation = #moe.activation<silu>, normalize}
+// CHECK-NEXT: %[[X:.*]] = tensor.expand_shape %arg0 {{\[}}[0, 1], [2]] output_shape [1, 8, 16]
+// CHECK-NEXT: %[[E:.*]] = tensor.empty() : tensor<16x4x1xf32>
+// CHECK-NEXT: %[[PHI:.*]] = linalg.broadcast ins(%arg1 : tensor<16x4xf32>) outs(%[[E]] : tensor<16x4x1xf32>) dimensions = [2]
+// CHECK-NEXT: %[[S:.*]] = moe.soft_layer %[[X]] slots(%[[PHI]]) experts(%arg3, %arg4) expert_biases(%arg5, %arg6) {activation = #moe.activation<silu>, normalize}
 // CHECK-SAME: (tensor<1x8x16xf32>, tensor<16x4x1xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>, tensor<4x32xf32>, tensor<4x16xf32>) -> tensor<1x8x16xf32>
-// CHECK-NOT: %arg2
+// CHECK-NEXT: %[[Y:.*]] = tensor.collapse_shape %[[S]] {{\[}}[0, 1], [2]] : tensor<1x8x16xf32> into tensor<8x16xf32>
+// CHECK-NEXT: return %[[Y]]
 // OPTS-LABEL: func.func @with_biases
 // OPTS: output_shape [2, 4, 16]
 // OPTS: outs(%{{.*}} : tensor<16x4x2xf32>)
@@ -39,9 +41,13 @@ func.func @with_biases(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %br: tensor<
 
 // Training: the aux loss becomes 0 and the seed is no longer used.
 // CHECK-LABEL: func.func @training
-// CHECK: %[[Z:.*]] = arith.constant dense<0.000000e+00> : tensor<f32>
-// CHECK: %[[Y:.*]] = tensor.collapse_shape
-// CHECK: return %[[Y]], %[[Z]]
+// CHECK-NEXT: %[[Z:.*]] = arith.constant dense<0.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[X:.*]] = tensor.expand_shape %arg0
+// CHECK-NEXT: %[[E:.*]] = tensor.empty() : tensor<16x4x1xf32>
+// CHECK-NEXT: %[[PHI:.*]] = linalg.broadcast ins(%arg2 : tensor<16x4xf32>) outs(%[[E]] : tensor<16x4x1xf32>)
+// CHECK-NEXT: %[[S:.*]] = moe.soft_layer %[[X]] slots(%[[PHI]]) experts(%arg3, %arg4) {activation = #moe.activation<relu>, normalize}
+// CHECK-NEXT: %[[Y:.*]] = tensor.collapse_shape %[[S]]
+// CHECK-NEXT: return %[[Y]], %[[Z]]
 func.func @training(%x: tensor<8x16xf32>, %seed: tensor<i64>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>, %w2: tensor<4x32x16xf32>) -> (tensor<8x16xf32>, tensor<f32>) {
   %y, %l = moe.layer %x router(%wr) experts(%w1, %w2) seed(%seed) {routing = #moe.dense, activation = #moe.activation<relu>, training}
          : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>, tensor<i64>) -> (tensor<8x16xf32>, tensor<f32>)
