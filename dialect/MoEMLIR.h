@@ -35,10 +35,9 @@
 //    NVPTX pipeline's builder and options where the build has them,
 //    `registerPipelines()`).
 //
-// The pipeline builders assemble upstream passes by name (the same text that
-// `--moe-cpu-pipeline` stands for) and register the passes they name
-// themselves (`ensurePipelinePassesRegistered()`), so embedders need not call
-// `mlir::registerAllPasses()` first (doing so is harmless).
+// The pipeline builders assemble upstream and moe passes from their typed
+// constructors and option structs (nothing is parsed), so embedders need not
+// call `mlir::registerAllPasses()` first (doing so is harmless).
 //
 // The C API equivalent is dialect/capi/MoE.h (target `MoEMLIR::MoECAPI`).
 //

@@ -237,6 +237,18 @@ def MoEGPUMaterializeLaunches
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def MoEGPUStripObjectTimings
+    : Pass<"moe-strip-gpu-object-timings", "::mlir::ModuleOp"> {
+  let summary = "Drop compile-time measurements from gpu.object properties";
+  let description = [{
+    The NVVM serializer of `gpu-module-to-binary` records how long it took
+    (`LLVMIRToISATimeInMs`, `ISAToBinaryTimeInMs`) in the properties of every
+    `gpu.object`; this pass removes every property whose name ends in
+    `TimeInMs`, so that two identical compiles give identical output.
+    `--moe-nvptx-pipeline` runs it right after the serialization.
+  }];
+}
+
 def MoETestEmulateGPU : Pass<"moe-test-emulate-gpu", "::mlir::ModuleOp"> {
   let summary = "Testing: run the GPU kernels on the host (OpenMP threads as GPU threads)";
   let description = [{
