@@ -6,10 +6,12 @@
 // (gpu-lower-to-nvvm-pipeline): kernels through convert-gpu-to-nvvm and
 // gpu-module-to-binary, the host through gpu-to-llvm (mgpu* runtime calls).
 //
-// Every option value is checked before use, and the passes that take user
-// strings (chip, features, triple, format, the CUDA toolkit path) are built
-// from their option structs, never spliced into pipeline text: a path with a
-// space or a comma is just a path.
+// Every option value is checked before use (validateNVPTXPipelineOptions),
+// and every pass is built from its typed constructor and option struct, as
+// upstream's buildLowerToNVVMPassPipeline does: nothing is parsed, so user
+// strings (chip, features, triple, format, the CUDA toolkit path) are never
+// spliced into pipeline text (a path with a space or a comma is just a
+// path) and nothing can end in a fatal error.
 //
 //===----------------------------------------------------------------------===//
 
