@@ -157,9 +157,14 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     (marked `moe_gpu.device_result`), so a chain of moe ops has no host round
     trips. Constants and other host-computed tensors that feed moe ops are
     still uploaded; a scalar the host needs (the MOESART seed, the Soft MoE
-    scale) is copied to the host first. Only moe ops, `tensor.dim`, the three
-    reshapes above and `func.return` may use such a device tensor; any other
-    op is one error naming it. Private functions keep the default (host)
+    scale) is copied to the host first. An element-wise tensor op that reads
+    a device tensor (an ElementwiseMappable op such as a residual
+    `arith.addf`, or a `linalg.generic` with identity maps and parallel
+    iterators, over tensors of one shape) runs on the device as one launch
+    of a `moe_elementwise_*` kernel and its result is a device tensor too
+    (docs/gpu.md). Only moe ops, those element-wise ops, `tensor.dim`, the
+    three reshapes above and `func.return` may use such a device tensor; any
+    other op is one error naming it. Private functions keep the default (host)
     convention. Run `--moe-gpu-device-abi` after bufferization with
     results-to-out-params (`--moe-nvptx-pipeline="device-abi=true"` does).
 
@@ -235,6 +240,18 @@ def MoEGPUMaterializeLaunches
     Runs after one-shot bufferization and buffer deallocation.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def MoEGPUStripObjectTimings
+    : Pass<"moe-strip-gpu-object-timings", "::mlir::ModuleOp"> {
+  let summary = "Drop compile-time measurements from gpu.object properties";
+  let description = [{
+    The NVVM serializer of `gpu-module-to-binary` records how long it took
+    (`LLVMIRToISATimeInMs`, `ISAToBinaryTimeInMs`) in the properties of every
+    `gpu.object`; this pass removes every property whose name ends in
+    `TimeInMs`, so that two identical compiles give identical output.
+    `--moe-nvptx-pipeline` runs it right after the serialization.
+  }];
 }
 
 #endif // MOE_LOWERING_PASSES_TD

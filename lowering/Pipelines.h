@@ -9,6 +9,7 @@
 #ifndef MOE_LOWERING_PIPELINES_H
 #define MOE_LOWERING_PIPELINES_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -87,8 +88,9 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
   PassOptions::Option<std::string> cudaPath{
       *this, "cuda-path",
       llvm::cl::desc("CUDA toolkit (libdevice for math functions, ptxas for "
-                     "format=bin/fatbin); default: $CUDA_ROOT, $CUDA_HOME, "
-                     "$CUDA_PATH or /usr/local/cuda, whichever exists"),
+                     "format=bin/fatbin); default: the first of $CUDA_ROOT, "
+                     "$CUDA_HOME, $CUDA_PATH that is set (it must be a "
+                     "directory), else /usr/local/cuda"),
       llvm::cl::init("")};
   PassOptions::Option<bool> tensorCores{
       *this, "tensor-cores",
@@ -103,7 +105,9 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
 /// Checks every option value of `--moe-nvptx-pipeline`: `chip` is sm_NN or
 /// sm_NNN (optionally with an `a` or `f` suffix), `format` one of isa, bin,
 /// fatbin, `opt-level` in 0..3, `features` a list of +name/-name, `triple` an
-/// NVPTX triple, `cuda-path` free of newlines. On the first bad value calls
+/// NVPTX triple, `cuda-path` free of newlines and, without `cuda-path`, the
+/// first of $CUDA_ROOT, $CUDA_HOME, $CUDA_PATH that is set (non-empty) a
+/// directory. On the first bad value calls
 /// `errorHandler` with a one-line message ("moe-nvptx-pipeline: ...") and
 /// returns failure.
 LogicalResult
@@ -111,8 +115,9 @@ validateNVPTXPipelineOptions(const NVPTXPipelineOptions &options,
                              function_ref<LogicalResult(const Twine &)> errorHandler);
 
 /// The CUDA toolkit the NVPTX pipeline uses: `cudaPath` when not empty, else
-/// $CUDA_ROOT, $CUDA_HOME, $CUDA_PATH or /usr/local/cuda, whichever is a
-/// directory; "" when none is.
+/// the first of $CUDA_ROOT, $CUDA_HOME, $CUDA_PATH that is set (non-empty;
+/// validateNVPTXPipelineOptions reports one that is not a directory), else
+/// /usr/local/cuda when it is a directory; "" when there is none.
 std::string findCudaToolkit(llvm::StringRef cudaPath);
 
 /// Builds `--moe-nvptx-pipeline`: every moe op to MoE kernels in
@@ -123,16 +128,20 @@ std::string findCudaToolkit(llvm::StringRef cudaPath);
 /// runtime ABI of upstream `gpu-to-llvm`. The options are validated first
 /// (validateNVPTXPipelineOptions); on a bad value nothing is added to `pm`,
 /// `errorHandler` (default: print the line to stderr) gets the message and
-/// the result is failure. The passes that take user strings are built from
-/// option structs, so paths may contain any character.
+/// the result is failure. Every pass is built from its typed constructor and
+/// option struct (nothing is parsed), so paths may contain any character.
 LogicalResult
 buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &options,
                    function_ref<LogicalResult(const Twine &)> errorHandler = {});
 
-/// Registers every pass the NVPTX pipeline's builder names (upstream and
-/// moe), once; the builder calls it, so embedders need not register passes
-/// themselves. (MoEGpuLowering)
-void ensurePipelinePassesRegistered();
+/// Whether `--convert-moe-to-gpu="device-abi=true"` (and so
+/// `--moe-nvptx-pipeline="device-abi=true"`) accepts `module`: in every public
+/// function, the tensor arguments, the moe op results and what is computed
+/// from them on the device are used only by moe ops, element-wise tensor ops
+/// (which then run on the device), tensor.dim, tensor.cast/expand_shape/
+/// collapse_shape and func.return. A cheap check on the IR (nothing is
+/// lowered or reported): moe-run chooses its calling convention with it.
+bool deviceAbiApplies(ModuleOp module);
 
 /// Registers `--moe-cpu-pipeline` (MoECpuLowering). Tools call
 /// registerAllMoEPasses() (moe-mlir/InitAllMoE.h), which registers both

@@ -34,6 +34,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "lowering/Pipelines.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -46,12 +47,19 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/xxhash.h"
 
 #include <optional>
 
@@ -946,6 +954,165 @@ LogicalResult convertSoftLayer(OpT op, Host &h) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// device-abi: the host's element-wise tensor ops on device tensors
+//===----------------------------------------------------------------------===//
+
+/// The body of a linalg.generic that isDeviceElementwise accepts: pure ops
+/// without regions (no linalg.index) whose operands are the block's
+/// arguments, results of earlier body ops or constants defined outside.
+bool isScalarBody(Block &body) {
+  auto inBodyOrConstant = [&](Value v) {
+    return v.getParentBlock() == &body || matchPattern(v, m_Constant());
+  };
+  for (Operation &inner : body) {
+    if (&inner == body.getTerminator())
+      return inner.getNumOperands() == 1 && inBodyOrConstant(inner.getOperand(0));
+    if (inner.getNumRegions() || !isPure(&inner) || isa<linalg::IndexOp>(inner) ||
+        !llvm::all_of(inner.getOperands(), inBodyOrConstant))
+      return false;
+  }
+  return false;
+}
+
+/// device-abi: an element-wise tensor op that runs on the device when it
+/// reads a device tensor (a residual add between layers, a scaling, ...):
+/// one ranked tensor result, every operand a ranked tensor of the same
+/// shape, and either an ElementwiseMappable op without regions (arith.addf,
+/// math.exp, arith.select, ...) or a linalg.generic with only parallel
+/// iterators, identity indexing maps, one init and a scalar body.
+bool isDeviceElementwise(Operation *op) {
+  if (op->getNumResults() != 1 || op->getNumOperands() == 0)
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!type)
+    return false;
+  auto sameShape = [&](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.getShape() == type.getShape();
+  };
+  if (!llvm::all_of(op->getOperands(), sameShape))
+    return false;
+  if (OpTrait::hasElementwiseMappableTraits(op))
+    return op->getNumRegions() == 0;
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  return generic && generic.getNumDpsInits() == 1 && generic.hasPureTensorSemantics() &&
+         generic.getNumLoops() == generic.getNumParallelLoops() &&
+         llvm::all_of(generic.getIndexingMapsArray(),
+                      [](AffineMap map) { return map.isIdentity(); }) &&
+         isScalarBody(generic.getRegion().front());
+}
+
+/// The kernel of an element-wise op is named after what it computes (op
+/// names, attributes, element types and the dataflow of a generic body), so
+/// that equal ops share one kernel: moe_elementwise_<op>_<16 hex digits>.
+std::string elementwiseKernelName(Operation *op) {
+  std::string signature;
+  llvm::raw_string_ostream os(signature);
+  auto describe = [&](Operation *o, function_ref<void(Value)> operand) {
+    os << o->getName() << o->getAttrDictionary() << "(";
+    for (Value v : o->getOperands())
+      operand(v);
+    os << ")->";
+    llvm::interleaveComma(o->getResultTypes(), os);
+    os << ";";
+  };
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic) {
+    describe(op, [&](Value v) { os << eltOf(v) << ","; });
+  } else {
+    Block &body = generic.getRegion().front();
+    llvm::DenseMap<Operation *, unsigned> index;
+    for (BlockArgument arg : body.getArguments())
+      os << "arg" << arg.getArgNumber() << ":" << arg.getType() << ",";
+    for (Operation &inner : body) {
+      index[&inner] = index.size();
+      describe(&inner, [&](Value v) {
+        if (auto arg = dyn_cast<BlockArgument>(v))
+          os << "a" << arg.getArgNumber() << ",";
+        else if (v.getParentBlock() == &body)
+          os << "o" << index.lookup(v.getDefiningOp()) << "#"
+             << cast<OpResult>(v).getResultNumber() << ",";
+        else // a constant from outside
+          describe(v.getDefiningOp(), [](Value) {});
+      });
+    }
+  }
+  std::string opName = op->getName().stripDialect().str();
+  llvm::replace(opName, '.', '_');
+  return llvm::formatv("moe_elementwise_{0}_{1:x-16}", opName,
+                       llvm::xxh3_64bits(signature))
+      .str();
+}
+
+/// An element-wise op on device tensors (isDeviceElementwise) as one kernel
+/// launch: operands on the device (device tensors in place, host ones
+/// uploaded), the result a device tensor like a moe op's.
+LogicalResult convertElementwise(Operation *op, Host &h) {
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  // The tensors the kernel reads: every operand of an op; a generic's
+  // inputs, and its init when the body reads it.
+  SmallVector<Value> inputs;
+  if (!generic) {
+    inputs.assign(op->getOperands().begin(), op->getOperands().end());
+  } else {
+    llvm::append_range(inputs, generic.getDpsInputs());
+    if (generic.getMatchingBlockArgument(generic.getDpsInitOperand(0)).getNumUses())
+      inputs.push_back(generic.getDpsInits()[0]);
+  }
+  Value shapeSource = op->getOperand(0);
+  SmallVector<Value> buffers, dims;
+  SmallVector<Type> types;
+  for (Value t : inputs) {
+    buffers.push_back(h.upload(t));
+    types.push_back(eltOf(t));
+  }
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    dims.push_back(h.dim(shapeSource, i));
+  Value n = h.numElements(shapeSource);
+  Type elt = type.getElementType();
+  Value out = h.alloc(elt, n);
+  Location loc = op->getLoc();
+  gpu::GPUFuncOp kernel = h.lib.elementwise(
+      elementwiseKernelName(op), types, elt, [&](IRB &e, ValueRange in) -> Value {
+        OpBuilder::InsertionGuard guard(e.b);
+        if (!generic) {
+          OperationState state(loc, op->getName());
+          state.addOperands(in);
+          state.addTypes(elt);
+          state.addAttributes(op->getAttrs());
+          return e.b.create(state)->getResult(0);
+        }
+        Block &body = generic.getRegion().front();
+        IRMapping map;
+        for (auto [arg, value] : llvm::zip(body.getArguments(), in))
+          map.map(arg, value);
+        if (in.size() > generic.getNumDpsInputs()) // the init is read
+          map.map(body.getArguments().back(), in.back());
+        auto mapOutside = [&](Value v) {
+          if (v.getParentBlock() != &body && !map.contains(v))
+            map.map(v, e.b.clone(*v.getDefiningOp())->getResult(0));
+        };
+        for (Operation &inner : body.without_terminator()) {
+          llvm::for_each(inner.getOperands(), mapOutside);
+          e.b.clone(inner, map);
+        }
+        Value yielded = body.getTerminator()->getOperand(0);
+        mapOutside(yielded);
+        return map.lookup(yielded);
+      });
+  // At least one block: a launch of an empty grid is an error in CUDA.
+  Value grid = arith::MaxUIOp::create(h.b, h.blocks(n, kEltThreads), h.e.idx(1));
+  SmallVector<Value> args(buffers);
+  args.append({out, n});
+  h.launch(kernel, {grid}, kEltThreads, args);
+  Value r = h.download(out, type, dims);
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
 struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass> {
   using ConvertMoEToGPUBase::ConvertMoEToGPUBase;
 
@@ -980,7 +1147,12 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
   /// device-abi: the tensors of public functions that live in device memory
   /// (tensor arguments, moe op results and their reshapes); every other use
   /// of one is an error naming the op.
-  static LogicalResult findDeviceValues(ModuleOp module, llvm::DenseSet<Value> &device) {
+  /// Element-wise ops (isDeviceElementwise) that read one become device
+  /// kernels (`elementwise`) and their results device tensors. With `emit`
+  /// false nothing is reported (deviceAbiApplies).
+  static LogicalResult findDeviceValues(ModuleOp module, llvm::DenseSet<Value> &device,
+                                        llvm::SetVector<Operation *> &elementwise,
+                                        bool emit = true) {
     SmallVector<Value> worklist;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || !func.isPublic())
@@ -995,6 +1167,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       });
     }
     bool ok = true;
+    llvm::SmallPtrSet<Operation *, 4> reported;
     while (!worklist.empty()) {
       Value v = worklist.pop_back_val();
       if (!device.insert(v).second)
@@ -1007,11 +1180,19 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
         if (isa<tensor::DimOp, func::ReturnOp>(user) ||
             (user->getDialect() && isa<MoEDialect>(user->getDialect())))
           continue;
+        if (isDeviceElementwise(user)) {
+          elementwise.insert(user);
+          worklist.push_back(user->getResult(0));
+          continue;
+        }
+        ok = false;
+        if (!emit || !reported.insert(user).second) // one error per op
+          continue;
         user->emitError() << "device-abi: '" << user->getName()
                           << "' would read a device tensor (an argument of a public function "
-                             "or a moe op result) on the host; only moe ops, tensor.dim, "
-                             "tensor.cast/expand_shape/collapse_shape and func.return may use it";
-        ok = false;
+                             "or a moe op result) on the host; only moe ops, element-wise ops on "
+                             "tensors of one shape, tensor.dim, tensor.cast/expand_shape/"
+                             "collapse_shape and func.return may use it";
       }
     }
     return success(ok);
@@ -1022,9 +1203,15 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
                             << getOperation()->getName() << " at "
                             << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
+    llvm::DenseSet<Value> deviceValues;
+    llvm::SetVector<Operation *> elementwise;
+    if (deviceAbi && failed(findDeviceValues(module, deviceValues, elementwise)))
+      return signalPassFailure();
+    // The moe ops and (device-abi) the element-wise ops on device tensors, in
+    // program order.
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
-      if (op->getDialect() && isa<MoEDialect>(op->getDialect()))
+      if ((op->getDialect() && isa<MoEDialect>(op->getDialect())) || elementwise.contains(op))
         ops.push_back(op);
     });
     if (ops.empty())
@@ -1032,9 +1219,6 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     if (failed(checkToolkit(ops.front())))
       return signalPassFailure();
     bool failedAny = false;
-    llvm::DenseSet<Value> deviceValues;
-    if (deviceAbi && failed(findDeviceValues(module, deviceValues)))
-      return signalPassFailure();
 
     KernelLibrary lib(module);
     for (Operation *op : ops) {
@@ -1052,7 +1236,9 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
                   [&](auto concrete) { return convert(concrete, h); })
               .Case<SoftLayerOp, FusedSoftExpertsOp>(
                   [&](auto concrete) { return convertSoftLayer(concrete, h); })
-              .Default([](Operation *op) {
+              .Default([&](Operation *op) -> LogicalResult {
+                if (elementwise.contains(op))
+                  return convertElementwise(op, h);
                 return op->emitError("no GPU lowering for this moe op");
               });
       if (failed(result)) {
@@ -1104,3 +1290,10 @@ struct MaterializeLaunchesPass
 };
 
 } // namespace
+
+bool moe::deviceAbiApplies(ModuleOp module) {
+  llvm::DenseSet<Value> device;
+  llvm::SetVector<Operation *> elementwise;
+  return succeeded(
+      ConvertMoEToGPUPass::findDeviceValues(module, device, elementwise, /*emit=*/false));
+}

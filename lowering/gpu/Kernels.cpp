@@ -1196,6 +1196,25 @@ gpu::GPUFuncOp KernelLibrary::sigmoid() {
                      });
 }
 
+gpu::GPUFuncOp KernelLibrary::elementwise(StringRef name, TypeRange inputs, Type output,
+                                          function_ref<Value(IRB &, ValueRange)> body) {
+  SmallVector<Type> args;
+  for (Type t : inputs)
+    args.push_back(flat(t));
+  args.append({flat(output), IndexType::get(module.getContext())});
+  size_t n = inputs.size();
+  return buildKernel(gpuModule, name, args, {}, kEltThreads,
+                     [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+                       Value i = globalThread(e);
+                       e.ifThen(e.ult(i, a[n + 1]), [&](IRB &e) {
+                         SmallVector<Value> values;
+                         for (size_t j = 0; j < n; ++j)
+                           values.push_back(e.load(a[j], i));
+                         e.store(body(e, values), a[n], i);
+                       });
+                     });
+}
+
 gpu::GPUFuncOp KernelLibrary::softNorms(Type data) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);

@@ -207,6 +207,15 @@ public:
   /// ceil(M/kTileM), G).
   gpu::GPUFuncOp softCombine(Type cw, Type out, Type y);
 
+  /// (in_0, ..., in_{n-1}, out, N): out[i] = body(in_0[i], ..., in_{n-1}[i])
+  /// for i < N; 1-D over N (kEltThreads threads per block). Memrefs of the
+  /// given element types; `body` gets the loaded elements and returns the
+  /// value to store. `name` must identify the body: the first kernel built
+  /// under a name is returned for it afterwards (the host's element-wise
+  /// tensor ops in device-abi mode, ConvertMoEToGPU.cpp).
+  gpu::GPUFuncOp elementwise(StringRef name, TypeRange inputs, Type output,
+                             function_ref<Value(IRB &, ValueRange)> body);
+
 private:
   ModuleOp module;
   gpu::GPUModuleOp gpuModule;

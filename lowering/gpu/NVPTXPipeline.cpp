@@ -6,10 +6,12 @@
 // (gpu-lower-to-nvvm-pipeline): kernels through convert-gpu-to-nvvm and
 // gpu-module-to-binary, the host through gpu-to-llvm (mgpu* runtime calls).
 //
-// Every option value is checked before use, and the passes that take user
-// strings (chip, features, triple, format, the CUDA toolkit path) are built
-// from their option structs, never spliced into pipeline text: a path with a
-// space or a comma is just a path.
+// Every option value is checked before use (validateNVPTXPipelineOptions),
+// and every pass is built from its typed constructor and option struct, as
+// upstream's buildLowerToNVVMPassPipeline does: nothing is parsed, so user
+// strings (chip, features, triple, format, the CUDA toolkit path) are never
+// spliced into pipeline text (a path with a space or a comma is just a
+// path) and nothing can end in a fatal error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,12 +20,16 @@
 #include "lowering/HostPipeline.h"
 #include "lowering/Passes.h"
 
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/Pass.h"
-#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
@@ -34,9 +40,14 @@
 
 using namespace mlir;
 
+#define DEBUG_TYPE "moe-nvptx-pipeline"
+
 /// The CUDA toolkit the serialization uses: libdevice (the kernels' exp, log,
 /// erf, tanh, rsqrt) is linked from it, so the PTX has no unresolved
 /// __nv_* calls, and ptxas comes from it for format=bin/fatbin.
+/// Where the toolkit is looked for when cuda-path is empty, in this order.
+static constexpr const char *kCudaEnvVars[] = {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"};
+
 static std::string cudaToolkit(const moe::NVPTXPipelineOptions &options) {
   return moe::findCudaToolkit(options.cudaPath);
 }
@@ -44,9 +55,12 @@ static std::string cudaToolkit(const moe::NVPTXPipelineOptions &options) {
 std::string moe::findCudaToolkit(StringRef cudaPath) {
   if (!cudaPath.empty())
     return cudaPath.str();
-  for (const char *var : {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
+  // The first variable that is set wins, directory or not: a stale
+  // $CUDA_HOME is reported (validateNVPTXPipelineOptions), never skipped
+  // silently in favour of another toolkit.
+  for (const char *var : kCudaEnvVars)
     if (std::optional<std::string> v = llvm::sys::Process::GetEnv(var))
-      if (!v->empty() && llvm::sys::fs::is_directory(*v))
+      if (!v->empty())
         return *v;
   if (llvm::sys::fs::is_directory("/usr/local/cuda"))
     return "/usr/local/cuda";
@@ -114,26 +128,43 @@ LogicalResult moe::validateNVPTXPipelineOptions(
   if (triple != "nvptx64-nvidia-cuda" && triple != "nvptx-nvidia-cuda")
     return error("triple='" + triple +
                  "' is not an NVPTX triple; expected nvptx64-nvidia-cuda");
+  auto badPathChar = [](char c) { return c == '\0' || c == '\n' || c == '\r'; };
   if (!options.cudaPath.empty()) {
     StringRef path = options.cudaPath;
-    if (llvm::any_of(path, [](char c) { return c == '\0' || c == '\n'; }))
+    if (llvm::any_of(path, badPathChar))
       return error("cuda-path contains a newline or NUL character");
+    return success();
+  }
+  // No cuda-path: the toolkit comes from the environment. The first variable
+  // that is set must name a directory (any characters, spaces included).
+  for (const char *var : kCudaEnvVars) {
+    std::optional<std::string> value = llvm::sys::Process::GetEnv(var);
+    if (!value || value->empty())
+      continue;
+    if (llvm::any_of(*value, badPathChar))
+      return error(Twine("$") + var + " contains a newline or NUL character");
+    if (!llvm::sys::fs::is_directory(*value))
+      return error(Twine("$") + var + "='" + *value +
+                   "' is not a directory; the CUDA toolkit is looked up there "
+                   "(fix or unset it, or pass cuda-path=DIR)");
+    break;
   }
   return success();
 }
+
+namespace mlir {
+namespace moe {
+#define GEN_PASS_DEF_MOEGPUSTRIPOBJECTTIMINGS
+#include "lowering/Passes.h.inc"
+} // namespace moe
+} // namespace mlir
 
 namespace {
 /// Drops the compile-time measurements (LLVMIRToISATimeInMs,
 /// ISAToBinaryTimeInMs) that the NVVM serializer records in the properties
 /// of every gpu.object: with them, two identical compiles differ.
 struct StripObjectTimingsPass
-    : public PassWrapper<StripObjectTimingsPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(StripObjectTimingsPass)
-
-  StringRef getArgument() const final { return "moe-strip-gpu-object-timings"; }
-  StringRef getDescription() const final {
-    return "Drop compile-time measurements from gpu.object properties";
-  }
+    : public moe::impl::MoEGPUStripObjectTimingsBase<StripObjectTimingsPass> {
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
                             << getOperation()->getName() << " at "
@@ -166,6 +197,8 @@ struct StripObjectTimingsPass
       }
       if (changed)
         binary.setObjectsAttr(ArrayAttr::get(binary.getContext(), objects));
+      LLVM_DEBUG(llvm::dbgs() << "strip timings of @" << binary.getSymName()
+                              << ": " << (changed ? "dropped" : "none") << "\n");
     });
   }
 };
@@ -182,11 +215,10 @@ LogicalResult moe::buildNVPTXPipeline(
     errorHandler = printError;
   if (failed(validateNVPTXPipelineOptions(options, errorHandler)))
     return failure();
-  ensurePipelinePassesRegistered();
-  auto addFixed = [&](StringRef text) {
-    if (failed(parsePassPipeline(text, pm, llvm::errs())))
-      llvm::report_fatal_error("moe-nvptx-pipeline: invalid built-in pipeline");
-  };
+  // Every pass from its typed constructor and option struct (as upstream's
+  // buildLowerToNVVMPassPipeline): nothing is parsed here, so nothing here
+  // can fail once the option values are valid, and user strings (paths,
+  // features) are never spliced into pipeline text.
 
   // 1. moe -> kernels (gpu.module @moe_kernels) + host code on tensors; the
   // host's own tensor ops (residual adds, ...) go through linalg.
@@ -197,7 +229,9 @@ LogicalResult moe::buildNVPTXPipeline(
   // mma.sync (the bf16/f16 expert GEMMs) needs sm_80 or newer.
   toGPU.tensorCores = options.tensorCores && chipNumber(options.chip) >= 80;
   pm.addPass(createConvertMoEToGPU(toGPU));
-  addFixed("func.func(convert-elementwise-to-linalg),canonicalize,cse");
+  pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
   // 2. Host bufferization and deallocation (device buffers are managed by
   // convert-moe-to-gpu: bufferization.manual_deallocation); device-abi:
   // results into the caller's device buffers.
@@ -205,13 +239,13 @@ LogicalResult moe::buildNVPTXPipeline(
   if (options.deviceAbi)
     pm.addPass(createMoEGPUDeviceABI());
   // 3. Launch placeholders -> gpu.launch_func; host ops on one stream.
-  addFixed("moe-gpu-materialize-launches,"
-           "func.func(convert-linalg-to-loops),"
-           "func.func(gpu-async-region),"
-           "canonicalize,"
-           "convert-scf-to-cf,"
-           "expand-strided-metadata,"
-           "lower-affine");
+  pm.addPass(createMoEGPUMaterializeLaunches());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
   // 4. Kernels: NVVM target, gpu -> nvvm (as upstream's
   // buildGpuPassPipeline).
   GpuNVVMAttachTargetOptions target;
@@ -222,18 +256,24 @@ LogicalResult moe::buildNVPTXPipeline(
   pm.addPass(createGpuNVVMAttachTarget(target));
   // The tensor-core GEMMs (MmaGemm.cpp) use nvgpu ops (cp.async, ldmatrix):
   // convert-nvgpu-to-nvvm lowers them before the gpu ops.
-  addFixed("gpu.module(strip-debuginfo,convert-nvgpu-to-nvvm,convert-gpu-to-nvvm,"
-           "canonicalize,cse,"
-           "reconcile-unrealized-casts),"
-           // 5. Host: mgpu* runtime calls (as upstream's
-           // buildHostPostPipeline), then the serialization of the kernels.
-           "gpu-to-llvm");
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createStripDebugInfoPass());
+  kernels.addPass(createConvertNVGPUToNVVMPass());
+  kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+  // 5. Host: mgpu* runtime calls (as upstream's buildHostPostPipeline), then
+  // the serialization of the kernels.
+  pm.addPass(createGpuToLLVMConversionPass());
   GpuModuleToBinaryPassOptions toBinary;
   toBinary.compilationTarget = options.format;
   toBinary.toolkitPath = toolkit;
   pm.addPass(createGpuModuleToBinaryPass(toBinary));
-  pm.addPass(std::make_unique<StripObjectTimingsPass>());
+  pm.addPass(createMoEGPUStripObjectTimings());
   addHostToLLVM(pm);
-  addFixed("canonicalize,cse,reconcile-unrealized-casts");
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
   return success();
 }

@@ -78,7 +78,7 @@ add_case() { # NAME FILE
   local form input why
   for form in layer fused; do
     input="$src"; [ "$form" = fused ] && input="$dir/fused.mlir"
-    # A case the target cannot compile (e.g. host ops between layers on
+    # A case the target cannot compile (e.g. a host matmul on a layer result on
     # cuda) is listed with moe-compile's one-line reason; kit.py reports it.
     why=""
     if ! compile "$input" "$dir/$form.so" 2> "$dir/$form.err"; then

@@ -286,27 +286,11 @@ private:
 
 llvm::Expected<ModuleOp> CudaBackend::lower(ModuleOp module,
                                             bool resultsToOutParams) {
-  {
-    // Device arguments when the function allows them (only moe ops and
-    // reshapes touch its tensors), tried on a copy: the diagnostics of a
-    // refusal are not the user's problem, the host ABI below takes over.
-    OwningOpRef<ModuleOp> clone = module.clone();
-    deviceArguments = true;
-    llvm::Error err = llvm::Error::success();
-    {
-      ScopedDiagnosticHandler quiet(module.getContext(),
-                                    [](Diagnostic &) { return success(); });
-      err = runPipeline(*clone, resultsToOutParams);
-    }
-    if (!err) {
-      // The caller owns `module`: it becomes the lowered copy.
-      module.getBodyRegion().takeBody(clone->getBodyRegion());
-      module->setAttrs(clone.get()->getAttrDictionary());
-      return module;
-    }
-    llvm::consumeError(std::move(err));
-    deviceArguments = false;
-  }
+  // Device arguments when the function allows them: its tensors are used
+  // only by moe ops, element-wise ops (run on the device), reshapes and the
+  // return. A check on the IR decides before anything is lowered, so the
+  // module is lowered once, with the convention it gets.
+  deviceArguments = mlir::moe::deviceAbiApplies(module);
   if (llvm::Error err = runPipeline(module, resultsToOutParams))
     return std::move(err);
   return module;

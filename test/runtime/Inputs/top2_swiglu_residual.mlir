@@ -1,6 +1,7 @@
-// test/examples/top2_swiglu.mlir plus a residual connection: a host op (the
-// add) reads the input, so moe-run --device=cuda cannot keep the arguments
-// on the device and lowers with the host ABI (copies in and out per call).
+// test/examples/top2_swiglu.mlir plus a residual connection: the add reads
+// the input and the layer's result; in device-abi mode it is one more
+// kernel (moe_elementwise_addf_*), so moe-run --device=cuda keeps the
+// arguments on the device as for the layer alone.
 func.func @forward(%x: tensor<32x256xf32>,
                    %wr: tensor<256x8xf32> {moe.param = "gate.weight"},
                    %w1: tensor<8x256x1024xf32> {moe.param = "experts.gate_up"},

@@ -36,10 +36,9 @@
 //    `buildCpuPipeline(OpPassManager &, const CpuPipelineOptions &)`,
 //    `buildNVPTXPipeline(OpPassManager &, const NVPTXPipelineOptions &)`).
 //
-// The pipeline builders add passes from their typed constructors and
-// register whatever they name textually themselves
-// (`ensurePipelinePassesRegistered()`), so embedders need not call
-// `mlir::registerAllPasses()` first (doing so is harmless).
+// The pipeline builders assemble upstream and moe passes from their typed
+// constructors and option structs (nothing is parsed), so embedders need not
+// call `mlir::registerAllPasses()` first (doing so is harmless).
 //
 // A program that needs only part of this links only part: the dialect alone
 // is library MoEDialect (dialect/MoEDialect.h), the moe-to-moe passes

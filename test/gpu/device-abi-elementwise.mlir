@@ -1,0 +1,104 @@
+// REQUIRES: host-supports-nvptx
+// RUN: moe-opt %s -split-input-file --pass-pipeline="builtin.module(convert-moe-to-gpu{device-abi=true},one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},buffer-results-to-out-params{modify-public-functions hoist-static-allocs},buffer-deallocation-pipeline,convert-bufferization-to-memref,moe-gpu-device-abi,moe-gpu-materialize-launches,func.func(gpu-async-region),canonicalize,cse)" \
+// RUN:   | FileCheck %s
+
+// device-abi: an element-wise tensor op that reads a device tensor (a
+// residual add between layers, a linalg.generic, a math op) is one launch
+// of a moe_elementwise_* kernel on the layers' stream: the operands are read
+// where they are (no gpu.memcpy), a host constant is uploaded, and the last
+// op writes the caller's out-parameter. Results numerically:
+// emulated-device-abi-block.test.
+
+// CHECK-LABEL: func.func @residual(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: memref<8x16xf32>, %{{.*}}: memref<16x4xf32>, %{{.*}}: memref<4x16x32xf32>, %{{.*}}: memref<4x32x16xf32>, %[[OUT:[a-z0-9]+]]: memref<8x16xf32>)
+// CHECK-NOT: gpu.memcpy
+// CHECK: memref.collapse_shape %[[X]]
+// CHECK-NEXT: %[[XD:.*]] = memref.cast
+// CHECK-NOT: gpu.memcpy
+// CHECK: %[[Y:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe_gpu.device_result} : memref<?xf32>
+// CHECK-NOT: gpu.memcpy
+// CHECK: gpu.launch_func async {{.*}} @moe_kernels::@moe_gemm2_weighted_kernel_combine
+// CHECK-NOT: gpu.memcpy
+// CHECK: %[[OUTC:.*]] = memref.collapse_shape %[[OUT]]
+// CHECK-NEXT: %[[OUTD:.*]] = memref.cast %[[OUTC]]
+// CHECK-NEXT: gpu.launch_func async [%{{.*}}] @moe_kernels::@[[ADD:moe_elementwise_addf_[0-9a-f]+]] blocks in (%c1, %c1, %c1) threads in (%c256, %c1, %c1) args(%[[XD]] : memref<?xf32>, %[[Y]] : memref<?xf32>, %[[OUTD]] : memref<?xf32>, %c128 : index)
+// CHECK-NEXT: gpu.dealloc async {{.*}} %[[Y]]
+// CHECK-NOT: gpu.memcpy
+// CHECK: gpu.wait [%{{.*}}]
+// CHECK-NEXT: return
+// CHECK: gpu.func @[[ADD]](%[[A:.*]]: memref<?xf32>, %[[B:.*]]: memref<?xf32>, %[[C:.*]]: memref<?xf32>, %[[N:.*]]: index) kernel
+// CHECK: %[[I:.*]] = arith.addi
+// CHECK-NEXT: %[[IN:.*]] = arith.cmpi ult, %[[I]], %[[N]]
+// CHECK-NEXT: scf.if %[[IN]] {
+// CHECK-NEXT: %[[VA:.*]] = memref.load %[[A]][%[[I]]]
+// CHECK-NEXT: %[[VB:.*]] = memref.load %[[B]][%[[I]]]
+// CHECK-NEXT: %[[S:.*]] = arith.addf %[[VA]], %[[VB]] : f32
+// CHECK-NEXT: memref.store %[[S]], %[[C]][%[[I]]]
+func.func @residual(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x32xf32>,
+                    %w2: tensor<4x32x16xf32>) -> tensor<8x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<relu>}
+         : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>) -> tensor<8x16xf32>
+  %r = arith.addf %x, %y : tensor<8x16xf32>
+  return %r : tensor<8x16xf32>
+}
+
+// -----
+
+// bf16 with a dynamic T: a generic that reads its init (x) and a captured
+// constant, then math.exp into the out-parameter; a host constant operand
+// (%bias) is uploaded once. The grid is ceil(T*16/256) blocks, at least one.
+
+// CHECK-LABEL: func.func @generic(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: memref<?x16xbf16>, %{{.*}}: memref<16x4xbf16>, %{{.*}}: memref<4x16x32xbf16>, %{{.*}}: memref<4x32x16xbf16>, %[[OUT:[a-z0-9]+]]: memref<?x16xbf16>)
+// CHECK: %[[XD:.*]] = memref.collapse_shape %[[X]]
+// CHECK-NOT: gpu.memcpy
+// CHECK: %[[Y:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe_gpu.device_result} : memref<?xbf16>
+// CHECK-NOT: gpu.memcpy
+// CHECK: gpu.launch_func async {{.*}} @moe_kernels::@moe_gemm2_weighted_kernel_combine_bf16_bf16_f32_bf16
+// CHECK-NOT: gpu.memcpy
+// CHECK: %[[G:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe_gpu.device_result} : memref<?xbf16>
+// CHECK-NEXT: %[[NB:.*]] = arith.ceildivui %[[N:.*]], %c256 : index
+// CHECK-NEXT: %[[GRID:.*]] = arith.maxui %[[NB]], %c1 : index
+// CHECK-NEXT: gpu.launch_func async {{.*}} @moe_kernels::@[[GEN:moe_elementwise_generic_[0-9a-f]+]] blocks in (%[[GRID]], %c1, %c1) threads in (%c256, %c1, %c1) args(%[[Y]] : memref<?xbf16>, %[[XD]] : memref<?xbf16>, %[[G]] : memref<?xbf16>, %[[N]] : index)
+// CHECK: %[[BIASD:.*]], %{{.*}} = gpu.alloc async
+// CHECK: gpu.memcpy async {{.*}} %[[BIASD]], %{{.*}} : memref<?xbf16>, memref<128xbf16>
+// CHECK-NEXT: %[[T:.*]], %{{.*}} = gpu.alloc async
+// CHECK-NEXT: gpu.launch_func async {{.*}} @moe_kernels::@[[ADD:moe_elementwise_addf_[0-9a-f]+]] {{.*}} args(%{{.*}} : memref<?xbf16>, %[[BIASD]] : memref<?xbf16>, %[[T]] : memref<?xbf16>,
+// CHECK: %[[OUTD:.*]] = memref.collapse_shape %[[OUT]]
+// CHECK-NEXT: gpu.launch_func async {{.*}} @moe_kernels::@[[EXP:moe_elementwise_exp_[0-9a-f]+]] {{.*}} args(%[[T]] : memref<?xbf16>, %[[OUTD]] : memref<?xbf16>,
+// CHECK-NOT: gpu.memcpy
+// CHECK: gpu.wait [%{{.*}}]
+// CHECK-NEXT: return
+// CHECK: gpu.func @[[GEN]](%[[A:.*]]: memref<?xbf16>, %[[O:.*]]: memref<?xbf16>, %[[C:.*]]: memref<?xbf16>, %{{.*}}: index) kernel
+// CHECK: %[[HALF:.*]] = arith.constant 5.000000e-01 : bf16
+// CHECK: scf.if
+// CHECK-NEXT: %[[VA:.*]] = memref.load %[[A]]
+// CHECK-NEXT: %[[VO:.*]] = memref.load %[[O]]
+// CHECK-NEXT: %[[M:.*]] = arith.mulf %[[VA]], %[[HALF]] : bf16
+// CHECK-NEXT: %[[S:.*]] = arith.addf %[[M]], %[[VO]] : bf16
+// CHECK-NEXT: memref.store %[[S]], %[[C]]
+// CHECK: gpu.func @[[ADD]](
+// CHECK: gpu.func @[[EXP]](
+// CHECK: math.exp %{{.*}} : bf16
+#id = affine_map<(i, j) -> (i, j)>
+func.func @generic(%x: tensor<?x16xbf16>, %wr: tensor<16x4xbf16>, %w1: tensor<4x16x32xbf16>,
+                   %w2: tensor<4x32x16xbf16>) -> tensor<?x16xbf16> {
+  %half = arith.constant 0.5 : bf16
+  %bias = arith.constant dense<1.0> : tensor<8x16xbf16>
+  %y = moe.layer %x router(%wr) experts(%w1, %w2)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<relu>}
+         : (tensor<?x16xbf16>, tensor<16x4xbf16>, tensor<4x16x32xbf16>, tensor<4x32x16xbf16>) -> tensor<?x16xbf16>
+  %g = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+         ins(%y : tensor<?x16xbf16>) outs(%x : tensor<?x16xbf16>) {
+  ^bb0(%a: bf16, %o: bf16):
+    %m = arith.mulf %a, %half : bf16
+    %s = arith.addf %m, %o : bf16
+    linalg.yield %s : bf16
+  } -> tensor<?x16xbf16>
+  %gc = tensor.cast %g : tensor<?x16xbf16> to tensor<8x16xbf16>
+  %t = arith.addf %gc, %bias : tensor<8x16xbf16>
+  %tc = tensor.cast %t : tensor<8x16xbf16> to tensor<?x16xbf16>
+  %e = math.exp %tc : tensor<?x16xbf16>
+  return %e : tensor<?x16xbf16>
+}
