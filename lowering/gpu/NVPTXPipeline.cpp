@@ -189,6 +189,8 @@ LogicalResult moe::buildNVPTXPipeline(
   toGPU.deviceAbi = options.deviceAbi;
   // mma.sync (the bf16/f16 expert GEMMs) needs sm_80 or newer.
   toGPU.tensorCores = options.tensorCores && chipNumber(options.chip) >= 80;
+  // wgmma (the 64-row tiles) exists on sm_90a only.
+  toGPU.wgmma = toGPU.tensorCores && StringRef(options.chip) == "sm_90a";
   pm.addPass(createConvertMoEToGPU(toGPU));
   addFixed("func.func(convert-elementwise-to-linalg),canonicalize,cse");
   // 2. Host bufferization and deallocation (device buffers are managed by
@@ -214,9 +216,10 @@ LogicalResult moe::buildNVPTXPipeline(
   target.optLevel = static_cast<unsigned>(options.optLevel);
   pm.addPass(createGpuNVVMAttachTarget(target));
   // The tensor-core GEMMs (MmaGemm.cpp) use nvgpu ops (cp.async, ldmatrix):
-  // convert-nvgpu-to-nvvm lowers them before the gpu ops.
+  // convert-nvgpu-to-nvvm lowers them before the gpu ops; the sm_90a wgmma
+  // ops are inline PTX (convert-nvvm-to-llvm).
   addFixed("gpu.module(strip-debuginfo,convert-nvgpu-to-nvvm,convert-gpu-to-nvvm,"
-           "canonicalize,cse,"
+           "convert-nvvm-to-llvm,canonicalize,cse,"
            "reconcile-unrealized-casts),"
            // 5. Host: mgpu* runtime calls (as upstream's
            // buildHostPostPipeline), then the serialization of the kernels.
