@@ -177,8 +177,11 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     use the tensor-core kernels of lowering/gpu/MmaGemm.h (warp-level
     `mma.sync` m16n8k16 with f32 accumulation, `ldmatrix`, a 3-stage
     `cp.async` pipeline; sm_80 or newer) unless `tensor-cores=false`;
-    `--moe-nvptx-pipeline` sets it from the chip. f32 data keeps the
-    CUDA-core kernels.
+    `--moe-nvptx-pipeline` sets it from the chip. With `wgmma=true` (what
+    the pipeline passes for `chip=sm_90a`) the 64-row tiles (prefill) use
+    the warpgroup-level `wgmma.mma_async` variants instead of `mma.sync`;
+    the 16-row decode tiles keep `mma.sync`. f32 data keeps the CUDA-core
+    kernels.
   }];
   let options = [
     Option<"toolkit", "toolkit", "std::string", "\"\"",
@@ -191,7 +194,10 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
            "bufferization); a host op reading one is an error">,
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
            "Expert GEMMs on bf16/f16 data use the tensor-core kernels "
-           "(mma.sync, needs sm_80 or newer); false: the CUDA-core kernels">
+           "(mma.sync, needs sm_80 or newer); false: the CUDA-core kernels">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "The tensor-core kernels of 64-row tiles use wgmma.mma_async "
+           "(needs sm_90a) instead of mma.sync">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

@@ -153,6 +153,9 @@ config.substitutions.append(("%moe_emulate_gpu_pipeline", "builtin.module("
     "convert-openmp-to-llvm,expand-strided-metadata,lower-affine,"
     "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
     "convert-to-llvm,reconcile-unrealized-casts)"))
+# The same with the sm_90a wgmma kernels for the 64-row tiles.
+config.substitutions.append(("%moe_emulate_gpu_wgmma_pipeline", dict(config.substitutions)[
+    "%moe_emulate_gpu_pipeline"].replace("convert-moe-to-gpu,", "convert-moe-to-gpu{wgmma=true},", 1)))
 
 # Expert parallelism (--moe-shard-experts): moe-run under the system MPI's
 # mpirun. One substitution for every test: as root (CI runs as root),

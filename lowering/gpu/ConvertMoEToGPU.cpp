@@ -43,6 +43,7 @@
 #include "lowering/gpu/IRBuilder.h"
 #include "lowering/gpu/Kernels.h"
 #include "lowering/gpu/MmaGemm.h"
+#include "lowering/gpu/WarpLayouts.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -106,6 +107,8 @@ public:
   ModuleOp module;
   /// Expert GEMMs on bf16/f16 data use the tensor-core kernels.
   bool tensorCores = true;
+  /// ... and 64-row tiles use the sm_90a wgmma kernels.
+  bool wgmma = false;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -546,42 +549,57 @@ public:
   /// (and, with `combine`, the per-token sums into combine->y). h has A's
   /// element type (the CPU path's rounding point); `out` receives GEMM2's f32
   /// result in its own element type. bf16/f16 GEMMs take the tensor-core
-  /// kernels (mmaConfig) where they can: GEMM1 always, GEMM2 unless it
-  /// carries the combine epilogue (the tensor-core GEMM2 has none: the fused
-  /// layer keeps its CUDA-core GEMM2 and stays at 4 launches).
+  /// kernels (mmaElt), GEMM2 with the combine epilogue in a fused layer; the
+  /// kernels are specialised on the plan's row tile: a dynamic T launches
+  /// the pair of its run-time tile (forRowTile).
   void ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value out,
            const FusedCombine *combine = nullptr) {
     Value h = alloc(eltOf(A), e.muli(plan.pMax, x.H));
-    std::optional<MmaGemmConfig> mma = mmaConfig(A, plan, x, out);
-    if (mma) {
-      MmaGemmConfig g1 = *mma;
-      g1.kind = MmaGemmConfig::Kind::gemm1;
-      g1.gather = gather;
-      g1.act = x.act;
-      g1.bias = x.b1 != nullptr;
-      launch(buildMmaGemm(lib.getModule(), g1), {blocks(x.H, g1.tileN()), plan.maxTiles},
-             kMmaThreads,
-             {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
-              plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H});
-    } else {
-      launch(lib.gemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1), eltOf(h)),
-             {blocks(x.H, kTileN), plan.maxTiles}, kGemmThreads,
-             {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
-              plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H, plan.tileRows});
-    }
     bool weighted = plan.rowWeights != nullptr;
-    if (mma && !combine) {
-      MmaGemmConfig g2 = *mma;
-      g2.kind = MmaGemmConfig::Kind::gemm2;
-      g2.weighted = weighted;
-      g2.bias = x.b2 != nullptr;
-      g2.outF32 = eltOf(out).isF32();
-      launch(buildMmaGemm(lib.getModule(), g2), {blocks(x.D, g2.tileN()), plan.maxTiles},
-             kMmaThreads,
-             {h, plan.sorted, weighted ? plan.rowWeights : dummyF32(), plan.tileExpert,
-              plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2, out, x.H, x.D});
+    if (std::optional<MmaElt> elt = mmaElt(A, x, eltOf(out), combine ? eltOf(combine->y) : Type())) {
+      // Host buffers are made before forRowTile's branches (they are freed
+      // after the op).
+      Value rowWeights = weighted ? plan.rowWeights : dummyF32();
+      forRowTile(plan.tileRows, [&](int64_t tileM) {
+        MmaGemmConfig g1;
+        g1.elt = *elt;
+        g1.tileM = tileM;
+        g1.gather = gather;
+        g1.act = x.act;
+        g1.bias = x.b1 != nullptr;
+        g1.wgmma = wgmma && tileM == warp_layout::Wgmma::M;
+        launch(buildMmaGemm(lib.getModule(), g1), {blocks(x.H, g1.tileN()), plan.maxTiles},
+               kMmaThreads,
+               {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
+                plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H});
+        MmaGemmConfig g2;
+        g2.kind = MmaGemmConfig::Kind::gemm2;
+        g2.elt = *elt;
+        g2.tileM = tileM;
+        g2.weighted = weighted;
+        g2.bias = x.b2 != nullptr;
+        g2.outF32 = eltOf(out).isF32();
+        g2.combine = combine != nullptr;
+        g2.shared = combine && combine->shared;
+        g2.wgmma = g1.wgmma;
+        SmallVector<Value> args{h,     plan.sorted, rowWeights,
+                                plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
+                                out,   x.H,         x.D};
+        if (combine) {
+          args.append({plan.sourceRows, combine->positions, combine->counters, combine->y,
+                       combine->K});
+          if (combine->shared)
+            args.push_back(combine->shared);
+        }
+        launch(buildMmaGemm(lib.getModule(), g2), {blocks(x.D, g2.tileN()), plan.maxTiles},
+               kMmaThreads, args);
+      });
       return;
     }
+    launch(lib.gemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1), eltOf(h)),
+           {blocks(x.H, kTileN), plan.maxTiles}, kGemmThreads,
+           {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
+            plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H, plan.tileRows});
     SmallVector<Value> args{h,     plan.sorted, weighted ? plan.rowWeights : dummyF32(),
                             plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
                             out,   x.H,         x.D,         plan.tileRows};
@@ -597,28 +615,35 @@ public:
            {blocks(x.D, kTileN), plan.maxTiles}, kGemmThreads, args);
   }
 
-  /// The tensor-core configuration (element type and M tile, MmaGemm.h) of
-  /// ffn()'s GEMMs, or nullopt for the CUDA-core kernels: tensor cores on, A,
-  /// the weights and the biases of one bf16/f16 type, GEMM2's rows f32 or
-  /// that type, and the plan's row tile known at compile time (a static
-  /// token count; the tensor-core kernels are specialised on it, while a
-  /// dynamic T chooses 16 or 64 at run time: CUDA-core kernels).
-  std::optional<MmaGemmConfig> mmaConfig(Value A, const Plan &plan, const Experts &x,
-                                         Value out) {
+  /// The element type of the tensor-core kernels (MmaGemm.h) for ffn()'s
+  /// GEMMs, or nullopt for the CUDA-core kernels: tensor cores on; A, the
+  /// weights and the biases of one bf16/f16 type T; GEMM2's rows f32 or T
+  /// (f32 with a combine, whose y is T).
+  std::optional<MmaElt> mmaElt(Value A, const Experts &x, Type out, Type y) {
     if (!tensorCores)
       return std::nullopt;
     Type t = eltOf(A);
     std::optional<MmaElt> elt = mmaEltOf(t);
     if (!elt || eltOf(x.w1) != t || eltOf(x.w2) != t || (x.b1 && eltOf(x.b1) != t) ||
-        (x.b2 && eltOf(x.b2) != t) || (eltOf(out) != t && !eltOf(out).isF32()))
+        (x.b2 && eltOf(x.b2) != t) || (out != t && !out.isF32()) ||
+        (y && (y != t || !out.isF32())))
       return std::nullopt;
-    std::optional<int64_t> tile = getConstantIntValue(plan.tileRows);
-    if (!tile)
-      return std::nullopt;
-    MmaGemmConfig c;
-    c.elt = *elt;
-    c.tileM = *tile;
-    return c;
+    return elt;
+  }
+
+  /// Emits `body(R)` for the plan's row tile R: once when R is a constant
+  /// (static T), else under an scf.if on its run-time value, once per
+  /// possible tile (kSmallTileM, kTileM): the launches of one branch run.
+  void forRowTile(Value tileRows, function_ref<void(int64_t)> body) {
+    if (std::optional<int64_t> tile = getConstantIntValue(tileRows))
+      return body(*tile);
+    auto ifOp = scf::IfOp::create(b, e.eq(tileRows, e.idx(kSmallTileM)),
+                                  /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    body(kSmallTileM);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    body(kTileM);
   }
 
   /// The fused token-choice expert family in three launches: align (+ the
@@ -632,7 +657,9 @@ public:
                      Value shared = {}, const Gate *loss = nullptr) {
     Value y = alloc(yType, e.muli(T, ex.D));
     AlignExtras extras;
-    extras.numCounters = e.muli(T, blocks(ex.D, kTileN));
+    // One arrival counter per (token, GEMM2 column tile).
+    bool mma = mmaElt(x, ex, e.f32(), yType).has_value();
+    extras.numCounters = e.muli(T, blocks(ex.D, mma ? kMmaTileN : kTileN));
     extras.counters = alloc(e.i32(), extras.numCounters);
     extras.y = y;
     extras.D = ex.D;
@@ -1229,6 +1256,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       if (deviceAbi && func && func.isPublic())
         h.deviceValues = &deviceValues;
       h.tensorCores = tensorCores;
+      h.wgmma = wgmma;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

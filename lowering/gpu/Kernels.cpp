@@ -1055,62 +1055,76 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type w
           // one arrival per (token, column tile); the block that brings a
           // token's last kept contribution sums the token's rows in slot
           // order (after the shared output), as moe_reduce_kernel does.
-          Value src = a[11], positions = a[12], counters = a[13], y = a[14], K = a[15];
-          Value sharedOut = shared ? a[16] : Value();
-          Value lastOf = wg[3];
-          h.finish = [&, lastOf](IRB &e, int64_t tileM) {
-            Value tid = threadId(e), c0 = e.idx(0);
-            Value bx = blockId(e, gpu::Dimension::x);
-            Value colTiles = e.ceildiv(D, e.idx(kTileN));
-            // Release: this block's stores before its arrivals (every
-            // thread fences its own stores, then the block meets).
-            LLVM::FenceOp::create(e.b, LLVM::AtomicOrdering::acq_rel, "device");
-            barrier(e);
-            e.ifThen(e.ult(tid, e.idx(tileM)), [&](IRB &e) {
-              Value r = e.load(sorted, e.addi(h.rowBase, tid));
-              Value done = e.ifElse(
-                  e.ge(r, e.ci32(0)), {e.i32()},
-                  [&](IRB &e) {
-                    Value t = e.toIndex(e.load(src, e.toIndex(r)));
-                    Value kept = e.forLoop(c0, K, {e.ci32(0)}, [&](IRB &e, Value j, ValueRange q) {
-                      Value pos = e.load(positions, e.addi(e.muli(t, K), j));
-                      return SmallVector<Value>{
-                          e.select(e.ge(pos, e.ci32(0)), e.addi(q[0], e.ci32(1)), q[0])};
-                    })[0];
-                    Value old = memref::AtomicRMWOp::create(
-                        e.b, arith::AtomicRMWKind::addi, e.ci32(1), counters,
-                        ValueRange{e.addi(e.muli(t, colTiles), bx)});
-                    Value last = e.eq(e.addi(old, e.ci32(1)), kept);
-                    return SmallVector<Value>{e.select(last, e.toI32(t), e.ci32(-1))};
-                  },
-                  [&](IRB &e) { return SmallVector<Value>{e.ci32(-1)}; })[0];
-              e.store(done, lastOf, tid);
-            });
-            barrier(e);
-            // Acquire: the other blocks' rows of the completed tokens.
-            LLVM::FenceOp::create(e.b, LLVM::AtomicOrdering::acq_rel, "device");
-            Value n0 = e.muli(bx, e.idx(kTileN));
-            e.forEach(tid, e.idx(tileM * kTileN), e.idx(kGemmThreads), [&](IRB &e, Value q) {
-              Value lr = e.divui(q, e.idx(kTileN)), n = e.addi(n0, e.remui(q, e.idx(kTileN)));
-              Value tI = e.load(lastOf, lr);
-              e.ifThen(e.andi(e.ge(tI, e.ci32(0)), e.ult(n, D)), [&](IRB &e) {
-                Value t = e.toIndex(tI);
-                Value at = e.addi(e.muli(t, D), n);
-                Value init = shared ? e.load(sharedOut, at) : e.cf32(0.0);
-                Value sum = e.forLoop(c0, K, {init}, [&](IRB &e, Value j, ValueRange q) {
-                  Value pos = e.load(positions, e.addi(e.muli(t, K), j));
-                  Value v = e.guardedLoad(e.ge(pos, e.ci32(0)), e.f32(), [&](IRB &e) {
-                    return loadF32(e, out, e.addi(e.muli(e.toIndex(pos), D), n));
-                  });
-                  return SmallVector<Value>{e.addf(q[0], v)};
-                })[0];
-                storeF32(e, sum, y, at);
-              });
-            });
+          CombineEpilogue c;
+          c.sorted = sorted;
+          c.sourceRows = a[11];
+          c.positions = a[12];
+          c.counters = a[13];
+          c.y = a[14];
+          c.K = a[15];
+          c.sharedOut = shared ? a[16] : Value();
+          c.rows = out;
+          c.D = D;
+          c.lastOf = wg[3];
+          h.finish = [&, c](IRB &e, int64_t tileM) {
+            emitCombineEpilogue(e, c, threadId(e), h.rowBase, tileM,
+                                blockId(e, gpu::Dimension::x), kTileN, kGemmThreads);
           };
         }
         buildGemm(e, wg, h);
       });
+}
+
+void gpu_lowering::emitCombineEpilogue(IRB &e, const CombineEpilogue &c, Value tid,
+                                       Value rowBase, int64_t tileM, Value colTile,
+                                       int64_t tileN, int64_t numThreads) {
+  Value c0 = e.idx(0);
+  Value colTiles = e.ceildiv(c.D, e.idx(tileN));
+  // Release: this block's stores before its arrivals (every thread fences
+  // its own stores, then the block meets).
+  LLVM::FenceOp::create(e.b, LLVM::AtomicOrdering::acq_rel, "device");
+  barrier(e);
+  e.ifThen(e.ult(tid, e.idx(tileM)), [&](IRB &e) {
+    Value r = e.load(c.sorted, e.addi(rowBase, tid));
+    Value done = e.ifElse(
+        e.ge(r, e.ci32(0)), {e.i32()},
+        [&](IRB &e) {
+          Value t = e.toIndex(e.load(c.sourceRows, e.toIndex(r)));
+          Value kept = e.forLoop(c0, c.K, {e.ci32(0)}, [&](IRB &e, Value j, ValueRange q) {
+            Value pos = e.load(c.positions, e.addi(e.muli(t, c.K), j));
+            return SmallVector<Value>{
+                e.select(e.ge(pos, e.ci32(0)), e.addi(q[0], e.ci32(1)), q[0])};
+          })[0];
+          Value old = memref::AtomicRMWOp::create(
+              e.b, arith::AtomicRMWKind::addi, e.ci32(1), c.counters,
+              ValueRange{e.addi(e.muli(t, colTiles), colTile)});
+          Value last = e.eq(e.addi(old, e.ci32(1)), kept);
+          return SmallVector<Value>{e.select(last, e.toI32(t), e.ci32(-1))};
+        },
+        [&](IRB &e) { return SmallVector<Value>{e.ci32(-1)}; })[0];
+    e.store(done, c.lastOf, tid);
+  });
+  barrier(e);
+  // Acquire: the other blocks' rows of the completed tokens.
+  LLVM::FenceOp::create(e.b, LLVM::AtomicOrdering::acq_rel, "device");
+  Value n0 = e.muli(colTile, e.idx(tileN));
+  e.forEach(tid, e.idx(tileM * tileN), e.idx(numThreads), [&](IRB &e, Value q) {
+    Value lr = e.divui(q, e.idx(tileN)), n = e.addi(n0, e.remui(q, e.idx(tileN)));
+    Value tI = e.load(c.lastOf, lr);
+    e.ifThen(e.andi(e.ge(tI, e.ci32(0)), e.ult(n, c.D)), [&](IRB &e) {
+      Value t = e.toIndex(tI);
+      Value at = e.addi(e.muli(t, c.D), n);
+      Value init = c.sharedOut ? e.load(c.sharedOut, at) : e.cf32(0.0);
+      Value sum = e.forLoop(c0, c.K, {init}, [&](IRB &e, Value j, ValueRange q) {
+        Value pos = e.load(c.positions, e.addi(e.muli(t, c.K), j));
+        Value v = e.guardedLoad(e.ge(pos, e.ci32(0)), e.f32(), [&](IRB &e) {
+          return loadF32(e, c.rows, e.addi(e.muli(e.toIndex(pos), c.D), n));
+        });
+        return SmallVector<Value>{e.addf(q[0], v)};
+      })[0];
+      storeF32(e, sum, c.y, at);
+    });
+  });
 }
 
 gpu::GPUFuncOp KernelLibrary::reduce(bool shared, Type rowsType, Type yType) {

@@ -221,6 +221,30 @@ private:
   gpu::GPUModuleOp gpuModule;
 };
 
+class IRB;
+
+/// The operands of the combine fused into a grouped GEMM2's epilogue (the
+/// file comment; gemm2(..., combine = true) and the tensor-core GEMM2 with
+/// `combine`, MmaGemm.h).
+struct CombineEpilogue {
+  Value sorted, sourceRows, positions, counters; // the plan (i32)
+  Value rows;      // the GEMM's f32 rows, one per kept assignment [T*K, D]
+  Value y;         // [T, D], any float type (the sum is rounded once)
+  Value K, D;      // index
+  Value sharedOut; // the shared expert's f32 output [T, D], or null
+  Value lastOf;    // workgroup i32 [>= tileM]
+};
+
+/// Emits the combine after a block has stored its rows (plan rows
+/// [rowBase, rowBase + tileM), columns [colTile * tileN, (colTile + 1) *
+/// tileN)): a release fence and a barrier, one atomic arrival per valid row on
+/// the counter (token, colTile) of ceil(D / tileN) per token, a barrier and
+/// an acquire fence; then the block's numThreads threads sum every token it
+/// completed in slot order (after sharedOut) into y. Must be reached by every
+/// thread of the block (it has barriers).
+void emitCombineEpilogue(IRB &e, const CombineEpilogue &c, Value tid, Value rowBase,
+                         int64_t tileM, Value colTile, int64_t tileN, int64_t numThreads);
+
 } // namespace gpu_lowering
 } // namespace moe
 } // namespace mlir

@@ -45,6 +45,8 @@ std::string MmaGemmConfig::name() const {
     n += "gemm2";
     if (weighted)
       n += "_weighted";
+    if (combine)
+      n += shared ? "_combine_shared" : "_combine";
   }
   if (bias)
     n += "_bias";
@@ -52,38 +54,48 @@ std::string MmaGemmConfig::name() const {
   n += "_m" + std::to_string(tileM);
   if (kind == Kind::gemm2 && outF32)
     n += "_outf32";
+  if (wgmma)
+    n += "_wgmma";
   return n;
 }
 
-std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef name) {
+std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
   // The inverse of name(), by enumeration (a few hundred variants).
+  bool wgmma = fullName.ends_with("_wgmma");
   for (MmaElt elt : {MmaElt::bf16, MmaElt::f16})
     for (int64_t tileM : {16, 32, 64})
       for (bool bias : {false, true}) {
+        if (wgmma && tileM != 64)
+          continue;
         MmaGemmConfig c;
         c.elt = elt;
         c.tileM = tileM;
         c.bias = bias;
+        c.wgmma = wgmma;
         c.kind = Kind::gemm1;
         for (bool gather : {false, true})
           for (uint32_t a = 0; a <= getMaxEnumValForActivation(); ++a) {
             c.gather = gather;
             c.act = *symbolizeActivation(a);
-            if (c.name() == name)
+            if (c.name() == fullName)
               return c;
           }
         c = MmaGemmConfig();
+        c.wgmma = wgmma;
         c.elt = elt;
         c.tileM = tileM;
         c.bias = bias;
         c.kind = Kind::gemm2;
         for (bool weighted : {false, true})
-          for (bool outF32 : {false, true}) {
-            c.weighted = weighted;
-            c.outF32 = outF32;
-            if (c.name() == name)
-              return c;
-          }
+          for (bool outF32 : {false, true})
+            for (int combine = 0; combine < (outF32 ? 3 : 1); ++combine) {
+              c.weighted = weighted;
+              c.outF32 = outF32;
+              c.combine = combine > 0;
+              c.shared = combine == 2;
+              if (c.name() == fullName)
+                return c;
+            }
       }
   return std::nullopt;
 }
@@ -131,6 +143,22 @@ struct Geometry {
     tileM = c.tileM;
     tileN = c.tileN();
     parts = c.parts();
+    if (c.wgmma) {
+      // One warpgroup, one m64n128k16 per k16 step: warp w owns rows
+      // 16 w .. 16 w + 15 of every column (Wgmma::dRowOffset), so the
+      // accumulators are those of a 4 x 1 warp grid of 16 x tileN warp
+      // tiles, in the wgmma register order (accIndex = the d_i index).
+      // The stages hold core matrices without padding (wgmmaA/BIndex).
+      warpsM = 4;
+      warpsN = 1;
+      warpM = 16;
+      warpN = tileN;
+      mTiles = 1;
+      nTiles = tileN / M16N8K16::N;
+      aStride = kMmaTileK;
+      bStride = kMmaTileN;
+      return;
+    }
     warpsM = tileM >= 32 ? 2 : 1;
     warpsN = (kMmaThreads / warp_layout::kWarpSize) / warpsM;
     warpM = tileM / warpsM;
@@ -149,6 +177,7 @@ public:
     aSmem = wg[0];
     bSmem = wg[1];
     rows = wg[2];
+    lastOf = c.combine ? Value(wg[3]) : Value();
   }
 
   void build();
@@ -161,7 +190,7 @@ private:
   SmallVector<Value> args;
   MLIRContext *ctx;
   Type T;
-  Value aSmem, bSmem, rows;
+  Value aSmem, bSmem, rows, lastOf;
   // Set in build().
   Value tid, lane, groupID, tig, wm, wn;
   Value A, Bw, bias, out, K, N, W, pidM, rowBase, n0, ex, wBase, aligned;
@@ -170,6 +199,10 @@ private:
   Value zeroT() { return arith::ConstantOp::create(b, b.getFloatAttr(T, 0.0)); }
 
   Value aRowOf(Value lr);
+  Value aIndex(Value r, Value k);
+  Value bIndex(Value k, Value n);
+  SmallVector<Value> computeStageWgmma(Value stage, ValueRange acc);
+  Value descriptor(Value smem, Value byteOffset, int64_t lbo, int64_t sbo);
   void issueStage(Value kt, Value stage);
   SmallVector<Value> computeStage(Value stage, ValueRange acc);
   void epilogue(ArrayRef<Value> acc);
@@ -190,6 +223,29 @@ Value MmaGemmBuilder::aRowOf(Value lr) {
       e.ge(r, e.ci32(0)), {e.i32()},
       [&](IRB &e) { return SmallVector<Value>{e.load(src, e.toIndex(r))}; },
       [&](IRB &e) { return SmallVector<Value>{e.ci32(-1)}; })[0];
+}
+
+// Shared-memory placement of a stage's elements (k = 0..kMmaTileK-1; k of
+// A and n of B multiples of 8 at a chunk's start). mma.sync: padded rows
+// (ldmatrix). wgmma: the canonical no-swizzle layout of 8 x 16-byte core
+// matrices (WarpLayouts.h, Wgmma): A K-major, core (m/8, k/8) at element
+// ((k/8) * tileM/8 + m/8) * 64, so SBO = 128 bytes and LBO = tileM * 16
+// bytes; B MN-major, core (n/8, k/8) at ((k/8) * kMmaTileN/8 + n/8) * 64, so
+// SBO = 128 bytes and LBO = kMmaTileN * 16 bytes.
+Value MmaGemmBuilder::aIndex(Value r, Value k) {
+  if (!c.wgmma)
+    return e.addi(e.muli(r, idx(g.aStride)), k);
+  Value core = e.addi(e.muli(e.divui(k, idx(8)), idx(g.tileM / 8)), e.divui(r, idx(8)));
+  return e.addi(e.addi(e.muli(core, idx(64)), e.muli(e.remui(r, idx(8)), idx(8))),
+                e.remui(k, idx(8)));
+}
+
+Value MmaGemmBuilder::bIndex(Value k, Value n) {
+  if (!c.wgmma)
+    return e.addi(e.muli(k, idx(g.bStride)), n);
+  Value core = e.addi(e.muli(e.divui(k, idx(8)), idx(kMmaTileN / 8)), e.divui(n, idx(8)));
+  return e.addi(e.addi(e.muli(core, idx(64)), e.muli(e.remui(k, idx(8)), idx(8))),
+                e.remui(n, idx(8)));
 }
 
 Value MmaGemmBuilder::alignedTo16(Value memref) {
@@ -241,8 +297,7 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
       Value rowOk = e.ge(ar, e.ci32(0));
       Value arIdx = e.toIndex(e.select(rowOk, ar, e.ci32(0)));
       Value srcIndex = e.addi(e.muli(arIdx, K), k);
-      Value dstIndex = e.addi(e.addi(e.muli(stage, idx(g.aStage())), e.muli(r, idx(g.aStride))),
-                              col);
+      Value dstIndex = e.addi(e.muli(stage, idx(g.aStage())), aIndex(r, col));
       copy(A, srcIndex, aSmem, dstIndex, e.andi(rowOk, e.ult(k, K)),
            [&](IRB &e, Value h) { return e.andi(rowOk, e.ult(e.addi(k, h), K)); });
     };
@@ -265,8 +320,7 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
     Value srcIndex =
         e.addi(wBase, e.addi(e.muli(e.select(kOk, k, idx(0)), W),
                              e.addi(e.muli(part, N), col)));
-    Value dstIndex = e.addi(e.addi(e.muli(stage, idx(g.bStage())), e.muli(kr, idx(g.bStride))),
-                            e.muli(cc, c8));
+    Value dstIndex = e.addi(e.muli(stage, idx(g.bStage())), bIndex(kr, e.muli(cc, c8)));
     copy(Bw, srcIndex, bSmem, dstIndex, e.andi(kOk, e.ult(col, N)),
          [&](IRB &e, Value h) { return e.andi(kOk, e.ult(e.addi(col, h), N)); });
   }
@@ -337,6 +391,65 @@ SmallVector<Value> MmaGemmBuilder::computeStage(Value stage, ValueRange accIn) {
     }
   }
   return acc;
+}
+
+/// The matrix descriptor of the operand at `byteOffset` bytes into the
+/// workgroup buffer `smem` (no swizzle, base offset 0; WarpLayouts.h): the
+/// buffer's shared-window address comes from its aligned pointer.
+Value MmaGemmBuilder::descriptor(Value smem, Value byteOffset, int64_t lbo, int64_t sbo) {
+  using W = warp_layout::Wgmma;
+  Type i64 = b.getI64Type();
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, smem);
+  Value addr = arith::IndexCastUIOp::create(b, i64, e.addi(base, byteOffset));
+  auto c64 = [&](uint64_t v) { return arith::ConstantIntOp::create(b, i64, v).getResult(); };
+  Value start = arith::AndIOp::create(b, arith::ShRUIOp::create(b, addr, c64(4)),
+                                      c64(W::kFieldMask));
+  return arith::OrIOp::create(b, start, c64(W::descriptor(0, lbo, sbo)));
+}
+
+/// The MMAs of one stage on sm_90a: wgmma.fence (the accumulator registers
+/// were written by the previous stage's wgmma), one wgmma.mma_async
+/// m64n128k16 per k16 step (A K-major "row", B MN-major "row", i.e.
+/// transposed), commit, and wait for this group (the next stage's loads
+/// overwrite the buffer these read, after the next barrier).
+SmallVector<Value> MmaGemmBuilder::computeStageWgmma(Value stage, ValueRange accIn) {
+  using W = warp_layout::Wgmma;
+  Type f32 = e.f32();
+  SmallVector<Type> accTypes(accIn.size(), f32);
+  Type structType = LLVM::LLVMStructType::getLiteral(ctx, accTypes);
+  Value acc = LLVM::PoisonOp::create(b, structType);
+  for (auto [i, v] : llvm::enumerate(accIn))
+    acc = LLVM::InsertValueOp::create(b, acc, v, ArrayRef<int64_t>{static_cast<int64_t>(i)});
+  NVVM::WgmmaFenceAlignedOp::create(b);
+  int64_t eltBytes = 2;
+  NVVM::WGMMATypes ptxType =
+      c.elt == MmaElt::bf16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  for (int64_t kk = 0; kk < kMmaTileK; kk += W::K) {
+    Value aOff = e.muli(e.addi(e.muli(stage, idx(g.aStage())), aIndex(idx(0), idx(kk))),
+                        idx(eltBytes));
+    Value bOff = e.muli(e.addi(e.muli(stage, idx(g.bStage())), bIndex(idx(kk), idx(0))),
+                        idx(eltBytes));
+    Value descA = descriptor(aSmem, aOff, /*lbo=*/g.tileM * W::kCoreRowBytes,
+                             /*sbo=*/W::kCoreRows * W::kCoreRowBytes);
+    Value descB = descriptor(bSmem, bOff, /*lbo=*/kMmaTileN * W::kCoreRowBytes,
+                             /*sbo=*/W::kCoreRows * W::kCoreRowBytes);
+    acc = NVVM::WgmmaMmaAsyncOp::create(
+        b, structType, acc, descA, descB,
+        NVVM::MMAShapeAttr::get(ctx, W::M, kMmaTileN, W::K),
+        NVVM::WGMMATypesAttr::get(ctx, ptxType), NVVM::WGMMATypesAttr::get(ctx, ptxType),
+        NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::f32),
+        NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::one),
+        NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+        NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+        NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
+        NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row), NVVM::MMAIntOverflowAttr());
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(0));
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < static_cast<int64_t>(accIn.size()); ++i)
+    out.push_back(LLVM::ExtractValueOp::create(b, acc, ArrayRef<int64_t>{i}));
+  return out;
 }
 
 /// Every lane's accumulators: c_i of m16n8 tile (mt, nt) is row
@@ -454,17 +567,42 @@ void MmaGemmBuilder::build() {
           // Stage kt's group is complete (at most S-2 younger ones pending);
           // the barrier publishes it and retires stage kt-1's readers.
           NVVM::CpAsyncWaitGroupOp::create(b, kMmaStages - 2);
+          // wgmma reads shared memory through the async proxy: this
+          // thread's (generic proxy) writes of the stage are fenced before
+          // the barrier that publishes them.
+          if (c.wgmma)
+            NVVM::FenceProxyOp::create(
+                b, NVVM::ProxyKind::async_shared,
+                NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
           gpu::BarrierOp::create(b);
           Value next = e.addi(kt, idx(kMmaStages - 1));
           e.ifThen(e.ult(next, numK),
                    [&](IRB &) { issueStage(next, e.remui(next, idx(kMmaStages))); });
           NVVM::CpAsyncCommitGroupOp::create(b);
-          SmallVector<Value> res = computeStage(e.remui(kt, idx(kMmaStages)), accIn);
+          Value stage = e.remui(kt, idx(kMmaStages));
+          SmallVector<Value> res =
+              c.wgmma ? computeStageWgmma(stage, accIn) : computeStage(stage, accIn);
           le.b.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
           return res;
         });
     NVVM::CpAsyncWaitGroupOp::create(b, 0);
     epilogue(acc);
+    if (c.combine) {
+      // The fused layer's combine, shared with the CUDA-core GEMM2: the
+      // same arrival protocol and the same f32 sums in slot order.
+      CombineEpilogue ce;
+      ce.sorted = args[1];
+      ce.sourceRows = args[10];
+      ce.positions = args[11];
+      ce.counters = args[12];
+      ce.y = args[13];
+      ce.K = args[14];
+      ce.sharedOut = c.shared ? args[15] : Value();
+      ce.rows = out;
+      ce.D = N;
+      ce.lastOf = lastOf;
+      emitCombineEpilogue(e, ce, tid, rowBase, g.tileM, pidN, g.tileN, kMmaThreads);
+    }
   });
 }
 
@@ -482,16 +620,31 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
                          flat(i32), flat(i32), flat(T),
                          flat(T),   gemm1 || !c.outF32 ? flat(T) : flat(f32),
                          ix,        ix};
+  assert((!c.combine || (!gemm1 && c.outF32)) && "the combine sums gemm2's f32 rows");
+  assert((!c.shared || c.combine) && "the shared output goes with the combine");
+  if (c.combine) {
+    args.append({flat(i32), flat(i32), flat(i32), flat(T), ix});
+    if (c.shared)
+      args.push_back(flat(f32));
+  }
+  assert((!c.wgmma || c.tileM == warp_layout::Wgmma::M) && "wgmma computes 64-row tiles");
   Geometry g(c);
   SmallVector<Type> wg{workgroup(ctx, kMmaStages * g.aStage(), T),
                        workgroup(ctx, kMmaStages * g.bStage(), T),
                        workgroup(ctx, c.tileM, i32)};
+  if (c.combine) // per tile row: the token this block completes, or -1
+    wg.push_back(workgroup(ctx, c.tileM, i32));
 
   OpBuilder ob(ctx);
   ob.setInsertionPointToEnd(module.getBody());
   ImplicitLocOpBuilder b(module.getLoc(), ob);
   auto func = gpu::GPUFuncOp::create(b, name, FunctionType::get(ctx, args, {}), wg, TypeRange{});
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), ob.getUnitAttr());
+  // 16-byte cp.async destinations and wgmma's 16-byte-aligned core
+  // matrices (a stage is a multiple of 128 bytes): 128-byte aligned buffers.
+  for (unsigned i = 0; i < 2; ++i)
+    func.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                                     ob.getI64IntegerAttr(128));
   func.setKnownBlockSizeAttr(
       ob.getDenseI32ArrayAttr({static_cast<int32_t>(kMmaThreads), 1, 1}));
   Block &entry = func.getBody().front();

@@ -65,6 +65,15 @@ struct MmaGemmConfig {
   // gemm2
   bool weighted = false;
   bool outF32 = true; // gemm2's rows: f32 (else the data type)
+  /// gemm2 with the combine in its epilogue (Kernels.h, emitCombineEpilogue;
+  /// needs outF32): the fused layer's per-token sums in slot order, after
+  /// the shared expert's f32 output with `shared`.
+  bool combine = false;
+  bool shared = false;
+  /// sm_90a: the MMAs are warpgroup-level `wgmma.mma_async` m64n128k16 on
+  /// shared-memory matrix descriptors (tileM = 64 only), the stages in the
+  /// canonical no-swizzle core-matrix layout (WarpLayouts.h, Wgmma).
+  bool wgmma = false;
 
   int parts() const {
     return kind == Kind::gemm1 && (act == Activation::swiglu || act == Activation::geglu) ? 2
@@ -87,6 +96,10 @@ std::optional<MmaElt> mmaEltOf(Type type);
 /// w1:T, b1:T, h:T, D, H); grid (ceil(H / tileN), maxTiles), kMmaThreads.
 /// gemm2: (h:T, sorted:i32, rowWeights:f32, tileExpert:i32, numTiles:i32,
 /// w2:T, b2:T, out:f32|T, H, D); grid (ceil(D / tileN), maxTiles).
+/// With `combine`: (sourceRows:i32 [T*K], positions:i32 [T*K], counters:i32
+/// [T * ceil(D / tileN)], y:T [T, D], K[, shared:f32 [T, D]]) follow, as for
+/// KernelLibrary::gemm2(..., combine = true) but with the counters of this
+/// kernel's column tile.
 /// maxTiles blocks of the y dimension are the plan's tiles of tileM rows.
 gpu::GPUFuncOp buildMmaGemm(gpu::GPUModuleOp module, const MmaGemmConfig &config);
 

@@ -228,6 +228,8 @@ LogicalResult moe::buildNVPTXPipeline(
   toGPU.deviceAbi = options.deviceAbi;
   // mma.sync (the bf16/f16 expert GEMMs) needs sm_80 or newer.
   toGPU.tensorCores = options.tensorCores && chipNumber(options.chip) >= 80;
+  // wgmma (the 64-row tiles) exists on sm_90a only.
+  toGPU.wgmma = toGPU.tensorCores && StringRef(options.chip) == "sm_90a";
   pm.addPass(createConvertMoEToGPU(toGPU));
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());
@@ -255,11 +257,13 @@ LogicalResult moe::buildNVPTXPipeline(
   target.optLevel = static_cast<unsigned>(options.optLevel);
   pm.addPass(createGpuNVVMAttachTarget(target));
   // The tensor-core GEMMs (MmaGemm.cpp) use nvgpu ops (cp.async, ldmatrix):
-  // convert-nvgpu-to-nvvm lowers them before the gpu ops.
+  // convert-nvgpu-to-nvvm lowers them before the gpu ops; the sm_90a wgmma
+  // ops are inline PTX (convert-nvvm-to-llvm).
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createStripDebugInfoPass());
   kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createConvertNVVMToLLVMPass());
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
   kernels.addPass(createReconcileUnrealizedCastsPass());

@@ -60,6 +60,51 @@ struct LdMatrix {
   static constexpr int64_t addressLane(int64_t j, int64_t row) { return 8 * j + row; }
 };
 
+/// wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16} (sm_90a),
+/// PTX ISA 9.7.15 "Asynchronous Warpgroup Level Matrix Multiply-Accumulate":
+/// a warpgroup (4 consecutive warps, 128 threads) computes D (64 x N, f32,
+/// in registers) += A (64 x 16) * B (16 x N), A and B read from shared
+/// memory through 64-bit matrix descriptors.
+struct Wgmma {
+  static constexpr int64_t M = 64, K = 16;
+  static constexpr int64_t kWarpgroupSize = 128;
+  /// D (9.7.15.5.1, "Register Fragments", m64nNk16 with .f32 accumulators):
+  /// N / 2 registers d_i per thread; warp w of the warpgroup holds rows
+  /// 16 w .. 16 w + 15; d_i: row = 16 w + groupID + dRowOffset(i),
+  /// col = 2 * tig + dColOffset(i) (the m16n8 C layout, repeated every 8
+  /// columns).
+  static constexpr int64_t dRowOffset(int64_t i) { return 8 * ((i % 4) / 2); }
+  static constexpr int64_t dColOffset(int64_t i) { return 8 * (i / 4) + i % 2; }
+  /// Shared memory (9.7.15.5.2, "Shared Memory Matrix Layout"), no swizzle:
+  /// the operand is made of core matrices of 8 rows x 16 bytes, each 128
+  /// contiguous bytes. K-major ("row" A, "col" B): a core row is 8
+  /// consecutive k of one m (or n); MN-major (transposed, "row" B): a core
+  /// row is 8 consecutive n of one k. The core matrix holding (mn, k) is
+  /// (mn / 8, k / 8), at start + (mn / 8) * SBO + (k / 8) * LBO bytes:
+  /// LBO ("leading dimension byte offset") steps along K, SBO ("stride
+  /// dimension byte offset") along M or N.
+  static constexpr int64_t kCoreRows = 8, kCoreRowBytes = 16;
+  static constexpr int64_t byteOffset(bool mnMajor, int64_t mn, int64_t k, int64_t lbo,
+                                      int64_t sbo, int64_t eltBytes) {
+    int64_t perRow = kCoreRowBytes / eltBytes; // 8 elements of 16 bits
+    int64_t inCore = mnMajor ? (k % kCoreRows) * kCoreRowBytes + (mn % perRow) * eltBytes
+                             : (mn % kCoreRows) * kCoreRowBytes + (k % perRow) * eltBytes;
+    return (mn / 8) * sbo + (k / 8) * lbo + inCore;
+  }
+  /// The matrix descriptor (9.7.15.5.1.1, "Matrix Descriptor Format"), 64
+  /// bits: bits 0-13 the start address, 16-29 LBO, 32-45 SBO (each in bytes
+  /// >> 4, so 16-byte aligned), 49-51 the base offset (0 without swizzle),
+  /// 62-63 the swizzle mode (0: none, 1: 128B, 2: 64B, 3: 32B).
+  static constexpr int64_t kStartShift = 0, kLboShift = 16, kSboShift = 32;
+  static constexpr int64_t kFieldMask = 0x3FFF, kSwizzleShift = 62;
+  static constexpr uint64_t descriptor(uint64_t start, uint64_t lbo, uint64_t sbo) {
+    return (((start >> 4) & kFieldMask) << kStartShift) | (((lbo >> 4) & kFieldMask) << kLboShift) |
+           (((sbo >> 4) & kFieldMask) << kSboShift);
+  }
+};
+static_assert(Wgmma::byteOffset(false, 9, 10, 1024, 128, 2) == 128 + 1024 + 16 + 4);
+static_assert(Wgmma::byteOffset(true, 9, 10, 2048, 128, 2) == 128 + 2048 + 32 + 2);
+
 } // namespace warp_layout
 } // namespace gpu_lowering
 } // namespace moe

@@ -10,8 +10,8 @@
 // RUN: moe-opt %s --convert-moe-to-gpu=tensor-cores=false -canonicalize -cse | FileCheck %s
 // By default, with a static T (16 tokens: the plan's 16-row decode tile), the
 // layer is 4 launches: router + gate, align, GEMM1 on tensor cores (m16), and
-// the CUDA-core GEMM2 with the combine epilogue (the tensor-core GEMM2 has
-// none); the shared expert (no combine) takes both tensor-core GEMMs.
+// the tensor-core GEMM2 with the combine epilogue (after the shared expert's
+// output); the shared expert (no combine) takes both tensor-core GEMMs.
 // RUN: sed 's/tensor<?x256xbf16>/tensor<16x256xbf16>/g' %examples/deepseek_style.mlir \
 // RUN:   | moe-opt --convert-moe-to-gpu -canonicalize -cse | FileCheck %s --check-prefix=MMA
 // MMA-LABEL: func.func @forward(
@@ -21,18 +21,24 @@
 // MMA: call @__moe_launch_moe_mma_gemm2_bf16_m16_outf32(
 // MMA: call @__moe_launch_moe_align_kernel_weighted_combine_shared_f32_bf16(
 // MMA: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m16(
-// MMA-NEXT: call @__moe_launch_moe_gemm2_weighted_kernel_combine_shared_bf16_bf16_f32_bf16(
+// MMA-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32(
 // MMA-NOT: call @__moe_launch_
 // MMA: gpu.module @moe_kernels
-// A dynamic T chooses the row tile at run time: the CUDA-core GEMMs (the
-// tensor-core kernels are specialised on it).
+// A dynamic T chooses the row tile at run time: both tensor-core pairs (the
+// kernels are specialised on the tile) under an scf.if; one runs.
 // RUN: moe-opt %examples/deepseek_style.mlir --convert-moe-to-gpu -canonicalize -cse \
 // RUN:   | FileCheck %s --check-prefix=DYN
 // DYN-LABEL: func.func @forward(
-// DYN-NOT: moe_mma_gemm
-// DYN: call @__moe_launch_moe_gemm1_gather_kernel_swiglu_bf16(
-// DYN-NEXT: call @__moe_launch_moe_gemm2_weighted_kernel_combine_shared_bf16_bf16_f32_bf16(
-// DYN-NOT: moe_mma_gemm
+// DYN: call @__moe_launch_moe_align_kernel_weighted_combine_shared_f32_bf16({{.*}}, %[[R:[^,]*]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}})
+// DYN: %[[SMALL:.*]] = arith.cmpi eq, %[[R]], %c16 : index
+// DYN-NEXT: scf.if %[[SMALL]] {
+// DYN-NEXT: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m16(
+// DYN-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32(
+// DYN-NEXT: } else {
+// DYN-NEXT: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m64(
+// DYN-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m64_outf32(
+// DYN-NEXT: }
+// DYN-NOT: call @__moe_launch_
 
 // DS-LABEL: func.func @forward(
 // DS-SAME: %[[X:[^:]*]]: tensor<?x256xbf16>

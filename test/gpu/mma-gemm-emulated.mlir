@@ -32,7 +32,22 @@
 // RUN: mlir-runner %t.f16.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.f16.ref
 // RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner %t.f16.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.f16.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.f16.ref %t.f16.gpu | FileCheck %s
+// The four 64-row cases (1, 2, 5, 7) again, bf16, with the sm_90a wgmma
+// kernels (the same builder with MmaGemmConfig::wgmma: canonical
+// core-matrix stages, matrix descriptors, wgmma.mma_async m64n128k16;
+// emulated from the PTX ISA layouts, WarpLayouts.h); cases 3, 4 and 6 keep
+// their 16- and 32-row mma.sync kernels. Same plain loops, bit for bit.
+// RUN: sed -e 's/_m64\([(}]\)/_m64_wgmma\1/g' %s > %t.wgmma.mlir
+// RUN: moe-opt %t.wgmma.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.wgmma.ll.mlir
+// RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner %t.wgmma.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.wgmma.gpu
+// RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.wgmma.gpu | FileCheck %s
+// RUN: moe-opt %t.wgmma.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=WGMMA
 // CHECK: compare: OK, 57448 values, max abs diff 0{{$}}
+// WGMMA-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
+// WGMMA: nvvm.wgmma.mma_async
+// WGMMA-LABEL: gpu.func @moe_mma_gemm2_weighted_bias_bf16_m16_outf32(
+// WGMMA-NOT: wgmma
+// WGMMA: nvvm.mma.sync
 
 func.func private @printMemrefF32(memref<*xf32>)
 

@@ -10,8 +10,9 @@
 func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m64}
 
 // CHECK-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64(
-// 3 stages of A (64 x (32+8)) and B (32 x (128+8)), padded rows; the gathered rows.
-// CHECK-SAME: workgroup(%[[A:.*]] : memref<7680xbf16, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<13056xbf16, #gpu.address_space<workgroup>>, %[[ROWS:.*]] : memref<64xi32, #gpu.address_space<workgroup>>)
+// 3 stages of A (64 x (32+8)) and B (32 x (128+8)), padded rows, 128-byte
+// aligned (16-byte cp.async destinations); the gathered rows.
+// CHECK-SAME: workgroup(%[[A:.*]] : memref<7680xbf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %[[B:.*]] : memref<13056xbf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %[[ROWS:.*]] : memref<64xi32, #gpu.address_space<workgroup>>)
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK: gpu.grid_dim x
 // CHECK: memref.store %{{.*}}, %[[ROWS]]
@@ -48,7 +49,7 @@ func.func private @__moe_launch_moe_mma_gemm2_weighted_f16_m16_outf32(index, ind
 // The decode tile: 16 rows, one warp row of four warps.
 // CHECK-LABEL: gpu.func @moe_mma_gemm2_weighted_f16_m16_outf32(
 // CHECK-SAME: %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index)
-// CHECK-SAME: workgroup(%{{.*}} : memref<1920xf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<13056xf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%{{.*}} : memref<1920xf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<13056xf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<16xi32, #gpu.address_space<workgroup>>)
 // CHECK: scf.for
 // CHECK: nvgpu.ldmatrix
 // CHECK: nvvm.mma.sync {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
@@ -57,6 +58,62 @@ func.func private @__moe_launch_moe_mma_gemm2_weighted_f16_m16_outf32(index, ind
 // CHECK: memref.load %arg2
 // CHECK: arith.mulf
 // CHECK: memref.store %{{.*}}, %arg7[%{{.*}}] : memref<?xf32>
+// CHECK: gpu.return
+
+// -----
+
+func.func private @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xf32>, index, index, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, index, memref<?xf32>) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32}
+
+// The fused layer's GEMM2: after the rows (f32), the combine epilogue
+// shared with the CUDA-core GEMM2 (Kernels.cpp, emitCombineEpilogue):
+// release fence, barrier, one atomic arrival per valid row on counter
+// (token, column tile of 128), barrier, acquire fence, then the token's rows
+// summed in slot order from the shared expert's f32 output, y rounded once.
+// CHECK-LABEL: gpu.func @moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32(
+// CHECK-SAME: %[[SRC:[^:]*]]: memref<?xi32>, %[[POS:[^:]*]]: memref<?xi32>, %[[CNT:[^:]*]]: memref<?xi32>, %[[Y:[^:]*]]: memref<?xbf16>, %[[K:[^:]*]]: index, %[[SH:[^:]*]]: memref<?xf32>)
+// CHECK-SAME: %[[LAST:[^ ]*]] : memref<16xi32, #gpu.address_space<workgroup>>)
+// CHECK: nvvm.mma.sync
+// CHECK: memref.store %{{.*}}, %arg7[%{{.*}}] : memref<?xf32>
+// CHECK: %[[CT:.*]] = arith.ceildivui %arg9, %c128
+// CHECK-NEXT: llvm.fence syncscope("device") acq_rel
+// CHECK-NEXT: gpu.barrier
+// CHECK: memref.atomic_rmw addi %{{.*}}, %[[CNT]][%{{.*}}] : (i32, memref<?xi32>) -> i32
+// CHECK: memref.store %{{.*}}, %[[LAST]][%{{.*}}]
+// CHECK: gpu.barrier
+// CHECK-NEXT: llvm.fence syncscope("device") acq_rel
+// CHECK: memref.load %[[SH]]
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[K]]
+// CHECK: memref.load %[[POS]]
+// CHECK: arith.addf
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: memref.store %{{.*}}, %[[Y]]
+// CHECK: gpu.return
+
+// -----
+
+func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma}
+
+// sm_90a: the stages in the canonical core-matrix layout (no padding:
+// 3 x 64 x 32 and 3 x 32 x 128); per stage the async-proxy fence before the
+// barrier, then wgmma.fence, two m64n128k16 wgmma.mma_async on descriptors
+// (A K-major "row", B MN-major "row"), commit, wait 0; the descriptors are
+// built from the buffers' aligned pointers.
+// CHECK-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
+// CHECK-SAME: workgroup(%[[A:.*]] : memref<6144xbf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %[[B:.*]] : memref<12288xbf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<64xi32, #gpu.address_space<workgroup>>)
+// CHECK: scf.for
+// CHECK-NEXT: nvvm.cp.async.wait.group 1
+// CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: gpu.barrier
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: memref.extract_aligned_pointer_as_index %[[A]]
+// CHECK: memref.extract_aligned_pointer_as_index %[[B]]
+// CHECK: nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %{{.*}}, <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK: nvvm.wgmma.mma_async
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: scf.yield
 // CHECK: gpu.return
 
 // -----

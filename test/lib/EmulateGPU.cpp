@@ -22,7 +22,15 @@
 //   are counted, and the data is copied only when a wait retires the group
 //   (nvvm.cp.async.wait.group N: all but the N most recent groups), so a
 //   kernel that reads a stage before waiting for it reads stale data, and one
-//   that reads another thread's copy without a barrier may too.
+//   that reads another thread's copy without a barrier may too;
+// * the sm_90a warpgroup MMA (MmaGemm.cpp's _wgmma variants): the workgroup
+//   buffers of a block get addresses in an emulated shared window (what
+//   memref.extract_aligned_pointer_as_index of a workgroup buffer yields, as
+//   on the GPU), so the kernel's matrix descriptors are decoded as the PTX
+//   ISA defines them (WarpLayouts.h, Wgmma); nvvm.wgmma.mma_async computes
+//   each thread's accumulator registers from the shared memory the
+//   descriptors address (no swizzle), in ascending k, when it is issued
+//   (wgmma fences, commit/wait groups and fence.proxy are no-ops).
 //
 // Testing only: it is slow (a team of blockDim threads per block) and needs
 // an OpenMP runtime (libomp) at run time.
@@ -96,11 +104,24 @@ struct WarpScratch {
   Value state;      // memref<?xindex> [blockDim * 3]: head, tail, committed
 };
 
+/// The emulated shared-memory window of a block: workgroup buffer i starts
+/// at byte address base[i] (in attribution order, aligned as the kernel asks
+/// or to 16 bytes), the address that memref.extract_aligned_pointer_as_index
+/// of the buffer yields in the emulation, as in a kernel on the GPU (the
+/// shared state space is a window of its own). wgmma's matrix descriptors
+/// carry such addresses.
+struct SharedWindow {
+  SmallVector<Value> buffers; // the host buffers
+  SmallVector<int64_t> base, bytes;
+  SmallVector<Type> elt;
+};
+
 class WarpOpEmulator {
 public:
   WarpOpEmulator(omp::ParallelOp parallel, Value tid, const WarpScratch &s,
-                 ArrayRef<nvgpu::DeviceAsyncCopyOp> sites)
-      : parallel(parallel), tid(tid), s(s), sites(sites.begin(), sites.end()) {}
+                 ArrayRef<nvgpu::DeviceAsyncCopyOp> sites, const SharedWindow &window)
+      : parallel(parallel), tid(tid), s(s), sites(sites.begin(), sites.end()),
+        window(window) {}
 
   LogicalResult emulate(Operation *op) {
     ImplicitLocOpBuilder b(op->getLoc(), op);
@@ -119,6 +140,15 @@ public:
       return waitGroups(e, wait.getN());
     if (auto wait = dyn_cast<nvgpu::DeviceAsyncWaitOp>(op))
       return waitGroups(e, wait.getNumGroups().value_or(0));
+    if (auto mma = dyn_cast<NVVM::WgmmaMmaAsyncOp>(op))
+      return wgmma(e, mma);
+    // The warpgroup fences and groups order register and async-proxy
+    // accesses on the GPU; the emulated wgmma completes when it is issued.
+    if (isa<NVVM::WgmmaFenceAlignedOp, NVVM::WgmmaGroupSyncAlignedOp,
+            NVVM::WgmmaWaitGroupSyncOp, NVVM::FenceProxyOp>(op)) {
+      op->erase();
+      return success();
+    }
     return op->emitError("no host emulation for this op");
   }
 
@@ -135,6 +165,7 @@ private:
   Value tid;
   WarpScratch s;
   SmallVector<nvgpu::DeviceAsyncCopyOp> sites;
+  SharedWindow window;
 
   Value lane(IRB &e) { return e.remui(tid, e.idx(wl::kWarpSize)); }
   Value groupID(IRB &e) { return e.divui(lane(e), e.idx(4)); }
@@ -224,6 +255,117 @@ private:
     }
     barrier(e);
     op.getRes().replaceAllUsesWith(result);
+    op.erase();
+    return success();
+  }
+
+  /// PTX ISA 9.7.15: wgmma.mma_async m64nNk16, bf16/f16 multiplicands, f32
+  /// accumulators, A and B in shared memory through matrix descriptors
+  /// (WarpLayouts.h, Wgmma). Every thread decodes the (warpgroup-uniform)
+  /// descriptors and computes its own D registers: d_i at row
+  /// 16 w + groupID + dRowOffset(i), column 2 tig + dColOffset(i) (w: the
+  /// warp in the warpgroup), d_i + sum over k ascending of A[row, k] B[k, col]
+  /// in f32, each element read at the address the descriptor's layout gives.
+  /// Only the canonical layouts without swizzle (mode 0, base offset 0).
+  LogicalResult wgmma(IRB &e, NVVM::WgmmaMmaAsyncOp op) {
+    using W = wl::Wgmma;
+    NVVM::MMAShapeAttr shape = op.getShape();
+    auto typeOf = [&](NVVM::WGMMATypes t) -> Type {
+      if (t == NVVM::WGMMATypes::bf16)
+        return e.b.getBF16Type();
+      if (t == NVVM::WGMMATypes::f16)
+        return e.b.getF16Type();
+      return Type();
+    };
+    Type T = typeOf(op.getTypeA());
+    int64_t n = shape.getN();
+    if (shape.getM() != W::M || shape.getK() != W::K || n % 8 != 0 || !T ||
+        op.getTypeB() != op.getTypeA() || op.getTypeD() != NVVM::WGMMATypes::f32 ||
+        op.getScaleA() != NVVM::WGMMAScaleIn::one || op.getScaleB() != NVVM::WGMMAScaleIn::one ||
+        op.getLayoutA() != NVVM::MMALayout::row)
+      return op.emitError("host emulation of nvvm.wgmma.mma_async supports m64nNk16 with "
+                          "bf16/f16 operands, f32 accumulators, unscaled, A row-major");
+    bool bMnMajor = op.getLayoutB() == NVVM::MMALayout::row; // transposed B
+    Type i64 = e.b.getI64Type(), f32 = e.f32();
+    auto c64 = [&](int64_t v) { return arith::ConstantIntOp::create(e.b, i64, v).getResult(); };
+    auto field = [&](Value desc, int64_t shift) {
+      Value f = arith::AndIOp::create(
+          e.b, arith::ShRUIOp::create(e.b, desc, c64(shift)), c64(W::kFieldMask));
+      return arith::IndexCastUIOp::create(e.b, e.index(), f).getResult();
+    };
+    struct Operand {
+      Value buf, start, lbo, sbo; // start: element index in buf; lbo, sbo: bytes
+    };
+    auto decode = [&](Value desc, StringRef which) -> Operand {
+      Value mode = arith::ShRUIOp::create(e.b, desc, c64(W::kSwizzleShift));
+      Value baseOffset = arith::AndIOp::create(
+          e.b, arith::ShRUIOp::create(e.b, desc, c64(49)), c64(7));
+      cf::AssertOp::create(
+          e.b, e.andi(e.eq(mode, c64(0)), e.eq(baseOffset, c64(0))),
+          ("emulated wgmma: matrix descriptor of " + which + " has a swizzle mode or base "
+           "offset (only the no-swizzle canonical layout is emulated)").str());
+      Value addr = e.muli(field(desc, W::kStartShift), e.idx(16));
+      Operand o;
+      o.lbo = e.muli(field(desc, W::kLboShift), e.idx(16));
+      o.sbo = e.muli(field(desc, W::kSboShift), e.idx(16));
+      // The workgroup buffer of element type T holding `addr`.
+      Value found = e.ci1(false);
+      for (auto [i, buf] : llvm::enumerate(window.buffers)) {
+        if (window.elt[i] != T)
+          continue;
+        Value dyn = memref::CastOp::create(
+            e.b, MemRefType::get({ShapedType::kDynamic}, T), buf);
+        Value in = e.andi(e.ule(e.idx(window.base[i]), addr),
+                          e.ult(addr, e.idx(window.base[i] + window.bytes[i])));
+        o.buf = o.buf ? arith::SelectOp::create(e.b, in, dyn, o.buf).getResult() : dyn;
+        o.start = o.start ? e.select(in, e.subi(addr, e.idx(window.base[i])), o.start)
+                          : e.subi(addr, e.idx(window.base[i]));
+        found = e.ori(found, in);
+      }
+      if (o.buf)
+        cf::AssertOp::create(e.b, found,
+                             ("emulated wgmma: the descriptor of " + which +
+                              " does not address a workgroup buffer of its element type")
+                                 .str());
+      return o;
+    };
+    Operand a = decode(op.getDescriptorA(), "A"), bm = decode(op.getDescriptorB(), "B");
+    if (!a.buf || !bm.buf)
+      return op.emitError("host emulation of nvvm.wgmma.mma_async: no workgroup buffer of "
+                          "the operand type");
+    // Byte offset of (mn, k) from the operand's start: Wgmma::byteOffset.
+    auto offset = [&](IRB &e, const Operand &o, bool mnMajor, Value mn, Value k) {
+      Value c8 = e.idx(8), rowBytes = e.idx(W::kCoreRowBytes), eltBytes = e.idx(2);
+      Value inCore = mnMajor ? e.addi(e.muli(e.remui(k, c8), rowBytes),
+                                      e.muli(e.remui(mn, c8), eltBytes))
+                             : e.addi(e.muli(e.remui(mn, c8), rowBytes),
+                                      e.muli(e.remui(k, c8), eltBytes));
+      return e.addi(e.addi(e.muli(e.divui(mn, c8), o.sbo), e.muli(e.divui(k, c8), o.lbo)),
+                    inCore);
+    };
+    auto element = [&](IRB &e, const Operand &o, Value byteOff) {
+      Value at = e.divui(e.addi(o.start, byteOff), e.idx(2));
+      return arith::ExtFOp::create(e.b, f32, e.load(o.buf, at)).getResult();
+    };
+    Value w = e.divui(e.remui(tid, e.idx(W::kWarpgroupSize)), e.idx(wl::kWarpSize));
+    Value g = groupID(e), t2 = e.muli(tig(e), e.idx(2));
+    Value result = LLVM::PoisonOp::create(e.b, op.getResults().getType());
+    bool accumulate = op.getScaleD() == NVVM::WGMMAScaleOut::one;
+    for (int64_t i = 0; i < n / 2; ++i) {
+      Value row = e.addi(e.addi(e.muli(w, e.idx(16)), g), e.idx(W::dRowOffset(i)));
+      Value col = e.addi(t2, e.idx(W::dColOffset(i)));
+      Value init = accumulate ? LLVM::ExtractValueOp::create(e.b, op.getInouts(),
+                                                             ArrayRef<int64_t>{i})
+                                    .getResult()
+                              : e.cf32(0.0);
+      Value d = e.forLoop(e.idx(0), e.idx(W::K), {init}, [&](IRB &e, Value k, ValueRange acc) {
+        Value av = element(e, a, offset(e, a, /*mnMajor=*/false, row, k));
+        Value bv = element(e, bm, offset(e, bm, bMnMajor, col, k));
+        return SmallVector<Value>{e.addf(acc[0], e.mulf(av, bv))};
+      })[0];
+      result = LLVM::InsertValueOp::create(e.b, result, d, ArrayRef<int64_t>{i});
+    }
+    op.getResults().replaceAllUsesWith(result);
     op.erase();
     return success();
   }
@@ -399,7 +541,38 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
       if (parallel.getRegion().isAncestor(buf.getParentRegion()))
         return copy.emitError("host emulation of nvgpu.device_async_copy needs buffers "
                               "defined outside the kernel body (arguments, workgroup memory)");
-  WarpOpEmulator warpEmulator(parallel, tid, scratch, sites);
+  // The shared window: workgroup buffer addresses as on the GPU.
+  SharedWindow window;
+  {
+    int64_t at = 0;
+    for (auto [i, arg] : llvm::enumerate(kernel.getWorkgroupAttributions())) {
+      auto type = cast<MemRefType>(arg.getType());
+      int64_t align = 16;
+      if (auto a = dyn_cast_or_null<IntegerAttr>(kernel.getWorkgroupAttributionAttr(
+              i, LLVM::LLVMDialect::getAlignAttrName())))
+        align = std::max<int64_t>(align, a.getInt());
+      at = llvm::alignTo(at, align);
+      int64_t bytes = type.getNumElements() * llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+      window.buffers.push_back(workgroup[i]);
+      window.base.push_back(at);
+      window.bytes.push_back(bytes);
+      window.elt.push_back(type.getElementType());
+      at += bytes;
+    }
+    SmallVector<memref::ExtractAlignedPointerAsIndexOp> ptrs;
+    parallel.walk([&](memref::ExtractAlignedPointerAsIndexOp op) { ptrs.push_back(op); });
+    for (auto op : ptrs) {
+      auto it = llvm::find(window.buffers, op.getSource());
+      if (it == window.buffers.end())
+        continue;
+      OpBuilder pb(op);
+      op.replaceAllUsesWith(
+          arith::ConstantIndexOp::create(pb, op.getLoc(), window.base[it - window.buffers.begin()])
+              .getResult());
+      op.erase();
+    }
+  }
+  WarpOpEmulator warpEmulator(parallel, tid, scratch, sites, window);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfter(tid.getDefiningOp());

@@ -3,8 +3,8 @@
 # build machine, makes one folder that a GPU machine with no LLVM, no MLIR and
 # no network can run (tools/gpu-kit/run.sh inside it):
 #   lib/          libMoECudaRuntime.so (the moe-compile libraries load it)
-#   cases/NAME/   for each spec example (test/examples) and the MOESART gate
-#                 case: layer.so and fused.so (moe-compile --target=cuda of
+#   cases/NAME/   for each spec example (test/examples), the MOESART gate
+#                 case and the bf16 prefill case (wgmma at sm_90a): layer.so and fused.so (moe-compile --target=cuda of
 #                 the example and of its --moe-decompose --moe-fuse form),
 #                 the arguments (argI.npy, seeded by moe-run --fill-random)
 #                 and the CPU path's results (outI.npy, moe-run --device=cpu)
@@ -90,7 +90,8 @@ add_case() { # NAME FILE
   done
 }
 
-for src in "$ROOT"/test/examples/*.mlir "$ROOT/tools/gpu-kit/cases/moesart_gate.mlir"; do
+for src in "$ROOT"/test/examples/*.mlir "$ROOT/tools/gpu-kit/cases/moesart_gate.mlir" \
+           "$ROOT/tools/gpu-kit/cases/prefill_bf16.mlir"; do
   name="$(basename "$src" .mlir)"
   echo "prepare: $name"
   add_case "$name" "$src"
