@@ -55,7 +55,12 @@ func.func @residual(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x1
 // CHECK-NOT: gpu.memcpy
 // CHECK: %[[Y:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe_gpu.device_result} : memref<?xbf16>
 // CHECK-NOT: gpu.memcpy
-// CHECK: gpu.launch_func async {{.*}} @moe_kernels::@moe_gemm2_weighted_kernel_combine_bf16_bf16_f32_bf16
+// The layer's GEMM2 with the combine runs on tensor cores, one of the two
+// row tiles chosen at run time (dynamic T).
+// CHECK: scf.if
+// CHECK: gpu.launch_func async {{.*}} @moe_kernels::@moe_mma_gemm2_weighted_combine_bf16_m16_outf32
+// CHECK: } else {
+// CHECK: gpu.launch_func async {{.*}} @moe_kernels::@moe_mma_gemm2_weighted_combine_bf16_m64_outf32
 // CHECK-NOT: gpu.memcpy
 // CHECK: %[[G:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe_gpu.device_result} : memref<?xbf16>
 // CHECK-NEXT: %[[NB:.*]] = arith.ceildivui %[[N:.*]], %c256 : index
