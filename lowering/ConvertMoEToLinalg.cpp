@@ -1618,6 +1618,24 @@ struct ConvertMoEToLinalgPass
     });
     if (unsupported.wasInterrupted())
       return signalPassFailure();
+    // The CPU kernels need a static number of experts (the plan's size; the
+    // gate alone does not).
+    WalkResult dynamicExperts = root->walk([](Operation *op) {
+      int64_t numExperts = 0;
+      if (auto layer = dyn_cast<LayerOp>(op))
+        numExperts = layer.getNumExperts();
+      else if (auto soft = dyn_cast<SoftLayerOp>(op))
+        numExperts = soft.getNumExperts();
+      else if (auto ffn = dyn_cast<ExpertFFNOp>(op))
+        numExperts = cast<RankedTensorType>(ffn.getW1().getType()).getDimSize(0);
+      if (!ShapedType::isDynamic(numExperts))
+        return WalkResult::advance();
+      op->emitError() << "cannot lower '" << op->getName()
+                      << "' to the CPU: the number of experts is dynamic";
+      return WalkResult::interrupt();
+    });
+    if (dynamicExperts.wasInterrupted())
+      return signalPassFailure();
     // Outlined kernels and packed weights are symbols of the pass's module: a
     // moe op of a nested module could not call them.
     if (auto module = dyn_cast<ModuleOp>(root)) {

@@ -55,6 +55,8 @@ seed() {
     ;;
   moe-fuzz-io)
     local tools="${MOE_FUZZ_TOOLS:-$build/bin}"
+    # Else the normal build's (build/), when this build has none.
+    [ -n "${MOE_FUZZ_TOOLS:-}" ] || [ -x "$tools/moe-npy" ] || tools="$ROOT/build/bin"
     local npy="$tools/moe-npy" gen="$tools/moe-ckpt-gen"
     if [ ! -x "$npy" ] || [ ! -x "$gen" ]; then
       echo "fuzz: $npy or $gen missing (set MOE_FUZZ_TOOLS to a build's bin/)" >&2
