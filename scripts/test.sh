@@ -6,12 +6,12 @@
 # test fails or a fuzz target has a finding.
 #
 # Environment:
-#   MOE_TEST_FUZZ_SECONDS  seconds per fuzz target (default 45; 0 skips the
+#   MOE_TEST_FUZZ_SECONDS  seconds per fuzz target (default 60; 0 skips the
 #                          fuzzing, for quick local runs only)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build"
-FUZZ_SECONDS="${MOE_TEST_FUZZ_SECONDS:-45}"
+FUZZ_SECONDS="${MOE_TEST_FUZZ_SECONDS:-60}"
 case "$FUZZ_SECONDS" in
   ''|*[!0-9]*) echo "test.sh: MOE_TEST_FUZZ_SECONDS must be a number of seconds" >&2; exit 2 ;;
 esac
