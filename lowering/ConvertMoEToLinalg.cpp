@@ -309,6 +309,36 @@ static void emitIndexCheck(ImplicitLocOpBuilder &b, ModuleOp module, Value ok, i
   });
 }
 
+/// A run-time check of an expert index: when `ok` is false, call
+/// moeCpuExpertIndexError(kind, token, slot, expert, numExperts) (one line
+/// naming the op and the value, exit code 1).
+static void emitExpertIndexCheck(ImplicitLocOpBuilder &b, ModuleOp module, Value ok,
+                                 int32_t kind, Value token, Value slot, Value expert,
+                                 int64_t numExperts) {
+  StringRef name = "moeCpuExpertIndexError";
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  if (module && !module.lookupSymbol(name)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto decl = func::FuncOp::create(b, name, b.getFunctionType({i32, i64, i64, i64, i64}, {}));
+    decl.setPrivate();
+  }
+  Value bad = arith::XOrIOp::create(b, ok, arith::ConstantOp::create(b, b.getBoolAttr(true)));
+  scf::IfOp::create(b, bad, [&](OpBuilder &nested, Location loc) {
+    auto toI64 = [&](Value v) -> Value {
+      if (v.getType().isIndex())
+        return arith::IndexCastOp::create(nested, loc, i64, v);
+      return arith::ExtSIOp::create(nested, loc, i64, v);
+    };
+    SmallVector<Value> args{
+        arith::ConstantOp::create(nested, loc, nested.getI32IntegerAttr(kind)), toI64(token),
+        toI64(slot), toI64(expert),
+        arith::ConstantOp::create(nested, loc, nested.getI64IntegerAttr(numExperts))};
+    func::CallOp::create(nested, loc, name, TypeRange{}, args);
+    scf::YieldOp::create(nested, loc);
+  });
+}
+
 static Value memDim(ImplicitLocOpBuilder &b, Value memref, int64_t i) {
   return memref::DimOp::create(b, memref, i);
 }
@@ -687,9 +717,12 @@ static Value isValidExpert(Emitter &e, Value ex, int64_t numExperts) {
                 e.cmpi(arith::CmpIPredicate::slt, ex, e.ci32(numExperts)));
 }
 
+/// `checkKind` (a MoeCpuIndexErrorKind, 0 for none): an expert index outside
+/// [0, numExperts) is a run-time error; without the check it is dropped.
 static RoutingPlan buildRoutingPlan(Emitter &e, Value indices, Value tokens, Value k,
                                     int64_t numExperts,
-                                    std::optional<llvm::APFloat> capacityFactor) {
+                                    std::optional<llvm::APFloat> capacityFactor,
+                                    int32_t checkKind = 0) {
   ImplicitLocOpBuilder &b = e.b;
   Value assignments = e.muli(tokens, k);
   Value c0 = e.idx(0), c1 = e.idx(1), experts = e.idx(numExperts);
@@ -718,12 +751,16 @@ static RoutingPlan buildRoutingPlan(Emitter &e, Value indices, Value tokens, Val
   }
 
   // Pass 1: assignments per expert.
+  ModuleOp module = checkKind ? enclosingModule(b) : ModuleOp();
   Value counts0 = e.filled({b.getIndexAttr(numExperts)}, zeroI);
   Value counts = e.forLoop(c0, tokens, {counts0}, [&](Emitter &e, Value t, ValueRange a) {
     return SmallVector<Value>{e.forLoop(c0, k, {a[0]}, [&](Emitter &e, Value i, ValueRange q) {
       Value ex = e.extract(indices, {t, i});
+      Value valid = isValidExpert(e, ex, numExperts);
+      if (checkKind)
+        emitExpertIndexCheck(e.b, module, valid, checkKind, t, i, ex, numExperts);
       return SmallVector<Value>{llvm::to_vector(e.ifElse(
-          isValidExpert(e, ex, numExperts), {q[0].getType()},
+          valid, {q[0].getType()},
           [&](Emitter &e) {
             Value exIdx = e.toIndex(ex);
             Value n = e.addi(e.extract(q[0], {exIdx}), e.ci32(1));
@@ -782,7 +819,8 @@ placeAssignments(Emitter &e, Value indices, Value tokens, Value k, int64_t numEx
 }
 
 struct LowerDispatch : public OpRewritePattern<DispatchOp> {
-  using OpRewritePattern::OpRewritePattern;
+  LowerDispatch(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
+  KernelSite site;
 
   LogicalResult matchAndRewrite(DispatchOp op, PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
@@ -792,7 +830,8 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
     Value tokens = e.dim(x, 0), k = e.dim(indices, 1);
     Value minus1 = e.ci32(-1);
     RoutingPlan plan =
-        buildRoutingPlan(e, indices, tokens, k, numExperts, op.getCapacityFactor());
+        buildRoutingPlan(e, indices, tokens, k, numExperts, op.getCapacityFactor(),
+                         site.checkIndices ? /*MOE_CPU_BAD_EXPERT_DISPATCH*/ 3 : 0);
 
     // Pass 2: place the rows, in token order.
     // Sizes come from the operands (the results are being replaced): T*K rows.
@@ -1048,7 +1087,8 @@ struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
     int64_t numExperts = op.getNumExperts();
     Value tokens = e.dim(x, 0), k = e.dim(indices, 1);
     RoutingPlan plan =
-        buildRoutingPlan(e, indices, tokens, k, numExperts, op.getCapacityFactor());
+        buildRoutingPlan(e, indices, tokens, k, numExperts, op.getCapacityFactor(),
+                         site.checkIndices ? /*MOE_CPU_BAD_EXPERT_FUSED*/ 4 : 0);
 
     // Source token, routed weight of every kept plan row, and the plan row of
     // every assignment (-1: dropped).
@@ -1279,6 +1319,40 @@ struct ConvertMoEToLinalgPass
     });
     if (unsupported.wasInterrupted())
       return signalPassFailure();
+    // The CPU kernels need a static number of experts (the plan's size; the
+    // gate alone does not).
+    WalkResult dynamicExperts = root->walk([](Operation *op) {
+      int64_t numExperts = 0;
+      if (auto layer = dyn_cast<LayerOp>(op))
+        numExperts = layer.getNumExperts();
+      else if (auto soft = dyn_cast<SoftLayerOp>(op))
+        numExperts = soft.getNumExperts();
+      else if (auto ffn = dyn_cast<ExpertFFNOp>(op))
+        numExperts = cast<RankedTensorType>(ffn.getW1().getType()).getDimSize(0);
+      if (!ShapedType::isDynamic(numExperts))
+        return WalkResult::advance();
+      op->emitError() << "cannot lower '" << op->getName()
+                      << "' to the CPU: the number of experts is dynamic";
+      return WalkResult::interrupt();
+    });
+    if (dynamicExperts.wasInterrupted())
+      return signalPassFailure();
+    // Outlined kernels and packed weights are symbols of the pass's module: a
+    // moe op of a nested module could not call them.
+    if (auto module = dyn_cast<ModuleOp>(root)) {
+      WalkResult nested = module.walk([&](Operation *op) {
+        if (!isa_and_nonnull<MoEDialect>(op->getDialect()) ||
+            op->getParentOfType<ModuleOp>() == module)
+          return WalkResult::advance();
+        op->emitError() << "cannot lower '" << op->getName()
+                        << "' inside a nested builtin.module: run convert-moe-to-linalg on "
+                           "that module (--pass-pipeline='builtin.module(builtin.module("
+                           "convert-moe-to-linalg))')";
+        return WalkResult::interrupt();
+      });
+      if (nested.wasInterrupted())
+        return signalPassFailure();
+    }
 
     // Layers become route -> gate -> fused_experts (the CPU's kernel family);
     // chains the user wrote stay as written unless they fuse.
@@ -1310,9 +1384,9 @@ void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kern
                                       bool packWeights, bool bf16Dot, bool checkIndices) {
   KernelSite site{kernelModule ? kernelModule.getOperation() : nullptr, packWeights, bf16Dot,
                   checkIndices};
-  patterns.add<LowerDispatch, LowerSoftDispatch, LowerSoftCombine, LowerFusedSoftExperts>(
+  patterns.add<LowerSoftDispatch, LowerSoftCombine, LowerFusedSoftExperts>(
       patterns.getContext());
-  patterns.add<LowerRoute, LowerGate, LowerExpertFFN, LowerSharedExpert, LowerCombine,
+  patterns.add<LowerDispatch, LowerRoute, LowerGate, LowerExpertFFN, LowerSharedExpert, LowerCombine,
                LowerFusedExperts>(
       patterns.getContext(), site);
 }

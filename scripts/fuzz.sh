@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
 # Fuzzes moe-mlir with libFuzzer under ASan/UBSan:
 #   moe-fuzz-mlir  the .mlir parser, the verifiers and the moe passes
-#   moe-fuzz-io    the .npy / .safetensors readers and the index JSON parser
+#   moe-fuzz-io    the .npy / .safetensors readers, the index JSON parser,
+#                  checkpoint assembly and moe-run's argument binding
 #
 # Usage:
 #   scripts/fuzz.sh [SECONDS]      installs libclang-rt-22-dev when missing,
-#       configures build-fuzz/ (-DMOE_BUILD_FUZZERS=ON, RelWithDebInfo),
+#       configures build-fuzz/ (-DMOE_BUILD_FUZZERS=ON, -O1 -DNDEBUG, no -g),
 #       builds the two targets, seeds their corpora from the tests and runs
 #       each for SECONDS (default 60). Longer runs: scripts/fuzz.sh 600.
+#   scripts/fuzz.sh --suite SECONDS
+#       what the README's test command (scripts/test.sh) runs: the same
+#       build, then each target for SECONDS from its seeds only (a fresh
+#       corpus, -seed=1), so that a run from a clean clone is reproducible.
 #   scripts/fuzz.sh --run-only TARGET SECONDS BUILD_DIR
 #       seeds and runs one target of an existing build (what the ctest tests
 #       fuzz-moe-fuzz-mlir / fuzz-moe-fuzz-io of build-fuzz/ run).
 #
-# The corpora grow in BUILD/fuzz/corpus-TARGET (kept between runs); crashes,
-# leaks and timeouts are written to BUILD/fuzz/artifacts/. Exits non-zero
-# when a target finds one, after printing the reproducer's path and how to
-# replay it. Extra libFuzzer flags: MOE_FUZZ_FLAGS="-jobs=2 ...".
+# The corpora grow in BUILD/fuzz/corpus-TARGET (kept between runs; --suite
+# uses BUILD/fuzz/suite-corpus-TARGET, emptied first); crashes, leaks and
+# timeouts are written to BUILD/fuzz/artifacts/. Exits non-zero when a
+# target finds one, after printing the reproducer's path and how to replay
+# it. Environment:
+#   MOE_FUZZ_FLAGS      extra libFuzzer flags ("-jobs=2 ...")
+#   MOE_FUZZ_TOOLS      a folder with moe-npy and moe-ckpt-gen (the seed
+#                       writers; default: build them in build-fuzz/)
+#   MOE_FUZZ_CFLAGS     optimization flags of build-fuzz/ (default
+#                       "-O1 -DNDEBUG"; "-O1 -g -DNDEBUG" for debugging)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -43,7 +54,14 @@ seed() {
     find "$seeds" -type f -size +8k -delete
     ;;
   moe-fuzz-io)
-    local npy="$build/bin/moe-npy" gen="$build/bin/moe-ckpt-gen"
+    local tools="${MOE_FUZZ_TOOLS:-$build/bin}"
+    # Else the normal build's (build/), when this build has none.
+    [ -n "${MOE_FUZZ_TOOLS:-}" ] || [ -x "$tools/moe-npy" ] || tools="$ROOT/build/bin"
+    local npy="$tools/moe-npy" gen="$tools/moe-ckpt-gen"
+    if [ ! -x "$npy" ] || [ ! -x "$gen" ]; then
+      echo "fuzz: $npy or $gen missing (set MOE_FUZZ_TOOLS to a build's bin/)" >&2
+      return 1
+    fi
     local tmp="$build/fuzz/tmp"
     rm -rf "$tmp"; mkdir -p "$tmp"
     "$npy" write "$seeds/f32.npy" f32 2x3 1 2 3 4 5 6
@@ -66,6 +84,24 @@ seed() {
       -o -name '*.safetensors' \) -size -64k -exec cp {} "$seeds/" \;
     printf '{"metadata":{"total_size":8},"weight_map":{"a":"x/m.safetensors","b":"m.safetensors"}}' \
       >"$seeds/index.json"
+    # Checkpoint bundles (moe-fuzz-io.cpp): the argument's type and the
+    # #moe.checkpoint names on the first line, then the files.
+    "$npy" write "$tmp/e0.npy" f32 2x3 1 2 3 4 5 6
+    "$npy" write "$tmp/e1.npy" f32 2x3 -1 -2 -3 -4 -5 -6
+    "$npy" write "$tmp/up.npy" f16 2x3 0.5 1 2 4 8 16
+    "$npy" pack "$tmp/s0.safetensors" "x.0.w=$tmp/e0.npy" "x.0.v=$tmp/up.npy" >/dev/null
+    "$npy" pack "$tmp/s1.safetensors" "x.1.w=$tmp/e1.npy" "x.1.v=$tmp/up.npy:bf16" >/dev/null
+    local index='{"metadata":{},"weight_map":{"x.0.w":"s0.safetensors","x.0.v":"s0.safetensors","x.1.w":"s1.safetensors","x.1.v":"s1.safetensors"}}'
+    bundle() { # OUT HEADER: the header line, then the index and both shards
+      { printf '#moe-fuzz-ckpt %s\n=== model.safetensors.index.json\n%s' "$2" "$index"
+        printf '\n=== s0.safetensors\n'; cat "$tmp/s0.safetensors"
+        printf '\n=== s1.safetensors\n'; cat "$tmp/s1.safetensors"; } >"$1"
+    }
+    bundle "$seeds/ckpt-stack.bundle" 'f32 2x2x3 N x.{e}.w'
+    bundle "$seeds/ckpt-concat.bundle" 'bf16 2x3x4 T x.{e}.w x.{e}.v'
+    bundle "$seeds/ckpt-dyn.bundle" 'f16 ?x6 N x.0.w x.1.w'
+    { printf '#moe-fuzz-ckpt f32 3x2 T x.0.w\n=== s0.safetensors\n'
+      cat "$tmp/s0.safetensors"; } >"$seeds/ckpt-single.bundle"
     rm -rf "$tmp"
     ;;
   esac
@@ -81,7 +117,12 @@ run_target() {
   fi
   seed "$target" "$build"
   local corpus="$build/fuzz/corpus-$target" artifacts="$build/fuzz/artifacts"
-  local log="$build/fuzz/$target.log"
+  local log="$build/fuzz/$target.log" fixed=()
+  if [ "${SUITE:-0}" = 1 ]; then
+    corpus="$build/fuzz/suite-corpus-$target"
+    rm -rf "$corpus"
+    fixed=(-seed=1)
+  fi
   mkdir -p "$corpus" "$artifacts"
   local maxlen=()
   [ "$target" = moe-fuzz-mlir ] && maxlen=(-max_len=8192)
@@ -90,7 +131,7 @@ run_target() {
   ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
   UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
     "$bin" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=20 \
-      -print_final_stats=1 "${maxlen[@]}" \
+      -print_final_stats=1 "${maxlen[@]}" "${fixed[@]}" \
       -artifact_prefix="$artifacts/$target-" ${MOE_FUZZ_FLAGS:-} \
       "$corpus" "$build/fuzz/seeds-$target" >"$log" 2>&1 || rc=$?
   grep -E '^(#[0-9]+ +(INITED|DONE)|stat::number_of_executed_units|stat::peak_rss_mb)' "$log" | tail -4 || true
@@ -114,22 +155,38 @@ if [ "${1:-}" = "--run-only" ]; then
   exit $?
 fi
 
+SUITE=0
+if [ "${1:-}" = "--suite" ]; then
+  SUITE=1
+  shift
+  [ $# -eq 1 ] || { echo "usage: fuzz.sh --suite SECONDS" >&2; exit 2; }
+fi
 SECONDS_PER_TARGET="${1:-60}"
 case "$SECONDS_PER_TARGET" in
-  ''|*[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS]" >&2; exit 2 ;;
+  ''|*[!0-9]*) echo "usage: scripts/fuzz.sh [--suite] [SECONDS]" >&2; exit 2 ;;
 esac
 BUILD="$ROOT/build-fuzz"
 "$ROOT/scripts/setup-deps.sh" libclang-rt-22-dev   # libFuzzer + sanitizers
-if [ ! -f "$BUILD/build.ninja" ]; then
+# A lean instrumented build: -O1 (ASan's recommendation for fuzzing), no
+# debug info (symbolized stacks still name the functions), NDEBUG like the
+# Debian libMLIR.so it links against. Reconfigured when the flags change.
+FLAGS="${MOE_FUZZ_CFLAGS:--O1 -DNDEBUG}"
+STAMP="$BUILD/moe-fuzz-flags"
+if [ ! -f "$BUILD/build.ninja" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$FLAGS" ]; then
   cmake -G Ninja -S "$ROOT" -B "$BUILD" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="$FLAGS" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$FLAGS" \
     -DCMAKE_C_COMPILER=/usr/bin/clang-22 \
     -DCMAKE_CXX_COMPILER=/usr/bin/clang++-22 \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
     -DMOE_BUILD_FUZZERS=ON -DMOE_BUILD_UNITTESTS=OFF
+  echo "$FLAGS" >"$STAMP"
 fi
-cmake --build "$BUILD" -j "$(nproc)" --target moe-fuzz-mlir moe-fuzz-io moe-npy moe-ckpt-gen
+targets=(moe-fuzz-mlir moe-fuzz-io)
+[ -n "${MOE_FUZZ_TOOLS:-}" ] || targets+=(moe-npy moe-ckpt-gen)
+cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}"
 
 status=0
 for target in moe-fuzz-mlir moe-fuzz-io; do

@@ -1243,6 +1243,17 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     });
     if (ops.empty())
       return;
+    // The kernels and their launch functions are symbols of this module: a
+    // moe op of a nested module could not call them.
+    for (Operation *op : ops) {
+      if (op->getParentOfType<ModuleOp>() == module)
+        continue;
+      op->emitError() << "cannot lower '" << op->getName()
+                      << "' to the GPU inside a nested builtin.module: run convert-moe-to-gpu "
+                         "on that module (--pass-pipeline='builtin.module(builtin.module("
+                         "convert-moe-to-gpu))')";
+      return signalPassFailure();
+    }
     if (failed(checkToolkit(ops.front())))
       return signalPassFailure();
     bool failedAny = false;

@@ -25,6 +25,19 @@ extern "C" void moeCpuIndexError(int32_t kind) {
   _exit(1);
 }
 
+extern "C" void moeCpuExpertIndexError(int32_t kind, int64_t token, int64_t slot,
+                                       int64_t expert, int64_t numExperts) {
+  const char *op = kind == MOE_CPU_BAD_EXPERT_FUSED ? "moe.fused_experts" : "moe.dispatch";
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "moe-runtime: %s: expert index %lld of token %lld, slot %lld is outside "
+               "[0, %lld)\n",
+               op, static_cast<long long>(expert), static_cast<long long>(token),
+               static_cast<long long>(slot), static_cast<long long>(numExperts));
+  std::fflush(stderr);
+  _exit(1);
+}
+
 extern "C" void moeCpuAllocError(int64_t bytes) {
   std::fflush(stdout);
   std::fprintf(stderr,

@@ -20,10 +20,21 @@ enum MoeCpuIndexErrorKind : int32_t {
   MOE_CPU_BAD_OFFSETS = 1,
   /// moe.combine: a position outside [-1, rows).
   MOE_CPU_BAD_POSITION = 2,
+  /// moe.dispatch: an expert index outside [0, num_experts).
+  MOE_CPU_BAD_EXPERT_DISPATCH = 3,
+  /// moe.fused_experts: an expert index outside [0, num_experts).
+  MOE_CPU_BAD_EXPERT_FUSED = 4,
 };
 
 /// Prints "moe-runtime: <what was wrong>" on stderr and exits with code 1.
 [[noreturn]] void moeCpuIndexError(int32_t kind);
+
+/// An expert index (MOE_CPU_BAD_EXPERT_*) outside [0, numExperts): prints
+/// "moe-runtime: <op>: expert index <expert> of token <token>, slot <slot>
+/// is outside [0, <numExperts>)" on stderr and exits with code 1.
+[[noreturn]] void moeCpuExpertIndexError(int32_t kind, int64_t token,
+                                         int64_t slot, int64_t expert,
+                                         int64_t numExperts);
 
 /// An allocation of the lowered code failed: prints the size on stderr and
 /// exits with code 1.

@@ -477,30 +477,30 @@ float roundToOddF32(double value) {
 }
 } // namespace
 
-Result<Tensor> readNpyConverting(const std::string &path, DType target,
-                                 bool &wasF64) {
+namespace {
+/// readNpyConverting / parseNpyConverting on a whole .npy image (its data
+/// moves into the result when no conversion is needed).
+Result<Tensor> npyImageConverting(std::vector<uint8_t> bytes,
+                                  std::string_view name, DType target,
+                                  bool &wasF64) {
   wasF64 = false;
-  Result<std::vector<uint8_t>> bytes = readFileBytes(path);
-  if (!bytes)
-    return bytes.status();
   size_t dataOffset = 0;
-  Result<Tensor> tensor = parseNpyHeader(bytes->data(), bytes->size(), path,
+  Result<Tensor> tensor = parseNpyHeader(bytes.data(), bytes.size(), name,
                                          dataOffset, &wasF64);
   if (!tensor)
     return tensor;
   if (!wasF64) {
-    std::vector<uint8_t> data = bytes.take();
-    data.erase(data.begin(),
-               data.begin() + static_cast<std::ptrdiff_t>(dataOffset));
-    tensor->data = std::move(data);
+    bytes.erase(bytes.begin(),
+                bytes.begin() + static_cast<std::ptrdiff_t>(dataOffset));
+    tensor->data = std::move(bytes);
     return tensor;
   }
   if (target != DType::F32 && target != DType::BF16 && target != DType::F16)
-    return detail::fileError(path, std::string("float64 data cannot bind to ") +
+    return detail::fileError(name, std::string("float64 data cannot bind to ") +
                                        dtypeName(target) + " (only to f32, "
                                        "bf16 or f16)");
-  const uint8_t *src = bytes->data() + dataOffset;
-  const size_t count = (bytes->size() - dataOffset) / 8;
+  const uint8_t *src = bytes.data() + dataOffset;
+  const size_t count = (bytes.size() - dataOffset) / 8;
   Tensor out(target, tensor->shape, {});
   out.data.resize(count * elementSize(target));
   for (size_t i = 0; i < count; ++i) {
@@ -517,6 +517,23 @@ Result<Tensor> readNpyConverting(const std::string &path, DType target,
     std::memcpy(out.data.data() + 2 * i, &h, 2);
   }
   return out;
+}
+} // namespace
+
+Result<Tensor> readNpyConverting(const std::string &path, DType target,
+                                 bool &wasF64) {
+  wasF64 = false;
+  Result<std::vector<uint8_t>> bytes = readFileBytes(path);
+  if (!bytes)
+    return bytes.status();
+  return npyImageConverting(bytes.take(), path, target, wasF64);
+}
+
+Result<Tensor> parseNpyConverting(const uint8_t *bytes, size_t size,
+                                  std::string_view name, DType target,
+                                  bool &wasF64) {
+  return npyImageConverting(std::vector<uint8_t>(bytes, bytes + size), name,
+                            target, wasF64);
 }
 
 //===----------------------------------------------------------------------===//

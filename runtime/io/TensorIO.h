@@ -229,6 +229,11 @@ Result<Tensor> readNpy(const std::string &path);
 /// the other dtypes is returned unchanged (the caller checks the dtype).
 Result<Tensor> readNpyConverting(const std::string &path, DType target,
                                  bool &wasF64);
+/// readNpyConverting on .npy bytes in memory; `name` is used in error
+/// messages.
+Result<Tensor> parseNpyConverting(const uint8_t *bytes, size_t size,
+                                  std::string_view name, DType target,
+                                  bool &wasF64);
 /// Parses .npy bytes; `name` is used in error messages.
 Result<Tensor> parseNpy(const uint8_t *bytes, size_t size,
                         std::string_view name);

@@ -2,11 +2,25 @@
 //
 // Built only with -DMOE_BUILD_FUZZERS=ON (see scripts/fuzz.sh). Each input is
 // given, from memory, to
-//  * the .npy reader (parseNpy);
+//  * the .npy reader (parseNpy), and moe-run's --input binding
+//    (parseNpyConverting: float64 data converted; bindInputTensor: dtype and
+//    shape checks, f32 -> bf16/f16; allocateArgument) against an argument
+//    type derived from the input's hash (the file's shape, some dimensions
+//    dynamic or changed, one of the five element types);
 //  * the .safetensors reader (SafeTensorsFile::fromBuffer), then every
-//    tensor is read (raw and converted to f32/f16/bf16);
+//    tensor is read (raw and converted to f32/f16/bf16) and bound as a
+//    --params tensor (bindParamTensor) to an argument type as above;
 //  * the sharded-checkpoint index parser (parseSafeTensorsIndex) and the JSON
-//    parser under it (json::Document, whose tree is walked).
+//    parser under it (json::Document, whose tree is walked);
+//  * checkpoint assembly, when the input is a bundle (moe-run's binding of a
+//    #moe.checkpoint parameter: TensorStore::add on the bundle's files,
+//    checkpointArgumentShape, checkAssembledArgument,
+//    assembleCheckpointTensor). A bundle is text: a first line
+//      #moe-fuzz-ckpt DTYPE SHAPE T|N NAME...
+//    (the argument's element type and shape, `?` for a dynamic size,
+//    transposed or not, the tensor names, `{e}` per expert), then files,
+//    each `\n=== FILENAME\n` and its bytes; the files are written to a
+//    temporary directory and the `.json` ones (else all) added to the store.
 // Findings are crashes, sanitizer reports, and round-trip invariants checked
 // here (abort with a message on stderr): a tensor a reader accepts validates,
 // and writing it back (encodeNpy / encodeSafeTensors) gives bytes the reader
@@ -17,17 +31,26 @@
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Json.h"
 #include "runtime/io/TensorIO.h"
+#include "tools/moe-run/Binding.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <dirent.h>
+#include <unistd.h>
+
 using namespace moe::io;
+using moe::run::HostTensor;
+using moe::run::ValueInfo;
 
 namespace {
 
@@ -52,6 +75,120 @@ void checkTensor(const Tensor &tensor, const char *what) {
     if (converted->shape != tensor.shape || !converted->validate(what).ok())
       finding(std::string(what) + ": conversion changed the shape");
   }
+}
+
+uint64_t hashBytes(const uint8_t *data, size_t size) {
+  uint64_t h = 1469598103934665603ull; // FNV-1a
+  for (size_t i = 0; i < size; ++i)
+    h = (h ^ data[i]) * 1099511628211ull;
+  return h;
+}
+
+/// Tensors over this many bytes are not bound (allocation and copy only
+/// slow the fuzzer down; their sizes are checked before any allocation).
+constexpr uint64_t kMaxBoundBytes = uint64_t(1) << 24;
+
+/// An argument type for `shape` chosen by `h`: one of the five element
+/// types (or `dtype`), the shape with some dimensions dynamic, some changed.
+ValueInfo argumentFor(DType dtype, const std::vector<int64_t> &shape,
+                      uint64_t h) {
+  static const DType dtypes[] = {DType::F32, DType::F16, DType::BF16,
+                                 DType::I32, DType::I64};
+  ValueInfo arg;
+  arg.index = static_cast<unsigned>(h % 3);
+  h /= 3;
+  arg.dtype = (h % 3 == 0) ? dtype : dtypes[(h / 3) % 5];
+  h /= 15;
+  arg.shape = shape;
+  for (int64_t &d : arg.shape) {
+    switch (h % 8) {
+    case 0:
+    case 1:
+      d = ValueInfo::kDynamic;
+      break;
+    case 2:
+      d += 1;
+      break;
+    default:
+      break;
+    }
+    h /= 8;
+  }
+  if (h % 16 == 0)
+    arg.shape.push_back(1); // a rank mismatch
+  arg.typeString = "tensor<";
+  for (int64_t d : arg.shape)
+    arg.typeString += (d == ValueInfo::kDynamic ? std::string("?")
+                                                : std::to_string(d)) + "x";
+  arg.typeString += std::string(dtypeName(arg.dtype)) + ">";
+  return arg;
+}
+
+/// A tensor that binding accepted for `arg`: its dtype and shape fit, it
+/// validates, and it allocates and copies into a HostTensor bit for bit.
+void checkBound(const Tensor &tensor, const ValueInfo &arg, const char *what) {
+  if (tensor.dtype != arg.dtype || !moe::run::shapeFits(arg.shape, tensor.shape))
+    finding(std::string(what) + ": bound tensor does not fit " +
+            arg.typeString);
+  if (Status valid = tensor.validate(what); !valid)
+    finding(std::string(what) + ": bound tensor does not validate: " +
+            valid.error());
+  if (tensor.data.size() > kMaxBoundBytes)
+    return;
+  HostTensor host;
+  Status allocated = moe::run::allocateArgument(arg, tensor, host);
+  if (!allocated)
+    finding(std::string(what) + ": cannot allocate a bound tensor: " +
+            allocated.error());
+  if (host.byteSize() != tensor.data.size() ||
+      (!tensor.data.empty() &&
+       std::memcmp(host.data(), tensor.data.data(), tensor.data.size()) != 0))
+    finding(std::string(what) + ": HostTensor differs from the bound tensor");
+}
+
+/// moe-run's --input binding of the input as a .npy file.
+void fuzzInputBinding(const uint8_t *data, size_t size, uint64_t h) {
+  static const DType targets[] = {DType::F32, DType::F16, DType::BF16,
+                                  DType::I32, DType::I64};
+  DType target = targets[h % 5];
+  bool wasF64 = false;
+  Result<Tensor> tensor =
+      parseNpyConverting(data, size, "fuzz.npy", target, wasF64);
+  if (!tensor) {
+    if (tensor.error().empty())
+      finding("npy binding: failure without a message");
+    return;
+  }
+  if (wasF64) {
+    if (tensor->dtype != target)
+      finding("npy binding: float64 data not converted to the target");
+    // f32: one rounding of each double (exact property).
+    size_t count = tensor->data.size() / 4;
+    if (target == DType::F32 && size >= count * 8) {
+      const uint8_t *src = data + size - count * 8;
+      for (size_t i = 0; i < count; ++i) {
+        double v;
+        float got;
+        std::memcpy(&v, src + 8 * i, 8);
+        std::memcpy(&got, tensor->data.data() + 4 * i, 4);
+        float want = static_cast<float>(v);
+        if (std::memcmp(&got, &want, 4) != 0 && !(got != got && want != want))
+          finding("npy binding: float64 -> f32 is not one rounding");
+      }
+    }
+  }
+  if (Status valid = tensor->validate("npy binding"); !valid)
+    finding("npy binding: accepted tensor does not validate: " +
+            valid.error());
+  ValueInfo arg = argumentFor(tensor->dtype, tensor->shape, h >> 8);
+  Result<Tensor> bound =
+      moe::run::bindInputTensor(tensor.take(), "fuzz.npy", arg);
+  if (!bound) {
+    if (bound.error().empty())
+      finding("npy binding: refusal without a message");
+    return;
+  }
+  checkBound(*bound, arg, "npy binding");
 }
 
 void fuzzNpy(const uint8_t *data, size_t size) {
@@ -102,6 +239,19 @@ void fuzzSafeTensors(const uint8_t *data, size_t size) {
     }
     if (file->find(info.name) != &info)
       finding("safetensors: find() does not return the entry");
+    // moe-run's --params binding of the entry.
+    uint64_t h = hashBytes(reinterpret_cast<const uint8_t *>(info.name.data()),
+                           info.name.size()) ^
+                 hashBytes(data, std::min<size_t>(size, 64));
+    ValueInfo arg = argumentFor(info.dtype, info.shape, h);
+    arg.param = info.name;
+    if (info.dataEnd - info.dataBegin <= kMaxBoundBytes) {
+      Result<Tensor> bound = moe::run::bindParamTensor(*file, info, arg);
+      if (bound)
+        checkBound(*bound, arg, "params binding");
+      else if (bound.error().empty())
+        finding("params binding: refusal without a message");
+    }
     tensors.emplace(info.name, tensor.take());
   }
   (void)file->names();
@@ -199,13 +349,196 @@ void fuzzJson(const uint8_t *data, size_t size) {
   }
 }
 
+/// A private directory for the files of checkpoint bundles (removed at
+/// exit).
+const std::string &scratchDir() {
+  // Never destroyed: the atexit handler below uses it.
+  static const std::string &dir = *new std::string([] {
+    const char *tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") +
+                          "/moe-fuzz-io.XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data()))
+      finding("cannot create a scratch directory under " + pattern);
+    std::atexit([] {
+      const std::string &d = scratchDir();
+      if (DIR *dirp = ::opendir(d.c_str())) {
+        while (dirent *entry = ::readdir(dirp))
+          if (entry->d_name[0] != '.')
+            ::unlink((d + "/" + entry->d_name).c_str());
+        ::closedir(dirp);
+      }
+      ::rmdir(d.c_str());
+    });
+    return std::string(buf.data());
+  }());
+  return dir;
+}
+
+std::vector<std::string> splitWords(std::string_view line) {
+  std::vector<std::string> words;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && line[i] == ' ')
+      ++i;
+    size_t j = i;
+    while (j < line.size() && line[j] != ' ')
+      ++j;
+    if (j > i)
+      words.emplace_back(line.substr(i, j - i));
+    i = j;
+  }
+  return words;
+}
+
+/// "4x?x8" -> {4, kDynamic, 8}; "scalar" -> {}.
+std::optional<std::vector<int64_t>> parseShapeWord(const std::string &word) {
+  std::vector<int64_t> shape;
+  if (word == "scalar")
+    return shape;
+  size_t i = 0;
+  while (i <= word.size()) {
+    size_t j = word.find('x', i);
+    if (j == std::string::npos)
+      j = word.size();
+    std::string dim = word.substr(i, j - i);
+    if (dim == "?") {
+      shape.push_back(ValueInfo::kDynamic);
+    } else {
+      if (dim.empty() || dim.size() > 12 ||
+          dim.find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
+      shape.push_back(std::stoll(dim));
+    }
+    i = j + 1;
+  }
+  return shape;
+}
+
+/// moe-run's binding of a #moe.checkpoint parameter, on a bundle.
+void fuzzCheckpoint(const uint8_t *data, size_t size) {
+  std::string_view text(reinterpret_cast<const char *>(data), size);
+  static constexpr std::string_view magic = "#moe-fuzz-ckpt ";
+  if (text.substr(0, magic.size()) != magic)
+    return;
+  size_t eol = text.find('\n');
+  std::vector<std::string> words =
+      splitWords(text.substr(magic.size(), eol == std::string_view::npos
+                                               ? std::string_view::npos
+                                               : eol - magic.size()));
+  if (words.size() < 4 || words.size() > 16)
+    return;
+  std::optional<DType> dtype = parseDType(words[0]);
+  std::optional<std::vector<int64_t>> shape = parseShapeWord(words[1]);
+  if (!dtype || !shape || shape->size() > 6)
+    return;
+  ValueInfo arg;
+  arg.index = 1;
+  arg.dtype = *dtype;
+  arg.shape = *shape;
+  arg.typeString = "tensor<" + words[1] + "x" + words[0] + ">";
+  CheckpointSpec spec;
+  spec.transpose = words[2] == "T";
+  spec.names.assign(words.begin() + 3, words.end());
+  arg.param = spec.describe();
+  arg.checkpoint = spec;
+
+  // The files: "\n=== NAME\n" then the bytes up to the next such line.
+  const std::string &dir = scratchDir();
+  std::vector<std::string> written, sources;
+  static constexpr std::string_view sep = "\n=== ";
+  size_t pos = eol == std::string_view::npos ? text.size() : eol;
+  while (pos < text.size() && text.substr(pos, sep.size()) == sep &&
+         written.size() < 8) {
+    size_t nameEnd = text.find('\n', pos + sep.size());
+    if (nameEnd == std::string_view::npos)
+      break;
+    std::string name(text.substr(pos + sep.size(), nameEnd - pos - sep.size()));
+    size_t next = text.find(sep, nameEnd + 1);
+    if (next == std::string_view::npos)
+      next = text.size();
+    bool plain = !name.empty() && name.size() <= 64 && name[0] != '.' &&
+                 name.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                        "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789._-") == std::string::npos;
+    if (plain) {
+      std::string path = dir + "/" + name;
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(text.data() + nameEnd + 1,
+                static_cast<std::streamsize>(next - nameEnd - 1));
+      out.close();
+      written.push_back(path);
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0)
+        sources.push_back(path);
+    }
+    pos = next;
+  }
+  if (sources.empty())
+    sources = written;
+  TensorStore store;
+  bool added = true;
+  for (const std::string &path : sources) {
+    Status status = store.add(path);
+    if (!status) {
+      if (status.error().empty())
+        finding("checkpoint: add() failed without a message");
+      added = false;
+      break;
+    }
+  }
+  if (added) {
+    Result<std::vector<int64_t>> assembled =
+        moe::run::checkpointArgumentShape(store, arg);
+    if (!assembled) {
+      if (assembled.error().empty())
+        finding("checkpoint: shape refused without a message");
+    } else if (!moe::run::shapeFits(arg.shape, *assembled)) {
+      finding("checkpoint: assembled shape " + formatShape(*assembled) +
+              " does not fit " + arg.typeString);
+    } else if (Status ok = moe::run::checkAssembledArgument(arg, *assembled);
+               ok) {
+      std::optional<int64_t> count = shapeNumElements(*assembled);
+      if (!count)
+        finding("checkpoint: an accepted shape overflows");
+      uint64_t bytes = uint64_t(*count) * elementSize(arg.dtype);
+      if (bytes <= kMaxBoundBytes) {
+        // Twice: assembly is deterministic and writes exactly its bytes
+        // (the guard bytes after the buffer stay as they were).
+        std::vector<uint8_t> first(bytes + 16, 0xa5), second(bytes + 16, 0x5a);
+        Status a = assembleCheckpointTensor(store, spec, *assembled,
+                                            arg.dtype, first.data());
+        Status b = assembleCheckpointTensor(store, spec, *assembled,
+                                            arg.dtype, second.data());
+        if (a.ok() != b.ok())
+          finding("checkpoint: assembly is not deterministic");
+        if (a.ok()) {
+          if (std::memcmp(first.data(), second.data(), bytes) != 0)
+            finding("checkpoint: two assemblies differ");
+          for (size_t i = 0; i < 16; ++i)
+            if (first[bytes + i] != 0xa5 || second[bytes + i] != 0x5a)
+              finding("checkpoint: assembly wrote past the tensor");
+        } else if (a.error().empty()) {
+          finding("checkpoint: assembly failed without a message");
+        }
+      }
+    } else if (ok.error().empty()) {
+      finding("checkpoint: refusal without a message");
+    }
+  }
+  for (const std::string &path : written)
+    ::unlink(path.c_str());
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > (1u << 20))
     return 0;
   fuzzNpy(data, size);
+  fuzzInputBinding(data, size, hashBytes(data, size));
   fuzzSafeTensors(data, size);
   fuzzJson(data, size);
+  fuzzCheckpoint(data, size);
   return 0;
 }

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/moe-run/Backend.h"
+#include "tools/moe-run/Binding.h"
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
@@ -75,6 +76,12 @@ using namespace mlir;
 using ::moe::run::HostTensor;
 using ::moe::run::Signature;
 using ::moe::run::ValueInfo;
+using ::moe::run::argName;
+using ::moe::run::checkAllocatable;
+using ::moe::run::concreteTypeString;
+using ::moe::run::describeArgument;
+using ::moe::run::fileTensorDesc;
+using ::moe::run::shapeFits;
 namespace io = ::moe::io;
 
 //===----------------------------------------------------------------------===//
@@ -371,14 +378,6 @@ std::string typeToString(Type type) {
   return s;
 }
 
-std::string argName(unsigned index) { return "%arg" + std::to_string(index); }
-
-/// "argument #2 (%arg2)".
-std::string describeArgument(const ValueInfo &arg) {
-  return "argument #" + std::to_string(arg.index) + " (" + argName(arg.index) +
-         ")";
-}
-
 std::optional<io::DType> toDType(Type type) {
   if (type.isF32())
     return io::DType::F32;
@@ -416,45 +415,6 @@ std::optional<std::string> describeType(Type type, ValueInfo &info) {
                              static_cast<int64_t>(io::elementSize(*dtype)))
     return "has type " + info.typeString + ", too large to allocate";
   return std::nullopt;
-}
-
-/// "tensor<37x4xf32>": a tensor type with concrete sizes.
-std::string concreteTypeString(io::DType dtype,
-                               const std::vector<int64_t> &shape) {
-  std::string s = "tensor<";
-  for (int64_t d : shape)
-    s += std::to_string(d) + "x";
-  return s + io::dtypeName(dtype) + ">";
-}
-
-/// Whether `actual` fits the declared `shape` (same rank, the same sizes
-/// where static).
-bool shapeFits(const std::vector<int64_t> &shape,
-               const std::vector<int64_t> &actual) {
-  if (shape.size() != actual.size())
-    return false;
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] != ValueInfo::kDynamic && shape[d] != actual[d])
-      return false;
-  return true;
-}
-
-/// An error when a tensor of `shape` cannot possibly be allocated (> 2^48
-/// bytes).
-std::optional<std::string> checkAllocatable(io::DType dtype,
-                                            const std::vector<int64_t> &shape) {
-  auto count = io::shapeNumElements(shape);
-  if (!count || *count > (int64_t(1) << 48) /
-                             static_cast<int64_t>(io::elementSize(dtype)))
-    return "too large to allocate";
-  return std::nullopt;
-}
-
-std::string fileTensorDesc(io::DType dtype, const std::vector<int64_t> &shape,
-                           bool safetensorsNames) {
-  return std::string(safetensorsNames ? io::safetensorsDTypeName(dtype)
-                                      : io::dtypeName(dtype)) +
-         " " + io::formatShape(shape);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1096,18 +1056,12 @@ int runMain(int argc, char **argv) {
   uint64_t paramBytesRead = 0;
   // Allocates argument `arg` with `shape` and copies `tensor` into it.
   auto bind = [&](const ValueInfo &arg, const io::Tensor &tensor) -> bool {
-    if (auto error = checkAllocatable(arg.dtype, tensor.shape)) {
-      fail(describeArgument(arg) + " (" +
-           concreteTypeString(arg.dtype, tensor.shape) + ") is " + *error);
+    if (io::Status status =
+            ::moe::run::allocateArgument(arg, tensor, arguments[arg.index]);
+        !status) {
+      fail(status.error());
       return false;
     }
-    arguments[arg.index] = HostTensor(arg.dtype, tensor.shape);
-    if (!arguments[arg.index].ok()) {
-      fail("cannot allocate " + llvm::Twine(arguments[arg.index].byteSize()) +
-           " bytes for " + describeArgument(arg));
-      return false;
-    }
-    arguments[arg.index].assign(tensor);
     bound[arg.index] = true;
     return true;
   };
@@ -1123,22 +1077,10 @@ int runMain(int argc, char **argv) {
                    << io::dtypeName(arg->dtype)
                    << " (rounded to nearest even) for "
                    << describeArgument(*arg) << "\n";
-    // An f32 .npy binds to a bf16/f16 argument by rounding to nearest even.
-    bool convertible = tensor->dtype == io::DType::F32 &&
-                       (arg->dtype == io::DType::BF16 ||
-                        arg->dtype == io::DType::F16);
-    if ((tensor->dtype != arg->dtype && !convertible) ||
-        !shapeFits(arg->shape, tensor->shape))
-      return fail("--input " + path + " for " + describeArgument(*arg) +
-                  ": expected " + arg->typeString + ", got " +
-                  fileTensorDesc(tensor->dtype, tensor->shape, false));
-    if (convertible) {
-      auto converted = io::convertTensor(*tensor, arg->dtype);
-      if (!converted)
-        return fail(converted.error());
-      *tensor = converted.take();
-    }
-    if (!bind(*arg, *tensor))
+    auto bindable = ::moe::run::bindInputTensor(tensor.take(), path, *arg);
+    if (!bindable)
+      return fail(bindable.error());
+    if (!bind(*arg, *bindable))
       return 1;
   }
 
@@ -1156,8 +1098,7 @@ int runMain(int argc, char **argv) {
     std::vector<std::pair<const ValueInfo *, std::vector<int64_t>>> assembled;
     for (const ValueInfo *arg : paramArgs) {
       if (arg->checkpoint) {
-        auto shape = io::checkpointShape(params, *arg->checkpoint, arg->shape,
-                                         describeArgument(*arg));
+        auto shape = ::moe::run::checkpointArgumentShape(params, *arg);
         if (!shape)
           return fail(shape.error());
         assembled.emplace_back(arg, shape.take());
@@ -1171,16 +1112,11 @@ int runMain(int argc, char **argv) {
                     llvm::Twine(arg->index) + ") not found in " + sources);
       }
       const io::SafeTensorInfo *entry = found->info;
-      std::string subject = "parameter '" + *arg->param + "' (argument #" +
-                            std::to_string(arg->index) + ", " +
-                            argName(arg->index) + ") in " +
-                            found->file->path();
-      bool convertible =
-          io::isFloatType(entry->dtype) && io::isFloatType(arg->dtype);
       if (!shapeFits(arg->shape, entry->shape) ||
-          (entry->dtype != arg->dtype && !convertible))
-        return fail(subject + ": expected " + arg->typeString + ", got " +
-                    fileTensorDesc(entry->dtype, entry->shape, true));
+          (entry->dtype != arg->dtype &&
+           !(io::isFloatType(entry->dtype) && io::isFloatType(arg->dtype))))
+        return fail(::moe::run::bindParamTensor(*found->file, *entry, *arg)
+                        .error());
       if (spmd::active() && splitArgs[arg->index] && !entry->shape.empty()) {
         // Only this rank's experts: rows [begin, end) of dimension 0, read
         // from the (memory-mapped) file.
@@ -1206,9 +1142,7 @@ int runMain(int argc, char **argv) {
         presliced[arg->index] = true;
         continue;
       }
-      auto tensor = entry->dtype == arg->dtype
-                        ? found->file->get(*arg->param)
-                        : found->file->get(*arg->param, arg->dtype);
+      auto tensor = ::moe::run::bindParamTensor(*found->file, *entry, *arg);
       paramBytesRead += entry->dataEnd - entry->dataBegin;
       if (!tensor)
         return fail(tensor.error());
@@ -1216,12 +1150,9 @@ int runMain(int argc, char **argv) {
         return 1;
     }
     for (auto &[arg, shape] : assembled) {
-      if (!io::isFloatType(arg->dtype))
-        return fail(describeArgument(*arg) + " (" + arg->typeString +
-                    ") carries a #moe.checkpoint but is not a float tensor");
-      if (auto error = checkAllocatable(arg->dtype, shape))
-        return fail(describeArgument(*arg) + " (" +
-                    concreteTypeString(arg->dtype, shape) + ") is " + *error);
+      if (io::Status status = ::moe::run::checkAssembledArgument(*arg, shape);
+          !status)
+        return fail(status.error());
       HostTensor &tensor = arguments[arg->index];
       tensor = HostTensor(arg->dtype, shape);
       if (!tensor.ok())

@@ -631,6 +631,35 @@ TEST_F(NpyRoundTrip, Float64ConvertsWithOneRounding) {
   EXPECT_EQ(f0, static_cast<float>(values[0]));
 }
 
+TEST_F(NpyRoundTrip, ParseNpyConvertingMatchesTheFileReader) {
+  // The in-memory reader (moe-run's binding, fuzzed by moe-fuzz-io) gives
+  // exactly what readNpyConverting gives for the same bytes, errors included.
+  std::string bytes = f64File({1.0 + 0x1p-8 + 0x1p-30, -3.25, 65504.0, 0x1p-133});
+  std::string file = path("f64c.npy");
+  {
+    std::ofstream out(file, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  const auto *raw = reinterpret_cast<const uint8_t *>(bytes.data());
+  for (DType type : {DType::F32, DType::BF16, DType::F16, DType::I32}) {
+    bool fromFile = false, fromMemory = false;
+    Result<Tensor> a = readNpyConverting(file, type, fromFile);
+    Result<Tensor> b = parseNpyConverting(raw, bytes.size(), file, type, fromMemory);
+    EXPECT_EQ(fromFile, fromMemory);
+    ASSERT_EQ(a.ok(), b.ok()) << dtypeName(type);
+    if (a.ok())
+      expectSameTensor(*b, *a);
+    else
+      EXPECT_EQ(a.error(), b.error());
+  }
+  // A truncated image is an error naming the given name, never a read past
+  // the end.
+  bool wasF64 = false;
+  Result<Tensor> cut = parseNpyConverting(raw, bytes.size() - 3, "cut.npy", DType::F32, wasF64);
+  EXPECT_FALSE(cut.ok());
+  EXPECT_NE(cut.error().find("cut.npy"), std::string::npos) << cut.error();
+}
+
 TEST_F(NpyRoundTrip, Float64OnlyThroughConvertingReader) {
   std::string file = path("f64b.npy");
   {
