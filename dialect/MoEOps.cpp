@@ -780,6 +780,18 @@ LogicalResult inferenceFailure(std::optional<Location> loc, StringRef op) {
                            "' cannot infer its result types: an operand is not a "
                            "ranked tensor of the expected rank");
 }
+
+/// The result type of the ops whose output is shaped like their input
+/// `input` of rank `rank` (layer, soft_layer, fused_experts,
+/// fused_soft_experts).
+LogicalResult inferLikeInput(std::optional<Location> loc, StringRef op, Value input,
+                             int64_t rank, SmallVectorImpl<Type> &inferred) {
+  RankedTensorType x = rankedOf(input);
+  if (!x || x.getRank() != rank)
+    return inferenceFailure(loc, op);
+  inferred.push_back(x);
+  return success();
+}
 } // namespace
 
 #define MOE_COMPATIBLE_RESULTS(OpTy)                                             \
@@ -803,10 +815,8 @@ LogicalResult LayerOp::inferReturnTypes(MLIRContext *context,
                                         std::optional<Location> location,
                                         Adaptor adaptor,
                                         SmallVectorImpl<Type> &inferred) {
-  RankedTensorType x = rankedOf(adaptor.getInput());
-  if (!x || x.getRank() != 2)
-    return inferenceFailure(location, getOperationName());
-  inferred.push_back(x);
+  if (failed(inferLikeInput(location, getOperationName(), adaptor.getInput(), 2, inferred)))
+    return failure();
   if (adaptor.getTraining())
     inferred.push_back(RankedTensorType::get({}, Float32Type::get(context)));
   return success();
@@ -817,11 +827,7 @@ LogicalResult SoftLayerOp::inferReturnTypes(MLIRContext *context,
                                             std::optional<Location> location,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &inferred) {
-  RankedTensorType x = rankedOf(adaptor.getInput());
-  if (!x || x.getRank() != 3)
-    return inferenceFailure(location, getOperationName());
-  inferred.push_back(x);
-  return success();
+  return inferLikeInput(location, getOperationName(), adaptor.getInput(), 3, inferred);
 }
 
 /// weights: [T, K] in the logits' element type, indices: [T, K] i32,
@@ -920,11 +926,7 @@ LogicalResult FusedExpertsOp::inferReturnTypes(MLIRContext *context,
                                                std::optional<Location> location,
                                                Adaptor adaptor,
                                                SmallVectorImpl<Type> &inferred) {
-  RankedTensorType x = rankedOf(adaptor.getInput());
-  if (!x || x.getRank() != 2)
-    return inferenceFailure(location, getOperationName());
-  inferred.push_back(x);
-  return success();
+  return inferLikeInput(location, getOperationName(), adaptor.getInput(), 2, inferred);
 }
 
 /// y: [G, M, D] like the input.
@@ -932,11 +934,7 @@ LogicalResult FusedSoftExpertsOp::inferReturnTypes(MLIRContext *context,
                                                    std::optional<Location> location,
                                                    Adaptor adaptor,
                                                    SmallVectorImpl<Type> &inferred) {
-  RankedTensorType x = rankedOf(adaptor.getInput());
-  if (!x || x.getRank() != 3)
-    return inferenceFailure(location, getOperationName());
-  inferred.push_back(x);
-  return success();
+  return inferLikeInput(location, getOperationName(), adaptor.getInput(), 3, inferred);
 }
 
 //===----------------------------------------------------------------------===//
