@@ -19,6 +19,7 @@
 #include "lowering/Pipelines.h"
 #include "moe-mlir/InitAllMoE.h"
 
+#include "mlir/Support/DebugStringHelper.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -137,13 +138,6 @@ void installDiagnosticHandler(MLIRContext &context) {
   });
 }
 
-std::string toString(Type type) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << type;
-  return s;
-}
-
 /// A size of one buffer dimension in the signature table: >= 0 static, -1
 /// the next `dims` value (arguments), <= -2 dims[-2 - v] (results).
 struct Buffer {
@@ -220,13 +214,13 @@ std::optional<DimSource> tieDim(func::FuncOp func, Value value, int64_t d, int d
 bool recordEntry(func::FuncOp func, Entry &entry) {
   entry.loc = func.getLoc();
   entry.name = "@" + func.getName().str();
-  entry.signature = toString(func.getFunctionType());
+  entry.signature = debugString(func.getFunctionType());
   FunctionType ft = func.getFunctionType();
   auto bufferOf = [&](Type t, const char *what, unsigned i, Buffer &buffer) {
     auto tt = dyn_cast<RankedTensorType>(t);
     std::optional<int64_t> bytes = tt ? elementBytes(tt.getElementType()) : std::nullopt;
     if (!tt || !bytes) {
-      fail(entry.name + " " + what + " #" + llvm::Twine(i) + " has type " + toString(t) +
+      fail(entry.name + " " + what + " #" + llvm::Twine(i) + " has type " + debugString(t) +
            "; the C ABI takes ranked tensors of integer or floating-point elements only");
       return false;
     }
@@ -278,7 +272,7 @@ bool recordEntry(func::FuncOp func, Entry &entry) {
       } else if (src && dimIndex[src->arg][src->dim] >= 0) {
         b.sizes.push_back(-2 - dimIndex[src->arg][src->dim]);
       } else {
-        fail(entry.name + " result #" + llvm::Twine(i) + " (" + toString(b.type) +
+        fail(entry.name + " result #" + llvm::Twine(i) + " (" + debugString(b.type) +
              "): cannot tie its dimension " + llvm::Twine(d) +
              " to a dimension of an argument, so the caller could not size it; "
              "return a tensor whose dynamic sizes are the arguments' (or make them static)");

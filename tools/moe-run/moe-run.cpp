@@ -23,6 +23,7 @@
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/TensorIO.h"
 
+#include "mlir/Support/DebugStringHelper.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -371,13 +372,6 @@ void installDiagnosticHandler(MLIRContext &context) {
   });
 }
 
-std::string typeToString(Type type) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << type;
-  return s;
-}
-
 std::optional<io::DType> toDType(Type type) {
   if (type.isF32())
     return io::DType::F32;
@@ -395,14 +389,14 @@ std::optional<io::DType> toDType(Type type) {
 /// Fills `info` from `type`; returns an error (without the subject) if the
 /// type is not supported.
 std::optional<std::string> describeType(Type type, ValueInfo &info) {
-  info.typeString = typeToString(type);
+  info.typeString = debugString(type);
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return "has type " + info.typeString +
            "; moe-run supports ranked tensors of f32, f16, bf16, i32 and i64";
   auto dtype = toDType(tensor.getElementType());
   if (!dtype)
-    return "has element type " + typeToString(tensor.getElementType()) + " (" +
+    return "has element type " + debugString(tensor.getElementType()) + " (" +
            info.typeString + "); moe-run supports f32, f16, bf16, i32 and i64";
   info.dtype = *dtype;
   for (int64_t d : tensor.getShape())
