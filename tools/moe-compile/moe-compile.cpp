@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/diagnostics/OneLineDiagnostic.h"
 #include "dialect/MoEDialect.h"
 #include "dialect/MoEOps.h"
 #include "lowering/Passes.h"
@@ -124,16 +125,7 @@ void installDiagnosticHandler(MLIRContext &context) {
     if (diag.getSeverity() != DiagnosticSeverity::Error || errorPrinted)
       return success();
     errorPrinted = true;
-    std::string where;
-    if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation()))
-      where = (loc.getFilename().getValue() + ":" + llvm::Twine(loc.getLine()) + ":" +
-               llvm::Twine(loc.getColumn()) + ": ")
-                  .str();
-    std::string text = diag.str();
-    for (char &c : text)
-      if (c == '\n')
-        c = ' ';
-    llvm::errs() << "moe-compile: " << where << text << "\n";
+    llvm::errs() << "moe-compile: " << mlir::moe::tools::oneLineDiagnostic(diag) << "\n";
     return success();
   });
 }

@@ -15,6 +15,7 @@
 
 #include "tools/moe-run/Backend.h"
 #include "tools/moe-run/Binding.h"
+#include "tools/diagnostics/OneLineDiagnostic.h"
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
@@ -315,40 +316,6 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
-/// `text` on one line: every run of whitespace (newlines included) becomes
-/// one space.
-std::string oneLine(llvm::StringRef text) {
-  std::string out;
-  bool space = false;
-  for (char c : text.trim()) {
-    if (llvm::isSpace(c)) {
-      space = true;
-      continue;
-    }
-    if (space)
-      out += ' ';
-    space = false;
-    out += c;
-  }
-  return out;
-}
-
-/// "FILE:LINE:COL: " for the first file location inside `loc`, or "".
-std::string locationPrefix(Location loc) {
-  std::string prefix;
-  loc->walk([&](Location l) {
-    if (auto file = dyn_cast<FileLineColLoc>(l)) {
-      prefix = (file.getFilename().getValue() + ":" +
-                llvm::Twine(file.getLine()) + ":" +
-                llvm::Twine(file.getColumn()) + ": ")
-                   .str();
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
-  });
-  return prefix;
-}
-
 /// MLIR diagnostics as moe-run prints them: the first error as one line
 /// "moe-run: FILE:LINE:COL: message" (its notes and later errors dropped),
 /// warnings as one line each; remarks are dropped.
@@ -356,13 +323,12 @@ void installDiagnosticHandler(MLIRContext &context) {
   context.getDiagEngine().registerHandler([](Diagnostic &diag) {
     switch (diag.getSeverity()) {
     case DiagnosticSeverity::Error:
-      fail(locationPrefix(diag.getLocation()) + oneLine(diag.str()));
+      fail(mlir::moe::tools::oneLineDiagnostic(diag));
       break;
     case DiagnosticSeverity::Warning:
       if (!errorPrinted)
-        llvm::errs() << "moe-run: warning: "
-                     << locationPrefix(diag.getLocation())
-                     << oneLine(diag.str()) << "\n";
+        llvm::errs() << "moe-run: warning: " << mlir::moe::tools::oneLineDiagnostic(diag)
+                     << "\n";
       break;
     case DiagnosticSeverity::Note:
     case DiagnosticSeverity::Remark:
