@@ -137,20 +137,31 @@ def align(idx, E, BM):
     sorted_expert = flat[order.long()]
     dest = starts[sorted_expert] + (pos - src_starts[sorted_expert])
     rows[dest] = order
-    tile_expert = torch.full((max_tiles,), -1, dtype=torch.int32, device=idx.device)
-    tiles_per = padded // BM
-    tile_expert[: int(tiles_per.sum())] = torch.repeat_interleave(
-        torch.arange(E, device=idx.device, dtype=torch.int32), tiles_per)
+    # Expert e owns tiles [ends[e-1], ends[e]); tiles past the last are -1.
+    # No host synchronisation (no .item(), no data-dependent shape).
+    ends = torch.cumsum(padded // BM, 0)
+    tiles = torch.arange(max_tiles, device=idx.device)
+    tile_expert = torch.searchsorted(ends, tiles, right=True)
+    tile_expert = torch.where(tile_expert < E, tile_expert, -1).to(torch.int32)
     return rows, tile_expert, max_tiles
 
 
-def fused_moe(x, wr, w1, w2, k):
-    T, D = x.shape
-    E, _, H2 = w1.shape
-    H = H2 // 2
+def plan(x, wr, w1, k):
+    """Routing and the row plan of fused_moe (torch ops, no host sync)."""
+    T = x.shape[0]
+    E = w1.shape[0]
     weights, idx = route(x, wr, k)
-    BM, BN, BK, GROUP_M, warps, stages = _config(T * k, x.dtype)
-    rows, tile_expert, num_m = align(idx, E, BM)
+    config = _config(T * k, x.dtype)
+    rows, tile_expert, num_m = align(idx, E, config[0])
+    return weights, rows, tile_expert, num_m, config
+
+
+def experts(x, w1, w2, k, routing):
+    """The two Triton GEMM launches and the f32 slot sum of fused_moe, given
+    plan()'s routing: the kit times this alone as the strict anchor."""
+    weights, rows, tile_expert, num_m, (BM, BN, BK, GROUP_M, warps, stages) = routing
+    T, D = x.shape
+    H = w1.shape[2] // 2
     precision = "ieee" if x.dtype == torch.float32 else "tf32"
     h = torch.empty((T * k, H), dtype=x.dtype, device=x.device)
     grid1 = (num_m * triton.cdiv(H, BN),)
@@ -166,3 +177,8 @@ def fused_moe(x, wr, w1, w2, k):
                            GROUP_M=GROUP_M, PRECISION=precision,
                            num_warps=warps, num_stages=stages)
     return o.view(T, k, D).sum(dim=1).to(x.dtype)
+
+
+def fused_moe(x, wr, w1, w2, k):
+    """The whole layer: routing, plan, both GEMMs, the slot sum."""
+    return experts(x, w1, w2, k, plan(x, wr, w1, k))
