@@ -608,10 +608,11 @@ public:
       if (fold)
         args.append({fold->ex.w1, fb.hs, fold->ex.H, fold->T});
     };
+    // (Made here: host buffers must not be made in forRowTile's branches.)
+    Value foldGate = fold ? (fold->gate ? fold->gate : dummyF32()) : Value();
     auto foldArgs2 = [&](SmallVector<Value> &args) {
       if (fold)
-        args.append({fb.hs, fold->ex.w2, fold->gate ? fold->gate : dummyF32(), fb.out,
-                     fold->ex.H, fold->T});
+        args.append({fb.hs, fold->ex.w2, foldGate, fb.out, fold->ex.H, fold->T});
     };
     if (std::optional<MmaElt> elt = mmaElt(A, x, eltOf(out), combine ? eltOf(combine->y) : Type())) {
       // Host buffers are made before forRowTile's branches (they are freed

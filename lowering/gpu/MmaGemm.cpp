@@ -297,10 +297,21 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
           // Out-of-range chunks read nothing (src-size 0) from a valid address.
           Value n = e.select(valid, c8, idx(0));
           Value at = e.select(valid, srcIndex, idx(0));
-          nvgpu::DeviceAsyncCopyOp::create(
-              e.b, nvgpu::DeviceAsyncTokenType::get(ctx), dst, ValueRange{dstIndex}, src,
-              ValueRange{at}, e.b.getIndexAttr(kChunk), n, e.b.getUnitAttr());
-          return SmallVector<Value>{};
+          auto issue = [&](IRB &e, Value from) {
+            nvgpu::DeviceAsyncCopyOp::create(
+                e.b, nvgpu::DeviceAsyncTokenType::get(ctx), dst, ValueRange{dstIndex}, from,
+                ValueRange{at}, e.b.getIndexAttr(kChunk), n, e.b.getUnitAttr());
+            return SmallVector<Value>{};
+          };
+          // A selected (folded shared expert) source: one cp.async per
+          // buffer, so that each copies from a kernel argument (what the
+          // host emulation's copy queue needs; the same on the GPU).
+          if (auto sel = src.getDefiningOp<arith::SelectOp>())
+            return e.ifElse(
+                sel.getCondition(), {},
+                [&](IRB &e) { return issue(e, sel.getTrueValue()); },
+                [&](IRB &e) { return issue(e, sel.getFalseValue()); });
+          return issue(e, src);
         },
         [&](IRB &e) {
           for (int64_t h = 0; h < kChunk; ++h) {
