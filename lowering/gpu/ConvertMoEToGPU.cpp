@@ -12,9 +12,11 @@
 // reduction) runs on the device without host round trips; a chain op copies
 // its own operands and results. The production routers of docs/spec.md §3.1.1
 // (#moe.top_k score/normalize/scale/groups, selection_bias) are variants of
-// the gate kernel; the shared expert reuses the grouped GEMM kernels over one
-// group of all T rows, its f32 output starting the per-token sum of the
-// reduce/combine kernel.
+// the gate kernel. A layer's shared expert is folded into the same launches
+// (its gate sigmoid(x sg) in the gate kernel, its tiles first in both grouped
+// GEMM grids, its f32 output the first term of GEMM2's per-token combine);
+// moe.shared_expert alone reuses the grouped GEMM kernels over one group of
+// all T rows.
 //
 // Element types (docs/spec.md §2-§3, docs/gpu.md): device buffers keep the element
 // type of their tensor (f32, bf16, f16); the kernel variants are chosen by

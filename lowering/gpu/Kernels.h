@@ -47,11 +47,14 @@
 // gate (gate(..., router = true): each block routes kRouteTokens tokens), the
 // align kernel (also the aux loss reduction and the combine bookkeeping),
 // gemm1, and gemm2 with the combine fused into its epilogue (gemm2(...,
-// combine = true)): 4 launches without a shared expert. The combine is
+// combine = true)): 4 launches, with a shared expert too (SharedFold below:
+// its gate in the gate kernel, its tiles first in both GEMM grids). The
+// combine is
 // deterministic: every gemm2 block stores its rows, then per (token, column
 // tile) an atomic arrival counter counts the token's contributions; the
 // block that completes a token's kept contributions sums them in slot order
-// (after the shared expert's output when present: the CPU path's order), so
+// (after the shared expert's output when present: the CPU path's order; a
+// folded shared expert's row is one more arrival of every token), so
 // y never depends on the order in which blocks run. The align kernel zeroes
 // the counters of every call before gemm2 runs (same stream), and writes y
 // for the tokens whose every assignment was dropped (capacity).
