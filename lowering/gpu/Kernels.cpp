@@ -358,13 +358,11 @@ void buildGemm(IRB &e, ArrayRef<BlockArgument> wg, const GemmHooks &h) {
     run(e);
 }
 
-/// The shared expert's gate sigmoid(o) = 1 / (1 + exp(-o)) (f32, the routing
-/// exp of docs/routing-numerics.md): moe_sigmoid_kernel and the router + gate
-/// kernel's shared gate compute the same bits.
-Value sharedGateSigmoid(IRB &e, Value o) {
-  return e.divf(e.cf32(1.0),
-                e.addf(e.cf32(1.0), e.routingExp(arith::NegFOp::create(e.b, o))));
-}
+/// The shared expert's gate sigmoid(o) = 1 / (1 + exp(-o)) (f32,
+/// buildRoutingSigmoid of docs/routing-numerics.md, as on the CPU path):
+/// moe_sigmoid_kernel and the router + gate kernel's shared gate compute the
+/// same bits.
+Value sharedGateSigmoid(IRB &e, Value o) { return e.routingSigmoid(o); }
 
 /// The linear thread index of a 1-D launch of kEltThreads-thread blocks.
 Value globalThread(IRB &e) {
