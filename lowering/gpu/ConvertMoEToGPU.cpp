@@ -12,9 +12,11 @@
 // reduction) runs on the device without host round trips; a chain op copies
 // its own operands and results. The production routers of docs/spec.md §3.1.1
 // (#moe.top_k score/normalize/scale/groups, selection_bias) are variants of
-// the gate kernel; the shared expert reuses the grouped GEMM kernels over one
-// group of all T rows, its f32 output starting the per-token sum of the
-// reduce/combine kernel.
+// the gate kernel. A layer's shared expert is folded into the same launches
+// (its gate sigmoid(x sg) in the gate kernel, its tiles first in both grouped
+// GEMM grids, its f32 output the first term of GEMM2's per-token combine);
+// moe.shared_expert alone reuses the grouped GEMM kernels over one group of
+// all T rows.
 //
 // Element types (docs/spec.md §2-§3, docs/gpu.md): device buffers keep the element
 // type of their tensor (f32, bf16, f16); the kernel variants are chosen by
@@ -352,6 +354,9 @@ public:
   /// The layer's router inside the gate kernel (one launch for both).
   struct FusedRouter {
     Value x, wr, br, D; // br may be null
+    /// The shared expert's gate: sg [D] (x's type) in, gate [T] f32 out
+    /// (sigmoid(x sg), computed by the same kernel); null: none.
+    Value sg, sharedGate;
   };
   /// `selectionBias`: the device buffer of the selection_bias operand, or
   /// null. A #moe.top_k that is not classic, or that has a selection bias,
@@ -397,11 +402,14 @@ public:
     if (production)
       args.append({selectionBias ? selectionBias : g.weights, e.idx(topk.getGroups()),
                    e.idx(topk.getKeptGroups()), e.cf32(topk.getScale().convertToDouble())});
+    bool sharedGate = router && router->sg;
     if (router)
       args.append({router->x, router->wr, router->br ? router->br : router->wr, router->D});
+    if (sharedGate)
+      args.append({router->sg, router->sharedGate});
     launch(lib.gate(kind, adjust, loss, production,
                     selectionBias ? eltOf(selectionBias) : Type(), router.has_value(),
-                    router && router->br, router ? eltOf(router->x) : Type()),
+                    router && router->br, router ? eltOf(router->x) : Type(), sharedGate),
            {nb}, kGateThreads, args);
     if (loss) {
       g.loss = alloc(e.f32(), e.idx(1));
@@ -544,6 +552,37 @@ public:
   struct FusedCombine {
     Value positions, counters, y, T, K, shared; // shared may be null
   };
+  /// The shared expert folded into a fused layer's GEMM launches
+  /// (Kernels.h, SharedFold): its weights as one expert (H = Hs, no
+  /// biases), its gate [T] f32 from the gate kernel (null: ungated), and T.
+  struct SharedExpertFold {
+    Experts ex;
+    Value gate, T;
+  };
+  /// The shared expert's weights as Experts (one expert, [D, Ws] and
+  /// [Hs, D], the layer's activation).
+  Experts sharedWeights(Value s1, Value s2, Value D, ActivationAttr act) {
+    Experts ex;
+    ex.w1 = upload(s1); // [D, W] is the flat layout of [1, D, W]
+    ex.w2 = upload(s2);
+    ex.act = act.getValue();
+    ex.D = D;
+    ex.H = act.isGated() ? e.divui(dim(s1, 1), e.idx(2)) : dim(s1, 1);
+    return ex;
+  }
+  /// The folded shared expert's buffers of one launch pair: hs (rows padded
+  /// to kTileM, so that every shared tile row has a place) and its f32
+  /// output [T, D].
+  struct SharedFoldBuffers {
+    Value hs, out;
+  };
+  SharedFoldBuffers sharedFoldBuffers(const SharedExpertFold &f, Type hType) {
+    SharedFoldBuffers fb;
+    Value rows = e.muli(e.ceildiv(f.T, e.idx(kTileM)), e.idx(kTileM));
+    fb.hs = alloc(hType, e.muli(rows, f.ex.H));
+    fb.out = alloc(e.f32(), e.muli(f.T, f.ex.D));
+    return fb;
+  }
   /// GEMM1 (+ gather, bias, activation) and GEMM2 (+ bias, routed weight)
   /// over the padded tiles of `plan`, writing one row of `out` per kept row
   /// (and, with `combine`, the per-token sums into combine->y). h has A's
@@ -552,10 +591,31 @@ public:
   /// kernels (mmaElt), GEMM2 with the combine epilogue in a fused layer; the
   /// kernels are specialised on the plan's row tile: a dynamic T launches
   /// the pair of its run-time tile (forRowTile).
+  ///
+  /// With `fold` (needs `combine`), the shared expert's tiles come first in
+  /// both launches (grid rows ceil(T / R) + maxTiles, GEMM1 columns over
+  /// max(H, Hs)) and its output starts every token's sum.
   void ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value out,
-           const FusedCombine *combine = nullptr) {
+           const FusedCombine *combine = nullptr, const SharedExpertFold *fold = nullptr) {
+    assert((!fold || (combine && !combine->shared)) && "the folded shared expert is combined");
     Value h = alloc(eltOf(A), e.muli(plan.pMax, x.H));
     bool weighted = plan.rowWeights != nullptr;
+    SharedFoldBuffers fb = fold ? sharedFoldBuffers(*fold, eltOf(A)) : SharedFoldBuffers();
+    // Grid rows and GEMM1's columns with the folded shared expert.
+    auto gridRows = [&](Value tileRows) {
+      return fold ? e.addi(e.ceildiv(fold->T, tileRows), plan.maxTiles) : plan.maxTiles;
+    };
+    Value g1Cols = fold ? arith::MaxUIOp::create(b, x.H, fold->ex.H).getResult() : x.H;
+    auto foldArgs1 = [&](SmallVector<Value> &args) {
+      if (fold)
+        args.append({fold->ex.w1, fb.hs, fold->ex.H, fold->T});
+    };
+    // (Made here: host buffers must not be made in forRowTile's branches.)
+    Value foldGate = fold ? (fold->gate ? fold->gate : dummyF32()) : Value();
+    auto foldArgs2 = [&](SmallVector<Value> &args) {
+      if (fold)
+        args.append({fb.hs, fold->ex.w2, foldGate, fb.out, fold->ex.H, fold->T});
+    };
     if (std::optional<MmaElt> elt = mmaElt(A, x, eltOf(out), combine ? eltOf(combine->y) : Type())) {
       // Host buffers are made before forRowTile's branches (they are freed
       // after the op).
@@ -568,10 +628,13 @@ public:
         g1.act = x.act;
         g1.bias = x.b1 != nullptr;
         g1.wgmma = wgmma && tileM == warp_layout::Wgmma::M;
-        launch(buildMmaGemm(lib.getModule(), g1), {blocks(x.H, g1.tileN()), plan.maxTiles},
-               kMmaThreads,
-               {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
-                plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H});
+        g1.foldShared = fold != nullptr;
+        SmallVector<Value> args1{A, plan.sorted, gather ? plan.sourceRows : plan.sorted,
+                                 plan.tileExpert, plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1,
+                                 h, x.D, x.H};
+        foldArgs1(args1);
+        launch(buildMmaGemm(lib.getModule(), g1),
+               {blocks(g1Cols, g1.tileN()), gridRows(e.idx(tileM))}, kMmaThreads, args1);
         MmaGemmConfig g2;
         g2.kind = MmaGemmConfig::Kind::gemm2;
         g2.elt = *elt;
@@ -581,6 +644,8 @@ public:
         g2.outF32 = eltOf(out).isF32();
         g2.combine = combine != nullptr;
         g2.shared = combine && combine->shared;
+        g2.foldShared = fold != nullptr;
+        g2.sharedGated = fold && fold->gate;
         g2.wgmma = g1.wgmma;
         SmallVector<Value> args{h,     plan.sorted, rowWeights,
                                 plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
@@ -591,15 +656,19 @@ public:
           if (combine->shared)
             args.push_back(combine->shared);
         }
-        launch(buildMmaGemm(lib.getModule(), g2), {blocks(x.D, g2.tileN()), plan.maxTiles},
-               kMmaThreads, args);
+        foldArgs2(args);
+        launch(buildMmaGemm(lib.getModule(), g2),
+               {blocks(x.D, g2.tileN()), gridRows(e.idx(tileM))}, kMmaThreads, args);
       });
       return;
     }
-    launch(lib.gemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1), eltOf(h)),
-           {blocks(x.H, kTileN), plan.maxTiles}, kGemmThreads,
-           {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
-            plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H, plan.tileRows});
+    SmallVector<Value> args1{A, plan.sorted, gather ? plan.sourceRows : plan.sorted,
+                             plan.tileExpert, plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1,
+                             h, x.D, x.H, plan.tileRows};
+    foldArgs1(args1);
+    launch(lib.gemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1), eltOf(h),
+                     fold != nullptr),
+           {blocks(g1Cols, kTileN), gridRows(plan.tileRows)}, kGemmThreads, args1);
     SmallVector<Value> args{h,     plan.sorted, weighted ? plan.rowWeights : dummyF32(),
                             plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
                             out,   x.H,         x.D,         plan.tileRows};
@@ -609,10 +678,12 @@ public:
       if (combine->shared)
         args.push_back(combine->shared);
     }
+    foldArgs2(args);
     launch(lib.gemm2(weighted, x.b2 != nullptr, eltOf(h), eltOf(x.w2), eltOf(out),
                      combine != nullptr, combine && combine->shared,
-                     combine ? eltOf(combine->y) : Type()),
-           {blocks(x.D, kTileN), plan.maxTiles}, kGemmThreads, args);
+                     combine ? eltOf(combine->y) : Type(), fold != nullptr,
+                     fold && fold->gate),
+           {blocks(x.D, kTileN), gridRows(plan.tileRows)}, kGemmThreads, args);
   }
 
   /// The element type of the tensor-core kernels (MmaGemm.h) for ffn()'s
@@ -654,7 +725,8 @@ public:
   /// fused_experts); y, of type `yType`, is their f32 sum rounded once.
   Value fusedExperts(Value x, Value indices, Value weights, Value T, Value K, int64_t numExperts,
                      std::optional<llvm::APFloat> cf, const Experts &ex, Type yType,
-                     Value shared = {}, const Gate *loss = nullptr) {
+                     Value shared = {}, const Gate *loss = nullptr,
+                     const SharedExpertFold *fold = nullptr) {
     Value y = alloc(yType, e.muli(T, ex.D));
     AlignExtras extras;
     // One arrival counter per (token, GEMM2 column tile).
@@ -669,7 +741,7 @@ public:
                       &extras);
     Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
     FusedCombine combine{plan.positions, extras.counters, y, T, K, shared};
-    ffn(x, /*gather=*/true, plan, ex, rows, &combine);
+    ffn(x, /*gather=*/true, plan, ex, rows, &combine, fold);
     return y;
   }
 
@@ -679,12 +751,7 @@ public:
   /// as GEMM2's row weight. Returns the f32 output [T, D] on the device.
   Value sharedExpert(Value x, Value T, Value D, Value s1, Value s2, Value sg,
                      ActivationAttr act) {
-    Experts ex;
-    ex.w1 = upload(s1); // [D, W] is the flat layout of [1, D, W]
-    ex.w2 = upload(s2);
-    ex.act = act.getValue();
-    ex.D = D;
-    ex.H = act.isGated() ? e.divui(dim(s1, 1), e.idx(2)) : dim(s1, 1);
+    Experts ex = sharedWeights(s1, s2, D, act);
     Value hostOffsets = tensor::FromElementsOp::create(
         b, RankedTensorType::get({2}, e.i32()), ValueRange{e.ci32(0), e.toI32(T)});
     Plan plan = tileMap(upload(hostOffsets), T, /*numExperts=*/1);
@@ -787,17 +854,34 @@ LogicalResult convert(LayerOp op, Host &h) {
                                op.getActivationAttr());
   Value sb = op.getSelectionBias() ? h.upload(op.getSelectionBias()) : Value();
   // Router + gate in one launch, align (+ the aux loss), GEMM1, GEMM2 with
-  // the combine: 4 launches (plus the shared expert's).
+  // the combine: 4 launches. A shared expert is folded into them (its gate
+  // in the gate kernel, its tiles in the GEMMs) when its weights have the
+  // experts' element types (the kernels select between the buffers);
+  // otherwise it runs its own launches first.
+  bool fold = op.getSharedW1() && eltOf(op.getSharedW1()) == eltOf(op.getW1()) &&
+              eltOf(op.getSharedW2()) == eltOf(op.getW2()) &&
+              (!op.getSharedGate() || eltOf(op.getSharedGate()) == eltOf(op.getInput()));
+  Host::FusedRouter router{x, wr, br, D};
+  std::optional<Host::SharedExpertFold> sharedFold;
+  if (fold) {
+    sharedFold = Host::SharedExpertFold{
+        h.sharedWeights(op.getSharedW1(), op.getSharedW2(), D, op.getActivationAttr()),
+        Value(), T};
+    if (op.getSharedGate()) {
+      router.sg = h.upload(op.getSharedGate());
+      router.sharedGate = sharedFold->gate = h.alloc(h.e.f32(), T);
+    }
+  }
   Value logits = h.alloc(h.e.f32(), h.e.muli(T, E));
   Host::Gate g = h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed(), sb,
-                        Host::FusedRouter{x, wr, br, D}, /*deferLoss=*/true);
-  Value shared = op.getSharedW1()
+                        router, /*deferLoss=*/true);
+  Value shared = op.getSharedW1() && !fold
                      ? h.sharedExpert(x, T, D, op.getSharedW1(), op.getSharedW2(),
                                       op.getSharedGate(), op.getActivationAttr())
                      : Value();
   Value y = h.fusedExperts(x, g.indices, g.weights, T, h.e.idx(k), numExperts,
                            op.getCapacityFactor(), ex, eltOf(op.getOutput()), shared,
-                           g.partials ? &g : nullptr);
+                           g.partials ? &g : nullptr, sharedFold ? &*sharedFold : nullptr);
   SmallVector<Value> results{h.download(y, op.getOutput().getType(), {T, D})};
   if (op.getAuxLoss())
     results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())

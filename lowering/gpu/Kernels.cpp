@@ -358,6 +358,12 @@ void buildGemm(IRB &e, ArrayRef<BlockArgument> wg, const GemmHooks &h) {
     run(e);
 }
 
+/// The shared expert's gate sigmoid(o) = 1 / (1 + exp(-o)) (f32,
+/// buildRoutingSigmoid of docs/routing-numerics.md, as on the CPU path):
+/// moe_sigmoid_kernel and the router + gate kernel's shared gate compute the
+/// same bits.
+Value sharedGateSigmoid(IRB &e, Value o) { return e.routingSigmoid(o); }
+
 /// The linear thread index of a 1-D launch of kEltThreads-thread blocks.
 Value globalThread(IRB &e) {
   return e.addi(e.muli(blockId(e, gpu::Dimension::x), e.idx(kEltThreads)), threadId(e));
@@ -422,7 +428,8 @@ gpu::GPUFuncOp KernelLibrary::route(bool bias, Type data, Type out) {
 
 gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool loss,
                                    std::optional<ProductionGate> production, Type biasType,
-                                   bool router, bool routerBias, Type routerData) {
+                                   bool router, bool routerBias, Type routerData,
+                                   bool sharedGate) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   std::string name = "moe_gate_kernel_";
@@ -456,8 +463,10 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
   if (loss)
     name += "_loss";
   Type rd = routerData ? routerData : f32;
+  assert((!sharedGate || router) && "the shared gate is computed with the router");
   if (router)
-    name += (routerBias ? "_router_bias" : "_router") + typeSuffix({rd});
+    name += std::string(routerBias ? "_router_bias" : "_router") +
+            (sharedGate ? "_sgate" : "") + typeSuffix({rd});
   SmallVector<Type> args{flat(f32), flat(f32), flat(i32), flat(f32), flat(f32),
                          ix,        ix,        ix,        i32,       i32};
   if (production)
@@ -465,6 +474,8 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
   size_t routerArgs = args.size();
   if (router)
     args.append({flat(rd), flat(rd), flat(rd), ix});
+  if (sharedGate)
+    args.append({flat(rd), flat(f32)});
   // Tokens per block: one per thread, or kRouteTokens with the router.
   const int64_t tokensPerBlock = router ? kRouteTokens : kGateThreads;
   // The loss partials; with the router also its staged x and Wr chunks.
@@ -499,16 +510,64 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
           // loads (same arithmetic).
           Value x = a[routerArgs], wr = a[routerArgs + 1], br = a[routerArgs + 2];
           Value D = a[routerArgs + 3];
+          // With the shared gate, column E of every token is the shared
+          // expert's gate logit x sg (the same fma chain; its running sum is
+          // kept in `gate`), made sigmoid(x sg) after the chain.
+          Value sg = sharedGate ? a[routerArgs + 4] : Value();
+          Value gateOut = sharedGate ? a[routerArgs + 5] : Value();
+          Value cols = sharedGate ? e.addi(E, e.idx(1)) : E;
           Value xs = wg[1], ws = wg[2];
           Value step = e.idx(kGateThreads);
-          Value pairs = e.muli(e.idx(tokensPerBlock), E);
-          auto at = [&](IRB &e, Value q) { return e.addi(e.muli(first, E), q); };
-          auto live = [&](IRB &e, Value q) { return e.ult(e.addi(first, e.divui(q, E)), T); };
+          Value pairs = e.muli(e.idx(tokensPerBlock), cols);
+          // The running sum of pair q: logits[t, ex], or gate[t] for ex = E.
+          auto accAt = [&](IRB &e, Value q, function_ref<void(IRB &, Value buf, Value i)> f) {
+            Value tq = e.addi(first, e.divui(q, cols)), ex = e.remui(q, cols);
+            if (!sharedGate)
+              return f(e, logits, e.addi(e.muli(tq, E), ex));
+            e.ifElse(
+                e.ult(ex, E), {},
+                [&](IRB &e) {
+                  f(e, logits, e.addi(e.muli(tq, E), ex));
+                  return SmallVector<Value>{};
+                },
+                [&](IRB &e) {
+                  f(e, gateOut, tq);
+                  return SmallVector<Value>{};
+                });
+          };
+          auto loadAcc = [&](IRB &e, Value q) {
+            if (!sharedGate)
+              return e.load(logits, e.addi(e.muli(e.addi(first, e.divui(q, cols)), E),
+                                           e.remui(q, cols)));
+            Value tq = e.addi(first, e.divui(q, cols)), ex = e.remui(q, cols);
+            Value isGate = e.noti(e.ult(ex, E));
+            return e.ifElse(
+                isGate, {e.f32()},
+                [&](IRB &e) { return SmallVector<Value>{e.load(gateOut, tq)}; },
+                [&](IRB &e) {
+                  return SmallVector<Value>{e.load(logits, e.addi(e.muli(tq, E), ex))};
+                })[0];
+          };
+          auto storeAcc = [&](IRB &e, Value q, Value v) {
+            accAt(e, q, [&](IRB &e, Value buf, Value i) { e.store(v, buf, i); });
+          };
+          // The router weight of (d, column ex): Wr[d, ex], or sg[d].
+          auto weightAt = [&](IRB &e, Value d, Value ex) {
+            if (!sharedGate)
+              return loadF32(e, wr, e.addi(e.muli(d, E), ex));
+            return e.ifElse(
+                e.ult(ex, E), {e.f32()},
+                [&](IRB &e) {
+                  return SmallVector<Value>{loadF32(e, wr, e.addi(e.muli(d, E), ex))};
+                },
+                [&](IRB &e) { return SmallVector<Value>{loadF32(e, sg, d)}; })[0];
+          };
+          auto live = [&](IRB &e, Value q) { return e.ult(e.addi(first, e.divui(q, cols)), T); };
           e.ifElse(
-              e.cmpi(arith::CmpIPredicate::ule, E, e.idx(kRouteWeights)), {},
+              e.cmpi(arith::CmpIPredicate::ule, cols, e.idx(kRouteWeights)), {},
               [&](IRB &e) {
-                // Depth of a chunk: the weights [dc, E] fit in ws.
-                Value dc = e.mini(e.idx(kRouteDepth), e.divui(e.idx(kRouteWeights), E));
+                // Depth of a chunk: the weights [dc, cols] fit in ws.
+                Value dc = e.mini(e.idx(kRouteDepth), e.divui(e.idx(kRouteWeights), cols));
                 e.forEach(c0, D, dc, [&](IRB &e, Value d0) {
                   Value n = e.mini(dc, e.subi(D, d0));
                   e.forEach(tid, e.muli(e.idx(tokensPerBlock), n), step, [&](IRB &e, Value i) {
@@ -519,23 +578,26 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
                     });
                     e.store(v, xs, e.addi(e.muli(tl, e.idx(kRouteDepth)), dd));
                   });
-                  e.forEach(tid, e.muli(n, E), step, [&](IRB &e, Value i) {
-                    e.store(loadF32(e, wr, e.addi(e.muli(d0, E), i)), ws, i);
+                  e.forEach(tid, e.muli(n, cols), step, [&](IRB &e, Value i) {
+                    Value v = sharedGate ? weightAt(e, e.addi(d0, e.divui(i, cols)),
+                                                    e.remui(i, cols))
+                                         : loadF32(e, wr, e.addi(e.muli(d0, E), i));
+                    e.store(v, ws, i);
                   });
                   barrier(e);
                   e.forEach(tid, pairs, step, [&](IRB &e, Value q) {
                     e.ifThen(live(e, q), [&](IRB &e) {
-                      Value tl = e.divui(q, E), ex = e.remui(q, E);
+                      Value tl = e.divui(q, cols), ex = e.remui(q, cols);
                       Value init = e.guardedLoad(e.cmpi(arith::CmpIPredicate::ne, d0, c0), e.f32(), [&](IRB &e) {
-                        return e.load(logits, at(e, q));
+                        return loadAcc(e, q);
                       });
                       Value xBase = e.muli(tl, e.idx(kRouteDepth));
                       Value acc = e.forLoop(c0, n, {init}, [&](IRB &e, Value dd, ValueRange s) {
                         Value xv = e.load(xs, e.addi(xBase, dd));
-                        Value wv = e.load(ws, e.addi(e.muli(dd, E), ex));
+                        Value wv = e.load(ws, e.addi(e.muli(dd, cols), ex));
                         return SmallVector<Value>{math::FmaOp::create(e.b, xv, wv, s[0])};
                       })[0];
-                      e.store(acc, logits, at(e, q));
+                      storeAcc(e, q, acc);
                     });
                   });
                   barrier(e);
@@ -545,25 +607,41 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
               [&](IRB &e) {
                 e.forEach(tid, pairs, step, [&](IRB &e, Value q) {
                   e.ifThen(live(e, q), [&](IRB &e) {
-                    Value tq = e.addi(first, e.divui(q, E)), ex = e.remui(q, E);
+                    Value tq = e.addi(first, e.divui(q, cols)), ex = e.remui(q, cols);
                     Value xBase = e.muli(tq, D);
                     Value acc = e.forLoop(c0, D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange s) {
                       Value xv = loadF32(e, x, e.addi(xBase, d));
-                      Value wv = loadF32(e, wr, e.addi(e.muli(d, E), ex));
+                      Value wv = weightAt(e, d, ex);
                       return SmallVector<Value>{math::FmaOp::create(e.b, xv, wv, s[0])};
                     })[0];
-                    e.store(acc, logits, at(e, q));
+                    storeAcc(e, q, acc);
                   });
                 });
                 return SmallVector<Value>{};
               });
-          // The bias after the whole sum (the CPU router's epilogue). Each
+          // The bias after the whole sum (the CPU router's epilogue), and
+          // the shared gate's sigmoid (moe_sigmoid_kernel's formula). Each
           // thread finishes the pairs it accumulated.
-          if (routerBias)
+          if (routerBias || sharedGate)
             e.forEach(tid, pairs, step, [&](IRB &e, Value q) {
               e.ifThen(live(e, q), [&](IRB &e) {
-                Value v = e.addf(e.load(logits, at(e, q)), loadF32(e, br, e.remui(q, E)));
-                e.store(v, logits, at(e, q));
+                Value tq = e.addi(first, e.divui(q, cols)), ex = e.remui(q, cols);
+                auto routed = [&](IRB &e) {
+                  if (!routerBias)
+                    return SmallVector<Value>{};
+                  Value at = e.addi(e.muli(tq, E), ex);
+                  e.store(e.addf(e.load(logits, at), loadF32(e, br, ex)), logits, at);
+                  return SmallVector<Value>{};
+                };
+                if (!sharedGate) {
+                  routed(e);
+                  return;
+                }
+                e.ifElse(e.ult(ex, E), {}, routed, [&](IRB &e) {
+                  Value o = e.load(gateOut, tq);
+                  e.store(sharedGateSigmoid(e, o), gateOut, tq);
+                  return SmallVector<Value>{};
+                });
               });
             });
           // The block's logits are written by its own threads: a block
@@ -917,34 +995,65 @@ gpu::GPUFuncOp KernelLibrary::dispatchRows(Type data) {
       });
 }
 
+SharedFold gpu_lowering::splitSharedTiles(IRB &e, Value blockRow, Value T, Value tileM,
+                                          Value numTiles) {
+  SharedFold f;
+  Value sharedTiles = e.ceildiv(T, tileM);
+  f.isShared = e.ult(blockRow, sharedTiles);
+  f.tile = e.select(f.isShared, blockRow, e.subi(blockRow, sharedTiles));
+  f.active = e.ori(f.isShared, e.ult(f.tile, e.toIndex(e.load(numTiles, e.idx(0)))));
+  return f;
+}
+
+/// The A row of shared-tile row `p` (= the token): p, or -1 from T on.
+static Value sharedRow(IRB &e, Value p, Value T) {
+  return e.select(e.ult(p, T), e.toI32(p), e.ci32(-1));
+}
+
 gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias, Type aType,
-                                    Type wType, Type hType) {
+                                    Type wType, Type hType, bool foldShared) {
   MLIRContext *ctx = module.getContext();
   Type i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   bool gated = isGated(act);
   std::string name = std::string(gather ? "moe_gemm1_gather_kernel_" : "moe_gemm1_kernel_") +
                      stringifyActivation(act).str() + (bias ? "_bias" : "") +
-                     typeSuffix({aType, wType, hType});
+                     (foldShared ? "_foldshared" : "") + typeSuffix({aType, wType, hType});
+  SmallVector<Type> args{flat(aType), flat(i32),   flat(i32), flat(i32), flat(i32), flat(wType),
+                         flat(wType), flat(hType), ix,        ix,        ix};
+  if (foldShared)
+    args.append({flat(wType), flat(hType), ix, ix});
   return buildKernel(
-      gpuModule, name,
-      {flat(aType), flat(i32), flat(i32), flat(i32), flat(i32), flat(wType), flat(wType),
-       flat(hType), ix, ix, ix},
-      gemmWorkgroup(ctx, gated ? 2 : 1), kGemmThreads,
+      gpuModule, name, args, gemmWorkgroup(ctx, gated ? 2 : 1), kGemmThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value A = a[0], sorted = a[1], src = a[2], tileExpert = a[3], numTiles = a[4];
         Value w1 = a[5], b1 = a[6], hOut = a[7], D = a[8], H = a[9], tileRows = a[10];
-        Value W = gated ? e.muli(H, e.idx(2)) : H; // columns of W1[e]
         Value bm = blockId(e, gpu::Dimension::y);
-        Value ex = e.toIndex(e.load(tileExpert, bm));
+        Value active = e.ult(bm, e.toIndex(e.load(numTiles, e.idx(0))));
+        // The folded shared expert: its tiles come first and use s1 / hs /
+        // Hs (every size and buffer below is selected per block).
+        Value isShared = e.ci1(false);
+        if (foldShared) {
+          SharedFold f = splitSharedTiles(e, bm, a[14], tileRows, numTiles);
+          isShared = f.isShared;
+          bm = f.tile;
+          H = e.select(isShared, a[13], H);
+          w1 = e.select(isShared, a[11], w1);
+          hOut = e.select(isShared, a[12], hOut);
+          // Columns past this tile's expert: nothing to do.
+          Value n0 = e.muli(blockId(e, gpu::Dimension::x), e.idx(kTileN));
+          active = e.andi(f.active, e.ult(n0, H));
+        }
+        Value W = gated ? e.muli(H, e.idx(2)) : H; // columns of W1[e]
+        Value ex = e.toIndex(e.guardedLoad(e.noti(isShared), i32,
+                                           [&](IRB &e) { return e.load(tileExpert, bm); }));
         GemmHooks h;
-        h.active = e.ult(bm, e.toIndex(e.load(numTiles, e.idx(0))));
+        h.active = active;
         h.tileRows = tileRows;
         h.rowBase = e.muli(bm, tileRows);
         h.kDim = D;
         h.nDim = H;
         h.parts = gated ? 2 : 1;
-        // The gather: rows are read through the permutation, never copied.
-        h.aRow = [&](IRB &e, Value lr) {
+        auto planRow = [&](IRB &e, Value lr) -> Value {
           Value r = e.load(sorted, e.addi(h.rowBase, lr));
           if (!gather)
             return r;
@@ -952,6 +1061,18 @@ gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias, Type
               e.ge(r, e.ci32(0)), {e.i32()},
               [&](IRB &e) { return SmallVector<Value>{e.load(src, e.toIndex(r))}; },
               [&](IRB &e) { return SmallVector<Value>{e.ci32(-1)}; })[0];
+        };
+        // The gather: rows are read through the permutation, never copied.
+        // A shared tile's rows are the tokens themselves.
+        h.aRow = [&](IRB &e, Value lr) {
+          if (foldShared)
+            return e.ifElse(
+                isShared, {e.i32()},
+                [&](IRB &e) {
+                  return SmallVector<Value>{sharedRow(e, e.addi(h.rowBase, lr), a[14])};
+                },
+                [&](IRB &e) { return SmallVector<Value>{planRow(e, lr)}; })[0];
+          return planRow(e, lr);
         };
         h.aBuf = A;
         h.aVecOk = multipleOf(e, D, kVec);
@@ -968,14 +1089,23 @@ gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias, Type
         // Epilogue: bias and activation in f32, h rounded to its element
         // type (the CPU path's h).
         h.store = [&](IRB &e, Value lr, Value, Value n, ArrayRef<Value> acc) {
-          Value u = acc[0];
-          if (bias)
-            u = e.addf(u, loadF32(e, b1, e.addi(e.muli(ex, W), n)));
+          // The shared expert has no biases.
+          auto addBias = [&](IRB &e, Value u, Value col) {
+            if (!bias)
+              return u;
+            if (!foldShared)
+              return e.addf(u, loadF32(e, b1, e.addi(e.muli(ex, W), col)));
+            return e.ifElse(
+                isShared, {e.f32()}, [&](IRB &) { return SmallVector<Value>{u}; },
+                [&](IRB &e) {
+                  return SmallVector<Value>{
+                      e.addf(u, loadF32(e, b1, e.addi(e.muli(ex, W), col)))};
+                })[0];
+          };
+          Value u = addBias(e, acc[0], n);
           Value v = activate(e, act, u);
           if (gated) {
-            Value up = acc[1];
-            if (bias)
-              up = e.addf(up, loadF32(e, b1, e.addi(e.muli(ex, W), e.addi(n, H))));
+            Value up = addBias(e, acc[1], e.addi(n, H));
             v = e.mulf(v, up);
           }
           Value p = e.addi(h.rowBase, lr);
@@ -986,10 +1116,13 @@ gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias, Type
 }
 
 gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type wType,
-                                    Type outType, bool combine, bool shared, Type yType) {
+                                    Type outType, bool combine, bool shared, Type yType,
+                                    bool foldShared, bool sharedGated) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   assert((!shared || combine) && "the shared output goes with the combine");
+  assert((!foldShared || (combine && !shared && outType.isF32())) &&
+         "the folded shared expert goes with the combine of f32 rows");
   Type yElt = yType ? yType : f32;
   SmallVector<Type> types{hType, wType, outType};
   if (combine)
@@ -997,6 +1130,7 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type w
   std::string name = std::string(weighted ? "moe_gemm2_weighted_kernel" : "moe_gemm2_kernel") +
                      (bias ? "_bias" : "") +
                      (combine ? (shared ? "_combine_shared" : "_combine") : "") +
+                     (foldShared ? (sharedGated ? "_foldshared_gated" : "_foldshared") : "") +
                      typeSuffix(types);
   SmallVector<Type> args{flat(hType), flat(i32), flat(f32),   flat(i32), flat(i32), flat(wType),
                          flat(wType), flat(outType), ix,        ix,        ix};
@@ -1005,6 +1139,9 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type w
     if (shared)
       args.push_back(flat(f32));
   }
+  const size_t foldArgs = args.size();
+  if (foldShared)
+    args.append({flat(hType), flat(wType), flat(f32), flat(f32), ix, ix});
   SmallVector<Type> wgTypes = gemmWorkgroup(ctx, 1);
   if (combine) // per tile row: the token this block completes, or -1
     wgTypes.push_back(workgroup(ctx, kTileM, i32));
@@ -1014,18 +1151,45 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type w
         Value hIn = a[0], sorted = a[1], rowW = a[2], tileExpert = a[3], numTiles = a[4];
         Value w2 = a[5], b2 = a[6], out = a[7], H = a[8], D = a[9], tileRows = a[10];
         Value bm = blockId(e, gpu::Dimension::y);
-        Value ex = e.toIndex(e.load(tileExpert, bm));
+        Value active = e.ult(bm, e.toIndex(e.load(numTiles, e.idx(0))));
+        // The folded shared expert: its tiles come first, read hs (Hs deep)
+        // and s2, and store their rows into sharedOut.
+        Value isShared = e.ci1(false), Tn, gateW, sharedOut;
+        if (foldShared) {
+          Tn = a[foldArgs + 5];
+          gateW = a[foldArgs + 2];
+          sharedOut = a[foldArgs + 3];
+          SharedFold f = splitSharedTiles(e, bm, Tn, tileRows, numTiles);
+          isShared = f.isShared;
+          bm = f.tile;
+          active = f.active;
+          hIn = e.select(isShared, a[foldArgs], hIn);
+          w2 = e.select(isShared, a[foldArgs + 1], w2);
+          H = e.select(isShared, a[foldArgs + 4], H);
+        }
+        Value ex = e.toIndex(e.guardedLoad(e.noti(isShared), i32,
+                                           [&](IRB &e) { return e.load(tileExpert, bm); }));
         GemmHooks h;
-        h.active = e.ult(bm, e.toIndex(e.load(numTiles, e.idx(0))));
+        h.active = active;
         h.tileRows = tileRows;
         h.rowBase = e.muli(bm, tileRows);
         h.kDim = H;
         h.nDim = D;
-        h.aRow = [&](IRB &e, Value lr) {
+        // The A row of tile row lr: the plan row (h is indexed by plan row),
+        // or for a shared tile the token (hs by token); -1: a zero row.
+        auto rowOf = [&](IRB &e, Value lr) {
           Value p = e.addi(h.rowBase, lr);
-          Value r = e.load(sorted, p);
-          return e.select(e.ge(r, e.ci32(0)), e.toI32(p), e.ci32(-1));
+          auto plan = [&](IRB &e) {
+            Value r = e.load(sorted, p);
+            return SmallVector<Value>{e.select(e.ge(r, e.ci32(0)), e.toI32(p), e.ci32(-1))};
+          };
+          if (!foldShared)
+            return plan(e)[0];
+          return e.ifElse(
+              isShared, {e.i32()},
+              [&](IRB &e) { return SmallVector<Value>{sharedRow(e, p, Tn)}; }, plan)[0];
         };
+        h.aRow = rowOf;
         h.aBuf = hIn;
         h.aVecOk = multipleOf(e, H, kVec);
         h.aIndex = [&](IRB &e, Value ar, Value k) { return e.addi(e.muli(ar, H), k); };
@@ -1038,7 +1202,8 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type w
         // Epilogue: bias, then the routed weight (f32); one row per
         // assignment, stored in out's element type (without `combine`,
         // moe_reduce_kernel sums a token's rows in fixed order).
-        h.store = [&](IRB &e, Value lr, Value, Value n, ArrayRef<Value> acc) {
+        h.store = [&](IRB &e, Value lr, Value ar, Value n, ArrayRef<Value> acc) {
+          auto routed = [&](IRB &e) {
           Value r = e.load(sorted, e.addi(h.rowBase, lr));
           e.ifThen(e.ge(r, e.ci32(0)), [&](IRB &e) {
             Value rIdx = e.toIndex(r);
@@ -1049,6 +1214,26 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type w
               v = e.mulf(v, e.load(rowW, rIdx));
             storeF32(e, v, out, e.addi(e.muli(rIdx, D), n));
           });
+          return SmallVector<Value>{};
+          };
+          if (!foldShared) {
+            routed(e);
+            return;
+          }
+          // A shared row (ar = the token, -1 past T): the gate, no bias.
+          e.ifElse(
+              isShared, {},
+              [&](IRB &e) {
+                e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
+                  Value t = e.toIndex(ar);
+                  Value v = acc[0];
+                  if (sharedGated)
+                    v = e.mulf(v, e.load(gateW, t));
+                  e.store(v, sharedOut, e.addi(e.muli(t, D), n));
+                });
+                return SmallVector<Value>{};
+              },
+              routed);
         };
         if (combine) {
           // The combine (see Kernels.h): after this block's rows are stored,
@@ -1063,6 +1248,11 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type w
           c.y = a[14];
           c.K = a[15];
           c.sharedOut = shared ? a[16] : Value();
+          if (foldShared) {
+            c.sharedOut = sharedOut;
+            c.sharedTile = isShared;
+            c.T = Tn;
+          }
           c.rows = out;
           c.D = D;
           c.lastOf = wg[3];
@@ -1085,12 +1275,33 @@ void gpu_lowering::emitCombineEpilogue(IRB &e, const CombineEpilogue &c, Value t
   LLVM::FenceOp::create(e.b, LLVM::AtomicOrdering::acq_rel, "device");
   barrier(e);
   e.ifThen(e.ult(tid, e.idx(tileM)), [&](IRB &e) {
-    Value r = e.load(c.sorted, e.addi(rowBase, tid));
+    // The token of this tile row (i32, -1: a padding row): through the
+    // plan, or (a folded shared tile) the row itself.
+    Value p = e.addi(rowBase, tid);
+    auto planToken = [&](IRB &e) {
+      Value r = e.load(c.sorted, p);
+      return e.ifElse(
+          e.ge(r, e.ci32(0)), {e.i32()},
+          [&](IRB &e) { return SmallVector<Value>{e.load(c.sourceRows, e.toIndex(r))}; },
+          [&](IRB &e) { return SmallVector<Value>{e.ci32(-1)}; });
+    };
+    Value tok = c.sharedTile
+                    ? e.ifElse(
+                           c.sharedTile, {e.i32()},
+                           [&](IRB &e) {
+                             return SmallVector<Value>{
+                                 e.select(e.ult(p, c.T), e.toI32(p), e.ci32(-1))};
+                           },
+                           planToken)[0]
+                    : planToken(e)[0];
     Value done = e.ifElse(
-        e.ge(r, e.ci32(0)), {e.i32()},
+        e.ge(tok, e.ci32(0)), {e.i32()},
         [&](IRB &e) {
-          Value t = e.toIndex(e.load(c.sourceRows, e.toIndex(r)));
-          Value kept = e.forLoop(c0, c.K, {e.ci32(0)}, [&](IRB &e, Value j, ValueRange q) {
+          Value t = e.toIndex(tok);
+          // The token's contributions: its kept slots, and the folded
+          // shared expert's row.
+          Value init = e.ci32(c.sharedTile ? 1 : 0);
+          Value kept = e.forLoop(c0, c.K, {init}, [&](IRB &e, Value j, ValueRange q) {
             Value pos = e.load(c.positions, e.addi(e.muli(t, c.K), j));
             return SmallVector<Value>{
                 e.select(e.ge(pos, e.ci32(0)), e.addi(q[0], e.ci32(1)), q[0])};
@@ -1201,11 +1412,7 @@ gpu::GPUFuncOp KernelLibrary::sigmoid() {
                      kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
                        Value i = globalThread(e);
                        e.ifThen(e.ult(i, a[2]), [&](IRB &e) {
-                         Value o = e.load(a[0], i);
-                         Value s = e.divf(e.cf32(1.0),
-                                          e.addf(e.cf32(1.0),
-                                                 e.routingExp(arith::NegFOp::create(e.b, o))));
-                         e.store(s, a[1], i);
+                         e.store(sharedGateSigmoid(e, e.load(a[0], i)), a[1], i);
                        });
                      });
 }

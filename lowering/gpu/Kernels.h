@@ -47,11 +47,14 @@
 // gate (gate(..., router = true): each block routes kRouteTokens tokens), the
 // align kernel (also the aux loss reduction and the combine bookkeeping),
 // gemm1, and gemm2 with the combine fused into its epilogue (gemm2(...,
-// combine = true)): 4 launches without a shared expert. The combine is
+// combine = true)): 4 launches, with a shared expert too (SharedFold below:
+// its gate in the gate kernel, its tiles first in both GEMM grids). The
+// combine is
 // deterministic: every gemm2 block stores its rows, then per (token, column
 // tile) an atomic arrival counter counts the token's contributions; the
 // block that completes a token's kept contributions sums them in slot order
-// (after the shared expert's output when present: the CPU path's order), so
+// (after the shared expert's output when present: the CPU path's order; a
+// folded shared expert's row is one more arrival of every token), so
 // y never depends on the order in which blocks run. The align kernel zeroes
 // the counters of every call before gemm2 runs (same stream), and writes y
 // for the tokens whose every assignment was dropped (capacity).
@@ -140,10 +143,14 @@ public:
   /// fma: the CPU router's order, so the logits are the CPU's bits; x and Wr
   /// staged in workgroup memory as f32 by depth chunks), then routes them (one
   /// thread per token). `partials` gets one value per block.
+  /// With `sharedGate` (router only): (sg [D] of `routerData`, gate [T] f32)
+  /// follow, and the kernel also writes gate[t] = sigmoid(x[t, :] sg), the
+  /// shared expert's gate (column E of the same fma chains, then
+  /// moe_sigmoid_kernel's formula: the bits of route + sigmoid).
   gpu::GPUFuncOp gate(GateKind kind, MoesartAdjust adjust, bool loss,
                       std::optional<ProductionGate> production = std::nullopt,
                       Type selectionBias = {}, bool router = false, bool routerBias = false,
-                      Type routerData = {});
+                      Type routerData = {}, bool sharedGate = false);
   /// (partials, numPartials, T, lambda:f32, loss[1]); one thread.
   gpu::GPUFuncOp lossReduce();
   /// (indices:i32, weights, T, K, E, capacity:i32, offsets:i32[E+1],
@@ -170,7 +177,12 @@ public:
   /// (A, sorted:i32, sourceRows:i32, tileExpert:i32, numTiles:i32, w1, b1, h,
   /// D, H, tileRows); grid (ceil(H/kTileN), maxTiles). A of `a`, w1 and b1 of
   /// `w`, h of `h` (bias and activation in f32, then h rounded to its type).
-  gpu::GPUFuncOp gemm1(bool gather, Activation act, bool bias, Type a, Type w, Type h);
+  /// With `foldShared` (the shared expert folded into the launch, see
+  /// SharedFold below): (s1 [D, Ws], hs [ceil(T/kTileM) kTileM, Hs], Hs, T)
+  /// follow, s1 of `w`, hs of `h` (A's rows by token, no bias); grid
+  /// (ceil(max(H, Hs)/kTileN), ceil(T/tileRows) + maxTiles).
+  gpu::GPUFuncOp gemm1(bool gather, Activation act, bool bias, Type a, Type w, Type h,
+                       bool foldShared = false);
   /// (h, sorted:i32, rowWeights, tileExpert:i32, numTiles:i32, w2, b2, out,
   /// H, D, tileRows); grid (ceil(D/kTileN), maxTiles). h of `h`, w2 and b2 of
   /// `w`, out of `out`, rowWeights f32.
@@ -179,8 +191,14 @@ public:
   /// [T * ceil(D/kTileN)], y [T, D], K[, shared [T, D]]) follow; `out` still
   /// receives one row per kept assignment; the token sums are f32 (in slot
   /// order, after shared, f32) and rounded once to y's type `y` (null: f32).
+  /// With `foldShared` (needs `combine`, not `shared`): (hs, s2 [Hs, D],
+  /// gate [T] f32, sharedOut [T, D] f32, Hs, T) follow; the first
+  /// ceil(T/tileRows) row tiles compute the shared expert's output rows
+  /// (times gate[t] with `sharedGated`, no bias) into sharedOut, which starts
+  /// every token's sum; grid (ceil(D/kTileN), ceil(T/tileRows) + maxTiles).
   gpu::GPUFuncOp gemm2(bool weighted, bool bias, Type h, Type w, Type out, bool combine = false,
-                       bool shared = false, Type y = {});
+                       bool shared = false, Type y = {}, bool foldShared = false,
+                       bool sharedGated = false);
   /// (rowsOut, positions:i32, y, T, K, D[, shared]); 1-D over T*D. With
   /// `shared` the sum of a token starts at shared[t, :] (the shared expert's
   /// f32 output, docs/spec.md §3.1.1), as on the CPU path. The sum is f32,
@@ -233,7 +251,25 @@ struct CombineEpilogue {
   Value K, D;      // index
   Value sharedOut; // the shared expert's f32 output [T, D], or null
   Value lastOf;    // workgroup i32 [>= tileM]
+  /// The shared expert folded into the GEMM (SharedFold): sharedTile (i1)
+  /// says that this block's rows are shared-expert rows (tile row lr is
+  /// token rowBase + lr, valid below T), whose outputs in sharedOut are one
+  /// more contribution of every token. Null: not folded.
+  Value sharedTile, T;
 };
+
+/// The shared expert folded into the grouped GEMMs of a fused layer (4
+/// launches with a shared expert, docs/gpu.md): the launch's row tiles are
+/// ceil(T / tileM) shared tiles (the shared expert over all T tokens, in
+/// token order) followed by the plan's maxTiles tiles. Per block: whether
+/// it is a shared tile, its tile index among its kind, and whether it has
+/// work (a shared tile always; a plan tile below numTiles[0]).
+struct SharedFold {
+  Value isShared, tile, active;
+};
+/// The split of block row `blockRow` for a launch with `T` tokens and
+/// row tile `tileM` (numTiles: the plan's i32 [1]).
+SharedFold splitSharedTiles(IRB &e, Value blockRow, Value T, Value tileM, Value numTiles);
 
 /// Emits the combine after a block has stored its rows (plan rows
 /// [rowBase, rowBase + tileM), columns [colTile * tileN, (colTile + 1) *

@@ -41,12 +41,16 @@ std::string MmaGemmConfig::name() const {
     if (gather)
       n += "gather_";
     n += stringifyActivation(act).str();
+    if (foldShared)
+      n += "_foldshared";
   } else {
     n += "gemm2";
     if (weighted)
       n += "_weighted";
     if (combine)
       n += shared ? "_combine_shared" : "_combine";
+    if (foldShared)
+      n += sharedGated ? "_foldshared_gated" : "_foldshared";
   }
   if (bias)
     n += "_bias";
@@ -73,13 +77,15 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
         c.bias = bias;
         c.wgmma = wgmma;
         c.kind = Kind::gemm1;
-        for (bool gather : {false, true})
-          for (uint32_t a = 0; a <= getMaxEnumValForActivation(); ++a) {
-            c.gather = gather;
-            c.act = *symbolizeActivation(a);
-            if (c.name() == fullName)
-              return c;
-          }
+        for (bool fold : {false, true})
+          for (bool gather : {false, true})
+            for (uint32_t a = 0; a <= getMaxEnumValForActivation(); ++a) {
+              c.foldShared = fold;
+              c.gather = gather;
+              c.act = *symbolizeActivation(a);
+              if (c.name() == fullName)
+                return c;
+            }
         c = MmaGemmConfig();
         c.wgmma = wgmma;
         c.elt = elt;
@@ -88,11 +94,15 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
         c.kind = Kind::gemm2;
         for (bool weighted : {false, true})
           for (bool outF32 : {false, true})
-            for (int combine = 0; combine < (outF32 ? 3 : 1); ++combine) {
+            for (int combine = 0; combine < (outF32 ? 5 : 1); ++combine) {
+              // 0: none, 1: combine, 2: + shared output, 3-4: + the folded
+              // shared expert (ungated, gated).
               c.weighted = weighted;
               c.outF32 = outF32;
               c.combine = combine > 0;
               c.shared = combine == 2;
+              c.foldShared = combine >= 3;
+              c.sharedGated = combine == 4;
               if (c.name() == fullName)
                 return c;
             }
@@ -194,11 +204,18 @@ private:
   // Set in build().
   Value tid, lane, groupID, tig, wm, wn;
   Value A, Bw, bias, out, K, N, W, pidM, rowBase, n0, ex, wBase, aligned;
+  // The folded shared expert (foldShared): this block's tiles are its rows.
+  Value isShared, numTokens;
 
   Value idx(int64_t v) { return e.idx(v); }
+  /// The first argument of the folded shared expert's (MmaGemm.h).
+  size_t foldArgs() const {
+    return c.kind == MmaGemmConfig::Kind::gemm1 ? 10 : 15;
+  }
   Value zeroT() { return arith::ConstantOp::create(b, b.getFloatAttr(T, 0.0)); }
 
   Value aRowOf(Value lr);
+  Value planRowOf(Value p);
   Value aIndex(Value r, Value k);
   Value bIndex(Value k, Value n);
   SmallVector<Value> computeStageWgmma(Value stage, ValueRange acc);
@@ -211,8 +228,20 @@ private:
 
 /// The A row (i32; -1 for a padding row) of tile row `lr`.
 Value MmaGemmBuilder::aRowOf(Value lr) {
-  Value sorted = args[1];
   Value p = e.addi(rowBase, lr);
+  if (c.foldShared)
+    return e.ifElse(
+        isShared, {e.i32()},
+        [&](IRB &e) {
+          return SmallVector<Value>{e.select(e.ult(p, numTokens), e.toI32(p), e.ci32(-1))};
+        },
+        [&](IRB &e) { return SmallVector<Value>{planRowOf(p)}; })[0];
+  return planRowOf(p);
+}
+
+/// The A row of plan row `p`.
+Value MmaGemmBuilder::planRowOf(Value p) {
+  Value sorted = args[1];
   Value r = e.load(sorted, p);
   if (c.kind == MmaGemmConfig::Kind::gemm2)
     return e.select(e.ge(r, e.ci32(0)), e.toI32(p), e.ci32(-1));
@@ -268,10 +297,21 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
           // Out-of-range chunks read nothing (src-size 0) from a valid address.
           Value n = e.select(valid, c8, idx(0));
           Value at = e.select(valid, srcIndex, idx(0));
-          nvgpu::DeviceAsyncCopyOp::create(
-              e.b, nvgpu::DeviceAsyncTokenType::get(ctx), dst, ValueRange{dstIndex}, src,
-              ValueRange{at}, e.b.getIndexAttr(kChunk), n, e.b.getUnitAttr());
-          return SmallVector<Value>{};
+          auto issue = [&](IRB &e, Value from) {
+            nvgpu::DeviceAsyncCopyOp::create(
+                e.b, nvgpu::DeviceAsyncTokenType::get(ctx), dst, ValueRange{dstIndex}, from,
+                ValueRange{at}, e.b.getIndexAttr(kChunk), n, e.b.getUnitAttr());
+            return SmallVector<Value>{};
+          };
+          // A selected (folded shared expert) source: one cp.async per
+          // buffer, so that each copies from a kernel argument (what the
+          // host emulation's copy queue needs; the same on the GPU).
+          if (auto sel = src.getDefiningOp<arith::SelectOp>())
+            return e.ifElse(
+                sel.getCondition(), {},
+                [&](IRB &e) { return issue(e, sel.getTrueValue()); },
+                [&](IRB &e) { return issue(e, sel.getFalseValue()); });
+          return issue(e, src);
         },
         [&](IRB &e) {
           for (int64_t h = 0; h < kChunk; ++h) {
@@ -464,7 +504,20 @@ void MmaGemmBuilder::epilogue(ArrayRef<Value> acc) {
                                idx(mt * M16N8K16::M + M16N8K16::cRowOffset(2 * rh))),
                         groupID);
       Value p = e.addi(rowBase, lr);
-      Value r = gemm1 ? Value() : e.load(sorted, p);
+      // gemm2's output row: the assignment of plan row p, or (a folded
+      // shared tile) the token p; -1: none.
+      Value r;
+      if (!gemm1) {
+        r = c.foldShared
+                ? e.ifElse(
+                       isShared, {e.i32()},
+                       [&](IRB &e) {
+                         return SmallVector<Value>{
+                             e.select(e.ult(p, numTokens), e.toI32(p), e.ci32(-1))};
+                       },
+                       [&](IRB &e) { return SmallVector<Value>{e.load(sorted, p)}; })[0]
+                : e.load(sorted, p);
+      }
       for (int64_t nt = 0; nt < g.nTiles; ++nt)
         for (int64_t ch = 0; ch < 2; ++ch) {
           int64_t i = 2 * rh + ch;
@@ -478,23 +531,43 @@ void MmaGemmBuilder::epilogue(ArrayRef<Value> acc) {
             auto biasAt = [&](IRB &e, Value col) {
               return arith::ExtFOp::create(e.b, f32, e.load(bias, e.addi(e.muli(ex, W), col)));
             };
-            Value v = acc[g.accIndex(0, mt, nt, i)];
-            if (c.bias)
-              v = e.addf(v, biasAt(e, n));
+            // The bias of a plan tile (the shared expert has none).
+            auto addBias = [&](IRB &e, Value v, Value col) -> Value {
+              if (!c.bias)
+                return v;
+              if (!c.foldShared)
+                return e.addf(v, biasAt(e, col));
+              return e.ifElse(
+                  isShared, {f32}, [&](IRB &) { return SmallVector<Value>{v}; },
+                  [&](IRB &e) { return SmallVector<Value>{e.addf(v, biasAt(e, col))}; })[0];
+            };
+            Value v = addBias(e, acc[g.accIndex(0, mt, nt, i)], n);
             if (gemm1) {
               v = emitActivation(e, c.act, v);
               if (g.parts == 2) {
-                Value up = acc[g.accIndex(1, mt, nt, i)];
-                if (c.bias)
-                  up = e.addf(up, biasAt(e, e.addi(n, N)));
+                Value up = addBias(e, acc[g.accIndex(1, mt, nt, i)], e.addi(n, N));
                 v = e.mulf(v, up);
               }
               // h is rounded to the data type (docs/spec.md §2-§3).
               e.store(arith::TruncFOp::create(e.b, T, v), out, e.addi(e.muli(p, N), n));
             } else {
               Value rIdx = e.toIndex(r);
-              if (c.weighted)
-                v = e.mulf(e.load(args[2], rIdx), v);
+              // The routed weight of a plan row; the shared gate of a
+              // shared row (same product order: weight * v).
+              auto weigh = [&](IRB &e, Value w) { return e.mulf(e.load(w, rIdx), v); };
+              if (c.foldShared) {
+                v = e.ifElse(
+                    isShared, {f32},
+                    [&](IRB &e) {
+                      return SmallVector<Value>{c.sharedGated ? weigh(e, args[foldArgs() + 2])
+                                                              : v};
+                    },
+                    [&](IRB &e) {
+                      return SmallVector<Value>{c.weighted ? weigh(e, args[2]) : v};
+                    })[0];
+              } else if (c.weighted) {
+                v = weigh(e, args[2]);
+              }
               if (!c.outF32)
                 v = arith::TruncFOp::create(e.b, T, v);
               e.store(v, out, e.addi(e.muli(rIdx, N), n));
@@ -540,9 +613,36 @@ void MmaGemmBuilder::build() {
   n0 = e.muli(pidN, idx(g.tileN));
 
   Value active = e.ult(pidM, e.toIndex(e.load(numTiles, idx(0))));
+  Value tile = pidM;
+  isShared = e.ci1(false);
+  Value rowsOut = out; // gemm2's routed rows (the combine reads them)
+  if (c.foldShared) {
+    // The folded shared expert's tiles come first: every size and buffer
+    // that differs is selected per block (uniform over the block).
+    size_t f = foldArgs();
+    numTokens = args[f + 3 + (gemm1 ? 0 : 2)];
+    SharedFold split = splitSharedTiles(e, pidM, numTokens, idx(g.tileM), numTiles);
+    isShared = split.isShared;
+    tile = split.tile;
+    active = split.active;
+    if (gemm1) {
+      Bw = e.select(isShared, args[f], Bw);
+      out = e.select(isShared, args[f + 1], out);
+      N = e.select(isShared, args[f + 2], N);
+      W = e.muli(N, idx(g.parts));
+      // Columns past this tile's expert (H != Hs): nothing to do.
+      active = e.andi(active, e.ult(n0, N));
+    } else {
+      A = e.select(isShared, args[f], A);
+      Bw = e.select(isShared, args[f + 1], Bw);
+      out = e.select(isShared, args[f + 3], out);
+      K = e.select(isShared, args[f + 4], K);
+    }
+  }
   e.ifThen(active, [&](IRB &) {
-    rowBase = e.muli(pidM, idx(g.tileM));
-    ex = e.toIndex(e.load(tileExpert, pidM));
+    rowBase = e.muli(tile, idx(g.tileM));
+    ex = e.toIndex(e.guardedLoad(e.noti(isShared), e.i32(),
+                                 [&](IRB &e) { return e.load(tileExpert, tile); }));
     wBase = e.muli(ex, e.muli(K, W));
     // 16-byte cp.async needs 16-byte aligned chunks: row lengths that are
     // multiples of 8 elements and 16-byte aligned buffers (checked at run
@@ -598,7 +698,12 @@ void MmaGemmBuilder::build() {
       ce.y = args[13];
       ce.K = args[14];
       ce.sharedOut = c.shared ? args[15] : Value();
-      ce.rows = out;
+      if (c.foldShared) {
+        ce.sharedOut = args[foldArgs() + 3];
+        ce.sharedTile = isShared;
+        ce.T = numTokens;
+      }
+      ce.rows = rowsOut;
       ce.D = N;
       ce.lastOf = lastOf;
       emitCombineEpilogue(e, ce, tid, rowBase, g.tileM, pidN, g.tileN, kMmaThreads);
@@ -626,6 +731,15 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
     args.append({flat(i32), flat(i32), flat(i32), flat(T), ix});
     if (c.shared)
       args.push_back(flat(f32));
+  }
+  assert((!c.foldShared || gemm1 || (c.combine && !c.shared)) &&
+         "gemm2 folds the shared expert into the combine");
+  assert((!c.sharedGated || (!gemm1 && c.foldShared)) && "the shared gate weighs gemm2");
+  if (c.foldShared) {
+    if (gemm1)
+      args.append({flat(T), flat(T), ix, ix});
+    else
+      args.append({flat(T), flat(T), flat(f32), flat(f32), ix, ix});
   }
   assert((!c.wgmma || c.tileM == warp_layout::Wgmma::M) && "wgmma computes 64-row tiles");
   Geometry g(c);

@@ -70,6 +70,12 @@ struct MmaGemmConfig {
   /// the shared expert's f32 output with `shared`.
   bool combine = false;
   bool shared = false;
+  /// The shared expert folded into the launch (Kernels.h, SharedFold): the
+  /// first ceil(T / tileM) row tiles are the shared expert's (gemm1: s1 into
+  /// hs; gemm2, with `combine` and not `shared`: hs x s2 into sharedOut,
+  /// times the gate with `sharedGated`, the first term of every token).
+  bool foldShared = false;
+  bool sharedGated = false;
   /// sm_90a: the MMAs are warpgroup-level `wgmma.mma_async` m64n128k16 on
   /// shared-memory matrix descriptors (tileM = 64 only), the stages in the
   /// canonical no-swizzle core-matrix layout (WarpLayouts.h, Wgmma).
@@ -101,6 +107,11 @@ std::optional<MmaElt> mmaEltOf(Type type);
 /// KernelLibrary::gemm2(..., combine = true) but with the counters of this
 /// kernel's column tile.
 /// maxTiles blocks of the y dimension are the plan's tiles of tileM rows.
+/// With `foldShared`, gemm1: (s1:T [D, Ws], hs:T [>= ceil(T/tileM) tileM, Hs],
+/// Hs, T) follow and the grid is (ceil(max(H, Hs) / tileN), ceil(T/tileM) +
+/// maxTiles); gemm2: (hs:T, s2:T [Hs, D], gate:f32 [T], sharedOut:f32 [T, D],
+/// Hs, T) follow the combine's and the grid is (ceil(D / tileN),
+/// ceil(T/tileM) + maxTiles).
 gpu::GPUFuncOp buildMmaGemm(gpu::GPUModuleOp module, const MmaGemmConfig &config);
 
 } // namespace gpu_lowering

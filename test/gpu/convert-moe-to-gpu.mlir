@@ -145,36 +145,44 @@ func.func @soft(%x: tensor<4x64x128xf32>, %phi: tensor<128x8x2xf32>, %scale: ten
 // selection bias, 4 expert groups of which the 2 best are kept, scale 2.5) in
 // a production variant of the gate kernel, whose four extra arguments are
 // (selection bias, groups, kept groups, scale) and whose scratch holds the
-// group scores and kept-group flags ([T * 2E]); the shared expert runs the
-// grouped GEMM kernels over one group of all T rows (tile map of offsets
-// [0, T], no gather), with sigmoid(x sg) from the router GEMM and
-// moe_sigmoid_kernel as GEMM2's row weight; its f32 output starts the
-// per-token sum of the routed GEMM2's combine.
+// group scores and kept-group flags ([T * 2E]). The shared expert is folded
+// into the layer's four launches (docs/gpu.md): the gate kernel also writes
+// its gate sigmoid(x sg) ([T], `_sgate`: sg and the gate are its last two
+// arguments), and both GEMMs run ceil(T / 16) = 2 shared tiles before the
+// plan's 24 (grid rows 26; GEMM1's columns cover max(H, Hs) = 64), with
+// (s1, hs, Hs, T) and (hs, s2, gate, shared output, Hs, T) after their
+// usual arguments; GEMM2's combine starts every token's sum from the shared
+// output.
 
 // CHECK-LABEL: func.func @deepseek
 // CHECK-SAME: %[[X:[^:]*]]: tensor<32x64xf32>, %[[WR:[^:]*]]: tensor<64x16xf32>, %[[SB:[^:]*]]: tensor<16xf32>
 // CHECK: %[[SBH:.*]] = bufferization.to_buffer %[[SB]]
 // CHECK: %[[SBD:.*]] = gpu.alloc (%{{.*}}) {bufferization.manual_deallocation} : memref<?xf32>
 // CHECK: gpu.memcpy %[[SBD]], %[[SBH]]
+// CHECK: %[[SG:.*]] = gpu.alloc (%c64) {{.*}} : memref<?xf32>
+// CHECK: %[[GATE:.*]] = gpu.alloc (%c32) {{.*}} : memref<?xf32>
 // CHECK: %[[SCRATCH:.*]] = gpu.alloc (%c1024) {{.*}} : memref<?xf32>
-// CHECK: call @__moe_launch_moe_gate_kernel_topk_sigmoid_grouped_bias_router(%c2, %c1, %c1, %c128, %c1, %c1, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCRATCH]], %{{.*}}, %c32, %c16, %c4, %c0_i32, %c0_i32, %[[SBD]], %c4, %c2, %[[SCALE:[^,]*]], %{{.*}}, %{{.*}}, %{{.*}}, %c64)
-// CHECK: call @__moe_launch_moe_tile_map_kernel(
-// CHECK: call @__moe_launch_moe_route_kernel({{.*}}, %c32, %c64, %c1)
-// CHECK: call @__moe_launch_moe_sigmoid_kernel({{.*}}, %[[LOGIT:.*]], %[[GATE:.*]], %c32)
-// CHECK: call @__moe_launch_moe_gemm1_kernel_swiglu(
-// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel({{.*}}, %{{.*}}, %{{.*}}, %[[GATE]], {{.*}}, %[[SHARED:[^,]*]], %c64, %c64, %c16)
-// CHECK: call @__moe_launch_moe_align_kernel_weighted_combine_shared({{.*}}, %c64, %[[SHARED]])
-// CHECK: call @__moe_launch_moe_gemm1_gather_kernel_swiglu(
-// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel_combine_shared({{.*}}, %c4, %[[SHARED]])
-// CHECK: gpu.func @moe_gate_kernel_topk_sigmoid_grouped_bias_router(
-// CHECK-SAME: %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: f32, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index)
+// CHECK-NOT: call @__moe_launch
+// CHECK: call @__moe_launch_moe_gate_kernel_topk_sigmoid_grouped_bias_router_sgate(%c2, %c1, %c1, %c128, %c1, %c1, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCRATCH]], %{{.*}}, %c32, %c16, %c4, %c0_i32, %c0_i32, %[[SBD]], %c4, %c2, %[[SCALE:[^,]*]], %{{.*}}, %{{.*}}, %{{.*}}, %c64, %[[SG]], %[[GATE]])
+// CHECK-NOT: call @__moe_launch
+// CHECK: call @__moe_launch_moe_align_kernel_weighted_combine(
+// CHECK-NOT: call @__moe_launch
+// CHECK: call @__moe_launch_moe_gemm1_gather_kernel_swiglu_foldshared(%c1, %c26, %c1, %c256, %c1, %c1, {{.*}}, %c64, %c32, %c16, %{{[^,]*}}, %[[HS:[^,]*]], %c64, %c32)
+// CHECK-NOT: call @__moe_launch
+// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel_combine_foldshared_gated(%c1, %c26, %c1, %c256, %c1, %c1, {{.*}}, %c32, %c64, %c16, {{.*}}, %c4, %[[HS]], %{{[^,]*}}, %[[GATE]], %{{[^,]*}}, %c64, %c32)
+// CHECK-NOT: call @__moe_launch
+// CHECK: return
+// CHECK: gpu.func @moe_gate_kernel_topk_sigmoid_grouped_bias_router_sgate(
+// CHECK-SAME: %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: f32, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>)
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // sigmoid(o) = 1 / (1 + exp(-o)) with the routing exp (f64 range reduction).
 // CHECK: arith.negf
 // CHECK: arith.extf %{{.*}} : f32 to f64
-// CHECK: gpu.func @moe_sigmoid_kernel(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index)
-// CHECK-NOT: math.exp
-// CHECK: gpu.func
+// CHECK: gpu.func @moe_gemm1_gather_kernel_swiglu_foldshared(
+// CHECK-SAME: %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index)
+// CHECK: gpu.func @moe_gemm2_weighted_kernel_combine_foldshared_gated(
+// CHECK-SAME: %{{.*}}: index, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index)
+// CHECK-NOT: gpu.func @moe_sigmoid_kernel
 func.func @deepseek(%x: tensor<32x64xf32>, %wr: tensor<64x16xf32>, %sb: tensor<16xf32>,
                     %w1: tensor<16x64x64xf32>, %w2: tensor<16x32x64xf32>,
                     %s1: tensor<64x128xf32>, %s2: tensor<64x64xf32>, %sg: tensor<64x1xf32>)
@@ -193,13 +201,21 @@ func.func @deepseek(%x: tensor<32x64xf32>, %wr: tensor<64x16xf32>, %sb: tensor<1
 
 // Qwen-style softmax router without renormalisation and no groups: the
 // ungrouped production gate (no scratch, the weights buffer stands in for the
-// absent selection bias), the shared expert without a gate (unweighted GEMM2).
+// absent selection bias), the shared expert without a gate (folded, its rows
+// unweighted: `_foldshared` without `_gated`, a dummy gate buffer). At
+// T*k = 192 < 64 E the row tile is 16: 3 shared tiles + min(12 + 16, 192) = 28 plan tiles.
 
 // CHECK-LABEL: func.func @qwen
+// CHECK-NOT: call @__moe_launch
 // CHECK: call @__moe_launch_moe_gate_kernel_topk_softmax_nonorm_router(%c3, %c1, %c1, %c128, %c1, %c1, %{{.*}}, %[[W:[^,]*]], %{{.*}}, %[[W]], %[[W]], %c48, %c16, %c4, %c0_i32, %c0_i32, %[[W]], %c1, %c1, %{{[^,]*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c128)
-// CHECK-NOT: moe_sigmoid_kernel
-// CHECK: call @__moe_launch_moe_gemm2_kernel(
-// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel_combine_shared(
+// CHECK-NOT: call @__moe_launch
+// CHECK: call @__moe_launch_moe_align_kernel_weighted_combine(
+// CHECK-NOT: call @__moe_launch
+// CHECK: call @__moe_launch_moe_gemm1_gather_kernel_swiglu_foldshared(%c3, %c31, %c1, %c256,
+// CHECK-NOT: call @__moe_launch
+// CHECK: call @__moe_launch_moe_gemm2_weighted_kernel_combine_foldshared(%c2, %c31, %c1, %c256, {{.*}}, %c192, %c48)
+// CHECK-NOT: call @__moe_launch
+// CHECK: return
 func.func @qwen(%x: tensor<48x128xf32>, %wr: tensor<128x16xf32>, %w1: tensor<16x128x128xf32>,
                 %w2: tensor<16x64x128xf32>, %s1: tensor<128x384xf32>, %s2: tensor<192x128xf32>)
     -> tensor<48x128xf32> {

@@ -6,8 +6,8 @@
 //    0-2 (experts 3-7 get no rows: empty groups, no tiles) and expert 0
 //    gets more than one tile of rows;
 //  * capacity drops with a shared expert: tokens whose every assignment is
-//    dropped get the shared expert's output alone (written by the align
-//    kernel, not by GEMM2);
+//    dropped get the shared expert's output alone (the shared expert is
+//    folded into GEMM2: its row is such a token's only arrival);
 //  * a single token, a dynamic T (the row tile chosen at run time), and
 //    MOESART training at T = 16 (the aux loss reduced in the align kernel).
 //
