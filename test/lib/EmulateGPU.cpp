@@ -136,6 +136,9 @@ struct WgmmaScratch {
   Value slots;  // memref<?xindex> [blockDim * kWgCap * kSlotFields]
   Value acc;    // memref<?xf32> [blockDim * kWgCap * 2 * maxHalfN]: input, issue-time D
   SmallVector<Value> shadow; // per window buffer: memref<Nxindex> or null
+  /// Per window buffer (or null): per element, how many (thread, pending
+  /// wgmma) pairs (i32) have it in their slice of the wgmma's operands.
+  SmallVector<Value> readers;
 };
 
 /// What the retirement of a wgmma needs of its op (erased at issue).
@@ -225,6 +228,18 @@ public:
     Value stamp = e.addi(e.muli(tid, e.idx(kStampShift)),
                          e.addi(wgLoad(e, kProxyFences), e.idx(1)));
     e.store(stamp, wg.shadow[buffer], i);
+    checkNoReader(e, buffer, i);
+  }
+  /// Rule (a) at a write: no pending wgmma reads the element.
+  void checkNoReader(IRB &e, unsigned buffer, Value i) {
+    if (buffer >= wg.readers.size() || !wg.readers[buffer])
+      return;
+    cf::AssertOp::create(
+        e.b, e.eq(e.load(wg.readers[buffer], i), e.ci32(0)),
+        ("emulated wgmma: kernel " + kernelName +
+         ": a generic-proxy write (st.shared, cp.async) to shared memory that an "
+         "nvvm.wgmma.mma_async in flight reads (a stage overwritten before wgmma.wait_group "
+         "retired its reader)"));
   }
   void genericWrite(IRB &e, Value buf, Value i) {
     auto it = llvm::find(window.buffers, buf);
@@ -377,7 +392,7 @@ private:
   /// The operand of a matrix descriptor: its workgroup buffer (and that
   /// buffer's shadow), the start element and the byte strides.
   struct Operand {
-    Value buf, shadow, start, lbo, sbo; // start: byte offset in buf; lbo, sbo: bytes
+    Value buf, shadow, readers, start, lbo, sbo; // start: byte offset in buf; lbo, sbo: bytes
   };
 
   Operand decode(IRB &e, Type T, Value desc, StringRef which) {
@@ -416,6 +431,9 @@ private:
       if (wg.shadow[i]) {
         Value sh = memref::CastOp::create(e.b, dynIndex, wg.shadow[i]);
         o.shadow = o.shadow ? e.select(in, sh, o.shadow) : sh;
+        Value rd = memref::CastOp::create(
+            e.b, MemRefType::get({ShapedType::kDynamic}, e.i32()), wg.readers[i]);
+        o.readers = o.readers ? e.select(in, rd, o.readers) : rd;
       }
       found = e.ori(found, in);
     }
@@ -478,24 +496,46 @@ private:
   /// Rule (c): this thread's slice of the elements of an operand (rows x 16
   /// k, element j = tid % 128 + 128 q) must not hold a generic-proxy write
   /// its writer has not fenced.
-  Value unfencedIn(IRB &e, const Operand &o, bool mnMajor, int64_t rows) {
+  /// Folds `body` over this thread's slice of an operand's elements (rows x
+  /// 16 k; element j = tid % 128 + 128 q), given their element index.
+  Value overSlice(IRB &e, const Operand &o, bool mnMajor, int64_t rows, Value init,
+                  function_ref<Value(IRB &, Value, Value)> body) {
     using W = wl::Wgmma;
+    Value first = e.remui(tid, e.idx(W::kWarpgroupSize));
+    return e.forLoop(first, e.idx(rows * W::K), e.idx(W::kWarpgroupSize), {init},
+                     [&](IRB &e, Value j, ValueRange acc) {
+                       Value at = elementIndex(e, o, mnMajor, e.divui(j, e.idx(W::K)),
+                                               e.remui(j, e.idx(W::K)));
+                       return SmallVector<Value>{body(e, at, acc[0])};
+                     })[0];
+  }
+
+  /// Marks (+1) or unmarks (-1) this thread's slice of an operand as read
+  /// by a pending wgmma (atomically: warpgroups may share an operand).
+  void markReaders(IRB &e, const Operand &o, bool mnMajor, int64_t rows, int64_t delta) {
+    if (!o.readers)
+      return;
+    overSlice(e, o, mnMajor, rows, e.ci1(false), [&](IRB &e, Value at, Value acc) {
+      memref::AtomicRMWOp::create(e.b, arith::AtomicRMWKind::addi, e.ci32(delta), o.readers,
+                                  ValueRange{at});
+      return acc;
+    });
+  }
+
+  /// Rule (c) for this thread's slice of an operand.
+  Value unfencedIn(IRB &e, const Operand &o, bool mnMajor, int64_t rows) {
     if (!o.shadow)
       return e.ci1(false);
-    Value first = e.remui(tid, e.idx(W::kWarpgroupSize));
-    return e.forLoop(
-        first, e.idx(rows * W::K), e.idx(W::kWarpgroupSize), {e.ci1(false)},
-        [&](IRB &e, Value j, ValueRange bad) {
-          Value stamp = e.load(o.shadow, elementIndex(e, o, mnMajor, e.divui(j, e.idx(W::K)),
-                                                      e.remui(j, e.idx(W::K))));
+    return overSlice(e, o, mnMajor, rows, e.ci1(false), [&](IRB &e, Value at, Value bad) {
+          Value stamp = e.load(o.shadow, at);
           Value writer = e.divui(stamp, e.idx(kStampShift));
           Value epoch = e.remui(stamp, e.idx(kStampShift));
           Value fences = e.guardedLoad(e.ult(e.idx(0), stamp), e.index(), [&](IRB &e) {
             return e.load(wg.state, wgAt(e, writer, kProxyFences));
           });
           Value unfenced = e.andi(e.ult(e.idx(0), stamp), e.ult(fences, epoch));
-          return SmallVector<Value>{e.ori(bad[0], unfenced)};
-        })[0];
+          return e.ori(bad, unfenced);
+        });
   }
 
   /// PTX ISA 9.7.15: wgmma.mma_async m64nNk16, bf16/f16 multiplicands, f32
@@ -535,6 +575,9 @@ private:
                          wgError(op, name + " reads shared memory written through the generic "
                                             "proxy (st.shared, cp.async) with no later "
                                             "fence.proxy.async by the writing thread"));
+    // The operands are read from now until retirement.
+    markReaders(e, a, /*mnMajor=*/false, W::M, 1);
+    markReaders(e, bm, bMnMajor, n, 1);
     SmallVector<Value> in;
     for (int64_t i = 0; i < n / 2; ++i)
       in.push_back(LLVM::ExtractValueOp::create(e.b, op.getInouts(), ArrayRef<int64_t>{i}));
@@ -612,10 +655,13 @@ private:
     Value descA = arith::IndexCastUIOp::create(e.b, i64, field(2));
     Value descB = arith::IndexCastUIOp::create(e.b, i64, field(3));
     Value accBase = e.muli(slot, e.idx(2 * maxHalfN));
-    for (auto [i, op] : llvm::enumerate(wgSites)) {
+    for (size_t i = 0; i < wgSites.size(); ++i) {
+      const WgSite &op = wgSites[i];
       e.ifThen(e.eq(site, e.idx(i)), [&](IRB &e) {
         Type T = op.T;
         Operand a = decode(e, T, descA, "A"), bm = decode(e, T, descB, "B");
+        markReaders(e, a, /*mnMajor=*/false, wl::Wgmma::M, -1);
+        markReaders(e, bm, op.bMnMajor, op.n, -1);
         SmallVector<Value> d = computeD(e, op, a, bm, [&](IRB &e, int64_t j) {
           return e.load(wg.acc, e.addi(accBase, e.idx(j)));
         });
@@ -667,6 +713,15 @@ private:
                          "emulated cp.async: too many copies in flight in one thread");
     Value slot = slotOf(e, tail);
     Value n = e.idx(op.getDstElements().getZExtValue());
+    // The copy may land any time until its wait: its destination must not be
+    // read by a pending wgmma from now on.
+    if (auto it = llvm::find(window.buffers, op.getDst()); it != window.buffers.end()) {
+      unsigned buffer = it - window.buffers.begin();
+      if (buffer < wg.readers.size() && wg.readers[buffer])
+        e.forEach(e.idx(0), n, e.idx(1), [&](IRB &e, Value j) {
+          checkNoReader(e, buffer, e.addi(op.getDstIndices()[0], j));
+        });
+    }
     Value srcN = op.getSrcElements() ? op.getSrcElements() : n;
     Value fields[kQueueFields] = {e.idx(site),  op.getSrcIndices()[0], op.getDstIndices()[0], n,
                                   srcN,         committed};
@@ -792,12 +847,17 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
         auto type = cast<MemRefType>(arg.getType());
         if (type.getElementTypeBitWidth() != 16) {
           wgScratch.shadow.push_back(Value());
+          wgScratch.readers.push_back(Value());
           continue;
         }
         Value n = e.idx(type.getNumElements());
-        Value shadow = hostBuffer(ix, n);
-        e.forEach(e.idx(0), n, e.idx(1), [&](IRB &e, Value i) { e.store(e.idx(0), shadow, i); });
+        Value shadow = hostBuffer(ix, n), readers = hostBuffer(e.i32(), n);
+        e.forEach(e.idx(0), n, e.idx(1), [&](IRB &e, Value i) {
+          e.store(e.idx(0), shadow, i);
+          e.store(e.ci32(0), readers, i);
+        });
         wgScratch.shadow.push_back(shadow);
+        wgScratch.readers.push_back(readers);
       }
     }
   }
