@@ -46,6 +46,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -63,6 +64,7 @@ namespace moe {
 } // namespace mlir
 
 #include "llvm/Support/Debug.h"
+
 
 #define DEBUG_TYPE "moe-test-emulate-gpu"
 
@@ -88,6 +90,65 @@ func::FuncOp ompThreadNum(ModuleOp module) {
 
 using moe::gpu_lowering::IRB;
 namespace wl = moe::gpu_lowering::warp_layout;
+
+/// Ends the emulated run unless `ok`: the message as one line on stderr
+/// and exit status 1 (cf.assert's message goes through buffered stdout and
+/// is lost when it aborts). For the checks of the emulation.
+void failUnless(IRB &e, ModuleOp module, Value ok, StringRef msg) {
+  e.ifThen(e.noti(ok), [&](IRB &e) {
+    MLIRContext *ctx = e.b.getContext();
+    Type i8 = IntegerType::get(ctx, 8), i32 = IntegerType::get(ctx, 32),
+         i64 = IntegerType::get(ctx, 64);
+    Type ptr = LLVM::LLVMPointerType::get(ctx);
+    std::string line = (msg + "\n").str();
+    // The message: a private constant global at the top of the module.
+    OpBuilder mb(ctx);
+    StringAttr value = mb.getStringAttr(line);
+    LLVM::GlobalOp global;
+    for (auto g : module.getOps<LLVM::GlobalOp>())
+      if (g.getSymName().starts_with("__moe_emulation_error") && g.getValueAttr() == value)
+        global = g;
+    if (!global) {
+      global = LLVM::GlobalOp::create(mb, e.b.getLoc(), LLVM::LLVMArrayType::get(i8, line.size()),
+                                      /*isConstant=*/true, LLVM::Linkage::Internal,
+                                      "__moe_emulation_error", value);
+      SymbolTable(module).insert(global, module.getBody()->begin()); // renamed if taken
+    }
+    mb.setInsertionPointToStart(module.getBody());
+    Value text = LLVM::AddressOfOp::create(e.b, global);
+    FailureOr<LLVM::LLVMFuncOp> write =
+        LLVM::lookupOrCreateFn(mb, module, "write", {i32, ptr, i64}, i64);
+    FailureOr<LLVM::LLVMFuncOp> exit =
+        LLVM::lookupOrCreateFn(mb, module, "_exit", {i32}, LLVM::LLVMVoidType::get(ctx));
+    FailureOr<LLVM::LLVMFuncOp> pause = LLVM::lookupOrCreateFn(mb, module, "pause", {}, i32);
+    assert(succeeded(write) && succeeded(exit) && succeeded(pause) && "libc's signatures");
+    // One line even when several threads fail: the first one reports and
+    // exits, the others wait for the exit.
+    constexpr llvm::StringLiteral flagName = "__moe_emulation_failed";
+    auto flag = module.lookupSymbol<LLVM::GlobalOp>(flagName);
+    if (!flag)
+      flag = LLVM::GlobalOp::create(mb, e.b.getLoc(), i32, /*isConstant=*/false,
+                                    LLVM::Linkage::Internal, flagName, mb.getI32IntegerAttr(0));
+    Value first = e.eq(
+        LLVM::AtomicRMWOp::create(e.b, LLVM::AtomicBinOp::xchg, LLVM::AddressOfOp::create(e.b, flag),
+                                  arith::ConstantIntOp::create(e.b, i32, 1),
+                                  LLVM::AtomicOrdering::seq_cst),
+        arith::ConstantIntOp::create(e.b, i32, 0));
+    e.ifElse(
+        first, {},
+        [&](IRB &e) {
+          LLVM::CallOp::create(e.b, *write,
+                               ValueRange{arith::ConstantIntOp::create(e.b, i32, 2), text,
+                                          arith::ConstantIntOp::create(e.b, i64, line.size())});
+          LLVM::CallOp::create(e.b, *exit, ValueRange{arith::ConstantIntOp::create(e.b, i32, 1)});
+          return SmallVector<Value>{};
+        },
+        [&](IRB &e) {
+          LLVM::CallOp::create(e.b, *pause, ValueRange{});
+          return SmallVector<Value>{};
+        });
+  });
+}
 
 /// Copies one thread may have queued and not yet retired.
 constexpr int64_t kQueueCap = 64;
@@ -234,8 +295,7 @@ public:
   void checkNoReader(IRB &e, unsigned buffer, Value i) {
     if (buffer >= wg.readers.size() || !wg.readers[buffer])
       return;
-    cf::AssertOp::create(
-        e.b, e.eq(e.load(wg.readers[buffer], i), e.ci32(0)),
+    failUnless(e, module(), e.eq(e.load(wg.readers[buffer], i), e.ci32(0)),
         ("emulated wgmma: kernel " + kernelName +
          ": a generic-proxy write (st.shared, cp.async) to shared memory that an "
          "nvvm.wgmma.mma_async in flight reads (a stage overwritten before wgmma.wait_group "
@@ -257,6 +317,7 @@ private:
   SmallVector<WgSite> wgSites;
   std::string kernelName;
 
+  ModuleOp module() { return parallel->getParentOfType<ModuleOp>(); }
   Value lane(IRB &e) { return e.remui(tid, e.idx(wl::kWarpSize)); }
   Value groupID(IRB &e) { return e.divui(lane(e), e.idx(4)); }
   Value tig(IRB &e) { return e.remui(lane(e), e.idx(4)); }
@@ -407,7 +468,7 @@ private:
     Value mode = arith::ShRUIOp::create(e.b, desc, c64(W::kSwizzleShift));
     Value baseOffset =
         arith::AndIOp::create(e.b, arith::ShRUIOp::create(e.b, desc, c64(49)), c64(7));
-    cf::AssertOp::create(e.b, e.andi(e.eq(mode, c64(0)), e.eq(baseOffset, c64(0))),
+    failUnless(e, module(), e.andi(e.eq(mode, c64(0)), e.eq(baseOffset, c64(0))),
                          ("emulated wgmma: matrix descriptor of " + which +
                           " has a swizzle mode or base offset (only the no-swizzle "
                           "canonical layout is emulated)")
@@ -438,7 +499,7 @@ private:
       found = e.ori(found, in);
     }
     if (o.buf)
-      cf::AssertOp::create(e.b, found,
+      failUnless(e, module(), found,
                            ("emulated wgmma: the descriptor of " + which +
                             " does not address a workgroup buffer of its element type")
                                .str());
@@ -558,7 +619,7 @@ private:
                    wgSites.begin();
     std::string name = "#" + std::to_string(site);
     // (d) A wgmma.fence since the last access to the accumulators.
-    cf::AssertOp::create(e.b, e.eq(wgLoad(e, kTouched), e.idx(0)),
+    failUnless(e, module(), e.eq(wgLoad(e, kTouched), e.idx(0)),
                          wgError(op, name + ": the accumulator registers were accessed after "
                                             "the last wgmma.fence (or no wgmma.fence before "
                                             "the first wgmma)"));
@@ -571,7 +632,7 @@ private:
     // (c) The operands' generic-proxy writes were fenced by their writers.
     Value unfenced = e.ori(unfencedIn(e, a, /*mnMajor=*/false, W::M),
                            unfencedIn(e, bm, bMnMajor, n));
-    cf::AssertOp::create(e.b, e.noti(unfenced),
+    failUnless(e, module(), e.noti(unfenced),
                          wgError(op, name + " reads shared memory written through the generic "
                                             "proxy (st.shared, cp.async) with no later "
                                             "fence.proxy.async by the writing thread"));
@@ -585,7 +646,7 @@ private:
         computeD(e, wgSites[site], a, bm, [&](IRB &, int64_t i) { return in[i]; });
     // The record: site, group, descriptors, input and issue-time result.
     Value issued = wgLoad(e, kIssued);
-    cf::AssertOp::create(e.b, e.ult(e.subi(issued, wgLoad(e, kRetired)), e.idx(kWgCap)),
+    failUnless(e, module(), e.ult(e.subi(issued, wgLoad(e, kRetired)), e.idx(kWgCap)),
                          wgError(op, name + ": too many wgmmas in flight in one thread"));
     Value slot = wgSlot(e, issued);
     Type ix = e.index();
@@ -672,8 +733,7 @@ private:
           same = e.andi(same, e.eq(arith::BitcastOp::create(e.b, i32, v),
                                    arith::BitcastOp::create(e.b, i32, atIssue)));
         }
-        cf::AssertOp::create(
-            e.b, same,
+        failUnless(e, module(), same,
             wgError(waitOp, "retiring nvvm.wgmma.mma_async #" + std::to_string(i) +
                             ": its shared operands changed between issue and the "
                             "wgmma.wait_group that retired it (a stage overwritten while "
@@ -685,8 +745,7 @@ private:
 public:
   /// (b) and (d) at an op that reads or writes accumulator registers.
   void accumulatorAccess(IRB &e, Operation *op) {
-    cf::AssertOp::create(
-        e.b, e.eq(wgLoad(e, kIssued), wgLoad(e, kRetired)),
+    failUnless(e, module(), e.eq(wgLoad(e, kIssued), wgLoad(e, kRetired)),
         wgError(op, "accesses accumulator registers while a wgmma.mma_async is in flight "
                     "(no wgmma.wait_group retired it)"));
     wgStore(e, kTouched, e.idx(1));
@@ -709,7 +768,7 @@ private:
     int64_t site = llvm::find(sites, op) - sites.begin();
     Value head = e.load(s.state, stateAt(e, 0)), tail = e.load(s.state, stateAt(e, 1));
     Value committed = e.load(s.state, stateAt(e, 2));
-    cf::AssertOp::create(e.b, e.ult(e.subi(tail, head), e.idx(kQueueCap)),
+    failUnless(e, module(), e.ult(e.subi(tail, head), e.idx(kQueueCap)),
                          "emulated cp.async: too many copies in flight in one thread");
     Value slot = slotOf(e, tail);
     Value n = e.idx(op.getDstElements().getZExtValue());
