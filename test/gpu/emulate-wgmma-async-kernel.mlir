@@ -16,15 +16,38 @@
 // OK-NEXT: nonzero
 // OK-NEXT: 8192
 //
-// No wgmma.wait_group: the accumulators are read (llvm.extractvalue) while
-// the stage's wgmmas are in flight.
-// RUN: grep -c 'nvvm.wgmma.wait.group.sync.aligned' %t.kernel.mlir | FileCheck %s --check-prefix=ONE
-// ONE: {{^}}1{{$}}
-// RUN: sed -e '/nvvm.wgmma.wait.group.sync.aligned/d' %t.kernel.mlir \
+// The kernel keeps one wgmma group in flight across stages (wait_group 1)
+// and retires the last one before the epilogue (wait_group 0).
+// RUN: FileCheck %s --check-prefix=WAITS --input-file=%t.kernel.mlir
+// WAITS-LABEL: gpu.func @moe_mma_gemm2_bf16_m64_wgmma(
+// WAITS: scf.for
+// WAITS: nvvm.wgmma.fence.aligned
+// WAITS: nvvm.wgmma.mma_async
+// WAITS: nvvm.wgmma.mma_async
+// WAITS-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// WAITS-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// WAITS-NEXT: gpu.barrier
+// WAITS: nvvm.cp.async.commit.group
+// WAITS-NEXT: scf.yield
+// WAITS-NEXT: }
+// WAITS-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// WAITS-NEXT: llvm.extractvalue
+//
+// No final wgmma.wait_group 0: the epilogue reads the accumulators
+// (llvm.extractvalue) while the last group is in flight.
+// RUN: sed -e '/nvvm.wgmma.wait.group.sync.aligned 0/d' %t.kernel.mlir \
 // RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.nowait.mlir
 // RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 not mlir-runner %t.nowait.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NOWAIT
 // NOWAIT: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma: llvm.extractvalue accesses accumulator registers while a wgmma.mma_async is in flight (no wgmma.wait_group retired it)
+//
+// Two groups left in flight (wait_group 2) with three stages: the loads
+// into the buffer of stage kt-1 start while its wgmmas are still running.
+// RUN: sed -e 's/nvvm.wgmma.wait.group.sync.aligned 1/nvvm.wgmma.wait.group.sync.aligned 2/' %t.kernel.mlir \
+// RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.wait2.mlir
+// RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 not mlir-runner %t.wait2.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=WAIT2
+// WAIT2: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma: a generic-proxy write (st.shared, cp.async) to shared memory that an nvvm.wgmma.mma_async in flight reads (a stage overwritten before wgmma.wait_group retired its reader)
 //
 // No fence.proxy.async after the stage's copies landed: the wgmma reads
 // generic-proxy writes its writers did not fence.
