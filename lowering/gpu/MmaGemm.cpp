@@ -9,6 +9,10 @@
 //   for kt: wait_group(S-2); barrier;      (stage kt landed, stage kt-1 free)
 //           issue stage kt+S-1; commit;
 //           2 x (ldmatrix A, ldmatrix.trans B, mma.sync m16n8k16)
+//   (wgmma, sm_90a: for kt: wait_group(S-2); fence.proxy.async; barrier;
+//           wgmma.fence; 2 x wgmma.mma_async; commit; wgmma wait_group 1;
+//           barrier (stage kt-1 retired everywhere); issue stage kt+S-1;
+//    then wgmma wait_group 0)
 //   epilogue from the accumulator fragments (bias, activation / weight)
 //
 //===----------------------------------------------------------------------===//
@@ -218,7 +222,7 @@ private:
   Value planRowOf(Value p);
   Value aIndex(Value r, Value k);
   Value bIndex(Value k, Value n);
-  SmallVector<Value> computeStageWgmma(Value stage, ValueRange acc);
+  Value computeStageWgmma(Value stage, Value acc);
   Value descriptor(Value smem, Value byteOffset, int64_t lbo, int64_t sbo);
   void issueStage(Value kt, Value stage);
   SmallVector<Value> computeStage(Value stage, ValueRange acc);
@@ -447,19 +451,18 @@ Value MmaGemmBuilder::descriptor(Value smem, Value byteOffset, int64_t lbo, int6
   return arith::OrIOp::create(b, start, c64(W::descriptor(0, lbo, sbo)));
 }
 
-/// The MMAs of one stage on sm_90a: wgmma.fence (the accumulator registers
-/// were written by the previous stage's wgmma), one wgmma.mma_async
-/// m64n128k16 per k16 step (A K-major "row", B MN-major "row", i.e.
-/// transposed), commit, and wait for this group (the next stage's loads
-/// overwrite the buffer these read, after the next barrier).
-SmallVector<Value> MmaGemmBuilder::computeStageWgmma(Value stage, ValueRange accIn) {
+/// The MMAs of one stage on sm_90a: wgmma.fence (orders the accumulator
+/// registers' earlier accesses: their initialisation before the first
+/// stage), one wgmma.mma_async m64n128k16 per k16 step (A K-major "row", B
+/// MN-major "row", i.e. transposed) chained on the accumulator struct,
+/// commit, and wait until at most kWgmmaGroupsInFlight groups (this one)
+/// are pending: the previous stage's wgmmas are retired, so its buffer can
+/// take new loads after the next barrier. The accumulators stay in the
+/// struct (the registers of the in-flight group) until build() retires
+/// everything after the last stage.
+Value MmaGemmBuilder::computeStageWgmma(Value stage, Value acc) {
   using W = warp_layout::Wgmma;
-  Type f32 = e.f32();
-  SmallVector<Type> accTypes(accIn.size(), f32);
-  Type structType = LLVM::LLVMStructType::getLiteral(ctx, accTypes);
-  Value acc = LLVM::PoisonOp::create(b, structType);
-  for (auto [i, v] : llvm::enumerate(accIn))
-    acc = LLVM::InsertValueOp::create(b, acc, v, ArrayRef<int64_t>{static_cast<int64_t>(i)});
+  Type structType = acc.getType();
   NVVM::WgmmaFenceAlignedOp::create(b);
   int64_t eltBytes = 2;
   NVVM::WGMMATypes ptxType =
@@ -485,11 +488,8 @@ SmallVector<Value> MmaGemmBuilder::computeStageWgmma(Value stage, ValueRange acc
         NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row), NVVM::MMAIntOverflowAttr());
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b);
-  NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(0));
-  SmallVector<Value> out;
-  for (int64_t i = 0; i < static_cast<int64_t>(accIn.size()); ++i)
-    out.push_back(LLVM::ExtractValueOp::create(b, acc, ArrayRef<int64_t>{i}));
-  return out;
+  NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(kWgmmaGroupsInFlight));
+  return acc;
 }
 
 /// Every lane's accumulators: c_i of m16n8 tile (mt, nt) is row
@@ -659,6 +659,15 @@ void MmaGemmBuilder::build() {
       NVVM::CpAsyncCommitGroupOp::create(b);
     }
     SmallVector<Value> init(g.numAcc(), e.cf32(0.0));
+    if (c.wgmma) {
+      // wgmma: the loop carries the accumulator registers as one struct
+      // (no access to them while a group is in flight).
+      SmallVector<Type> accTypes(init.size(), e.f32());
+      Value acc = LLVM::PoisonOp::create(b, LLVM::LLVMStructType::getLiteral(ctx, accTypes));
+      for (auto [i, v] : llvm::enumerate(init))
+        acc = LLVM::InsertValueOp::create(b, acc, v, ArrayRef<int64_t>{static_cast<int64_t>(i)});
+      init = {acc};
+    }
     SmallVector<Value> acc = e.forLoop(
         idx(0), numK, init, [&](IRB &le, Value kt, ValueRange accIn) {
           // Same builder state, nested insertion point.
@@ -676,15 +685,36 @@ void MmaGemmBuilder::build() {
                 NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
           gpu::BarrierOp::create(b);
           Value next = e.addi(kt, idx(kMmaStages - 1));
-          e.ifThen(e.ult(next, numK),
-                   [&](IRB &) { issueStage(next, e.remui(next, idx(kMmaStages))); });
-          NVVM::CpAsyncCommitGroupOp::create(b);
+          auto issueNext = [&] {
+            e.ifThen(e.ult(next, numK),
+                     [&](IRB &) { issueStage(next, e.remui(next, idx(kMmaStages))); });
+            NVVM::CpAsyncCommitGroupOp::create(b);
+          };
           Value stage = e.remui(kt, idx(kMmaStages));
-          SmallVector<Value> res =
-              c.wgmma ? computeStageWgmma(stage, accIn) : computeStage(stage, accIn);
+          SmallVector<Value> res;
+          if (c.wgmma) {
+            // The wgmmas of stage kt first (they stay in flight while the
+            // loads are issued), then the loads into the buffer of stage
+            // kt-1, once every thread retired its wgmmas (wait_group 1 in
+            // computeStageWgmma, then this barrier).
+            res = {computeStageWgmma(stage, accIn[0])};
+            gpu::BarrierOp::create(b);
+            issueNext();
+          } else {
+            issueNext();
+            res = computeStage(stage, accIn);
+          }
           le.b.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
           return res;
         });
+    if (c.wgmma) {
+      // Retire the last groups before the epilogue reads the accumulators.
+      NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(0));
+      Value accStruct = acc[0];
+      acc.clear();
+      for (int64_t i = 0; i < g.numAcc(); ++i)
+        acc.push_back(LLVM::ExtractValueOp::create(b, accStruct, ArrayRef<int64_t>{i}));
+    }
     NVVM::CpAsyncWaitGroupOp::create(b, 0);
     epilogue(acc);
     if (c.combine) {

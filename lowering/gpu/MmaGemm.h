@@ -44,6 +44,10 @@ constexpr int64_t kMmaThreads = 128;  // 4 warps
 constexpr int64_t kMmaTileN = 128;    // B columns per block (all parts)
 constexpr int64_t kMmaTileK = 32;     // depth of one pipeline stage
 constexpr int64_t kMmaStages = 3;     // cp.async pipeline depth
+/// wgmma (sm_90a): commit groups of wgmma.mma_async left in flight at the
+/// end of a stage (the previous stage's group is retired; see
+/// computeStageWgmma and docs/gpu.md, "wgmma (sm_90a)").
+constexpr int64_t kWgmmaGroupsInFlight = 1;
 constexpr int64_t kMmaPad = 8;        // shared-memory row padding (elements)
 constexpr int64_t kMmaGroupM = 8;     // M-tiles per group of the tile order
 

@@ -96,24 +96,33 @@ func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
 // sm_90a: the stages in the canonical core-matrix layout (no padding:
 // 3 x 64 x 32 and 3 x 32 x 128); per stage the async-proxy fence before the
 // barrier, then wgmma.fence, two m64n128k16 wgmma.mma_async on descriptors
-// (A K-major "row", B MN-major "row"), commit, wait 0; the descriptors are
-// built from the buffers' aligned pointers.
+// (A K-major "row", B MN-major "row") chained on the loop-carried
+// accumulator struct, commit, wait 1 (one group left in flight), a barrier,
+// and only then the next stage's loads; wait 0 after the loop, before the
+// accumulators are read. The descriptors are built from the buffers'
+// aligned pointers.
 // CHECK-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
 // CHECK-SAME: workgroup(%[[A:.*]] : memref<6144xbf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %[[B:.*]] : memref<12288xbf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<64xi32, #gpu.address_space<workgroup>>)
-// CHECK: scf.for
+// CHECK: %[[ACC0:.*]] = llvm.insertvalue %{{.*}}[63] : !llvm.struct<(f32, f32
+// CHECK: %[[ACC:.*]] = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[IN:.*]] = %[[ACC0]]) -> (!llvm.struct<(f32, f32
 // CHECK-NEXT: nvvm.cp.async.wait.group 1
 // CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT: gpu.barrier
-// CHECK: nvvm.cp.async.commit.group
+// CHECK-NOT: nvvm.cp.async.commit.group
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: memref.extract_aligned_pointer_as_index %[[A]]
 // CHECK: memref.extract_aligned_pointer_as_index %[[B]]
-// CHECK: nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %{{.*}}, <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
-// CHECK: nvvm.wgmma.mma_async
+// CHECK: %[[D0:.*]] = nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %[[IN]], <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK: %[[D1:.*]] = nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %[[D0]],
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
-// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK-NEXT: gpu.barrier
 // CHECK-NOT: nvvm.mma.sync
-// CHECK: scf.yield
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-NEXT: scf.yield %[[D1]]
+// CHECK-NEXT: }
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: llvm.extractvalue %[[ACC]][0]
 // CHECK: gpu.return
 
 // -----

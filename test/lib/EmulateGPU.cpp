@@ -46,6 +46,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -63,6 +64,7 @@ namespace moe {
 } // namespace mlir
 
 #include "llvm/Support/Debug.h"
+
 
 #define DEBUG_TYPE "moe-test-emulate-gpu"
 
@@ -88,6 +90,65 @@ func::FuncOp ompThreadNum(ModuleOp module) {
 
 using moe::gpu_lowering::IRB;
 namespace wl = moe::gpu_lowering::warp_layout;
+
+/// Ends the emulated run unless `ok`: the message as one line on stderr
+/// and exit status 1 (cf.assert's message goes through buffered stdout and
+/// is lost when it aborts). For the checks of the emulation.
+void failUnless(IRB &e, ModuleOp module, Value ok, StringRef msg) {
+  e.ifThen(e.noti(ok), [&](IRB &e) {
+    MLIRContext *ctx = e.b.getContext();
+    Type i8 = IntegerType::get(ctx, 8), i32 = IntegerType::get(ctx, 32),
+         i64 = IntegerType::get(ctx, 64);
+    Type ptr = LLVM::LLVMPointerType::get(ctx);
+    std::string line = (msg + "\n").str();
+    // The message: a private constant global at the top of the module.
+    OpBuilder mb(ctx);
+    StringAttr value = mb.getStringAttr(line);
+    LLVM::GlobalOp global;
+    for (auto g : module.getOps<LLVM::GlobalOp>())
+      if (g.getSymName().starts_with("__moe_emulation_error") && g.getValueAttr() == value)
+        global = g;
+    if (!global) {
+      global = LLVM::GlobalOp::create(mb, e.b.getLoc(), LLVM::LLVMArrayType::get(i8, line.size()),
+                                      /*isConstant=*/true, LLVM::Linkage::Internal,
+                                      "__moe_emulation_error", value);
+      SymbolTable(module).insert(global, module.getBody()->begin()); // renamed if taken
+    }
+    mb.setInsertionPointToStart(module.getBody());
+    Value text = LLVM::AddressOfOp::create(e.b, global);
+    FailureOr<LLVM::LLVMFuncOp> write =
+        LLVM::lookupOrCreateFn(mb, module, "write", {i32, ptr, i64}, i64);
+    FailureOr<LLVM::LLVMFuncOp> exit =
+        LLVM::lookupOrCreateFn(mb, module, "_exit", {i32}, LLVM::LLVMVoidType::get(ctx));
+    FailureOr<LLVM::LLVMFuncOp> pause = LLVM::lookupOrCreateFn(mb, module, "pause", {}, i32);
+    assert(succeeded(write) && succeeded(exit) && succeeded(pause) && "libc's signatures");
+    // One line even when several threads fail: the first one reports and
+    // exits, the others wait for the exit.
+    constexpr llvm::StringLiteral flagName = "__moe_emulation_failed";
+    auto flag = module.lookupSymbol<LLVM::GlobalOp>(flagName);
+    if (!flag)
+      flag = LLVM::GlobalOp::create(mb, e.b.getLoc(), i32, /*isConstant=*/false,
+                                    LLVM::Linkage::Internal, flagName, mb.getI32IntegerAttr(0));
+    Value first = e.eq(
+        LLVM::AtomicRMWOp::create(e.b, LLVM::AtomicBinOp::xchg, LLVM::AddressOfOp::create(e.b, flag),
+                                  arith::ConstantIntOp::create(e.b, i32, 1),
+                                  LLVM::AtomicOrdering::seq_cst),
+        arith::ConstantIntOp::create(e.b, i32, 0));
+    e.ifElse(
+        first, {},
+        [&](IRB &e) {
+          LLVM::CallOp::create(e.b, *write,
+                               ValueRange{arith::ConstantIntOp::create(e.b, i32, 2), text,
+                                          arith::ConstantIntOp::create(e.b, i64, line.size())});
+          LLVM::CallOp::create(e.b, *exit, ValueRange{arith::ConstantIntOp::create(e.b, i32, 1)});
+          return SmallVector<Value>{};
+        },
+        [&](IRB &e) {
+          LLVM::CallOp::create(e.b, *pause, ValueRange{});
+          return SmallVector<Value>{};
+        });
+  });
+}
 
 /// Copies one thread may have queued and not yet retired.
 constexpr int64_t kQueueCap = 64;
@@ -116,12 +177,53 @@ struct SharedWindow {
   SmallVector<Type> elt;
 };
 
+/// Fields of a thread's wgmma state: issued, retired, committed groups,
+/// accumulators touched since the last wgmma.fence, proxy fences.
+enum WgField : int64_t { kIssued, kRetired, kCommitted, kTouched, kProxyFences, kWgFields };
+/// Fields of a pending wgmma: site, group, descriptor A, descriptor B.
+constexpr int64_t kSlotFields = 4;
+/// wgmmas one thread may have pending (issued, not retired).
+constexpr int64_t kWgCap = 16;
+/// The widest emulated wgmma: N = 256, N / 2 accumulators per thread.
+constexpr int64_t maxHalfN = 128;
+/// A shadow word: writer thread * kStampShift + the writer's proxy fences + 1.
+constexpr int64_t kStampShift = int64_t(1) << 32;
+
+/// The host buffers of the wgmma model (null without wgmma): per thread
+/// state and pending-wgmma records, and a shadow word per element of each
+/// 16-bit workgroup buffer (the last generic-proxy write).
+struct WgmmaScratch {
+  Value state;  // memref<?xindex> [blockDim * kWgFields]
+  Value slots;  // memref<?xindex> [blockDim * kWgCap * kSlotFields]
+  Value acc;    // memref<?xf32> [blockDim * kWgCap * 2 * maxHalfN]: input, issue-time D
+  SmallVector<Value> shadow; // per window buffer: memref<Nxindex> or null
+  /// Per window buffer (or null): per element, how many (thread, pending
+  /// wgmma) pairs (i32) have it in their slice of the wgmma's operands.
+  SmallVector<Value> readers;
+};
+
+/// What the retirement of a wgmma needs of its op (erased at issue).
+struct WgSite {
+  Operation *op; // only compared, never dereferenced after the issue
+  int64_t n;
+  Type T;
+  bool bMnMajor, accumulate;
+};
+
 class WarpOpEmulator {
 public:
   WarpOpEmulator(omp::ParallelOp parallel, Value tid, const WarpScratch &s,
-                 ArrayRef<nvgpu::DeviceAsyncCopyOp> sites, const SharedWindow &window)
+                 ArrayRef<nvgpu::DeviceAsyncCopyOp> sites, const SharedWindow &window,
+                 const WgmmaScratch &wg, ArrayRef<NVVM::WgmmaMmaAsyncOp> wgSites,
+                 StringRef kernelName)
       : parallel(parallel), tid(tid), s(s), sites(sites.begin(), sites.end()),
-        window(window) {}
+        window(window), wg(wg), kernelName(kernelName.str()) {
+    for (NVVM::WgmmaMmaAsyncOp op : wgSites)
+      this->wgSites.push_back({op, op.getShape().getN(),
+                               operandType(op.getContext(), op.getTypeA()),
+                               op.getLayoutB() == NVVM::MMALayout::row,
+                               op.getScaleD() == NVVM::WGMMAScaleOut::one});
+  }
 
   LogicalResult emulate(Operation *op) {
     ImplicitLocOpBuilder b(op->getLoc(), op);
@@ -142,22 +244,67 @@ public:
       return waitGroups(e, wait.getNumGroups().value_or(0));
     if (auto mma = dyn_cast<NVVM::WgmmaMmaAsyncOp>(op))
       return wgmma(e, mma);
-    // The warpgroup fences and groups order register and async-proxy
-    // accesses on the GPU; the emulated wgmma completes when it is issued.
-    if (isa<NVVM::WgmmaFenceAlignedOp, NVVM::WgmmaGroupSyncAlignedOp,
-            NVVM::WgmmaWaitGroupSyncOp, NVVM::FenceProxyOp>(op)) {
+    if (isa<NVVM::WgmmaFenceAlignedOp>(op)) {
+      wgStore(e, kTouched, e.idx(0));
+      op->erase();
+      return success();
+    }
+    if (isa<NVVM::WgmmaGroupSyncAlignedOp>(op)) {
+      wgStore(e, kCommitted, e.addi(wgLoad(e, kCommitted), e.idx(1)));
+      op->erase();
+      return success();
+    }
+    if (auto wait = dyn_cast<NVVM::WgmmaWaitGroupSyncOp>(op))
+      return wgmmaWait(e, op, wait.getGroup());
+    if (auto fence = dyn_cast<NVVM::FenceProxyOp>(op)) {
+      // fence.proxy.async (all state spaces) and .async.shared::{cta,
+      // cluster} order this thread's generic-proxy writes of shared memory
+      // before later async-proxy accesses.
+      NVVM::ProxyKind kind = fence.getKind();
+      if (wg.state && (kind == NVVM::ProxyKind::async || kind == NVVM::ProxyKind::async_shared))
+        wgStore(e, kProxyFences, e.addi(wgLoad(e, kProxyFences), e.idx(1)));
       op->erase();
       return success();
     }
     return op->emitError("no host emulation for this op");
   }
 
-  /// Per-thread queue state starts empty.
+  /// Per-thread queue state starts empty; no wgmma pending, the
+  /// accumulator registers "touched" (a wgmma.fence precedes the first
+  /// wgmma), no proxy fence yet.
   void initThread(IRB &e) {
-    if (!s.state)
+    if (s.state)
+      for (int64_t i = 0; i < 3; ++i)
+        e.store(e.idx(0), s.state, e.addi(e.muli(tid, e.idx(3)), e.idx(i)));
+    if (wg.state)
+      for (int64_t f = 0; f < kWgFields; ++f)
+        wgStore(e, f, e.idx(f == kTouched ? 1 : 0));
+  }
+
+  /// A generic-proxy write of element `i` of window buffer `buffer` by this
+  /// thread (rule (c)): stamp (thread, proxy fences + 1).
+  void genericWrite(IRB &e, unsigned buffer, Value i) {
+    if (buffer >= wg.shadow.size() || !wg.shadow[buffer])
       return;
-    for (int64_t i = 0; i < 3; ++i)
-      e.store(e.idx(0), s.state, e.addi(e.muli(tid, e.idx(3)), e.idx(i)));
+    Value stamp = e.addi(e.muli(tid, e.idx(kStampShift)),
+                         e.addi(wgLoad(e, kProxyFences), e.idx(1)));
+    e.store(stamp, wg.shadow[buffer], i);
+    checkNoReader(e, buffer, i);
+  }
+  /// Rule (a) at a write: no pending wgmma reads the element.
+  void checkNoReader(IRB &e, unsigned buffer, Value i) {
+    if (buffer >= wg.readers.size() || !wg.readers[buffer])
+      return;
+    failUnless(e, module(), e.eq(e.load(wg.readers[buffer], i), e.ci32(0)),
+        ("emulated wgmma: kernel " + kernelName +
+         ": a generic-proxy write (st.shared, cp.async) to shared memory that an "
+         "nvvm.wgmma.mma_async in flight reads (a stage overwritten before wgmma.wait_group "
+         "retired its reader)"));
+  }
+  void genericWrite(IRB &e, Value buf, Value i) {
+    auto it = llvm::find(window.buffers, buf);
+    if (it != window.buffers.end())
+      genericWrite(e, it - window.buffers.begin(), i);
   }
 
 private:
@@ -166,7 +313,11 @@ private:
   WarpScratch s;
   SmallVector<nvgpu::DeviceAsyncCopyOp> sites;
   SharedWindow window;
+  WgmmaScratch wg;
+  SmallVector<WgSite> wgSites;
+  std::string kernelName;
 
+  ModuleOp module() { return parallel->getParentOfType<ModuleOp>(); }
   Value lane(IRB &e) { return e.remui(tid, e.idx(wl::kWarpSize)); }
   Value groupID(IRB &e) { return e.divui(lane(e), e.idx(4)); }
   Value tig(IRB &e) { return e.remui(lane(e), e.idx(4)); }
@@ -259,116 +410,348 @@ private:
     return success();
   }
 
+  //===--------------------------------------------------------------------===//
+  // wgmma (PTX ISA 9.7.15): asynchrony, fences and proxies
+  //===--------------------------------------------------------------------===//
+  //
+  // Per thread (the state is per thread; the warpgroup executes the
+  // .sync.aligned ops together, so every thread of a warpgroup sees the same
+  // history): a wgmma.mma_async is pending from its issue until a
+  // wgmma.wait_group retires its commit group (groups retire in order;
+  // `wait_group N` leaves at most the N most recent committed groups
+  // pending; wgmmas not yet committed stay pending). The emulated wgmma
+  // computes its D registers at issue from the shared memory then, records
+  // its descriptors, input accumulators and result, and at retirement
+  // computes them again from the shared memory at retirement: the hardware
+  // reads the operands at some time in between, so a difference means a
+  // shared operand was overwritten while the wgmma was in flight. Besides:
+  // * the accumulator registers (any value of a wgmma's accumulator struct
+  //   type, read or written by an op other than a wgmma or control-flow
+  //   plumbing) are not touched while a wgmma is pending;
+  // * a wgmma.mma_async follows a wgmma.fence with no accumulator access in
+  //   between (chained wgmmas need none: ordered by default), and a thread
+  //   starts with its registers "touched", so the first wgmma needs a fence;
+  // * every operand element the wgmma reads (each thread of the warpgroup
+  //   checks a 1/128 slice) was, if written through the generic proxy
+  //   (memref.store, a cp.async completing at its wait), followed by a
+  //   fence.proxy.async of the writing thread: a shadow word per element
+  //   holds (writer, writer's fence count + 1) of its last generic write.
+
+
+  Value wgAt(IRB &e, Value thread, int64_t field) {
+    return e.addi(e.muli(thread, e.idx(kWgFields)), e.idx(field));
+  }
+  Value wgLoad(IRB &e, int64_t field) { return e.load(wg.state, wgAt(e, tid, field)); }
+  void wgStore(IRB &e, int64_t field, Value v) { e.store(v, wg.state, wgAt(e, tid, field)); }
+
+  std::string wgError(Operation *op, StringRef what) {
+    return ("emulated wgmma: kernel " + kernelName + ": " + op->getName().getStringRef() + " " +
+            what)
+        .str();
+  }
+
+  /// The operand of a matrix descriptor: its workgroup buffer (and that
+  /// buffer's shadow), the start element and the byte strides.
+  struct Operand {
+    Value buf, shadow, readers, start, lbo, sbo; // start: byte offset in buf; lbo, sbo: bytes
+  };
+
+  Operand decode(IRB &e, Type T, Value desc, StringRef which) {
+    using W = wl::Wgmma;
+    Type i64 = e.b.getI64Type();
+    auto c64 = [&](int64_t v) { return arith::ConstantIntOp::create(e.b, i64, v).getResult(); };
+    auto field = [&](int64_t shift) {
+      Value f = arith::AndIOp::create(e.b, arith::ShRUIOp::create(e.b, desc, c64(shift)),
+                                      c64(W::kFieldMask));
+      return arith::IndexCastUIOp::create(e.b, e.index(), f).getResult();
+    };
+    Value mode = arith::ShRUIOp::create(e.b, desc, c64(W::kSwizzleShift));
+    Value baseOffset =
+        arith::AndIOp::create(e.b, arith::ShRUIOp::create(e.b, desc, c64(49)), c64(7));
+    failUnless(e, module(), e.andi(e.eq(mode, c64(0)), e.eq(baseOffset, c64(0))),
+                         ("emulated wgmma: matrix descriptor of " + which +
+                          " has a swizzle mode or base offset (only the no-swizzle "
+                          "canonical layout is emulated)")
+                             .str());
+    Value addr = e.muli(field(W::kStartShift), e.idx(16));
+    Operand o;
+    o.lbo = e.muli(field(W::kLboShift), e.idx(16));
+    o.sbo = e.muli(field(W::kSboShift), e.idx(16));
+    // The workgroup buffer of element type T holding `addr`.
+    Value found = e.ci1(false);
+    auto dynIndex = MemRefType::get({ShapedType::kDynamic}, e.index());
+    for (auto [i, buf] : llvm::enumerate(window.buffers)) {
+      if (window.elt[i] != T)
+        continue;
+      Value dyn = memref::CastOp::create(e.b, MemRefType::get({ShapedType::kDynamic}, T), buf);
+      Value in = e.andi(e.ule(e.idx(window.base[i]), addr),
+                        e.ult(addr, e.idx(window.base[i] + window.bytes[i])));
+      o.buf = o.buf ? e.select(in, dyn, o.buf) : dyn;
+      o.start = o.start ? e.select(in, e.subi(addr, e.idx(window.base[i])), o.start)
+                        : e.subi(addr, e.idx(window.base[i]));
+      if (wg.shadow[i]) {
+        Value sh = memref::CastOp::create(e.b, dynIndex, wg.shadow[i]);
+        o.shadow = o.shadow ? e.select(in, sh, o.shadow) : sh;
+        Value rd = memref::CastOp::create(
+            e.b, MemRefType::get({ShapedType::kDynamic}, e.i32()), wg.readers[i]);
+        o.readers = o.readers ? e.select(in, rd, o.readers) : rd;
+      }
+      found = e.ori(found, in);
+    }
+    if (o.buf)
+      failUnless(e, module(), found,
+                           ("emulated wgmma: the descriptor of " + which +
+                            " does not address a workgroup buffer of its element type")
+                               .str());
+    return o;
+  }
+
+  /// Byte offset of (mn, k) from the operand's start: Wgmma::byteOffset.
+  Value offset(IRB &e, const Operand &o, bool mnMajor, Value mn, Value k) {
+    Value c8 = e.idx(8), rowBytes = e.idx(wl::Wgmma::kCoreRowBytes), eltBytes = e.idx(2);
+    Value inCore = mnMajor
+                       ? e.addi(e.muli(e.remui(k, c8), rowBytes), e.muli(e.remui(mn, c8), eltBytes))
+                       : e.addi(e.muli(e.remui(mn, c8), rowBytes), e.muli(e.remui(k, c8), eltBytes));
+    return e.addi(e.addi(e.muli(e.divui(mn, c8), o.sbo), e.muli(e.divui(k, c8), o.lbo)), inCore);
+  }
+  Value elementIndex(IRB &e, const Operand &o, bool mnMajor, Value mn, Value k) {
+    return e.divui(e.addi(o.start, offset(e, o, mnMajor, mn, k)), e.idx(2));
+  }
+
+  static Type operandType(MLIRContext *ctx, NVVM::WGMMATypes t) {
+    if (t == NVVM::WGMMATypes::bf16)
+      return BFloat16Type::get(ctx);
+    if (t == NVVM::WGMMATypes::f16)
+      return Float16Type::get(ctx);
+    return Type();
+  }
+
+  /// The thread's D registers of `op` from the shared memory now: d_i at
+  /// row 16 w + groupID + dRowOffset(i), column 2 tig + dColOffset(i) (w:
+  /// the warp in the warpgroup), init(i) + sum over k ascending of
+  /// A[row, k] B[k, col] in f32 (init: 0 without scale-d).
+  SmallVector<Value> computeD(IRB &e, const WgSite &op, const Operand &a, const Operand &bm,
+                              function_ref<Value(IRB &, int64_t)> init) {
+    using W = wl::Wgmma;
+    Type f32 = e.f32();
+    bool bMnMajor = op.bMnMajor, accumulate = op.accumulate;
+    auto element = [&](IRB &e, const Operand &o, Value at) {
+      return arith::ExtFOp::create(e.b, f32, e.load(o.buf, at)).getResult();
+    };
+    Value w = e.divui(e.remui(tid, e.idx(W::kWarpgroupSize)), e.idx(wl::kWarpSize));
+    Value g = groupID(e), t2 = e.muli(tig(e), e.idx(2));
+    SmallVector<Value> d;
+    for (int64_t i = 0; i < op.n / 2; ++i) {
+      Value row = e.addi(e.addi(e.muli(w, e.idx(16)), g), e.idx(W::dRowOffset(i)));
+      Value col = e.addi(t2, e.idx(W::dColOffset(i)));
+      Value start = accumulate ? init(e, i) : e.cf32(0.0);
+      d.push_back(e.forLoop(e.idx(0), e.idx(W::K), {start}, [&](IRB &e, Value k, ValueRange acc) {
+        Value av = element(e, a, elementIndex(e, a, /*mnMajor=*/false, row, k));
+        Value bv = element(e, bm, elementIndex(e, bm, bMnMajor, col, k));
+        return SmallVector<Value>{e.addf(acc[0], e.mulf(av, bv))};
+      })[0]);
+    }
+    return d;
+  }
+
+  /// Rule (c): this thread's slice of the elements of an operand (rows x 16
+  /// k, element j = tid % 128 + 128 q) must not hold a generic-proxy write
+  /// its writer has not fenced.
+  /// Folds `body` over this thread's slice of an operand's elements (rows x
+  /// 16 k; element j = tid % 128 + 128 q), given their element index.
+  Value overSlice(IRB &e, const Operand &o, bool mnMajor, int64_t rows, Value init,
+                  function_ref<Value(IRB &, Value, Value)> body) {
+    using W = wl::Wgmma;
+    Value first = e.remui(tid, e.idx(W::kWarpgroupSize));
+    return e.forLoop(first, e.idx(rows * W::K), e.idx(W::kWarpgroupSize), {init},
+                     [&](IRB &e, Value j, ValueRange acc) {
+                       Value at = elementIndex(e, o, mnMajor, e.divui(j, e.idx(W::K)),
+                                               e.remui(j, e.idx(W::K)));
+                       return SmallVector<Value>{body(e, at, acc[0])};
+                     })[0];
+  }
+
+  /// Marks (+1) or unmarks (-1) this thread's slice of an operand as read
+  /// by a pending wgmma (atomically: warpgroups may share an operand).
+  void markReaders(IRB &e, const Operand &o, bool mnMajor, int64_t rows, int64_t delta) {
+    if (!o.readers)
+      return;
+    overSlice(e, o, mnMajor, rows, e.ci1(false), [&](IRB &e, Value at, Value acc) {
+      memref::AtomicRMWOp::create(e.b, arith::AtomicRMWKind::addi, e.ci32(delta), o.readers,
+                                  ValueRange{at});
+      return acc;
+    });
+  }
+
+  /// Rule (c) for this thread's slice of an operand.
+  Value unfencedIn(IRB &e, const Operand &o, bool mnMajor, int64_t rows) {
+    if (!o.shadow)
+      return e.ci1(false);
+    return overSlice(e, o, mnMajor, rows, e.ci1(false), [&](IRB &e, Value at, Value bad) {
+          Value stamp = e.load(o.shadow, at);
+          Value writer = e.divui(stamp, e.idx(kStampShift));
+          Value epoch = e.remui(stamp, e.idx(kStampShift));
+          Value fences = e.guardedLoad(e.ult(e.idx(0), stamp), e.index(), [&](IRB &e) {
+            return e.load(wg.state, wgAt(e, writer, kProxyFences));
+          });
+          Value unfenced = e.andi(e.ult(e.idx(0), stamp), e.ult(fences, epoch));
+          return e.ori(bad, unfenced);
+        });
+  }
+
   /// PTX ISA 9.7.15: wgmma.mma_async m64nNk16, bf16/f16 multiplicands, f32
   /// accumulators, A and B in shared memory through matrix descriptors
-  /// (WarpLayouts.h, Wgmma). Every thread decodes the (warpgroup-uniform)
-  /// descriptors and computes its own D registers: d_i at row
-  /// 16 w + groupID + dRowOffset(i), column 2 tig + dColOffset(i) (w: the
-  /// warp in the warpgroup), d_i + sum over k ascending of A[row, k] B[k, col]
-  /// in f32, each element read at the address the descriptor's layout gives.
-  /// Only the canonical layouts without swizzle (mode 0, base offset 0).
+  /// (WarpLayouts.h, Wgmma), the canonical layouts without swizzle. Issue:
+  /// the fence and proxy checks, D from the shared memory now (the SSA
+  /// result), and the record that retirement checks.
   LogicalResult wgmma(IRB &e, NVVM::WgmmaMmaAsyncOp op) {
     using W = wl::Wgmma;
     NVVM::MMAShapeAttr shape = op.getShape();
-    auto typeOf = [&](NVVM::WGMMATypes t) -> Type {
-      if (t == NVVM::WGMMATypes::bf16)
-        return e.b.getBF16Type();
-      if (t == NVVM::WGMMATypes::f16)
-        return e.b.getF16Type();
-      return Type();
-    };
-    Type T = typeOf(op.getTypeA());
+    Type T = operandType(op.getContext(), op.getTypeA());
     int64_t n = shape.getN();
-    if (shape.getM() != W::M || shape.getK() != W::K || n % 8 != 0 || !T ||
+    if (shape.getM() != W::M || shape.getK() != W::K || n % 8 != 0 || n / 2 > maxHalfN || !T ||
         op.getTypeB() != op.getTypeA() || op.getTypeD() != NVVM::WGMMATypes::f32 ||
         op.getScaleA() != NVVM::WGMMAScaleIn::one || op.getScaleB() != NVVM::WGMMAScaleIn::one ||
         op.getLayoutA() != NVVM::MMALayout::row)
       return op.emitError("host emulation of nvvm.wgmma.mma_async supports m64nNk16 with "
                           "bf16/f16 operands, f32 accumulators, unscaled, A row-major");
-    bool bMnMajor = op.getLayoutB() == NVVM::MMALayout::row; // transposed B
-    Type i64 = e.b.getI64Type(), f32 = e.f32();
-    auto c64 = [&](int64_t v) { return arith::ConstantIntOp::create(e.b, i64, v).getResult(); };
-    auto field = [&](Value desc, int64_t shift) {
-      Value f = arith::AndIOp::create(
-          e.b, arith::ShRUIOp::create(e.b, desc, c64(shift)), c64(W::kFieldMask));
-      return arith::IndexCastUIOp::create(e.b, e.index(), f).getResult();
-    };
-    struct Operand {
-      Value buf, start, lbo, sbo; // start: element index in buf; lbo, sbo: bytes
-    };
-    auto decode = [&](Value desc, StringRef which) -> Operand {
-      Value mode = arith::ShRUIOp::create(e.b, desc, c64(W::kSwizzleShift));
-      Value baseOffset = arith::AndIOp::create(
-          e.b, arith::ShRUIOp::create(e.b, desc, c64(49)), c64(7));
-      cf::AssertOp::create(
-          e.b, e.andi(e.eq(mode, c64(0)), e.eq(baseOffset, c64(0))),
-          ("emulated wgmma: matrix descriptor of " + which + " has a swizzle mode or base "
-           "offset (only the no-swizzle canonical layout is emulated)").str());
-      Value addr = e.muli(field(desc, W::kStartShift), e.idx(16));
-      Operand o;
-      o.lbo = e.muli(field(desc, W::kLboShift), e.idx(16));
-      o.sbo = e.muli(field(desc, W::kSboShift), e.idx(16));
-      // The workgroup buffer of element type T holding `addr`.
-      Value found = e.ci1(false);
-      for (auto [i, buf] : llvm::enumerate(window.buffers)) {
-        if (window.elt[i] != T)
-          continue;
-        Value dyn = memref::CastOp::create(
-            e.b, MemRefType::get({ShapedType::kDynamic}, T), buf);
-        Value in = e.andi(e.ule(e.idx(window.base[i]), addr),
-                          e.ult(addr, e.idx(window.base[i] + window.bytes[i])));
-        o.buf = o.buf ? arith::SelectOp::create(e.b, in, dyn, o.buf).getResult() : dyn;
-        o.start = o.start ? e.select(in, e.subi(addr, e.idx(window.base[i])), o.start)
-                          : e.subi(addr, e.idx(window.base[i]));
-        found = e.ori(found, in);
-      }
-      if (o.buf)
-        cf::AssertOp::create(e.b, found,
-                             ("emulated wgmma: the descriptor of " + which +
-                              " does not address a workgroup buffer of its element type")
-                                 .str());
-      return o;
-    };
-    Operand a = decode(op.getDescriptorA(), "A"), bm = decode(op.getDescriptorB(), "B");
+    int64_t site = llvm::find_if(wgSites, [&](const WgSite &w) { return w.op == op; }) -
+                   wgSites.begin();
+    std::string name = "#" + std::to_string(site);
+    // (d) A wgmma.fence since the last access to the accumulators.
+    failUnless(e, module(), e.eq(wgLoad(e, kTouched), e.idx(0)),
+                         wgError(op, name + ": the accumulator registers were accessed after "
+                                            "the last wgmma.fence (or no wgmma.fence before "
+                                            "the first wgmma)"));
+    Operand a = decode(e, T, op.getDescriptorA(), "A"),
+            bm = decode(e, T, op.getDescriptorB(), "B");
     if (!a.buf || !bm.buf)
       return op.emitError("host emulation of nvvm.wgmma.mma_async: no workgroup buffer of "
                           "the operand type");
-    // Byte offset of (mn, k) from the operand's start: Wgmma::byteOffset.
-    auto offset = [&](IRB &e, const Operand &o, bool mnMajor, Value mn, Value k) {
-      Value c8 = e.idx(8), rowBytes = e.idx(W::kCoreRowBytes), eltBytes = e.idx(2);
-      Value inCore = mnMajor ? e.addi(e.muli(e.remui(k, c8), rowBytes),
-                                      e.muli(e.remui(mn, c8), eltBytes))
-                             : e.addi(e.muli(e.remui(mn, c8), rowBytes),
-                                      e.muli(e.remui(k, c8), eltBytes));
-      return e.addi(e.addi(e.muli(e.divui(mn, c8), o.sbo), e.muli(e.divui(k, c8), o.lbo)),
-                    inCore);
-    };
-    auto element = [&](IRB &e, const Operand &o, Value byteOff) {
-      Value at = e.divui(e.addi(o.start, byteOff), e.idx(2));
-      return arith::ExtFOp::create(e.b, f32, e.load(o.buf, at)).getResult();
-    };
-    Value w = e.divui(e.remui(tid, e.idx(W::kWarpgroupSize)), e.idx(wl::kWarpSize));
-    Value g = groupID(e), t2 = e.muli(tig(e), e.idx(2));
-    Value result = LLVM::PoisonOp::create(e.b, op.getResults().getType());
-    bool accumulate = op.getScaleD() == NVVM::WGMMAScaleOut::one;
+    bool bMnMajor = op.getLayoutB() == NVVM::MMALayout::row;
+    // (c) The operands' generic-proxy writes were fenced by their writers.
+    Value unfenced = e.ori(unfencedIn(e, a, /*mnMajor=*/false, W::M),
+                           unfencedIn(e, bm, bMnMajor, n));
+    failUnless(e, module(), e.noti(unfenced),
+                         wgError(op, name + " reads shared memory written through the generic "
+                                            "proxy (st.shared, cp.async) with no later "
+                                            "fence.proxy.async by the writing thread"));
+    // The operands are read from now until retirement.
+    markReaders(e, a, /*mnMajor=*/false, W::M, 1);
+    markReaders(e, bm, bMnMajor, n, 1);
+    SmallVector<Value> in;
+    for (int64_t i = 0; i < n / 2; ++i)
+      in.push_back(LLVM::ExtractValueOp::create(e.b, op.getInouts(), ArrayRef<int64_t>{i}));
+    SmallVector<Value> d =
+        computeD(e, wgSites[site], a, bm, [&](IRB &, int64_t i) { return in[i]; });
+    // The record: site, group, descriptors, input and issue-time result.
+    Value issued = wgLoad(e, kIssued);
+    failUnless(e, module(), e.ult(e.subi(issued, wgLoad(e, kRetired)), e.idx(kWgCap)),
+                         wgError(op, name + ": too many wgmmas in flight in one thread"));
+    Value slot = wgSlot(e, issued);
+    Type ix = e.index();
+    Value fields[kSlotFields] = {
+        e.idx(site), wgLoad(e, kCommitted),
+        arith::IndexCastUIOp::create(e.b, ix, op.getDescriptorA()),
+        arith::IndexCastUIOp::create(e.b, ix, op.getDescriptorB())};
+    for (int64_t f = 0; f < kSlotFields; ++f)
+      e.store(fields[f], wg.slots, e.addi(e.muli(slot, e.idx(kSlotFields)), e.idx(f)));
+    Value accBase = e.muli(slot, e.idx(2 * maxHalfN));
     for (int64_t i = 0; i < n / 2; ++i) {
-      Value row = e.addi(e.addi(e.muli(w, e.idx(16)), g), e.idx(W::dRowOffset(i)));
-      Value col = e.addi(t2, e.idx(W::dColOffset(i)));
-      Value init = accumulate ? LLVM::ExtractValueOp::create(e.b, op.getInouts(),
-                                                             ArrayRef<int64_t>{i})
-                                    .getResult()
-                              : e.cf32(0.0);
-      Value d = e.forLoop(e.idx(0), e.idx(W::K), {init}, [&](IRB &e, Value k, ValueRange acc) {
-        Value av = element(e, a, offset(e, a, /*mnMajor=*/false, row, k));
-        Value bv = element(e, bm, offset(e, bm, bMnMajor, col, k));
-        return SmallVector<Value>{e.addf(acc[0], e.mulf(av, bv))};
-      })[0];
-      result = LLVM::InsertValueOp::create(e.b, result, d, ArrayRef<int64_t>{i});
+      e.store(in[i], wg.acc, e.addi(accBase, e.idx(i)));
+      e.store(d[i], wg.acc, e.addi(accBase, e.idx(maxHalfN + i)));
     }
+    wgStore(e, kIssued, e.addi(issued, e.idx(1)));
+    Value result = LLVM::PoisonOp::create(e.b, op.getResults().getType());
+    for (int64_t i = 0; i < n / 2; ++i)
+      result = LLVM::InsertValueOp::create(e.b, result, d[i], ArrayRef<int64_t>{i});
     op.getResults().replaceAllUsesWith(result);
     op.erase();
     return success();
   }
+
+  /// The thread's record slot of its `n`th wgmma.
+  Value wgSlot(IRB &e, Value n) {
+    return e.addi(e.muli(tid, e.idx(kWgCap)), e.remui(n, e.idx(kWgCap)));
+  }
+
+  /// wgmma.wait_group N: retires, in issue order, every pending wgmma of a
+  /// group older than the N most recent committed ones, each checked (a):
+  /// D computed again from the shared memory now equals D at issue.
+  LogicalResult wgmmaWait(IRB &e, Operation *op, int64_t pending) {
+    Value issued = wgLoad(e, kIssued), committed = wgLoad(e, kCommitted);
+    Type ix = e.index();
+    auto loop = scf::WhileOp::create(
+        e.b, TypeRange{ix}, ValueRange{wgLoad(e, kRetired)},
+        [&](OpBuilder &nb, Location loc, ValueRange args) {
+          ImplicitLocOpBuilder ib(loc, nb);
+          IRB ne(ib);
+          Value head = args[0];
+          Value more = ne.ult(head, issued);
+          // The slot of a retired wgmma may be stale: read it only if pending.
+          Value group = ne.guardedLoad(more, ix, [&](IRB &ne) {
+            return ne.load(wg.slots, ne.addi(ne.muli(wgSlot(ne, head), ne.idx(kSlotFields)),
+                                             ne.idx(1)));
+          });
+          Value retire = ne.andi(more, ne.ult(ne.addi(group, ne.idx(pending)), committed));
+          scf::ConditionOp::create(ib, retire, ValueRange{head});
+        },
+        [&](OpBuilder &nb, Location loc, ValueRange args) {
+          ImplicitLocOpBuilder ib(loc, nb);
+          IRB ne(ib);
+          retireOne(ne, op, wgSlot(ne, args[0]));
+          scf::YieldOp::create(ib, ValueRange{ne.addi(args[0], ne.idx(1))});
+        });
+    wgStore(e, kRetired, loop.getResult(0));
+    op->erase();
+    return success();
+  }
+
+  void retireOne(IRB &e, Operation *waitOp, Value slot) {
+    auto field = [&](int64_t f) {
+      return e.load(wg.slots, e.addi(e.muli(slot, e.idx(kSlotFields)), e.idx(f)));
+    };
+    Value site = field(0);
+    Type i64 = e.b.getI64Type();
+    Value descA = arith::IndexCastUIOp::create(e.b, i64, field(2));
+    Value descB = arith::IndexCastUIOp::create(e.b, i64, field(3));
+    Value accBase = e.muli(slot, e.idx(2 * maxHalfN));
+    for (size_t i = 0; i < wgSites.size(); ++i) {
+      const WgSite &op = wgSites[i];
+      e.ifThen(e.eq(site, e.idx(i)), [&](IRB &e) {
+        Type T = op.T;
+        Operand a = decode(e, T, descA, "A"), bm = decode(e, T, descB, "B");
+        markReaders(e, a, /*mnMajor=*/false, wl::Wgmma::M, -1);
+        markReaders(e, bm, op.bMnMajor, op.n, -1);
+        SmallVector<Value> d = computeD(e, op, a, bm, [&](IRB &e, int64_t j) {
+          return e.load(wg.acc, e.addi(accBase, e.idx(j)));
+        });
+        Value same = e.ci1(true);
+        Type i32 = e.b.getI32Type();
+        for (auto [j, v] : llvm::enumerate(d)) {
+          Value atIssue = e.load(wg.acc, e.addi(accBase, e.idx(maxHalfN + j)));
+          same = e.andi(same, e.eq(arith::BitcastOp::create(e.b, i32, v),
+                                   arith::BitcastOp::create(e.b, i32, atIssue)));
+        }
+        failUnless(e, module(), same,
+            wgError(waitOp, "retiring nvvm.wgmma.mma_async #" + std::to_string(i) +
+                            ": its shared operands changed between issue and the "
+                            "wgmma.wait_group that retired it (a stage overwritten while "
+                            "the wgmma was in flight)"));
+      });
+    }
+  }
+
+public:
+  /// (b) and (d) at an op that reads or writes accumulator registers.
+  void accumulatorAccess(IRB &e, Operation *op) {
+    failUnless(e, module(), e.eq(wgLoad(e, kIssued), wgLoad(e, kRetired)),
+        wgError(op, "accesses accumulator registers while a wgmma.mma_async is in flight "
+                    "(no wgmma.wait_group retired it)"));
+    wgStore(e, kTouched, e.idx(1));
+  }
+
+private:
 
   Value stateAt(IRB &e, int64_t field) {
     return e.addi(e.muli(tid, e.idx(3)), e.idx(field));
@@ -385,10 +768,19 @@ private:
     int64_t site = llvm::find(sites, op) - sites.begin();
     Value head = e.load(s.state, stateAt(e, 0)), tail = e.load(s.state, stateAt(e, 1));
     Value committed = e.load(s.state, stateAt(e, 2));
-    cf::AssertOp::create(e.b, e.ult(e.subi(tail, head), e.idx(kQueueCap)),
+    failUnless(e, module(), e.ult(e.subi(tail, head), e.idx(kQueueCap)),
                          "emulated cp.async: too many copies in flight in one thread");
     Value slot = slotOf(e, tail);
     Value n = e.idx(op.getDstElements().getZExtValue());
+    // The copy may land any time until its wait: its destination must not be
+    // read by a pending wgmma from now on.
+    if (auto it = llvm::find(window.buffers, op.getDst()); it != window.buffers.end()) {
+      unsigned buffer = it - window.buffers.begin();
+      if (buffer < wg.readers.size() && wg.readers[buffer])
+        e.forEach(e.idx(0), n, e.idx(1), [&](IRB &e, Value j) {
+          checkNoReader(e, buffer, e.addi(op.getDstIndices()[0], j));
+        });
+    }
     Value srcN = op.getSrcElements() ? op.getSrcElements() : n;
     Value fields[kQueueFields] = {e.idx(site),  op.getSrcIndices()[0], op.getDstIndices()[0], n,
                                   srcN,         committed};
@@ -440,6 +832,7 @@ private:
           Value v = e.guardedLoad(e.ult(j, srcN), elt,
                                   [&](IRB &e) { return e.load(src, e.addi(si, j)); });
           e.store(v, dst, e.addi(di, j));
+          genericWrite(e, dst, e.addi(di, j)); // the copy completes now
         });
       });
     }
@@ -471,13 +864,15 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
         b, loc, MemRefType::get(type.getShape(), type.getElementType())));
   }
   // Host buffers of the warp-level ops.
-  bool hasLdmatrix = false, hasMma = false, hasAsync = false;
+  bool hasLdmatrix = false, hasMma = false, hasAsync = false, hasWgmma = false;
   kernel.walk([&](Operation *op) {
     hasLdmatrix |= isa<nvgpu::LdMatrixOp>(op);
     hasMma |= isa<NVVM::MmaOp>(op);
     hasAsync |= isa<nvgpu::DeviceAsyncCopyOp>(op);
+    hasWgmma |= isa<NVVM::WgmmaMmaAsyncOp>(op);
   });
   WarpScratch scratch;
+  WgmmaScratch wgScratch;
   auto hostBuffer = [&](Type elt, Value n) -> Value {
     Value buf = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic}, elt), ValueRange{n});
@@ -499,6 +894,30 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
       scratch.queue =
           hostBuffer(ib.getIndexType(), e.muli(block.x, e.idx(kQueueCap * kQueueFields)));
       scratch.state = hostBuffer(ib.getIndexType(), e.muli(block.x, e.idx(3)));
+    }
+    if (hasWgmma) {
+      Type ix = ib.getIndexType();
+      wgScratch.state = hostBuffer(ix, e.muli(block.x, e.idx(kWgFields)));
+      wgScratch.slots = hostBuffer(ix, e.muli(block.x, e.idx(kWgCap * kSlotFields)));
+      wgScratch.acc = hostBuffer(ib.getF32Type(), e.muli(block.x, e.idx(kWgCap * 2 * maxHalfN)));
+      // A shadow word per element of the 16-bit buffers (the wgmma
+      // operands), zero: never written through the generic proxy.
+      for (BlockArgument arg : kernel.getWorkgroupAttributions()) {
+        auto type = cast<MemRefType>(arg.getType());
+        if (type.getElementTypeBitWidth() != 16) {
+          wgScratch.shadow.push_back(Value());
+          wgScratch.readers.push_back(Value());
+          continue;
+        }
+        Value n = e.idx(type.getNumElements());
+        Value shadow = hostBuffer(ix, n), readers = hostBuffer(e.i32(), n);
+        e.forEach(e.idx(0), n, e.idx(1), [&](IRB &e, Value i) {
+          e.store(e.idx(0), shadow, i);
+          e.store(e.ci32(0), readers, i);
+        });
+        wgScratch.shadow.push_back(shadow);
+        wgScratch.readers.push_back(readers);
+      }
     }
   }
   unsigned numWorkgroup = kernel.getWorkgroupAttributions().size();
@@ -572,13 +991,60 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
       op.erase();
     }
   }
-  WarpOpEmulator warpEmulator(parallel, tid, scratch, sites, window);
+  SmallVector<NVVM::WgmmaMmaAsyncOp> wgSites;
+  parallel.walk([&](NVVM::WgmmaMmaAsyncOp op) { wgSites.push_back(op); });
+  WarpOpEmulator warpEmulator(parallel, tid, scratch, sites, window, wgScratch, wgSites,
+                              kernel.getName());
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfter(tid.getDefiningOp());
     ImplicitLocOpBuilder ib(loc, b);
     IRB e(ib);
     warpEmulator.initThread(e);
+  }
+  if (!wgSites.empty()) {
+    // The kernel's accesses the wgmma model watches, found before the warp
+    // ops are emulated (their emulation adds its own): generic-proxy stores
+    // into the 16-bit workgroup buffers, and accesses to accumulator
+    // registers (values of a wgmma's accumulator struct type, other than
+    // wgmma operands and control-flow plumbing).
+    DenseSet<Type> accTypes;
+    for (NVVM::WgmmaMmaAsyncOp op : wgSites)
+      accTypes.insert(op.getResults().getType());
+    SmallVector<memref::StoreOp> stores;
+    SmallVector<Operation *> accOps;
+    DenseSet<Operation *> accSet;
+    parallel.walk([&](Operation *op) {
+      if (auto st = dyn_cast<memref::StoreOp>(op)) {
+        if (llvm::is_contained(window.buffers, st.getMemRef()))
+          stores.push_back(st);
+        return;
+      }
+      if (isa<NVVM::WgmmaMmaAsyncOp, LLVM::PoisonOp, LLVM::UndefOp, scf::YieldOp, scf::ForOp,
+              scf::IfOp, scf::WhileOp, scf::ConditionOp, cf::BranchOp, cf::CondBranchOp>(op))
+        return;
+      auto isAcc = [&](Type t) { return accTypes.contains(t); };
+      if (llvm::any_of(op->getOperandTypes(), isAcc) || llvm::any_of(op->getResultTypes(), isAcc)) {
+        accOps.push_back(op);
+        accSet.insert(op);
+      }
+    });
+    for (memref::StoreOp st : stores) {
+      OpBuilder sb(st->getContext());
+      sb.setInsertionPointAfter(st);
+      ImplicitLocOpBuilder ib(st.getLoc(), sb);
+      IRB e(ib);
+      warpEmulator.genericWrite(e, st.getMemRef(), st.getIndices()[0]);
+    }
+    for (Operation *op : accOps) {
+      // One check per run of accesses: nothing between them changes the state.
+      if (Operation *prev = op->getPrevNode(); prev && accSet.contains(prev))
+        continue;
+      OpBuilder ab(op);
+      ImplicitLocOpBuilder ib(op->getLoc(), ab);
+      IRB e(ib);
+      warpEmulator.accumulatorAccess(e, op);
+    }
   }
 
   // GPU builtins inside the cloned body.
