@@ -256,8 +256,14 @@ public:
     return view;
   }
 
-  /// A device error word of the index checks (Kernels.h): 4 x i32.
-  Value errorWord() { return alloc(e.i32(), e.idx(4)); }
+  /// A device error word of the index checks (Kernels.h): 4 x i32, zeroed
+  /// (gpu.memset: no kernel launch) so that it reads "no violation" unless
+  /// a checked kernel wrote it.
+  Value errorWord() {
+    Value err = alloc(e.i32(), e.idx(4));
+    gpu::MemsetOp::create(b, Type(), ValueRange{}, err, e.ci32(0));
+    return err;
+  }
 
   /// After the kernels of an op that checks index data: copies its error
   /// word `err` back (one 16-byte copy, which waits for the op's work) and,
@@ -958,9 +964,7 @@ LogicalResult convert(CombineOp op, Host &h) {
     args.push_back(h.upload(op.getSharedOutput()));
   Value err;
   if (h.checkIndices) {
-    // The checked combine only sets the kind: zero the word first.
     err = h.errorWord();
-    gpu::MemsetOp::create(h.b, Type(), ValueRange{}, err, h.e.ci32(0));
     args.append({h.dim(op.getExpertOutput(), 0), err});
   }
   h.launch(h.lib.combine(op.getSharedOutput() != nullptr, eltOf(out), eltOf(w), eltOf(y),

@@ -61,9 +61,9 @@
 // offsets, positions) gets a "_checked" variant with one more argument, the
 // op's error word err:i32[4] = {kind (0: none, else a MoeIndexErrorKind of
 // runtime/IndexErrors.h), first bad element (flat index), its value, 0}.
-// The single-block kernels (align, tile map) write the whole word on every
-// call (first bad element in assignment order, as the CPU path reports);
-// the checked combine only sets the kind into a word the host zeroed. Bad
+// The host zeroes the word first (gpu.memset). The single-block kernels
+// (align, tile map) write the whole word (first bad element in assignment
+// order, as the CPU path reports); the checked combine only sets the kind. Bad
 // data is never used: a bad expert index is dropped, bad offsets make no
 // tiles, a bad position reads nothing. The host copies the word back after
 // the op's kernels and reports a violation (moeRuntimeIndexError).
@@ -174,7 +174,7 @@ public:
   /// (moe_loss_reduce_kernel's work).
   /// With `checkKind` (MOE_INDEX_BAD_EXPERT_DISPATCH or _FUSED, 0: none;
   /// name suffix "_checked"): (err:i32[4]) follows, the error word (see
-  /// "Index checks" below), written by the kernel on every call.
+  /// "Index checks" above), which the kernel writes.
   gpu::GPUFuncOp align(bool weighted, Type weights = {}, bool combine = false,
                        bool shared = false, bool loss = false, Type y = {},
                        int32_t checkKind = 0);
@@ -207,8 +207,7 @@ public:
   gpu::GPUFuncOp reduce(bool shared, Type rows, Type y);
   /// (expertOut, weights, positions:i32, y, T, K, D[, shared]); 1-D over T*D.
   /// With `check` ("_checked"): (N, err:i32[4]) follow: a position outside
-  /// [-1, N) contributes nothing and sets err[0] = MOE_INDEX_BAD_POSITION
-  /// (the host zeroes the word before the launch).
+  /// [-1, N) contributes nothing and sets err[0] = MOE_INDEX_BAD_POSITION.
   gpu::GPUFuncOp combine(bool shared, Type out, Type weights, Type y, bool check = false);
   /// (o, s, N): s[i] = 1 / (1 + exp(-o[i])); 1-D over N (the shared
   /// expert's gate).
