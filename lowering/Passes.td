@@ -168,6 +168,15 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     convention. Run `--moe-gpu-device-abi` after bufferization with
     results-to-out-params (`--moe-nvptx-pipeline="device-abi=true"` does).
 
+    Index data that chain ops take from their operands is checked at run
+    time unless `check-indices=false` (docs/spec.md §3.3, docs/gpu.md "Index
+    checks"): the kernels that read it (the align kernel of moe.dispatch and
+    moe.fused_experts, the tile map of moe.expert_ffn, the checked combine
+    of moe.combine) record the first violation in a 4-word device error
+    word, which the op's host code copies back after its kernels; a
+    violation calls `moeRuntimeIndexError` (libMoECudaRuntime.so) with the
+    CPU path's line. A layer's own routing needs no check (no extra work).
+
     With `toolkit=PATH` (what `--moe-nvptx-pipeline` passes) the pass first
     checks that the CUDA toolkit's libdevice, which the kernels' exp, log,
     erf, tanh and rsqrt link against, exists, and fails with one error
@@ -197,7 +206,14 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
            "(mma.sync, needs sm_80 or newer); false: the CUDA-core kernels">,
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "The tensor-core kernels of 64-row tiles use wgmma.mma_async "
-           "(needs sm_90a) instead of mma.sync">
+           "(needs sm_90a) instead of mma.sync">,
+    Option<"checkIndices", "check-indices", "bool", /*default=*/"true",
+           "Validate the index data of chain ops at run time (expert indices "
+           "of moe.dispatch/moe.fused_experts, offsets of moe.expert_ffn, "
+           "positions of moe.combine): the kernels that read it record the "
+           "first violation in a device error word, the host reads it back "
+           "after the op and reports it (moeRuntimeIndexError); false: the "
+           "data is trusted (convert-moe-to-linalg's check-indices)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

@@ -97,6 +97,12 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
       llvm::cl::desc("bf16/f16 expert GEMMs on tensor cores (mma.sync) when the "
                      "chip has them (sm_80 or newer); false: CUDA-core kernels"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> checkIndices{
+      *this, "check-indices",
+      llvm::cl::desc("Validate the index data of chain ops at run time "
+                     "(convert-moe-to-gpu's check-indices: one error word per "
+                     "checked op, read back after it)"),
+      llvm::cl::init(true)};
   PassOptions::Option<std::string> triple{
       *this, "triple", llvm::cl::desc("Target triple of the kernels"),
       llvm::cl::init("nvptx64-nvidia-cuda")};

@@ -111,6 +111,9 @@ public:
   bool tensorCores = true;
   /// ... and 64-row tiles use the sm_90a wgmma kernels.
   bool wgmma = false;
+  /// Validate the index data chain ops take from their operands (the
+  /// pass's check-indices; Kernels.h "Index checks").
+  bool checkIndices = true;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -253,6 +256,52 @@ public:
     if (deviceValues)
       deviceValues->insert(view);
     return view;
+  }
+
+  /// A device error word of the index checks (Kernels.h): 4 x i32, zeroed
+  /// (gpu.memset: no kernel launch) so that it reads "no violation" unless
+  /// a checked kernel wrote it.
+  Value errorWord() {
+    Value err = alloc(e.i32(), e.idx(4));
+    gpu::MemsetOp::create(b, Type(), ValueRange{}, err, e.ci32(0));
+    return err;
+  }
+
+  /// After the kernels of an op that checks index data: copies its error
+  /// word `err` back (one 16-byte copy, which waits for the op's work) and,
+  /// when it reports a violation, calls the CUDA runtime's
+  /// moeRuntimeIndexError(kind, token, slot, value, numExperts) (one error
+  /// line; the rest of the GPU work is skipped, the tool or the C ABI
+  /// reports it). `K` (index) splits the flat element index of an expert
+  /// index into token and slot.
+  void reportIndexError(Value err, Value K, int64_t numExperts) {
+    constexpr llvm::StringLiteral name = "moeRuntimeIndexError";
+    Type i32 = e.i32(), i64 = b.getI64Type();
+    if (!module.lookupSymbol(name)) {
+      OpBuilder ob(module.getContext());
+      ob.setInsertionPointToStart(module.getBody());
+      auto decl = func::FuncOp::create(ob, module.getLoc(), name,
+                                       ob.getFunctionType({i32, i64, i64, i64, i64}, {}));
+      decl.setPrivate();
+    }
+    Value host = memref::AllocaOp::create(b, MemRefType::get({4}, i32));
+    gpu::MemcpyOp::create(b, Type(), ValueRange{}, host, err);
+    Value kind = memref::LoadOp::create(b, host, ValueRange{e.idx(0)});
+    e.ifThen(e.cmpi(arith::CmpIPredicate::ne, kind, e.ci32(0)), [&](IRB &e) {
+      auto toI64 = [&](Value v) -> Value {
+        if (v.getType().isIndex())
+          return arith::IndexCastOp::create(e.b, i64, v);
+        return arith::ExtSIOp::create(e.b, i64, v);
+      };
+      Value at = toI64(memref::LoadOp::create(e.b, host, ValueRange{e.idx(1)}));
+      Value value = toI64(memref::LoadOp::create(e.b, host, ValueRange{e.idx(2)}));
+      Value k = toI64(K);
+      func::CallOp::create(
+          e.b, name, TypeRange{},
+          ValueRange{kind, arith::DivSIOp::create(e.b, at, k), arith::RemSIOp::create(e.b, at, k),
+                     value,
+                     arith::ConstantOp::create(e.b, e.b.getI64IntegerAttr(numExperts))});
+    });
   }
 
   /// The value of a 0-d tensor on the host (device-abi: copied back first,
@@ -486,6 +535,8 @@ public:
   struct AlignExtras {
     Value counters, numCounters, y, D, shared; // counters null: no combine
     const Gate *loss = nullptr;                // with deferred partials
+    Value err;                                 // the index check's error word
+    int32_t checkKind = 0;                     // with `err`: a MoeIndexErrorKind
   };
   Plan align(Value indices, Value weights, Value T, Value K, int64_t numExperts, Value cap,
              const AlignExtras *extrasOrNull = nullptr) {
@@ -512,22 +563,30 @@ public:
     if (extras.loss)
       args.append({extras.loss->partials, extras.loss->numPartials, extras.loss->lambda,
                    extras.loss->loss});
+    int32_t checkKind = extras.err ? extras.checkKind : 0;
+    if (checkKind)
+      args.push_back(extras.err);
     launch(lib.align(weights != nullptr, weights ? eltOf(weights) : Type(), combine,
                      extras.shared != nullptr, extras.loss != nullptr,
-                     combine ? eltOf(extras.y) : Type()),
+                     combine ? eltOf(extras.y) : Type(), checkKind),
            {e.idx(1)}, kAlignThreads, args);
     return plan;
   }
 
-  Plan tileMap(Value offsets, Value rows, int64_t numExperts) {
+  /// With `err`, the offsets come from an operand: they are validated
+  /// against `rows` (the checked tile map, Kernels.h).
+  Plan tileMap(Value offsets, Value rows, int64_t numExperts, Value err = {}) {
     Plan plan;
     plan.offsets = offsets;
     Value E = e.idx(numExperts);
     Value poff = alloc(e.i32(), e.addi(E, e.idx(1)));
     sizePlan(plan, rows, numExperts);
-    launch(lib.tileMap(), {e.idx(1)}, kAlignThreads,
-           {offsets, E, poff, plan.sorted, plan.tileExpert, plan.numTiles, plan.pMax,
-            plan.maxTiles, plan.tileRows});
+    SmallVector<Value> args{offsets,        E,          poff,        plan.sorted,
+                            plan.tileExpert, plan.numTiles, plan.pMax, plan.maxTiles,
+                            plan.tileRows};
+    if (err)
+      args.append({rows, err});
+    launch(lib.tileMap(err != nullptr), {e.idx(1)}, kAlignThreads, args);
     return plan;
   }
 
@@ -726,7 +785,7 @@ public:
   Value fusedExperts(Value x, Value indices, Value weights, Value T, Value K, int64_t numExperts,
                      std::optional<llvm::APFloat> cf, const Experts &ex, Type yType,
                      Value shared = {}, const Gate *loss = nullptr,
-                     const SharedExpertFold *fold = nullptr) {
+                     const SharedExpertFold *fold = nullptr, Value err = {}) {
     Value y = alloc(yType, e.muli(T, ex.D));
     AlignExtras extras;
     // One arrival counter per (token, GEMM2 column tile).
@@ -737,6 +796,8 @@ public:
     extras.D = ex.D;
     extras.shared = shared;
     extras.loss = loss;
+    extras.err = err;
+    extras.checkKind = /*MOE_INDEX_BAD_EXPERT_FUSED*/ 4;
     Plan plan = align(indices, weights, T, K, numExperts, capacity(T, K, numExperts, cf),
                       &extras);
     Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
@@ -929,8 +990,13 @@ LogicalResult convert(DispatchOp op, Host &h) {
   Value T = h.dim(op.getInput(), 0), D = h.dim(op.getInput(), 1);
   Value K = h.dim(op.getIndices(), 1);
   Value x = h.upload(op.getInput()), indices = h.upload(op.getIndices());
+  Host::AlignExtras check;
+  if (h.checkIndices) {
+    check.err = h.errorWord();
+    check.checkKind = /*MOE_INDEX_BAD_EXPERT_DISPATCH*/ 3;
+  }
   Host::Plan plan = h.align(indices, Value(), T, K, numExperts,
-                            h.capacity(T, K, numExperts, op.getCapacityFactor()));
+                            h.capacity(T, K, numExperts, op.getCapacityFactor()), &check);
   Value N = h.e.muli(T, K);
   Value rows = h.alloc(eltOf(x), h.e.muli(N, D));
   h.launch(h.lib.dispatchRows(eltOf(x)), {h.blocks(h.e.muli(N, D), kEltThreads)}, kEltThreads,
@@ -940,6 +1006,8 @@ LogicalResult convert(DispatchOp op, Host &h) {
       h.download(plan.offsets, op.getOffsets().getType(), {h.e.idx(numExperts + 1)}),
       h.download(plan.sourceRows, op.getSourceRows().getType(), {N}),
       h.download(plan.positions, op.getPositions().getType(), {T, K})};
+  if (check.err)
+    h.reportIndexError(check.err, K, numExperts);
   h.releaseAll();
   op->replaceAllUsesWith(results);
   return success();
@@ -953,7 +1021,8 @@ LogicalResult convert(ExpertFFNOp op, Host &h) {
   Value rows = h.upload(op.getRows()), offsets = h.upload(op.getOffsets());
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
-  Host::Plan plan = h.tileMap(offsets, N, numExperts);
+  Value err = h.checkIndices ? h.errorWord() : Value();
+  Host::Plan plan = h.tileMap(offsets, N, numExperts, err);
   Type outElt = eltOf(op.getOutput());
   Value out = h.alloc(outElt, h.e.muli(N, ex.D));
   // Rows from offsets[E] on are zero.
@@ -961,6 +1030,8 @@ LogicalResult convert(ExpertFFNOp op, Host &h) {
                         arith::ConstantOp::create(h.b, h.b.getZeroAttr(outElt)));
   h.ffn(rows, /*gather=*/false, plan, ex, out);
   Value r = h.download(out, op.getOutput().getType(), {N, ex.D});
+  if (err)
+    h.reportIndexError(err, h.e.idx(1), numExperts);
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
   return success();
@@ -975,9 +1046,17 @@ LogicalResult convert(CombineOp op, Host &h) {
   SmallVector<Value> args{out, w, pos, y, T, K, D};
   if (op.getSharedOutput())
     args.push_back(h.upload(op.getSharedOutput()));
-  h.launch(h.lib.combine(op.getSharedOutput() != nullptr, eltOf(out), eltOf(w), eltOf(y)),
+  Value err;
+  if (h.checkIndices) {
+    err = h.errorWord();
+    args.append({h.dim(op.getExpertOutput(), 0), err});
+  }
+  h.launch(h.lib.combine(op.getSharedOutput() != nullptr, eltOf(out), eltOf(w), eltOf(y),
+                         err != nullptr),
            {h.blocks(h.e.muli(T, D), kEltThreads)}, kEltThreads, args);
   Value r = h.download(y, op.getOutput().getType(), {T, D});
+  if (err)
+    h.reportIndexError(err, h.e.idx(1), /*numExperts=*/0);
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
   return success();
@@ -986,15 +1065,18 @@ LogicalResult convert(CombineOp op, Host &h) {
 LogicalResult convert(FusedExpertsOp op, Host &h) {
   int64_t numExperts = op.getNumExperts();
   Value T = h.dim(op.getInput(), 0), K = h.dim(op.getIndices(), 1);
-  (void)K;
   Value x = h.upload(op.getInput()), indices = h.upload(op.getIndices());
   Value w = h.upload(op.getWeights());
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
   Value shared = op.getSharedOutput() ? h.upload(op.getSharedOutput()) : Value();
+  Value err = h.checkIndices ? h.errorWord() : Value();
   Value y = h.fusedExperts(x, indices, w, T, K, numExperts, op.getCapacityFactor(), ex,
-                           eltOf(op.getOutput()), shared);
+                           eltOf(op.getOutput()), shared, /*loss=*/nullptr, /*fold=*/nullptr,
+                           err);
   Value r = h.download(y, op.getOutput().getType(), {T, ex.D});
+  if (err)
+    h.reportIndexError(err, K, numExperts);
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});
   return success();
@@ -1352,6 +1434,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
         h.deviceValues = &deviceValues;
       h.tensorCores = tensorCores;
       h.wgmma = wgmma;
+      h.checkIndices = checkIndices;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

@@ -787,7 +787,7 @@ static void padGroups(IRB &e, Value tid, Value E, Value offsets, Value poff, Val
 }
 
 gpu::GPUFuncOp KernelLibrary::align(bool weighted, Type weights, bool combine, bool shared,
-                                    bool loss, Type yType) {
+                                    bool loss, Type yType, int32_t checkKind) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   assert((!shared || combine) && "the shared output goes with the combine");
@@ -800,7 +800,8 @@ gpu::GPUFuncOp KernelLibrary::align(bool weighted, Type weights, bool combine, b
     types.push_back(yElt);
   std::string name = std::string("moe_align_kernel") + (weighted ? "_weighted" : "") +
                      (combine ? (shared ? "_combine_shared" : "_combine") : "") +
-                     (loss ? "_loss" : "") + typeSuffix(types);
+                     (loss ? "_loss" : "") + (checkKind ? "_checked" : "") +
+                     typeSuffix(types);
   SmallVector<Type> args{flat(i32), flat(weighted ? wElt : f32), ix,        ix,        ix,        i32,
                          flat(i32), flat(i32), flat(i32), flat(i32), flat(f32), flat(i32),
                          flat(i32), flat(i32), ix,        ix,        ix};
@@ -813,6 +814,9 @@ gpu::GPUFuncOp KernelLibrary::align(bool weighted, Type weights, bool combine, b
   const size_t lossArgs = args.size();
   if (loss)
     args.append({flat(f32), ix, f32, flat(f32)});
+  const size_t checkArgs = args.size();
+  if (checkKind)
+    args.push_back(flat(i32));
   return buildKernel(
       gpuModule, name, args, {workgroup(ctx, kAlignThreads, i32)}, kAlignThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
@@ -861,6 +865,39 @@ gpu::GPUFuncOp KernelLibrary::align(bool weighted, Type weights, bool combine, b
         Value chunk = e.ceildiv(TK, step);
         Value lo = e.mini(e.muli(tid, chunk), TK), hi = e.mini(e.addi(lo, chunk), TK);
         Value tile = e.toI32(tileRows);
+        if (checkKind) {
+          // Index check (Kernels.h, error words): every thread finds the
+          // first expert index outside [0, E) of its chunk; the chunks are in
+          // assignment order, so the lowest one found is the first in token
+          // order (the CPU path's report). Such an assignment matches no
+          // expert below: it is dropped, nothing reads out of bounds.
+          Value EI = e.toI32(E);
+          Value none = e.toI32(TK);
+          Value bad = e.forLoop(lo, hi, {none}, [&](IRB &e, Value i, ValueRange q) {
+            Value ex = e.load(indices, i);
+            Value invalid = e.ori(e.lt(ex, e.ci32(0)), e.ge(ex, EI));
+            Value first = e.andi(invalid, e.eq(q[0], none));
+            return SmallVector<Value>{e.select(first, e.toI32(i), q[0])};
+          })[0];
+          e.store(bad, scan, tid);
+          barrier(e);
+          Value err = a[checkArgs];
+          e.ifThen(e.eq(tid, c0), [&](IRB &e) {
+            Value first = e.forLoop(c0, step, {none}, [&](IRB &e, Value j, ValueRange q) {
+              return SmallVector<Value>{e.mini(q[0], e.load(scan, j))};
+            })[0];
+            Value found = e.lt(first, none);
+            Value at = e.toIndex(e.select(found, first, e.ci32(0)));
+            Value value = e.guardedLoad(found, e.i32(),
+                                        [&](IRB &e) { return e.load(indices, at); });
+            e.store(e.select(found, e.ci32(checkKind), e.ci32(0)), err, c0);
+            e.store(e.select(found, first, e.ci32(0)), err, e.idx(1));
+            e.store(value, err, e.idx(2));
+            e.store(e.ci32(0), err, e.idx(3));
+          });
+          // The scan buffer is reused below.
+          barrier(e);
+        }
         e.ifThen(e.eq(tid, c0), [&](IRB &e) {
           e.store(e.ci32(0), offsets, c0);
           e.store(e.ci32(0), poff, c0);
@@ -942,22 +979,62 @@ gpu::GPUFuncOp KernelLibrary::align(bool weighted, Type weights, bool combine, b
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::tileMap() {
+gpu::GPUFuncOp KernelLibrary::tileMap(bool check) {
   MLIRContext *ctx = module.getContext();
   Type i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  SmallVector<Type> args{flat(i32), ix, flat(i32), flat(i32), flat(i32), flat(i32), ix, ix, ix};
+  if (check)
+    args.append({ix, flat(i32)});
+  SmallVector<Type> wg;
+  if (check)
+    wg.push_back(workgroup(ctx, 1, i32));
   return buildKernel(
-      gpuModule, "moe_tile_map_kernel",
-      {flat(i32), ix, flat(i32), flat(i32), flat(i32), flat(i32), ix, ix, ix}, {}, kAlignThreads,
-      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+      gpuModule, check ? "moe_tile_map_checked_kernel" : "moe_tile_map_kernel", args, wg,
+      kAlignThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wgBufs) {
         Value offsets = a[0], E = a[1], poff = a[2], sorted = a[3], tileExpert = a[4],
               numTiles = a[5], pMax = a[6], maxTiles = a[7], tileRows = a[8];
         Value tid = threadId(e), step = e.idx(kAlignThreads);
+        Value c0 = e.idx(0);
         e.forEach(tid, pMax, step, [&](IRB &e, Value i) { e.store(e.ci32(-1), sorted, i); });
         e.forEach(tid, maxTiles, step, [&](IRB &e, Value i) { e.store(e.ci32(0), tileExpert, i); });
+        if (check) {
+          // Index check (Kernels.h, error words): the offsets must be a
+          // non-decreasing sequence within [0, N] (the CPU path's check);
+          // thread 0 records the first bad one. Bad offsets make no tiles:
+          // nothing is read or written out of bounds.
+          Value N = e.toI32(a[9]), err = a[10], okFlag = wgBufs[0];
+          e.ifThen(e.eq(tid, c0), [&](IRB &e) {
+            Value none = e.ci32(-1);
+            SmallVector<Value> r = e.forLoop(
+                c0, e.addi(E, e.idx(1)), {e.ci32(0), none, e.ci32(0)},
+                [&](IRB &e, Value g, ValueRange q) {
+                  Value o = e.load(offsets, g);
+                  Value ok = e.andi(e.ge(o, q[0]), e.cmpi(arith::CmpIPredicate::sle, o, N));
+                  Value first = e.andi(e.noti(ok), e.eq(q[1], none));
+                  return SmallVector<Value>{o, e.select(first, e.toI32(g), q[1]),
+                                            e.select(first, o, q[2])};
+                });
+            Value found = e.ge(r[1], e.ci32(0));
+            e.store(e.select(found, e.ci32(/*MOE_INDEX_BAD_OFFSETS*/ 1), e.ci32(0)), err, c0);
+            e.store(e.select(found, r[1], e.ci32(0)), err, e.idx(1));
+            e.store(r[2], err, e.idx(2));
+            e.store(e.ci32(0), err, e.idx(3));
+            e.store(e.select(found, e.ci32(0), e.ci32(1)), okFlag, c0);
+          });
+        }
         barrier(e);
-        padGroups(e, tid, E, offsets, poff, numTiles, tileRows);
+        Value groups = E;
+        if (check) {
+          Value ok = e.eq(e.load(wgBufs[0], c0), e.ci32(1));
+          e.ifThen(ok, [&](IRB &e) { padGroups(e, tid, E, offsets, poff, numTiles, tileRows); });
+          e.ifThen(e.andi(e.noti(ok), e.eq(tid, c0)),
+                   [&](IRB &e) { e.store(e.ci32(0), numTiles, c0); });
+          groups = e.select(ok, E, c0);
+        } else {
+          padGroups(e, tid, E, offsets, poff, numTiles, tileRows);
+        }
         barrier(e);
-        e.forEach(tid, E, step, [&](IRB &e, Value ex) {
+        e.forEach(tid, groups, step, [&](IRB &e, Value ex) {
           Value exI = e.toI32(ex);
           Value base = e.load(offsets, ex), pbase = e.load(poff, ex);
           Value n = e.subi(e.load(offsets, e.addi(ex, e.idx(1))), base);
@@ -1372,16 +1449,19 @@ gpu::GPUFuncOp KernelLibrary::reduce(bool shared, Type rowsType, Type yType) {
 }
 
 gpu::GPUFuncOp KernelLibrary::combine(bool shared, Type outType, Type weightsType,
-                                      Type yType) {
+                                      Type yType, bool check) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   SmallVector<Type> args{flat(outType), flat(weightsType), flat(i32), flat(yType), ix, ix, ix};
   if (shared)
     args.push_back(flat(f32));
+  const size_t checkArgs = args.size();
+  if (check)
+    args.append({ix, flat(i32)});
   return buildKernel(
       gpuModule,
-      (shared ? "moe_combine_shared_kernel" : "moe_combine_kernel") +
-          typeSuffix({outType, weightsType, yType}),
+      std::string(shared ? "moe_combine_shared" : "moe_combine") + (check ? "_checked" : "") +
+          "_kernel" + typeSuffix({outType, weightsType, yType}),
       args, {},
       kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
         Value out = a[0], w = a[1], positions = a[2], y = a[3], T = a[4], K = a[5], D = a[6];
@@ -1394,6 +1474,20 @@ gpu::GPUFuncOp KernelLibrary::combine(bool shared, Type outType, Type weightsTyp
             Value at = e.addi(e.muli(t, K), k);
             Value pos = e.load(positions, at);
             Value kept = e.ge(pos, e.ci32(0));
+            if (check) {
+              // Index check (Kernels.h, error words): -1 (dropped) or a row
+              // of the expert output; a bad position reads nothing and
+              // records the kind (the host zeroed the word before the
+              // launch; every writer stores the same value).
+              Value N = e.toI32(a[checkArgs]);
+              Value inRows = e.lt(pos, N);
+              e.ifThen(e.noti(e.ori(e.andi(kept, inRows), e.eq(pos, e.ci32(-1)))),
+                       [&](IRB &e) {
+                         e.store(e.ci32(/*MOE_INDEX_BAD_POSITION*/ 2), a[checkArgs + 1],
+                                 e.idx(0));
+                       });
+              kept = e.andi(kept, inRows);
+            }
             Value v = e.guardedLoad(kept, e.f32(), [&](IRB &e) {
               return e.mulf(loadF32(e, out, e.addi(e.muli(e.toIndex(pos), D), d)),
                             loadF32(e, w, at));

@@ -59,6 +59,18 @@
 // the counters of every call before gemm2 runs (same stream), and writes y
 // for the tokens whose every assignment was dropped (capacity).
 //
+// Index checks (convert-moe-to-gpu's check-indices, docs/gpu.md): a kernel
+// that reads index data a moe op took from its operands (expert indices,
+// offsets, positions) gets a "_checked" variant with one more argument, the
+// op's error word err:i32[4] = {kind (0: none, else a MoeIndexErrorKind of
+// runtime/IndexErrors.h), first bad element (flat index), its value, 0}.
+// The host zeroes the word first (gpu.memset). The single-block kernels
+// (align, tile map) write the whole word (first bad element in assignment
+// order, as the CPU path reports); the checked combine only sets the kind. Bad
+// data is never used: a bad expert index is dropped, bad offsets make no
+// tiles, a bad position reads nothing. The host copies the word back after
+// the op's kernels and reports a violation (moeRuntimeIndexError).
+//
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LOWERING_GPU_KERNELS_H
 #define MOE_LOWERING_GPU_KERNELS_H
@@ -167,11 +179,18 @@ public:
   /// without a kept assignment; y of type `y` (null: f32), shared f32. With
   /// `loss`: (partials, numPartials, lambda:f32, loss[1]) follow
   /// (moe_loss_reduce_kernel's work).
+  /// With `checkKind` (MOE_INDEX_BAD_EXPERT_DISPATCH or _FUSED, 0: none;
+  /// name suffix "_checked"): (err:i32[4]) follows, the error word (see
+  /// "Index checks" above), which the kernel writes.
   gpu::GPUFuncOp align(bool weighted, Type weights = {}, bool combine = false,
-                       bool shared = false, bool loss = false, Type y = {});
+                       bool shared = false, bool loss = false, Type y = {},
+                       int32_t checkKind = 0);
   /// (offsets:i32[E+1], E, paddedOffsets, sorted, tileExpert, numTiles, Pmax,
-  /// maxTiles, tileRows); one block of kAlignThreads.
-  gpu::GPUFuncOp tileMap();
+  /// maxTiles, tileRows); one block of kAlignThreads. With `check`
+  /// (moe_tile_map_checked_kernel): (N, err:i32[4]) follow: the offsets are
+  /// validated against N rows (error word written on every call; bad
+  /// offsets make no tiles).
+  gpu::GPUFuncOp tileMap(bool check = false);
   /// (x, sourceRows:i32, rows, N, D); 1-D over N*D; x and rows of `data`.
   gpu::GPUFuncOp dispatchRows(Type data);
   /// (A, sorted:i32, sourceRows:i32, tileExpert:i32, numTiles:i32, w1, b1, h,
@@ -205,7 +224,9 @@ public:
   /// rounded once to y's type.
   gpu::GPUFuncOp reduce(bool shared, Type rows, Type y);
   /// (expertOut, weights, positions:i32, y, T, K, D[, shared]); 1-D over T*D.
-  gpu::GPUFuncOp combine(bool shared, Type out, Type weights, Type y);
+  /// With `check` ("_checked"): (N, err:i32[4]) follow: a position outside
+  /// [-1, N) contributes nothing and sets err[0] = MOE_INDEX_BAD_POSITION.
+  gpu::GPUFuncOp combine(bool shared, Type out, Type weights, Type y, bool check = false);
   /// (o, s, N): s[i] = 1 / (1 + exp(-o[i])); 1-D over N (the shared
   /// expert's gate).
   gpu::GPUFuncOp sigmoid();

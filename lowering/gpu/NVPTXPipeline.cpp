@@ -226,6 +226,7 @@ LogicalResult moe::buildNVPTXPipeline(
   ConvertMoEToGPUOptions toGPU;
   toGPU.toolkit = toolkit.empty() ? "none" : toolkit;
   toGPU.deviceAbi = options.deviceAbi;
+  toGPU.checkIndices = options.checkIndices;
   // mma.sync (the bf16/f16 expert GEMMs) needs sm_80 or newer.
   toGPU.tensorCores = options.tensorCores && chipNumber(options.chip) >= 80;
   // wgmma (the 64-row tiles) exists on sm_90a only.

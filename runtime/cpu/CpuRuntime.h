@@ -14,7 +14,8 @@
 
 extern "C" {
 
-/// The kinds of index data the lowered code validates.
+/// The kinds of index data the lowered code validates (the values of
+/// MoeIndexErrorKind, runtime/IndexErrors.h, which holds the wording).
 enum MoeCpuIndexErrorKind : int32_t {
   /// moe.expert_ffn: offsets not non-decreasing within [0, rows].
   MOE_CPU_BAD_OFFSETS = 1,
@@ -31,7 +32,9 @@ enum MoeCpuIndexErrorKind : int32_t {
 
 /// An expert index (MOE_CPU_BAD_EXPERT_*) outside [0, numExperts): prints
 /// "moe-runtime: <op>: expert index <expert> of token <token>, slot <slot>
-/// is outside [0, <numExperts>)" on stderr and exits with code 1.
+/// is outside [0, <numExperts>)" on stderr and exits with code 1. Any other
+/// kind prints moeCpuIndexError's line (the emulated GPU path's host code,
+/// test/lib/EmulateGPU.cpp, reports every kind through this function).
 [[noreturn]] void moeCpuExpertIndexError(int32_t kind, int64_t token,
                                          int64_t slot, int64_t expert,
                                          int64_t numExperts);

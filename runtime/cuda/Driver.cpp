@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/IndexErrors.h"
 #include "runtime/cuda/Internal.h"
 #include "runtime/cuda/MgpuAbi.h"
 
@@ -294,6 +295,13 @@ void moeRuntimeClearError(void) {
   e.message.clear();
   e.code = 0;
   e.pending.store(false, std::memory_order_release);
+}
+
+void moeRuntimeIndexError(int32_t kind, int64_t token, int64_t slot, int64_t value,
+                          int64_t numExperts) {
+  char message[256];
+  moeFormatIndexError(message, sizeof(message), kind, token, slot, value, numExperts);
+  recordError(Failure{std::string("moe-runtime: ") + message, kNonDriverError});
 }
 
 int moeRuntimeSetErrorPrinting(int enabled) {

@@ -198,6 +198,22 @@ MOE_RUNTIME_EXPORT void moeRuntimeClearError(void);
 /* Whether the first error is printed to stderr (default 1). Returns the
  * previous setting. */
 MOE_RUNTIME_EXPORT int moeRuntimeSetErrorPrinting(int enabled);
+/* ---- Index checks of the GPU lowering (moe extension) ------------------ */
+
+/* Called by host code of convert-moe-to-gpu (check-indices) when a kernel's
+ * error word reports bad index data of a moe op (docs/gpu.md "Index
+ * checks"): records the sticky error "moe-runtime: <line>" with the line of
+ * the CPU path (runtime/IndexErrors.h: kind 1 offsets of moe.expert_ffn, 2
+ * a position of moe.combine, 3/4 an expert index of moe.dispatch /
+ * moe.fused_experts at `token`, `slot` with value `value`, outside [0,
+ * numExperts)), unless an error is pending. The rest of the call's GPU work
+ * is then skipped (calls that do work are no-ops while an error is
+ * pending): moe-run prints the line and exits with code 1; a moe-compile
+ * library returns non-zero with the line in moe_last_error(). */
+MOE_RUNTIME_EXPORT void moeRuntimeIndexError(int32_t kind, int64_t token,
+                                             int64_t slot, int64_t value,
+                                             int64_t numExperts);
+
 /* ---- Streams and device memory (moe extension) ------------------------- */
 
 /* Makes `stream` (a CUstream of the default device's primary context, or

@@ -11,6 +11,9 @@
 //   omp_get_thread_num(), gpu.barrier = omp.barrier), so barriers have their
 //   real semantics;
 // * the gpu.module is dropped;
+// * calls of the CUDA runtime's moeRuntimeIndexError (the index checks'
+//   report) call the CPU runtime's moeCpuExpertIndexError instead (same
+//   arguments and line; it exits with code 1);
 // * the warp-level ops of the tensor-core GEMMs (MmaGemm.cpp) run with their
 //   documented semantics (WarpLayouts.h): nvgpu.ldmatrix (every lane
 //   publishes its row address in a per-block scratch buffer, a barrier, every
@@ -1147,6 +1150,23 @@ struct EmulateGPUPass : public moe::impl::MoETestEmulateGPUBase<EmulateGPUPass> 
         if (failed(emulateLaunch(launch, kernel, threadNum)))
           return signalPassFailure();
       }
+    }
+    // The index checks' report (convert-moe-to-gpu's check-indices): the
+    // CUDA runtime's moeRuntimeIndexError records a sticky error; here the
+    // CPU runtime's moeCpuExpertIndexError (same arguments, same line, every
+    // kind) prints it and exits with code 1, as the CPU path does.
+    if (auto decl = module.lookupSymbol<func::FuncOp>("moeRuntimeIndexError")) {
+      constexpr llvm::StringLiteral cpuName = "moeCpuExpertIndexError";
+      if (!module.lookupSymbol(cpuName)) {
+        OpBuilder b(decl);
+        auto cpuDecl = func::FuncOp::create(b, decl.getLoc(), cpuName, decl.getFunctionType());
+        cpuDecl.setPrivate();
+      }
+      module.walk([&](func::CallOp call) {
+        if (call.getCallee() == decl.getSymName())
+          call.setCallee(cpuName);
+      });
+      decl.erase();
     }
     for (auto gpuModule : llvm::make_early_inc_range(module.getOps<gpu::GPUModuleOp>()))
       gpuModule.erase();

@@ -208,6 +208,26 @@ std::string copyDetail(State &s, const void *dst, const void *src,
   return dir + " " + std::to_string(bytes);
 }
 
+/// Test hook for the GPU index checks' read back (the fake runs no PTX, so
+/// no kernel writes an error word): with $MOE_FAKE_CUDA_READBACK16 =
+/// "w0,w1,w2,w3", a 16-byte copy from fake device memory to host memory
+/// delivers these four int32 words instead of the memory's bytes.
+bool fakeReadback16(State &s, void *dst, const void *src, size_t bytes) {
+  const char *words = std::getenv("MOE_FAKE_CUDA_READBACK16");
+  if (!words || !*words || bytes != 16 || !src || !inAllocation(s, src, 1) ||
+      inAllocation(s, dst, 1))
+    return false;
+  int32_t w[4] = {0, 0, 0, 0};
+  const char *p = words;
+  for (int i = 0; i < 4 && *p; ++i) {
+    char *end = nullptr;
+    w[i] = int32_t(std::strtol(p, &end, 10));
+    p = *end == ',' ? end + 1 : end;
+  }
+  std::memcpy(dst, w, sizeof(w));
+  return true;
+}
+
 std::string dims3(unsigned x, unsigned y, unsigned z) {
   return std::to_string(x) + "x" + std::to_string(y) + "x" + std::to_string(z);
 }
@@ -710,6 +730,9 @@ FAKE_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src,
                                bytes));
   if (!dst || !src || !liveStream(s, stream))
     return CUDA_ERROR_INVALID_VALUE;
+  if (fakeReadback16(s, reinterpret_cast<void *>(uintptr_t(dst)),
+                     reinterpret_cast<void *>(uintptr_t(src)), bytes))
+    return CUDA_SUCCESS;
   std::memmove(reinterpret_cast<void *>(uintptr_t(dst)),
                reinterpret_cast<void *>(uintptr_t(src)), bytes);
   return CUDA_SUCCESS;
@@ -734,6 +757,8 @@ FAKE_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
   void *p = reinterpret_cast<void *>(uintptr_t(src));
   if (!dst || !inAllocation(s, p, bytes))
     return CUDA_ERROR_INVALID_VALUE;
+  if (fakeReadback16(s, dst, p, bytes))
+    return CUDA_SUCCESS;
   std::memcpy(dst, p, bytes);
   return CUDA_SUCCESS;
 }

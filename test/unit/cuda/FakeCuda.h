@@ -13,6 +13,10 @@
 //                 stride): out[0..size) = value
 //   fake_fault(): the next stream/context synchronization fails with
 //                 CUDA_ERROR_ILLEGAL_ADDRESS (asynchronous fault)
+// Read back (the GPU index checks' error word, docs/gpu.md): with
+// MOE_FAKE_CUDA_READBACK16="w0,w1,w2,w3" in the environment, every 16-byte
+// copy from fake device memory to host memory delivers these four int32
+// words (as if a kernel had written them).
 // Trace: with MOE_FAKE_CUDA_TRACE=path in the environment (or after
 // fakeCudaSetTrace(path)), every driver call appends one line to `path`:
 //   <symbol>[ <detail>]

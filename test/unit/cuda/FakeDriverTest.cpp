@@ -659,3 +659,62 @@ TEST_F(FakeDriver, ContextRetainFailure) {
 }
 
 } // namespace
+
+namespace {
+
+/// What the host code of a checked moe op does after its kernels
+/// (ConvertMoEToGPU.cpp, reportIndexError): copy the 4-word error word back
+/// and report a non-zero kind through moeRuntimeIndexError. K splits the
+/// flat element index into token and slot.
+void readBackAndReport(void *word, void *stream, int64_t K, int64_t numExperts) {
+  int32_t host[4] = {-7, -7, -7, -7};
+  mgpuMemcpy(host, word, sizeof(host), stream);
+  mgpuStreamSynchronize(stream);
+  if (host[0] != 0)
+    moeRuntimeIndexError(host[0], host[1] / K, host[1] % K, host[2], numExperts);
+}
+
+} // namespace
+
+TEST_F(FakeDriver, IndexErrorWordIsReadBackAndReportedOnce) {
+  void *stream = mgpuStreamCreate();
+  void *word = mgpuMemAlloc(16, stream, 0);
+  ASSERT_NE(word, nullptr);
+  // A clean word (what the align kernel writes without a violation).
+  mgpuMemset32(word, 0, 4, stream);
+  readBackAndReport(word, stream, 2, 4);
+  EXPECT_EQ(moeRuntimeGetLastError(), nullptr);
+  EXPECT_EQ(fakeCudaCopyCount("DtoH"), 1);
+  EXPECT_EQ(fakeCudaCopyBytes("DtoH"), 16u);
+  // The kernel recorded expert index 9 at flat index 7 (token 3, slot 1).
+  setenv("MOE_FAKE_CUDA_READBACK16", "3,7,9,0", 1);
+  readBackAndReport(word, stream, 2, 8);
+  unsetenv("MOE_FAKE_CUDA_READBACK16");
+  EXPECT_EQ(lastError(),
+            "moe-runtime: moe.dispatch: expert index 9 of token 3, slot 1 is outside [0, 8)");
+  EXPECT_EQ(moeRuntimeGetLastErrorCode(), -1);
+  // The rest of the call's work is skipped; a second report does not
+  // replace the first.
+  int launches = fakeCudaLaunchCount();
+  EXPECT_EQ(mgpuMemAlloc(16, stream, 0), nullptr);
+  moeRuntimeIndexError(2, 0, 0, 0, 0);
+  EXPECT_EQ(lastError(),
+            "moe-runtime: moe.dispatch: expert index 9 of token 3, slot 1 is outside [0, 8)");
+  EXPECT_EQ(fakeCudaLaunchCount(), launches);
+  moeRuntimeClearError();
+  // Every kind has the CPU path's words (runtime/IndexErrors.h).
+  moeRuntimeIndexError(4, 2, 0, 2147483647, 4);
+  EXPECT_EQ(lastError(), "moe-runtime: moe.fused_experts: expert index 2147483647 of "
+                         "token 2, slot 0 is outside [0, 4)");
+  moeRuntimeClearError();
+  moeRuntimeIndexError(1, 0, 0, 5, 0);
+  EXPECT_EQ(lastError(), "moe-runtime: moe.expert_ffn: the offsets are not a "
+                         "non-decreasing sequence within [0, number of rows]");
+  moeRuntimeClearError();
+  moeRuntimeIndexError(2, 0, 0, 0, 0);
+  EXPECT_EQ(lastError(), "moe-runtime: moe.combine: a position is outside [-1, number "
+                         "of expert output rows)");
+  moeRuntimeClearError();
+  mgpuMemFree(word, stream);
+  mgpuStreamDestroy(stream);
+}
