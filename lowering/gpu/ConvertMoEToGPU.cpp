@@ -916,15 +916,12 @@ LogicalResult convert(LayerOp op, Host &h) {
   Value sb = op.getSelectionBias() ? h.upload(op.getSelectionBias()) : Value();
   // Router + gate in one launch, align (+ the aux loss), GEMM1, GEMM2 with
   // the combine: 4 launches. A shared expert is folded into them (its gate
-  // in the gate kernel, its tiles in the GEMMs) when its weights have the
-  // experts' element types (the kernels select between the buffers);
-  // otherwise it runs its own launches first.
-  bool fold = op.getSharedW1() && eltOf(op.getSharedW1()) == eltOf(op.getW1()) &&
-              eltOf(op.getSharedW2()) == eltOf(op.getW2()) &&
-              (!op.getSharedGate() || eltOf(op.getSharedGate()) == eltOf(op.getInput()));
+  // in the gate kernel, its tiles in the GEMMs; the kernels select between
+  // its buffers and the experts', which have one element type: the op's
+  // verifier).
   Host::FusedRouter router{x, wr, br, D};
   std::optional<Host::SharedExpertFold> sharedFold;
-  if (fold) {
+  if (op.getSharedW1()) {
     sharedFold = Host::SharedExpertFold{
         h.sharedWeights(op.getSharedW1(), op.getSharedW2(), D, op.getActivationAttr()),
         Value(), T};
@@ -936,13 +933,10 @@ LogicalResult convert(LayerOp op, Host &h) {
   Value logits = h.alloc(h.e.f32(), h.e.muli(T, E));
   Host::Gate g = h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed(), sb,
                         router, /*deferLoss=*/true);
-  Value shared = op.getSharedW1() && !fold
-                     ? h.sharedExpert(x, T, D, op.getSharedW1(), op.getSharedW2(),
-                                      op.getSharedGate(), op.getActivationAttr())
-                     : Value();
   Value y = h.fusedExperts(x, g.indices, g.weights, T, h.e.idx(k), numExperts,
-                           op.getCapacityFactor(), ex, eltOf(op.getOutput()), shared,
-                           g.partials ? &g : nullptr, sharedFold ? &*sharedFold : nullptr);
+                           op.getCapacityFactor(), ex, eltOf(op.getOutput()),
+                           /*shared=*/Value(), g.partials ? &g : nullptr,
+                           sharedFold ? &*sharedFold : nullptr);
   SmallVector<Value> results{h.download(y, op.getOutput().getType(), {T, D})};
   if (op.getAuxLoss())
     results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())

@@ -1281,17 +1281,17 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type w
         // moe_reduce_kernel sums a token's rows in fixed order).
         h.store = [&](IRB &e, Value lr, Value ar, Value n, ArrayRef<Value> acc) {
           auto routed = [&](IRB &e) {
-          Value r = e.load(sorted, e.addi(h.rowBase, lr));
-          e.ifThen(e.ge(r, e.ci32(0)), [&](IRB &e) {
-            Value rIdx = e.toIndex(r);
-            Value v = acc[0];
-            if (bias)
-              v = e.addf(v, loadF32(e, b2, e.addi(e.muli(ex, D), n)));
-            if (weighted)
-              v = e.mulf(v, e.load(rowW, rIdx));
-            storeF32(e, v, out, e.addi(e.muli(rIdx, D), n));
-          });
-          return SmallVector<Value>{};
+            Value r = e.load(sorted, e.addi(h.rowBase, lr));
+            e.ifThen(e.ge(r, e.ci32(0)), [&](IRB &e) {
+              Value rIdx = e.toIndex(r);
+              Value v = acc[0];
+              if (bias)
+                v = e.addf(v, loadF32(e, b2, e.addi(e.muli(ex, D), n)));
+              if (weighted)
+                v = e.mulf(v, e.load(rowW, rIdx));
+              storeF32(e, v, out, e.addi(e.muli(rIdx, D), n));
+            });
+            return SmallVector<Value>{};
           };
           if (!foldShared) {
             routed(e);
