@@ -32,8 +32,13 @@
 //   on the GPU), so the kernel's matrix descriptors are decoded as the PTX
 //   ISA defines them (WarpLayouts.h, Wgmma); nvvm.wgmma.mma_async computes
 //   each thread's accumulator registers from the shared memory the
-//   descriptors address (no swizzle), in ascending k, when it is issued
-//   (wgmma fences, commit/wait groups and fence.proxy are no-ops).
+//   descriptors address (no swizzle), in ascending k. Its asynchrony is
+//   modelled (PTX ISA 9.7.15; see "wgmma: asynchrony" below and docs/gpu.md):
+//   pending until a wgmma.wait_group retires its commit group, its operands
+//   read again at retirement, no generic write to them and no access to the
+//   accumulators while pending, a wgmma.fence after accumulator accesses,
+//   fence.proxy.async between generic writes and the wgmma reading them;
+//   a violation ends the run with a one-line error (stderr, exit status 1).
 //
 // Testing only: it is slow (a team of blockDim threads per block) and needs
 // an OpenMP runtime (libomp) at run time.
@@ -529,37 +534,46 @@ private:
     return Type();
   }
 
-  /// The thread's D registers of `op` from the shared memory now: d_i at
+  /// The thread's D registers of `op` from the shared memory now, d_i at
   /// row 16 w + groupID + dRowOffset(i), column 2 tig + dColOffset(i) (w:
-  /// the warp in the warpgroup), init(i) + sum over k ascending of
-  /// A[row, k] B[k, col] in f32 (init: 0 without scale-d).
-  SmallVector<Value> computeD(IRB &e, const WgSite &op, const Operand &a, const Operand &bm,
-                              function_ref<Value(IRB &, int64_t)> init) {
+  /// the warp in the warpgroup): input_i + sum over k ascending of
+  /// A[row, k] B[k, col] in f32 (0 instead of input_i without scale-d), with
+  /// input_i at record[i] and D at record[maxHalfN + i] of the wgmma's
+  /// record in wg.acc. Stores D there (issue), or (`compare`) returns
+  /// whether every d_i has the recorded bits (retirement). A loop over i,
+  /// not N/2 copies: the emulated module stays small.
+  Value computeD(IRB &e, const WgSite &op, const Operand &a, const Operand &bm, Value record,
+                 bool compare) {
     using W = wl::Wgmma;
-    Type f32 = e.f32();
-    bool bMnMajor = op.bMnMajor, accumulate = op.accumulate;
+    Type f32 = e.f32(), i32 = e.i32();
     auto element = [&](IRB &e, const Operand &o, Value at) {
       return arith::ExtFOp::create(e.b, f32, e.load(o.buf, at)).getResult();
     };
     Value w = e.divui(e.remui(tid, e.idx(W::kWarpgroupSize)), e.idx(wl::kWarpSize));
-    Value g = groupID(e), t2 = e.muli(tig(e), e.idx(2));
-    SmallVector<Value> d;
-    for (int64_t i = 0; i < op.n / 2; ++i) {
-      Value row = e.addi(e.addi(e.muli(w, e.idx(16)), g), e.idx(W::dRowOffset(i)));
-      Value col = e.addi(t2, e.idx(W::dColOffset(i)));
-      Value start = accumulate ? init(e, i) : e.cf32(0.0);
-      d.push_back(e.forLoop(e.idx(0), e.idx(W::K), {start}, [&](IRB &e, Value k, ValueRange acc) {
-        Value av = element(e, a, elementIndex(e, a, /*mnMajor=*/false, row, k));
-        Value bv = element(e, bm, elementIndex(e, bm, bMnMajor, col, k));
-        return SmallVector<Value>{e.addf(acc[0], e.mulf(av, bv))};
-      })[0]);
-    }
-    return d;
+    Value rowBase = e.addi(e.muli(w, e.idx(16)), groupID(e)), t2 = e.muli(tig(e), e.idx(2));
+    return e.forLoop(
+        e.idx(0), e.idx(op.n / 2), {e.ci1(true)}, [&](IRB &e, Value i, ValueRange same) {
+          // Wgmma::dRowOffset(i), dColOffset(i).
+          Value c2 = e.idx(2), c4 = e.idx(4), c8 = e.idx(8);
+          Value row = e.addi(rowBase, e.muli(c8, e.divui(e.remui(i, c4), c2)));
+          Value col = e.addi(t2, e.addi(e.muli(c8, e.divui(i, c4)), e.remui(i, c2)));
+          Value start = op.accumulate ? e.load(wg.acc, e.addi(record, i)) : e.cf32(0.0);
+          Value d = e.forLoop(e.idx(0), e.idx(W::K), {start}, [&](IRB &e, Value k, ValueRange acc) {
+            Value av = element(e, a, elementIndex(e, a, /*mnMajor=*/false, row, k));
+            Value bv = element(e, bm, elementIndex(e, bm, op.bMnMajor, col, k));
+            return SmallVector<Value>{e.addf(acc[0], e.mulf(av, bv))};
+          })[0];
+          Value at = e.addi(record, e.addi(e.idx(maxHalfN), i));
+          if (!compare) {
+            e.store(d, wg.acc, at);
+            return SmallVector<Value>{same[0]};
+          }
+          Value bits = arith::BitcastOp::create(e.b, i32, d);
+          Value recorded = arith::BitcastOp::create(e.b, i32, e.load(wg.acc, at));
+          return SmallVector<Value>{e.andi(same[0], e.eq(bits, recorded))};
+        })[0];
   }
 
-  /// Rule (c): this thread's slice of the elements of an operand (rows x 16
-  /// k, element j = tid % 128 + 128 q) must not hold a generic-proxy write
-  /// its writer has not fenced.
   /// Folds `body` over this thread's slice of an operand's elements (rows x
   /// 16 k; element j = tid % 128 + 128 q), given their element index.
   Value overSlice(IRB &e, const Operand &o, bool mnMajor, int64_t rows, Value init,
@@ -642,15 +656,10 @@ private:
     // The operands are read from now until retirement.
     markReaders(e, a, /*mnMajor=*/false, W::M, 1);
     markReaders(e, bm, bMnMajor, n, 1);
-    SmallVector<Value> in;
-    for (int64_t i = 0; i < n / 2; ++i)
-      in.push_back(LLVM::ExtractValueOp::create(e.b, op.getInouts(), ArrayRef<int64_t>{i}));
-    SmallVector<Value> d =
-        computeD(e, wgSites[site], a, bm, [&](IRB &, int64_t i) { return in[i]; });
-    // The record: site, group, descriptors, input and issue-time result.
+    // The record: site, group, descriptors, input and D at issue.
     Value issued = wgLoad(e, kIssued);
     failUnless(e, module(), e.ult(e.subi(issued, wgLoad(e, kRetired)), e.idx(kWgCap)),
-                         wgError(op, name + ": too many wgmmas in flight in one thread"));
+               wgError(op, name + ": too many wgmmas in flight in one thread"));
     Value slot = wgSlot(e, issued);
     Type ix = e.index();
     Value fields[kSlotFields] = {
@@ -659,15 +668,16 @@ private:
         arith::IndexCastUIOp::create(e.b, ix, op.getDescriptorB())};
     for (int64_t f = 0; f < kSlotFields; ++f)
       e.store(fields[f], wg.slots, e.addi(e.muli(slot, e.idx(kSlotFields)), e.idx(f)));
-    Value accBase = e.muli(slot, e.idx(2 * maxHalfN));
-    for (int64_t i = 0; i < n / 2; ++i) {
-      e.store(in[i], wg.acc, e.addi(accBase, e.idx(i)));
-      e.store(d[i], wg.acc, e.addi(accBase, e.idx(maxHalfN + i)));
-    }
+    Value record = e.muli(slot, e.idx(2 * maxHalfN));
+    for (int64_t i = 0; i < n / 2; ++i)
+      e.store(LLVM::ExtractValueOp::create(e.b, op.getInouts(), ArrayRef<int64_t>{i}), wg.acc,
+              e.addi(record, e.idx(i)));
+    computeD(e, wgSites[site], a, bm, record, /*compare=*/false);
     wgStore(e, kIssued, e.addi(issued, e.idx(1)));
     Value result = LLVM::PoisonOp::create(e.b, op.getResults().getType());
     for (int64_t i = 0; i < n / 2; ++i)
-      result = LLVM::InsertValueOp::create(e.b, result, d[i], ArrayRef<int64_t>{i});
+      result = LLVM::InsertValueOp::create(
+          e.b, result, e.load(wg.acc, e.addi(record, e.idx(maxHalfN + i))), ArrayRef<int64_t>{i});
     op.getResults().replaceAllUsesWith(result);
     op.erase();
     return success();
@@ -726,16 +736,7 @@ private:
         Operand a = decode(e, T, descA, "A"), bm = decode(e, T, descB, "B");
         markReaders(e, a, /*mnMajor=*/false, wl::Wgmma::M, -1);
         markReaders(e, bm, op.bMnMajor, op.n, -1);
-        SmallVector<Value> d = computeD(e, op, a, bm, [&](IRB &e, int64_t j) {
-          return e.load(wg.acc, e.addi(accBase, e.idx(j)));
-        });
-        Value same = e.ci1(true);
-        Type i32 = e.b.getI32Type();
-        for (auto [j, v] : llvm::enumerate(d)) {
-          Value atIssue = e.load(wg.acc, e.addi(accBase, e.idx(maxHalfN + j)));
-          same = e.andi(same, e.eq(arith::BitcastOp::create(e.b, i32, v),
-                                   arith::BitcastOp::create(e.b, i32, atIssue)));
-        }
+        Value same = computeD(e, op, a, bm, accBase, /*compare=*/true);
         failUnless(e, module(), same,
             wgError(waitOp, "retiring nvvm.wgmma.mma_async #" + std::to_string(i) +
                             ": its shared operands changed between issue and the "

@@ -30,7 +30,12 @@ def MoETestEmulateGPU : Pass<"moe-test-emulate-gpu", "::mlir::ModuleOp"> {
     `nvvm.mma.sync` m16n8k16 exchange the lanes' fragments through per-block
     scratch buffers between barriers, and `nvgpu.device_async_copy` is queued
     per thread and performed when `nvvm.cp.async.wait.group` retires its
-    commit group (docs/gpu.md).
+    commit group; `nvvm.wgmma.mma_async` reads the shared memory its matrix
+    descriptors address and is pending until `nvvm.wgmma.wait.group.sync.aligned`
+    retires it: the emulation checks that no operand changes and no
+    accumulator is accessed meanwhile, that `wgmma.fence` and
+    `fence.proxy.async` are where the PTX ISA requires them, and ends the run
+    with a one-line error (exit status 1) otherwise (docs/gpu.md).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",

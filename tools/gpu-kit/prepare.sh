@@ -13,6 +13,13 @@
 #   kit.py, triton_moe.py, run.sh, manifest.json
 # and checks that the folder stays under 60 MiB.
 #
+# Note for the first sm_90a run: the wgmma kernels keep one wgmma group in
+# flight per stage (kWgmmaGroupsInFlight = 1, lowering/gpu/MmaGemm.h; an
+# extra barrier per stage). If the bf16 prefill rows (prefill_bf16, the
+# Mixtral layer at T >= 128) fall short, compare with a kit prepared from a
+# build with kWgmmaGroupsInFlight = 0 (every stage's wgmmas retired before
+# the next loads, as before; run the wgmma emulation tests on that build).
+#
 # Usage: tools/gpu-kit/prepare.sh [KIT_DIR]   (default: build-gpukit, ignored
 #        by git; the build directory is $MOE_BUILD, default build)
 # Environment: MOE_KIT_CHIP (default sm_90a: the H100/H200 class; sm_80 for
