@@ -175,7 +175,10 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     of moe.combine) record the first violation in a 4-word device error
     word, which the op's host code copies back after its kernels; a
     violation calls `moeRuntimeIndexError` (libMoECudaRuntime.so) with the
-    CPU path's line. A layer's own routing needs no check (no extra work).
+    CPU path's line. Index data made by moe ops of the same function
+    (moe.gate's indices, moe.dispatch's offsets and positions: what
+    `--moe-decompose` and `--moe-fuse` write) and a layer's own routing are
+    valid by construction and not checked (no extra work).
 
     With `toolkit=PATH` (what `--moe-nvptx-pipeline` passes) the pass first
     checks that the CUDA toolkit's libdevice, which the kernels' exp, log,

@@ -1300,6 +1300,35 @@ LogicalResult convertElementwise(Operation *op, Host &h) {
   return success();
 }
 
+/// Whether the index data `op` reads was produced, in the same function, by
+/// moe ops that make it valid by construction, so that check-indices has
+/// nothing to check: moe.dispatch / moe.fused_experts on the indices of a
+/// moe.gate with the same num_experts, moe.expert_ffn on the rows and
+/// offsets of one moe.dispatch, moe.combine on the positions of a
+/// moe.dispatch and the output of a moe.expert_ffn of that dispatch's rows
+/// (what --moe-decompose and --moe-fuse write). Decided before any op is
+/// converted.
+bool indexDataIsValidByConstruction(Operation *op) {
+  auto fromGate = [](Value indices, int64_t numExperts) {
+    auto gate = indices.getDefiningOp<GateOp>();
+    return gate && gate.getIndices() == indices && gate.getNumExperts() == numExperts;
+  };
+  if (auto d = dyn_cast<DispatchOp>(op))
+    return fromGate(d.getIndices(), d.getNumExperts());
+  if (auto f = dyn_cast<FusedExpertsOp>(op))
+    return fromGate(f.getIndices(), f.getNumExperts());
+  if (auto ffn = dyn_cast<ExpertFFNOp>(op)) {
+    auto d = ffn.getOffsets().getDefiningOp<DispatchOp>();
+    return d && d.getOffsets() == ffn.getOffsets() && d.getRows() == ffn.getRows();
+  }
+  if (auto c = dyn_cast<CombineOp>(op)) {
+    auto d = c.getPositions().getDefiningOp<DispatchOp>();
+    auto ffn = c.getExpertOutput().getDefiningOp<ExpertFFNOp>();
+    return d && ffn && d.getPositions() == c.getPositions() && ffn.getRows() == d.getRows();
+  }
+  return false;
+}
+
 struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass> {
   using ConvertMoEToGPUBase::ConvertMoEToGPUBase;
 
@@ -1418,6 +1447,13 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       return signalPassFailure();
     bool failedAny = false;
 
+    // Ops whose index data needs no run-time check (before ops are replaced).
+    llvm::SmallPtrSet<Operation *, 8> validByConstruction;
+    if (checkIndices)
+      for (Operation *op : ops)
+        if (indexDataIsValidByConstruction(op))
+          validByConstruction.insert(op);
+
     KernelLibrary lib(module);
     for (Operation *op : ops) {
       OpBuilder ob(op);
@@ -1428,7 +1464,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
         h.deviceValues = &deviceValues;
       h.tensorCores = tensorCores;
       h.wgmma = wgmma;
-      h.checkIndices = checkIndices;
+      h.checkIndices = checkIndices && !validByConstruction.contains(op);
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

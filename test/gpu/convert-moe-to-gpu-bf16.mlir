@@ -89,7 +89,7 @@
 // CHECK: gpu.memset  %[[OUT:.*]], %{{.*}} : memref<?xf16>, f16
 // CHECK: call @__moe_launch_moe_gemm1_kernel_relu_f16(
 // CHECK: call @__moe_launch_moe_gemm2_kernel_f16({{.*}}, %[[OUT]], %c32, %c16, %{{.*}}) :
-// CHECK: call @__moe_launch_moe_combine_kernel_f16_f32_f16(
+// CHECK: call @__moe_launch_moe_combine_checked_kernel_f16_f32_f16(
 func.func @chain(%logits: tensor<?x4xf16>, %rows: tensor<?x16xf16>, %off: tensor<5xi32>,
                  %w1: tensor<4x16x32xf16>, %w2: tensor<4x32x16xf16>, %pos: tensor<?x2xi32>,
                  %cw: tensor<?x2xf32>)

@@ -229,7 +229,8 @@ func.func @qwen(%x: tensor<48x128xf32>, %wr: tensor<128x16xf32>, %w1: tensor<16x
 // -----
 
 // The chain: moe.gate with selection_bias, moe.shared_expert on its own
-// (upload, tile map, GEMMs, download), moe.combine with shared_output.
+// (upload, tile map, GEMMs, download), moe.combine with shared_output (its
+// positions are an argument: checked, docs/gpu.md "Index checks").
 
 // CHECK-LABEL: func.func @chain
 // CHECK: call @__moe_launch_moe_gate_kernel_topk_softmax_bias(
@@ -237,8 +238,9 @@ func.func @qwen(%x: tensor<48x128xf32>, %wr: tensor<128x16xf32>, %w1: tensor<16x
 // CHECK: call @__moe_launch_moe_sigmoid_kernel(
 // CHECK: call @__moe_launch_moe_gemm1_kernel_relu(
 // CHECK: call @__moe_launch_moe_gemm2_weighted_kernel(
-// CHECK: call @__moe_launch_moe_combine_shared_kernel(
-// CHECK: gpu.func @moe_combine_shared_kernel(
+// CHECK: call @__moe_launch_moe_combine_shared_checked_kernel(
+// CHECK: call @moeRuntimeIndexError(
+// CHECK: gpu.func @moe_combine_shared_checked_kernel(
 func.func @chain(%l: tensor<8x4xf32>, %b: tensor<4xf32>, %x: tensor<8x16xf32>,
                  %s1: tensor<16x24xf32>, %s2: tensor<24x16xf32>, %sg: tensor<16x1xf32>,
                  %out: tensor<16x16xf32>, %pos: tensor<8x2xi32>)
