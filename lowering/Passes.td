@@ -206,7 +206,8 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::vector::VectorDialect",
     "::mlir::bufferization::BufferizationDialect", "::mlir::func::FuncDialect",
     "::mlir::moe::MoEDialect", "::mlir::nvgpu::NVGPUDialect",
-    "::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect"
+    "::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::linalg::LinalgDialect"
   ];
 }
 

@@ -10,7 +10,8 @@
 //   with one OpenMP thread per GPU thread (gpu.thread_id x =
 //   omp_get_thread_num(), gpu.barrier = omp.barrier), so barriers have their
 //   real semantics;
-// * the gpu.module is dropped;
+// * the gpu.module is dropped (its memref.global constants move to the
+//   host module);
 // * the warp-level ops of the tensor-core GEMMs (MmaGemm.cpp) run with their
 //   documented semantics (WarpLayouts.h): nvgpu.ldmatrix (every lane
 //   publishes its row address in a per-block scratch buffer, a barrier, every
@@ -682,8 +683,17 @@ struct EmulateGPUPass : public moe::impl::MoETestEmulateGPUBase<EmulateGPUPass> 
           return signalPassFailure();
       }
     }
-    for (auto gpuModule : llvm::make_early_inc_range(module.getOps<gpu::GPUModuleOp>()))
+    // The kernels' constant globals (ConvertMoEToGPU.cpp: the dense
+    // constants of element-wise kernels) move to the host module, where the
+    // kernel bodies now run; a name already there is the same constant.
+    for (auto gpuModule : llvm::make_early_inc_range(module.getOps<gpu::GPUModuleOp>())) {
+      for (auto global : llvm::make_early_inc_range(gpuModule.getOps<memref::GlobalOp>())) {
+        if (module.lookupSymbol(global.getSymNameAttr()))
+          continue;
+        global->moveBefore(module.getBody(), module.getBody()->begin());
+      }
       gpuModule.erase();
+    }
     module->removeAttr(gpu::GPUDialect::getContainerModuleAttrName());
   }
 };
