@@ -160,9 +160,12 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     scale) is copied to the host first. An element-wise tensor op that reads
     a device tensor (an ElementwiseMappable op such as a residual
     `arith.addf`, or a `linalg.generic` with identity maps and parallel
-    iterators, over tensors of one shape) runs on the device as one launch
-    of a `moe_elementwise_*` kernel and its result is a device tensor too
-    (docs/gpu.md). Only moe ops, those element-wise ops, `tensor.dim`, the
+    iterators, over tensors of one shape) runs on the device and its result
+    is a device tensor too: such ops become `linalg.generic` ops, each
+    producer/consumer chain of them is fused (upstream's element-wise
+    fusion) and runs as one launch of a `moe_elementwise_*` kernel, whose
+    splat constants are scalars and whose dense constants are constant
+    globals of the kernel module, never uploaded (docs/gpu.md). Only moe ops, those element-wise ops, `tensor.dim`, the
     three reshapes above and `func.return` may use such a device tensor; any
     other op is one error naming it. Private functions keep the default (host)
     convention. Run `--moe-gpu-device-abi` after bufferization with
@@ -225,7 +228,8 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::vector::VectorDialect",
     "::mlir::bufferization::BufferizationDialect", "::mlir::func::FuncDialect",
     "::mlir::moe::MoEDialect", "::mlir::nvgpu::NVGPUDialect",
-    "::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect"
+    "::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::linalg::LinalgDialect"
   ];
 }
 

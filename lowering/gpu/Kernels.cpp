@@ -1511,21 +1511,25 @@ gpu::GPUFuncOp KernelLibrary::sigmoid() {
                      });
 }
 
-gpu::GPUFuncOp KernelLibrary::elementwise(StringRef name, TypeRange inputs, Type output,
-                                          function_ref<Value(IRB &, ValueRange)> body) {
+gpu::GPUFuncOp KernelLibrary::elementwise(
+    StringRef name, TypeRange inputs, TypeRange outputs,
+    function_ref<SmallVector<Value>(IRB &, Value, ValueRange)> body) {
   SmallVector<Type> args;
-  for (Type t : inputs)
-    args.push_back(flat(t));
-  args.append({flat(output), IndexType::get(module.getContext())});
-  size_t n = inputs.size();
+  for (TypeRange types : {inputs, outputs})
+    for (Type t : types)
+      args.push_back(flat(t));
+  args.push_back(IndexType::get(module.getContext()));
+  size_t n = inputs.size(), m = outputs.size();
   return buildKernel(gpuModule, name, args, {}, kEltThreads,
                      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
                        Value i = globalThread(e);
-                       e.ifThen(e.ult(i, a[n + 1]), [&](IRB &e) {
+                       e.ifThen(e.ult(i, a[n + m]), [&](IRB &e) {
                          SmallVector<Value> values;
                          for (size_t j = 0; j < n; ++j)
                            values.push_back(e.load(a[j], i));
-                         e.store(body(e, values), a[n], i);
+                         SmallVector<Value> results = body(e, i, values);
+                         for (size_t j = 0; j < m; ++j)
+                           e.store(results[j], a[n + j], i);
                        });
                      });
 }

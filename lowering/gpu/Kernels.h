@@ -246,14 +246,17 @@ public:
   /// ceil(M/kTileM), G).
   gpu::GPUFuncOp softCombine(Type cw, Type out, Type y);
 
-  /// (in_0, ..., in_{n-1}, out, N): out[i] = body(in_0[i], ..., in_{n-1}[i])
-  /// for i < N; 1-D over N (kEltThreads threads per block). Memrefs of the
-  /// given element types; `body` gets the loaded elements and returns the
-  /// value to store. `name` must identify the body: the first kernel built
-  /// under a name is returned for it afterwards (the host's element-wise
-  /// tensor ops in device-abi mode, ConvertMoEToGPU.cpp).
-  gpu::GPUFuncOp elementwise(StringRef name, TypeRange inputs, Type output,
-                             function_ref<Value(IRB &, ValueRange)> body);
+  /// (in_0, ..., in_{n-1}, out_0, ..., out_{m-1}, N): for i < N,
+  /// (out_0[i], ..., out_{m-1}[i]) = body(i, in_0[i], ..., in_{n-1}[i]);
+  /// 1-D over N (kEltThreads threads per block). Memrefs of the given element
+  /// types; `body` gets the element index and the loaded elements and returns
+  /// the m values to store (it may read more at index i itself: the constants
+  /// of the gpu.module, ConvertMoEToGPU.cpp). `name` must identify the body:
+  /// the first kernel built under a name is returned for it afterwards (the
+  /// host's element-wise tensor ops in device-abi mode, fused into one kernel
+  /// per chain).
+  gpu::GPUFuncOp elementwise(StringRef name, TypeRange inputs, TypeRange outputs,
+                             function_ref<SmallVector<Value>(IRB &, Value, ValueRange)> body);
 
 private:
   ModuleOp module;

@@ -10,7 +10,8 @@
 //   with one OpenMP thread per GPU thread (gpu.thread_id x =
 //   omp_get_thread_num(), gpu.barrier = omp.barrier), so barriers have their
 //   real semantics;
-// * the gpu.module is dropped;
+// * the gpu.module is dropped (its memref.global constants move to the
+//   host module);
 // * calls of the CUDA runtime's moeRuntimeIndexError (the index checks'
 //   report) call the CPU runtime's moeCpuExpertIndexError instead (same
 //   arguments and line; it exits with code 1);
@@ -1169,8 +1170,17 @@ struct EmulateGPUPass : public moe::impl::MoETestEmulateGPUBase<EmulateGPUPass> 
       });
       decl.erase();
     }
-    for (auto gpuModule : llvm::make_early_inc_range(module.getOps<gpu::GPUModuleOp>()))
+    // The kernels' constant globals (ConvertMoEToGPU.cpp: the dense
+    // constants of element-wise kernels) move to the host module, where the
+    // kernel bodies now run; a name already there is the same constant.
+    for (auto gpuModule : llvm::make_early_inc_range(module.getOps<gpu::GPUModuleOp>())) {
+      for (auto global : llvm::make_early_inc_range(gpuModule.getOps<memref::GlobalOp>())) {
+        if (module.lookupSymbol(global.getSymNameAttr()))
+          continue;
+        global->moveBefore(module.getBody(), module.getBody()->begin());
+      }
       gpuModule.erase();
+    }
     module->removeAttr(gpu::GPUDialect::getContainerModuleAttrName());
   }
 };
