@@ -11,17 +11,16 @@
 // By default, with a static T (16 tokens: the plan's 16-row decode tile), the
 // layer is 4 launches: router + gate, align, GEMM1 on tensor cores (m16), and
 // the tensor-core GEMM2 with the combine epilogue (after the shared expert's
-// output); the shared expert (no combine) takes both tensor-core GEMMs.
+// output); the shared expert is folded into both tensor-core GEMMs.
 // RUN: sed 's/tensor<?x256xbf16>/tensor<16x256xbf16>/g' %examples/deepseek_style.mlir \
 // RUN:   | moe-opt --convert-moe-to-gpu -canonicalize -cse | FileCheck %s --check-prefix=MMA
 // MMA-LABEL: func.func @forward(
 // MMA: call @__moe_launch_moe_gate_kernel_topk_sigmoid_grouped_bias_router_bf16(
-// MMA: call @__moe_launch_moe_tile_map_kernel(
-// MMA: call @__moe_launch_moe_mma_gemm1_swiglu_bf16_m16(
-// MMA: call @__moe_launch_moe_mma_gemm2_bf16_m16_outf32(
-// MMA: call @__moe_launch_moe_align_kernel_weighted_combine_shared_f32_bf16(
-// MMA: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m16(
-// MMA-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32(
+// MMA-NOT: call @__moe_launch_
+// MMA: call @__moe_launch_moe_align_kernel_weighted_combine_f32_bf16(
+// MMA-NOT: call @__moe_launch_
+// MMA: call @__moe_launch_moe_mma_gemm1_gather_swiglu_foldshared_bf16_m16(
+// MMA-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_foldshared_bf16_m16_outf32(
 // MMA-NOT: call @__moe_launch_
 // MMA: gpu.module @moe_kernels
 // A dynamic T chooses the row tile at run time: both tensor-core pairs (the
@@ -29,15 +28,15 @@
 // RUN: moe-opt %examples/deepseek_style.mlir --convert-moe-to-gpu -canonicalize -cse \
 // RUN:   | FileCheck %s --check-prefix=DYN
 // DYN-LABEL: func.func @forward(
-// DYN: call @__moe_launch_moe_align_kernel_weighted_combine_shared_f32_bf16({{.*}}, %[[R:[^,]*]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}})
+// DYN: call @__moe_launch_moe_align_kernel_weighted_combine_f32_bf16({{.*}}, %[[R:[^,]*]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}})
 // DYN: %[[SMALL:.*]] = arith.cmpi eq, %[[R]], %c16 : index
-// DYN-NEXT: scf.if %[[SMALL]] {
-// DYN-NEXT: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m16(
-// DYN-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32(
-// DYN-NEXT: } else {
-// DYN-NEXT: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m64(
-// DYN-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m64_outf32(
-// DYN-NEXT: }
+// DYN: scf.if %[[SMALL]] {
+// DYN: call @__moe_launch_moe_mma_gemm1_gather_swiglu_foldshared_bf16_m16(
+// DYN: call @__moe_launch_moe_mma_gemm2_weighted_combine_foldshared_bf16_m16_outf32(
+// DYN: } else {
+// DYN: call @__moe_launch_moe_mma_gemm1_gather_swiglu_foldshared_bf16_m64(
+// DYN: call @__moe_launch_moe_mma_gemm2_weighted_combine_foldshared_bf16_m64_outf32(
+// DYN: }
 // DYN-NOT: call @__moe_launch_
 
 // DS-LABEL: func.func @forward(
@@ -52,19 +51,16 @@
 // Router + gate in one launch: x and Wr in bf16 (no router bias: Wr again),
 // the logits, gate weights and indices in f32/i32.
 // DS: call @__moe_launch_moe_gate_kernel_topk_sigmoid_grouped_bias_router_bf16({{.*}}, %[[LOGITS]], {{.*}}, %[[XD]], %[[WR]], %[[WR]], %c256) : ({{.*}}, f32, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index) -> ()
-// The shared expert: h in bf16, its f32 output starts the combine.
-// DS: %[[SHARED:.*]] = gpu.alloc  (%[[TD]]) {bufferization.manual_deallocation} : memref<?xf32>
-// DS: %[[SH:.*]] = gpu.alloc  ({{.*}}) {bufferization.manual_deallocation} : memref<?xbf16>
-// DS-NEXT: call @__moe_launch_moe_gemm1_kernel_swiglu_bf16({{.*}}, %[[XD]], {{.*}}, %[[SH]], %c256, %c256, %[[R0:.*]]) :
-// DS: call @__moe_launch_moe_gemm2_kernel_bf16_bf16_f32({{.*}}, %[[SH]], {{.*}}, %[[SHARED]], %c256, %c256, %[[R0]]) :
-// y in bf16: the align kernel writes the tokens without a kept assignment,
-// GEMM2's combine the others (its rows f32).
-// DS-NEXT: %[[Y:.*]] = gpu.alloc  (%[[TD]]) {bufferization.manual_deallocation} : memref<?xbf16>
-// DS: call @__moe_launch_moe_align_kernel_weighted_combine_shared_f32_bf16({{.*}}, %[[T]], %c4, %c32, {{.*}}, %[[Y]], %c256, %[[SHARED]]) :
-// DS: %[[ROWS:.*]] = gpu.alloc  ({{.*}}) {bufferization.manual_deallocation} : memref<?xf32>
+// y in bf16: the align kernel zeroes the counters; GEMM1 and GEMM2 run the
+// shared expert's tiles (folded: hs in bf16, its f32 output the first term
+// of GEMM2's combine) before the plan's (GEMM2's rows f32).
+// DS: %[[Y:.*]] = gpu.alloc  (%[[TD]]) {bufferization.manual_deallocation} : memref<?xbf16>
+// DS: call @__moe_launch_moe_align_kernel_weighted_combine_f32_bf16({{.*}}, %[[T]], %c4, %c32, {{.*}}, %[[Y]], %c256) :
 // DS: %[[H:.*]] = gpu.alloc  ({{.*}}) {bufferization.manual_deallocation} : memref<?xbf16>
-// DS-NEXT: call @__moe_launch_moe_gemm1_gather_kernel_swiglu_bf16({{.*}}, %[[XD]], {{.*}}, %[[H]], %c256, %c128, %[[R:.*]]) :
-// DS-NEXT: call @__moe_launch_moe_gemm2_weighted_kernel_combine_shared_bf16_bf16_f32_bf16({{.*}}, %[[H]], {{.*}}, %[[ROWS]], %c128, %c256, %[[R]], {{.*}}, %[[Y]], %c4, %[[SHARED]]) :
+// DS: %[[HS:.*]] = gpu.alloc  ({{.*}}) {bufferization.manual_deallocation} : memref<?xbf16>
+// DS: %[[SHARED:.*]] = gpu.alloc  ({{.*}}) {bufferization.manual_deallocation} : memref<?xf32>
+// DS: call @__moe_launch_moe_gemm1_gather_kernel_swiglu_foldshared_bf16({{.*}}, %[[XD]], {{.*}}, %[[H]], %c256, %c128, %[[R:[^,]*]], %{{[^,]*}}, %[[HS]], %c256, %[[T]]) :
+// DS-NEXT: call @__moe_launch_moe_gemm2_weighted_kernel_combine_foldshared_bf16_bf16_f32_bf16({{.*}}, %[[H]], {{.*}}, %c128, %c256, %[[R]], {{.*}}, %[[Y]], %c4, %[[HS]], {{.*}}, %[[SHARED]], %c256, %[[T]]) :
 // DS-NEXT: %[[OUT:.*]] = memref.alloc(%[[T]]) : memref<?x256xbf16>
 // DS: gpu.memcpy  %{{.*}}, %[[Y]] : memref<?xbf16>, memref<?xbf16>
 // DS-NEXT: bufferization.to_tensor %[[OUT]] restrict writable : memref<?x256xbf16> to tensor<?x256xbf16>
@@ -74,7 +70,7 @@
 // DS: memref.load %{{.*}} : memref<?xbf16>
 // DS-NEXT: arith.extf %{{.*}} : bf16 to f32
 // DS: math.fma
-// DS-LABEL: gpu.func @moe_gemm1_kernel_swiglu_bf16(
+// DS-LABEL: gpu.func @moe_gemm1_gather_kernel_swiglu_foldshared_bf16(
 // DS: math.fma
 // DS: arith.truncf %{{.*}} : f32 to bf16
 // DS: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<?xbf16>
