@@ -182,6 +182,12 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     the warpgroup-level `wgmma.mma_async` variants instead of `mma.sync`;
     the 16-row decode tiles keep `mma.sync`. f32 data keeps the CUDA-core
     kernels.
+
+    At decode (16-row tiles) the fused layer's tensor-core GEMMs split K
+    over the grid's z dimension (`decode-split-k`; 0 = chosen from the
+    shape): each block stores an f32 partial tile and the last block of a
+    tile to arrive sums the partials in slice order, then runs the
+    epilogue (deterministic, no float atomics; docs/gpu.md, "Split-K").
   }];
   let options = [
     Option<"toolkit", "toolkit", "std::string", "\"\"",
@@ -197,7 +203,11 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
            "(mma.sync, needs sm_80 or newer); false: the CUDA-core kernels">,
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "The tensor-core kernels of 64-row tiles use wgmma.mma_async "
-           "(needs sm_90a) instead of mma.sync">
+           "(needs sm_90a) instead of mma.sync">,
+    Option<"decodeSplitK", "decode-split-k", "int64_t", /*default=*/"0",
+           "Split-K slices of a fused layer's 16-row (decode) tensor-core "
+           "GEMMs: 0 = chosen from the shape (about 512 blocks per GEMM), "
+           "1 = no split, N = N slices">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
