@@ -1350,12 +1350,6 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
                             << getOperation()->getName() << " at "
                             << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
-    if (decodeSplitK < 0 || decodeSplitK > 1024) {
-      module.emitError() << "convert-moe-to-gpu: decode-split-k must be in 0..1024 (0 = "
-                            "chosen from the shape), got "
-                         << decodeSplitK;
-      return signalPassFailure();
-    }
     llvm::DenseSet<Value> deviceValues;
     llvm::SetVector<Operation *> elementwise;
     if (deviceAbi && failed(findDeviceValues(module, deviceValues, elementwise)))
@@ -1378,6 +1372,12 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
                       << "' to the GPU inside a nested builtin.module: run convert-moe-to-gpu "
                          "on that module (--pass-pipeline='builtin.module(builtin.module("
                          "convert-moe-to-gpu))')";
+      return signalPassFailure();
+    }
+    if (decodeSplitK < 0 || decodeSplitK > 1024) {
+      ops.front()->emitError() << "convert-moe-to-gpu: decode-split-k must be in 0..1024 (0 = "
+                                  "chosen from the shape), got "
+                               << static_cast<int64_t>(decodeSplitK);
       return signalPassFailure();
     }
     if (failed(checkToolkit(ops.front())))
