@@ -9,6 +9,9 @@
 //   for kt: wait_group(S-2); barrier;      (stage kt landed, stage kt-1 free)
 //           issue stage kt+S-1; commit;
 //           2 x (ldmatrix A, ldmatrix.trans B, mma.sync m16n8k16)
+//   [split-K: kt over the block's slice z of S; partial tile -> workspace,
+//    arrival on the tile counter; the last block sums the S partials in
+//    slice order]
 //   epilogue from the accumulator fragments (bias, activation / weight)
 //
 //===----------------------------------------------------------------------===//

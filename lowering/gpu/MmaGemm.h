@@ -20,7 +20,10 @@
 // Tiles (see docs/gpu.md, "Tensor-core GEMMs"): a block of kMmaThreads (4
 // warps) computes tileM x 128 outputs (gated: 64 gate + 64 up columns),
 // tileM = the routing plan's tile (64, or 16/32 for decode), depth
-// kMmaTileK = 32 per stage, kMmaStages stages. Shared-memory rows are padded
+// kMmaTileK = 32 per stage, kMmaStages stages (kMmaStagesM16 at 16 rows).
+// At decode a GEMM may split K over the grid's z dimension with a
+// deterministic reduction (MmaGemmConfig::splitK; docs/gpu.md, "Split-K at
+// decode"). Shared-memory rows are padded
 // by 8 elements (16 bytes), which makes every ldmatrix phase and every
 // cp.async row conflict-free. Blocks are visited in groups of
 // kMmaGroupM M-tiles per weight column slice (an L2-friendly order).

@@ -18,7 +18,10 @@ on tensors that torch placed on the GPU.
     SwiGLU) at T = 1, 16, 128, 1024, 4096 in bf16 and f32 with the weights
     already on the device, against PyTorch eager and the Triton anchor
     (triton_moe.py); % of bandwidth at decode, % of the matmul rate at
-    prefill, and the ratio to the anchor.
+    prefill, and the ratio to the anchor; then the decode variants: the
+    bf16 layer at T = 1 and 16 compiled with split-K forced to each S of
+    manifest bench.decode_variants next to the default (S chosen from the
+    shape), with % of bandwidth and the largest difference from the default.
 Prints a summary table and writes it to OUT_DIR/summary.txt. Exit status 1
 when a correctness case fails.
 """
@@ -307,7 +310,10 @@ def bench(kit, manifest, bandwidth, tflops):
             del x, y
         variants = spec.get("decode_variants") or {}
         if dt == "bf16" and variants:
-            decode_variants(kit, spec, fn, variants, (wr, w1, w2), bandwidth, g)
+            try:  # a failing variant must not cost the rest of the table
+                decode_variants(kit, spec, fn, variants, (wr, w1, w2), bandwidth, g)
+            except Exception as ex:
+                say(f"decode variants failed: {str(ex).splitlines()[0] if str(ex) else type(ex).__name__}")
         del w1, w2, wr
         torch.cuda.empty_cache()
     say("%bw: (active experts' weights + router + x + y) / time / copy bandwidth (the decode goal: >= 80);")
