@@ -197,6 +197,12 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     the warpgroup-level `wgmma.mma_async` variants instead of `mma.sync`;
     the 16-row decode tiles keep `mma.sync`. f32 data keeps the CUDA-core
     kernels.
+
+    At decode (16-row tiles) the fused layer's tensor-core GEMMs split K
+    over the grid's z dimension (`decode-split-k`; 0 = chosen from the
+    shape): each block stores an f32 partial tile and the last block of a
+    tile to arrive sums the partials in slice order, then runs the
+    epilogue (deterministic, no float atomics; docs/gpu.md, "Split-K").
   }];
   let options = [
     Option<"toolkit", "toolkit", "std::string", "\"\"",
@@ -220,6 +226,10 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
            "first violation in a device error word, the host reads it back "
            "after the op and reports it (moeRuntimeIndexError); false: the "
            "data is trusted (convert-moe-to-linalg's check-indices)">
+    Option<"decodeSplitK", "decode-split-k", "int64_t", /*default=*/"0",
+           "Split-K slices of a fused layer's 16-row (decode) tensor-core "
+           "GEMMs: 0 = chosen from the shape (about 512 blocks per GEMM), "
+           "1 = no split, N = N slices">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

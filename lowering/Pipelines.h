@@ -103,6 +103,12 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
                      "(convert-moe-to-gpu's check-indices: one error word per "
                      "checked op, read back after it)"),
       llvm::cl::init(true)};
+  PassOptions::Option<int64_t> decodeSplitK{
+      *this, "decode-split-k",
+      llvm::cl::desc("Split-K slices of the fused layer's 16-row (decode) "
+                     "tensor-core GEMMs (convert-moe-to-gpu's decode-split-k; "
+                     "0 = chosen from the shape, 1 = no split)"),
+      llvm::cl::init(0)};
   PassOptions::Option<std::string> triple{
       *this, "triple", llvm::cl::desc("Target triple of the kernels"),
       llvm::cl::init("nvptx64-nvidia-cuda")};

@@ -116,6 +116,9 @@ public:
   /// Validate the index data chain ops take from their operands (the
   /// pass's check-indices; Kernels.h "Index checks").
   bool checkIndices = true;
+  /// Split-K slices of the fused layer's 16-row tensor-core GEMMs (0: chosen
+  /// from the shape, splitKFor).
+  int64_t decodeSplitK = 0;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -480,12 +483,24 @@ public:
   static std::optional<int64_t> foldedIndex(Value v) {
     if (std::optional<int64_t> c = getConstantIntValue(v))
       return c;
-    if (auto mul = v.getDefiningOp<arith::MulIOp>()) {
-      std::optional<int64_t> l = foldedIndex(mul.getLhs()), r = foldedIndex(mul.getRhs());
-      if (l && r)
-        return *l * *r;
-    }
-    return std::nullopt;
+    Operation *op = v.getDefiningOp();
+    if (!op || op->getNumOperands() != 2 ||
+        !isa<arith::MulIOp, arith::AddIOp, arith::CeilDivUIOp, arith::DivUIOp, arith::MinUIOp,
+             arith::MaxUIOp>(op))
+      return std::nullopt;
+    std::optional<int64_t> l = foldedIndex(op->getOperand(0)), r = foldedIndex(op->getOperand(1));
+    if (!l || !r || *l < 0 || *r < 0)
+      return std::nullopt;
+    uint64_t x = *l, y = *r;
+    if (isa<arith::CeilDivUIOp, arith::DivUIOp>(op) && y == 0)
+      return std::nullopt;
+    return llvm::TypeSwitch<Operation *, int64_t>(op)
+        .Case([&](arith::MulIOp) { return x * y; })
+        .Case([&](arith::AddIOp) { return x + y; })
+        .Case([&](arith::CeilDivUIOp) { return (x + y - 1) / y; })
+        .Case([&](arith::DivUIOp) { return x / y; })
+        .Case([&](arith::MinUIOp) { return std::min(x, y); })
+        .Default([&](Operation *) { return std::max(x, y); });
   }
 
   /// The row tile of the grouped GEMMs for `rows` plan rows over
@@ -506,11 +521,13 @@ public:
   /// maxTiles = max(1, min(ceil(rows / R) + E, rows)): every tile holds at
   /// least one row, so the launched grid has at most rows + R (E + 1)
   /// padded rows (Kernels.h).
+  Value maxTilesFor(Value rows, Value tileRows, int64_t numExperts) {
+    Value bound = e.addi(e.ceildiv(rows, tileRows), e.idx(numExperts));
+    return arith::MaxUIOp::create(b, arith::MinUIOp::create(b, bound, rows), e.idx(1));
+  }
   void sizePlan(Plan &plan, Value rows, int64_t numExperts) {
     plan.tileRows = chooseRowTile(rows, numExperts);
-    Value bound = e.addi(e.ceildiv(rows, plan.tileRows), e.idx(numExperts));
-    plan.maxTiles = arith::MaxUIOp::create(
-        b, arith::MinUIOp::create(b, bound, rows), e.idx(1));
+    plan.maxTiles = maxTilesFor(rows, plan.tileRows, numExperts);
     plan.pMax = e.muli(plan.maxTiles, plan.tileRows);
     plan.sorted = alloc(e.i32(), plan.pMax);
     plan.tileExpert = alloc(e.i32(), plan.maxTiles);
@@ -612,6 +629,10 @@ public:
   /// The combine fused into GEMM2 (fusedExperts).
   struct FusedCombine {
     Value positions, counters, y, T, K, shared; // shared may be null
+    /// Split-K of the 16-row GEMMs (null: none): slices of GEMM1 and GEMM2,
+    /// their f32 workspaces, and where their tile counters start in
+    /// `counters` (after the combine's T * ceil(D / 128)).
+    Value split1, split2, workspace1, workspace2, counterBase1, counterBase2;
   };
   /// The shared expert folded into a fused layer's GEMM launches
   /// (Kernels.h, SharedFold): its weights as one expert (H = Hs, no
@@ -690,12 +711,25 @@ public:
         g1.bias = x.b1 != nullptr;
         g1.wgmma = wgmma && tileM == warp_layout::Wgmma::M;
         g1.foldShared = fold != nullptr;
+        // Split-K at decode (fused layer without a folded shared expert:
+        // fusedExperts sets no split then): unless S is the constant 1.
+        bool split = combine && combine->split1 && tileM == kSmallTileM;
+        auto splitOn = [&](Value S) {
+          std::optional<int64_t> s = getConstantIntValue(S);
+          return split && !(s && *s == 1);
+        };
+        g1.splitK = splitOn(split ? combine->split1 : Value());
         SmallVector<Value> args1{A, plan.sorted, gather ? plan.sourceRows : plan.sorted,
                                  plan.tileExpert, plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1,
                                  h, x.D, x.H};
         foldArgs1(args1);
-        launch(buildMmaGemm(lib.getModule(), g1),
-               {blocks(g1Cols, g1.tileN()), gridRows(e.idx(tileM))}, kMmaThreads, args1);
+        SmallVector<Value> grid1{blocks(g1Cols, g1.tileN()), gridRows(e.idx(tileM))};
+        if (g1.splitK) {
+          args1.append({combine->workspace1, combine->counters, combine->counterBase1,
+                        combine->split1});
+          grid1.push_back(combine->split1);
+        }
+        launch(buildMmaGemm(lib.getModule(), g1), grid1, kMmaThreads, args1);
         MmaGemmConfig g2;
         g2.kind = MmaGemmConfig::Kind::gemm2;
         g2.elt = *elt;
@@ -718,8 +752,14 @@ public:
             args.push_back(combine->shared);
         }
         foldArgs2(args);
-        launch(buildMmaGemm(lib.getModule(), g2),
-               {blocks(x.D, g2.tileN()), gridRows(e.idx(tileM))}, kMmaThreads, args);
+        g2.splitK = splitOn(split ? combine->split2 : Value());
+        SmallVector<Value> grid2{blocks(x.D, g2.tileN()), gridRows(e.idx(tileM))};
+        if (g2.splitK) {
+          args.append({combine->workspace2, combine->counters, combine->counterBase2,
+                       combine->split2});
+          grid2.push_back(combine->split2);
+        }
+        launch(buildMmaGemm(lib.getModule(), g2), grid2, kMmaThreads, args);
       });
       return;
     }
@@ -778,6 +818,56 @@ public:
     body(kTileM);
   }
 
+  /// Output columns per block of the tensor-core GEMM1 of `act`.
+  static int64_t mmaTileN1(Activation act) {
+    MmaGemmConfig c;
+    c.act = act;
+    return c.tileN();
+  }
+
+  /// Split-K of the fused layer's 16-row GEMMs (MmaGemm.h, splitK).
+  struct SplitK {
+    Value S1, S2; // null: the plan's tile is never 16 rows
+    Value tileRows, maxTiles, base1, base2, ws1, ws2;
+  };
+  /// The slices S of GEMM1 and GEMM2 at decode: `decode-split-k` when set,
+  /// else enough for about kSplitKTargetBlocks blocks, assuming min(rows, E)
+  /// active tiles (decode: an expert's rows fit one 16-row tile), with at
+  /// least kSplitKMinTiles k-tiles of kMmaTileK per slice. Index arithmetic
+  /// on the host, so a dynamic T chooses at run time.
+  SplitK splitK(Value rows, int64_t numExperts, const Experts &x) {
+    SplitK sk;
+    sk.tileRows = chooseRowTile(rows, numExperts);
+    if (std::optional<int64_t> t = getConstantIntValue(sk.tileRows); t && *t != kSmallTileM)
+      return sk;
+    sk.maxTiles = maxTilesFor(rows, sk.tileRows, numExperts);
+    auto choose = [&](Value cols, Value depth) -> Value {
+      if (decodeSplitK > 0)
+        return e.idx(decodeSplitK);
+      Value tiles = arith::MaxUIOp::create(
+          b, arith::MinUIOp::create(b, rows, e.idx(numExperts)), e.idx(1));
+      Value S = e.ceildiv(e.idx(kSplitKTargetBlocks), e.muli(cols, tiles));
+      Value most = arith::MaxUIOp::create(
+          b, e.divui(e.ceildiv(depth, e.idx(kMmaTileK)), e.idx(kSplitKMinTiles)), e.idx(1));
+      if (std::optional<int64_t> m = foldedIndex(most); m && *m == 1)
+        return e.idx(1); // too shallow to split, whatever T is
+      S = arith::MinUIOp::create(b, S, most);
+      // A static shape folds S (1: the kernels without split-K).
+      if (std::optional<int64_t> folded = foldedIndex(S))
+        return e.idx(*folded);
+      return S;
+    };
+    sk.S1 = choose(blocks(x.H, mmaTileN1(x.act)), x.D);
+    sk.S2 = choose(blocks(x.D, kMmaTileN), x.H);
+    auto one = [](Value S) {
+      std::optional<int64_t> s = getConstantIntValue(S);
+      return s && *s == 1;
+    };
+    if (one(sk.S1) && one(sk.S2))
+      return SplitK(); // no split: no workspace, no tile counters
+    return sk;
+  }
+
   /// The fused token-choice expert family in three launches: align (+ the
   /// combine's bookkeeping, + the aux loss of `loss`), GEMM1 with the
   /// gather, GEMM2 with the routed weight and the deterministic per-token
@@ -792,7 +882,31 @@ public:
     AlignExtras extras;
     // One arrival counter per (token, GEMM2 column tile).
     bool mma = mmaElt(x, ex, e.f32(), yType).has_value();
-    extras.numCounters = e.muli(T, blocks(ex.D, mma ? kMmaTileN : kTileN));
+    Value colTiles2 = blocks(ex.D, mma ? kMmaTileN : kTileN);
+    extras.numCounters = e.muli(T, colTiles2);
+    // Split-K of the 16-row tensor-core GEMMs: one tile counter per (plan
+    // tile, column tile) of each GEMM after the combine's counters (the
+    // align kernel zeroes them all), one f32 partial tile per block.
+    // A folded shared expert adds tiles in front of the plan's, which the
+    // split-K workspace and counters do not cover: no split then.
+    SplitK split;
+    if (mma && !fold)
+      split = splitK(e.muli(T, K), numExperts, ex);
+    if (split.S1) {
+      Value colTiles1 = blocks(ex.H, mmaTileN1(ex.act));
+      split.base1 = extras.numCounters;
+      split.base2 = e.addi(split.base1, e.muli(split.maxTiles, colTiles1));
+      extras.numCounters = e.addi(split.base2, e.muli(split.maxTiles, colTiles2));
+      auto workspace = [&](Value cols, Value S) {
+        Value n = e.muli(e.muli(e.muli(split.maxTiles, cols), S),
+                         e.idx(kSmallTileM * kMmaTileN));
+        // Only the 16-row tile splits: none needed when T picks 64 rows.
+        n = e.select(e.eq(split.tileRows, e.idx(kSmallTileM)), n, e.idx(1));
+        return alloc(e.f32(), n);
+      };
+      split.ws1 = workspace(colTiles1, split.S1);
+      split.ws2 = workspace(colTiles2, split.S2);
+    }
     extras.counters = alloc(e.i32(), extras.numCounters);
     extras.y = y;
     extras.D = ex.D;
@@ -804,6 +918,14 @@ public:
                       &extras);
     Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
     FusedCombine combine{plan.positions, extras.counters, y, T, K, shared};
+    if (split.S1) {
+      combine.split1 = split.S1;
+      combine.split2 = split.S2;
+      combine.workspace1 = split.ws1;
+      combine.workspace2 = split.ws2;
+      combine.counterBase1 = split.base1;
+      combine.counterBase2 = split.base2;
+    }
     ffn(x, /*gather=*/true, plan, ex, rows, &combine, fold);
     return y;
   }
@@ -1704,6 +1826,12 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
                          "convert-moe-to-gpu))')";
       return signalPassFailure();
     }
+    if (decodeSplitK < 0 || decodeSplitK > 1024) {
+      ops.front()->emitError() << "convert-moe-to-gpu: decode-split-k must be in 0..1024 (0 = "
+                                  "chosen from the shape), got "
+                               << static_cast<int64_t>(decodeSplitK);
+      return signalPassFailure();
+    }
     if (failed(checkToolkit(ops.front())))
       return signalPassFailure();
     bool failedAny = false;
@@ -1726,6 +1854,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       h.tensorCores = tensorCores;
       h.wgmma = wgmma;
       h.checkIndices = checkIndices && !validByConstruction.contains(op);
+      h.decodeSplitK = decodeSplitK;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

@@ -13,6 +13,9 @@
 //           wgmma.fence; 2 x wgmma.mma_async; commit; wgmma wait_group 1;
 //           barrier (stage kt-1 retired everywhere); issue stage kt+S-1;
 //    then wgmma wait_group 0)
+//   [split-K: kt over the block's slice z of S; partial tile -> workspace,
+//    arrival on the tile counter; the last block sums the S partials in
+//    slice order]
 //   epilogue from the accumulator fragments (bias, activation / weight)
 //
 //===----------------------------------------------------------------------===//
@@ -64,12 +67,25 @@ std::string MmaGemmConfig::name() const {
     n += "_outf32";
   if (wgmma)
     n += "_wgmma";
+  if (splitK)
+    n += "_splitk";
+  if (stages > 0 && stages != defaultStages())
+    n += "_s" + std::to_string(stages);
   return n;
 }
 
 std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
-  // The inverse of name(), by enumeration (a few hundred variants).
-  bool wgmma = fullName.ends_with("_wgmma");
+  // The inverse of name(), by enumeration (a few hundred variants) after
+  // the suffixes of the stage count and split-K.
+  StringRef rest = fullName;
+  int64_t stages = 0;
+  size_t at = rest.rfind("_s");
+  if (at != StringRef::npos && !rest.drop_front(at + 2).getAsInteger(10, stages) && stages > 0)
+    rest = rest.take_front(at);
+  else
+    stages = 0;
+  bool splitK = rest.consume_back("_splitk");
+  bool wgmma = rest.ends_with("_wgmma");
   for (MmaElt elt : {MmaElt::bf16, MmaElt::f16})
     for (int64_t tileM : {16, 32, 64})
       for (bool bias : {false, true}) {
@@ -80,6 +96,8 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
         c.tileM = tileM;
         c.bias = bias;
         c.wgmma = wgmma;
+        c.splitK = splitK;
+        c.stages = stages;
         c.kind = Kind::gemm1;
         for (bool fold : {false, true})
           for (bool gather : {false, true})
@@ -92,6 +110,8 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
             }
         c = MmaGemmConfig();
         c.wgmma = wgmma;
+        c.splitK = splitK;
+        c.stages = stages;
         c.elt = elt;
         c.tileM = tileM;
         c.bias = bias;
@@ -192,6 +212,7 @@ public:
     bSmem = wg[1];
     rows = wg[2];
     lastOf = c.combine ? Value(wg[3]) : Value();
+    splitFlag = c.splitK ? Value(wg[c.combine ? 4 : 3]) : Value();
   }
 
   void build();
@@ -204,7 +225,7 @@ private:
   SmallVector<Value> args;
   MLIRContext *ctx;
   Type T;
-  Value aSmem, bSmem, rows, lastOf;
+  Value aSmem, bSmem, rows, lastOf, splitFlag;
   // Set in build().
   Value tid, lane, groupID, tig, wm, wn;
   Value A, Bw, bias, out, K, N, W, pidM, rowBase, n0, ex, wBase, aligned;
@@ -227,6 +248,8 @@ private:
   void issueStage(Value kt, Value stage);
   SmallVector<Value> computeStage(Value stage, ValueRange acc);
   void epilogue(ArrayRef<Value> acc);
+  void finishSplitK(ArrayRef<Value> acc, Value z, Value S, Value pidN, Value gx,
+                    function_ref<void(ArrayRef<Value>)> finish);
   Value alignedTo16(Value memref);
 };
 
@@ -577,6 +600,75 @@ void MmaGemmBuilder::epilogue(ArrayRef<Value> acc) {
     }
 }
 
+/// Split-K: with S > 1 every block stores its f32 partial tile (thread
+/// tid's accumulator i at slot + i * kMmaThreads + tid of the workspace, so
+/// the stores are coalesced and the same thread reads the slot back),
+/// fences (release), and thread 0 arrives on the tile's counter; the block
+/// whose arrival is the S-th sums the S partials of its tile in slice order
+/// s = 0, 1, ..., S-1 from 0 (its own slice from its registers), after an
+/// acquire fence, and runs `finish` on the sums. So the result does not
+/// depend on which block arrives last, and no float atomics are used. With
+/// S = 1 `finish` runs on the block's own accumulators.
+void MmaGemmBuilder::finishSplitK(ArrayRef<Value> acc, Value z, Value S, Value pidN, Value gx,
+                                  function_ref<void(ArrayRef<Value>)> finish) {
+  size_t n = args.size();
+  Value workspace = args[n - 4], counters = args[n - 3], counterBase = args[n - 2];
+  int64_t slotSize = g.numAcc() * kMmaThreads;
+  Value tileIndex = e.addi(e.muli(pidM, gx), pidN);
+  auto slotOf = [&](IRB &e, Value s) {
+    return e.addi(e.muli(e.addi(e.muli(tileIndex, S), s), e.idx(slotSize)), tid);
+  };
+  Value split = e.ult(idx(1), S);
+  Value last = e.ifElse(
+      split, {b.getI1Type()},
+      [&](IRB &e) {
+        Value slot = slotOf(e, z);
+        for (auto [i, v] : llvm::enumerate(acc))
+          e.store(v, workspace, e.addi(slot, e.idx(static_cast<int64_t>(i) * kMmaThreads)));
+        // Release: every thread's partial before the block's arrival.
+        LLVM::FenceOp::create(e.b, LLVM::AtomicOrdering::acq_rel, "device");
+        gpu::BarrierOp::create(e.b);
+        e.ifThen(e.eq(tid, e.idx(0)), [&](IRB &e) {
+          Value old = memref::AtomicRMWOp::create(e.b, arith::AtomicRMWKind::addi, e.ci32(1),
+                                                  counters,
+                                                  ValueRange{e.addi(counterBase, tileIndex)});
+          e.store(e.select(e.eq(e.addi(old, e.ci32(1)), e.toI32(S)), e.ci32(1), e.ci32(0)),
+                  splitFlag, e.idx(0));
+        });
+        gpu::BarrierOp::create(e.b);
+        Value isLast = e.eq(e.load(splitFlag, e.idx(0)), e.ci32(1));
+        // Acquire: the other blocks' partials.
+        LLVM::FenceOp::create(e.b, LLVM::AtomicOrdering::acq_rel, "device");
+        return SmallVector<Value>{isLast};
+      },
+      [&](IRB &e) { return SmallVector<Value>{e.ci1(true)}; })[0];
+  e.ifThen(last, [&](IRB &) {
+    SmallVector<Value> init(acc.size(), e.cf32(0.0));
+    SmallVector<Value> sums =
+        e.forLoop(idx(0), S, init, [&](IRB &le, Value s, ValueRange part) {
+          // This block's own slice from its registers (with S = 1 nothing
+          // was stored), the others from the workspace.
+          Value slot = slotOf(le, s);
+          SmallVector<Type> types(acc.size(), le.f32());
+          SmallVector<Value> p = le.ifElse(
+              le.eq(s, z), types,
+              [&](IRB &) { return SmallVector<Value>(acc.begin(), acc.end()); },
+              [&](IRB &le) {
+                SmallVector<Value> loaded;
+                for (size_t i = 0; i < acc.size(); ++i)
+                  loaded.push_back(le.load(
+                      workspace, le.addi(slot, le.idx(static_cast<int64_t>(i) * kMmaThreads))));
+                return loaded;
+              });
+          SmallVector<Value> next;
+          for (size_t i = 0; i < acc.size(); ++i)
+            next.push_back(le.addf(part[i], p[i]));
+          return next;
+        });
+    finish(sums);
+  });
+}
+
 void MmaGemmBuilder::build() {
   bool gemm1 = c.kind == MmaGemmConfig::Kind::gemm1;
   A = args[0];
@@ -653,9 +745,22 @@ void MmaGemmBuilder::build() {
     e.ifThen(e.ult(tid, idx(g.tileM)), [&](IRB &e) { e.store(aRowOf(tid), rows, tid); });
     gpu::BarrierOp::create(b);
 
-    Value numK = e.ceildiv(K, idx(kMmaTileK));
-    for (int64_t s = 0; s + 1 < kMmaStages; ++s) {
-      e.ifThen(e.ult(idx(s), numK), [&](IRB &) { issueStage(idx(s), idx(s)); });
+    // The k-tiles of this block: all of them, or with split-K the slice
+    // z of S (ceil(numK / S) tiles each; the last slices may be short or
+    // empty when S does not divide numK).
+    const int64_t stages = c.numStages();
+    Value numKAll = e.ceildiv(K, idx(kMmaTileK));
+    Value kBegin = idx(0), numK = numKAll;
+    Value z, S;
+    if (c.splitK) {
+      z = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+      S = args[args.size() - 1];
+      Value per = e.ceildiv(numKAll, S);
+      kBegin = e.mini(e.muli(z, per), numKAll);
+      numK = e.subi(e.mini(e.addi(kBegin, per), numKAll), kBegin);
+    }
+    for (int64_t s = 0; s + 1 < stages; ++s) {
+      e.ifThen(e.ult(idx(s), numK), [&](IRB &) { issueStage(e.addi(kBegin, idx(s)), idx(s)); });
       NVVM::CpAsyncCommitGroupOp::create(b);
     }
     SmallVector<Value> init(g.numAcc(), e.cf32(0.0));
@@ -675,7 +780,7 @@ void MmaGemmBuilder::build() {
           b.setInsertionPoint(le.b.getInsertionBlock(), le.b.getInsertionPoint());
           // Stage kt's group is complete (at most S-2 younger ones pending);
           // the barrier publishes it and retires stage kt-1's readers.
-          NVVM::CpAsyncWaitGroupOp::create(b, kMmaStages - 2);
+          NVVM::CpAsyncWaitGroupOp::create(b, stages - 2);
           // wgmma reads shared memory through the async proxy: this
           // thread's (generic proxy) writes of the stage are fenced before
           // the barrier that publishes them.
@@ -684,13 +789,14 @@ void MmaGemmBuilder::build() {
                 b, NVVM::ProxyKind::async_shared,
                 NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
           gpu::BarrierOp::create(b);
-          Value next = e.addi(kt, idx(kMmaStages - 1));
+          Value next = e.addi(kt, idx(stages - 1));
           auto issueNext = [&] {
-            e.ifThen(e.ult(next, numK),
-                     [&](IRB &) { issueStage(next, e.remui(next, idx(kMmaStages))); });
+            e.ifThen(e.ult(next, numK), [&](IRB &) {
+              issueStage(e.addi(kBegin, next), e.remui(next, idx(stages)));
+            });
             NVVM::CpAsyncCommitGroupOp::create(b);
           };
-          Value stage = e.remui(kt, idx(kMmaStages));
+          Value stage = e.remui(kt, idx(stages));
           SmallVector<Value> res;
           if (c.wgmma) {
             // The wgmmas of stage kt first (they stay in flight while the
@@ -716,28 +822,33 @@ void MmaGemmBuilder::build() {
         acc.push_back(LLVM::ExtractValueOp::create(b, accStruct, ArrayRef<int64_t>{i}));
     }
     NVVM::CpAsyncWaitGroupOp::create(b, 0);
-    epilogue(acc);
-    if (c.combine) {
-      // The fused layer's combine, shared with the CUDA-core GEMM2: the
-      // same arrival protocol and the same f32 sums in slot order.
-      CombineEpilogue ce;
-      ce.sorted = args[1];
-      ce.sourceRows = args[10];
-      ce.positions = args[11];
-      ce.counters = args[12];
-      ce.y = args[13];
-      ce.K = args[14];
-      ce.sharedOut = c.shared ? args[15] : Value();
-      if (c.foldShared) {
-        ce.sharedOut = args[foldArgs() + 3];
-        ce.sharedTile = isShared;
-        ce.T = numTokens;
+    auto finish = [&](ArrayRef<Value> sums) {
+      epilogue(sums);
+      if (c.combine) {
+        // The fused layer's combine, shared with the CUDA-core GEMM2: the
+        // same arrival protocol and the same f32 sums in slot order.
+        CombineEpilogue ce;
+        ce.sorted = args[1];
+        ce.sourceRows = args[10];
+        ce.positions = args[11];
+        ce.counters = args[12];
+        ce.y = args[13];
+        ce.K = args[14];
+        ce.sharedOut = c.shared ? args[15] : Value();
+        if (c.foldShared) {
+          ce.sharedOut = args[foldArgs() + 3];
+          ce.sharedTile = isShared;
+          ce.T = numTokens;
+        }
+        ce.rows = rowsOut;
+        ce.D = N;
+        ce.lastOf = lastOf;
+        emitCombineEpilogue(e, ce, tid, rowBase, g.tileM, pidN, g.tileN, kMmaThreads);
       }
-      ce.rows = rowsOut;
-      ce.D = N;
-      ce.lastOf = lastOf;
-      emitCombineEpilogue(e, ce, tid, rowBase, g.tileM, pidN, g.tileN, kMmaThreads);
-    }
+    };
+    if (!c.splitK)
+      return finish(acc);
+    finishSplitK(acc, z, S, pidN, gx, finish);
   });
 }
 
@@ -765,19 +876,27 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
   assert((!c.foldShared || gemm1 || (c.combine && !c.shared)) &&
          "gemm2 folds the shared expert into the combine");
   assert((!c.sharedGated || (!gemm1 && c.foldShared)) && "the shared gate weighs gemm2");
+  // Split-K's workspace and tile counters are sized for the plan's tiles
+  // only (ConvertMoEToGPU.cpp, splitK): a layer with a folded shared expert
+  // keeps the kernels without split-K.
+  assert(!(c.foldShared && c.splitK) && "split-K does not cover the folded shared tiles");
   if (c.foldShared) {
     if (gemm1)
       args.append({flat(T), flat(T), ix, ix});
     else
       args.append({flat(T), flat(T), flat(f32), flat(f32), ix, ix});
   }
+  if (c.splitK) // workspace, tile counters, counterBase, S
+    args.append({flat(f32), flat(i32), ix, ix});
   assert((!c.wgmma || c.tileM == warp_layout::Wgmma::M) && "wgmma computes 64-row tiles");
   Geometry g(c);
-  SmallVector<Type> wg{workgroup(ctx, kMmaStages * g.aStage(), T),
-                       workgroup(ctx, kMmaStages * g.bStage(), T),
+  SmallVector<Type> wg{workgroup(ctx, c.numStages() * g.aStage(), T),
+                       workgroup(ctx, c.numStages() * g.bStage(), T),
                        workgroup(ctx, c.tileM, i32)};
   if (c.combine) // per tile row: the token this block completes, or -1
     wg.push_back(workgroup(ctx, c.tileM, i32));
+  if (c.splitK) // 1 when this block completes its tile's S slices
+    wg.push_back(workgroup(ctx, 1, i32));
 
   OpBuilder ob(ctx);
   ob.setInsertionPointToEnd(module.getBody());

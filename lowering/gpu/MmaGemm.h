@@ -20,7 +20,10 @@
 // Tiles (see docs/gpu.md, "Tensor-core GEMMs"): a block of kMmaThreads (4
 // warps) computes tileM x 128 outputs (gated: 64 gate + 64 up columns),
 // tileM = the routing plan's tile (64, or 16/32 for decode), depth
-// kMmaTileK = 32 per stage, kMmaStages stages. Shared-memory rows are padded
+// kMmaTileK = 32 per stage, kMmaStages stages (kMmaStagesM16 at 16 rows).
+// At decode a GEMM may split K over the grid's z dimension with a
+// deterministic reduction (MmaGemmConfig::splitK; docs/gpu.md, "Split-K at
+// decode"). Shared-memory rows are padded
 // by 8 elements (16 bytes), which makes every ldmatrix phase and every
 // cp.async row conflict-free. Blocks are visited in groups of
 // kMmaGroupM M-tiles per weight column slice (an L2-friendly order).
@@ -43,11 +46,20 @@ namespace gpu_lowering {
 constexpr int64_t kMmaThreads = 128;  // 4 warps
 constexpr int64_t kMmaTileN = 128;    // B columns per block (all parts)
 constexpr int64_t kMmaTileK = 32;     // depth of one pipeline stage
-constexpr int64_t kMmaStages = 3;     // cp.async pipeline depth
 /// wgmma (sm_90a): commit groups of wgmma.mma_async left in flight at the
 /// end of a stage (the previous stage's group is retired; see
 /// computeStageWgmma and docs/gpu.md, "wgmma (sm_90a)").
 constexpr int64_t kWgmmaGroupsInFlight = 1;
+constexpr int64_t kMmaStages = 3;     // cp.async pipeline depth (32/64-row tiles)
+/// The 16-row (decode) tiles: A is 16 rows, B dominates a stage (8.7 KB of
+/// 10 KB), so four stages (three in flight) fit the 48 KB of static shared
+/// memory: 40 KB per block.
+constexpr int64_t kMmaStagesM16 = 4;
+/// Split-K at decode (convert-moe-to-gpu, decode-split-k = 0): slices so
+/// that a GEMM launches about this many blocks (about 4 per SM of a
+/// 132-SM H100/H200), each slice at least kSplitKMinTiles k-tiles deep.
+constexpr int64_t kSplitKTargetBlocks = 512;
+constexpr int64_t kSplitKMinTiles = 8;
 constexpr int64_t kMmaPad = 8;        // shared-memory row padding (elements)
 constexpr int64_t kMmaGroupM = 8;     // M-tiles per group of the tile order
 
@@ -84,6 +96,20 @@ struct MmaGemmConfig {
   /// shared-memory matrix descriptors (tileM = 64 only), the stages in the
   /// canonical no-swizzle core-matrix layout (WarpLayouts.h, Wgmma).
   bool wgmma = false;
+  /// Split-K (decode): the grid's z dimension splits the K loop into S
+  /// slices (S a run-time argument); every block stores its f32 partial
+  /// tile to a workspace and arrives on its tile's counter; the last block
+  /// of a tile sums the S partials in slice order s = 0..S-1 and runs the
+  /// epilogue (docs/gpu.md, "Split-K"). Extra arguments after all others:
+  /// (workspace:f32, counters:i32, counterBase, S).
+  bool splitK = false;
+  /// cp.async pipeline stages; 0: the default (kMmaStagesM16 for 16-row
+  /// tiles, else kMmaStages). A non-default value is part of the name
+  /// (`_s<N>`).
+  int64_t stages = 0;
+
+  int64_t defaultStages() const { return tileM == 16 && !wgmma ? kMmaStagesM16 : kMmaStages; }
+  int64_t numStages() const { return stages > 0 ? stages : defaultStages(); }
 
   int parts() const {
     return kind == Kind::gemm1 && (act == Activation::swiglu || act == Activation::geglu) ? 2
@@ -110,6 +136,11 @@ std::optional<MmaElt> mmaEltOf(Type type);
 /// [T * ceil(D / tileN)], y:T [T, D], K[, shared:f32 [T, D]]) follow, as for
 /// KernelLibrary::gemm2(..., combine = true) but with the counters of this
 /// kernel's column tile.
+/// With `splitK`: (workspace:f32 [maxTiles * ceil(N / tileN) * S * tileM *
+/// kMmaTileN], counters:i32 [counterBase + maxTiles * ceil(N / tileN)],
+/// counterBase, S) follow; grid (ceil(N / tileN), maxTiles, S); the tile
+/// counters must be 0 at the launch (the last block of a tile leaves its
+/// counter at S: the align kernel zeroes them every call).
 /// maxTiles blocks of the y dimension are the plan's tiles of tileM rows.
 /// With `foldShared`, gemm1: (s1:T [D, Ws], hs:T [>= ceil(T/tileM) tileM, Hs],
 /// Hs, T) follow and the grid is (ceil(max(H, Hs) / tileN), ceil(T/tileM) +

@@ -124,6 +124,9 @@ LogicalResult moe::validateNVPTXPipelineOptions(
     return error("features='" + options.features +
                  "' is not a comma-separated list of +feature/-feature "
                  "(e.g. +ptx80)");
+  if (options.decodeSplitK < 0 || options.decodeSplitK > 1024)
+    return error("decode-split-k=" + Twine(options.decodeSplitK) +
+                 " is out of range; expected 0 (chosen from the shape) to 1024");
   StringRef triple = options.triple;
   if (triple != "nvptx64-nvidia-cuda" && triple != "nvptx-nvidia-cuda")
     return error("triple='" + triple +
@@ -231,6 +234,7 @@ LogicalResult moe::buildNVPTXPipeline(
   toGPU.tensorCores = options.tensorCores && chipNumber(options.chip) >= 80;
   // wgmma (the 64-row tiles) exists on sm_90a only.
   toGPU.wgmma = toGPU.tensorCores && StringRef(options.chip) == "sm_90a";
+  toGPU.decodeSplitK = options.decodeSplitK;
   pm.addPass(createConvertMoEToGPU(toGPU));
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());

@@ -46,11 +46,14 @@ func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(index,
 
 func.func private @__moe_launch_moe_mma_gemm2_weighted_f16_m16_outf32(index, index, index, index, index, index, memref<?xf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xf16>, memref<?xf16>, memref<?xf32>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_weighted_f16_m16_outf32}
 
-// The decode tile: 16 rows, one warp row of four warps.
+// The decode tile: 16 rows, one warp row of four warps; four stages of A
+// (16 x 40) and B (32 x 136): three in flight (wait_group 2).
 // CHECK-LABEL: gpu.func @moe_mma_gemm2_weighted_f16_m16_outf32(
 // CHECK-SAME: %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index)
-// CHECK-SAME: workgroup(%{{.*}} : memref<1920xf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<13056xf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<16xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%{{.*}} : memref<2560xf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<17408xf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<16xi32, #gpu.address_space<workgroup>>)
+// CHECK-COUNT-3: nvvm.cp.async.commit.group
 // CHECK: scf.for
+// CHECK-NEXT: nvvm.cp.async.wait.group 2
 // CHECK: nvgpu.ldmatrix
 // CHECK: nvvm.mma.sync {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK: scf.yield

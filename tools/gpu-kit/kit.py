@@ -18,7 +18,10 @@ on tensors that torch placed on the GPU.
     SwiGLU) at T = 1, 16, 128, 1024, 4096 in bf16 and f32 with the weights
     already on the device, against PyTorch eager and the Triton anchor
     (triton_moe.py); % of bandwidth at decode, % of the matmul rate at
-    prefill, and the ratio to the anchor.
+    prefill, and the ratio to the anchor; then the decode variants: the
+    bf16 layer at T = 1 and 16 compiled with split-K forced to each S of
+    manifest bench.decode_variants next to the default (S chosen from the
+    shape), with % of bandwidth and the largest difference from the default.
 Prints a summary table and writes it to OUT_DIR/summary.txt. Exit status 1
 when a correctness case fails.
 """
@@ -228,6 +231,48 @@ def torch_eager(x, wr, w1, w2, k):
     return y.to(x.dtype)
 
 
+def decode_bytes(x, wr, w1, w2, k):
+    """Bytes a decode step must move: the active experts' weights, the
+    router, x and y (the %bw numerator)."""
+    T, D = x.shape
+    E, H = wr.shape[1], w2.shape[1]
+    _, idx = torch.topk(x.float() @ wr.float(), k, dim=-1)
+    active = int(torch.unique(idx).numel())
+    return (active * (D * 2 * H + H * D) + D * E + 2 * T * D) * w1.element_size()
+
+
+def decode_variants(kit, spec, default_fn, variants, weights, bandwidth, g):
+    """The bf16 layer at the decode token counts with split-K forced to each
+    S of the kit (and the default, chosen from the shape), on the same
+    weights and inputs: % of the copy bandwidth per variant."""
+    wr, w1, w2 = weights
+    D, k = spec["D"], spec["k"]
+    tokens = spec.get("decode_tokens", [1, 16])
+    say("== decode variants (bf16; split-K of the 16-row GEMMs, docs/gpu.md)")
+    say(f"{'variant':<12} " + " ".join(f"{'T=%d ms' % T:>9} {'%bw':>6}" for T in tokens) + f" {'max rel-diff vs default':>24}")
+    xs = [torch.randn(T, D, device="cuda", generator=g).to(torch.bfloat16) for T in tokens]
+    reference = []
+    for name, lib in [("default", None)] + sorted(variants.items(), key=lambda kv: int(kv[0].split("=")[1])):
+        try:
+            fn = default_fn if lib is None else Function(os.path.join(kit, lib), spec["entry"])
+        except Exception as ex:
+            say(f"{name:<12} not loaded: {str(ex).splitlines()[0]}")
+            continue
+        cells, diff = [], 0.0
+        for i, x in enumerate(xs):
+            y = torch.empty_like(x)
+            ms = timed(lambda: fn([x, wr, w1, w2], [y]))
+            pct = 100 * decode_bytes(x, wr, w1, w2, k) / (ms * 1e-3) / (bandwidth * 1e9)
+            cells.append(f"{ms:9.3f} {pct:6.1f}")
+            if lib is None:
+                reference.append(y.float())
+            else:
+                r = reference[i]
+                diff = max(diff, float((y.float() - r).abs().max() / r.abs().max().clamp_min(1e-30)))
+        say(f"{name:<12} " + " ".join(cells) + f" {diff:24.1e}")
+    say("split-k=1: no split; the goal is >= 80 %bw at T = 1 and 16 (the split changes only the f32 order of the K sums).")
+
+
 def bench(kit, manifest, bandwidth, tflops):
     spec = manifest["bench"]
     D, H, E, k = spec["D"], spec["H"], spec["E"], spec["k"]
@@ -277,6 +322,12 @@ def bench(kit, manifest, bandwidth, tflops):
             gratio = f"{gemm_ms / ms:10.2f}" if gemm_ms else f"{'n/a':>10}"
             say(f"{dt:<5} {T:>5} {ms:9.3f} {torch_ms:9.3f} {tri} {pct_bw:6.1f} {pct_mm:6.1f} {ratio} {gratio} {torch_ms / ms:9.2f} {err:8.1e}")
             del x, y
+        variants = spec.get("decode_variants") or {}
+        if dt == "bf16" and variants:
+            try:  # a failing variant must not cost the rest of the table
+                decode_variants(kit, spec, fn, variants, (wr, w1, w2), bandwidth, g)
+            except Exception as ex:
+                say(f"decode variants failed: {str(ex).splitlines()[0] if str(ex) else type(ex).__name__}")
         del w1, w2, wr
         torch.cuda.empty_cache()
     say("%bw: (active experts' weights + router + x + y) / time / copy bandwidth (the decode goal: >= 80);")

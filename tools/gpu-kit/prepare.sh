@@ -8,8 +8,10 @@
 #                 the example and of its --moe-decompose --moe-fuse form),
 #                 the arguments (argI.npy, seeded by moe-run --fill-random)
 #                 and the CPU path's results (outI.npy, moe-run --device=cpu)
-#   bench/        the Mixtral-shaped layer in bf16 and f32 (any token count);
-#                 its weights are generated on the GPU machine from a seed
+#   bench/        the Mixtral-shaped layer in bf16 and f32 (any token count),
+#                 and (cuda) the bf16 layer with split-K forced to S = 1, 2,
+#                 4, 8, 16 (decode variants); the weights are generated on
+#                 the GPU machine from a seed
 #   kit.py, triton_moe.py, run.sh, manifest.json
 # and checks that the folder stays under 60 MiB.
 #
@@ -108,6 +110,18 @@ for dt in bf16 f32; do
   echo "prepare: bench mixtral $dt"
   compile "$ROOT/tools/gpu-kit/cases/mixtral_$dt.mlir" "$KIT/bench/mixtral_$dt.so"
 done
+# Decode variants of the bf16 layer (cuda only): split-K of the 16-row GEMMs
+# forced to S slices (docs/gpu.md, "Split-K at decode"; the default library
+# chooses S from the shape), timed by kit.py at T = 1 and 16.
+VARIANTS_JSON=()
+if [ "$TARGET" = cuda ]; then
+  for s in 1 2 4 8 16; do
+    echo "prepare: bench mixtral bf16 decode-split-k=$s"
+    "$BIN/moe-compile" "$ROOT/tools/gpu-kit/cases/mixtral_bf16.mlir" \
+      -o "$KIT/bench/mixtral_bf16_sk$s.so" --target=cuda --chip="$CHIP" --decode-split-k=$s
+    VARIANTS_JSON+=("\"split-k=$s\": \"bench/mixtral_bf16_sk$s.so\"")
+  done
+fi
 
 commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 {
@@ -121,7 +135,9 @@ commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "  ],"
   echo "  \"bench\": {\"entry\": \"mixtral\", \"D\": 4096, \"H\": 14336, \"E\": 8, \"k\": 2,"
   echo "            \"tokens\": [1, 16, 128, 1024, 4096], \"dtypes\": [\"bf16\", \"f32\"],"
-  echo "            \"libs\": {\"bf16\": \"bench/mixtral_bf16.so\", \"f32\": \"bench/mixtral_f32.so\"}}"
+  echo "            \"libs\": {\"bf16\": \"bench/mixtral_bf16.so\", \"f32\": \"bench/mixtral_f32.so\"},"
+  echo "            \"decode_tokens\": [1, 16],"
+  echo "            \"decode_variants\": {$(IFS=,; echo "${VARIANTS_JSON[*]}")}}"
   echo "}"
 } > "$KIT/manifest.json"
 python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$KIT/manifest.json"

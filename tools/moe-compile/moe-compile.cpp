@@ -95,6 +95,11 @@ llvm::cl::opt<std::string> cudaPath("cuda-path",
                                                    "fatbinary); default $CUDA_ROOT, $CUDA_HOME, "
                                                    "$CUDA_PATH or /usr/local/cuda"),
                                     llvm::cl::value_desc("DIR"), llvm::cl::cat(category));
+llvm::cl::opt<int64_t> decodeSplitK(
+    "decode-split-k",
+    llvm::cl::desc("cuda: split-K slices of a fused layer's 16-row (decode) tensor-core "
+                   "GEMMs (0 = chosen from the shape, 1 = no split; docs/gpu.md)"),
+    llvm::cl::init(0), llvm::cl::cat(category));
 llvm::cl::opt<bool> keepObject("keep-object",
                                llvm::cl::desc("Also keep the object file (LIB.so.o)"),
                                llvm::cl::init(false), llvm::cl::cat(category));
@@ -490,8 +495,11 @@ int runMain(int argc, char **argv) {
   if (target != "cpu" && target != "cuda")
     return fail("--target=" + target + " is not one of cpu, cuda");
   bool cuda = target == "cuda";
-  if (!cuda && (chip.getNumOccurrences() || cudaPath.getNumOccurrences()))
-    return fail(llvm::Twine(chip.getNumOccurrences() ? "--chip" : "--cuda-path") +
+  if (!cuda && (chip.getNumOccurrences() || cudaPath.getNumOccurrences() ||
+                decodeSplitK.getNumOccurrences()))
+    return fail(llvm::Twine(chip.getNumOccurrences()       ? "--chip"
+                            : cudaPath.getNumOccurrences() ? "--cuda-path"
+                                                           : "--decode-split-k") +
                 " applies to --target=cuda only");
 
   moe::NVPTXPipelineOptions nvptx;
@@ -501,6 +509,7 @@ int runMain(int argc, char **argv) {
     nvptx.deviceAbi = true;
     nvptx.resultsToOutParams = true;
     nvptx.cudaPath = cudaPath;
+    nvptx.decodeSplitK = decodeSplitK;
     std::string error;
     if (failed(moe::validateNVPTXPipelineOptions(nvptx, [&](const llvm::Twine &message) {
           error = message.str();
