@@ -225,7 +225,7 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
            "positions of moe.combine): the kernels that read it record the "
            "first violation in a device error word, the host reads it back "
            "after the op and reports it (moeRuntimeIndexError); false: the "
-           "data is trusted (convert-moe-to-linalg's check-indices)">
+           "data is trusted (convert-moe-to-linalg's check-indices)">,
     Option<"decodeSplitK", "decode-split-k", "int64_t", /*default=*/"0",
            "Split-K slices of a fused layer's 16-row (decode) tensor-core "
            "GEMMs: 0 = chosen from the shape (about 512 blocks per GEMM), "

@@ -888,7 +888,8 @@ public:
     // tile, column tile) of each GEMM after the combine's counters (the
     // align kernel zeroes them all), one f32 partial tile per block.
     // A folded shared expert adds tiles in front of the plan's, which the
-    // split-K workspace and counters do not cover: no split then.
+    // split-K workspace and counters do not cover: no split then (not
+    // even with decode-split-k > 1; docs/gpu.md, "Split-K at decode").
     SplitK split;
     if (mma && !fold)
       split = splitK(e.muli(T, K), numExperts, ex);

@@ -8,6 +8,9 @@
 //  * T = 16 (32 rows, 8 tiles): GEMM1 1792 blocks -> S = 1 (the plain
 //    kernel); GEMM2 256 blocks -> S = 2.
 //  * decode-split-k=1: the plain kernels; decode-split-k=5: S = 5 for both.
+//  * A layer with a shared expert (folded into the GEMM launches) does not
+//    split, even when decode-split-k asks for it: the split-K workspace and
+//    tile counters do not cover the shared expert's tiles.
 // RUN: moe-opt %s --convert-moe-to-gpu -canonicalize -cse | FileCheck %s
 // RUN: moe-opt %s --convert-moe-to-gpu=decode-split-k=1 -canonicalize -cse | FileCheck %s --check-prefix=ONE
 // RUN: moe-opt %s --convert-moe-to-gpu=decode-split-k=5 -canonicalize -cse | FileCheck %s --check-prefix=FIVE
@@ -46,6 +49,11 @@
 // FIVE-LABEL: func.func @t16(
 // FIVE: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m16_splitk(%c224, %c10, %c5, {{.*}}, %c5)
 // FIVE-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_bf16_m16_outf32_splitk(%c32, %c10, %c5, {{.*}}, %c5)
+// FIVE-LABEL: func.func @shared(
+// FIVE: call @__moe_launch_moe_mma_gemm1_gather_swiglu_foldshared_bf16_m16(%c224, %c3, %c1,
+// FIVE-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_foldshared_gated_bf16_m16_outf32(%c32, %c3, %c1,
+// FIVE-NOT: splitk
+// FIVE: return
 
 func.func @t1(%x: tensor<1x4096xbf16>, %wr: tensor<4096x8xbf16>, %w1: tensor<8x4096x28672xbf16>,
               %w2: tensor<8x14336x4096xbf16>) -> tensor<1x4096xbf16> {
@@ -63,4 +71,14 @@ func.func @t16(%x: tensor<16x4096xbf16>, %wr: tensor<4096x8xbf16>, %w1: tensor<8
          : (tensor<16x4096xbf16>, tensor<4096x8xbf16>, tensor<8x4096x28672xbf16>, tensor<8x14336x4096xbf16>)
          -> tensor<16x4096xbf16>
   return %y : tensor<16x4096xbf16>
+}
+
+func.func @shared(%x: tensor<1x4096xbf16>, %wr: tensor<4096x8xbf16>, %w1: tensor<8x4096x28672xbf16>,
+                  %w2: tensor<8x14336x4096xbf16>, %s1: tensor<4096x28672xbf16>,
+                  %s2: tensor<14336x4096xbf16>, %sg: tensor<4096x1xbf16>) -> tensor<1x4096xbf16> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) shared(%s1, %s2) shared_gate(%sg)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<swiglu>}
+         : (tensor<1x4096xbf16>, tensor<4096x8xbf16>, tensor<8x4096x28672xbf16>, tensor<8x14336x4096xbf16>,
+            tensor<4096x28672xbf16>, tensor<14336x4096xbf16>, tensor<4096x1xbf16>) -> tensor<1x4096xbf16>
+  return %y : tensor<1x4096xbf16>
 }
