@@ -97,6 +97,12 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
       llvm::cl::desc("bf16/f16 expert GEMMs on tensor cores (mma.sync) when the "
                      "chip has them (sm_80 or newer); false: CUDA-core kernels"),
       llvm::cl::init(true)};
+  PassOptions::Option<int64_t> bigTileRows{
+      *this, "big-tile-rows",
+      llvm::cl::desc("sm_90a: layers with at least this many rows per expert on "
+                     "average (T*k/E) use 128-row wgmma tiles (two warpgroups); "
+                     "0: never (convert-moe-to-gpu's big-tile-rows)"),
+      llvm::cl::init(128)};
   PassOptions::Option<std::string> triple{
       *this, "triple", llvm::cl::desc("Target triple of the kernels"),
       llvm::cl::init("nvptx64-nvidia-cuda")};

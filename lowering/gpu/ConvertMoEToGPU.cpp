@@ -109,6 +109,9 @@ public:
   bool tensorCores = true;
   /// ... and 64-row tiles use the sm_90a wgmma kernels.
   bool wgmma = false;
+  /// With wgmma: plans of at least this many rows per expert on average
+  /// (T*k / E) take 128-row tiles (two warpgroups per block); 0: never.
+  int64_t bigTileRows = 0;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -431,24 +434,38 @@ public:
 
   /// The row tile of the grouped GEMMs for `rows` plan rows over
   /// `numExperts` groups (see Kernels.h): kSmallTileM when the average
-  /// group has fewer than kTileM rows (decode), else kTileM (prefill).
-  Value chooseRowTile(Value rows, int64_t numExperts) {
+  /// group has fewer than kTileM rows (decode), else kTileM (prefill), or
+  /// kBigTileM with `big` when it has at least bigTileRows rows.
+  Value chooseRowTile(Value rows, int64_t numExperts, bool big) {
+    int64_t bigFrom = std::max(bigTileRows, kTileM) * numExperts;
     if (std::optional<int64_t> n = foldedIndex(rows))
-      return e.idx(*n < kTileM * numExperts ? kSmallTileM : kTileM);
+      return e.idx(*n < kTileM * numExperts ? kSmallTileM
+                   : big && *n >= bigFrom   ? kBigTileM
+                                            : kTileM);
+    Value prefill = e.idx(kTileM);
+    if (big)
+      prefill = e.select(e.ult(rows, e.idx(bigFrom)), prefill, e.idx(kBigTileM));
     Value small = e.ult(rows, e.idx(kTileM * numExperts));
-    return e.select(small, e.idx(kSmallTileM), e.idx(kTileM));
+    return e.select(small, e.idx(kSmallTileM), prefill);
   }
+
+  /// Whether the GEMMs of a plan may take 128-row tiles: the sm_90a wgmma
+  /// kernels with bigTileRows set, for `elt` (the GEMMs' tensor-core type).
+  bool bigTiles(std::optional<MmaElt> elt) const { return elt && wgmma && bigTileRows > 0; }
 
   /// The routing plan on the device, padded to the GEMM row tile.
   struct Plan {
     Value offsets, positions, sourceRows, rowWeights, sorted, tileExpert, numTiles;
     Value pMax, maxTiles, tileRows;
+    /// tileRows may be kBigTileM (the GEMMs are the wgmma kernels).
+    bool bigTiles = false;
   };
   /// maxTiles = max(1, min(ceil(rows / R) + E, rows)): every tile holds at
   /// least one row, so the launched grid has at most rows + R (E + 1)
   /// padded rows (Kernels.h).
-  void sizePlan(Plan &plan, Value rows, int64_t numExperts) {
-    plan.tileRows = chooseRowTile(rows, numExperts);
+  void sizePlan(Plan &plan, Value rows, int64_t numExperts, bool big) {
+    plan.bigTiles = big;
+    plan.tileRows = chooseRowTile(rows, numExperts, big);
     Value bound = e.addi(e.ceildiv(rows, plan.tileRows), e.idx(numExperts));
     plan.maxTiles = arith::MaxUIOp::create(
         b, arith::MinUIOp::create(b, bound, rows), e.idx(1));
@@ -480,7 +497,7 @@ public:
     const Gate *loss = nullptr;                // with deferred partials
   };
   Plan align(Value indices, Value weights, Value T, Value K, int64_t numExperts, Value cap,
-             const AlignExtras *extrasOrNull = nullptr) {
+             const AlignExtras *extrasOrNull = nullptr, bool big = false) {
     AlignExtras extras = extrasOrNull ? *extrasOrNull : AlignExtras();
     Plan plan;
     Value E = e.idx(numExperts), TK = e.muli(T, K);
@@ -489,7 +506,7 @@ public:
     plan.positions = alloc(e.i32(), TK);
     plan.sourceRows = alloc(e.i32(), TK);
     plan.rowWeights = weights ? alloc(e.f32(), TK) : Value();
-    sizePlan(plan, TK, numExperts);
+    sizePlan(plan, TK, numExperts, big);
     Value dummyF = weights ? weights : dummyF32();
     SmallVector<Value> args{indices, dummyF, T, K, E, cap, plan.offsets, poff, plan.positions,
                             plan.sourceRows, weights ? plan.rowWeights : dummyF, plan.sorted,
@@ -511,12 +528,12 @@ public:
     return plan;
   }
 
-  Plan tileMap(Value offsets, Value rows, int64_t numExperts) {
+  Plan tileMap(Value offsets, Value rows, int64_t numExperts, bool big = false) {
     Plan plan;
     plan.offsets = offsets;
     Value E = e.idx(numExperts);
     Value poff = alloc(e.i32(), e.addi(E, e.idx(1)));
-    sizePlan(plan, rows, numExperts);
+    sizePlan(plan, rows, numExperts, big);
     launch(lib.tileMap(), {e.idx(1)}, kAlignThreads,
            {offsets, E, poff, plan.sorted, plan.tileExpert, plan.numTiles, plan.pMax,
             plan.maxTiles, plan.tileRows});
@@ -560,16 +577,16 @@ public:
       // Host buffers are made before forRowTile's branches (they are freed
       // after the op).
       Value rowWeights = weighted ? plan.rowWeights : dummyF32();
-      forRowTile(plan.tileRows, [&](int64_t tileM) {
+      forRowTile(plan, [&](int64_t tileM) {
         MmaGemmConfig g1;
         g1.elt = *elt;
         g1.tileM = tileM;
         g1.gather = gather;
         g1.act = x.act;
         g1.bias = x.b1 != nullptr;
-        g1.wgmma = wgmma && tileM == warp_layout::Wgmma::M;
+        g1.wgmma = wgmma && tileM >= warp_layout::Wgmma::M;
         launch(buildMmaGemm(lib.getModule(), g1), {blocks(x.H, g1.tileN()), plan.maxTiles},
-               kMmaThreads,
+               g1.threads(),
                {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
                 plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1, h, x.D, x.H});
         MmaGemmConfig g2;
@@ -592,10 +609,11 @@ public:
             args.push_back(combine->shared);
         }
         launch(buildMmaGemm(lib.getModule(), g2), {blocks(x.D, g2.tileN()), plan.maxTiles},
-               kMmaThreads, args);
+               g2.threads(), args);
       });
       return;
     }
+    assert(!plan.bigTiles && "128-row tiles are for the wgmma kernels only");
     launch(lib.gemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1), eltOf(h)),
            {blocks(x.H, kTileN), plan.maxTiles}, kGemmThreads,
            {A, plan.sorted, gather ? plan.sourceRows : plan.sorted, plan.tileExpert,
@@ -633,16 +651,24 @@ public:
 
   /// Emits `body(R)` for the plan's row tile R: once when R is a constant
   /// (static T), else under an scf.if on its run-time value, once per
-  /// possible tile (kSmallTileM, kTileM): the launches of one branch run.
-  void forRowTile(Value tileRows, function_ref<void(int64_t)> body) {
-    if (std::optional<int64_t> tile = getConstantIntValue(tileRows))
+  /// possible tile (kSmallTileM, kTileM, and kBigTileM when the plan may
+  /// take it): the launches of one branch run.
+  void forRowTile(const Plan &plan, function_ref<void(int64_t)> body) {
+    if (std::optional<int64_t> tile = getConstantIntValue(plan.tileRows))
       return body(*tile);
-    auto ifOp = scf::IfOp::create(b, e.eq(tileRows, e.idx(kSmallTileM)),
+    auto ifOp = scf::IfOp::create(b, e.eq(plan.tileRows, e.idx(kSmallTileM)),
                                   /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
     body(kSmallTileM);
     b.setInsertionPointToStart(ifOp.elseBlock());
+    if (!plan.bigTiles)
+      return body(kTileM);
+    auto big = scf::IfOp::create(b, e.eq(plan.tileRows, e.idx(kBigTileM)),
+                                 /*withElseRegion=*/true);
+    b.setInsertionPointToStart(big.thenBlock());
+    body(kBigTileM);
+    b.setInsertionPointToStart(big.elseBlock());
     body(kTileM);
   }
 
@@ -658,7 +684,8 @@ public:
     Value y = alloc(yType, e.muli(T, ex.D));
     AlignExtras extras;
     // One arrival counter per (token, GEMM2 column tile).
-    bool mma = mmaElt(x, ex, e.f32(), yType).has_value();
+    std::optional<MmaElt> mmaType = mmaElt(x, ex, e.f32(), yType);
+    bool mma = mmaType.has_value();
     extras.numCounters = e.muli(T, blocks(ex.D, mma ? kMmaTileN : kTileN));
     extras.counters = alloc(e.i32(), extras.numCounters);
     extras.y = y;
@@ -666,7 +693,7 @@ public:
     extras.shared = shared;
     extras.loss = loss;
     Plan plan = align(indices, weights, T, K, numExperts, capacity(T, K, numExperts, cf),
-                      &extras);
+                      &extras, bigTiles(mmaType));
     Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
     FusedCombine combine{plan.positions, extras.counters, y, T, K, shared};
     ffn(x, /*gather=*/true, plan, ex, rows, &combine);
@@ -687,7 +714,8 @@ public:
     ex.H = act.isGated() ? e.divui(dim(s1, 1), e.idx(2)) : dim(s1, 1);
     Value hostOffsets = tensor::FromElementsOp::create(
         b, RankedTensorType::get({2}, e.i32()), ValueRange{e.ci32(0), e.toI32(T)});
-    Plan plan = tileMap(upload(hostOffsets), T, /*numExperts=*/1);
+    Plan plan = tileMap(upload(hostOffsets), T, /*numExperts=*/1,
+                        bigTiles(mmaElt(x, ex, e.f32(), Type())));
     if (sg) {
       Value logits = route(x, upload(sg), Value(), T, D, e.idx(1));
       plan.rowWeights = alloc(e.f32(), T);
@@ -869,8 +897,9 @@ LogicalResult convert(ExpertFFNOp op, Host &h) {
   Value rows = h.upload(op.getRows()), offsets = h.upload(op.getOffsets());
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
-  Host::Plan plan = h.tileMap(offsets, N, numExperts);
   Type outElt = eltOf(op.getOutput());
+  Host::Plan plan =
+      h.tileMap(offsets, N, numExperts, h.bigTiles(h.mmaElt(rows, ex, outElt, Type())));
   Value out = h.alloc(outElt, h.e.muli(N, ex.D));
   // Rows from offsets[E] on are zero.
   gpu::MemsetOp::create(h.b, Type(), ValueRange{}, out,
@@ -970,7 +999,8 @@ LogicalResult convertSoftLayer(OpT op, Host &h) {
                                op.getActivationAttr());
   Value N = h.e.muli(f.ES, f.G);
   Value offsets = h.upload(h.softOffsets(numExperts, f.G, f.S));
-  Host::Plan plan = h.tileMap(offsets, N, numExperts);
+  Host::Plan plan = h.tileMap(offsets, N, numExperts,
+                              h.bigTiles(h.mmaElt(f.rows, ex, h.e.f32(), Type())));
   Value out = h.alloc(h.e.f32(), h.e.muli(N, f.D)); // every row is a slot
   h.ffn(f.rows, /*gather=*/false, plan, ex, out);
   Value y = h.softCombine(out, f.combineWeights, f.G, f.M, f.ES, f.S, f.D,
@@ -1256,6 +1286,11 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     }
     if (failed(checkToolkit(ops.front())))
       return signalPassFailure();
+    if (bigTileRows < 0) {
+      ops.front()->emitError() << "convert-moe-to-gpu: option big-tile-rows must be >= 0 (got "
+                               << bigTileRows << ")";
+      return signalPassFailure();
+    }
     bool failedAny = false;
 
     KernelLibrary lib(module);
@@ -1268,6 +1303,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
         h.deviceValues = &deviceValues;
       h.tensorCores = tensorCores;
       h.wgmma = wgmma;
+      h.bigTileRows = bigTileRows;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

@@ -239,11 +239,24 @@ def bench(kit, manifest, bandwidth, tflops):
             w1[e] = torch.randn(D, 2 * H, device="cuda", generator=g) / D ** 0.5
             w2[e] = torch.randn(H, D, device="cuda", generator=g) / H ** 0.5
         esize = w1.element_size()
+        # Other compilations of the same layer (e.g. sm_90a's 64-row tiles
+        # next to the default 128-row ones), timed on the same inputs.
+        variants = [(v["name"], Function(os.path.join(kit, v["lib"]), spec["entry"]), v["tokens"])
+                    for v in spec.get("variants", []) if v["dtype"] == dt]
         for T in spec["tokens"]:
             x = torch.randn(T, D, device="cuda", generator=g).to(dtype)
             y = torch.empty(T, D, dtype=dtype, device="cuda")
             args = [x, wr, w1, w2]
             ms = timed(lambda: fn(args, [y]))
+            for vname, vfn, vtokens in variants:
+                if T in vtokens:
+                    yv = torch.empty_like(y)
+                    vms = timed(lambda: vfn(args, [yv]))
+                    vflops = 2 * T * D * E + 2 * T * k * (D * 2 * H + H * D)
+                    same = bool(torch.equal(yv, y))
+                    say(f"variant {vname}: T={T} {vms:.3f} ms ({100 * vflops / (vms * 1e-3) / (tflops * 1e12):.1f} %mm) "
+                        f"vs {ms:.3f} ms default; outputs {'identical' if same else 'differ'}")
+                    del yv
             ref = torch_eager(x, wr, w1, w2, k)
             err = float((y.float() - ref.float()).abs().max() / ref.float().abs().max())
             torch_ms = timed(lambda: torch_eager(x, wr, w1, w2, k))

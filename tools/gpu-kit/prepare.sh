@@ -101,6 +101,16 @@ for dt in bf16 f32; do
   echo "prepare: bench mixtral $dt"
   compile "$ROOT/tools/gpu-kit/cases/mixtral_$dt.mlir" "$KIT/bench/mixtral_$dt.so"
 done
+# sm_90a: the bf16 layer again with the 64-row wgmma tiles only
+# (--big-tile-rows=0), so that one run compares them with the 128-row tiles
+# (two consumer warpgroups) that the default takes at T*k/E >= 128.
+VARIANTS_JSON=""
+if [ "$TARGET" = cuda ] && [ "$CHIP" = sm_90a ]; then
+  echo "prepare: bench mixtral bf16, 64-row tiles"
+  "$BIN/moe-compile" "$ROOT/tools/gpu-kit/cases/mixtral_bf16.mlir" \
+    -o "$KIT/bench/mixtral_bf16_m64.so" --target=cuda --chip="$CHIP" --big-tile-rows=0
+  VARIANTS_JSON="{\"name\": \"bf16 64-row tiles\", \"dtype\": \"bf16\", \"lib\": \"bench/mixtral_bf16_m64.so\", \"tokens\": [1024, 4096]}"
+fi
 
 commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 {
@@ -114,7 +124,8 @@ commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "  ],"
   echo "  \"bench\": {\"entry\": \"mixtral\", \"D\": 4096, \"H\": 14336, \"E\": 8, \"k\": 2,"
   echo "            \"tokens\": [1, 16, 128, 1024, 4096], \"dtypes\": [\"bf16\", \"f32\"],"
-  echo "            \"libs\": {\"bf16\": \"bench/mixtral_bf16.so\", \"f32\": \"bench/mixtral_f32.so\"}}"
+  echo "            \"libs\": {\"bf16\": \"bench/mixtral_bf16.so\", \"f32\": \"bench/mixtral_f32.so\"},"
+  echo "            \"variants\": [$VARIANTS_JSON]}"
   echo "}"
 } > "$KIT/manifest.json"
 python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$KIT/manifest.json"

@@ -94,6 +94,11 @@ llvm::cl::opt<std::string> cudaPath("cuda-path",
                                                    "fatbinary); default $CUDA_ROOT, $CUDA_HOME, "
                                                    "$CUDA_PATH or /usr/local/cuda"),
                                     llvm::cl::value_desc("DIR"), llvm::cl::cat(category));
+llvm::cl::opt<int64_t> bigTileRows(
+    "big-tile-rows",
+    llvm::cl::desc("cuda, sm_90a: layers with at least this many rows per expert on "
+                   "average (T*k/E) use 128-row wgmma tiles; 0: never (default 128)"),
+    llvm::cl::init(128), llvm::cl::value_desc("N"), llvm::cl::cat(category));
 llvm::cl::opt<bool> keepObject("keep-object",
                                llvm::cl::desc("Also keep the object file (LIB.so.o)"),
                                llvm::cl::init(false), llvm::cl::cat(category));
@@ -498,9 +503,14 @@ int runMain(int argc, char **argv) {
   if (target != "cpu" && target != "cuda")
     return fail("--target=" + target + " is not one of cpu, cuda");
   bool cuda = target == "cuda";
-  if (!cuda && (chip.getNumOccurrences() || cudaPath.getNumOccurrences()))
-    return fail(llvm::Twine(chip.getNumOccurrences() ? "--chip" : "--cuda-path") +
+  if (!cuda && (chip.getNumOccurrences() || cudaPath.getNumOccurrences() ||
+                bigTileRows.getNumOccurrences()))
+    return fail(llvm::Twine(chip.getNumOccurrences()       ? "--chip"
+                            : cudaPath.getNumOccurrences() ? "--cuda-path"
+                                                           : "--big-tile-rows") +
                 " applies to --target=cuda only");
+  if (bigTileRows < 0)
+    return fail("--big-tile-rows=" + llvm::Twine(int64_t(bigTileRows)) + " must be >= 0");
 
   moe::NVPTXPipelineOptions nvptx;
   if (cuda) {
@@ -509,6 +519,7 @@ int runMain(int argc, char **argv) {
     nvptx.deviceAbi = true;
     nvptx.resultsToOutParams = true;
     nvptx.cudaPath = cudaPath;
+    nvptx.bigTileRows = bigTileRows;
     std::string error;
     if (failed(moe::validateNVPTXPipelineOptions(nvptx, [&](const llvm::Twine &message) {
           error = message.str();
