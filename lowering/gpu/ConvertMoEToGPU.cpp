@@ -1288,7 +1288,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       return signalPassFailure();
     if (bigTileRows < 0) {
       ops.front()->emitError() << "convert-moe-to-gpu: option big-tile-rows must be >= 0 (got "
-                               << bigTileRows << ")";
+                               << static_cast<int64_t>(bigTileRows) << ")";
       return signalPassFailure();
     }
     bool failedAny = false;
