@@ -11,7 +11,11 @@
 //    computes padding only), static T;
 //  * the same layer with a dynamic T, called with T = 320 (the run-time
 //    scf.if takes the 128-row pair), T = 128 (64 rows per expert: the 64-row
-//    wgmma pair) and T = 8 (the 16-row mma.sync pair).
+//    wgmma pair) and T = 8 (the 16-row mma.sync pair);
+//  * T = 320 with a gated shared expert (docs/spec.md §3.1.1): its plan is
+//    one group of 320 rows, so its GEMMs (no gather; GEMM2 weighted by the
+//    sigmoid gate, f32 rows) take 128-row tiles too, and the routed GEMM2 is
+//    the `_combine_shared` 128-row kernel.
 // The host code names the kernels (BIG below): still four launches.
 //
 // REQUIRES: openmp-runtime
@@ -20,7 +24,7 @@
 // RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_wgmma_pipeline" \
 // RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.cpu %t.gpu | FileCheck %s
-// CHECK: compare: OK, 49664 values, max abs diff 0{{$}}
+// CHECK: compare: OK, 70144 values, max abs diff 0{{$}}
 // RUN: moe-opt %s --convert-moe-to-gpu=wgmma=true --canonicalize | FileCheck %s --check-prefix=BIG
 // big-tile-rows=0 keeps the 64-row tile at T = 320.
 // RUN: moe-opt %s --convert-moe-to-gpu="wgmma=true big-tile-rows=0" --canonicalize | FileCheck %s --check-prefix=OFF
@@ -93,6 +97,12 @@ func.func @print(%t: tensor<?x64xbf16>) {
 // BIG-NEXT: }
 // BIG-NOT: call @__moe_launch
 // BIG: return
+// BIG-LABEL: func.func @withShared
+// BIG: call @__moe_launch_moe_mma_gemm1_swiglu_bf16_m128_wgmma(%c1, %{{[^,]*}}, %c1, %c256, %c1, %c1,
+// BIG: call @__moe_launch_moe_mma_gemm2_weighted_bf16_m128_outf32_wgmma(%c1, %{{[^,]*}}, %c1, %c256, %c1, %c1,
+// BIG: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m128_wgmma(
+// BIG-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m128_outf32_wgmma(
+// BIG: return
 // OFF-LABEL: func.func @prefill
 // OFF: call @__moe_launch_moe_align_kernel_weighted_combine_f32_bf16({{.*}}, %c64, %memref
 // OFF: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m64_wgmma(
@@ -119,6 +129,16 @@ func.func @dynamic(%x: tensor<?x64xbf16>, %wr: tensor<64x4xbf16>, %w1: tensor<4x
          : (tensor<?x64xbf16>, tensor<64x4xbf16>, tensor<4x64x128xbf16>, tensor<4x64x64xbf16>)
          -> tensor<?x64xbf16>
   return %y : tensor<?x64xbf16>
+}
+
+func.func @withShared(%x: tensor<320x64xbf16>, %wr: tensor<64x4xbf16>, %w1: tensor<4x64x128xbf16>,
+                      %w2: tensor<4x64x64xbf16>, %s1: tensor<64x128xbf16>, %s2: tensor<64x64xbf16>,
+                      %sg: tensor<64x1xbf16>) -> tensor<320x64xbf16> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) shared(%s1, %s2) shared_gate(%sg)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<swiglu>}
+         : (tensor<320x64xbf16>, tensor<64x4xbf16>, tensor<4x64x128xbf16>, tensor<4x64x64xbf16>,
+            tensor<64x128xbf16>, tensor<64x64xbf16>, tensor<64x1xbf16>) -> tensor<320x64xbf16>
+  return %y : tensor<320x64xbf16>
 }
 
 func.func @main() {
@@ -158,5 +178,20 @@ func.func @main() {
   %x8d = tensor.cast %x8 : tensor<8x64xbf16> to tensor<?x64xbf16>
   %y4 = func.call @dynamic(%x8d, %wr, %w1, %w2) : (tensor<?x64xbf16>, tensor<64x4xbf16>, tensor<4x64x128xbf16>, tensor<4x64x64xbf16>) -> tensor<?x64xbf16>
   func.call @print(%y4) : (tensor<?x64xbf16>) -> ()
+  %fe = arith.constant 0.017 : f32
+  %ff = arith.constant 0.043 : f32
+  %fg = arith.constant 0.61 : f32
+  %s1d = func.call @fill(%c1, %c64, %c128, %s03, %fe) : (index, index, index, f32, f32) -> tensor<?x?x?xbf16>
+  %s13 = tensor.cast %s1d : tensor<?x?x?xbf16> to tensor<1x64x128xbf16>
+  %s1 = tensor.collapse_shape %s13 [[0, 1], [2]] : tensor<1x64x128xbf16> into tensor<64x128xbf16>
+  %s2d = func.call @fill(%c1, %c64, %c64, %s03, %ff) : (index, index, index, f32, f32) -> tensor<?x?x?xbf16>
+  %s23 = tensor.cast %s2d : tensor<?x?x?xbf16> to tensor<1x64x64xbf16>
+  %s2 = tensor.collapse_shape %s23 [[0, 1], [2]] : tensor<1x64x64xbf16> into tensor<64x64xbf16>
+  %sgd = func.call @fill(%c1, %c64, %c1, %one, %fg) : (index, index, index, f32, f32) -> tensor<?x?x?xbf16>
+  %sg3 = tensor.cast %sgd : tensor<?x?x?xbf16> to tensor<1x64x1xbf16>
+  %sg = tensor.collapse_shape %sg3 [[0, 1], [2]] : tensor<1x64x1xbf16> into tensor<64x1xbf16>
+  %y5 = func.call @withShared(%x, %wr, %w1, %w2, %s1, %s2, %sg) : (tensor<320x64xbf16>, tensor<64x4xbf16>, tensor<4x64x128xbf16>, tensor<4x64x64xbf16>, tensor<64x128xbf16>, tensor<64x64xbf16>, tensor<64x1xbf16>) -> tensor<320x64xbf16>
+  %p5 = tensor.cast %y5 : tensor<320x64xbf16> to tensor<?x64xbf16>
+  func.call @print(%p5) : (tensor<?x64xbf16>) -> ()
   return
 }
