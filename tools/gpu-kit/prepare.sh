@@ -4,7 +4,8 @@
 # no network can run (tools/gpu-kit/run.sh inside it):
 #   lib/          libMoECudaRuntime.so (the moe-compile libraries load it)
 #   cases/NAME/   for each spec example (test/examples), the MOESART gate
-#                 case and the bf16 prefill case (wgmma at sm_90a): layer.so and fused.so (moe-compile --target=cuda of
+#                 case and the bf16 prefill cases (wgmma at sm_90a, 64- and
+#                 128-row tiles): layer.so and fused.so (moe-compile --target=cuda of
 #                 the example and of its --moe-decompose --moe-fuse form),
 #                 the arguments (argI.npy, seeded by moe-run --fill-random)
 #                 and the CPU path's results (outI.npy, moe-run --device=cpu)
@@ -91,7 +92,8 @@ add_case() { # NAME FILE
 }
 
 for src in "$ROOT"/test/examples/*.mlir "$ROOT/tools/gpu-kit/cases/moesart_gate.mlir" \
-           "$ROOT/tools/gpu-kit/cases/prefill_bf16.mlir"; do
+           "$ROOT/tools/gpu-kit/cases/prefill_bf16.mlir" \
+           "$ROOT/tools/gpu-kit/cases/prefill_big_bf16.mlir"; do
   name="$(basename "$src" .mlir)"
   echo "prepare: $name"
   add_case "$name" "$src"
