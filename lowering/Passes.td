@@ -195,8 +195,11 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     `--moe-nvptx-pipeline` sets it from the chip. With `wgmma=true` (what
     the pipeline passes for `chip=sm_90a`) the 64-row tiles (prefill) use
     the warpgroup-level `wgmma.mma_async` variants instead of `mma.sync`;
-    the 16-row decode tiles keep `mma.sync`. f32 data keeps the CUDA-core
-    kernels.
+    the 16-row decode tiles keep `mma.sync`. With wgmma, a plan with at
+    least `big-tile-rows` rows per expert on average (T*k/E; default 128,
+    0 = never) pads its groups to 128-row tiles, computed by blocks of two
+    consumer warpgroups (docs/gpu.md, "128-row tiles"). f32 data keeps the
+    CUDA-core kernels.
 
     At decode (16-row tiles) the fused layer's tensor-core GEMMs split K
     over the grid's z dimension (`decode-split-k`; 0 = chosen from the
@@ -229,7 +232,11 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     Option<"decodeSplitK", "decode-split-k", "int64_t", /*default=*/"0",
            "Split-K slices of a fused layer's 16-row (decode) tensor-core "
            "GEMMs: 0 = chosen from the shape (about 512 blocks per GEMM), "
-           "1 = no split, N = N slices">
+           "1 = no split, N = N slices">,
+    Option<"bigTileRows", "big-tile-rows", "int64_t", /*default=*/"128",
+           "With wgmma: routing plans with at least this many rows per "
+           "expert on average (T*k/E) use 128-row tiles (two consumer "
+           "warpgroups per block); 0: never (values below 64 act as 64)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

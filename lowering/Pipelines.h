@@ -109,6 +109,12 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
                      "tensor-core GEMMs (convert-moe-to-gpu's decode-split-k; "
                      "0 = chosen from the shape, 1 = no split)"),
       llvm::cl::init(0)};
+  PassOptions::Option<int64_t> bigTileRows{
+      *this, "big-tile-rows",
+      llvm::cl::desc("sm_90a: layers with at least this many rows per expert on "
+                     "average (T*k/E) use 128-row wgmma tiles (two warpgroups); "
+                     "0: never (convert-moe-to-gpu's big-tile-rows)"),
+      llvm::cl::init(128)};
   PassOptions::Option<std::string> triple{
       *this, "triple", llvm::cl::desc("Target triple of the kernels"),
       llvm::cl::init("nvptx64-nvidia-cuda")};

@@ -119,6 +119,9 @@ public:
   /// Split-K slices of the fused layer's 16-row tensor-core GEMMs (0: chosen
   /// from the shape, splitKFor).
   int64_t decodeSplitK = 0;
+  /// With wgmma: plans of at least this many rows per expert on average
+  /// (T*k / E) take 128-row tiles (two warpgroups per block); 0: never.
+  int64_t bigTileRows = 0;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -505,18 +508,31 @@ public:
 
   /// The row tile of the grouped GEMMs for `rows` plan rows over
   /// `numExperts` groups (see Kernels.h): kSmallTileM when the average
-  /// group has fewer than kTileM rows (decode), else kTileM (prefill).
-  Value chooseRowTile(Value rows, int64_t numExperts) {
+  /// group has fewer than kTileM rows (decode), else kTileM (prefill), or
+  /// kBigTileM with `big` when it has at least bigTileRows rows.
+  Value chooseRowTile(Value rows, int64_t numExperts, bool big) {
+    int64_t bigFrom = std::max(bigTileRows, kTileM) * numExperts;
     if (std::optional<int64_t> n = foldedIndex(rows))
-      return e.idx(*n < kTileM * numExperts ? kSmallTileM : kTileM);
+      return e.idx(*n < kTileM * numExperts ? kSmallTileM
+                   : big && *n >= bigFrom   ? kBigTileM
+                                            : kTileM);
+    Value prefill = e.idx(kTileM);
+    if (big)
+      prefill = e.select(e.ult(rows, e.idx(bigFrom)), prefill, e.idx(kBigTileM));
     Value small = e.ult(rows, e.idx(kTileM * numExperts));
-    return e.select(small, e.idx(kSmallTileM), e.idx(kTileM));
+    return e.select(small, e.idx(kSmallTileM), prefill);
   }
+
+  /// Whether the GEMMs of a plan may take 128-row tiles: the sm_90a wgmma
+  /// kernels with bigTileRows set, for `elt` (the GEMMs' tensor-core type).
+  bool bigTiles(std::optional<MmaElt> elt) const { return elt && wgmma && bigTileRows > 0; }
 
   /// The routing plan on the device, padded to the GEMM row tile.
   struct Plan {
     Value offsets, positions, sourceRows, rowWeights, sorted, tileExpert, numTiles;
     Value pMax, maxTiles, tileRows;
+    /// tileRows may be kBigTileM (the GEMMs are the wgmma kernels).
+    bool bigTiles = false;
   };
   /// maxTiles = max(1, min(ceil(rows / R) + E, rows)): every tile holds at
   /// least one row, so the launched grid has at most rows + R (E + 1)
@@ -525,8 +541,9 @@ public:
     Value bound = e.addi(e.ceildiv(rows, tileRows), e.idx(numExperts));
     return arith::MaxUIOp::create(b, arith::MinUIOp::create(b, bound, rows), e.idx(1));
   }
-  void sizePlan(Plan &plan, Value rows, int64_t numExperts) {
-    plan.tileRows = chooseRowTile(rows, numExperts);
+  void sizePlan(Plan &plan, Value rows, int64_t numExperts, bool big) {
+    plan.bigTiles = big;
+    plan.tileRows = chooseRowTile(rows, numExperts, big);
     plan.maxTiles = maxTilesFor(rows, plan.tileRows, numExperts);
     plan.pMax = e.muli(plan.maxTiles, plan.tileRows);
     plan.sorted = alloc(e.i32(), plan.pMax);
@@ -558,7 +575,7 @@ public:
     int32_t checkKind = 0;                     // with `err`: a MoeIndexErrorKind
   };
   Plan align(Value indices, Value weights, Value T, Value K, int64_t numExperts, Value cap,
-             const AlignExtras *extrasOrNull = nullptr) {
+             const AlignExtras *extrasOrNull = nullptr, bool big = false) {
     AlignExtras extras = extrasOrNull ? *extrasOrNull : AlignExtras();
     Plan plan;
     Value E = e.idx(numExperts), TK = e.muli(T, K);
@@ -567,7 +584,7 @@ public:
     plan.positions = alloc(e.i32(), TK);
     plan.sourceRows = alloc(e.i32(), TK);
     plan.rowWeights = weights ? alloc(e.f32(), TK) : Value();
-    sizePlan(plan, TK, numExperts);
+    sizePlan(plan, TK, numExperts, big);
     Value dummyF = weights ? weights : dummyF32();
     SmallVector<Value> args{indices, dummyF, T, K, E, cap, plan.offsets, poff, plan.positions,
                             plan.sourceRows, weights ? plan.rowWeights : dummyF, plan.sorted,
@@ -594,12 +611,13 @@ public:
 
   /// With `err`, the offsets come from an operand: they are validated
   /// against `rows` (the checked tile map, Kernels.h).
-  Plan tileMap(Value offsets, Value rows, int64_t numExperts, Value err = {}) {
+  Plan tileMap(Value offsets, Value rows, int64_t numExperts, Value err = {},
+               bool big = false) {
     Plan plan;
     plan.offsets = offsets;
     Value E = e.idx(numExperts);
     Value poff = alloc(e.i32(), e.addi(E, e.idx(1)));
-    sizePlan(plan, rows, numExperts);
+    sizePlan(plan, rows, numExperts, big);
     SmallVector<Value> args{offsets,        E,          poff,        plan.sorted,
                             plan.tileExpert, plan.numTiles, plan.pMax, plan.maxTiles,
                             plan.tileRows};
@@ -653,14 +671,16 @@ public:
     return ex;
   }
   /// The folded shared expert's buffers of one launch pair: hs (rows padded
-  /// to kTileM, so that every shared tile row has a place) and its f32
+  /// to kBigTileM, so that every shared tile row has a place) and its f32
   /// output [T, D].
   struct SharedFoldBuffers {
     Value hs, out;
   };
   SharedFoldBuffers sharedFoldBuffers(const SharedExpertFold &f, Type hType) {
     SharedFoldBuffers fb;
-    Value rows = e.muli(e.ceildiv(f.T, e.idx(kTileM)), e.idx(kTileM));
+    // Padded to the largest row tile (kBigTileM, a multiple of the others):
+    // whatever tile the plan takes, its shared tiles' rows fit.
+    Value rows = e.muli(e.ceildiv(f.T, e.idx(kBigTileM)), e.idx(kBigTileM));
     fb.hs = alloc(hType, e.muli(rows, f.ex.H));
     fb.out = alloc(e.f32(), e.muli(f.T, f.ex.D));
     return fb;
@@ -702,14 +722,14 @@ public:
       // Host buffers are made before forRowTile's branches (they are freed
       // after the op).
       Value rowWeights = weighted ? plan.rowWeights : dummyF32();
-      forRowTile(plan.tileRows, [&](int64_t tileM) {
+      forRowTile(plan, [&](int64_t tileM) {
         MmaGemmConfig g1;
         g1.elt = *elt;
         g1.tileM = tileM;
         g1.gather = gather;
         g1.act = x.act;
         g1.bias = x.b1 != nullptr;
-        g1.wgmma = wgmma && tileM == warp_layout::Wgmma::M;
+        g1.wgmma = wgmma && tileM >= warp_layout::Wgmma::M;
         g1.foldShared = fold != nullptr;
         // Split-K at decode (fused layer without a folded shared expert:
         // fusedExperts sets no split then): unless S is the constant 1.
@@ -729,7 +749,7 @@ public:
                         combine->split1});
           grid1.push_back(combine->split1);
         }
-        launch(buildMmaGemm(lib.getModule(), g1), grid1, kMmaThreads, args1);
+        launch(buildMmaGemm(lib.getModule(), g1), grid1, g1.threads(), args1);
         MmaGemmConfig g2;
         g2.kind = MmaGemmConfig::Kind::gemm2;
         g2.elt = *elt;
@@ -759,10 +779,11 @@ public:
                        combine->split2});
           grid2.push_back(combine->split2);
         }
-        launch(buildMmaGemm(lib.getModule(), g2), grid2, kMmaThreads, args);
+        launch(buildMmaGemm(lib.getModule(), g2), grid2, g2.threads(), args);
       });
       return;
     }
+    assert(!plan.bigTiles && "128-row tiles are for the wgmma kernels only");
     SmallVector<Value> args1{A, plan.sorted, gather ? plan.sourceRows : plan.sorted,
                              plan.tileExpert, plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1,
                              h, x.D, x.H, plan.tileRows};
@@ -805,16 +826,24 @@ public:
 
   /// Emits `body(R)` for the plan's row tile R: once when R is a constant
   /// (static T), else under an scf.if on its run-time value, once per
-  /// possible tile (kSmallTileM, kTileM): the launches of one branch run.
-  void forRowTile(Value tileRows, function_ref<void(int64_t)> body) {
-    if (std::optional<int64_t> tile = getConstantIntValue(tileRows))
+  /// possible tile (kSmallTileM, kTileM, and kBigTileM when the plan may
+  /// take it): the launches of one branch run.
+  void forRowTile(const Plan &plan, function_ref<void(int64_t)> body) {
+    if (std::optional<int64_t> tile = getConstantIntValue(plan.tileRows))
       return body(*tile);
-    auto ifOp = scf::IfOp::create(b, e.eq(tileRows, e.idx(kSmallTileM)),
+    auto ifOp = scf::IfOp::create(b, e.eq(plan.tileRows, e.idx(kSmallTileM)),
                                   /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
     body(kSmallTileM);
     b.setInsertionPointToStart(ifOp.elseBlock());
+    if (!plan.bigTiles)
+      return body(kTileM);
+    auto big = scf::IfOp::create(b, e.eq(plan.tileRows, e.idx(kBigTileM)),
+                                 /*withElseRegion=*/true);
+    b.setInsertionPointToStart(big.thenBlock());
+    body(kBigTileM);
+    b.setInsertionPointToStart(big.elseBlock());
     body(kTileM);
   }
 
@@ -837,7 +866,9 @@ public:
   /// on the host, so a dynamic T chooses at run time.
   SplitK splitK(Value rows, int64_t numExperts, const Experts &x) {
     SplitK sk;
-    sk.tileRows = chooseRowTile(rows, numExperts);
+    // Only the 16-row choice matters here: 128-row tiles (big) replace
+    // 64-row ones, never 16-row ones.
+    sk.tileRows = chooseRowTile(rows, numExperts, /*big=*/false);
     if (std::optional<int64_t> t = getConstantIntValue(sk.tileRows); t && *t != kSmallTileM)
       return sk;
     sk.maxTiles = maxTilesFor(rows, sk.tileRows, numExperts);
@@ -881,7 +912,8 @@ public:
     Value y = alloc(yType, e.muli(T, ex.D));
     AlignExtras extras;
     // One arrival counter per (token, GEMM2 column tile).
-    bool mma = mmaElt(x, ex, e.f32(), yType).has_value();
+    std::optional<MmaElt> mmaType = mmaElt(x, ex, e.f32(), yType);
+    bool mma = mmaType.has_value();
     Value colTiles2 = blocks(ex.D, mma ? kMmaTileN : kTileN);
     extras.numCounters = e.muli(T, colTiles2);
     // Split-K of the 16-row tensor-core GEMMs: one tile counter per (plan
@@ -916,7 +948,7 @@ public:
     extras.err = err;
     extras.checkKind = /*MOE_INDEX_BAD_EXPERT_FUSED*/ 4;
     Plan plan = align(indices, weights, T, K, numExperts, capacity(T, K, numExperts, cf),
-                      &extras);
+                      &extras, bigTiles(mmaType));
     Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
     FusedCombine combine{plan.positions, extras.counters, y, T, K, shared};
     if (split.S1) {
@@ -940,7 +972,8 @@ public:
     Experts ex = sharedWeights(s1, s2, D, act);
     Value hostOffsets = tensor::FromElementsOp::create(
         b, RankedTensorType::get({2}, e.i32()), ValueRange{e.ci32(0), e.toI32(T)});
-    Plan plan = tileMap(upload(hostOffsets), T, /*numExperts=*/1);
+    Plan plan = tileMap(upload(hostOffsets), T, /*numExperts=*/1, /*err=*/{},
+                        bigTiles(mmaElt(x, ex, e.f32(), Type())));
     if (sg) {
       Value logits = route(x, upload(sg), Value(), T, D, e.idx(1));
       plan.rowWeights = alloc(e.f32(), T);
@@ -1141,8 +1174,9 @@ LogicalResult convert(ExpertFFNOp op, Host &h) {
   Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                op.getActivationAttr());
   Value err = h.checkIndices ? h.errorWord() : Value();
-  Host::Plan plan = h.tileMap(offsets, N, numExperts, err);
   Type outElt = eltOf(op.getOutput());
+  Host::Plan plan = h.tileMap(offsets, N, numExperts, err,
+                              h.bigTiles(h.mmaElt(rows, ex, outElt, Type())));
   Value out = h.alloc(outElt, h.e.muli(N, ex.D));
   // Rows from offsets[E] on are zero.
   gpu::MemsetOp::create(h.b, Type(), ValueRange{}, out,
@@ -1255,7 +1289,8 @@ LogicalResult convertSoftLayer(OpT op, Host &h) {
                                op.getActivationAttr());
   Value N = h.e.muli(f.ES, f.G);
   Value offsets = h.upload(h.softOffsets(numExperts, f.G, f.S));
-  Host::Plan plan = h.tileMap(offsets, N, numExperts);
+  Host::Plan plan = h.tileMap(offsets, N, numExperts, /*err=*/{},
+                              h.bigTiles(h.mmaElt(f.rows, ex, h.e.f32(), Type())));
   Value out = h.alloc(h.e.f32(), h.e.muli(N, f.D)); // every row is a slot
   h.ffn(f.rows, /*gather=*/false, plan, ex, out);
   Value y = h.softCombine(out, f.combineWeights, f.G, f.M, f.ES, f.S, f.D,
@@ -1835,6 +1870,11 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     }
     if (failed(checkToolkit(ops.front())))
       return signalPassFailure();
+    if (bigTileRows < 0) {
+      ops.front()->emitError() << "convert-moe-to-gpu: option big-tile-rows must be >= 0 (got "
+                               << static_cast<int64_t>(bigTileRows) << ")";
+      return signalPassFailure();
+    }
     bool failedAny = false;
 
     // Ops whose index data needs no run-time check (before ops are replaced).
@@ -1856,6 +1896,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       h.wgmma = wgmma;
       h.checkIndices = checkIndices && !validByConstruction.contains(op);
       h.decodeSplitK = decodeSplitK;
+      h.bigTileRows = bigTileRows;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

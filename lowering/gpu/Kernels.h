@@ -27,14 +27,17 @@
 // Row tiles of the grouped GEMMs (decode vs prefill). The routing plan pads
 // every expert's row group to a row tile R chosen at run time by the host
 // (chooseRowTile in ConvertMoEToGPU.cpp: R = kSmallTileM when the average
-// rows per expert T*k/E is below kTileM, else kTileM) and passed to
+// rows per expert T*k/E is below kTileM, else kTileM, or kBigTileM for the
+// sm_90a wgmma kernels when it reaches convert-moe-to-gpu's big-tile-rows)
+// and passed to
 // moe_align_kernel / moe_tile_map_kernel and to both grouped GEMMs as the
 // index argument `tileRows`. Contract for every grouped GEMM kernel (the
 // CUDA-core ones here and any tensor-core variant):
 //   - block (x, y) computes plan rows [y * tileRows, (y + 1) * tileRows) and
 //     columns [x * kTileN, (x + 1) * kTileN); tileExpert[y] is the expert;
 //     blocks with y >= numTiles[0] exit;
-//   - tileRows is kTileM or kSmallTileM (uniform per launch); the CUDA-core
+//   - tileRows is kTileM or kSmallTileM (uniform per launch; kBigTileM only
+//     for the 128-row wgmma kernels of MmaGemm.h); the CUDA-core
 //     skeleton has one code path per value (scf.if on tileRows) so that a
 //     16-row tile maps 256 threads onto 16 x 64 outputs (1 x 4 each) and no
 //     thread computes padding;
@@ -96,6 +99,8 @@ constexpr int64_t kMicro = 4;      // each thread: kMicro x kMicro outputs
 constexpr int64_t kGemmThreads = (kTileM / kMicro) * (kTileN / kMicro); // 256
 /// The decode row tile of the grouped GEMMs (see above).
 constexpr int64_t kSmallTileM = kTileM / kMicro; // 16
+/// The large prefill row tile: sm_90a wgmma kernels only (two warpgroups).
+constexpr int64_t kBigTileM = 2 * kTileM; // 128
 /// Other kernels.
 constexpr int64_t kGateThreads = 128;  // one thread per token
 constexpr int64_t kRouteTokens = 16;   // tokens per block of the router + gate kernel

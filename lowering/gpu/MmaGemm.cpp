@@ -87,9 +87,9 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
   bool splitK = rest.consume_back("_splitk");
   bool wgmma = rest.ends_with("_wgmma");
   for (MmaElt elt : {MmaElt::bf16, MmaElt::f16})
-    for (int64_t tileM : {16, 32, 64})
+    for (int64_t tileM : {16, 32, 64, 128})
       for (bool bias : {false, true}) {
-        if (wgmma && tileM != 64)
+        if (wgmma ? tileM < 64 : tileM > 64)
           continue;
         MmaGemmConfig c;
         c.elt = elt;
@@ -164,6 +164,7 @@ MemRefType workgroup(MLIRContext *ctx, int64_t n, Type elt) {
 struct Geometry {
   int64_t tileM, tileN, parts;
   int64_t warpsM, warpsN, warpM, warpN, mTiles, nTiles;
+  int64_t threads, stages;
   int64_t aStride = kMmaTileK + kMmaPad;  // elements per A row in shared memory
   int64_t bStride = kMmaTileN + kMmaPad;  // elements per B row (all parts)
   int64_t aStage() const { return tileM * aStride; }
@@ -177,13 +178,17 @@ struct Geometry {
     tileM = c.tileM;
     tileN = c.tileN();
     parts = c.parts();
+    threads = c.threads();
+    stages = c.numStages();
     if (c.wgmma) {
-      // One warpgroup, one m64n128k16 per k16 step: warp w owns rows
-      // 16 w .. 16 w + 15 of every column (Wgmma::dRowOffset), so the
-      // accumulators are those of a 4 x 1 warp grid of 16 x tileN warp
-      // tiles, in the wgmma register order (accIndex = the d_i index).
-      // The stages hold core matrices without padding (wgmmaA/BIndex).
-      warpsM = 4;
+      // One m64n128k16 per warpgroup and k16 step: warp w of warpgroup v
+      // owns rows 64 v + 16 w .. 64 v + 16 w + 15 of every column
+      // (Wgmma::dRowOffset), i.e. warp 4 v + w of the block owns rows
+      // 16 (4 v + w): the accumulators are those of a (tileM / 16) x 1 warp
+      // grid of 16 x tileN warp tiles, in the wgmma register order
+      // (accIndex = the d_i index). The stages hold core matrices without
+      // padding (wgmmaA/BIndex).
+      warpsM = tileM / 16;
       warpsN = 1;
       warpM = 16;
       warpN = tileN;
@@ -354,8 +359,8 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
 
   // A: tileM rows x kMmaTileK columns = tileM * 4 chunks.
   int64_t aChunks = g.tileM * (kMmaTileK / kChunk);
-  for (int64_t q = 0; q * kMmaThreads < aChunks; ++q) {
-    Value ch = e.addi(tid, idx(q * kMmaThreads));
+  for (int64_t q = 0; q * g.threads < aChunks; ++q) {
+    Value ch = e.addi(tid, idx(q * g.threads));
     auto body = [&](IRB &e) {
       Value r = e.divui(ch, idx(kMmaTileK / kChunk));
       Value col = e.muli(e.remui(ch, idx(kMmaTileK / kChunk)), c8);
@@ -368,7 +373,7 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
       copy(A, srcIndex, aSmem, dstIndex, e.andi(rowOk, e.ult(k, K)),
            [&](IRB &e, Value h) { return e.andi(rowOk, e.ult(e.addi(k, h), K)); });
     };
-    if ((q + 1) * kMmaThreads > aChunks)
+    if ((q + 1) * g.threads > aChunks)
       e.ifThen(e.ult(ch, idx(aChunks)), body);
     else
       body(e);
@@ -377,8 +382,8 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
   // B: kMmaTileK rows x kMmaTileN columns (part p's columns at p * tileN).
   int64_t rowChunks = kMmaTileN / kChunk, partChunks = g.tileN / kChunk;
   int64_t bChunks = kMmaTileK * rowChunks;
-  for (int64_t q = 0; q * kMmaThreads < bChunks; ++q) {
-    Value ch = e.addi(tid, idx(q * kMmaThreads));
+  for (int64_t q = 0; q * g.threads < bChunks; ++q) {
+    Value ch = e.addi(tid, idx(q * g.threads));
     Value kr = e.divui(ch, idx(rowChunks)), cc = e.remui(ch, idx(rowChunks));
     Value part = e.divui(cc, idx(partChunks));
     Value col = e.addi(n0, e.muli(e.remui(cc, idx(partChunks)), c8));
@@ -490,8 +495,11 @@ Value MmaGemmBuilder::computeStageWgmma(Value stage, Value acc) {
   int64_t eltBytes = 2;
   NVVM::WGMMATypes ptxType =
       c.elt == MmaElt::bf16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  // This thread's warpgroup reads the A rows 64 v .. 64 v + 63 of the
+  // stage (the same B for both warpgroups of a 128-row tile).
+  Value firstRow = e.muli(e.divui(tid, idx(W::kWarpgroupSize)), idx(W::M));
   for (int64_t kk = 0; kk < kMmaTileK; kk += W::K) {
-    Value aOff = e.muli(e.addi(e.muli(stage, idx(g.aStage())), aIndex(idx(0), idx(kk))),
+    Value aOff = e.muli(e.addi(e.muli(stage, idx(g.aStage())), aIndex(firstRow, idx(kk))),
                         idx(eltBytes));
     Value bOff = e.muli(e.addi(e.muli(stage, idx(g.bStage())), bIndex(idx(kk), idx(0))),
                         idx(eltBytes));
@@ -748,7 +756,7 @@ void MmaGemmBuilder::build() {
     // The k-tiles of this block: all of them, or with split-K the slice
     // z of S (ceil(numK / S) tiles each; the last slices may be short or
     // empty when S does not divide numK).
-    const int64_t stages = c.numStages();
+    const int64_t stages = g.stages;
     Value numKAll = e.ceildiv(K, idx(kMmaTileK));
     Value kBegin = idx(0), numK = numKAll;
     Value z, S;
@@ -843,7 +851,7 @@ void MmaGemmBuilder::build() {
         ce.rows = rowsOut;
         ce.D = N;
         ce.lastOf = lastOf;
-        emitCombineEpilogue(e, ce, tid, rowBase, g.tileM, pidN, g.tileN, kMmaThreads);
+        emitCombineEpilogue(e, ce, tid, rowBase, g.tileM, pidN, g.tileN, g.threads);
       }
     };
     if (!c.splitK)
@@ -888,10 +896,12 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
   }
   if (c.splitK) // workspace, tile counters, counterBase, S
     args.append({flat(f32), flat(i32), ix, ix});
-  assert((!c.wgmma || c.tileM == warp_layout::Wgmma::M) && "wgmma computes 64-row tiles");
+  assert((c.wgmma ? c.tileM == warp_layout::Wgmma::M || c.tileM == 2 * warp_layout::Wgmma::M
+                  : c.tileM <= 64) &&
+         "wgmma computes 64- or 128-row tiles, mma.sync 16 to 64");
   Geometry g(c);
-  SmallVector<Type> wg{workgroup(ctx, c.numStages() * g.aStage(), T),
-                       workgroup(ctx, c.numStages() * g.bStage(), T),
+  SmallVector<Type> wg{workgroup(ctx, g.stages * g.aStage(), T),
+                       workgroup(ctx, g.stages * g.bStage(), T),
                        workgroup(ctx, c.tileM, i32)};
   if (c.combine) // per tile row: the token this block completes, or -1
     wg.push_back(workgroup(ctx, c.tileM, i32));
@@ -909,7 +919,7 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
     func.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
                                      ob.getI64IntegerAttr(128));
   func.setKnownBlockSizeAttr(
-      ob.getDenseI32ArrayAttr({static_cast<int32_t>(kMmaThreads), 1, 1}));
+      ob.getDenseI32ArrayAttr({static_cast<int32_t>(c.threads()), 1, 1}));
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
   IRB e(b);

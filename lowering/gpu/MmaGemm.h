@@ -18,8 +18,9 @@
 // WarpLayouts.h).
 //
 // Tiles (see docs/gpu.md, "Tensor-core GEMMs"): a block of kMmaThreads (4
-// warps) computes tileM x 128 outputs (gated: 64 gate + 64 up columns),
-// tileM = the routing plan's tile (64, or 16/32 for decode), depth
+// warps; 8 warps = 2 warpgroups for the 128-row wgmma tile) computes tileM x
+// 128 outputs (gated: 64 gate + 64 up columns), tileM = the routing plan's
+// tile (64 or 128 for prefill, 16/32 for decode), depth
 // kMmaTileK = 32 per stage, kMmaStages stages (kMmaStagesM16 at 16 rows).
 // At decode a GEMM may split K over the grid's z dimension with a
 // deterministic reduction (MmaGemmConfig::splitK; docs/gpu.md, "Split-K at
@@ -72,7 +73,7 @@ struct MmaGemmConfig {
   enum class Kind { gemm1, gemm2 };
   Kind kind = Kind::gemm1;
   MmaElt elt = MmaElt::bf16;
-  int64_t tileM = 64; // the routing plan's tile: 16, 32 or 64
+  int64_t tileM = 64; // the routing plan's tile: 16, 32, 64, or 128 (wgmma)
   // gemm1
   bool gather = false;
   Activation act = Activation::relu;
@@ -93,8 +94,11 @@ struct MmaGemmConfig {
   bool foldShared = false;
   bool sharedGated = false;
   /// sm_90a: the MMAs are warpgroup-level `wgmma.mma_async` m64n128k16 on
-  /// shared-memory matrix descriptors (tileM = 64 only), the stages in the
-  /// canonical no-swizzle core-matrix layout (WarpLayouts.h, Wgmma).
+  /// shared-memory matrix descriptors (tileM = 64 or 128), the stages in the
+  /// canonical no-swizzle core-matrix layout (WarpLayouts.h, Wgmma). With
+  /// tileM = 128 the block is two consumer warpgroups (kMmaThreads each):
+  /// warpgroup w computes rows 64 w .. 64 w + 63 of the tile against the
+  /// same B stage.
   bool wgmma = false;
   /// Split-K (decode): the grid's z dimension splits the K loop into S
   /// slices (S a run-time argument); every block stores its f32 partial
@@ -104,11 +108,16 @@ struct MmaGemmConfig {
   /// (workspace:f32, counters:i32, counterBase, S).
   bool splitK = false;
   /// cp.async pipeline stages; 0: the default (kMmaStagesM16 for 16-row
-  /// tiles, else kMmaStages). A non-default value is part of the name
-  /// (`_s<N>`).
+  /// tiles, two for a 128-row tile: three stages of 16 KiB would leave no
+  /// room under the 48 KiB of static shared memory for the row map; else
+  /// kMmaStages). A non-default value is part of the name (`_s<N>`).
   int64_t stages = 0;
 
-  int64_t defaultStages() const { return tileM == 16 && !wgmma ? kMmaStagesM16 : kMmaStages; }
+  int64_t defaultStages() const {
+    if (tileM == 128)
+      return 2;
+    return tileM == 16 && !wgmma ? kMmaStagesM16 : kMmaStages;
+  }
   int64_t numStages() const { return stages > 0 ? stages : defaultStages(); }
 
   int parts() const {
@@ -117,6 +126,10 @@ struct MmaGemmConfig {
   }
   /// Output columns per block (per part).
   int64_t tileN() const { return kMmaTileN / parts(); }
+  /// Warpgroups of a block: one, two for a 128-row wgmma tile.
+  int64_t warpgroups() const { return wgmma ? tileM / 64 : 1; }
+  /// Threads of a block (the launch's block size).
+  int64_t threads() const { return kMmaThreads * warpgroups(); }
   std::string name() const;
   static std::optional<MmaGemmConfig> parse(StringRef name);
 };
@@ -129,7 +142,7 @@ std::optional<MmaElt> mmaEltOf(Type type);
 /// Builds (or finds) the kernel of `config` in `module`.
 ///
 /// gemm1: (A:T, sorted:i32, sourceRows:i32, tileExpert:i32, numTiles:i32,
-/// w1:T, b1:T, h:T, D, H); grid (ceil(H / tileN), maxTiles), kMmaThreads.
+/// w1:T, b1:T, h:T, D, H); grid (ceil(H / tileN), maxTiles), threads().
 /// gemm2: (h:T, sorted:i32, rowWeights:f32, tileExpert:i32, numTiles:i32,
 /// w2:T, b2:T, out:f32|T, H, D); grid (ceil(D / tileN), maxTiles).
 /// With `combine`: (sourceRows:i32 [T*K], positions:i32 [T*K], counters:i32

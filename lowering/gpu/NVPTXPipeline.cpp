@@ -120,6 +120,9 @@ LogicalResult moe::validateNVPTXPipelineOptions(
   if (options.optLevel < 0 || options.optLevel > 3)
     return error("opt-level=" + Twine(options.optLevel) +
                  " is out of range; expected 0, 1, 2 or 3");
+  if (options.bigTileRows < 0)
+    return error("big-tile-rows=" + Twine(int64_t(options.bigTileRows)) +
+                 " is out of range; expected >= 0");
   if (!isValidFeatureList(options.features))
     return error("features='" + options.features +
                  "' is not a comma-separated list of +feature/-feature "
@@ -235,6 +238,7 @@ LogicalResult moe::buildNVPTXPipeline(
   // wgmma (the 64-row tiles) exists on sm_90a only.
   toGPU.wgmma = toGPU.tensorCores && StringRef(options.chip) == "sm_90a";
   toGPU.decodeSplitK = options.decodeSplitK;
+  toGPU.bigTileRows = options.bigTileRows;
   pm.addPass(createConvertMoEToGPU(toGPU));
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());

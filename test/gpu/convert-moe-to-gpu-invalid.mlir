@@ -12,3 +12,10 @@ func.func @dynamic_experts(%w1: tensor<?x16x32xbf16>, %w2: tensor<?x32x16xbf16>)
          -> tensor<16x16xbf16>
   return %y : tensor<16x16xbf16>
 }
+
+// -----
+
+// convert-moe-to-gpu's big-tile-rows (average rows per expert from which the
+// sm_90a plan takes 128-row tiles) is a count: a negative one is one error.
+// RUN: not moe-opt %s --convert-moe-to-gpu="wgmma=true big-tile-rows=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BIGTILE
+// BIGTILE: error: convert-moe-to-gpu: option big-tile-rows must be >= 0 (got -1)

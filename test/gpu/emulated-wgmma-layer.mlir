@@ -56,8 +56,9 @@ func.func @print(%t: tensor<?x64xbf16>) {
   return
 }
 
-// Four launches, the GEMMs on wgmma; a dynamic T holds both pairs under
-// an scf.if on the run-time row tile (one pair runs).
+// Four launches, the GEMMs on wgmma; a dynamic T holds the three pairs
+// (16, 128 and 64 rows) under scf.ifs on the run-time row tile (one pair
+// runs).
 // WGMMA-LABEL: func.func @prefill
 // WGMMA-NOT: call @__moe_launch
 // WGMMA: call @__moe_launch_moe_gate_kernel_topk_router_bf16(
@@ -75,8 +76,14 @@ func.func @print(%t: tensor<?x64xbf16>) {
 // WGMMA-NEXT: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m16(
 // WGMMA-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_bf16_m16_outf32(
 // WGMMA-NEXT: } else {
+// WGMMA-NEXT: %[[LARGE:.*]] = arith.cmpi eq, %[[R]], %c128 : index
+// WGMMA-NEXT: scf.if %[[LARGE]] {
+// WGMMA-NEXT: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m128_wgmma(
+// WGMMA-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_bf16_m128_outf32_wgmma(
+// WGMMA-NEXT: } else {
 // WGMMA-NEXT: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m64_wgmma(
 // WGMMA-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_bf16_m64_outf32_wgmma(
+// WGMMA-NEXT: }
 // WGMMA-NEXT: }
 // WGMMA-NOT: call @__moe_launch
 // WGMMA: return

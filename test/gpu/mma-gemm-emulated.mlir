@@ -42,12 +42,28 @@
 // RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner %t.wgmma.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.wgmma.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.wgmma.gpu | FileCheck %s
 // RUN: moe-opt %t.wgmma.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=WGMMA
+// The same four cases with the 128-row wgmma kernels (two consumer
+// warpgroups, 256 threads, warpgroup w computing rows 64 w .. 64 w + 63
+// against the same B stage; two cp.async stages): the plan's tile is 128
+// rows (expert 0's 150 rows are a full tile and a 22-row tile, 4 tiles and
+// 3 inactive ones), the blocks 256 threads; the plain loops of case 7 read
+// h at that plan's padded positions. Bit for bit again.
+// RUN: sed -e 's/_m64\([(}]\)/_m128_wgmma\1/g' -e '/_m128_wgmma(%%gx/s/%%c1, %%c128, %%c1, %%c1,/%%c1, %%c256, %%c1, %%c1,/' -e 's/%%c32, %%c64 : index/%%c32, %%c128 : index/' -e 's/%%c16, %%c64 : index/%%c16, %%c128 : index/' -e 's/@ref2(%%H24, %%D40, %%c64,/@ref2(%%H24, %%D40, %%c128,/' %s > %t.m128.mlir
+// RUN: moe-opt %t.m128.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.m128.ll.mlir
+// RUN: mlir-runner %t.m128.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.m128.ref
+// RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner %t.m128.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.m128.gpu
+// RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.m128.ref %t.m128.gpu | FileCheck %s
+// RUN: moe-opt %t.m128.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=M128
 // CHECK: compare: OK, 57448 values, max abs diff 0{{$}}
 // WGMMA-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
 // WGMMA: nvvm.wgmma.mma_async
 // WGMMA-LABEL: gpu.func @moe_mma_gemm2_weighted_bias_bf16_m16_outf32(
 // WGMMA-NOT: wgmma
 // WGMMA: nvvm.mma.sync
+// M128-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m128_wgmma(
+// M128-SAME: known_block_size = array<i32: 256, 1, 1>
+// M128: nvvm.wgmma.mma_async
+// M128-LABEL: gpu.func @moe_mma_gemm2_bf16_m128_wgmma(
 
 func.func private @printMemrefF32(memref<*xf32>)
 
@@ -400,6 +416,7 @@ func.func @toF32(%m: memref<?xbf16>) -> memref<?xf32> {
 /// m64, 2 relu m32) and returns the rows [167, H].
 func.func @gpu1(%D: index, %H: index, %kind: index) -> memref<?xf32> {
   %c0 = arith.constant 0 : index
+  %c256 = arith.constant 256 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
   %c3 = arith.constant 3 : index
@@ -451,6 +468,7 @@ func.func @gpu1(%D: index, %H: index, %kind: index) -> memref<?xf32> {
 /// data-type rows m64) and returns the rows [167, D].
 func.func @gpu2(%H: index, %D: index, %kind: index) -> memref<?xf32> {
   %c0 = arith.constant 0 : index
+  %c256 = arith.constant 256 : index
   %c1 = arith.constant 1 : index
   %c3 = arith.constant 3 : index
   %c16 = arith.constant 16 : index
@@ -492,6 +510,7 @@ func.func @gpu2(%H: index, %D: index, %kind: index) -> memref<?xf32> {
 
 func.func @ref() {
   %c0 = arith.constant 0 : index
+  %c128 = arith.constant 128 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
   %c16 = arith.constant 16 : index

@@ -295,11 +295,28 @@ def bench(kit, manifest, bandwidth, tflops):
             w1[e] = torch.randn(D, 2 * H, device="cuda", generator=g) / D ** 0.5
             w2[e] = torch.randn(H, D, device="cuda", generator=g) / H ** 0.5
         esize = w1.element_size()
+        # Other compilations of the same layer (e.g. sm_90a's 64-row tiles
+        # next to the default 128-row ones), timed on the same inputs.
+        variants = [(v["name"], Function(os.path.join(kit, v["lib"]), spec["entry"]), v["tokens"])
+                    for v in spec.get("variants", []) if v["dtype"] == dt]
         for T in spec["tokens"]:
             x = torch.randn(T, D, device="cuda", generator=g).to(dtype)
             y = torch.empty(T, D, dtype=dtype, device="cuda")
             args = [x, wr, w1, w2]
             ms = timed(lambda: fn(args, [y]))
+            for vname, vfn, vtokens in variants:
+                if T not in vtokens:
+                    continue
+                try:  # a failing variant must not cost the rest of the table
+                    yv = torch.empty_like(y)
+                    vms = timed(lambda: vfn(args, [yv]))
+                    vflops = 2 * T * D * E + 2 * T * k * (D * 2 * H + H * D)
+                    same = bool(torch.equal(yv, y))
+                    say(f"variant {vname}: T={T} {vms:.3f} ms ({100 * vflops / (vms * 1e-3) / (tflops * 1e12):.1f} %mm) "
+                        f"vs {ms:.3f} ms default; outputs {'identical' if same else 'differ'}")
+                    del yv
+                except Exception as ex:
+                    say(f"variant {vname} failed at T={T}: {str(ex).splitlines()[0] if str(ex) else type(ex).__name__}")
             ref = torch_eager(x, wr, w1, w2, k)
             err = float((y.float() - ref.float()).abs().max() / ref.float().abs().max())
             torch_ms = timed(lambda: torch_eager(x, wr, w1, w2, k))
@@ -322,10 +339,10 @@ def bench(kit, manifest, bandwidth, tflops):
             gratio = f"{gemm_ms / ms:10.2f}" if gemm_ms else f"{'n/a':>10}"
             say(f"{dt:<5} {T:>5} {ms:9.3f} {torch_ms:9.3f} {tri} {pct_bw:6.1f} {pct_mm:6.1f} {ratio} {gratio} {torch_ms / ms:9.2f} {err:8.1e}")
             del x, y
-        variants = spec.get("decode_variants") or {}
-        if dt == "bf16" and variants:
+        split_variants = spec.get("decode_variants") or {}
+        if dt == "bf16" and split_variants:
             try:  # a failing variant must not cost the rest of the table
-                decode_variants(kit, spec, fn, variants, (wr, w1, w2), bandwidth, g)
+                decode_variants(kit, spec, fn, split_variants, (wr, w1, w2), bandwidth, g)
             except Exception as ex:
                 say(f"decode variants failed: {str(ex).splitlines()[0] if str(ex) else type(ex).__name__}")
         del w1, w2, wr

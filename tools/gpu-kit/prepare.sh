@@ -4,7 +4,8 @@
 # no network can run (tools/gpu-kit/run.sh inside it):
 #   lib/          libMoECudaRuntime.so (the moe-compile libraries load it)
 #   cases/NAME/   for each spec example (test/examples), the MOESART gate
-#                 case and the bf16 prefill case (wgmma at sm_90a): layer.so and fused.so (moe-compile --target=cuda of
+#                 case and the bf16 prefill cases (wgmma at sm_90a, 64- and
+#                 128-row tiles): layer.so and fused.so (moe-compile --target=cuda of
 #                 the example and of its --moe-decompose --moe-fuse form),
 #                 the arguments (argI.npy, seeded by moe-run --fill-random)
 #                 and the CPU path's results (outI.npy, moe-run --device=cpu)
@@ -100,7 +101,8 @@ add_case() { # NAME FILE
 }
 
 for src in "$ROOT"/test/examples/*.mlir "$ROOT/tools/gpu-kit/cases/moesart_gate.mlir" \
-           "$ROOT/tools/gpu-kit/cases/prefill_bf16.mlir"; do
+           "$ROOT/tools/gpu-kit/cases/prefill_bf16.mlir" \
+           "$ROOT/tools/gpu-kit/cases/prefill_big_bf16.mlir"; do
   name="$(basename "$src" .mlir)"
   echo "prepare: $name"
   add_case "$name" "$src"
@@ -122,6 +124,16 @@ if [ "$TARGET" = cuda ]; then
     VARIANTS_JSON+=("\"split-k=$s\": \"bench/mixtral_bf16_sk$s.so\"")
   done
 fi
+# sm_90a: the bf16 layer again with the 64-row wgmma tiles only
+# (--big-tile-rows=0), so that one run compares them with the 128-row tiles
+# (two consumer warpgroups) that the default takes at T*k/E >= 128.
+TILE_VARIANTS_JSON=""
+if [ "$TARGET" = cuda ] && [ "$CHIP" = sm_90a ]; then
+  echo "prepare: bench mixtral bf16, 64-row tiles"
+  "$BIN/moe-compile" "$ROOT/tools/gpu-kit/cases/mixtral_bf16.mlir" \
+    -o "$KIT/bench/mixtral_bf16_m64.so" --target=cuda --chip="$CHIP" --big-tile-rows=0
+  TILE_VARIANTS_JSON="{\"name\": \"bf16 64-row tiles\", \"dtype\": \"bf16\", \"lib\": \"bench/mixtral_bf16_m64.so\", \"tokens\": [1024, 4096]}"
+fi
 
 commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 {
@@ -137,6 +149,7 @@ commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "            \"tokens\": [1, 16, 128, 1024, 4096], \"dtypes\": [\"bf16\", \"f32\"],"
   echo "            \"libs\": {\"bf16\": \"bench/mixtral_bf16.so\", \"f32\": \"bench/mixtral_f32.so\"},"
   echo "            \"decode_tokens\": [1, 16],"
+  echo "            \"variants\": [$TILE_VARIANTS_JSON],"
   echo "            \"decode_variants\": {$(IFS=,; echo "${VARIANTS_JSON[*]}")}}"
   echo "}"
 } > "$KIT/manifest.json"

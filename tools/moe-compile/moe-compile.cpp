@@ -100,6 +100,11 @@ llvm::cl::opt<int64_t> decodeSplitK(
     llvm::cl::desc("cuda: split-K slices of a fused layer's 16-row (decode) tensor-core "
                    "GEMMs (0 = chosen from the shape, 1 = no split; docs/gpu.md)"),
     llvm::cl::init(0), llvm::cl::cat(category));
+llvm::cl::opt<int64_t> bigTileRows(
+    "big-tile-rows",
+    llvm::cl::desc("cuda, sm_90a: layers with at least this many rows per expert on "
+                   "average (T*k/E) use 128-row wgmma tiles; 0: never (default 128)"),
+    llvm::cl::init(128), llvm::cl::value_desc("N"), llvm::cl::cat(category));
 llvm::cl::opt<bool> keepObject("keep-object",
                                llvm::cl::desc("Also keep the object file (LIB.so.o)"),
                                llvm::cl::init(false), llvm::cl::cat(category));
@@ -496,11 +501,14 @@ int runMain(int argc, char **argv) {
     return fail("--target=" + target + " is not one of cpu, cuda");
   bool cuda = target == "cuda";
   if (!cuda && (chip.getNumOccurrences() || cudaPath.getNumOccurrences() ||
-                decodeSplitK.getNumOccurrences()))
-    return fail(llvm::Twine(chip.getNumOccurrences()       ? "--chip"
-                            : cudaPath.getNumOccurrences() ? "--cuda-path"
-                                                           : "--decode-split-k") +
+                decodeSplitK.getNumOccurrences() || bigTileRows.getNumOccurrences()))
+    return fail(llvm::Twine(chip.getNumOccurrences()           ? "--chip"
+                            : cudaPath.getNumOccurrences()     ? "--cuda-path"
+                            : decodeSplitK.getNumOccurrences() ? "--decode-split-k"
+                                                               : "--big-tile-rows") +
                 " applies to --target=cuda only");
+  if (bigTileRows < 0)
+    return fail("--big-tile-rows=" + llvm::Twine(int64_t(bigTileRows)) + " must be >= 0");
 
   moe::NVPTXPipelineOptions nvptx;
   if (cuda) {
@@ -510,6 +518,7 @@ int runMain(int argc, char **argv) {
     nvptx.resultsToOutParams = true;
     nvptx.cudaPath = cudaPath;
     nvptx.decodeSplitK = decodeSplitK;
+    nvptx.bigTileRows = bigTileRows;
     std::string error;
     if (failed(moe::validateNVPTXPipelineOptions(nvptx, [&](const llvm::Twine &message) {
           error = message.str();
