@@ -12,10 +12,10 @@
 //  * the same layer with a dynamic T, called with T = 320 (the run-time
 //    scf.if takes the 128-row pair), T = 128 (64 rows per expert: the 64-row
 //    wgmma pair) and T = 8 (the 16-row mma.sync pair);
-//  * T = 320 with a gated shared expert (docs/spec.md §3.1.1): its plan is
-//    one group of 320 rows, so its GEMMs (no gather; GEMM2 weighted by the
-//    sigmoid gate, f32 rows) take 128-row tiles too, and the routed GEMM2 is
-//    the `_combine_shared` 128-row kernel.
+//  * T = 320 with a gated shared expert (docs/spec.md §3.1.1), folded into
+//    the routed GEMM launches: its ceil(320 / 128) = 3 tiles come first in
+//    the `_foldshared` 128-row kernels (GEMM2 weighted by the sigmoid gate),
+//    and the combine adds its row first.
 // The host code names the kernels (BIG below): still four launches.
 //
 // REQUIRES: openmp-runtime
@@ -97,11 +97,16 @@ func.func @print(%t: tensor<?x64xbf16>) {
 // BIG-NEXT: }
 // BIG-NOT: call @__moe_launch
 // BIG: return
+// The shared expert is folded into the routed GEMM launches (its tiles
+// first), on the same 128-row tiles: still 4 launches.
 // BIG-LABEL: func.func @withShared
-// BIG: call @__moe_launch_moe_mma_gemm1_swiglu_bf16_m128_wgmma(%c1, %{{[^,]*}}, %c1, %c256, %c1, %c1,
-// BIG: call @__moe_launch_moe_mma_gemm2_weighted_bf16_m128_outf32_wgmma(%c1, %{{[^,]*}}, %c1, %c256, %c1, %c1,
-// BIG: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m128_wgmma(
-// BIG-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m128_outf32_wgmma(
+// BIG: call @__moe_launch_moe_gate_kernel_topk_router_sgate_bf16(
+// BIG-NOT: call @__moe_launch
+// BIG: call @__moe_launch_moe_align_kernel_weighted_combine_f32_bf16(
+// BIG-NOT: call @__moe_launch
+// BIG: call @__moe_launch_moe_mma_gemm1_gather_swiglu_foldshared_bf16_m128_wgmma(%{{[^,]*}}, %{{[^,]*}}, %c1{{[_0-9]*}}, %c256{{[_0-9]*}}, %c1{{[_0-9]*}}, %c1{{[_0-9]*}},
+// BIG-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_foldshared_gated_bf16_m128_outf32_wgmma(
+// BIG-NOT: call @__moe_launch
 // BIG: return
 // OFF-LABEL: func.func @prefill
 // OFF: call @__moe_launch_moe_align_kernel_weighted_combine_f32_bf16({{.*}}, %c64, %memref
