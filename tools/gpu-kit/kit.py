@@ -304,15 +304,15 @@ def bench(kit, manifest, bandwidth, tflops):
             y = torch.empty(T, D, dtype=dtype, device="cuda")
             args = [x, wr, w1, w2]
             ms = timed(lambda: fn(args, [y]))
+            flops = 2 * T * D * E + 2 * T * k * (D * 2 * H + H * D)
             for vname, vfn, vtokens in variants:
                 if T not in vtokens:
                     continue
                 try:  # a failing variant must not cost the rest of the table
                     yv = torch.empty_like(y)
                     vms = timed(lambda: vfn(args, [yv]))
-                    vflops = 2 * T * D * E + 2 * T * k * (D * 2 * H + H * D)
                     same = bool(torch.equal(yv, y))
-                    say(f"variant {vname}: T={T} {vms:.3f} ms ({100 * vflops / (vms * 1e-3) / (tflops * 1e12):.1f} %mm) "
+                    say(f"variant {vname}: T={T} {vms:.3f} ms ({100 * flops / (vms * 1e-3) / (tflops * 1e12):.1f} %mm) "
                         f"vs {ms:.3f} ms default; outputs {'identical' if same else 'differ'}")
                     del yv
                 except Exception as ex:
@@ -331,7 +331,6 @@ def bench(kit, manifest, bandwidth, tflops):
             _, idx = torch.topk(x.float() @ wr.float(), k, dim=-1)
             active = int(torch.unique(idx).numel())
             bytes_moved = (active * (D * 2 * H + H * D) + D * E + 2 * T * D) * esize
-            flops = 2 * T * D * E + 2 * T * k * (D * 2 * H + H * D)
             pct_bw = 100 * bytes_moved / (ms * 1e-3) / (bandwidth * 1e9)
             pct_mm = 100 * flops / (ms * 1e-3) / (tflops * 1e12)
             tri = f"{triton_ms:9.3f}" if triton_ms else f"{'n/a':>9}"
