@@ -8,22 +8,54 @@ on tensors that torch placed on the GPU.
 
   python3 kit.py KIT_DIR OUT_DIR [--only=correctness|bench]
 
+The kernels may meet real hardware for the first time here, so one fault
+must not cost the rest of the run. This process (the driver) never imports
+torch: it runs the work in worker processes (this file with --worker), one
+task at a time over a pipe, each task under a watchdog. A worker that dies
+(a signal, a sticky CUDA error such as CUDA_ERROR_ILLEGAL_ADDRESS that
+leaves its context unusable) or does not answer in time is killed; its task
+is recorded as failed with a one-line reason (the task, the call it was in,
+the error or signal, the worker's last output line) and a fresh worker takes
+the remaining tasks. While nothing fails, one worker runs all first-contact
+calls and correctness cases, and one worker runs all benchmark groups (the
+Mixtral-shaped weights are generated once per worker and dtype, from a seed,
+so a fresh worker recomputes the same inputs).
+
+Phases, in priority order, all inside MOE_KIT_TIMEOUT seconds (default 360,
+counted from this process's start; a few seconds are kept for the summary):
+(0) first contact: driver version, device, SM count, clocks, memory; then
+    every library of the manifest loaded and called once with its inputs
+    (cases: their stored arguments; benchmark libraries: T = 1 on zero
+    weights), so a cubin that does not load ("no kernel image", a PTX JIT
+    failure) is reported once per library, up front; a case whose library
+    killed its worker here is not called again;
 (a) correctness: every case of manifest.json (each spec example and its
-    fused form, the MOESART gate) against the CPU path's outputs that the
-    prepare step stored: f32 results within 1e-4 * max|expected|, bf16/f16
-    within 1e-2 * max|expected| (docs/gpu.md explains the bound), integer
-    results (chosen experts) identical;
-(b) benchmarks: the device's copy bandwidth and torch's bf16 matmul rate as
-    yardsticks; the Mixtral-shaped layer (D=4096, H=14336, E=8, top-2,
-    SwiGLU) at T = 1, 16, 128, 1024, 4096 in bf16 and f32 with the weights
-    already on the device, against PyTorch eager and the Triton anchor
-    (triton_moe.py); % of bandwidth at decode, % of the matmul rate at
-    prefill, and the ratio to the anchor; then the decode variants: the
-    bf16 layer at T = 1 and 16 compiled with split-K forced to each S of
-    manifest bench.decode_variants next to the default (S chosen from the
-    shape), with % of bandwidth and the largest difference from the default.
-Prints a summary table and writes it to OUT_DIR/summary.txt. Exit status 1
-when a correctness case fails.
+    fused form, the MOESART gate, the bf16 prefill cases) against the CPU
+    path's outputs that the prepare step stored: f32 results within 1e-4 *
+    max|expected|, bf16/f16 within 1e-2 * max|expected| (docs/gpu.md
+    explains the bound), integer results (chosen experts) identical;
+(b) benchmarks, one group at a time, in this order: the yardsticks (device
+    copy bandwidth, torch's bf16 matmul rate), the bf16 layer at the decode
+    token counts, then at the prefill ones (largest first), then the other
+    token counts and dtypes, then the variants of manifest bench.variants
+    (each: other moe-compile flags, a dtype, its token counts): ms, % of
+    bandwidth (decode T) or % of the matmul rate, the default build's time
+    over the variant's, the largest |difference| from the default's output.
+    A group whose estimate exceeds the time left is skipped and listed.
+OUT_DIR/summary.txt (the tables so far, the failures, the skipped groups)
+is rewritten after every task, so even a kill leaves it. Exit status 1 when
+a library, a correctness case or a benchmark group failed, or a correctness
+case was skipped.
+
+Library calls may return before the GPU work is done (docs/aot.md): every
+output is read after a synchronisation of the stream the call was given,
+and times are taken with CUDA events on that stream.
+
+Fault injection (tests only): MOE_KIT_INJECT=KIND:TASK[,KIND:TASK...] with
+KIND crash (the worker gets SIGSEGV), hang (it sleeps), error (the call
+raises) at the call of TASK: a case NAME (both forms) or NAME/FORM,
+load:LIB (its first contact), bench:yardsticks, bench:DTYPE:T=N,
+variant:NAME.
 """
 import ast
 import ctypes
@@ -31,36 +63,87 @@ import json
 import math
 import os
 import re
+import select
+import signal
+import subprocess
 import sys
 import time
 
-import torch
-
-DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
-          "i32": torch.int32, "i64": torch.int64}
-NPY = {"<f4": torch.float32, "<f2": torch.float16, "<i4": torch.int32,
-       "<i8": torch.int64, "|b1": torch.bool}
-
-LINES = []
+DTYPES = ("f32", "bf16", "f16", "i32", "i64")
 # "cuda", or "cpu" for a kit prepared with MOE_KIT_TARGET=cpu (a dry run of
 # the kit on the build machine: the same code path with host pointers).
 DEVICE = "cuda"
 
 
+def oneline(ex):
+    text = str(ex).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(ex).__name__}: {first}" if first else type(ex).__name__
+
+
+# ================================================================ worker ===
+# Everything below up to the driver runs in a worker process (torch loaded).
+
+torch = None
+CHAN = None
+STEP = ""
+
+
+def emit(**message):
+    CHAN.write(json.dumps(message) + "\n")
+    CHAN.flush()
+
+
+def step(text):
+    """Tells the driver which call the worker is in (the reason names it if
+    the worker dies there)."""
+    global STEP
+    STEP = text
+    emit(step=text)
+
+
 def sync():
+    """Waits for the work queued on the stream the libraries are given."""
     if DEVICE == "cuda":
+        torch.cuda.current_stream().synchronize()
+
+
+def healthy():
+    """False when the CUDA context is unusable (a sticky error)."""
+    if DEVICE != "cuda":
+        return True
+    try:
         torch.cuda.synchronize()
+        return float((torch.ones(1, device="cuda") + 1).item()) == 2.0
+    except Exception:
+        return False
 
 
-def say(line=""):
-    print(line, flush=True)
-    LINES.append(line)
+def injected(task):
+    """The fault MOE_KIT_INJECT asks for at this task's call, if any."""
+    for item in filter(None, os.environ.get("MOE_KIT_INJECT", "").split(",")):
+        kind, _, target = item.partition(":")
+        if target in (task["id"], task.get("case")):
+            return kind
+    return None
 
 
-# ---------------------------------------------------------------- files ---
+def maybe_inject(task):
+    kind = injected(task)
+    if kind == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif kind == "hang":
+        while True:
+            time.sleep(3600)
+    elif kind == "error":
+        raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access "
+                           "was encountered (injected by MOE_KIT_INJECT)")
+
 
 def read_npy(path):
     """A .npy (version 1-3, little-endian, C order) as a CPU torch tensor."""
+    npy = {"<f4": torch.float32, "<f2": torch.float16, "<i4": torch.int32,
+           "<i8": torch.int64, "|b1": torch.bool}
     with open(path, "rb") as f:
         data = f.read()
     if data[:6] != b"\x93NUMPY":
@@ -73,14 +156,17 @@ def read_npy(path):
     header = ast.literal_eval(data[start:start + hlen].decode("latin1"))
     if header["fortran_order"]:
         raise ValueError(f"{path}: Fortran order is not supported")
-    dtype = NPY[header["descr"]]
+    dtype = npy[header["descr"]]
     shape = tuple(header["shape"])
     body = bytearray(data[start + hlen:])
     t = torch.frombuffer(body, dtype=dtype) if body else torch.empty(0, dtype=dtype)
     return t[: math.prod(shape)].reshape(shape)
 
 
-# ------------------------------------------------------------------ ABI ---
+def tdtype(name):
+    return {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
+            "i32": torch.int32, "i64": torch.int64}[name]
+
 
 def parse_type(text):
     """'?x256xbf16' -> ([-1, 256], 'bf16'); 'f32' -> ([], 'f32')."""
@@ -112,6 +198,8 @@ class Function:
         self.last_error.restype = ctypes.c_char_p
 
     def __call__(self, args, results):
+        """Queues the call on torch's current stream; the outputs are valid
+        after sync() (the entry may return before the work is done)."""
         dims = [s for (shape, _), a in zip(self.args, args)
                 for s, d in zip(a.shape, shape) if d == -1]
         a = (ctypes.c_void_p * len(args))(*[t.data_ptr() for t in args])
@@ -122,7 +210,246 @@ class Function:
             raise RuntimeError(self.last_error().decode())
 
 
-# ---------------------------------------------------------- correctness ---
+class Worker:
+    def __init__(self, kit, manifest):
+        self.kit = kit
+        self.manifest = manifest
+        self.functions = {}
+        self.weights = {}
+
+    def function(self, lib, entry):
+        key = (lib, entry)
+        if key not in self.functions:
+            self.functions[key] = Function(os.path.join(self.kit, lib), entry)
+        return self.functions[key]
+
+    # ------------------------------------------------------ first contact
+    def facts(self, task):
+        if DEVICE != "cuda":
+            return {"rows": [f"device: host cpu (dry run)  torch {torch.__version__}"]}
+        rows = []
+        try:
+            cuda = ctypes.CDLL("libcuda.so.1")
+            version = ctypes.c_int()
+            cuda.cuDriverGetVersion(ctypes.byref(version))
+            rows.append(f"driver: CUDA driver API {version.value // 1000}.{version.value % 1000 // 10}")
+        except OSError as ex:
+            cuda = None
+            rows.append(f"driver: libcuda.so.1 not loaded ({oneline(ex)})")
+        props = torch.cuda.get_device_properties(0)
+        rows.append(f"device: {props.name}  sm_{props.major}{props.minor}  torch {torch.__version__} (CUDA {torch.version.cuda})")
+        rows.append(f"SMs: {props.multi_processor_count}  memory: {props.total_memory / 2**30:.1f} GiB"
+                    f"  L2: {getattr(props, 'L2_cache_size', 0) / 2**20:.0f} MiB")
+        if cuda is not None:
+            dev, value = ctypes.c_int(), ctypes.c_int()
+            attrs = {}
+            if cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0:
+                # CU_DEVICE_ATTRIBUTE_CLOCK_RATE, MEMORY_CLOCK_RATE (kHz),
+                # GLOBAL_MEMORY_BUS_WIDTH (bits)
+                for name, attr in (("sm", 13), ("mem", 36), ("bus", 37)):
+                    if cuda.cuDeviceGetAttribute(ctypes.byref(value), attr, dev) == 0:
+                        attrs[name] = value.value
+            if len(attrs) == 3:
+                peak = 2 * attrs["mem"] * 1e3 * attrs["bus"] / 8 / 1e9
+                rows.append(f"clocks: SM {attrs['sm'] / 1e3:.0f} MHz, memory {attrs['mem'] / 1e3:.0f} MHz x "
+                            f"{attrs['bus']} bits (nominal {peak:.0f} GB/s)")
+        return {"rows": rows}
+
+    def zeros_for(self, fn, T):
+        """Inputs for a first call: x with T rows, every other argument zero."""
+        args = []
+        for shape, dt in fn.args:
+            dims = [T if d == -1 else d for d in shape]
+            args.append(torch.zeros(dims, dtype=tdtype(dt), device=DEVICE))
+        return args
+
+    def load(self, task):
+        step(f"load {task['lib']}")
+        fn = self.function(task["lib"], task["entry"])
+        if task.get("args"):
+            step("read arguments")
+            args = [read_npy(os.path.join(self.kit, p)).to(tdtype(dt)).to(DEVICE)
+                    for p, (_, dt) in zip(task["args"], fn.args)]
+        else:
+            args = self.zeros_for(fn, 1)
+        # The dynamic size of the results: the first dynamic argument dimension.
+        T = next((a.shape[i] for (s, _), a in zip(fn.args, args)
+                  for i, d in enumerate(s) if d == -1), None)
+        results = []
+        for shape, dt in fn.results:
+            results.append(torch.empty([T if d == -1 else d for d in shape], dtype=tdtype(dt), device=DEVICE))
+        step("call 1")
+        maybe_inject(task)
+        t0 = time.perf_counter()
+        fn(args, results)
+        sync()
+        ms = (time.perf_counter() - t0) * 1e3
+        return {"rows": [f"{task['lib']:<38} ok  first call {ms:8.1f} ms"]}
+
+    # -------------------------------------------------------- correctness
+    def case(self, task):
+        step(f"load {task['lib']}")
+        fn = self.function(task["lib"], task["entry"])
+        step("read arguments")
+        args = [read_npy(os.path.join(self.kit, p)).to(tdtype(dt)).to(DEVICE)
+                for p, (_, dt) in zip(task["args"], fn.args)]
+        expected = [read_npy(os.path.join(self.kit, p)) for p in task["expected"]]
+        for call in (1, 2):  # the second call: steady state
+            step(f"call {call}")
+            if call == 2:
+                maybe_inject(task)
+            results = [torch.empty(e.shape, dtype=tdtype(dt), device=DEVICE)
+                       for e, (_, dt) in zip(expected, fn.results)]
+            fn(args, results)
+            sync()
+        step("compare")
+        rows, ok_all = [], True
+        for i, (res, exp, (_, dt)) in enumerate(zip(results, expected, fn.results)):
+            ok, err = compare(res, exp, dt)
+            ok_all &= ok
+            rows.append(f"{task['case']:<34} {task['form']:<6} {'#' + str(i):<8} {dt:<5} {err:>12}  {'ok' if ok else 'FAIL'}")
+        return {"rows": rows, "ok": ok_all,
+                "reason": None if ok_all else "results differ from the CPU path beyond the tolerance"}
+
+    # --------------------------------------------------------- benchmarks
+    def bench_weights(self, dt):
+        """The Mixtral-shaped weights, from a fixed seed (any worker makes the
+        same ones), generated expert by expert (no f32 copy of all)."""
+        if dt not in self.weights:
+            spec = self.manifest["bench"]
+            D, H, E = spec["D"], spec["H"], spec["E"]
+            dtype = tdtype(dt)
+            g = torch.Generator(device=DEVICE).manual_seed(20261201)
+            wr = (torch.randn(D, E, device=DEVICE, generator=g) / D ** 0.5).to(dtype)
+            w1 = torch.empty(E, D, 2 * H, dtype=dtype, device=DEVICE)
+            w2 = torch.empty(E, H, D, dtype=dtype, device=DEVICE)
+            for e in range(E):
+                w1[e] = torch.randn(D, 2 * H, device=DEVICE, generator=g) / D ** 0.5
+                w2[e] = torch.randn(H, D, device=DEVICE, generator=g) / H ** 0.5
+            self.weights[dt] = (wr, w1, w2)
+        return self.weights[dt]
+
+    def bench_x(self, T, dt):
+        g = torch.Generator(device=DEVICE).manual_seed(20261201 + T)
+        return torch.randn(T, self.manifest["bench"]["D"], device=DEVICE, generator=g).to(tdtype(dt))
+
+    def yardsticks(self, task):
+        step("copy bandwidth")
+        maybe_inject(task)
+        n = (1 << 29) if DEVICE == "cuda" else (1 << 22)
+        src = torch.empty(n, dtype=torch.float32, device=DEVICE).uniform_()
+        dst = torch.empty_like(src)
+        ms = timed(lambda: dst.copy_(src))
+        bandwidth = 2 * src.numel() * 4 / (ms * 1e-3) / 1e9  # read + write, GB/s
+        del src, dst
+        step("bf16 matmul rate")
+        m = 8192 if DEVICE == "cuda" else 256
+        a = torch.randn(m, m, dtype=torch.bfloat16, device=DEVICE)
+        b = torch.randn(m, m, dtype=torch.bfloat16, device=DEVICE)
+        ms = timed(lambda: a @ b)
+        tflops = 2 * m ** 3 / (ms * 1e-3) / 1e12
+        return {"rows": [f"yardsticks: device copy bandwidth {bandwidth:.0f} GB/s; torch bf16 matmul {tflops:.3g} TFLOP/s"],
+                "data": {"bandwidth": bandwidth, "tflops": tflops}}
+
+    def bench_row(self, task):
+        spec = self.manifest["bench"]
+        dt, T, k = task["dtype"], task["T"], spec["k"]
+        step(f"generate {dt} weights")
+        wr, w1, w2 = self.bench_weights(dt)
+        fn = self.function(spec["libs"][dt], spec["entry"])
+        x = self.bench_x(T, dt)
+        y = torch.empty_like(x)
+        args = [x, wr, w1, w2]
+        step(f"call (moe {dt} T={T})")
+        maybe_inject(task)
+        ms = timed(lambda: fn(args, [y]))
+        sync()
+        step("torch eager")
+        ref = torch_eager(x, wr, w1, w2, k)
+        err = float((y.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-30))
+        torch_ms = timed(lambda: torch_eager(x, wr, w1, w2, k))
+        triton_ms = gemm_ms = None
+        notes = []
+        if DEVICE == "cuda":
+            try:
+                step("triton anchor (import)")
+                import triton_moe  # noqa: E402 (needs triton)
+                step("triton anchor")
+                triton_ms = timed(lambda: triton_moe.fused_moe(x, wr, w1, w2, k))
+                routing = triton_moe.plan(x, wr, w1, k)
+                gemm_ms = timed(lambda: triton_moe.experts(x, w1, w2, k, routing))
+            except Exception as ex:
+                notes.append(f"triton anchor failed at T={T} {dt}: {oneline(ex)}")
+                if not healthy():
+                    raise
+        bandwidth, tflops = task.get("bandwidth"), task.get("tflops")
+        pct_bw = pct(decode_bytes(x, wr, w1, w2, k) / (ms * 1e-3) / 1e9, bandwidth)
+        pct_mm = pct(flops(spec, T) / (ms * 1e-3) / 1e12, tflops)
+        tri = f"{triton_ms:9.3f}" if triton_ms else f"{'n/a':>9}"
+        ratio = f"{triton_ms / ms:10.2f}" if triton_ms else f"{'n/a':>10}"
+        gratio = f"{gemm_ms / ms:10.2f}" if gemm_ms else f"{'n/a':>10}"
+        row = (f"{dt:<5} {T:>5} {ms:9.3f} {torch_ms:9.3f} {tri} {pct_bw:>6} {pct_mm:>6} "
+               f"{ratio} {gratio} {torch_ms / ms:9.2f} {err:8.1e}")
+        return {"rows": [row], "notes": notes, "data": {"ms": ms}}
+
+    def variant(self, task):
+        spec = self.manifest["bench"]
+        v = task["variant"]
+        dt, k = v["dtype"], spec["k"]
+        step(f"generate {dt} weights")
+        wr, w1, w2 = self.bench_weights(dt)
+        default = self.function(spec["libs"][dt], spec["entry"])
+        step(f"load {v['lib']}")
+        fn = self.function(v["lib"], spec["entry"])
+        decode = spec.get("decode_tokens", [1, 16])
+        rows = []
+        for T in v["tokens"]:
+            x = self.bench_x(T, dt)
+            args = [x, wr, w1, w2]
+            y0, y = torch.empty_like(x), torch.empty_like(x)
+            step(f"call default T={T}")
+            default(args, [y0])
+            sync()
+            base = task.get("default_ms", {}).get(str(T))
+            if base is None:
+                base = timed(lambda: default(args, [y0]))
+            step(f"call {v['name']} T={T}")
+            maybe_inject(task)
+            ms = timed(lambda: fn(args, [y]))
+            sync()
+            diff = float((y.float() - y0.float()).abs().max())
+            if T in decode:
+                rate = f"{pct(decode_bytes(x, wr, w1, w2, k) / (ms * 1e-3) / 1e9, task.get('bandwidth'))} %bw"
+            else:
+                rate = f"{pct(flops(spec, T) / (ms * 1e-3) / 1e12, task.get('tflops'))} %mm"
+            rows.append(f"{v['name']:<20} {dt:<5} {T:>5} {ms:9.3f} {rate:>10} {base / ms:11.2f} {diff:12.3e}")
+        return {"rows": rows}
+
+    def run(self, task):
+        kind = task["kind"]
+        if kind == "facts":
+            return self.facts(task)
+        if kind == "load":
+            return self.load(task)
+        if kind == "case":
+            return self.case(task)
+        if kind == "yardsticks":
+            return self.yardsticks(task)
+        if kind == "bench":
+            return self.bench_row(task)
+        if kind == "variant":
+            return self.variant(task)
+        raise ValueError(f"unknown task kind {kind}")
+
+
+def pct(value, reference):
+    return f"{100 * value / reference:.1f}" if reference else "n/a"
+
+
+def flops(spec, T):
+    D, H, E, k = spec["D"], spec["H"], spec["E"], spec["k"]
+    return 2 * T * D * E + 2 * T * k * (D * 2 * H + H * D)
+
 
 def compare(actual, expected, dtype):
     """(ok, max |a-e| / max |e|) under the kit's tolerances."""
@@ -140,78 +467,41 @@ def compare(actual, expected, dtype):
     return err <= tol, f"{err / max(scale, 1e-30):.2e}"
 
 
-def correctness(kit, manifest):
-    say("== correctness (GPU vs the CPU path's outputs)")
-    say(f"{'case':<34} {'form':<6} {'result':<8} {'dtype':<5} {'max-rel-err':>12}  status")
-    failures = 0
-    skipped = 0
-    for case in manifest["cases"]:
-        if case.get("not_compiled"):
-            skipped += 1
-            say(f"{case['name']:<34} {case['form']:<6} {'-':<8} {'-':<5} {'-':>12}  NOT COMPILED: {case['not_compiled']}")
-            continue
-        try:
-            fn = Function(os.path.join(kit, case["lib"]), case["entry"])
-            args = []
-            for path, (_, dt) in zip(case["args"], fn.args):
-                args.append(read_npy(os.path.join(kit, path)).to(DTYPES[dt]).to(DEVICE))
-            expected = [read_npy(os.path.join(kit, p)) for p in case["expected"]]
-            for call in range(2):  # the second call: steady state
-                results = [torch.empty(e.shape, dtype=DTYPES[dt], device=DEVICE)
-                           for e, (_, dt) in zip(expected, fn.results)]
-                fn(args, results)
-                sync()
-            for i, (res, exp, (_, dt)) in enumerate(zip(results, expected, fn.results)):
-                ok, err = compare(res, exp, dt)
-                failures += not ok
-                say(f"{case['name']:<34} {case['form']:<6} {'#' + str(i):<8} {dt:<5} {err:>12}  {'ok' if ok else 'FAIL'}")
-        except Exception as ex:  # one line per failing case, keep going
-            failures += 1
-            say(f"{case['name']:<34} {case['form']:<6} {'-':<8} {'-':<5} {'-':>12}  FAIL: {ex}")
-    say(f"correctness: {failures} failure(s), {skipped} case(s) the target cannot compile")
-    return failures
-
-
-# ----------------------------------------------------------- benchmarks ---
-
-def timed(fn, min_s=0.3, max_reps=200):
+def timed(fn):
     """Median milliseconds per fn() call. Calls run back to back in batches
-    (about 20 ms of work each) between two CUDA events on the current stream,
-    so neither a host synchronisation per call nor the Python loop between
-    calls is counted unless the GPU waits for it; one warm-up call first."""
+    (about 20 ms of work each) between two CUDA events on the current stream
+    (the stream the libraries are given), so neither a host synchronisation
+    per call nor the Python loop between calls is counted unless the GPU
+    waits for it; one warm-up call first. On the cpu dry run: wall time."""
+    min_s, max_reps = (0.3, 200) if DEVICE == "cuda" else (0.02, 20)
+
+    def clock_batch(batch):
+        if DEVICE == "cuda":
+            begin = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            begin.record()
+            for _ in range(batch):
+                fn()
+            end.record()
+            end.synchronize()
+            return begin.elapsed_time(end) / batch
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        return (time.perf_counter() - t0) * 1e3 / batch
+
     fn()
-    torch.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     fn()
-    torch.cuda.synchronize()
+    sync()
     batch = max(1, min(100, int(0.02 / max(time.perf_counter() - t0, 1e-6))))
     samples = []
     start_all = time.perf_counter()
     while len(samples) < max_reps and (time.perf_counter() - start_all < min_s or len(samples) < 3):
-        begin = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        begin.record()
-        for _ in range(batch):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(begin.elapsed_time(end) / batch)
+        samples.append(clock_batch(batch))
     samples.sort()
     return samples[len(samples) // 2]
-
-
-def yardsticks():
-    n = 1 << 29  # 2 GiB of f32
-    src = torch.empty(n, dtype=torch.float32, device="cuda").uniform_()
-    dst = torch.empty_like(src)
-    ms = timed(lambda: dst.copy_(src))
-    bandwidth = 2 * src.numel() * 4 / (ms * 1e-3) / 1e9  # read + write, GB/s
-    del src, dst
-    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    b = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    ms = timed(lambda: a @ b)
-    tflops = 2 * 8192 ** 3 / (ms * 1e-3) / 1e12
-    return bandwidth, tflops
 
 
 def torch_eager(x, wr, w1, w2, k):
@@ -241,141 +531,476 @@ def decode_bytes(x, wr, w1, w2, k):
     return (active * (D * 2 * H + H * D) + D * E + 2 * T * D) * w1.element_size()
 
 
-def decode_variants(kit, spec, default_fn, variants, weights, bandwidth, g):
-    """The bf16 layer at the decode token counts with split-K forced to each
-    S of the kit (and the default, chosen from the shape), on the same
-    weights and inputs: % of the copy bandwidth per variant."""
-    wr, w1, w2 = weights
-    D, k = spec["D"], spec["k"]
-    tokens = spec.get("decode_tokens", [1, 16])
-    say("== decode variants (bf16; split-K of the 16-row GEMMs, docs/gpu.md)")
-    say(f"{'variant':<12} " + " ".join(f"{'T=%d ms' % T:>9} {'%bw':>6}" for T in tokens) + f" {'max rel-diff vs default':>24}")
-    xs = [torch.randn(T, D, device="cuda", generator=g).to(torch.bfloat16) for T in tokens]
-    reference = []
-    for name, lib in [("default", None)] + sorted(variants.items(), key=lambda kv: int(kv[0].split("=")[1])):
+def worker_main(kit):
+    """Reads one task (a JSON line) at a time from stdin, answers on the
+    channel fd (MOE_KIT_FD): {"step"}, then {"done", "ok", "rows", ...}."""
+    global torch, CHAN, DEVICE
+    CHAN = os.fdopen(int(os.environ["MOE_KIT_FD"]), "w")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch as torch_module
+    torch = torch_module
+    with open(os.path.join(kit, "manifest.json")) as f:
+        manifest = json.load(f)
+    DEVICE = manifest.get("target", "cuda")
+    if DEVICE == "cuda":
+        if not torch.cuda.is_available():
+            emit(fatal="torch sees no CUDA device")
+            return 3
+        torch.cuda.init()
+    worker = Worker(kit, manifest)
+    emit(ready=True)
+    for line in sys.stdin:
+        task = json.loads(line)
         try:
-            fn = default_fn if lib is None else Function(os.path.join(kit, lib), spec["entry"])
+            answer = worker.run(task)
+            answer.setdefault("ok", True)
         except Exception as ex:
-            say(f"{name:<12} not loaded: {str(ex).splitlines()[0]}")
-            continue
-        cells, diff = [], 0.0
-        for i, x in enumerate(xs):
-            y = torch.empty_like(x)
-            ms = timed(lambda: fn([x, wr, w1, w2], [y]))
-            pct = 100 * decode_bytes(x, wr, w1, w2, k) / (ms * 1e-3) / (bandwidth * 1e9)
-            cells.append(f"{ms:9.3f} {pct:6.1f}")
-            if lib is None:
-                reference.append(y.float())
-            else:
-                r = reference[i]
-                diff = max(diff, float((y.float() - r).abs().max() / r.abs().max().clamp_min(1e-30)))
-        say(f"{name:<12} " + " ".join(cells) + f" {diff:24.1e}")
-    say("split-k=1: no split; the goal is >= 80 %bw at T = 1 and 16 (the split changes only the f32 order of the K sums).")
+            answer = {"ok": False, "reason": f"{STEP}: {oneline(ex)}"}
+        emit(done=task["id"], **answer)
+        if not answer["ok"]:
+            # A sticky CUDA error leaves the context unusable: this worker
+            # ends and the driver starts a fresh one for the next task.
+            alive = healthy()
+            emit(alive=alive)
+            if not alive:
+                return 3
+    return 0
 
 
-def bench(kit, manifest, bandwidth, tflops):
-    spec = manifest["bench"]
-    D, H, E, k = spec["D"], spec["H"], spec["E"], spec["k"]
-    try:
-        import triton_moe  # noqa: E402 (needs triton)
-    except Exception as ex:  # the table says n/a
-        triton_moe = None
-        say(f"triton anchor: not available ({ex})")
-    say("== benchmarks (Mixtral shape: D=%d H=%d E=%d top-%d SwiGLU; weights on the device)" % (D, H, E, k))
-    say(f"yardsticks: device copy bandwidth {bandwidth:.0f} GB/s; torch bf16 matmul {tflops:.1f} TFLOP/s")
-    say(f"{'dtype':<5} {'T':>5} {'moe-ms':>9} {'torch-ms':>9} {'triton-ms':>9} {'%bw':>6} {'%mm':>6} {'triton/moe':>10} {'tgemm/moe':>10} {'torch/moe':>9} {'rel-err':>8}")
-    for dt in spec["dtypes"]:
-        dtype = DTYPES[dt]
-        fn = Function(os.path.join(kit, spec["libs"][dt]), spec["entry"])
-        g = torch.Generator(device="cuda").manual_seed(20261201)
-        wr = (torch.randn(D, E, device="cuda", generator=g) / D ** 0.5).to(dtype)
-        w1 = torch.empty(E, D, 2 * H, dtype=dtype, device="cuda")
-        w2 = torch.empty(E, H, D, dtype=dtype, device="cuda")
-        for e in range(E):  # expert by expert: no f32 copy of every weight
-            w1[e] = torch.randn(D, 2 * H, device="cuda", generator=g) / D ** 0.5
-            w2[e] = torch.randn(H, D, device="cuda", generator=g) / H ** 0.5
-        esize = w1.element_size()
-        # Other compilations of the same layer (e.g. sm_90a's 64-row tiles
-        # next to the default 128-row ones), timed on the same inputs.
-        variants = [(v["name"], Function(os.path.join(kit, v["lib"]), spec["entry"]), v["tokens"])
-                    for v in spec.get("variants", []) if v["dtype"] == dt]
-        for T in spec["tokens"]:
-            x = torch.randn(T, D, device="cuda", generator=g).to(dtype)
-            y = torch.empty(T, D, dtype=dtype, device="cuda")
-            args = [x, wr, w1, w2]
-            ms = timed(lambda: fn(args, [y]))
-            flops = 2 * T * D * E + 2 * T * k * (D * 2 * H + H * D)
-            for vname, vfn, vtokens in variants:
-                if T not in vtokens:
-                    continue
-                try:  # a failing variant must not cost the rest of the table
-                    yv = torch.empty_like(y)
-                    vms = timed(lambda: vfn(args, [yv]))
-                    same = bool(torch.equal(yv, y))
-                    say(f"variant {vname}: T={T} {vms:.3f} ms ({100 * flops / (vms * 1e-3) / (tflops * 1e12):.1f} %mm) "
-                        f"vs {ms:.3f} ms default; outputs {'identical' if same else 'differ'}")
-                    del yv
-                except Exception as ex:
-                    say(f"variant {vname} failed at T={T}: {str(ex).splitlines()[0] if str(ex) else type(ex).__name__}")
-            ref = torch_eager(x, wr, w1, w2, k)
-            err = float((y.float() - ref.float()).abs().max() / ref.float().abs().max())
-            torch_ms = timed(lambda: torch_eager(x, wr, w1, w2, k))
-            triton_ms = gemm_ms = None
-            if triton_moe is not None:
+# ================================================================ driver ===
+
+class Died(Exception):
+    pass
+
+
+class WorkerProcess:
+    """A worker (kit.py --worker) with its task pipe (stdin), its channel
+    (JSON lines) and its merged stdout/stderr (kept for the reason of a
+    death, and copied to our stdout, i.e. run.log)."""
+
+    def __init__(self, kit, driver):
+        self.driver = driver
+        rfd, wfd = os.pipe()
+        env = dict(os.environ, MOE_KIT_FD=str(wfd))
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), kit, "--worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(wfd,), env=env, start_new_session=True)
+        os.close(wfd)
+        self.chan = rfd
+        self.bufs = {rfd: b"", self.proc.stdout.fileno(): b""}
+        self.messages = []
+        self.tail = []
+        self.step = "start"
+        self.open = set(self.bufs)
+
+    def send(self, task):
+        self.proc.stdin.write((json.dumps(task) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def _pump(self, timeout):
+        ready, _, _ = select.select(list(self.open), [], [], max(0.0, timeout))
+        for fd in ready:
+            data = os.read(fd, 65536)
+            if not data:
+                self.open.discard(fd)
+                continue
+            self.bufs[fd] += data
+            *lines, self.bufs[fd] = self.bufs[fd].split(b"\n")
+            for raw in lines:
+                text = raw.decode("utf-8", "replace")
+                if fd == self.chan:
+                    self.messages.append(json.loads(text))
+                else:
+                    print(f"  [worker] {text}", flush=True)
+                    if text.strip():
+                        self.tail = (self.tail + [text.strip()])[-3:]
+
+    def wait_for(self, key, deadline):
+        """The next message with KEY; raises Died on death or at the deadline."""
+        while True:
+            while self.messages:
+                m = self.messages.pop(0)
+                if "step" in m:
+                    self.step = m["step"]
+                elif "fatal" in m:
+                    self.fatal = m["fatal"]
+                    self.tail.append(m["fatal"])
+                if key in m:
+                    return m
+            if self.chan not in self.open:
                 try:
-                    triton_ms = timed(lambda: triton_moe.fused_moe(x, wr, w1, w2, k))
-                    routing = triton_moe.plan(x, wr, w1, k)
-                    gemm_ms = timed(lambda: triton_moe.experts(x, w1, w2, k, routing))
-                except Exception as ex:
-                    say(f"triton anchor failed at T={T} {dt}: {str(ex).splitlines()[0]}")
-            _, idx = torch.topk(x.float() @ wr.float(), k, dim=-1)
-            active = int(torch.unique(idx).numel())
-            bytes_moved = (active * (D * 2 * H + H * D) + D * E + 2 * T * D) * esize
-            pct_bw = 100 * bytes_moved / (ms * 1e-3) / (bandwidth * 1e9)
-            pct_mm = 100 * flops / (ms * 1e-3) / (tflops * 1e12)
-            tri = f"{triton_ms:9.3f}" if triton_ms else f"{'n/a':>9}"
-            ratio = f"{triton_ms / ms:10.2f}" if triton_ms else f"{'n/a':>10}"
-            gratio = f"{gemm_ms / ms:10.2f}" if gemm_ms else f"{'n/a':>10}"
-            say(f"{dt:<5} {T:>5} {ms:9.3f} {torch_ms:9.3f} {tri} {pct_bw:6.1f} {pct_mm:6.1f} {ratio} {gratio} {torch_ms / ms:9.2f} {err:8.1e}")
-            del x, y
-        split_variants = spec.get("decode_variants") or {}
-        if dt == "bf16" and split_variants:
-            try:  # a failing variant must not cost the rest of the table
-                decode_variants(kit, spec, fn, split_variants, (wr, w1, w2), bandwidth, g)
-            except Exception as ex:
-                say(f"decode variants failed: {str(ex).splitlines()[0] if str(ex) else type(ex).__name__}")
-        del w1, w2, wr
-        torch.cuda.empty_cache()
-    say("%bw: (active experts' weights + router + x + y) / time / copy bandwidth (the decode goal: >= 80);")
-    say("%mm: FLOPs / time / the bf16 matmul rate (the prefill goal: >= 70); triton/moe >= 1.0 is the anchor goal")
-    say("(the whole Triton layer: torch routing and plan + its two GEMMs); tgemm/moe: the Triton GEMMs alone,")
-    say("routing precomputed - the strict comparison. Times: median per call, back-to-back calls between CUDA events.")
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.kill()
+                raise Died(self.death_reason())
+            now = time.monotonic()
+            if now >= deadline:
+                self.kill()
+                raise Died(f"no answer within the watchdog ({self.driver.watch:.0f} s) in {self.step} (a hang?); worker killed")
+            self._pump(deadline - now)
+
+    def death_reason(self):
+        rc = self.proc.returncode
+        if rc is not None and rc < 0:
+            how = f"worker killed by {signal.Signals(-rc).name}"
+        else:
+            how = getattr(self, "fatal", None) or f"worker exited with status {rc}"
+        last = f"; last output: {self.tail[-1][:160]}" if self.tail else ""
+        return f"{how} in {self.step}{last}"
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except Exception:
+            self.kill()
+        os.close(self.chan)
+
+
+class Driver:
+    def __init__(self, kit, out, manifest, budget, only):
+        self.kit, self.out, self.manifest, self.only = kit, out, manifest, only
+        self.start = time.monotonic()
+        self.budget = budget
+        # A few seconds kept for the summary and the exit.
+        self.deadline = self.start + budget - min(8.0, 0.05 * budget)
+        self.cpu = manifest.get("target", "cuda") != "cuda"
+        self.tasks = []          # display order
+        self.results = {}        # id -> {"status": ok|FAIL|skipped, "rows", "reason"}
+        self.notes = []
+        self.worker = None
+        self.watch = 0.0
+        self.finished = False
+
+    # ------------------------------------------------------------ budget
+    def left(self):
+        return self.deadline - time.monotonic()
+
+    def est(self, seconds):
+        """A task's estimated seconds on the GPU; the cpu dry run's small
+        shapes take a fraction."""
+        return seconds * (0.1 if self.cpu else 1.0)
+
+    def watchdog(self, kind, est=0.0):
+        b = self.budget
+        if kind in ("facts", "load", "case"):
+            return max(3.0, min(20.0, 0.05 * b))
+        return max(3.0, min(max(30.0, 3 * est), 0.4 * b))
+
+    # ----------------------------------------------------------- workers
+    def start_worker(self):
+        self.worker = WorkerProcess(self.kit, self)
+        self.watch = max(5.0, min(60.0, 0.15 * self.budget))
+        try:
+            self.worker.wait_for("ready", time.monotonic() + min(self.watch, max(self.left(), 1.0)))
+        except Died as ex:
+            self.worker = None
+            raise Died(f"worker start failed: {ex}")
+
+    def stop_worker(self):
+        if self.worker:
+            self.worker.close()
+            self.worker = None
+
+    def run_task(self, task):
+        """Runs one task in the current worker (a fresh one if needed);
+        records its result. Returns the result."""
+        est = self.est(task.get("est", 0.0))
+        if task.get("skip"):
+            return self.record(task, "skipped", reason=task["skip"])
+        if est > self.left() or self.left() <= 0:
+            return self.record(task, "skipped", reason=f"needs ~{est:.0f} s, {max(0, self.left()):.0f} s of the budget left")
+        try:
+            if self.worker is None:
+                self.start_worker()
+            self.watch = min(self.watchdog(task["kind"], est), max(self.left(), 1.0))
+            self.worker.send(task)
+            answer = self.worker.wait_for("done", time.monotonic() + self.watch)
+        except (Died, BrokenPipeError) as ex:
+            if self.worker:
+                self.worker.kill()
+            self.worker = None
+            return self.record(task, "FAIL", reason=str(ex), died=True)
+        self.notes += answer.get("notes", [])
+        reason = answer.get("reason")
+        if not answer["ok"]:
+            # The worker says whether its context survived; if not, it ends
+            # and the next task gets a fresh worker.
+            try:
+                if not self.worker.wait_for("alive", time.monotonic() + 20)["alive"]:
+                    reason = f"{reason}; the CUDA context was unusable afterwards (fresh worker)"
+                    self.worker.kill()
+                    self.worker = None
+            except Died:
+                self.worker = None
+        return self.record(task, "ok" if answer["ok"] else "FAIL", rows=answer.get("rows", []),
+                           reason=reason, data=answer.get("data"))
+
+    def record(self, task, status, rows=(), reason=None, data=None, died=False):
+        r = {"status": status, "rows": list(rows), "reason": reason, "data": data or {}, "died": died}
+        self.results[task["id"]] = r
+        if status != "ok":
+            print(f"{status} {task['id']}: {reason}", flush=True)
+        for row in rows:
+            print(row, flush=True)
+        self.write_summary()
+        return r
+
+    # ------------------------------------------------------------- plan
+    def plan(self):
+        m = self.manifest
+        facts = {"id": "facts", "kind": "facts", "section": "contact"}
+        loads, cases = [], []
+        libs = {}
+        for case in m["cases"]:
+            if case.get("not_compiled"):
+                continue
+            libs.setdefault(case["lib"], {"entry": case["entry"], "args": case["args"]})
+        spec = m.get("bench", {})
+        if self.only in (None, "bench") and spec:
+            for dt in spec["dtypes"]:
+                libs.setdefault(spec["libs"][dt], {"entry": spec["entry"], "args": None})
+            for v in spec.get("variants", []):
+                libs.setdefault(v["lib"], {"entry": spec["entry"], "args": None})
+        for lib, info in libs.items():
+            is_case = info["args"] is not None
+            if self.only == "bench" and is_case:
+                continue
+            loads.append({"id": "load:" + lib, "kind": "load", "section": "contact", "lib": lib,
+                          "entry": info["entry"], "args": info["args"], "est": 0.5})
+        if self.only in (None, "correctness"):
+            for case in m["cases"]:
+                cases.append({"id": f"{case['name']}/{case['form']}", "kind": "case", "section": "correctness",
+                              "case": case["name"], "form": case["form"], "lib": case["lib"],
+                              "entry": case["entry"], "args": case["args"], "expected": case["expected"],
+                              "not_compiled": case.get("not_compiled"), "est": 0.5})
+        groups, variants = [], []
+        if self.only in (None, "bench") and spec:
+            groups.append({"id": "bench:yardsticks", "kind": "yardsticks", "section": "bench", "est": 8})
+            decode = spec.get("decode_tokens", [1, 16])
+            for dt in spec["dtypes"]:
+                first = True
+                for T in spec["tokens"]:
+                    # the first group of a dtype generates its weights (and
+                    # the first at all compiles the Triton anchor)
+                    est = 6 if T in decode else 12
+                    if first:
+                        est += 25 if dt == spec["dtypes"][0] else 8
+                        first = False
+                    groups.append({"id": f"bench:{dt}:T={T}", "kind": "bench", "section": "bench",
+                                   "dtype": dt, "T": T, "lib": spec["libs"][dt], "est": est})
+            for v in spec.get("variants", []):
+                variants.append({"id": "variant:" + v["name"], "kind": "variant", "section": "variants",
+                                 "variant": v, "lib": v["lib"], "est": 4 * len(v["tokens"]) + 2})
+        self.tasks = [facts] + loads + cases + groups + variants
+        # Priority order: the first dtype's decode rows, then its prefill rows
+        # (largest T first), then its other rows, the other dtypes (decode
+        # first), the variants last.
+        spec_tokens = spec.get("tokens", []) if spec else []
+        decode = spec.get("decode_tokens", [1, 16]) if spec else []
+
+        def priority(g):
+            if g["kind"] == "yardsticks":
+                return (0, 0, 0)
+            first = g["dtype"] == spec["dtypes"][0]
+            T = g["T"]
+            if T in decode:
+                return (1 if first else 4, 0, T)
+            prefill = sorted((t for t in spec_tokens if t >= 1024), reverse=True)
+            if first and T in prefill:
+                return (2, 0, prefill.index(T))
+            return (3 if first else 5, 0, T)
+
+        return facts, loads, cases, sorted(groups, key=priority), variants
+
+    def run(self):
+        facts, loads, cases, groups, variants = self.plan()
+        self.write_summary()
+        self.run_task(facts)
+        contact_end = time.monotonic() + 0.3 * self.budget
+        crashed = {}
+        for t in loads:
+            if time.monotonic() > contact_end:
+                t = dict(t, skip="first-contact share of the budget (30 %) used")
+            r = self.run_task(t)
+            if r["died"]:
+                crashed[t["lib"]] = r["reason"]
+        for t in cases:
+            if t.get("not_compiled"):
+                self.record(t, "not-compiled", reason=t["not_compiled"])
+                continue
+            if t["lib"] in crashed:
+                t = dict(t, skip=None)
+                self.record(t, "FAIL", reason=f"not called again: its library killed the worker at first contact ({crashed[t['lib']]})")
+                continue
+            self.run_task(t)
+        # The benchmarks in a fresh worker (the correctness worker's tensors and
+        # libraries freed with it).
+        self.stop_worker()
+        bench = {}
+        for t in groups:
+            if t.get("lib") in crashed:
+                t = dict(t, skip="its library killed the worker at first contact")
+            t = dict(t, **bench)
+            r = self.run_task(t)
+            if t["kind"] == "yardsticks" and r["status"] == "ok":
+                bench.update(r["data"])
+            if t["kind"] == "bench" and r["status"] == "ok":
+                bench.setdefault("default_ms_" + t["dtype"], {})[str(t["T"])] = r["data"]["ms"]
+        for t in variants:
+            skip = crashed.get(t["lib"]) or crashed.get(self.manifest["bench"]["libs"][t["variant"]["dtype"]])
+            t = dict(t, bandwidth=bench.get("bandwidth"), tflops=bench.get("tflops"),
+                     default_ms=bench.get("default_ms_" + t["variant"]["dtype"], {}))
+            if skip:
+                t["skip"] = "a library killed the worker at first contact"
+            self.run_task(t)
+        self.stop_worker()
+        self.finished = True
+        self.write_summary()
+        return self.exit_status()
+
+    # ------------------------------------------------------------ report
+    def exit_status(self):
+        for t in self.tasks:
+            r = self.results.get(t["id"])
+            if r is None or r["status"] == "FAIL" or (r["status"] == "skipped" and t["kind"] in ("case", "load")):
+                return 1
+        return 0
+
+    def rows_of(self, section, fmt_missing):
+        lines = []
+        for t in self.tasks:
+            if t["section"] != section or t["kind"] == "facts":
+                continue
+            r = self.results.get(t["id"])
+            if r is None:
+                continue
+            lines += r["rows"]
+            if r["status"] != "ok" and not r["rows"]:
+                lines.append(fmt_missing(t, r))
+        return lines
+
+    def summary_lines(self):
+        m = self.manifest
+        L = []
+        facts = self.results.get("facts")
+        if facts and facts["rows"]:
+            L += facts["rows"]
+        elif facts:
+            L.append(f"device: unknown (facts failed: {facts['reason']})")
+        L.append(f"kit: target {m.get('target', 'cuda')} chip {m['chip']} commit {m.get('commit', '?')}; "
+                 f"budget {self.budget:.0f} s (MOE_KIT_TIMEOUT)")
+        L.append("== first contact (each library loaded and called once)")
+        L += self.rows_of("contact", lambda t, r: f"{t['lib']:<38} {r['status'].upper()}: {r['reason']}")
+        if any(t["section"] == "correctness" for t in self.tasks):
+            L.append("== correctness (GPU vs the CPU path's outputs)")
+            L.append(f"{'case':<34} {'form':<6} {'result':<8} {'dtype':<5} {'max-rel-err':>12}  status")
+            L += self.rows_of("correctness", lambda t, r: (
+                f"{t['case']:<34} {t['form']:<6} {'-':<8} {'-':<5} {'-':>12}  "
+                + ("NOT COMPILED: " if r["status"] == "not-compiled" else r["status"].upper() + ": ") + str(r["reason"])))
+            cs = [self.results.get(t["id"]) for t in self.tasks if t["kind"] == "case"]
+            fails = sum(1 for r in cs if r and r["status"] == "FAIL")
+            nc = sum(1 for r in cs if r and r["status"] == "not-compiled")
+            sk = sum(1 for r in cs if r and r["status"] == "skipped")
+            L.append(f"correctness: {fails} failure(s), {nc} case(s) the target cannot compile, {sk} skipped")
+        spec = m.get("bench", {})
+        if any(t["section"] == "bench" for t in self.tasks):
+            L.append("== benchmarks (Mixtral shape: D=%d H=%d E=%d top-%d SwiGLU; weights on the device)"
+                     % (spec["D"], spec["H"], spec["E"], spec["k"]))
+            y = self.results.get("bench:yardsticks")
+            if y and y["rows"]:
+                L += y["rows"]
+            L.append(f"{'dtype':<5} {'T':>5} {'moe-ms':>9} {'torch-ms':>9} {'triton-ms':>9} {'%bw':>6} {'%mm':>6} "
+                     f"{'triton/moe':>10} {'tgemm/moe':>10} {'torch/moe':>9} {'rel-err':>8}")
+            for t in self.tasks:
+                if t["kind"] != "bench":
+                    continue
+                r = self.results.get(t["id"])
+                if r is None:
+                    continue
+                L += r["rows"] or [f"{t['dtype']:<5} {t['T']:>5} {r['status'].upper()}: {r['reason']}"]
+            if y and y["status"] != "ok":
+                L.append(f"yardsticks {y['status'].upper()}: {y['reason']} (%bw, %mm n/a)")
+            L += self.notes
+            L.append("%bw: (active experts' weights + router + x + y) / time / copy bandwidth (the decode goal: >= 80);")
+            L.append("%mm: FLOPs / time / the bf16 matmul rate (the prefill goal: >= 70); triton/moe >= 1.0 is the anchor goal")
+            L.append("(the whole Triton layer: torch routing and plan + its two GEMMs); tgemm/moe: the Triton GEMMs alone,")
+            L.append("routing precomputed - the strict comparison. Times: median per call, back-to-back calls between CUDA events.")
+        if any(t["section"] == "variants" for t in self.tasks):
+            L.append("== variants (the layer compiled with other flags, on the default's inputs)")
+            L.append(f"{'variant':<20} {'dtype':<5} {'T':>5} {'ms':>9} {'rate':>10} {'default/var':>11} {'max|diff|':>12}")
+            L += self.rows_of("variants", lambda t, r: f"{t['variant']['name']:<20} {t['variant']['dtype']:<5} "
+                              f"{r['status'].upper()}: {r['reason']}")
+            L.append("rate: % of the copy bandwidth at the decode T, else % of the matmul rate; default/var > 1: the")
+            L.append("variant is faster; max|diff|: largest |variant - default| over the output (split-K changes only")
+            L.append("the f32 order of the K sums).")
+        failed = [(t["id"], self.results[t["id"]]) for t in self.tasks
+                  if t["id"] in self.results and self.results[t["id"]]["status"] == "FAIL"]
+        skipped = [(t["id"], self.results[t["id"]]) for t in self.tasks
+                   if t["id"] in self.results and self.results[t["id"]]["status"] == "skipped"]
+        pending = [t["id"] for t in self.tasks if t["id"] not in self.results]
+        L.append(f"== failures: {len(failed)}")
+        L += [f"FAIL {i}: {r['reason']}" for i, r in failed]
+        L.append(f"== skipped: {len(skipped)}")
+        L += [f"skipped {i}: {r['reason']}" for i, r in skipped]
+        elapsed = time.monotonic() - self.start
+        if self.finished:
+            L.append(f"kit: finished in {elapsed:.0f} s of {self.budget:.0f} s, exit status {self.exit_status()}")
+        else:
+            L.append(f"kit: in progress or interrupted after {elapsed:.0f} s of {self.budget:.0f} s; "
+                     f"{len(pending)} task(s) not reached: {' '.join(pending[:12])}{' ...' if len(pending) > 12 else ''}")
+        return L
+
+    def write_summary(self):
+        path = os.path.join(self.out, "summary.txt")
+        with open(path + ".tmp", "w") as f:
+            f.write("\n".join(self.summary_lines()) + "\n")
+        os.replace(path + ".tmp", path)
+
+    def print_summary(self):
+        print("\n".join(["", "== summary (also in OUT/summary.txt)"] + self.summary_lines()), flush=True)
 
 
 def main():
+    if len(sys.argv) >= 3 and sys.argv[2] == "--worker":
+        sys.exit(worker_main(sys.argv[1]))
     if len(sys.argv) < 3:
         sys.exit("usage: kit.py KIT_DIR OUT_DIR [--only=correctness|bench]")
     kit, out = sys.argv[1], sys.argv[2]
     only = next((a.split("=", 1)[1] for a in sys.argv[3:] if a.startswith("--only=")), None)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    if only not in (None, "correctness", "bench"):
+        sys.exit(f"kit.py: --only must be correctness or bench, not '{only}'")
+    try:
+        budget = float(os.environ.get("MOE_KIT_TIMEOUT", "360"))
+        if budget <= 0:
+            raise ValueError
+    except ValueError:
+        sys.exit(f"kit.py: MOE_KIT_TIMEOUT must be a positive number of seconds, not '{os.environ['MOE_KIT_TIMEOUT']}'")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(kit, "manifest.json")) as f:
         manifest = json.load(f)
-    global DEVICE
-    DEVICE = manifest.get("target", "cuda")
-    if DEVICE == "cuda" and not torch.cuda.is_available():
-        sys.exit("kit.py: torch sees no CUDA device")
-    name = torch.cuda.get_device_name() if DEVICE == "cuda" else "host cpu (dry run)"
-    say(f"device: {name}  torch {torch.__version__}  kit target {DEVICE} chip {manifest['chip']}  kit commit {manifest.get('commit', '?')}")
-    failures = 0
-    if only in (None, "correctness"):
-        failures = correctness(kit, manifest)
-    if only in (None, "bench") and DEVICE == "cuda":
-        bandwidth, tflops = yardsticks()
-        bench(kit, manifest, bandwidth, tflops)
-    with open(os.path.join(out, "summary.txt"), "w") as f:
-        f.write("\n".join(LINES) + "\n")
-    sys.exit(1 if failures else 0)
+    driver = Driver(kit, out, manifest, budget, only)
+
+    def on_term(signum, frame):  # run.sh's timeout: leave the summary, end the worker
+        if driver.worker:
+            driver.worker.kill()
+        driver.write_summary()
+        print(f"kit.py: stopped by {signal.Signals(signum).name}; summary written", flush=True)
+        os._exit(124)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    status = driver.run()
+    driver.print_summary()
+    sys.exit(status)
 
 
 if __name__ == "__main__":

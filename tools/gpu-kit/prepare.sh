@@ -108,31 +108,66 @@ for src in "$ROOT"/test/examples/*.mlir "$ROOT/tools/gpu-kit/cases/moesart_gate.
   add_case "$name" "$src"
 done
 
+# The benchmark layer: Mixtral-shaped on cuda; on the cpu dry run the same
+# layer at a small shape (D=64, H=128), so the bench and variants tables of
+# kit.py run here too.
+if [ "$TARGET" = cuda ]; then
+  D=4096 H=14336 TOKENS="1, 16, 128, 1024, 4096"
+else
+  D=64 H=128 TOKENS="1, 16, 64"
+fi
+mkdir -p "$KIT/bench/src"
+bench_src() { # DTYPE -> the layer's .mlir at the kit's shape
+  local src="$KIT/bench/src/mixtral_$1.mlir"
+  sed "s/28672/$((2 * H))/g; s/14336/$H/g; s/4096/$D/g" \
+    "$ROOT/tools/gpu-kit/cases/mixtral_$1.mlir" > "$src"
+  echo "$src"
+}
 for dt in bf16 f32; do
   echo "prepare: bench mixtral $dt"
-  compile "$ROOT/tools/gpu-kit/cases/mixtral_$dt.mlir" "$KIT/bench/mixtral_$dt.so"
+  compile "$(bench_src $dt)" "$KIT/bench/mixtral_$dt.so"
 done
-# Decode variants of the bf16 layer (cuda only): split-K of the 16-row GEMMs
-# forced to S slices (docs/gpu.md, "Split-K at decode"; the default library
-# chooses S from the shape), timed by kit.py at T = 1 and 16.
+
+# Variants: the layer compiled with other moe-compile flags, timed by kit.py
+# at the token counts given, next to the default build on the same inputs
+# (one variants table: ms, % of bandwidth or of the matmul rate, the
+# default's time over the variant's, max |diff| from the default's output).
+# One line per variant:  variant NAME DTYPE "T,T,..." FLAG...
 VARIANTS_JSON=()
+variant() {
+  local name="$1" dt="$2" tokens="$3"; shift 3
+  local lib="bench/variant_$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.=-' '_').so"
+  echo "prepare: bench variant $name ($dt, T = $tokens): $*"
+  if [ "$TARGET" = cuda ]; then
+    "$BIN/moe-compile" "$(bench_src "$dt")" -o "$KIT/$lib" --target=cuda --chip="$CHIP" "$@"
+  else
+    "$BIN/moe-compile" "$(bench_src "$dt")" -o "$KIT/$lib" --target=cpu "$@"
+  fi
+  local flags=() f
+  for f in "$@"; do flags+=("\"$f\""); done
+  VARIANTS_JSON+=("{\"name\": \"$name\", \"dtype\": \"$dt\", \"tokens\": [$tokens], \"flags\": [$(IFS=,; echo "${flags[*]}")], \"lib\": \"$lib\"}")
+}
 if [ "$TARGET" = cuda ]; then
+  # Decode: split-K of the 16-row GEMMs forced to S slices (docs/gpu.md,
+  # "Split-K at decode"; the default chooses S from the shape).
   for s in 1 2 4 8 16; do
-    echo "prepare: bench mixtral bf16 decode-split-k=$s"
-    "$BIN/moe-compile" "$ROOT/tools/gpu-kit/cases/mixtral_bf16.mlir" \
-      -o "$KIT/bench/mixtral_bf16_sk$s.so" --target=cuda --chip="$CHIP" --decode-split-k=$s
-    VARIANTS_JSON+=("\"split-k=$s\": \"bench/mixtral_bf16_sk$s.so\"")
+    variant "split-k=$s" bf16 "1,16" --decode-split-k=$s
   done
-fi
-# sm_90a: the bf16 layer again with the 64-row wgmma tiles only
-# (--big-tile-rows=0), so that one run compares them with the 128-row tiles
-# (two consumer warpgroups) that the default takes at T*k/E >= 128.
-TILE_VARIANTS_JSON=""
-if [ "$TARGET" = cuda ] && [ "$CHIP" = sm_90a ]; then
-  echo "prepare: bench mixtral bf16, 64-row tiles"
-  "$BIN/moe-compile" "$ROOT/tools/gpu-kit/cases/mixtral_bf16.mlir" \
-    -o "$KIT/bench/mixtral_bf16_m64.so" --target=cuda --chip="$CHIP" --big-tile-rows=0
-  TILE_VARIANTS_JSON="{\"name\": \"bf16 64-row tiles\", \"dtype\": \"bf16\", \"lib\": \"bench/mixtral_bf16_m64.so\", \"tokens\": [1024, 4096]}"
+  if [ "$CHIP" = sm_90a ]; then
+    # Prefill: the 64-row wgmma tiles only, against the default's 128-row
+    # tiles (two consumer warpgroups) at T*k/E >= 128.
+    variant "64-row tiles" bf16 "1024,4096" --big-tile-rows=0
+    # The lead adds here, after merging the helpers that build the flags:
+    #   variant "mma-stages=N" bf16 "1024,4096" --mma-stages=N
+    #   variant "wgmma-in-flight=0" bf16 "1024,4096" --wgmma-groups-in-flight=0
+  fi
+else
+  # The dry run (the table's format): the default build again (its output
+  # must equal the default's) and a portable f32 build. (A portable bf16
+  # build does not link today: __truncsfbf2 is undefined below x86-64-v4
+  # with avx512bf16.)
+  variant "same-flags" bf16 "1,16,64" --mcpu=native
+  variant "mcpu=x86-64" f32 "16" --mcpu=x86-64
 fi
 
 commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -145,12 +180,16 @@ commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "    ${CASES_JSON[$i]}$sep"
   done
   echo "  ],"
-  echo "  \"bench\": {\"entry\": \"mixtral\", \"D\": 4096, \"H\": 14336, \"E\": 8, \"k\": 2,"
-  echo "            \"tokens\": [1, 16, 128, 1024, 4096], \"dtypes\": [\"bf16\", \"f32\"],"
+  echo "  \"bench\": {\"entry\": \"mixtral\", \"D\": $D, \"H\": $H, \"E\": 8, \"k\": 2,"
+  echo "            \"tokens\": [$TOKENS], \"dtypes\": [\"bf16\", \"f32\"],"
   echo "            \"libs\": {\"bf16\": \"bench/mixtral_bf16.so\", \"f32\": \"bench/mixtral_f32.so\"},"
   echo "            \"decode_tokens\": [1, 16],"
-  echo "            \"variants\": [$TILE_VARIANTS_JSON],"
-  echo "            \"decode_variants\": {$(IFS=,; echo "${VARIANTS_JSON[*]}")}}"
+  echo "            \"variants\": ["
+  for ((i = 0; i < ${#VARIANTS_JSON[@]}; i++)); do
+    sep=","; [ $i -eq $((${#VARIANTS_JSON[@]} - 1)) ] && sep=""
+    echo "              ${VARIANTS_JSON[$i]}$sep"
+  done
+  echo "            ]}"
   echo "}"
 } > "$KIT/manifest.json"
 python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$KIT/manifest.json"
