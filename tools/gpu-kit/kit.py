@@ -278,7 +278,7 @@ class Worker:
         results = []
         for shape, dt in fn.results:
             results.append(torch.empty([T if d == -1 else d for d in shape], dtype=tdtype(dt), device=DEVICE))
-        step("call 1")
+        step(f"call 1 of {task['lib']}")
         maybe_inject(task)
         t0 = time.perf_counter()
         fn(args, results)
@@ -295,7 +295,7 @@ class Worker:
                 for p, (_, dt) in zip(task["args"], fn.args)]
         expected = [read_npy(os.path.join(self.kit, p)) for p in task["expected"]]
         for call in (1, 2):  # the second call: steady state
-            step(f"call {call}")
+            step(f"call {call} of {task['lib']}")
             if call == 2:
                 maybe_inject(task)
             results = [torch.empty(e.shape, dtype=tdtype(dt), device=DEVICE)
@@ -360,7 +360,7 @@ class Worker:
         x = self.bench_x(T, dt)
         y = torch.empty_like(x)
         args = [x, wr, w1, w2]
-        step(f"call (moe {dt} T={T})")
+        step(f"call of {task['lib']} at T={T}")
         maybe_inject(task)
         ms = timed(lambda: fn(args, [y]))
         sync()
@@ -407,13 +407,13 @@ class Worker:
             x = self.bench_x(T, dt)
             args = [x, wr, w1, w2]
             y0, y = torch.empty_like(x), torch.empty_like(x)
-            step(f"call default T={T}")
+            step(f"call of {spec['libs'][dt]} (the default) at T={T}")
             default(args, [y0])
             sync()
             base = task.get("default_ms", {}).get(str(T))
             if base is None:
                 base = timed(lambda: default(args, [y0]))
-            step(f"call {v['name']} T={T}")
+            step(f"call of {v['lib']} at T={T}")
             maybe_inject(task)
             ms = timed(lambda: fn(args, [y]))
             sync()
@@ -692,7 +692,7 @@ class Driver:
     def watchdog(self, kind, est=0.0):
         b = self.budget
         if kind in ("facts", "load", "case"):
-            return max(3.0, min(20.0, 0.05 * b))
+            return max(5.0, min(20.0, 0.05 * b))
         return max(3.0, min(max(30.0, 3 * est), 0.4 * b))
 
     # ----------------------------------------------------------- workers
@@ -956,7 +956,7 @@ class Driver:
             L.append(f"kit: finished in {elapsed:.0f} s of {self.budget:.0f} s, exit status {self.exit_status()}")
         else:
             L.append(f"kit: in progress or interrupted after {elapsed:.0f} s of {self.budget:.0f} s; "
-                     f"{len(pending)} task(s) not reached: {' '.join(pending[:12])}{' ...' if len(pending) > 12 else ''}")
+                     f"{len(pending)} task(s) not finished: {' '.join(pending[:12])}{' ...' if len(pending) > 12 else ''}")
         return L
 
     def write_summary(self):
