@@ -36,7 +36,7 @@ counted from this process's start; a few seconds are kept for the summary):
     explains the bound), integer results (chosen experts) identical;
 (b) benchmarks, one group at a time, in this order: the yardsticks (device
     copy bandwidth, torch's bf16 matmul rate), the bf16 layer at the decode
-    token counts, then at the prefill ones (largest first), then the other
+    token counts, then at the prefill ones (T >= 1024), then the other
     token counts and dtypes, then the variants of manifest bench.variants
     (each: other moe-compile flags, a dtype, its token counts): ms, % of
     bandwidth (decode T) or % of the matmul rate, the default build's time
@@ -53,7 +53,8 @@ and times are taken with CUDA events on that stream.
 
 Fault injection (tests only): MOE_KIT_INJECT=KIND:TASK[,KIND:TASK...] with
 KIND crash (the worker gets SIGSEGV), hang (it sleeps), error (the call
-raises) at the call of TASK: a case NAME (both forms) or NAME/FORM,
+raises) at the call of TASK, or hang-after (a benchmark group hangs after
+our library's timing, in the references): a case NAME (both forms) or NAME/FORM,
 load:LIB (its first contact), bench:yardsticks, bench:DTYPE:T=N,
 variant:NAME.
 """
@@ -128,8 +129,11 @@ def injected(task):
     return None
 
 
-def maybe_inject(task):
+def maybe_inject(task, late=False):
+    """At a task's call (late: after its library calls, in the references)."""
     kind = injected(task)
+    if late:
+        kind = {"hang-after": "hang"}.get(kind)
     if kind == "crash":
         os.kill(os.getpid(), signal.SIGSEGV)
     elif kind == "hang":
@@ -364,7 +368,12 @@ class Worker:
         maybe_inject(task)
         ms = timed(lambda: fn(args, [y]))
         sync()
+        # Our time first: if the references below fail or hang, the row
+        # still has it (and the variants their default).
+        emit(partial={"rows": [f"{dt:<5} {T:>5} {ms:9.3f} (the rest of the row did not finish)"],
+                      "data": {"ms": ms}})
         step("torch eager")
+        maybe_inject(task, late=True)
         ref = torch_eager(x, wr, w1, w2, k)
         err = float((y.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-30))
         torch_ms = timed(lambda: torch_eager(x, wr, w1, w2, k))
@@ -590,11 +599,13 @@ class WorkerProcess:
         self.chan = rfd
         self.bufs = {rfd: b"", self.proc.stdout.fileno(): b""}
         self.messages = []
+        self.partial = {}
         self.tail = []
         self.step = "start"
         self.open = set(self.bufs)
 
     def send(self, task):
+        self.partial = {}
         self.proc.stdin.write((json.dumps(task) + "\n").encode())
         self.proc.stdin.flush()
 
@@ -623,6 +634,8 @@ class WorkerProcess:
                 m = self.messages.pop(0)
                 if "step" in m:
                     self.step = m["step"]
+                elif "partial" in m:
+                    self.partial = m["partial"]
                 elif "fatal" in m:
                     self.fatal = m["fatal"]
                     self.tail.append(m["fatal"])
@@ -693,7 +706,7 @@ class Driver:
         b = self.budget
         if kind in ("facts", "load", "case"):
             return max(5.0, min(20.0, 0.05 * b))
-        return max(3.0, min(max(30.0, 3 * est), 0.4 * b))
+        return max(3.0, min(max(10.0 if self.cpu else 30.0, 3 * est), 0.4 * b))
 
     # ----------------------------------------------------------- workers
     def start_worker(self):
@@ -725,10 +738,13 @@ class Driver:
             self.worker.send(task)
             answer = self.worker.wait_for("done", time.monotonic() + self.watch)
         except (Died, BrokenPipeError) as ex:
+            partial = {}
             if self.worker:
+                partial = self.worker.partial
                 self.worker.kill()
             self.worker = None
-            return self.record(task, "FAIL", reason=str(ex), died=True)
+            return self.record(task, "FAIL", reason=str(ex), died=True,
+                               rows=partial.get("rows", []), data=partial.get("data"))
         self.notes += answer.get("notes", [])
         reason = answer.get("reason")
         if not answer["ok"]:
@@ -802,7 +818,7 @@ class Driver:
                                  "variant": v, "lib": v["lib"], "est": 4 * len(v["tokens"]) + 2})
         self.tasks = [facts] + loads + cases + groups + variants
         # Priority order: the first dtype's decode rows, then its prefill rows
-        # (largest T first), then its other rows, the other dtypes (decode
+        # (T >= 1024), then its other rows, the other dtypes (decode
         # first), the variants last.
         spec_tokens = spec.get("tokens", []) if spec else []
         decode = spec.get("decode_tokens", [1, 16]) if spec else []
@@ -814,7 +830,7 @@ class Driver:
             T = g["T"]
             if T in decode:
                 return (1 if first else 4, 0, T)
-            prefill = sorted((t for t in spec_tokens if t >= 1024), reverse=True)
+            prefill = sorted(t for t in spec_tokens if t >= 1024)
             if first and T in prefill:
                 return (2, 0, prefill.index(T))
             return (3 if first else 5, 0, T)
@@ -853,7 +869,7 @@ class Driver:
             r = self.run_task(t)
             if t["kind"] == "yardsticks" and r["status"] == "ok":
                 bench.update(r["data"])
-            if t["kind"] == "bench" and r["status"] == "ok":
+            if t["kind"] == "bench" and r["data"].get("ms"):
                 bench.setdefault("default_ms_" + t["dtype"], {})[str(t["T"])] = r["data"]["ms"]
         for t in variants:
             skip = crashed.get(t["lib"]) or crashed.get(self.manifest["bench"]["libs"][t["variant"]["dtype"]])
