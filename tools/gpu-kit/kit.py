@@ -659,7 +659,7 @@ class WorkerProcess:
             how = f"worker killed by {signal.Signals(-rc).name}"
         else:
             how = getattr(self, "fatal", None) or f"worker exited with status {rc}"
-        last = f"; last output: {self.tail[-1][:160]}" if self.tail else ""
+        last = f"; last output: {self.tail[-1][:160]}" if self.tail and self.tail[-1] != how else ""
         return f"{how} in {self.step}{last}"
 
     def kill(self):
@@ -690,6 +690,8 @@ class Driver:
         self.results = {}        # id -> {"status": ok|FAIL|skipped, "rows", "reason"}
         self.notes = []
         self.worker = None
+        self.start_failures = 0
+        self.start_error = None
         self.watch = 0.0
         self.finished = False
 
@@ -710,13 +712,18 @@ class Driver:
 
     # ----------------------------------------------------------- workers
     def start_worker(self):
+        if self.start_failures >= 2:  # e.g. no CUDA device: do not retry per task
+            raise Died(f"not run: two worker starts failed ({self.start_error})")
         self.worker = WorkerProcess(self.kit, self)
         self.watch = max(5.0, min(60.0, 0.15 * self.budget))
         try:
             self.worker.wait_for("ready", time.monotonic() + min(self.watch, max(self.left(), 1.0)))
+            self.start_failures = 0
         except Died as ex:
             self.worker = None
-            raise Died(f"worker start failed: {ex}")
+            self.start_failures += 1
+            self.start_error = f"worker start failed: {ex}"
+            raise Died(self.start_error)
 
     def stop_worker(self):
         if self.worker:

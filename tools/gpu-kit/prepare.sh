@@ -9,10 +9,11 @@
 #                 the example and of its --moe-decompose --moe-fuse form),
 #                 the arguments (argI.npy, seeded by moe-run --fill-random)
 #                 and the CPU path's results (outI.npy, moe-run --device=cpu)
-#   bench/        the Mixtral-shaped layer in bf16 and f32 (any token count),
-#                 and (cuda) the bf16 layer with split-K forced to S = 1, 2,
-#                 4, 8, 16 (decode variants); the weights are generated on
-#                 the GPU machine from a seed
+#   bench/        the Mixtral-shaped layer in bf16 and f32 (any token count;
+#                 D=64, H=128 on the cpu dry run) and its variants (the
+#                 layer with other moe-compile flags: one `variant` line
+#                 each, below); the weights are generated on the GPU
+#                 machine from a seed
 #   kit.py, triton_moe.py, run.sh, manifest.json
 # and checks that the folder stays under 60 MiB.
 #
