@@ -6,7 +6,10 @@ network. The kit's libraries were made by `moe-compile --target=cuda` on the
 build machine (docs/aot.md has the ABI); they are called here through ctypes
 on tensors that torch placed on the GPU.
 
-  python3 kit.py KIT_DIR OUT_DIR [--only=correctness|bench]
+  python3 kit.py KIT_DIR OUT_DIR [--only=correctness|bench] [--plan]
+
+(--plan: print the tasks in the order they would run, with their watchdogs
+and estimates, and stop.)
 
 The kernels may meet real hardware for the first time here, so one fault
 must not cost the rest of the run. This process (the driver) never imports
@@ -70,7 +73,6 @@ import subprocess
 import sys
 import time
 
-DTYPES = ("f32", "bf16", "f16", "i32", "i64")
 # "cuda", or "cpu" for a kit prepared with MOE_KIT_TARGET=cpu (a dry run of
 # the kit on the build machine: the same code path with host pointers).
 DEVICE = "cuda"
@@ -504,10 +506,13 @@ def timed(fn):
     t0 = time.perf_counter()
     fn()
     sync()
-    batch = max(1, min(100, int(0.02 / max(time.perf_counter() - t0, 1e-6))))
+    once = time.perf_counter() - t0
+    batch = max(1, min(100, int(0.02 / max(once, 1e-6))))
+    # At least 3 samples, 1 for a call slower than 0.1 s (f32 prefill).
+    least = 3 if once < 0.1 else 1
     samples = []
     start_all = time.perf_counter()
-    while len(samples) < max_reps and (time.perf_counter() - start_all < min_s or len(samples) < 3):
+    while len(samples) < max_reps and (time.perf_counter() - start_all < min_s or len(samples) < least):
         samples.append(clock_batch(batch))
     samples.sort()
     return samples[len(samples) // 2]
@@ -815,6 +820,8 @@ class Driver:
                     # the first group of a dtype generates its weights (and
                     # the first at all compiles the Triton anchor)
                     est = 6 if T in decode else 12
+                    if dt == "f32" and T >= 1024:  # CUDA-core GEMMs, seconds per call
+                        est = 25
                     if first:
                         est += 25 if dt == spec["dtypes"][0] else 8
                         first = False
@@ -843,6 +850,17 @@ class Driver:
             return (3 if first else 5, 0, T)
 
         return facts, loads, cases, sorted(groups, key=priority), variants
+
+    def print_plan(self):
+        """The tasks in the order they would run, with their watchdogs and
+        estimates (no worker is started)."""
+        facts, loads, cases, groups, variants = self.plan()
+        print(f"plan: budget {self.budget:.0f} s, worker start watchdog {max(5.0, min(60.0, 0.15 * self.budget)):.0f} s, "
+              f"first contact at most {0.3 * self.budget:.0f} s")
+        for t in [facts] + loads + cases + groups + variants:
+            est = self.est(t.get("est", 0.0))
+            print(f"{t['id']:<44} watchdog {self.watchdog(t['kind'], est):5.1f} s  estimate {est:5.1f} s")
+        return 0
 
     def run(self):
         facts, loads, cases, groups, variants = self.plan()
@@ -996,7 +1014,7 @@ def main():
     if len(sys.argv) >= 3 and sys.argv[2] == "--worker":
         sys.exit(worker_main(sys.argv[1]))
     if len(sys.argv) < 3:
-        sys.exit("usage: kit.py KIT_DIR OUT_DIR [--only=correctness|bench]")
+        sys.exit("usage: kit.py KIT_DIR OUT_DIR [--only=correctness|bench] [--plan]")
     kit, out = sys.argv[1], sys.argv[2]
     only = next((a.split("=", 1)[1] for a in sys.argv[3:] if a.startswith("--only=")), None)
     if only not in (None, "correctness", "bench"):
@@ -1011,6 +1029,8 @@ def main():
     with open(os.path.join(kit, "manifest.json")) as f:
         manifest = json.load(f)
     driver = Driver(kit, out, manifest, budget, only)
+    if "--plan" in sys.argv[3:]:
+        sys.exit(driver.print_plan())
 
     def on_term(signum, frame):  # run.sh's timeout: leave the summary, end the worker
         if driver.worker:

@@ -115,7 +115,7 @@ done
 if [ "$TARGET" = cuda ]; then
   D=4096 H=14336 TOKENS="1, 16, 128, 1024, 4096"
 else
-  D=64 H=128 TOKENS="1, 16, 64"
+  D=64 H=128 TOKENS="1, 16, 64, 1024"
 fi
 mkdir -p "$KIT/bench/src"
 bench_src() { # DTYPE -> the layer's .mlir at the kit's shape
