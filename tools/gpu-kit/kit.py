@@ -90,9 +90,12 @@ def oneline(ex):
 torch = None
 CHAN = None
 STEP = ""
+PARTIAL = {}
 
 
 def emit(**message):
+    if "partial" in message:  # a failing task's answer keeps these rows
+        PARTIAL.update(message["partial"])
     CHAN.write(json.dumps(message) + "\n")
     CHAN.flush()
 
@@ -425,7 +428,8 @@ class Worker:
             if base is None:
                 base = timed(lambda: default(args, [y0]))
             step(f"call of {v['lib']} at T={T}")
-            maybe_inject(task)
+            if T == v["tokens"][-1]:  # injected at the last T: the rows before stay
+                maybe_inject(task)
             ms = timed(lambda: fn(args, [y]))
             sync()
             diff = float((y.float() - y0.float()).abs().max())
@@ -434,6 +438,7 @@ class Worker:
             else:
                 rate = f"{pct(flops(spec, T) / (ms * 1e-3) / 1e12, task.get('tflops'))} %mm"
             rows.append(f"{v['name']:<20} {dt:<5} {T:>5} {ms:9.3f} {rate:>10} {base / ms:11.2f} {diff:12.3e}")
+            emit(partial={"rows": list(rows)})  # kept if a later T fails
         return {"rows": rows}
 
     def run(self, task):
@@ -565,11 +570,13 @@ def worker_main(kit):
     emit(ready=True)
     for line in sys.stdin:
         task = json.loads(line)
+        PARTIAL.clear()
         try:
             answer = worker.run(task)
             answer.setdefault("ok", True)
         except Exception as ex:
-            answer = {"ok": False, "reason": f"{STEP}: {oneline(ex)}"}
+            answer = {"ok": False, "reason": f"{STEP}: {oneline(ex)}",
+                      "rows": PARTIAL.get("rows", []), "data": PARTIAL.get("data")}
         emit(done=task["id"], **answer)
         if not answer["ok"]:
             # A sticky CUDA error leaves the context unusable: this worker
@@ -889,7 +896,7 @@ class Driver:
         bench = {}
         for t in groups:
             if t.get("lib") in crashed:
-                t = dict(t, skip="its library killed the worker at first contact")
+                t = dict(t, skip=f"{t['lib']} killed the worker at first contact")
             t = dict(t, **bench)
             r = self.run_task(t)
             if t["kind"] == "yardsticks" and r["status"] == "ok":
@@ -897,11 +904,12 @@ class Driver:
             if t["kind"] == "bench" and r["data"].get("ms"):
                 bench.setdefault("default_ms_" + t["dtype"], {})[str(t["T"])] = r["data"]["ms"]
         for t in variants:
-            skip = crashed.get(t["lib"]) or crashed.get(self.manifest["bench"]["libs"][t["variant"]["dtype"]])
+            default_lib = self.manifest["bench"]["libs"][t["variant"]["dtype"]]
             t = dict(t, bandwidth=bench.get("bandwidth"), tflops=bench.get("tflops"),
                      default_ms=bench.get("default_ms_" + t["variant"]["dtype"], {}))
-            if skip:
-                t["skip"] = "a library killed the worker at first contact"
+            for lib in (t["lib"], default_lib):
+                if lib in crashed:
+                    t["skip"] = f"{lib} killed the worker at first contact"
             self.run_task(t)
         self.stop_worker()
         self.finished = True

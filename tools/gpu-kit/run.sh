@@ -16,6 +16,7 @@
 # Environment: MOE_KIT_TIMEOUT (seconds, default 360): the whole run's
 # budget; kit.py plans within it (groups that would exceed it are skipped)
 # and this script stops it 15 s after it as a last resort.
+# MOE_KIT_PYTHON: the Python with torch (default python3).
 # MOE_KIT_INJECT (tests only; kit.py's docstring).
 set -uo pipefail
 KIT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -29,7 +30,7 @@ export LD_LIBRARY_PATH="$KIT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   timeout 20 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,memory.total,power.limit \
     --format=csv 2>&1 || echo "nvidia-smi: not available"
 } | tee "$OUT/run.log"
-timeout -k 5 "$((${BUDGET%.*} + 15))" python3 "$KIT/kit.py" "$KIT" "$OUT" "$@" 2>&1 | tee -a "$OUT/run.log"
+timeout -k 5 "$((${BUDGET%.*} + 15))" "${MOE_KIT_PYTHON:-python3}" "$KIT/kit.py" "$KIT" "$OUT" "$@" 2>&1 | tee -a "$OUT/run.log"
 status=${PIPESTATUS[0]}
 [ "$status" -eq 124 ] && echo "run.sh: stopped after ${BUDGET} s + 15 s; OUT/summary.txt has what was done" | tee -a "$OUT/run.log"
 exit "$status"
