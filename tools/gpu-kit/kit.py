@@ -261,7 +261,9 @@ class Worker:
             if len(attrs) == 3:
                 peak = 2 * attrs["mem"] * 1e3 * attrs["bus"] / 8 / 1e9
                 rows.append(f"clocks: SM {attrs['sm'] / 1e3:.0f} MHz, memory {attrs['mem'] / 1e3:.0f} MHz x "
-                            f"{attrs['bus']} bits (nominal {peak:.0f} GB/s)")
+                            f"{attrs['bus']} bits (2 x clock x width: {peak:.0f} GB/s)")
+            else:
+                rows.append("clocks: not reported by the driver (run.log has nvidia-smi's)")
         return {"rows": rows}
 
     def zeros_for(self, fn, T):
