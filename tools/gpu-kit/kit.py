@@ -596,6 +596,10 @@ class Died(Exception):
     pass
 
 
+class StartFailed(Died):
+    """No worker to run the task in (the task itself did not run)."""
+
+
 class WorkerProcess:
     """A worker (kit.py --worker) with its task pipe (stdin), its channel
     (JSON lines) and its merged stdout/stderr (kept for the reason of a
@@ -727,7 +731,7 @@ class Driver:
     # ----------------------------------------------------------- workers
     def start_worker(self):
         if self.start_failures >= 2:  # e.g. no CUDA device: do not retry per task
-            raise Died(f"not run: two worker starts failed ({self.start_error})")
+            raise StartFailed(f"not run: two worker starts failed ({self.start_error})")
         self.worker = WorkerProcess(self.kit, self)
         self.watch = max(5.0, min(60.0, 0.15 * self.budget))
         try:
@@ -737,7 +741,7 @@ class Driver:
             self.worker = None
             self.start_failures += 1
             self.start_error = f"worker start failed: {ex}"
-            raise Died(self.start_error)
+            raise StartFailed(self.start_error)
 
     def stop_worker(self):
         if self.worker:
@@ -764,7 +768,7 @@ class Driver:
                 partial = self.worker.partial
                 self.worker.kill()
             self.worker = None
-            return self.record(task, "FAIL", reason=str(ex), died=True,
+            return self.record(task, "FAIL", reason=str(ex), died=not isinstance(ex, StartFailed),
                                rows=partial.get("rows", []), data=partial.get("data"))
         self.notes += answer.get("notes", [])
         reason = answer.get("reason")
