@@ -198,8 +198,12 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     the 16-row decode tiles keep `mma.sync`. With wgmma, a plan with at
     least `big-tile-rows` rows per expert on average (T*k/E; default 128,
     0 = never) pads its groups to 128-row tiles, computed by blocks of two
-    consumer warpgroups (docs/gpu.md, "128-row tiles"). f32 data keeps the
-    CUDA-core kernels.
+    consumer warpgroups (docs/gpu.md, "128-row tiles"). The wgmma kernels
+    leave `wgmma-groups-in-flight` commit groups of wgmmas in flight at the
+    end of a stage: 1 (default), or 0 for the conservative order where every
+    stage's wgmmas are retired before the next loads (docs/gpu.md, "wgmma
+    (sm_90a)"); a non-default value is part of the kernel names
+    (`_inflight0`). f32 data keeps the CUDA-core kernels.
 
     At decode (16-row tiles) the fused layer's tensor-core GEMMs split K
     over the grid's z dimension (`decode-split-k`; 0 = chosen from the
@@ -236,7 +240,13 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     Option<"bigTileRows", "big-tile-rows", "int64_t", /*default=*/"128",
            "With wgmma: routing plans with at least this many rows per "
            "expert on average (T*k/E) use 128-row tiles (two consumer "
-           "warpgroups per block); 0: never (values below 64 act as 64)">
+           "warpgroups per block); 0: never (values below 64 act as 64)">,
+    Option<"wgmmaGroupsInFlight", "wgmma-groups-in-flight", "int64_t",
+           /*default=*/"1",
+           "With wgmma: commit groups of wgmma.mma_async left in flight at "
+           "the end of a pipeline stage (wgmma.wait_group N): 1 = the math "
+           "of a stage overlaps the next loads, 0 = every stage's wgmmas "
+           "retired before the next loads">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

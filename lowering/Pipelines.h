@@ -115,6 +115,12 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
                      "average (T*k/E) use 128-row wgmma tiles (two warpgroups); "
                      "0: never (convert-moe-to-gpu's big-tile-rows)"),
       llvm::cl::init(128)};
+  PassOptions::Option<int64_t> wgmmaGroupsInFlight{
+      *this, "wgmma-groups-in-flight",
+      llvm::cl::desc("sm_90a: wgmma commit groups left in flight at the end of "
+                     "a pipeline stage, 0 or 1 (convert-moe-to-gpu's "
+                     "wgmma-groups-in-flight)"),
+      llvm::cl::init(1)};
   PassOptions::Option<std::string> triple{
       *this, "triple", llvm::cl::desc("Target triple of the kernels"),
       llvm::cl::init("nvptx64-nvidia-cuda")};

@@ -122,6 +122,13 @@ for _cand in [os.path.join(_mlir_lib_dir, "libomp.so"),
 if _libomp and os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-runner")):
     config.available_features.add("openmp-runtime")
     config.substitutions.append(("%libomp", _libomp))
+# The emulation pipelines below pass the shell variable MOE_EMULATE_OPTIONS
+# (empty when unset: the defaults) to moe-test-emulate-gpu as its options,
+# e.g. `MOE_EMULATE_OPTIONS="block-order=shuffle seed=3"; moe-opt ...
+# --pass-pipeline="%moe_emulate_gpu_pipeline"` runs each launch's blocks in a
+# shuffled order (the pipelines must be in double quotes). The tests of the
+# inter-block protocols (split-K, the combine's arrival counters) run under
+# several orders this way.
 # The same for convert-moe-to-gpu's device-abi (what --moe-nvptx-pipeline=
 # "device-abi=true" runs before the kernels are lowered).
 config.substitutions.append(("%moe_emulate_gpu_device_abi_pipeline", "builtin.module("
@@ -131,7 +138,7 @@ config.substitutions.append(("%moe_emulate_gpu_device_abi_pipeline", "builtin.mo
     "function-boundary-type-conversion=identity-layout-map},"
     "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
     "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
-    "moe-gpu-device-abi,moe-gpu-materialize-launches,moe-test-emulate-gpu,"
+    "moe-gpu-device-abi,moe-gpu-materialize-launches,moe-test-emulate-gpu{${MOE_EMULATE_OPTIONS:-}},"
     "func.func(convert-linalg-to-loops),canonicalize,convert-scf-to-cf,"
     "convert-openmp-to-llvm,expand-strided-metadata,lower-affine,"
     "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
@@ -139,7 +146,7 @@ config.substitutions.append(("%moe_emulate_gpu_device_abi_pipeline", "builtin.mo
 # Kernel-level tests of the tensor-core GEMMs (test/gpu/mma-gemm-emulated.mlir):
 # memref host code launching kernels built by --moe-test-build-mma-kernels.
 config.substitutions.append(("%moe_emulate_mma_pipeline", "builtin.module("
-    "moe-test-build-mma-kernels,moe-gpu-materialize-launches,moe-test-emulate-gpu,"
+    "moe-test-build-mma-kernels,moe-gpu-materialize-launches,moe-test-emulate-gpu{${MOE_EMULATE_OPTIONS:-}},"
     "canonicalize,convert-scf-to-cf,convert-openmp-to-llvm,expand-strided-metadata,"
     "lower-affine,finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
     "convert-to-llvm,reconcile-unrealized-casts)"))
@@ -148,7 +155,7 @@ config.substitutions.append(("%moe_emulate_gpu_pipeline", "builtin.module("
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
     "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
-    "moe-gpu-materialize-launches,moe-test-emulate-gpu,"
+    "moe-gpu-materialize-launches,moe-test-emulate-gpu{${MOE_EMULATE_OPTIONS:-}},"
     "func.func(convert-linalg-to-loops),canonicalize,convert-scf-to-cf,"
     "convert-openmp-to-llvm,expand-strided-metadata,lower-affine,"
     "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"

@@ -122,6 +122,9 @@ public:
   /// With wgmma: plans of at least this many rows per expert on average
   /// (T*k / E) take 128-row tiles (two warpgroups per block); 0: never.
   int64_t bigTileRows = 0;
+  /// With wgmma: commit groups left in flight at the end of a stage
+  /// (MmaGemmConfig::wgmmaGroupsInFlight).
+  int64_t wgmmaGroupsInFlight = kWgmmaGroupsInFlight;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -730,6 +733,7 @@ public:
         g1.act = x.act;
         g1.bias = x.b1 != nullptr;
         g1.wgmma = wgmma && tileM >= warp_layout::Wgmma::M;
+        g1.wgmmaGroupsInFlight = wgmmaGroupsInFlight;
         g1.foldShared = fold != nullptr;
         // Split-K at decode (fused layer without a folded shared expert:
         // fusedExperts sets no split then): unless S is the constant 1.
@@ -762,6 +766,7 @@ public:
         g2.foldShared = fold != nullptr;
         g2.sharedGated = fold && fold->gate;
         g2.wgmma = g1.wgmma;
+        g2.wgmmaGroupsInFlight = wgmmaGroupsInFlight;
         SmallVector<Value> args{h,     plan.sorted, rowWeights,
                                 plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
                                 out,   x.H,         x.D};
@@ -1875,6 +1880,11 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
                                << static_cast<int64_t>(bigTileRows) << ")";
       return signalPassFailure();
     }
+    if (wgmmaGroupsInFlight < 0 || wgmmaGroupsInFlight > 1) {
+      ops.front()->emitError() << "convert-moe-to-gpu: wgmma-groups-in-flight must be 0 or 1, got "
+                               << static_cast<int64_t>(wgmmaGroupsInFlight);
+      return signalPassFailure();
+    }
     bool failedAny = false;
 
     // Ops whose index data needs no run-time check (before ops are replaced).
@@ -1897,6 +1907,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       h.checkIndices = checkIndices && !validByConstruction.contains(op);
       h.decodeSplitK = decodeSplitK;
       h.bigTileRows = bigTileRows;
+      h.wgmmaGroupsInFlight = wgmmaGroupsInFlight;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

@@ -10,7 +10,8 @@
 //           issue stage kt+S-1; commit;
 //           2 x (ldmatrix A, ldmatrix.trans B, mma.sync m16n8k16)
 //   (wgmma, sm_90a: for kt: wait_group(S-2); fence.proxy.async; barrier;
-//           wgmma.fence; 2 x wgmma.mma_async; commit; wgmma wait_group 1;
+//           wgmma.fence; 2 x wgmma.mma_async; commit; wgmma wait_group 1
+//           (wgmmaGroupsInFlight; 0: every stage's group retired here);
 //           barrier (stage kt-1 retired everywhere); issue stage kt+S-1;
 //    then wgmma wait_group 0)
 //   [split-K: kt over the block's slice z of S; partial tile -> workspace,
@@ -71,13 +72,22 @@ std::string MmaGemmConfig::name() const {
     n += "_splitk";
   if (stages > 0 && stages != defaultStages())
     n += "_s" + std::to_string(stages);
+  if (wgmma && wgmmaGroupsInFlight != kWgmmaGroupsInFlight)
+    n += "_inflight" + std::to_string(wgmmaGroupsInFlight);
   return n;
 }
 
 std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
   // The inverse of name(), by enumeration (a few hundred variants) after
-  // the suffixes of the stage count and split-K.
+  // the suffixes of the wgmma groups in flight, the stage count and split-K.
   StringRef rest = fullName;
+  int64_t inFlight = kWgmmaGroupsInFlight;
+  size_t inFlightAt = rest.rfind("_inflight");
+  if (inFlightAt != StringRef::npos &&
+      !rest.drop_front(inFlightAt + 9).getAsInteger(10, inFlight))
+    rest = rest.take_front(inFlightAt);
+  else
+    inFlight = kWgmmaGroupsInFlight;
   int64_t stages = 0;
   size_t at = rest.rfind("_s");
   if (at != StringRef::npos && !rest.drop_front(at + 2).getAsInteger(10, stages) && stages > 0)
@@ -98,6 +108,7 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
         c.wgmma = wgmma;
         c.splitK = splitK;
         c.stages = stages;
+        c.wgmmaGroupsInFlight = inFlight;
         c.kind = Kind::gemm1;
         for (bool fold : {false, true})
           for (bool gather : {false, true})
@@ -112,6 +123,7 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
         c.wgmma = wgmma;
         c.splitK = splitK;
         c.stages = stages;
+        c.wgmmaGroupsInFlight = inFlight;
         c.elt = elt;
         c.tileM = tileM;
         c.bias = bias;
@@ -483,9 +495,9 @@ Value MmaGemmBuilder::descriptor(Value smem, Value byteOffset, int64_t lbo, int6
 /// registers' earlier accesses: their initialisation before the first
 /// stage), one wgmma.mma_async m64n128k16 per k16 step (A K-major "row", B
 /// MN-major "row", i.e. transposed) chained on the accumulator struct,
-/// commit, and wait until at most kWgmmaGroupsInFlight groups (this one)
-/// are pending: the previous stage's wgmmas are retired, so its buffer can
-/// take new loads after the next barrier. The accumulators stay in the
+/// commit, and wait until at most c.wgmmaGroupsInFlight groups (1: this
+/// one) are pending: the previous stage's wgmmas are retired, so its buffer
+/// can take new loads after the next barrier (0: this stage's too). The accumulators stay in the
 /// struct (the registers of the in-flight group) until build() retires
 /// everything after the last stage.
 Value MmaGemmBuilder::computeStageWgmma(Value stage, Value acc) {
@@ -519,7 +531,7 @@ Value MmaGemmBuilder::computeStageWgmma(Value stage, Value acc) {
         NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row), NVVM::MMAIntOverflowAttr());
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b);
-  NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(kWgmmaGroupsInFlight));
+  NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(c.wgmmaGroupsInFlight));
   return acc;
 }
 
@@ -808,9 +820,10 @@ void MmaGemmBuilder::build() {
           SmallVector<Value> res;
           if (c.wgmma) {
             // The wgmmas of stage kt first (they stay in flight while the
-            // loads are issued), then the loads into the buffer of stage
-            // kt-1, once every thread retired its wgmmas (wait_group 1 in
-            // computeStageWgmma, then this barrier).
+            // loads are issued, with wgmmaGroupsInFlight = 1), then the
+            // loads into the buffer of stage kt-1, once every thread retired
+            // its wgmmas (wait_group 1 or 0 in computeStageWgmma, then this
+            // barrier).
             res = {computeStageWgmma(stage, accIn[0])};
             gpu::BarrierOp::create(b);
             issueNext();

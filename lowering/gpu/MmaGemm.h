@@ -47,9 +47,8 @@ namespace gpu_lowering {
 constexpr int64_t kMmaThreads = 128;  // 4 warps
 constexpr int64_t kMmaTileN = 128;    // B columns per block (all parts)
 constexpr int64_t kMmaTileK = 32;     // depth of one pipeline stage
-/// wgmma (sm_90a): commit groups of wgmma.mma_async left in flight at the
-/// end of a stage (the previous stage's group is retired; see
-/// computeStageWgmma and docs/gpu.md, "wgmma (sm_90a)").
+/// wgmma (sm_90a): the default of MmaGemmConfig::wgmmaGroupsInFlight
+/// (convert-moe-to-gpu's wgmma-groups-in-flight).
 constexpr int64_t kWgmmaGroupsInFlight = 1;
 constexpr int64_t kMmaStages = 3;     // cp.async pipeline depth (32/64-row tiles)
 /// The 16-row (decode) tiles: A is 16 rows, B dominates a stage (8.7 KB of
@@ -100,6 +99,15 @@ struct MmaGemmConfig {
   /// warpgroup w computes rows 64 w .. 64 w + 63 of the tile against the
   /// same B stage.
   bool wgmma = false;
+  /// wgmma: commit groups of wgmma.mma_async left in flight at the end of
+  /// a stage (wgmma.wait_group N; see computeStageWgmma and docs/gpu.md,
+  /// "wgmma (sm_90a)"). 1 (kWgmmaGroupsInFlight): stage kt's group runs on
+  /// while the loads of k-tile kt+2 are issued, stage kt-1's is retired;
+  /// 0: every stage's group is retired before the barrier (the conservative
+  /// order). Only 0 and 1 are valid (the loads reuse the buffer of stage
+  /// kt-1). A value other than 1 is part of the name (`_inflight<N>`) of a
+  /// wgmma variant; without wgmma it is ignored.
+  int64_t wgmmaGroupsInFlight = kWgmmaGroupsInFlight;
   /// Split-K (decode): the grid's z dimension splits the K loop into S
   /// slices (S a run-time argument); every block stores its f32 partial
   /// tile to a workspace and arrives on its tile's counter; the last block

@@ -127,6 +127,9 @@ LogicalResult moe::validateNVPTXPipelineOptions(
     return error("features='" + options.features +
                  "' is not a comma-separated list of +feature/-feature "
                  "(e.g. +ptx80)");
+  if (options.wgmmaGroupsInFlight < 0 || options.wgmmaGroupsInFlight > 1)
+    return error("wgmma-groups-in-flight=" + Twine(int64_t(options.wgmmaGroupsInFlight)) +
+                 " is out of range; expected 0 or 1");
   if (options.decodeSplitK < 0 || options.decodeSplitK > 1024)
     return error("decode-split-k=" + Twine(options.decodeSplitK) +
                  " is out of range; expected 0 (chosen from the shape) to 1024");
@@ -239,6 +242,7 @@ LogicalResult moe::buildNVPTXPipeline(
   toGPU.wgmma = toGPU.tensorCores && StringRef(options.chip) == "sm_90a";
   toGPU.decodeSplitK = options.decodeSplitK;
   toGPU.bigTileRows = options.bigTileRows;
+  toGPU.wgmmaGroupsInFlight = options.wgmmaGroupsInFlight;
   pm.addPass(createConvertMoEToGPU(toGPU));
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());

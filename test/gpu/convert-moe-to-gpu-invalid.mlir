@@ -19,3 +19,10 @@ func.func @dynamic_experts(%w1: tensor<?x16x32xbf16>, %w2: tensor<?x32x16xbf16>)
 // sm_90a plan takes 128-row tiles) is a count: a negative one is one error.
 // RUN: not moe-opt %s --convert-moe-to-gpu="wgmma=true big-tile-rows=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BIGTILE
 // BIGTILE: error: convert-moe-to-gpu: option big-tile-rows must be >= 0 (got -1)
+// The wgmma kernels leave 0 or 1 commit groups in flight at the end of a
+// stage (the next loads reuse the buffer of the stage before): any other
+// wgmma-groups-in-flight is one error.
+// RUN: not moe-opt %s --convert-moe-to-gpu="wgmma=true wgmma-groups-in-flight=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=INFLIGHT
+// RUN: not moe-opt %s --convert-moe-to-gpu="wgmma-groups-in-flight=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=INFLIGHTNEG
+// INFLIGHT: error: convert-moe-to-gpu: wgmma-groups-in-flight must be 0 or 1, got 2
+// INFLIGHTNEG: error: convert-moe-to-gpu: wgmma-groups-in-flight must be 0 or 1, got -1

@@ -33,6 +33,28 @@
 // WAITS-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // WAITS-NEXT: llvm.extractvalue
 //
+// The conservative pipeline (convert-moe-to-gpu's wgmma-groups-in-flight=0,
+// the `_inflight0` kernel): every stage's group retired before the barrier
+// (wait_group 0); the emulation accepts it and the result is the same.
+// RUN: sed -e 's/moe_mma_gemm2_bf16_m64_wgmma\([(}]\)/moe_mma_gemm2_bf16_m64_wgmma_inflight0\1/g' %s \
+// RUN:   | moe-opt --moe-test-build-mma-kernels -o %t.kernel0.mlir
+// RUN: FileCheck %s --check-prefix=WAITS0 --input-file=%t.kernel0.mlir
+// RUN: moe-opt %t.kernel0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp \
+// RUN:   | FileCheck %s --check-prefix=OK
+// WAITS0-LABEL: gpu.func @moe_mma_gemm2_bf16_m64_wgmma_inflight0(
+// WAITS0: scf.for
+// WAITS0: nvvm.wgmma.mma_async
+// WAITS0: nvvm.wgmma.mma_async
+// WAITS0-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// WAITS0-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// WAITS0-NEXT: gpu.barrier
+// WAITS0: nvvm.cp.async.commit.group
+// WAITS0-NEXT: scf.yield
+// WAITS0-NEXT: }
+// WAITS0-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// WAITS0-NEXT: llvm.extractvalue
+//
 // No final wgmma.wait_group 0: the epilogue reads the accumulators
 // (llvm.extractvalue) while the last group is in flight.
 // RUN: sed -e '/nvvm.wgmma.wait.group.sync.aligned 0/d' %t.kernel.mlir \

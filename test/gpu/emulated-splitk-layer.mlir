@@ -9,7 +9,10 @@
 //    6, 6, 4: S does not divide the k-tiles) and 5 (GEMM1 1, 1, 0, 0, 0;
 //    GEMM2 4, 4, 4, 4, 0).
 // Every variant is also compared with the unsplit one (S = 1): the same
-// rounding points, only the f32 order of the K sums differs.
+// rounding points, only the f32 order of the K sums differs. The split
+// variants 3 and 5 also run with the blocks in reverse order and in two
+// shuffles (moe-test-emulate-gpu's block-order; the last block of a tile is
+// another slice): the same bits as in the forward order.
 //
 // REQUIRES: openmp-runtime
 // RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
@@ -25,7 +28,26 @@
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.cpu %t.gpu5 | FileCheck %s
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.gpu1 %t.gpu3 | FileCheck %s
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.gpu1 %t.gpu5 | FileCheck %s
+// RUN: for s in 3 5; do for o in reverse "shuffle seed=1" "shuffle seed=2"; do \
+// RUN:   MOE_EMULATE_OPTIONS="block-order=$o"; echo "== S=$s $o"; \
+// RUN:   moe-opt %s --convert-moe-to-gpu=decode-split-k=$s \
+// RUN:     | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN:     | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.order \
+// RUN:     && %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.gpu$s %t.order || exit 1; \
+// RUN: done; done | FileCheck %s --check-prefix=ORDER
 // CHECK: compare: OK, 1792 values
+// ORDER-LABEL: == S=3 reverse
+// ORDER-NEXT: compare: OK, 1792 values, max abs diff 0{{$}}
+// ORDER-LABEL: == S=3 shuffle seed=1
+// ORDER-NEXT: compare: OK, 1792 values, max abs diff 0{{$}}
+// ORDER-LABEL: == S=3 shuffle seed=2
+// ORDER-NEXT: compare: OK, 1792 values, max abs diff 0{{$}}
+// ORDER-LABEL: == S=5 reverse
+// ORDER-NEXT: compare: OK, 1792 values, max abs diff 0{{$}}
+// ORDER-LABEL: == S=5 shuffle seed=1
+// ORDER-NEXT: compare: OK, 1792 values, max abs diff 0{{$}}
+// ORDER-LABEL: == S=5 shuffle seed=2
+// ORDER-NEXT: compare: OK, 1792 values, max abs diff 0{{$}}
 // The launches: 4 per layer; the split kernels where S > 1.
 // RUN: moe-opt %s --convert-moe-to-gpu=decode-split-k=3 -canonicalize -cse | FileCheck %s --check-prefix=HOST
 // HOST-LABEL: func.func @t16(

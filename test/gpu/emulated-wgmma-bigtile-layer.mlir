@@ -25,6 +25,11 @@
 // RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.cpu %t.gpu | FileCheck %s
 // CHECK: compare: OK, 70144 values, max abs diff 0{{$}}
+// With wgmma-groups-in-flight=0: the same bits as the default.
+// RUN: moe-opt %s --convert-moe-to-gpu="wgmma=true wgmma-groups-in-flight=0" \
+// RUN:   | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.gpu0
+// RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.gpu %t.gpu0 | FileCheck %s
 // RUN: moe-opt %s --convert-moe-to-gpu=wgmma=true --canonicalize | FileCheck %s --check-prefix=BIG
 // big-tile-rows=0 keeps the 64-row tile at T = 320.
 // RUN: moe-opt %s --convert-moe-to-gpu="wgmma=true big-tile-rows=0" --canonicalize | FileCheck %s --check-prefix=OFF

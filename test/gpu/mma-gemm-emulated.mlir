@@ -54,6 +54,27 @@
 // RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner %t.m128.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.m128.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.m128.ref %t.m128.gpu | FileCheck %s
 // RUN: moe-opt %t.m128.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=M128
+// The 64- and 128-row wgmma cases with wgmma-groups-in-flight = 0 (the
+// `_inflight0` kernels: wait_group 0 at the end of every stage): the same
+// bits as the plain loops (and so as the default kernels).
+// RUN: sed -e 's/_wgmma\([(}]\)/_wgmma_inflight0\1/g' %t.wgmma.mlir > %t.wgmma0.mlir
+// RUN: moe-opt %t.wgmma0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.wgmma0.gpu
+// RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.wgmma0.gpu | FileCheck %s
+// RUN: sed -e 's/_wgmma\([(}]\)/_wgmma_inflight0\1/g' %t.m128.mlir > %t.m128.0.mlir
+// RUN: moe-opt %t.m128.0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.m128.0.gpu
+// RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.m128.ref %t.m128.0.gpu | FileCheck %s
+// RUN: moe-opt %t.wgmma0.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=INFLIGHT0
+// INFLIGHT0-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma_inflight0(
+// INFLIGHT0: scf.for
+// INFLIGHT0: nvvm.wgmma.commit.group.sync.aligned
+// INFLIGHT0-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// INFLIGHT0-NEXT: gpu.barrier
+// INFLIGHT0-NOT: nvvm.wgmma.wait.group.sync.aligned 1
+// INFLIGHT0-LABEL: gpu.func @moe_mma_gemm2_bf16_m64_wgmma_inflight0(
+// INFLIGHT0: nvvm.wgmma.wait.group.sync.aligned 0
+// INFLIGHT0-NOT: nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK: compare: OK, 57448 values, max abs diff 0{{$}}
 // WGMMA-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
 // WGMMA: nvvm.wgmma.mma_async

@@ -20,13 +20,29 @@
 //  7. gemm1 gather swiglu bias, D=100 (fallback; 4 k-tiles) H=40, S=3 (2, 2, 0)
 // and the counters after the launches: every tile's counter is S (the align
 // kernel zeroes them before each layer's GEMMs), the first 5 untouched.
+// The same bits whatever order the blocks run in (a GPU runs them in any):
+// the emulation runs them forward, reverse and in two shuffles (block-order,
+// test/lit.cfg.py's MOE_EMULATE_OPTIONS), so the last arriver of a tile is
+// a different slice; a reduction in arrival order fails the last three.
 //
 // REQUIRES: openmp-runtime
 // RUN: moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.ll.mlir
 // RUN: mlir-runner %t.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.ref
 // RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner %t.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.ref %t.gpu | FileCheck %s
+// RUN: for o in reverse "shuffle seed=1" "shuffle seed=2"; do \
+// RUN:   MOE_EMULATE_OPTIONS="block-order=$o"; echo "== $o"; \
+// RUN:   moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN:     | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.order.gpu \
+// RUN:     && %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.ref %t.order.gpu || exit 1; \
+// RUN: done | FileCheck %s --check-prefix=ORDER
 // CHECK: compare: OK, {{[0-9]+}} values, max abs diff 0{{$}}
+// ORDER-LABEL: == reverse
+// ORDER-NEXT: compare: OK, {{[0-9]+}} values, max abs diff 0{{$}}
+// ORDER-LABEL: == shuffle seed=1
+// ORDER-NEXT: compare: OK, {{[0-9]+}} values, max abs diff 0{{$}}
+// ORDER-LABEL: == shuffle seed=2
+// ORDER-NEXT: compare: OK, {{[0-9]+}} values, max abs diff 0{{$}}
 // The kernels' structure: the z block index picks the slice, the partials
 // go to the workspace, one arrival per block, the sums in slice order.
 // RUN: moe-opt %s --moe-test-build-mma-kernels | FileCheck %s --check-prefix=IR

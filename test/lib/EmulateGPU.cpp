@@ -5,7 +5,12 @@
 // without a GPU, so the kernels' numerics can be compared with the CPU path:
 //
 // * gpu.alloc / gpu.dealloc / gpu.memcpy / gpu.memset -> memref ops;
-// * gpu.launch_func -> a loop over the blocks; each block allocates its
+// * gpu.launch_func -> a loop over the blocks (option block-order: in
+//   ascending linear block id x + gx (y + gy z), `forward`, the default;
+//   descending, `reverse`; or `shuffle`, a permutation of the linear ids
+//   that is a pure function of option `seed` and the launch's position in
+//   the module, so that kernels whose blocks coordinate through global
+//   memory are tested in orders a GPU may run them in); each block allocates its
 //   workgroup buffers and runs the kernel body in an `omp.parallel` region
 //   with one OpenMP thread per GPU thread (gpu.thread_id x =
 //   omp_get_thread_num(), gpu.barrier = omp.barrier), so barriers have their
@@ -844,23 +849,103 @@ private:
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Block order
+//===----------------------------------------------------------------------===//
+
+/// splitmix64's finalizer (Steele, Lea, Flood 2014): a bijection of 64-bit
+/// words whose outputs look independent for consecutive inputs.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+
+/// The same function emitted on i64 values (wrapping arithmetic).
+Value emitMix64(ImplicitLocOpBuilder &b, Value z) {
+  auto c = [&](uint64_t v) -> Value {
+    return arith::ConstantOp::create(b, b.getI64IntegerAttr(static_cast<int64_t>(v)));
+  };
+  auto xorShift = [&](Value v, uint64_t s) -> Value {
+    return arith::XOrIOp::create(b, v, arith::ShRUIOp::create(b, v, c(s)));
+  };
+  z = arith::MulIOp::create(b, xorShift(z, 30), c(0xBF58476D1CE4E5B9ull));
+  z = arith::MulIOp::create(b, xorShift(z, 27), c(0x94D049BB133111EBull));
+  return xorShift(z, 31);
+}
+
+/// The loop over a launch's blocks: one scf.for over the linear block ids
+/// L = x + gx (y + gy z) in the order `order` asks for, with the body's
+/// insertion point set in `b`. Returns the block ids (x, y, z) of the
+/// iteration. `shuffle` runs them in the permutation that a Fisher-Yates
+/// shuffle (swaps i <-> j for i = n-1 .. 1, j = mix64(key + i golden) mod
+/// (i + 1), key = mix64(seed + (launchNo + 1) golden)) makes of 0..n-1,
+/// built in a host buffer before the loop and freed after it: a pure
+/// function of seed, launch number and grid, the same on every run.
+gpu::KernelDim3 emitBlockLoop(OpBuilder &b, Location loc, gpu::KernelDim3 grid,
+                              moe::EmulatedBlockOrder order, uint64_t seed,
+                              unsigned launchNo) {
+  ImplicitLocOpBuilder ib(loc, b);
+  IRB e(ib);
+  Value gxy = e.muli(grid.x, grid.y);
+  Value n = e.muli(gxy, grid.z);
+  Value perm;
+  if (order == moe::EmulatedBlockOrder::shuffle) {
+    Type i64 = ib.getI64Type();
+    perm = memref::AllocOp::create(ib, MemRefType::get({ShapedType::kDynamic}, ib.getIndexType()),
+                                   ValueRange{n});
+    e.forEach(e.idx(0), n, e.idx(1), [&](IRB &e, Value i) { e.store(i, perm, i); });
+    uint64_t key = mix64(seed + (uint64_t(launchNo) + 1) * kGolden);
+    // k = 1 .. n, i = n - k: n-1 down to 0 (i = 0 swaps with itself).
+    e.forEach(e.idx(1), e.addi(n, e.idx(1)), e.idx(1), [&](IRB &e, Value k) {
+      Value i = e.subi(n, k);
+      Value i64i = arith::IndexCastUIOp::create(e.b, i64, i);
+      Value h = emitMix64(
+          e.b, arith::AddIOp::create(
+                   e.b, arith::ConstantOp::create(e.b, e.b.getI64IntegerAttr(int64_t(key))),
+                   arith::MulIOp::create(
+                       e.b, i64i,
+                       arith::ConstantOp::create(e.b, e.b.getI64IntegerAttr(int64_t(kGolden))))));
+      Value bound = arith::AddIOp::create(
+          e.b, i64i, arith::ConstantOp::create(e.b, e.b.getI64IntegerAttr(1)));
+      Value j = arith::IndexCastUIOp::create(e.b, e.index(), arith::RemUIOp::create(e.b, h, bound));
+      Value pi = e.load(perm, i), pj = e.load(perm, j);
+      e.store(pj, perm, i);
+      e.store(pi, perm, j);
+    });
+  }
+  auto loop = scf::ForOp::create(ib, e.idx(0), n, e.idx(1));
+  if (perm) {
+    OpBuilder after(loop);
+    after.setInsertionPointAfter(loop);
+    memref::DeallocOp::create(after, loc, perm);
+  }
+  b.setInsertionPointToStart(loop.getBody());
+  ImplicitLocOpBuilder lb(loc, b);
+  IRB le(lb);
+  Value iv = loop.getInductionVar(), linear = iv;
+  if (order == moe::EmulatedBlockOrder::reverse)
+    linear = le.subi(le.subi(n, le.idx(1)), iv);
+  else if (order == moe::EmulatedBlockOrder::shuffle)
+    linear = le.load(perm, iv);
+  return {le.remui(linear, grid.x), le.remui(le.divui(linear, grid.x), grid.y),
+          le.divui(linear, gxy)};
+}
+
 LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
-                            func::FuncOp threadNum) {
+                            func::FuncOp threadNum, moe::EmulatedBlockOrder order,
+                            uint64_t seed, unsigned launchNo) {
   OpBuilder b(launch);
   Location loc = launch.getLoc();
   if (kernel.getBody().getBlocks().size() != 1)
     return launch.emitError("emulation needs single-block kernels");
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
-  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
   gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
   gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
-  SmallVector<Value> ivs;
-  for (Value ub : {grid.z, grid.y, grid.x}) {
-    auto loop = scf::ForOp::create(b, loc, c0, ub, c1);
-    b.setInsertionPointToStart(loop.getBody());
-    ivs.push_back(loop.getInductionVar());
-  }
-  Value bz = ivs[0], by = ivs[1], bx = ivs[2];
+  // The blocks, one after another in the order of the block-order option.
+  gpu::KernelDim3 ids = emitBlockLoop(b, loc, grid, order, seed, launchNo);
+  Value bz = ids.z, by = ids.y, bx = ids.x;
   // Workgroup memory: one buffer per block.
   SmallVector<Value> workgroup;
   for (BlockArgument arg : kernel.getWorkgroupAttributions()) {
@@ -1107,12 +1192,14 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
 }
 
 struct EmulateGPUPass : public moe::impl::MoETestEmulateGPUBase<EmulateGPUPass> {
+  using MoETestEmulateGPUBase::MoETestEmulateGPUBase;
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
                             << getOperation()->getName() << " at "
                             << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
     func::FuncOp threadNum;
+    unsigned launchNo = 0; // the launches in module order (block-order=shuffle)
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
       if (isa<gpu::AllocOp, gpu::DeallocOp, gpu::MemcpyOp, gpu::MemsetOp, gpu::LaunchFuncOp>(op))
@@ -1149,7 +1236,7 @@ struct EmulateGPUPass : public moe::impl::MoETestEmulateGPUBase<EmulateGPUPass> 
           return (void)(launch.emitError("kernel not found"), signalPassFailure());
         if (!threadNum)
           threadNum = ompThreadNum(module);
-        if (failed(emulateLaunch(launch, kernel, threadNum)))
+        if (failed(emulateLaunch(launch, kernel, threadNum, blockOrder, seed, launchNo++)))
           return signalPassFailure();
       }
     }

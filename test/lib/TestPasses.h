@@ -18,6 +18,11 @@
 namespace mlir {
 namespace moe {
 
+/// The order in which `--moe-test-emulate-gpu` runs a launch's blocks
+/// (option `block-order`): ascending linear block id (x fastest, then y,
+/// then z), descending, or a permutation drawn from `seed` and the launch.
+enum class EmulatedBlockOrder { forward, reverse, shuffle };
+
 #define GEN_PASS_DECL
 #include "test/lib/TestPasses.h.inc"
 

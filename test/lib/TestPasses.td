@@ -36,7 +36,32 @@ def MoETestEmulateGPU : Pass<"moe-test-emulate-gpu", "::mlir::ModuleOp"> {
     accumulator is accessed meanwhile, that `wgmma.fence` and
     `fence.proxy.async` are where the PTX ISA requires them, and ends the run
     with a one-line error (exit status 1) otherwise (docs/gpu.md).
+
+    Blocks run one after another. On a GPU they run concurrently and in any
+    order, so kernels whose blocks coordinate through global memory
+    (split-K's last-arriver reduction, the combine's arrival counters) must
+    give the same bits in every order: `block-order` runs each launch's
+    blocks in ascending linear block id (`forward`, the default: x fastest,
+    then y, then z), descending (`reverse`), or in a permutation of the
+    linear ids (`shuffle`) that is a pure function of `seed` and the launch's
+    position in the module (different per launch, the same on every run).
+
+    Example: `--moe-test-emulate-gpu="block-order=shuffle seed=7"`
   }];
+  let options = [
+    Option<"blockOrder", "block-order", "::mlir::moe::EmulatedBlockOrder",
+           "::mlir::moe::EmulatedBlockOrder::forward",
+           "order in which each launch's blocks run",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::moe::EmulatedBlockOrder::forward, "forward",
+                        "ascending linear block id, x fastest (default)"),
+             clEnumValN(::mlir::moe::EmulatedBlockOrder::reverse, "reverse",
+                        "descending linear block id"),
+             clEnumValN(::mlir::moe::EmulatedBlockOrder::shuffle, "shuffle",
+                        "a permutation from `seed` and the launch"))}]>,
+    Option<"seed", "seed", "uint64_t", /*default=*/"0",
+           "seed of block-order=shuffle's permutations">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect", "::mlir::omp::OpenMPDialect",

@@ -105,6 +105,12 @@ llvm::cl::opt<int64_t> bigTileRows(
     llvm::cl::desc("cuda, sm_90a: layers with at least this many rows per expert on "
                    "average (T*k/E) use 128-row wgmma tiles; 0: never (default 128)"),
     llvm::cl::init(128), llvm::cl::value_desc("N"), llvm::cl::cat(category));
+llvm::cl::opt<int64_t> wgmmaGroupsInFlight(
+    "wgmma-groups-in-flight",
+    llvm::cl::desc("cuda, sm_90a: wgmma commit groups left in flight at the end of a "
+                   "pipeline stage, 0 or 1 (default 1; 0: every stage's wgmmas retired "
+                   "before the next loads; docs/gpu.md)"),
+    llvm::cl::init(1), llvm::cl::value_desc("N"), llvm::cl::cat(category));
 llvm::cl::opt<bool> keepObject("keep-object",
                                llvm::cl::desc("Also keep the object file (LIB.so.o)"),
                                llvm::cl::init(false), llvm::cl::cat(category));
@@ -501,14 +507,19 @@ int runMain(int argc, char **argv) {
     return fail("--target=" + target + " is not one of cpu, cuda");
   bool cuda = target == "cuda";
   if (!cuda && (chip.getNumOccurrences() || cudaPath.getNumOccurrences() ||
-                decodeSplitK.getNumOccurrences() || bigTileRows.getNumOccurrences()))
+                decodeSplitK.getNumOccurrences() || bigTileRows.getNumOccurrences() ||
+                wgmmaGroupsInFlight.getNumOccurrences()))
     return fail(llvm::Twine(chip.getNumOccurrences()           ? "--chip"
                             : cudaPath.getNumOccurrences()     ? "--cuda-path"
                             : decodeSplitK.getNumOccurrences() ? "--decode-split-k"
-                                                               : "--big-tile-rows") +
+                            : bigTileRows.getNumOccurrences()  ? "--big-tile-rows"
+                                                               : "--wgmma-groups-in-flight") +
                 " applies to --target=cuda only");
   if (bigTileRows < 0)
     return fail("--big-tile-rows=" + llvm::Twine(int64_t(bigTileRows)) + " must be >= 0");
+  if (wgmmaGroupsInFlight < 0 || wgmmaGroupsInFlight > 1)
+    return fail("--wgmma-groups-in-flight=" + llvm::Twine(int64_t(wgmmaGroupsInFlight)) +
+                " must be 0 or 1");
 
   moe::NVPTXPipelineOptions nvptx;
   if (cuda) {
@@ -519,6 +530,7 @@ int runMain(int argc, char **argv) {
     nvptx.cudaPath = cudaPath;
     nvptx.decodeSplitK = decodeSplitK;
     nvptx.bigTileRows = bigTileRows;
+    nvptx.wgmmaGroupsInFlight = wgmmaGroupsInFlight;
     std::string error;
     if (failed(moe::validateNVPTXPipelineOptions(nvptx, [&](const llvm::Twine &message) {
           error = message.str();
