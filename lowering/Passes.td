@@ -269,7 +269,9 @@ def MoEGPUDeviceABI : Pass<"moe-gpu-device-abi", "::mlir::ModuleOp"> {
       returned constant is uploaded into its out-parameter, an argument
       returned as is is copied device to device);
     * any other op that uses device memory other than views, `memref.dim`,
-      the GPU ops and the kernel launches is one error naming it.
+      the GPU ops and the kernel launches is one error naming it;
+    * the function is marked `moe_gpu.stream_ordered`, for
+      `moe-gpu-stream-ordered-return` at the end of the pipeline.
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"
@@ -286,6 +288,34 @@ def MoEGPUMaterializeLaunches
     Runs after one-shot bufferization and buffer deallocation.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def MoEGPUStreamOrderedReturn
+    : Pass<"moe-gpu-stream-ordered-return", "::mlir::ModuleOp"> {
+  let summary = "device-abi: public functions return without waiting for "
+                "their stream";
+  let description = [{
+    Runs on the LLVM dialect at the end of `--moe-nvptx-pipeline` with
+    `device-abi=true` (the ABI of `moe-compile --target=cuda`, docs/aot.md).
+    `gpu-async-region` puts a host synchronization before the return of
+    every function with GPU work, which `gpu-to-llvm` lowers to
+    `mgpuStreamSynchronize(%s)` then `mgpuStreamDestroy(%s)`. In a function
+    that `moe-gpu-device-abi` marked `moe_gpu.stream_ordered` (its public
+    functions), this pass erases that final `mgpuStreamSynchronize`: the
+    function enqueues its work and returns; `mgpuStreamDestroy` still
+    releases the stream, without waiting (the thread's stream of
+    `moeRuntimeSetStream`: nothing; a stream of the runtime's pool: back to
+    the pool, where later work on it is queued behind this one). The
+    frees before it (`mgpuMemFree(%p, %s)`) are stream-ordered: the caching
+    allocator reuses such a block on `%s` only behind this work and on
+    another stream only after a context synchronization.
+
+    A function that reads device data on the host before returning (the
+    error words of the index checks, a size copied back) keeps its final
+    synchronization: when it has any other `mgpuStreamSynchronize` or
+    `mgpuEventSynchronize`, it is left as it is. The marker attribute is
+    removed either way.
+  }];
 }
 
 def MoEGPUStripObjectTimings

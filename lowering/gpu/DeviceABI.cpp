@@ -9,6 +9,9 @@
 // write the caller's buffer), the other device result buffers are freed at
 // the end of their block, the remaining copies that touch device memory
 // become gpu.memcpy, and any other host op on device memory is an error.
+// The function is marked for --moe-gpu-stream-ordered-return, which (on the
+// LLVM dialect, at the end of the pipeline) drops the host synchronization
+// that gpu-async-region puts before its return.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,12 +19,14 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEGPUDEVICEABI
+#define GEN_PASS_DEF_MOEGPUSTREAMORDEREDRETURN
 #include "lowering/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
@@ -36,6 +41,7 @@ namespace {
 
 constexpr llvm::StringLiteral kDeviceResultAttr = "moe_gpu.device_result";
 constexpr llvm::StringLiteral kLaunchAttr = "moe_gpu.kernel";
+constexpr llvm::StringLiteral kStreamOrderedAttr = "moe_gpu.stream_ordered";
 
 /// The buffer `v` is a view of (through view-like ops), or `v`.
 Value viewSource(Value v) {
@@ -164,7 +170,66 @@ struct DeviceABIPass : public moe::impl::MoEGPUDeviceABIBase<DeviceABIPass> {
         }
       }
     });
+    if (ok)
+      func->setAttr(kStreamOrderedAttr, UnitAttr::get(func.getContext()));
     return success(ok);
+  }
+};
+
+/// The callee of `op` when it is an llvm.call to a named function.
+StringRef calleeName(Operation *op) {
+  auto call = dyn_cast<LLVM::CallOp>(op);
+  if (!call || !call.getCallee())
+    return StringRef();
+  return *call.getCallee();
+}
+
+struct StreamOrderedReturnPass
+    : public moe::impl::MoEGPUStreamOrderedReturnBase<StreamOrderedReturnPass> {
+  void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
+    ModuleOp module = getOperation();
+    bool erased = false;
+    module.walk([&](LLVM::LLVMFuncOp func) {
+      if (!func->removeAttr(kStreamOrderedAttr))
+        return;
+      // The final synchronizations: mgpuStreamSynchronize(%s);
+      // mgpuStreamDestroy(%s); llvm.return. Any other synchronization is a
+      // host readback, and then the function stays synchronous.
+      SmallVector<Operation *> finalSyncs;
+      bool readsBack = false;
+      func.walk([&](Operation *op) {
+        StringRef callee = calleeName(op);
+        if (callee == "mgpuEventSynchronize") {
+          readsBack = true;
+        } else if (callee == "mgpuStreamSynchronize") {
+          Operation *destroy = op->getNextNode();
+          Operation *ret = destroy ? destroy->getNextNode() : nullptr;
+          if (destroy && ret && isa<LLVM::ReturnOp>(ret) &&
+              calleeName(destroy) == "mgpuStreamDestroy" &&
+              destroy->getOperands() == op->getOperands())
+            finalSyncs.push_back(op);
+          else
+            readsBack = true;
+        }
+      });
+      LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] @" << func.getName() << ": "
+                              << (readsBack ? "reads device data back, stays synchronous"
+                                            : "stream-ordered")
+                              << " (" << finalSyncs.size() << " final synchronizations)\n");
+      if (readsBack)
+        return;
+      for (Operation *op : finalSyncs)
+        op->erase();
+      erased |= !finalSyncs.empty();
+    });
+    // The declaration of mgpuStreamSynchronize when nothing calls it now.
+    auto decl = module.lookupSymbol<LLVM::LLVMFuncOp>("mgpuStreamSynchronize");
+    if (erased && decl && decl.isExternal() &&
+        SymbolTable::symbolKnownUseEmpty(decl, module))
+      decl.erase();
   }
 };
 

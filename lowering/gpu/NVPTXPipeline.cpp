@@ -288,5 +288,10 @@ LogicalResult moe::buildNVPTXPipeline(
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  // device-abi: the public functions enqueue their work on the stream and
+  // return without waiting for it (docs/aot.md), unless they read device
+  // data back on the host.
+  if (options.deviceAbi)
+    pm.addPass(createMoEGPUStreamOrderedReturn());
   return success();
 }

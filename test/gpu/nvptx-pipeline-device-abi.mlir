@@ -1,23 +1,31 @@
 // REQUIRES: host-supports-nvptx, cuda-toolkit
-// RUN: moe-opt %s --moe-nvptx-pipeline="device-abi=true format=isa" | FileCheck %s
+// RUN: moe-opt %s -split-input-file --moe-nvptx-pipeline="device-abi=true format=isa" | FileCheck %s
 
 // --moe-nvptx-pipeline="device-abi=true": the host code of a layer takes its
 // result as a (device) out-parameter, creates one stream (which
 // moeRuntimeSetStream of libMoECudaRuntime can replace by the caller's),
-// copies nothing between host and device, and synchronizes once at the end.
+// copies nothing between host and device, frees its intermediates on that
+// stream and returns without waiting for it (moe-gpu-stream-ordered-return):
+// the stream is released (mgpuStreamDestroy), not synchronized.
 
 // CHECK-LABEL: llvm.func @top2(
 // CHECK-NOT: llvm.call @mgpuMemcpy
-// CHECK: llvm.call @mgpuStreamCreate()
+// CHECK: %[[S:.*]] = llvm.call @mgpuStreamCreate()
 // CHECK-NOT: llvm.call @mgpuStreamCreate
 // CHECK-NOT: llvm.call @mgpuMemcpy
-// CHECK-COUNT-4: gpu.launch_func <%{{.*}} : !llvm.ptr>
+// CHECK-COUNT-4: gpu.launch_func <%[[S]] : !llvm.ptr>
 // CHECK-NOT: gpu.launch_func
 // CHECK-NOT: llvm.call @mgpuMemcpy
 // CHECK-NOT: llvm.call @mgpuStreamCreate
-// CHECK: llvm.call @mgpuStreamSynchronize(
-// CHECK-NEXT: llvm.call @mgpuStreamDestroy(
+// CHECK-NOT: llvm.call @mgpuStreamSynchronize
+// CHECK: llvm.call @mgpuMemFree({{.*}}, %[[S]])
+// CHECK-NOT: llvm.call @mgpuStreamSynchronize
+// CHECK: llvm.call @mgpuStreamDestroy(%[[S]])
 // CHECK-NEXT: llvm.return
+// CHECK-NEXT: }
+// Nothing calls it any more: no declaration.
+// CHECK-NOT: @mgpuStreamSynchronize
+// CHECK-NOT: moe_gpu.stream_ordered
 func.func @top2(%x: tensor<32x256xf32>, %wr: tensor<256x8xf32>, %w1: tensor<8x256x1024xf32>,
                 %w2: tensor<8x512x256xf32>) -> tensor<32x256xf32> {
   %y = moe.layer %x router(%wr) experts(%w1, %w2)
@@ -25,4 +33,29 @@ func.func @top2(%x: tensor<32x256xf32>, %wr: tensor<256x8xf32>, %w1: tensor<8x25
          : (tensor<32x256xf32>, tensor<256x8xf32>, tensor<8x256x1024xf32>, tensor<8x512x256xf32>)
          -> tensor<32x256xf32>
   return %y : tensor<32x256xf32>
+}
+
+// -----
+
+// Index checks (the caller's expert indices): the error word is copied back
+// and read on the host, which waits for the stream; such a function stays
+// synchronous, its final synchronization included.
+
+// CHECK-LABEL: llvm.func @experts(
+// CHECK: %[[S:.*]] = llvm.call @mgpuStreamCreate()
+// CHECK-COUNT-3: gpu.launch_func <%[[S]] : !llvm.ptr>
+// CHECK: %[[R:.*]] = llvm.call @mgpuStreamCreate()
+// CHECK-NEXT: llvm.call @mgpuMemcpy({{.*}}, {{.*}}, {{.*}}, %[[R]])
+// CHECK-NEXT: llvm.call @mgpuStreamSynchronize(%[[R]])
+// CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[R]])
+// CHECK: llvm.call @moeRuntimeIndexError(
+// CHECK: llvm.call @mgpuStreamSynchronize(%[[S2:.*]])
+// CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[S2]])
+// CHECK-NEXT: llvm.return
+// CHECK-NOT: moe_gpu.stream_ordered
+func.func @experts(%x: tensor<4x8xf32>, %i: tensor<4x2xi32>, %w: tensor<4x2xf32>,
+                   %w1: tensor<4x8x16xf32>, %w2: tensor<4x16x8xf32>) -> tensor<4x8xf32> {
+  %y = moe.fused_experts %x, %i, %w experts(%w1, %w2) {activation = #moe.activation<relu>, num_experts = 4 : i64}
+      : (tensor<4x8xf32>, tensor<4x2xi32>, tensor<4x2xf32>, tensor<4x8x16xf32>, tensor<4x16x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
 }
