@@ -270,8 +270,9 @@ def MoEGPUDeviceABI : Pass<"moe-gpu-device-abi", "::mlir::ModuleOp"> {
       returned as is is copied device to device);
     * any other op that uses device memory other than views, `memref.dim`,
       the GPU ops and the kernel launches is one error naming it;
-    * the function is marked `moe_gpu.stream_ordered`, for
-      `moe-gpu-stream-ordered-return` at the end of the pipeline.
+    * a function that copies no device data to the host is marked
+      `moe_gpu.stream_ordered`, for `moe-gpu-stream-ordered` at the end of
+      the pipeline.
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"
@@ -290,31 +291,34 @@ def MoEGPUMaterializeLaunches
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
-def MoEGPUStreamOrderedReturn
-    : Pass<"moe-gpu-stream-ordered-return", "::mlir::ModuleOp"> {
-  let summary = "device-abi: public functions return without waiting for "
-                "their stream";
+def MoEGPUStreamOrdered : Pass<"moe-gpu-stream-ordered", "::mlir::ModuleOp"> {
+  let summary = "device-abi: public functions that read nothing back wait "
+                "for their stream only when it is not the thread's stream";
   let description = [{
     Runs on the LLVM dialect at the end of `--moe-nvptx-pipeline` with
-    `device-abi=true` (the ABI of `moe-compile --target=cuda`, docs/aot.md).
-    `gpu-async-region` puts a host synchronization before the return of
-    every function with GPU work, which `gpu-to-llvm` lowers to
+    `device-abi=true` (the ABI of `moe-compile --target=cuda`, docs/aot.md
+    "Stream order"). `gpu-async-region` puts a host synchronization before
+    the return of every function with GPU work, before every host op with
+    effects (an `scf.if` choosing a tile variant, ...) and before the end of
+    every nested block; `gpu-to-llvm` lowers each to
     `mgpuStreamSynchronize(%s)` then `mgpuStreamDestroy(%s)`. In a function
-    that `moe-gpu-device-abi` marked `moe_gpu.stream_ordered` (its public
-    functions), this pass erases that final `mgpuStreamSynchronize`: the
-    function enqueues its work and returns; `mgpuStreamDestroy` still
-    releases the stream, without waiting (the thread's stream of
-    `moeRuntimeSetStream`: nothing; a stream of the runtime's pool: back to
-    the pool, where later work on it is queued behind this one). The
-    frees before it (`mgpuMemFree(%p, %s)`) are stream-ordered: the caching
-    allocator reuses such a block on `%s` only behind this work and on
-    another stream only after a context synchronization.
+    that `moe-gpu-device-abi` marked `moe_gpu.stream_ordered` (a public
+    function that copies no device data to the host), none of them is
+    needed when all of its work goes on one stream, which is the case when
+    the caller set the thread's stream (`moeRuntimeSetStream`: every
+    `mgpuStreamCreate` returns it). So each `mgpuStreamSynchronize` becomes
+    `moeRuntimeSyncUnlessThreadStream`: on the thread's stream the function
+    enqueues its work and returns without waiting; on a stream of the
+    runtime's pool (no thread stream) it waits as before, so that it is
+    synchronous for a caller that has no stream to wait on. The frees
+    (`mgpuMemFree(%p, %s)`) are stream-ordered either way: the caching
+    allocator reuses such a block on `%s` behind this work and on another
+    stream only after a context synchronization.
 
-    A function that reads device data on the host before returning (the
-    error words of the index checks, a size copied back) keeps its final
-    synchronization: when it has any other `mgpuStreamSynchronize` or
-    `mgpuEventSynchronize`, it is left as it is. The marker attribute is
-    removed either way.
+    A function with `mgpuEventSynchronize` (tokens across streams) is left
+    as it is; unmarked functions too (private ones, functions that read
+    device data back: the error words of the index checks, a size). The
+    marker attribute is removed.
   }];
 }
 

@@ -9,9 +9,11 @@
 // write the caller's buffer), the other device result buffers are freed at
 // the end of their block, the remaining copies that touch device memory
 // become gpu.memcpy, and any other host op on device memory is an error.
-// The function is marked for --moe-gpu-stream-ordered-return, which (on the
-// LLVM dialect, at the end of the pipeline) drops the host synchronization
-// that gpu-async-region puts before its return.
+// A function that copies no device data to the host is marked for
+// --moe-gpu-stream-ordered (also here), which, on the LLVM dialect at the end
+// of the pipeline, turns the host synchronizations that gpu-async-region
+// inserts into moeRuntimeSyncUnlessThreadStream (no wait on the caller's
+// stream).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,7 +28,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEGPUDEVICEABI
-#define GEN_PASS_DEF_MOEGPUSTREAMORDEREDRETURN
+#define GEN_PASS_DEF_MOEGPUSTREAMORDERED
 #include "lowering/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
@@ -170,7 +172,14 @@ struct DeviceABIPass : public moe::impl::MoEGPUDeviceABIBase<DeviceABIPass> {
         }
       }
     });
-    if (ok)
+    // 4. Stream-ordered unless device data is copied to the host (the error
+    // words of the index checks, a size read back): then the host waits.
+    bool readsBack = false;
+    func.walk([&](gpu::MemcpyOp copy) {
+      if (!isDevice(func, copy.getDst()))
+        readsBack = true;
+    });
+    if (ok && !readsBack)
       func->setAttr(kStreamOrderedAttr, UnitAttr::get(func.getContext()));
     return success(ok);
   }
@@ -184,52 +193,51 @@ StringRef calleeName(Operation *op) {
   return *call.getCallee();
 }
 
-struct StreamOrderedReturnPass
-    : public moe::impl::MoEGPUStreamOrderedReturnBase<StreamOrderedReturnPass> {
+struct StreamOrderedPass : public moe::impl::MoEGPUStreamOrderedBase<StreamOrderedPass> {
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
                             << getOperation()->getName() << " at "
                             << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
-    bool erased = false;
+    constexpr llvm::StringLiteral kSync = "mgpuStreamSynchronize";
+    constexpr llvm::StringLiteral kOrderedSync = "moeRuntimeSyncUnlessThreadStream";
+    SmallVector<LLVM::CallOp> syncs;
     module.walk([&](LLVM::LLVMFuncOp func) {
       if (!func->removeAttr(kStreamOrderedAttr))
         return;
-      // The final synchronizations: mgpuStreamSynchronize(%s);
-      // mgpuStreamDestroy(%s); llvm.return. Any other synchronization is a
-      // host readback, and then the function stays synchronous.
-      SmallVector<Operation *> finalSyncs;
-      bool readsBack = false;
-      func.walk([&](Operation *op) {
-        StringRef callee = calleeName(op);
-        if (callee == "mgpuEventSynchronize") {
-          readsBack = true;
-        } else if (callee == "mgpuStreamSynchronize") {
-          Operation *destroy = op->getNextNode();
-          Operation *ret = destroy ? destroy->getNextNode() : nullptr;
-          if (destroy && ret && isa<LLVM::ReturnOp>(ret) &&
-              calleeName(destroy) == "mgpuStreamDestroy" &&
-              destroy->getOperands() == op->getOperands())
-            finalSyncs.push_back(op);
-          else
-            readsBack = true;
-        }
+      SmallVector<LLVM::CallOp> mine;
+      bool events = false;
+      func.walk([&](LLVM::CallOp call) {
+        StringRef callee = calleeName(call);
+        if (callee == kSync)
+          mine.push_back(call);
+        else if (callee == "mgpuEventSynchronize")
+          events = true;
       });
       LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] @" << func.getName() << ": "
-                              << (readsBack ? "reads device data back, stays synchronous"
-                                            : "stream-ordered")
-                              << " (" << finalSyncs.size() << " final synchronizations)\n");
-      if (readsBack)
-        return;
-      for (Operation *op : finalSyncs)
-        op->erase();
-      erased |= !finalSyncs.empty();
+                              << mine.size() << " synchronizations"
+                              << (events ? ", events: left as is" : "") << "\n");
+      if (!events)
+        syncs.append(mine);
     });
+    if (syncs.empty())
+      return;
+    auto decl = module.lookupSymbol<LLVM::LLVMFuncOp>(kOrderedSync);
+    if (!decl) {
+      OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+      auto type = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(&getContext()),
+                                              {LLVM::LLVMPointerType::get(&getContext())});
+      decl = LLVM::LLVMFuncOp::create(b, module.getLoc(), kOrderedSync, type);
+    }
+    for (LLVM::CallOp sync : syncs) {
+      OpBuilder b(sync);
+      LLVM::CallOp::create(b, sync.getLoc(), decl, sync.getArgOperands());
+      sync.erase();
+    }
     // The declaration of mgpuStreamSynchronize when nothing calls it now.
-    auto decl = module.lookupSymbol<LLVM::LLVMFuncOp>("mgpuStreamSynchronize");
-    if (erased && decl && decl.isExternal() &&
-        SymbolTable::symbolKnownUseEmpty(decl, module))
-      decl.erase();
+    auto old = module.lookupSymbol<LLVM::LLVMFuncOp>(kSync);
+    if (old && old.isExternal() && SymbolTable::symbolKnownUseEmpty(old, module))
+      old.erase();
   }
 };
 

@@ -5,8 +5,8 @@
 // result as a (device) out-parameter, creates one stream (which
 // moeRuntimeSetStream of libMoECudaRuntime can replace by the caller's),
 // copies nothing between host and device, frees its intermediates on that
-// stream and returns without waiting for it (moe-gpu-stream-ordered-return):
-// the stream is released (mgpuStreamDestroy), not synchronized.
+// stream, and (moe-gpu-stream-ordered) waits at its end only when the stream
+// is not the thread's: no mgpuStreamSynchronize.
 
 // CHECK-LABEL: llvm.func @top2(
 // CHECK-NOT: llvm.call @mgpuMemcpy
@@ -17,10 +17,11 @@
 // CHECK-NOT: gpu.launch_func
 // CHECK-NOT: llvm.call @mgpuMemcpy
 // CHECK-NOT: llvm.call @mgpuStreamCreate
-// CHECK-NOT: llvm.call @mgpuStreamSynchronize
+// CHECK-NOT: {{mgpuStreamSynchronize|moeRuntimeSyncUnlessThreadStream}}
 // CHECK: llvm.call @mgpuMemFree({{.*}}, %[[S]])
-// CHECK-NOT: llvm.call @mgpuStreamSynchronize
-// CHECK: llvm.call @mgpuStreamDestroy(%[[S]])
+// CHECK-NOT: {{mgpuStreamSynchronize|moeRuntimeSyncUnlessThreadStream}}
+// CHECK: llvm.call @moeRuntimeSyncUnlessThreadStream(%[[S]])
+// CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[S]])
 // CHECK-NEXT: llvm.return
 // CHECK-NEXT: }
 // Nothing calls it any more: no declaration.
@@ -52,6 +53,7 @@ func.func @top2(%x: tensor<32x256xf32>, %wr: tensor<256x8xf32>, %w1: tensor<8x25
 // CHECK: llvm.call @mgpuStreamSynchronize(%[[S2:.*]])
 // CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[S2]])
 // CHECK-NEXT: llvm.return
+// CHECK-NOT: moeRuntimeSyncUnlessThreadStream
 // CHECK-NOT: moe_gpu.stream_ordered
 func.func @experts(%x: tensor<4x8xf32>, %i: tensor<4x2xi32>, %w: tensor<4x2xf32>,
                    %w1: tensor<4x8x16xf32>, %w2: tensor<4x16x8xf32>) -> tensor<4x8xf32> {

@@ -2,12 +2,13 @@
 //
 // A `moe-compile --target=cuda` entry point runs moeAotCudaBegin, the lowered
 // function and moeAotCudaEnd (runtime/aot/AotCudaSupport.c). The lowered
-// function of a stream-ordered call (--moe-gpu-stream-ordered-return, see
+// function of a stream-ordered call (--moe-gpu-stream-ordered, see
 // test/gpu/nvptx-pipeline-device-abi.mlir for the IR) does, per call:
 //   s = mgpuStreamCreate(); p = mgpuMemAlloc(n, s, 0); launches on s;
-//   mgpuMemFree(p, s); mgpuStreamDestroy(s)
-// without synchronizing. Over the fake driver: the call's work goes on the
-// caller's stream (CU_STREAM_LEGACY for NULL), nothing in the call waits,
+//   mgpuMemFree(p, s); moeRuntimeSyncUnlessThreadStream(s);
+//   mgpuStreamDestroy(s)
+// Over the fake driver: the call's work goes on the caller's stream
+// (CU_STREAM_LEGACY for NULL), nothing in the call waits,
 // the intermediates are reused in stream order and never released to the
 // driver before a synchronization, enqueue errors fail the call, and a
 // kernel fault surfaces at the caller's synchronization.
@@ -83,6 +84,7 @@ protected:
     if (faulting)
       mgpuLaunchKernel(fault, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr, 0);
     mgpuMemFree(p, s);
+    moeRuntimeSyncUnlessThreadStream(s);
     mgpuStreamDestroy(s);
     if (buffer)
       *buffer = p;
@@ -194,6 +196,23 @@ TEST_F(AotStream, KernelFaultSurfacesAtTheCallersSynchronization) {
   EXPECT_EQ(std::string(moe_last_error()), std::string("moe_f: ") + error);
   EXPECT_EQ(moeRuntimeGetLastError(), nullptr);
   mgpuStreamDestroy(stream);
+}
+
+TEST_F(AotStream, WithoutAThreadStreamTheCodeWaits) {
+  // The lowered code called directly (no moe_f, no thread stream): its
+  // stream comes from the runtime's pool, and it waits for it.
+  ASSERT_EQ(moeRuntimeGetStream(), nullptr);
+  void *s = mgpuStreamCreate();
+  ASSERT_NE(s, nullptr);
+  moeRuntimeSyncUnlessThreadStream(s);
+  EXPECT_EQ(calls("cuStreamSynchronize"), 1);
+  // The thread's stream: no wait.
+  moeRuntimeSetStream(s);
+  moeRuntimeSyncUnlessThreadStream(s);
+  EXPECT_EQ(calls("cuStreamSynchronize"), 1);
+  moeRuntimeSetStream(nullptr);
+  mgpuStreamDestroy(s);
+  EXPECT_EQ(moeRuntimeGetLastError(), nullptr);
 }
 
 } // namespace
