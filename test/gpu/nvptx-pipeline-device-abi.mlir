@@ -61,3 +61,34 @@ func.func @experts(%x: tensor<4x8xf32>, %i: tensor<4x2xi32>, %w: tensor<4x2xf32>
       : (tensor<4x8xf32>, tensor<4x2xi32>, tensor<4x2xf32>, tensor<4x8x16xf32>, tensor<4x16x8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// A dynamic T: the host chooses the GEMMs' tile variant from T (scf.if), and
+// gpu-async-region waits before that choice and at the end of each branch.
+// Nothing is read back, so every one of those waits is
+// moeRuntimeSyncUnlessThreadStream: no wait on the caller's stream.
+
+// CHECK-LABEL: llvm.func @dyn(
+// CHECK-NOT: mgpuStreamSynchronize
+// CHECK: llvm.call @moeRuntimeSyncUnlessThreadStream(
+// CHECK-NEXT: llvm.call @mgpuStreamDestroy(
+// CHECK-NEXT: llvm.cond_br
+// CHECK-NOT: mgpuStreamSynchronize
+// CHECK: gpu.launch_func <%[[S:.*]] : !llvm.ptr> @moe_kernels::@moe_mma_gemm1_gather_swiglu_bf16_m16
+// CHECK-NEXT: gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@moe_mma_gemm2_weighted_combine_bf16_m16
+// CHECK-NEXT: llvm.call @moeRuntimeSyncUnlessThreadStream(%[[S]])
+// CHECK-NOT: mgpuStreamSynchronize
+// CHECK: llvm.call @mgpuMemFree(
+// CHECK-NOT: mgpuStreamSynchronize
+// CHECK: llvm.call @moeRuntimeSyncUnlessThreadStream(
+// CHECK-NEXT: llvm.call @mgpuStreamDestroy(
+// CHECK-NEXT: llvm.return
+// CHECK-NOT: mgpuStreamSynchronize
+func.func @dyn(%x: tensor<?x64xbf16>, %wr: tensor<64x8xbf16>, %w1: tensor<8x64x128xbf16>,
+               %w2: tensor<8x64x64xbf16>) -> tensor<?x64xbf16> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<swiglu>}
+         : (tensor<?x64xbf16>, tensor<64x8xbf16>, tensor<8x64x128xbf16>, tensor<8x64x64xbf16>) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}
