@@ -279,7 +279,10 @@ def MoEGPUDeviceABI : Pass<"moe-gpu-device-abi", "::mlir::ModuleOp"> {
       returned constant is uploaded into its out-parameter, an argument
       returned as is is copied device to device);
     * any other op that uses device memory other than views, `memref.dim`,
-      the GPU ops and the kernel launches is one error naming it.
+      the GPU ops and the kernel launches is one error naming it;
+    * a function that copies no device data to the host is marked
+      `moe_gpu.stream_ordered`, for `moe-gpu-stream-ordered` at the end of
+      the pipeline.
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"
@@ -296,6 +299,37 @@ def MoEGPUMaterializeLaunches
     Runs after one-shot bufferization and buffer deallocation.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def MoEGPUStreamOrdered : Pass<"moe-gpu-stream-ordered", "::mlir::ModuleOp"> {
+  let summary = "device-abi: public functions that read nothing back wait "
+                "for their stream only when it is not the thread's stream";
+  let description = [{
+    Runs on the LLVM dialect at the end of `--moe-nvptx-pipeline` with
+    `device-abi=true` (the ABI of `moe-compile --target=cuda`, docs/aot.md
+    "Stream order"). `gpu-async-region` puts a host synchronization before
+    the return of every function with GPU work, before every host op with
+    effects (an `scf.if` choosing a tile variant, ...) and before the end of
+    every nested block; `gpu-to-llvm` lowers each to
+    `mgpuStreamSynchronize(%s)` then `mgpuStreamDestroy(%s)`. In a function
+    that `moe-gpu-device-abi` marked `moe_gpu.stream_ordered` (a public
+    function that copies no device data to the host), none of them is
+    needed when all of its work goes on one stream, which is the case when
+    the caller set the thread's stream (`moeRuntimeSetStream`: every
+    `mgpuStreamCreate` returns it). So each `mgpuStreamSynchronize` becomes
+    `moeRuntimeSyncUnlessThreadStream`: on the thread's stream the function
+    enqueues its work and returns without waiting; on a stream of the
+    runtime's pool (no thread stream) it waits as before, so that it is
+    synchronous for a caller that has no stream to wait on. The frees
+    (`mgpuMemFree(%p, %s)`) are stream-ordered either way: the caching
+    allocator reuses such a block on `%s` behind this work and on another
+    stream only after a context synchronization.
+
+    A function with `mgpuEventSynchronize` (tokens across streams) is left
+    as it is; unmarked functions too (private ones, functions that read
+    device data back: the error words of the index checks, a size). The
+    marker attribute is removed.
+  }];
 }
 
 def MoEGPUStripObjectTimings

@@ -9,6 +9,11 @@
 // write the caller's buffer), the other device result buffers are freed at
 // the end of their block, the remaining copies that touch device memory
 // become gpu.memcpy, and any other host op on device memory is an error.
+// A function that copies no device data to the host is marked for
+// --moe-gpu-stream-ordered (also here), which, on the LLVM dialect at the end
+// of the pipeline, turns the host synchronizations that gpu-async-region
+// inserts into moeRuntimeSyncUnlessThreadStream (no wait on the caller's
+// stream).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,12 +21,14 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEGPUDEVICEABI
+#define GEN_PASS_DEF_MOEGPUSTREAMORDERED
 #include "lowering/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
@@ -36,6 +43,7 @@ namespace {
 
 constexpr llvm::StringLiteral kDeviceResultAttr = "moe_gpu.device_result";
 constexpr llvm::StringLiteral kLaunchAttr = "moe_gpu.kernel";
+constexpr llvm::StringLiteral kStreamOrderedAttr = "moe_gpu.stream_ordered";
 
 /// The buffer `v` is a view of (through view-like ops), or `v`.
 Value viewSource(Value v) {
@@ -164,7 +172,72 @@ struct DeviceABIPass : public moe::impl::MoEGPUDeviceABIBase<DeviceABIPass> {
         }
       }
     });
+    // 4. Stream-ordered unless device data is copied to the host (the error
+    // words of the index checks, a size read back): then the host waits.
+    bool readsBack = false;
+    func.walk([&](gpu::MemcpyOp copy) {
+      if (!isDevice(func, copy.getDst()))
+        readsBack = true;
+    });
+    if (ok && !readsBack)
+      func->setAttr(kStreamOrderedAttr, UnitAttr::get(func.getContext()));
     return success(ok);
+  }
+};
+
+/// The callee of `op` when it is an llvm.call to a named function.
+StringRef calleeName(Operation *op) {
+  auto call = dyn_cast<LLVM::CallOp>(op);
+  if (!call || !call.getCallee())
+    return StringRef();
+  return *call.getCallee();
+}
+
+struct StreamOrderedPass : public moe::impl::MoEGPUStreamOrderedBase<StreamOrderedPass> {
+  void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
+    ModuleOp module = getOperation();
+    constexpr llvm::StringLiteral kSync = "mgpuStreamSynchronize";
+    constexpr llvm::StringLiteral kOrderedSync = "moeRuntimeSyncUnlessThreadStream";
+    SmallVector<LLVM::CallOp> syncs;
+    module.walk([&](LLVM::LLVMFuncOp func) {
+      if (!func->removeAttr(kStreamOrderedAttr))
+        return;
+      SmallVector<LLVM::CallOp> mine;
+      bool events = false;
+      func.walk([&](LLVM::CallOp call) {
+        StringRef callee = calleeName(call);
+        if (callee == kSync)
+          mine.push_back(call);
+        else if (callee == "mgpuEventSynchronize")
+          events = true;
+      });
+      LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] @" << func.getName() << ": "
+                              << mine.size() << " synchronizations"
+                              << (events ? ", events: left as is" : "") << "\n");
+      if (!events)
+        syncs.append(mine);
+    });
+    if (syncs.empty())
+      return;
+    auto decl = module.lookupSymbol<LLVM::LLVMFuncOp>(kOrderedSync);
+    if (!decl) {
+      OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+      auto type = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(&getContext()),
+                                              {LLVM::LLVMPointerType::get(&getContext())});
+      decl = LLVM::LLVMFuncOp::create(b, module.getLoc(), kOrderedSync, type);
+    }
+    for (LLVM::CallOp sync : syncs) {
+      OpBuilder b(sync);
+      LLVM::CallOp::create(b, sync.getLoc(), decl, sync.getArgOperands());
+      sync.erase();
+    }
+    // The declaration of mgpuStreamSynchronize when nothing calls it now.
+    auto old = module.lookupSymbol<LLVM::LLVMFuncOp>(kSync);
+    if (old && old.isExternal() && SymbolTable::symbolKnownUseEmpty(old, module))
+      old.erase();
   }
 };
 

@@ -292,5 +292,10 @@ LogicalResult moe::buildNVPTXPipeline(
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  // device-abi: the public functions that read no device data back enqueue
+  // their work on the thread's stream and return without waiting for it
+  // (docs/aot.md, "Stream order").
+  if (options.deviceAbi)
+    pm.addPass(createMoEGPUStreamOrdered());
   return success();
 }

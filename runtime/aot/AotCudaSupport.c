@@ -3,6 +3,10 @@
 #include "runtime/aot/AotSupport.h"
 #include "runtime/cuda/MgpuAbi.h"
 
+/* cuda.h's CU_STREAM_LEGACY: CUDA's legacy default stream, as a handle that
+ * every stream argument of the driver accepts. */
+#define MOE_CU_STREAM_LEGACY ((void *)0x1)
+
 int32_t moeAotCudaBegin(const char *name, void *stream, void **previous) {
   /* LIB.so reports errors through moe_last_error(), not stderr. */
   moeRuntimeSetErrorPrinting(0);
@@ -12,18 +16,12 @@ int32_t moeAotCudaBegin(const char *name, void *stream, void **previous) {
     moeRuntimeClearError();
     return 1;
   }
-  /* CUDA's default stream: the lowered code runs on a stream of the
-   * runtime, after the work already queued on the default stream. */
-  if (!stream) {
-    mgpuStreamSynchronize(0);
-    const char *error = moeRuntimeGetLastError();
-    if (error) {
-      moeAotSetError("%s: %s", name, error);
-      moeRuntimeClearError();
-      return 1;
-    }
-  }
-  *previous = moeRuntimeSetStream(stream);
+  /* The call's work goes on `stream` (the runtime's thread stream, which
+   * the lowered code uses and never synchronizes at its end: docs/aot.md).
+   * NULL is CUDA's default stream: the legacy default stream, so that the
+   * call is ordered with the other work on it (and with the blocking
+   * streams) like any stream, without waiting on the host. */
+  *previous = moeRuntimeSetStream(stream ? stream : MOE_CU_STREAM_LEGACY);
   return 0;
 }
 

@@ -1049,6 +1049,12 @@ void *moeRuntimeSetStream(void *stream) {
 
 void *moeRuntimeGetStream(void) { return threadStream(); }
 
+void moeRuntimeSyncUnlessThreadStream(void *stream) {
+  if (stream && stream == threadStream())
+    return;
+  mgpuStreamSynchronize(stream);
+}
+
 void moeRuntimeForgetStream(void *stream) {
   Call call(Call::Release);
   if (!call.ok())

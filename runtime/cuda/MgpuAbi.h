@@ -225,6 +225,12 @@ MOE_RUNTIME_EXPORT void moeRuntimeIndexError(int32_t kind, int64_t token,
 MOE_RUNTIME_EXPORT void *moeRuntimeSetStream(void *stream);
 /* The calling thread's stream set with moeRuntimeSetStream, or NULL. */
 MOE_RUNTIME_EXPORT void *moeRuntimeGetStream(void);
+/* The host synchronizations of stream-ordered lowered code
+ * (--moe-gpu-stream-ordered, what moe-compile --target=cuda calls run):
+ * nothing when `stream` is the calling thread's stream (its work is
+ * ordered on it, and its owner synchronizes it), else
+ * mgpuStreamSynchronize(stream). */
+MOE_RUNTIME_EXPORT void moeRuntimeSyncUnlessThreadStream(void *stream);
 /* Synchronizes `stream` and lets blocks freed on it serve every stream
  * (call before destroying a stream the runtime has used that it did not
  * create). Errors go to the sticky error state. */

@@ -191,8 +191,11 @@ bool liveFunction(State &s, CUfunction f) {
   return false;
 }
 
+// Null, CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2) are the
+// default streams, valid wherever a stream is.
 bool liveStream(State &s, CUstream stream) {
-  return !stream ||
+  uintptr_t handle = reinterpret_cast<uintptr_t>(stream);
+  return handle <= 2 ||
          s.streams.count(reinterpret_cast<FakeStream *>(stream)) != 0;
 }
 
