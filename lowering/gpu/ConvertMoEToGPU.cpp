@@ -1945,9 +1945,14 @@ struct MaterializeLaunchesPass
       }
       OpBuilder b(call);
       ValueRange ops = call.getOperands();
+      // The dynamic shared memory the kernel declares (the tensor-core
+      // GEMMs' staging buffers, MmaGemmConfig::dynamicSharedBytes).
+      Value smem;
+      if (auto bytes = kernel->getAttrOfType<IntegerAttr>(gpu_lowering::kDynamicSmemAttr))
+        smem = arith::ConstantIntOp::create(b, call.getLoc(), b.getI32Type(), bytes.getInt());
       gpu::LaunchFuncOp::create(b, call.getLoc(), kernel,
                                 gpu::KernelDim3{ops[0], ops[1], ops[2]},
-                                gpu::KernelDim3{ops[3], ops[4], ops[5]}, Value(),
+                                gpu::KernelDim3{ops[3], ops[4], ops[5]}, smem,
                                 ops.drop_front(6));
       call.erase();
     }
