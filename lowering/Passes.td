@@ -236,7 +236,12 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     Option<"bigTileRows", "big-tile-rows", "int64_t", /*default=*/"128",
            "With wgmma: routing plans with at least this many rows per "
            "expert on average (T*k/E) use 128-row tiles (two consumer "
-           "warpgroups per block); 0: never (values below 64 act as 64)">
+           "warpgroups per block); 0: never (values below 64 act as 64)">,
+    Option<"mmaStages", "mma-stages", "int64_t", /*default=*/"0",
+           "cp.async pipeline stages of the prefill (32- to 128-row) "
+           "tensor-core GEMMs, their buffers in dynamic shared memory: 0 = "
+           "the defaults (3 for mma.sync, 4 for wgmma; docs/gpu.md, "
+           "\"Shared-memory budget\"), else 2 to 8">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

@@ -115,6 +115,11 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
                      "average (T*k/E) use 128-row wgmma tiles (two warpgroups); "
                      "0: never (convert-moe-to-gpu's big-tile-rows)"),
       llvm::cl::init(128)};
+  PassOptions::Option<int64_t> mmaStages{
+      *this, "mma-stages",
+      llvm::cl::desc("cp.async stages of the prefill tensor-core GEMMs, 2 to 8; "
+                     "0: the defaults (convert-moe-to-gpu's mma-stages)"),
+      llvm::cl::init(0)};
   PassOptions::Option<std::string> triple{
       *this, "triple", llvm::cl::desc("Target triple of the kernels"),
       llvm::cl::init("nvptx64-nvidia-cuda")};

@@ -122,6 +122,9 @@ public:
   /// With wgmma: plans of at least this many rows per expert on average
   /// (T*k / E) take 128-row tiles (two warpgroups per block); 0: never.
   int64_t bigTileRows = 0;
+  /// cp.async stages of the prefill (>= 32-row) tensor-core GEMMs (0: the
+  /// defaults, MmaGemmConfig::defaultStages).
+  int64_t mmaStages = 0;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -731,6 +734,7 @@ public:
         g1.bias = x.b1 != nullptr;
         g1.wgmma = wgmma && tileM >= warp_layout::Wgmma::M;
         g1.foldShared = fold != nullptr;
+        g1.stages = tileM > kSmallTileM ? mmaStages : 0;
         // Split-K at decode (fused layer without a folded shared expert:
         // fusedExperts sets no split then): unless S is the constant 1.
         bool split = combine && combine->split1 && tileM == kSmallTileM;
@@ -754,6 +758,7 @@ public:
         g2.kind = MmaGemmConfig::Kind::gemm2;
         g2.elt = *elt;
         g2.tileM = tileM;
+        g2.stages = tileM > kSmallTileM ? mmaStages : 0;
         g2.weighted = weighted;
         g2.bias = x.b2 != nullptr;
         g2.outF32 = eltOf(out).isF32();
@@ -1875,6 +1880,13 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
                                << static_cast<int64_t>(bigTileRows) << ")";
       return signalPassFailure();
     }
+    if (mmaStages != 0 && (mmaStages < kMinMmaStages || mmaStages > kMaxMmaStages)) {
+      ops.front()->emitError() << "convert-moe-to-gpu: option mma-stages must be 0 (the "
+                                  "defaults) or in "
+                               << kMinMmaStages << ".." << kMaxMmaStages << " (got "
+                               << static_cast<int64_t>(mmaStages) << ")";
+      return signalPassFailure();
+    }
     bool failedAny = false;
 
     // Ops whose index data needs no run-time check (before ops are replaced).
@@ -1897,6 +1909,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       h.checkIndices = checkIndices && !validByConstruction.contains(op);
       h.decodeSplitK = decodeSplitK;
       h.bigTileRows = bigTileRows;
+      h.mmaStages = mmaStages;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

@@ -11,6 +11,8 @@
 // RUN: not moe-opt %s --moe-nvptx-pipeline="features=ptx80" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FEATURES
 // RUN: not moe-opt %s --moe-nvptx-pipeline="triple=x86_64-unknown-linux-gnu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TRIPLE
 // RUN: not moe-opt %s --moe-nvptx-pipeline="big-tile-rows=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BIGTILE
+// RUN: not moe-opt %s --moe-nvptx-pipeline="mma-stages=9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: not moe-opt %s --moe-nvptx-pipeline="mma-stages=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=STAGESNEG
 // Values the option parser itself rejects: one line, exit 1.
 // RUN: not moe-opt %s --moe-nvptx-pipeline="opt-level=abc" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OPTABC
 // RUN: not moe-opt %s --moe-nvptx-pipeline="device-abi=maybe" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BOOL
@@ -30,6 +32,8 @@
 // FEATURES: error: moe-nvptx-pipeline: features='ptx80' is not a comma-separated list of +feature/-feature (e.g. +ptx80)
 // TRIPLE: error: moe-nvptx-pipeline: triple='x86_64-unknown-linux-gnu' is not an NVPTX triple
 // BIGTILE: error: moe-nvptx-pipeline: big-tile-rows=-1 is out of range; expected >= 0
+// STAGES: error: moe-nvptx-pipeline: mma-stages=9 is out of range; expected 0 (the defaults) or 2 to 8
+// STAGESNEG: error: moe-nvptx-pipeline: mma-stages=-1 is out of range; expected 0 (the defaults) or 2 to 8
 // OPTABC: for the --opt-level option: 'abc' value invalid for integer argument!
 // OPTABC-NOT: LLVM ERROR
 // BOOL: for the --device-abi option: 'maybe' is invalid value for boolean argument!

@@ -105,6 +105,11 @@ llvm::cl::opt<int64_t> bigTileRows(
     llvm::cl::desc("cuda, sm_90a: layers with at least this many rows per expert on "
                    "average (T*k/E) use 128-row wgmma tiles; 0: never (default 128)"),
     llvm::cl::init(128), llvm::cl::value_desc("N"), llvm::cl::cat(category));
+llvm::cl::opt<int64_t> mmaStages(
+    "mma-stages",
+    llvm::cl::desc("cuda: cp.async pipeline stages of the prefill tensor-core GEMMs, 2 to 8 "
+                   "(0 = the defaults: 3 for mma.sync, 4 for wgmma; docs/gpu.md)"),
+    llvm::cl::init(0), llvm::cl::value_desc("N"), llvm::cl::cat(category));
 llvm::cl::opt<bool> keepObject("keep-object",
                                llvm::cl::desc("Also keep the object file (LIB.so.o)"),
                                llvm::cl::init(false), llvm::cl::cat(category));
@@ -501,11 +506,13 @@ int runMain(int argc, char **argv) {
     return fail("--target=" + target + " is not one of cpu, cuda");
   bool cuda = target == "cuda";
   if (!cuda && (chip.getNumOccurrences() || cudaPath.getNumOccurrences() ||
-                decodeSplitK.getNumOccurrences() || bigTileRows.getNumOccurrences()))
+                decodeSplitK.getNumOccurrences() || bigTileRows.getNumOccurrences() ||
+                mmaStages.getNumOccurrences()))
     return fail(llvm::Twine(chip.getNumOccurrences()           ? "--chip"
                             : cudaPath.getNumOccurrences()     ? "--cuda-path"
                             : decodeSplitK.getNumOccurrences() ? "--decode-split-k"
-                                                               : "--big-tile-rows") +
+                            : bigTileRows.getNumOccurrences()  ? "--big-tile-rows"
+                                                               : "--mma-stages") +
                 " applies to --target=cuda only");
   if (bigTileRows < 0)
     return fail("--big-tile-rows=" + llvm::Twine(int64_t(bigTileRows)) + " must be >= 0");
@@ -519,6 +526,7 @@ int runMain(int argc, char **argv) {
     nvptx.cudaPath = cudaPath;
     nvptx.decodeSplitK = decodeSplitK;
     nvptx.bigTileRows = bigTileRows;
+    nvptx.mmaStages = mmaStages;
     std::string error;
     if (failed(moe::validateNVPTXPipelineOptions(nvptx, [&](const llvm::Twine &message) {
           error = message.str();
