@@ -808,8 +808,14 @@ void MmaGemmBuilder::build() {
         acc = LLVM::InsertValueOp::create(b, acc, v, ArrayRef<int64_t>{static_cast<int64_t>(i)});
       init = {acc};
     }
+    // The stage buffer of k-tile kt (kt mod S) is carried by the loop: a
+    // remainder by a stage count that is not a power of two cost the
+    // 128-row combine kernels registers they do not have (spills at 3, 5, 6).
+    init.push_back(idx(0));
     SmallVector<Value> acc = e.forLoop(
-        idx(0), numK, init, [&](IRB &le, Value kt, ValueRange accIn) {
+        idx(0), numK, init, [&](IRB &le, Value kt, ValueRange carried) {
+          ValueRange accIn = carried.drop_back();
+          Value stage = carried.back();
           // Same builder state, nested insertion point.
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(le.b.getInsertionBlock(), le.b.getInsertionPoint());
@@ -825,13 +831,14 @@ void MmaGemmBuilder::build() {
                 NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
           gpu::BarrierOp::create(b);
           Value next = e.addi(kt, idx(stages - 1));
+          // (kt + S - 1) mod S: the buffer of stage kt - 1.
+          Value nextStage = e.select(e.eq(stage, idx(0)), idx(stages - 1), e.subi(stage, idx(1)));
           auto issueNext = [&] {
             e.ifThen(e.ult(next, numK), [&](IRB &) {
-              issueStage(e.addi(kBegin, next), e.remui(next, idx(stages)));
+              issueStage(e.addi(kBegin, next), nextStage);
             });
             NVVM::CpAsyncCommitGroupOp::create(b);
           };
-          Value stage = e.remui(kt, idx(stages));
           SmallVector<Value> res;
           if (c.wgmma) {
             // The wgmmas of stage kt first (they stay in flight while the
@@ -845,9 +852,12 @@ void MmaGemmBuilder::build() {
             issueNext();
             res = computeStage(stage, accIn);
           }
+          Value following = e.addi(stage, idx(1));
+          res.push_back(e.select(e.eq(following, idx(stages)), idx(0), following));
           le.b.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
           return res;
         });
+    acc.pop_back();
     if (c.wgmma) {
       // Retire the last groups before the epilogue reads the accumulators.
       NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(0));

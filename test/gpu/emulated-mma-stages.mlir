@@ -103,7 +103,7 @@
 // RUN: moe-opt %t/m64_wgmma.mlir --pass-pipeline="builtin.module(moe-test-build-mma-kernels,moe-gpu-materialize-launches)" -o %t/launch.mlir
 // RUN: FileCheck %s --check-prefix=LAUNCH --input-file=%t/launch.mlir
 // LAUNCH: %[[SMEM:.*]] = arith.constant 49408 : i32
-// LAUNCH: gpu.launch_func @moe_kernels::@moe_mma_gemm2_bf16_m64_wgmma blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}}) : index dynamic_shared_memory_size %[[SMEM]]
+// LAUNCH: gpu.launch_func @moe_kernels::@moe_mma_gemm2_bf16_m64_wgmma blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %[[SMEM]] args(
 // RUN: sed -e 's/arith.constant 49408 : i32/arith.constant 49152 : i32/' %t/launch.mlir \
 // RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t/short.ll.mlir
 // RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 not mlir-runner %t/short.ll.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp 2>&1 | FileCheck %s --check-prefix=SHORT

@@ -128,7 +128,7 @@ func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
 // CHECK: %[[A:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<8192xbf16, #gpu.address_space<workgroup>>
 // CHECK: %[[B:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16384xbf16, #gpu.address_space<workgroup>>
 // CHECK: %[[ACC0:.*]] = llvm.insertvalue %{{.*}}[63] : !llvm.struct<(f32, f32
-// CHECK: %[[ACC:.*]] = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[IN:.*]] = %[[ACC0]]) -> (!llvm.struct<(f32, f32
+// CHECK: %[[ACC:.*]]:2 = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[IN:[^ ]*]] = %[[ACC0]], %{{.*}} = %{{.*}}) -> (!llvm.struct<(f32, f32
 // CHECK-NEXT: nvvm.cp.async.wait.group 2
 // CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT: gpu.barrier
@@ -143,10 +143,11 @@ func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
 // CHECK-NEXT: gpu.barrier
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: nvvm.cp.async.commit.group
-// CHECK-NEXT: scf.yield %[[D1]]
+// The stage buffer of the next k-tile, carried (no remainder by S).
+// CHECK: scf.yield %[[D1]], %{{.*}} : !llvm.struct<(f32, {{.*}}, index
 // CHECK-NEXT: }
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-NEXT: llvm.extractvalue %[[ACC]][0]
+// CHECK-NEXT: llvm.extractvalue %[[ACC]]#0[0]
 // CHECK: gpu.return
 
 // -----
