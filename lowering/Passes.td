@@ -246,7 +246,12 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
            "With wgmma: commit groups of wgmma.mma_async left in flight at "
            "the end of a pipeline stage (wgmma.wait_group N): 1 = the math "
            "of a stage overlaps the next loads, 0 = every stage's wgmmas "
-           "retired before the next loads">
+           "retired before the next loads">,
+    Option<"mmaStages", "mma-stages", "int64_t", /*default=*/"0",
+           "cp.async pipeline stages of the prefill (32- to 128-row) "
+           "tensor-core GEMMs, their buffers in dynamic shared memory: 0 = "
+           "the defaults (3 for mma.sync, 4 for wgmma; docs/gpu.md, "
+           "\"Shared-memory budget\"), else 2 to 8">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

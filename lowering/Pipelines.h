@@ -121,6 +121,11 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
                      "a pipeline stage, 0 or 1 (convert-moe-to-gpu's "
                      "wgmma-groups-in-flight)"),
       llvm::cl::init(1)};
+  PassOptions::Option<int64_t> mmaStages{
+      *this, "mma-stages",
+      llvm::cl::desc("cp.async stages of the prefill tensor-core GEMMs, 2 to 8; "
+                     "0: the defaults (convert-moe-to-gpu's mma-stages)"),
+      llvm::cl::init(0)};
   PassOptions::Option<std::string> triple{
       *this, "triple", llvm::cl::desc("Target triple of the kernels"),
       llvm::cl::init("nvptx64-nvidia-cuda")};

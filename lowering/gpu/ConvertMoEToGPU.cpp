@@ -125,6 +125,9 @@ public:
   /// With wgmma: commit groups left in flight at the end of a stage
   /// (MmaGemmConfig::wgmmaGroupsInFlight).
   int64_t wgmmaGroupsInFlight = kWgmmaGroupsInFlight;
+  /// cp.async stages of the prefill (>= 32-row) tensor-core GEMMs (0: the
+  /// defaults, MmaGemmConfig::defaultStages).
+  int64_t mmaStages = 0;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -735,6 +738,7 @@ public:
         g1.wgmma = wgmma && tileM >= warp_layout::Wgmma::M;
         g1.wgmmaGroupsInFlight = wgmmaGroupsInFlight;
         g1.foldShared = fold != nullptr;
+        g1.stages = tileM > kSmallTileM ? mmaStages : 0;
         // Split-K at decode (fused layer without a folded shared expert:
         // fusedExperts sets no split then): unless S is the constant 1.
         bool split = combine && combine->split1 && tileM == kSmallTileM;
@@ -758,6 +762,7 @@ public:
         g2.kind = MmaGemmConfig::Kind::gemm2;
         g2.elt = *elt;
         g2.tileM = tileM;
+        g2.stages = tileM > kSmallTileM ? mmaStages : 0;
         g2.weighted = weighted;
         g2.bias = x.b2 != nullptr;
         g2.outF32 = eltOf(out).isF32();
@@ -1885,6 +1890,13 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
                                << static_cast<int64_t>(wgmmaGroupsInFlight);
       return signalPassFailure();
     }
+    if (mmaStages != 0 && (mmaStages < kMinMmaStages || mmaStages > kMaxMmaStages)) {
+      ops.front()->emitError() << "convert-moe-to-gpu: option mma-stages must be 0 (the "
+                                  "defaults) or in "
+                               << kMinMmaStages << ".." << kMaxMmaStages << " (got "
+                               << static_cast<int64_t>(mmaStages) << ")";
+      return signalPassFailure();
+    }
     bool failedAny = false;
 
     // Ops whose index data needs no run-time check (before ops are replaced).
@@ -1908,6 +1920,7 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       h.decodeSplitK = decodeSplitK;
       h.bigTileRows = bigTileRows;
       h.wgmmaGroupsInFlight = wgmmaGroupsInFlight;
+      h.mmaStages = mmaStages;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,
@@ -1956,9 +1969,14 @@ struct MaterializeLaunchesPass
       }
       OpBuilder b(call);
       ValueRange ops = call.getOperands();
+      // The dynamic shared memory the kernel declares (the tensor-core
+      // GEMMs' staging buffers, MmaGemmConfig::dynamicSharedBytes).
+      Value smem;
+      if (auto bytes = kernel->getAttrOfType<IntegerAttr>(gpu_lowering::kDynamicSmemAttr))
+        smem = arith::ConstantIntOp::create(b, call.getLoc(), b.getI32Type(), bytes.getInt());
       gpu::LaunchFuncOp::create(b, call.getLoc(), kernel,
                                 gpu::KernelDim3{ops[0], ops[1], ops[2]},
-                                gpu::KernelDim3{ops[3], ops[4], ops[5]}, Value(),
+                                gpu::KernelDim3{ops[3], ops[4], ops[5]}, smem,
                                 ops.drop_front(6));
       call.erase();
     }

@@ -146,6 +146,31 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
   return std::nullopt;
 }
 
+/// The staging buffers' element size: bf16 and f16 alike.
+constexpr int64_t kEltBytes = 2;
+
+MmaGemmConfig::SmemLayout MmaGemmConfig::smemLayout() const {
+  // The stages at multiples of kSmemAlign (16-byte cp.async destinations,
+  // wgmma's 16-byte aligned core matrices; the base is 16-byte aligned),
+  // then the i32 buffers.
+  SmemLayout l;
+  int64_t at = numStages() * aStageElems() * kEltBytes;
+  l.b = llvm::alignTo(at, kSmemAlign);
+  at = l.b + numStages() * bStageElems() * kEltBytes;
+  l.rows = llvm::alignTo(at, kSmemAlign);
+  at = l.rows + tileM * 4;
+  if (combine) {
+    l.lastOf = at;
+    at += tileM * 4;
+  }
+  if (splitK) {
+    l.splitFlag = at;
+    at += 4;
+  }
+  l.bytes = llvm::alignTo(at, 16);
+  return l;
+}
+
 Type gpu_lowering::mmaElementType(MLIRContext *ctx, MmaElt elt) {
   return elt == MmaElt::bf16 ? Type(BFloat16Type::get(ctx)) : Type(Float16Type::get(ctx));
 }
@@ -177,8 +202,7 @@ struct Geometry {
   int64_t tileM, tileN, parts;
   int64_t warpsM, warpsN, warpM, warpN, mTiles, nTiles;
   int64_t threads, stages;
-  int64_t aStride = kMmaTileK + kMmaPad;  // elements per A row in shared memory
-  int64_t bStride = kMmaTileN + kMmaPad;  // elements per B row (all parts)
+  int64_t aStride, bStride; // elements per A / B row in shared memory
   int64_t aStage() const { return tileM * aStride; }
   int64_t bStage() const { return kMmaTileK * bStride; }
   int64_t accIndex(int part, int64_t mt, int64_t nt, int64_t i) const {
@@ -192,6 +216,8 @@ struct Geometry {
     parts = c.parts();
     threads = c.threads();
     stages = c.numStages();
+    aStride = c.aStride();
+    bStride = c.bStride();
     if (c.wgmma) {
       // One m64n128k16 per warpgroup and k16 step: warp w of warpgroup v
       // owns rows 64 v + 16 w .. 64 v + 16 w + 15 of every column
@@ -206,8 +232,6 @@ struct Geometry {
       warpN = tileN;
       mTiles = 1;
       nTiles = tileN / M16N8K16::N;
-      aStride = kMmaTileK;
-      bStride = kMmaTileN;
       return;
     }
     warpsM = tileM >= 32 ? 2 : 1;
@@ -221,15 +245,17 @@ struct Geometry {
 
 class MmaGemmBuilder {
 public:
-  MmaGemmBuilder(IRB &e, const MmaGemmConfig &c, ValueRange args, ArrayRef<BlockArgument> wg)
+  /// `smem`: the views of the dynamic shared memory, in the order of
+  /// MmaGemmConfig::SmemLayout (the absent ones left out).
+  MmaGemmBuilder(IRB &e, const MmaGemmConfig &c, ValueRange args, ArrayRef<Value> smem)
       : e(e), b(e.b), c(c), g(c), args(args.begin(), args.end()) {
     ctx = b.getContext();
     T = mmaElementType(ctx, c.elt);
-    aSmem = wg[0];
-    bSmem = wg[1];
-    rows = wg[2];
-    lastOf = c.combine ? Value(wg[3]) : Value();
-    splitFlag = c.splitK ? Value(wg[c.combine ? 4 : 3]) : Value();
+    aSmem = smem[0];
+    bSmem = smem[1];
+    rows = smem[2];
+    lastOf = c.combine ? smem[3] : Value();
+    splitFlag = c.splitK ? smem[c.combine ? 4 : 3] : Value();
   }
 
   void build();
@@ -240,9 +266,10 @@ private:
   const MmaGemmConfig &c;
   Geometry g;
   SmallVector<Value> args;
+  Value aSmem, bSmem; // the staging buffers (views of the dynamic shared memory)
   MLIRContext *ctx;
   Type T;
-  Value aSmem, bSmem, rows, lastOf, splitFlag;
+  Value rows, lastOf, splitFlag;
   // Set in build().
   Value tid, lane, groupID, tig, wm, wn;
   Value A, Bw, bias, out, K, N, W, pidM, rowBase, n0, ex, wBase, aligned;
@@ -793,8 +820,14 @@ void MmaGemmBuilder::build() {
         acc = LLVM::InsertValueOp::create(b, acc, v, ArrayRef<int64_t>{static_cast<int64_t>(i)});
       init = {acc};
     }
+    // The stage buffer of k-tile kt (kt mod S) is carried by the loop: a
+    // remainder by a stage count that is not a power of two cost the
+    // 128-row combine kernels registers they do not have (spills at 3, 5, 6).
+    init.push_back(idx(0));
     SmallVector<Value> acc = e.forLoop(
-        idx(0), numK, init, [&](IRB &le, Value kt, ValueRange accIn) {
+        idx(0), numK, init, [&](IRB &le, Value kt, ValueRange carried) {
+          ValueRange accIn = carried.drop_back();
+          Value stage = carried.back();
           // Same builder state, nested insertion point.
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(le.b.getInsertionBlock(), le.b.getInsertionPoint());
@@ -810,13 +843,14 @@ void MmaGemmBuilder::build() {
                 NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
           gpu::BarrierOp::create(b);
           Value next = e.addi(kt, idx(stages - 1));
+          // (kt + S - 1) mod S: the buffer of stage kt - 1.
+          Value nextStage = e.select(e.eq(stage, idx(0)), idx(stages - 1), e.subi(stage, idx(1)));
           auto issueNext = [&] {
             e.ifThen(e.ult(next, numK), [&](IRB &) {
-              issueStage(e.addi(kBegin, next), e.remui(next, idx(stages)));
+              issueStage(e.addi(kBegin, next), nextStage);
             });
             NVVM::CpAsyncCommitGroupOp::create(b);
           };
-          Value stage = e.remui(kt, idx(stages));
           SmallVector<Value> res;
           if (c.wgmma) {
             // The wgmmas of stage kt first (they stay in flight while the
@@ -831,9 +865,12 @@ void MmaGemmBuilder::build() {
             issueNext();
             res = computeStage(stage, accIn);
           }
+          Value following = e.addi(stage, idx(1));
+          res.push_back(e.select(e.eq(following, idx(stages)), idx(0), following));
           le.b.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
           return res;
         });
+    acc.pop_back();
     if (c.wgmma) {
       // Retire the last groups before the epilogue reads the accumulators.
       NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(0));
@@ -913,32 +950,44 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
                   : c.tileM <= 64) &&
          "wgmma computes 64- or 128-row tiles, mma.sync 16 to 64");
   Geometry g(c);
-  SmallVector<Type> wg{workgroup(ctx, g.stages * g.aStage(), T),
-                       workgroup(ctx, g.stages * g.bStage(), T),
-                       workgroup(ctx, c.tileM, i32)};
-  if (c.combine) // per tile row: the token this block completes, or -1
-    wg.push_back(workgroup(ctx, c.tileM, i32));
-  if (c.splitK) // 1 when this block completes its tile's S slices
-    wg.push_back(workgroup(ctx, 1, i32));
 
   OpBuilder ob(ctx);
   ob.setInsertionPointToEnd(module.getBody());
   ImplicitLocOpBuilder b(module.getLoc(), ob);
-  auto func = gpu::GPUFuncOp::create(b, name, FunctionType::get(ctx, args, {}), wg, TypeRange{});
+  auto func = gpu::GPUFuncOp::create(b, name, FunctionType::get(ctx, args, {}), TypeRange{},
+                                     TypeRange{});
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), ob.getUnitAttr());
-  // 16-byte cp.async destinations and wgmma's 16-byte-aligned core
-  // matrices (a stage is a multiple of 128 bytes): 128-byte aligned buffers.
-  for (unsigned i = 0; i < 2; ++i)
-    func.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
-                                     ob.getI64IntegerAttr(128));
   func.setKnownBlockSizeAttr(
       ob.getDenseI32ArrayAttr({static_cast<int32_t>(c.threads()), 1, 1}));
+  // The occupancy ptxas targets (.minnctapersm): one block, two of the
+  // 256-thread 128-row wgmma tiles (at most 128 registers a thread). Without
+  // a hint and with no static shared memory, ptxas assumes a high occupancy
+  // and spills some variants (mma.sync m32 at sm_80: 72 registers).
+  func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                ob.getI32IntegerAttr(c.wgmma && c.tileM == 128 ? 2 : 1));
+  // What every launch of the kernel asks for (MaterializeLaunchesPass).
+  MmaGemmConfig::SmemLayout layout = c.smemLayout();
+  func->setAttr(kDynamicSmemAttr, ob.getI32IntegerAttr(layout.bytes));
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
   IRB e(b);
-  MmaGemmBuilder(e, c, entry.getArguments().take_front(args.size()),
-                 func.getWorkgroupAttributions())
-      .build();
+  // The shared buffers: views of the dynamic shared memory (SmemLayout).
+  auto space = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  Value dyn = gpu::DynamicSharedMemoryOp::create(
+      b, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface(),
+                         space));
+  SmallVector<Value> smem;
+  auto view = [&](int64_t byteOffset, int64_t elements, Type elt) {
+    if (byteOffset >= 0)
+      smem.push_back(memref::ViewOp::create(b, workgroup(ctx, elements, elt), dyn,
+                                            e.idx(byteOffset), ValueRange{}));
+  };
+  view(layout.a, g.stages * g.aStage(), T);
+  view(layout.b, g.stages * g.bStage(), T);
+  view(layout.rows, c.tileM, i32);      // the A row of each tile row
+  view(layout.lastOf, c.tileM, i32);    // the combine: the token a row completes, or -1
+  view(layout.splitFlag, 1, i32);       // split-K: 1 when this block completes its tile
+  MmaGemmBuilder(e, c, entry.getArguments().take_front(args.size()), smem).build();
   gpu::ReturnOp::create(b);
   return func;
 }

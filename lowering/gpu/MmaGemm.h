@@ -50,7 +50,24 @@ constexpr int64_t kMmaTileK = 32;     // depth of one pipeline stage
 /// wgmma (sm_90a): the default of MmaGemmConfig::wgmmaGroupsInFlight
 /// (convert-moe-to-gpu's wgmma-groups-in-flight).
 constexpr int64_t kWgmmaGroupsInFlight = 1;
-constexpr int64_t kMmaStages = 3;     // cp.async pipeline depth (32/64-row tiles)
+constexpr int64_t kMmaStages = 3;     // cp.async pipeline depth (mma.sync 32/64-row tiles)
+/// sm_90a wgmma tiles (docs/gpu.md, "Shared-memory budget"): 64 rows, 4
+/// stages of 12 KiB (48 KiB of dynamic shared memory); 128 rows, 4 stages
+/// of 16 KiB (64 KiB: three blocks' worth fit the 227 KiB of an SM, the
+/// 255-register cap of two 256-thread blocks is the occupancy limit).
+constexpr int64_t kWgmmaStages = 4;
+constexpr int64_t kWgmmaStagesM128 = 4;
+/// The range of convert-moe-to-gpu's mma-stages (0: the defaults).
+constexpr int64_t kMinMmaStages = 2;
+constexpr int64_t kMaxMmaStages = 8;
+/// The most dynamic shared memory a block may opt in to on sm_90 (227 KiB;
+/// sm_80: 163 KiB); the kernels' alignment of the staging buffers.
+constexpr int64_t kMaxDynamicSharedSm90 = 232448;
+constexpr int64_t kMaxDynamicSharedSm80 = 166912;
+constexpr int64_t kSmemAlign = 128;
+/// The kernel attribute (i32) holding a tensor-core GEMM's dynamic shared
+/// memory bytes; moe-gpu-materialize-launches passes it to every launch.
+constexpr llvm::StringLiteral kDynamicSmemAttr = "moe_gpu.dynamic_shared_memory";
 /// The 16-row (decode) tiles: A is 16 rows, B dominates a stage (8.7 KB of
 /// 10 KB), so four stages (three in flight) fit the 48 KB of static shared
 /// memory: 40 KB per block.
@@ -115,18 +132,45 @@ struct MmaGemmConfig {
   /// epilogue (docs/gpu.md, "Split-K"). Extra arguments after all others:
   /// (workspace:f32, counters:i32, counterBase, S).
   bool splitK = false;
-  /// cp.async pipeline stages; 0: the default (kMmaStagesM16 for 16-row
-  /// tiles, two for a 128-row tile: three stages of 16 KiB would leave no
-  /// room under the 48 KiB of static shared memory for the row map; else
-  /// kMmaStages). A non-default value is part of the name (`_s<N>`).
+  /// cp.async pipeline stages; 0: the default (defaultStages()). A
+  /// non-default value is part of the name (`_s<N>`).
   int64_t stages = 0;
 
+  /// The default pipeline depth: kMmaStagesM16 for the 16-row mma.sync
+  /// tiles, kWgmmaStages / kWgmmaStagesM128 for the 64- / 128-row wgmma
+  /// tiles, else kMmaStages (docs/gpu.md, "Shared-memory budget").
   int64_t defaultStages() const {
-    if (tileM == 128)
-      return 2;
-    return tileM == 16 && !wgmma ? kMmaStagesM16 : kMmaStages;
+    if (wgmma)
+      return tileM == 128 ? kWgmmaStagesM128 : kWgmmaStages;
+    return tileM == 16 ? kMmaStagesM16 : kMmaStages;
   }
   int64_t numStages() const { return stages > 0 ? stages : defaultStages(); }
+
+  /// Elements per row of a stage in shared memory: mma.sync pads rows by
+  /// kMmaPad (ldmatrix without bank conflicts), wgmma's core matrices are
+  /// dense.
+  int64_t aStride() const { return wgmma ? kMmaTileK : kMmaTileK + kMmaPad; }
+  int64_t bStride() const { return wgmma ? kMmaTileN : kMmaTileN + kMmaPad; }
+  /// Elements of one stage of A (tileM x kMmaTileK) and of B (kMmaTileK x
+  /// kMmaTileN, all parts).
+  int64_t aStageElems() const { return tileM * aStride(); }
+  int64_t bStageElems() const { return kMmaTileK * bStride(); }
+  /// Every shared buffer of the kernel is a view of its dynamic shared
+  /// memory (`gpu.dynamic_shared_memory` + `memref.view`), at these byte
+  /// offsets (-1: absent); `bytes` is what the kernel's launches ask for
+  /// (kernel attribute kDynamicSmemAttr). No static shared memory: MLIR's
+  /// NVVM lowering declares the dynamic base as a zero-length, non-extern
+  /// .shared variable, which is only safe as the kernel's sole one.
+  struct SmemLayout {
+    int64_t a = 0;        // A's stages (stages x aStageElems, the data type)
+    int64_t b = -1;       // B's stages (stages x bStageElems)
+    int64_t rows = -1;    // i32 [tileM]: the A row of each tile row
+    int64_t lastOf = -1;  // i32 [tileM]: the combine's token per row
+    int64_t splitFlag = -1; // i32 [1]: split-K's last-block flag
+    int64_t bytes = 0;
+  };
+  SmemLayout smemLayout() const;
+  int64_t dynamicSharedBytes() const { return smemLayout().bytes; }
 
   int parts() const {
     return kind == Kind::gemm1 && (act == Activation::swiglu || act == Activation::geglu) ? 2

@@ -19,6 +19,7 @@
 
 #include "lowering/HostPipeline.h"
 #include "lowering/Passes.h"
+#include "lowering/gpu/MmaGemm.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -123,6 +124,13 @@ LogicalResult moe::validateNVPTXPipelineOptions(
   if (options.bigTileRows < 0)
     return error("big-tile-rows=" + Twine(int64_t(options.bigTileRows)) +
                  " is out of range; expected >= 0");
+  if (options.mmaStages != 0 &&
+      (options.mmaStages < gpu_lowering::kMinMmaStages ||
+       options.mmaStages > gpu_lowering::kMaxMmaStages))
+    return error("mma-stages=" + Twine(int64_t(options.mmaStages)) +
+                 " is out of range; expected 0 (the defaults) or " +
+                 Twine(gpu_lowering::kMinMmaStages) + " to " +
+                 Twine(gpu_lowering::kMaxMmaStages));
   if (!isValidFeatureList(options.features))
     return error("features='" + options.features +
                  "' is not a comma-separated list of +feature/-feature "
@@ -243,6 +251,7 @@ LogicalResult moe::buildNVPTXPipeline(
   toGPU.decodeSplitK = options.decodeSplitK;
   toGPU.bigTileRows = options.bigTileRows;
   toGPU.wgmmaGroupsInFlight = options.wgmmaGroupsInFlight;
+  toGPU.mmaStages = options.mmaStages;
   pm.addPass(createConvertMoEToGPU(toGPU));
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());

@@ -1,7 +1,7 @@
 // The emulation's wgmma asynchrony model (--moe-test-emulate-gpu, docs/gpu.md
 // "What the emulation checks for wgmma") on the real sm_90a kernel
-// (MmaGemm.cpp, a 64 x 128 gemm2 tile, K = 128: four k-tiles, so every stage
-// buffer is reused): the kernel as built runs clean and equals the plain
+// (MmaGemm.cpp, a 64 x 128 gemm2 tile with three stages, `_s3`, K = 128:
+// four k-tiles, so every stage buffer is reused): the kernel as built runs clean and equals the plain
 // loops bit for bit; each mutation of its IR (one synchronisation op deleted
 // or weakened) is reported by the emulation as a one-line error naming the
 // kernel and the op, and the run fails.
@@ -19,7 +19,7 @@
 // The kernel keeps one wgmma group in flight across stages (wait_group 1)
 // and retires the last one before the epilogue (wait_group 0).
 // RUN: FileCheck %s --check-prefix=WAITS --input-file=%t.kernel.mlir
-// WAITS-LABEL: gpu.func @moe_mma_gemm2_bf16_m64_wgmma(
+// WAITS-LABEL: gpu.func @moe_mma_gemm2_bf16_m64_wgmma_s3(
 // WAITS: scf.for
 // WAITS: nvvm.wgmma.fence.aligned
 // WAITS: nvvm.wgmma.mma_async
@@ -61,7 +61,7 @@
 // RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.nowait.mlir
 // RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 not mlir-runner %t.nowait.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NOWAIT
-// NOWAIT: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma: llvm.extractvalue accesses accumulator registers while a wgmma.mma_async is in flight (no wgmma.wait_group retired it)
+// NOWAIT: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma_s3: llvm.extractvalue accesses accumulator registers while a wgmma.mma_async is in flight (no wgmma.wait_group retired it)
 //
 // Two groups left in flight (wait_group 2) with three stages: the loads
 // into the buffer of stage kt-1 start while its wgmmas are still running.
@@ -69,7 +69,7 @@
 // RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.wait2.mlir
 // RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 not mlir-runner %t.wait2.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=WAIT2
-// WAIT2: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma: a generic-proxy write (st.shared, cp.async) to shared memory that an nvvm.wgmma.mma_async in flight reads (a stage overwritten before wgmma.wait_group retired its reader)
+// WAIT2: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma_s3: a generic-proxy write (st.shared, cp.async) to shared memory that an nvvm.wgmma.mma_async in flight reads (a stage overwritten before wgmma.wait_group retired its reader)
 //
 // No fence.proxy.async after the stage's copies landed: the wgmma reads
 // generic-proxy writes its writers did not fence.
@@ -77,7 +77,7 @@
 // RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.noproxy.mlir
 // RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 not mlir-runner %t.noproxy.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NOPROXY
-// NOPROXY: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma: nvvm.wgmma.mma_async #0 reads shared memory written through the generic proxy (st.shared, cp.async) with no later fence.proxy.async by the writing thread
+// NOPROXY: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma_s3: nvvm.wgmma.mma_async #0 reads shared memory written through the generic proxy (st.shared, cp.async) with no later fence.proxy.async by the writing thread
 //
 // No wgmma.fence: the first wgmma follows the accumulators' initialisation
 // (llvm.insertvalue) unfenced.
@@ -85,9 +85,9 @@
 // RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.nofence.mlir
 // RUN: env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 not mlir-runner %t.nofence.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NOFENCE
-// NOFENCE: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma: nvvm.wgmma.mma_async #0: the accumulator registers were accessed after the last wgmma.fence (or no wgmma.fence before the first wgmma)
+// NOFENCE: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma_s3: nvvm.wgmma.mma_async #0: the accumulator registers were accessed after the last wgmma.fence (or no wgmma.fence before the first wgmma)
 
-func.func private @__moe_launch_moe_mma_gemm2_bf16_m64_wgmma(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_bf16_m64_wgmma}
+func.func private @__moe_launch_moe_mma_gemm2_bf16_m64_wgmma_s3(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_bf16_m64_wgmma_s3}
 
 /// n values sin(i * freq) * scale, rounded to bf16.
 func.func @fill(%n: index, %freq: f32, %scale: f32) -> memref<?xbf16> {
@@ -137,7 +137,7 @@ func.func @main() {
   memref.store %one, %nt[%c0] : memref<?xi32>
   %rw = memref.alloc(%c64) : memref<?xf32>
   %out = memref.alloc(%no) : memref<?xbf16>
-  func.call @__moe_launch_moe_mma_gemm2_bf16_m64_wgmma(%c1, %c1, %c1, %c128, %c1, %c1, %a, %sorted, %rw, %te, %nt, %b, %b, %out, %K, %N) : (index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) -> ()
+  func.call @__moe_launch_moe_mma_gemm2_bf16_m64_wgmma_s3(%c1, %c1, %c1, %c128, %c1, %c1, %a, %sorted, %rw, %te, %nt, %b, %b, %out, %K, %N) : (index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) -> ()
   // The plain loops: the f32 sum in ascending k, rounded to bf16.
   %counts:2 = scf.for %r = %c0 to %c64 step %c1 iter_args(%bad = %c0, %nz = %c0) -> (index, index) {
     %rc:2 = scf.for %n = %c0 to %N step %c1 iter_args(%bad1 = %bad, %nz1 = %nz) -> (index, index) {

@@ -33,6 +33,23 @@
 // RUN: moe-opt %s --convert-moe-to-gpu=wgmma=true --canonicalize | FileCheck %s --check-prefix=BIG
 // big-tile-rows=0 keeps the 64-row tile at T = 320.
 // RUN: moe-opt %s --convert-moe-to-gpu="wgmma=true big-tile-rows=0" --canonicalize | FileCheck %s --check-prefix=OFF
+// mma-stages=5: the prefill tiles' kernels (64 and 128 rows) are the
+// 5-stage variants (`_s5`), the 16-row decode tiles keep their four; after
+// bufferization every tensor-core launch passes its kernel's dynamic shared
+// memory (128 rows: 5 x 16 KiB + 512 bytes of row map, + 512 of the
+// combine's tokens; 64 rows: 5 x 12 KiB + 256 (+ 256); 16 rows: 40000
+// (+ 64)); the other kernels take none.
+// RUN: moe-opt %s --pass-pipeline="builtin.module(convert-moe-to-gpu{wgmma=true mma-stages=5},func.func(convert-elementwise-to-linalg),canonicalize,cse,one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},buffer-deallocation-pipeline,convert-bufferization-to-memref,moe-gpu-materialize-launches)" | FileCheck %s --check-prefix=STAGES
+// STAGES-LABEL: func.func @prefill
+// STAGES: gpu.launch_func @moe_kernels::@moe_gate_kernel_topk_router_bf16 blocks in ({{[^)]*}}) threads in ({{[^)]*}}) args(
+// STAGES: gpu.launch_func @moe_kernels::@moe_mma_gemm1_gather_swiglu_bf16_m128_wgmma_s5 blocks in ({{[^)]*}}) threads in (%c256, %c1, %c1) dynamic_shared_memory_size %c82432_i32 args(
+// STAGES: gpu.launch_func @moe_kernels::@moe_mma_gemm2_weighted_combine_bf16_m128_outf32_wgmma_s5 blocks in ({{[^)]*}}) threads in (%c256, %c1, %c1) dynamic_shared_memory_size %c82944_i32 args(
+// STAGES-LABEL: func.func @dynamic
+// STAGES: gpu.launch_func @moe_kernels::@moe_mma_gemm1_gather_swiglu_bf16_m16 blocks in ({{[^)]*}}) threads in (%c128, %c1, %c1) dynamic_shared_memory_size %c40000_i32 args(
+// STAGES: gpu.launch_func @moe_kernels::@moe_mma_gemm2_weighted_combine_bf16_m16_outf32 blocks in ({{[^)]*}}) threads in (%c128, %c1, %c1) dynamic_shared_memory_size %c40064_i32 args(
+// STAGES: gpu.launch_func @moe_kernels::@moe_mma_gemm1_gather_swiglu_bf16_m128_wgmma_s5 {{.*}} dynamic_shared_memory_size %c82432_i32 args(
+// STAGES: gpu.launch_func @moe_kernels::@moe_mma_gemm1_gather_swiglu_bf16_m64_wgmma_s5 blocks in ({{[^)]*}}) threads in (%c128, %c1, %c1) dynamic_shared_memory_size %c61696_i32 args(
+// STAGES: gpu.launch_func @moe_kernels::@moe_mma_gemm2_weighted_combine_bf16_m64_outf32_wgmma_s5 {{.*}} dynamic_shared_memory_size %c61952_i32 args(
 // Without wgmma (sm_80 .. sm_90) the plan never takes 128 rows.
 // RUN: moe-opt %s --convert-moe-to-gpu --canonicalize | FileCheck %s --check-prefix=MMA
 

@@ -10,10 +10,20 @@
 func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m64}
 
 // CHECK-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64(
-// 3 stages of A (64 x (32+8)) and B (32 x (128+8)), padded rows, 128-byte
-// aligned (16-byte cp.async destinations); the gathered rows.
-// CHECK-SAME: workgroup(%[[A:.*]] : memref<7680xbf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %[[B:.*]] : memref<13056xbf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %[[ROWS:.*]] : memref<64xi32, #gpu.address_space<workgroup>>)
-// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// Every shared buffer is a view of the dynamic shared memory
+// (MmaGemmConfig::smemLayout), no workgroup attribution: 3 stages of A
+// (64 x (32+8)) at byte 0 and B (32 x (128+8)) at 15360, padded rows,
+// 128-byte aligned offsets (16-byte cp.async destinations); the gathered
+// rows at 41472; 41728 bytes in all, the size every launch passes.
+// CHECK-SAME: %{{.*}}: index) kernel attributes {known_block_size = array<i32: 128, 1, 1>, moe_gpu.dynamic_shared_memory = 41728 : i32, nvvm.minctasm = 1 : i32}
+// CHECK-NEXT: %[[DYN:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK-NEXT: %[[C0:.*]] = arith.constant 0 : index
+// CHECK-NEXT: %[[A:.*]] = memref.view %[[DYN]][%[[C0]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<7680xbf16, #gpu.address_space<workgroup>>
+// CHECK-NEXT: %[[CB:.*]] = arith.constant 15360 : index
+// CHECK-NEXT: %[[B:.*]] = memref.view %[[DYN]][%[[CB]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<13056xbf16, #gpu.address_space<workgroup>>
+// CHECK-NEXT: %[[CR:.*]] = arith.constant 41472 : index
+// CHECK-NEXT: %[[ROWS:.*]] = memref.view %[[DYN]][%[[CR]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64xi32, #gpu.address_space<workgroup>>
+// CHECK-NOT: gpu.dynamic_shared_memory
 // CHECK: gpu.grid_dim x
 // CHECK: memref.store %{{.*}}, %[[ROWS]]
 // CHECK: gpu.barrier
@@ -47,10 +57,14 @@ func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(index,
 func.func private @__moe_launch_moe_mma_gemm2_weighted_f16_m16_outf32(index, index, index, index, index, index, memref<?xf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xf16>, memref<?xf16>, memref<?xf32>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_weighted_f16_m16_outf32}
 
 // The decode tile: 16 rows, one warp row of four warps; four stages of A
-// (16 x 40) and B (32 x 136): three in flight (wait_group 2).
+// (16 x 40) and B (32 x 136) and the rows: 40000 bytes; three stages in
+// flight (wait_group 2).
 // CHECK-LABEL: gpu.func @moe_mma_gemm2_weighted_f16_m16_outf32(
 // CHECK-SAME: %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index)
-// CHECK-SAME: workgroup(%{{.*}} : memref<2560xf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<17408xf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<16xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: moe_gpu.dynamic_shared_memory = 40000 : i32
+// CHECK: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2560xf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<17408xf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16xi32, #gpu.address_space<workgroup>>
 // CHECK-COUNT-3: nvvm.cp.async.commit.group
 // CHECK: scf.for
 // CHECK-NEXT: nvvm.cp.async.wait.group 2
@@ -74,7 +88,10 @@ func.func private @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m16_o
 // summed in slot order from the shared expert's f32 output, y rounded once.
 // CHECK-LABEL: gpu.func @moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32(
 // CHECK-SAME: %[[SRC:[^:]*]]: memref<?xi32>, %[[POS:[^:]*]]: memref<?xi32>, %[[CNT:[^:]*]]: memref<?xi32>, %[[Y:[^:]*]]: memref<?xbf16>, %[[K:[^:]*]]: index, %[[SH:[^:]*]]: memref<?xf32>)
-// CHECK-SAME: %[[LAST:[^ ]*]] : memref<16xi32, #gpu.address_space<workgroup>>)
+// The combine's per-row tokens after the rows (16 x 4 bytes at 40000).
+// CHECK-SAME: moe_gpu.dynamic_shared_memory = 40064 : i32
+// CHECK: %[[C40000:.*]] = arith.constant 40000 : index
+// CHECK-NEXT: %[[LAST:.*]] = memref.view %{{.*}}[%[[C40000]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16xi32, #gpu.address_space<workgroup>>
 // CHECK: nvvm.mma.sync
 // CHECK: memref.store %{{.*}}, %arg7[%{{.*}}] : memref<?xf32>
 // CHECK: %[[CT:.*]] = arith.ceildivui %arg9, %c128
@@ -97,18 +114,22 @@ func.func private @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m16_o
 func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma}
 
 // sm_90a: the stages in the canonical core-matrix layout (no padding:
-// 3 x 64 x 32 and 3 x 32 x 128); per stage the async-proxy fence before the
-// barrier, then wgmma.fence, two m64n128k16 wgmma.mma_async on descriptors
-// (A K-major "row", B MN-major "row") chained on the loop-carried
-// accumulator struct, commit, wait 1 (one group left in flight), a barrier,
+// 4 x 64 x 32 and 4 x 32 x 128, 49408 bytes with the rows); per stage (all
+// but the two newest cp.async groups landed) the async-proxy fence before
+// the barrier, then wgmma.fence, two m64n128k16 wgmma.mma_async on
+// descriptors (A K-major "row", B MN-major "row") chained on the
+// loop-carried accumulator struct, commit, wait 1 (one group left in
+// flight), a barrier,
 // and only then the next stage's loads; wait 0 after the loop, before the
 // accumulators are read. The descriptors are built from the buffers'
 // aligned pointers.
 // CHECK-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
-// CHECK-SAME: workgroup(%[[A:.*]] : memref<6144xbf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %[[B:.*]] : memref<12288xbf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<64xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: moe_gpu.dynamic_shared_memory = 49408 : i32
+// CHECK: %[[A:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<8192xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[B:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16384xbf16, #gpu.address_space<workgroup>>
 // CHECK: %[[ACC0:.*]] = llvm.insertvalue %{{.*}}[63] : !llvm.struct<(f32, f32
-// CHECK: %[[ACC:.*]] = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[IN:.*]] = %[[ACC0]]) -> (!llvm.struct<(f32, f32
-// CHECK-NEXT: nvvm.cp.async.wait.group 1
+// CHECK: %[[ACC:.*]]:2 = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[IN:[^ ]*]] = %[[ACC0]], %{{.*}} = %{{.*}}) -> (!llvm.struct<(f32, f32
+// CHECK-NEXT: nvvm.cp.async.wait.group 2
 // CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT: gpu.barrier
 // CHECK-NOT: nvvm.cp.async.commit.group
@@ -122,10 +143,11 @@ func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
 // CHECK-NEXT: gpu.barrier
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: nvvm.cp.async.commit.group
-// CHECK-NEXT: scf.yield %[[D1]]
+// The stage buffer of the next k-tile, carried (no remainder by S).
+// CHECK: scf.yield %[[D1]], %{{.*}} : !llvm.struct<(f32, {{.*}}, index
 // CHECK-NEXT: }
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-NEXT: llvm.extractvalue %[[ACC]][0]
+// CHECK-NEXT: llvm.extractvalue %[[ACC]]#0[0]
 // CHECK: gpu.return
 
 // -----

@@ -13,6 +13,8 @@
 // RUN: not moe-opt %s --moe-nvptx-pipeline="big-tile-rows=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BIGTILE
 // RUN: not moe-opt %s --moe-nvptx-pipeline="wgmma-groups-in-flight=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=INFLIGHT
 // RUN: not moe-opt %s --moe-nvptx-pipeline="chip=sm_90a wgmma-groups-in-flight=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=INFLIGHTNEG
+// RUN: not moe-opt %s --moe-nvptx-pipeline="mma-stages=9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: not moe-opt %s --moe-nvptx-pipeline="mma-stages=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=STAGESNEG
 // Values the option parser itself rejects: one line, exit 1.
 // RUN: not moe-opt %s --moe-nvptx-pipeline="opt-level=abc" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OPTABC
 // RUN: not moe-opt %s --moe-nvptx-pipeline="device-abi=maybe" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BOOL
@@ -34,6 +36,8 @@
 // BIGTILE: error: moe-nvptx-pipeline: big-tile-rows=-1 is out of range; expected >= 0
 // INFLIGHT: error: moe-nvptx-pipeline: wgmma-groups-in-flight=2 is out of range; expected 0 or 1
 // INFLIGHTNEG: error: moe-nvptx-pipeline: wgmma-groups-in-flight=-1 is out of range; expected 0 or 1
+// STAGES: error: moe-nvptx-pipeline: mma-stages=9 is out of range; expected 0 (the defaults) or 2 to 8
+// STAGESNEG: error: moe-nvptx-pipeline: mma-stages=-1 is out of range; expected 0 (the defaults) or 2 to 8
 // OPTABC: for the --opt-level option: 'abc' value invalid for integer argument!
 // OPTABC-NOT: LLVM ERROR
 // BOOL: for the --device-abi option: 'maybe' is invalid value for boolean argument!

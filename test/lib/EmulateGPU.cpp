@@ -32,6 +32,11 @@
 //   (nvvm.cp.async.wait.group N: all but the N most recent groups), so a
 //   kernel that reads a stage before waiting for it reads stale data, and one
 //   that reads another thread's copy without a barrier may too;
+// * gpu.dynamic_shared_memory: a per-block byte buffer of the launch's
+//   dynamic_shared_memory_size; the kernel's memref.view of it (constant
+//   offsets, static shapes) become host views of that buffer, placed in the
+//   shared window after the workgroup attributions (as on the GPU), and a
+//   view past the launch's size ends the run with a one-line error;
 // * the sm_90a warpgroup MMA (MmaGemm.cpp's _wgmma variants): the workgroup
 //   buffers of a block get addresses in an emulated shared window (what
 //   memref.extract_aligned_pointer_as_index of a workgroup buffer yields, as
@@ -933,6 +938,50 @@ gpu::KernelDim3 emitBlockLoop(OpBuilder &b, Location loc, gpu::KernelDim3 grid,
           le.divui(linear, gxy)};
 }
 
+/// A shared buffer of an emulated block: a workgroup attribution
+/// (dynamicOffset -1) or a view of the dynamic shared memory at
+/// dynamicOffset bytes; its host memref.
+struct SharedBuffer {
+  MemRefType type; // the kernel's type
+  Value host;
+  int64_t align;
+  int64_t dynamicOffset;
+};
+
+/// The memref.view ops of the kernel's gpu.dynamic_shared_memory: in the
+/// entry block, constant byte offsets, static shapes (what the emulation
+/// places in the shared window); an error for anything else, or when the
+/// launch passes no dynamic_shared_memory_size.
+LogicalResult dynamicSharedViews(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
+                                 SmallVectorImpl<memref::ViewOp> &views) {
+  Block &entry = kernel.getBody().front();
+  WalkResult walk = kernel.walk([&](gpu::DynamicSharedMemoryOp op) {
+    if (op->getBlock() != &entry) {
+      op.emitError("host emulation of gpu.dynamic_shared_memory needs it in the kernel's "
+                   "entry block");
+      return WalkResult::interrupt();
+    }
+    for (Operation *user : op->getUsers()) {
+      auto view = dyn_cast<memref::ViewOp>(user);
+      if (!view || view->getBlock() != &entry || !getConstantIntValue(view.getByteShift()) ||
+          !view.getType().hasStaticShape()) {
+        user->emitError("host emulation of gpu.dynamic_shared_memory needs memref.view users "
+                        "in the entry block with constant offsets and static shapes");
+        return WalkResult::interrupt();
+      }
+      views.push_back(view);
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  if (!views.empty() && !launch.getDynamicSharedMemorySize())
+    return launch.emitError() << "emulated launch of kernel " << kernel.getName()
+                              << ": it uses gpu.dynamic_shared_memory but the launch passes no "
+                                 "dynamic_shared_memory_size";
+  return success();
+}
+
 LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
                             func::FuncOp threadNum, moe::EmulatedBlockOrder order,
                             uint64_t seed, unsigned launchNo) {
@@ -952,6 +1001,42 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
     auto type = cast<MemRefType>(arg.getType());
     workgroup.push_back(memref::AllocOp::create(
         b, loc, MemRefType::get(type.getShape(), type.getElementType())));
+  }
+  // The block's shared buffers: the workgroup attributions, then the views
+  // of the dynamic shared memory (one byte buffer of the launch's size).
+  SmallVector<SharedBuffer> shared;
+  for (auto [i, arg] : llvm::enumerate(kernel.getWorkgroupAttributions())) {
+    int64_t align = 16;
+    if (auto a = dyn_cast_or_null<IntegerAttr>(
+            kernel.getWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName())))
+      align = std::max<int64_t>(align, a.getInt());
+    shared.push_back({cast<MemRefType>(arg.getType()), workgroup[i], align, -1});
+  }
+  SmallVector<memref::ViewOp> dynViews;
+  if (failed(dynamicSharedViews(launch, kernel, dynViews)))
+    return failure();
+  if (!dynViews.empty()) {
+    ImplicitLocOpBuilder ib(loc, b);
+    IRB e(ib);
+    Value bytes = e.toIndex(launch.getDynamicSharedMemorySize());
+    Value buf = memref::AllocOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type()), ValueRange{bytes});
+    for (memref::ViewOp view : dynViews) {
+      auto type = cast<MemRefType>(view.getType());
+      int64_t offset = *getConstantIntValue(view.getByteShift());
+      int64_t size = type.getNumElements() * llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+      failUnless(e, launch->getParentOfType<ModuleOp>(), e.ule(e.idx(offset + size), bytes),
+                 ("emulated launch of kernel " + kernel.getName() + ": memref.view of bytes " +
+                  Twine(offset) + ".." + Twine(offset + size) +
+                  " of gpu.dynamic_shared_memory is past the launch's "
+                  "dynamic_shared_memory_size")
+                     .str());
+      Value host = memref::ViewOp::create(
+          b, loc, MemRefType::get(type.getShape(), type.getElementType()), buf,
+          e.idx(offset), ValueRange{});
+      shared.push_back({type, host, 16, offset});
+    }
+    workgroup.push_back(buf); // freed with the workgroup buffers
   }
   // Host buffers of the warp-level ops.
   bool hasLdmatrix = false, hasMma = false, hasAsync = false, hasWgmma = false;
@@ -992,8 +1077,8 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
       wgScratch.acc = hostBuffer(ib.getF32Type(), e.muli(block.x, e.idx(kWgCap * 2 * maxHalfN)));
       // A shadow word per element of the 16-bit buffers (the wgmma
       // operands), zero: never written through the generic proxy.
-      for (BlockArgument arg : kernel.getWorkgroupAttributions()) {
-        auto type = cast<MemRefType>(arg.getType());
+      for (const SharedBuffer &buffer : shared) {
+        MemRefType type = buffer.type;
         if (type.getElementTypeBitWidth() != 16) {
           wgScratch.shadow.push_back(Value());
           wgScratch.readers.push_back(Value());
@@ -1031,8 +1116,12 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
   for (auto [arg, buf] :
        llvm::zip(kernel.getWorkgroupAttributions(), ArrayRef(workgroup).take_front(numWorkgroup)))
     map.map(arg, buf);
+  for (auto [i, view] : llvm::enumerate(dynViews))
+    map.map(view.getResult(), shared[numWorkgroup + i].host);
   for (Operation &op : entry.without_terminator())
-    b.clone(op, map);
+    if (!isa<gpu::DynamicSharedMemoryOp>(op) &&
+        !llvm::is_contained(dynViews, dyn_cast<memref::ViewOp>(op)))
+      b.clone(op, map);
   omp::TerminatorOp::create(b, loc);
 
   // The warp-level ops, in program order, and the cp.async copy sites (whose
@@ -1053,20 +1142,26 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
   // The shared window: workgroup buffer addresses as on the GPU.
   SharedWindow window;
   {
-    int64_t at = 0;
-    for (auto [i, arg] : llvm::enumerate(kernel.getWorkgroupAttributions())) {
-      auto type = cast<MemRefType>(arg.getType());
-      int64_t align = 16;
-      if (auto a = dyn_cast_or_null<IntegerAttr>(kernel.getWorkgroupAttributionAttr(
-              i, LLVM::LLVMDialect::getAlignAttrName())))
-        align = std::max<int64_t>(align, a.getInt());
-      at = llvm::alignTo(at, align);
+    // The attributions in order, then the dynamic shared memory (16-byte
+    // aligned, as MLIR's NVVM lowering declares it) with its views at their
+    // byte offsets.
+    int64_t at = 0, dynamicBase = -1;
+    for (const SharedBuffer &buffer : shared) {
+      MemRefType type = buffer.type;
       int64_t bytes = type.getNumElements() * llvm::divideCeil(type.getElementTypeBitWidth(), 8);
-      window.buffers.push_back(workgroup[i]);
-      window.base.push_back(at);
+      int64_t base;
+      if (buffer.dynamicOffset < 0) {
+        base = at = llvm::alignTo(at, buffer.align);
+        at += bytes;
+      } else {
+        if (dynamicBase < 0)
+          dynamicBase = llvm::alignTo(at, 16);
+        base = dynamicBase + buffer.dynamicOffset;
+      }
+      window.buffers.push_back(buffer.host);
+      window.base.push_back(base);
       window.bytes.push_back(bytes);
       window.elt.push_back(type.getElementType());
-      at += bytes;
     }
     SmallVector<memref::ExtractAlignedPointerAsIndexOp> ptrs;
     parallel.walk([&](memref::ExtractAlignedPointerAsIndexOp op) { ptrs.push_back(op); });

@@ -111,6 +111,11 @@ llvm::cl::opt<int64_t> wgmmaGroupsInFlight(
                    "pipeline stage, 0 or 1 (default 1; 0: every stage's wgmmas retired "
                    "before the next loads; docs/gpu.md)"),
     llvm::cl::init(1), llvm::cl::value_desc("N"), llvm::cl::cat(category));
+llvm::cl::opt<int64_t> mmaStages(
+    "mma-stages",
+    llvm::cl::desc("cuda: cp.async pipeline stages of the prefill tensor-core GEMMs, 2 to 8 "
+                   "(0 = the defaults: 3 for mma.sync, 4 for wgmma; docs/gpu.md)"),
+    llvm::cl::init(0), llvm::cl::value_desc("N"), llvm::cl::cat(category));
 llvm::cl::opt<bool> keepObject("keep-object",
                                llvm::cl::desc("Also keep the object file (LIB.so.o)"),
                                llvm::cl::init(false), llvm::cl::cat(category));
@@ -506,15 +511,14 @@ int runMain(int argc, char **argv) {
   if (target != "cpu" && target != "cuda")
     return fail("--target=" + target + " is not one of cpu, cuda");
   bool cuda = target == "cuda";
-  if (!cuda && (chip.getNumOccurrences() || cudaPath.getNumOccurrences() ||
-                decodeSplitK.getNumOccurrences() || bigTileRows.getNumOccurrences() ||
-                wgmmaGroupsInFlight.getNumOccurrences()))
-    return fail(llvm::Twine(chip.getNumOccurrences()           ? "--chip"
-                            : cudaPath.getNumOccurrences()     ? "--cuda-path"
-                            : decodeSplitK.getNumOccurrences() ? "--decode-split-k"
-                            : bigTileRows.getNumOccurrences()  ? "--big-tile-rows"
-                                                               : "--wgmma-groups-in-flight") +
-                " applies to --target=cuda only");
+  // The flags of the cuda target only.
+  if (!cuda)
+    for (const llvm::cl::Option *option :
+         std::initializer_list<const llvm::cl::Option *>{&chip, &cudaPath, &decodeSplitK,
+                                                          &bigTileRows, &wgmmaGroupsInFlight,
+                                                          &mmaStages})
+      if (option->getNumOccurrences())
+        return fail("--" + option->ArgStr + " applies to --target=cuda only");
   if (bigTileRows < 0)
     return fail("--big-tile-rows=" + llvm::Twine(int64_t(bigTileRows)) + " must be >= 0");
   if (wgmmaGroupsInFlight < 0 || wgmmaGroupsInFlight > 1)
@@ -531,6 +535,7 @@ int runMain(int argc, char **argv) {
     nvptx.decodeSplitK = decodeSplitK;
     nvptx.bigTileRows = bigTileRows;
     nvptx.wgmmaGroupsInFlight = wgmmaGroupsInFlight;
+    nvptx.mmaStages = mmaStages;
     std::string error;
     if (failed(moe::validateNVPTXPipelineOptions(nvptx, [&](const llvm::Twine &message) {
           error = message.str();

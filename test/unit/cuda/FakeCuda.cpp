@@ -94,7 +94,14 @@ State &state() {
 
 thread_local int contextDepth = 0;
 
-constexpr int kMaxSharedOptin = 232448; // H100/H200: 227 KiB
+/// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: 232448 (H100/H200:
+/// 227 KiB), or $MOE_FAKE_CUDA_SMEM_OPTIN (e.g. 101376, an sm_86 part).
+int maxSharedOptin() {
+  if (const char *v = std::getenv("MOE_FAKE_CUDA_SMEM_OPTIN"))
+    if (int n = std::atoi(v); n > 0)
+      return n;
+  return 232448;
+}
 constexpr int kDefaultDynamicSmem = 48 * 1024;
 
 // The trace file ($MOE_FAKE_CUDA_TRACE or fakeCudaSetTrace): one line per
@@ -406,7 +413,7 @@ FAKE_EXPORT CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attr,
     *value = 132;
     return CUDA_SUCCESS;
   case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
-    *value = kMaxSharedOptin;
+    *value = maxSharedOptin();
     return CUDA_SUCCESS;
   }
   return CUDA_ERROR_INVALID_VALUE;
@@ -549,7 +556,7 @@ FAKE_EXPORT CUresult cuFuncSetAttribute(CUfunction function,
   if (!liveFunction(s, function))
     return CUDA_ERROR_INVALID_HANDLE;
   if (attr != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES || value < 0 ||
-      value > kMaxSharedOptin)
+      value > maxSharedOptin())
     return CUDA_ERROR_INVALID_VALUE;
   reinterpret_cast<FakeFunction *>(function)->maxDynamicSmem = value;
   s.lastDynamicSmem = value;

@@ -17,6 +17,11 @@
 // MOE_FAKE_CUDA_READBACK16="w0,w1,w2,w3" in the environment, every 16-byte
 // copy from fake device memory to host memory delivers these four int32
 // words (as if a kernel had written them).
+// Dynamic shared memory, as on the hardware: a launch asking for more than
+// 48 KiB fails with CUDA_ERROR_INVALID_VALUE unless cuFuncSetAttribute(
+// MAX_DYNAMIC_SHARED_SIZE_BYTES) granted it; the attribute (and
+// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) stops at 232448
+// bytes (sm_90), or at $MOE_FAKE_CUDA_SMEM_OPTIN.
 // Trace: with MOE_FAKE_CUDA_TRACE=path in the environment (or after
 // fakeCudaSetTrace(path)), every driver call appends one line to `path`:
 //   <symbol>[ <detail>]

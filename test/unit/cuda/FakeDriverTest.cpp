@@ -248,6 +248,39 @@ TEST_F(FakeDriver, LaunchPassesGridBlockSharedMemoryAndParams) {
   EXPECT_EQ(moeRuntimeGetLastError(), nullptr);
 }
 
+// A device with a smaller opt-in maximum ($MOE_FAKE_CUDA_SMEM_OPTIN: 101376
+// bytes, an sm_86 part): the tensor-core GEMMs' 64 KiB (a 128-row wgmma
+// tile, 4 stages) is granted once for many launches; 100 KiB is above the
+// device's maximum: one error line naming the kernel and both sizes, no
+// launch.
+TEST_F(FakeDriver, DynamicSharedMemoryAboveTheDeviceOptInIsAnError) {
+  ASSERT_EQ(setenv("MOE_FAKE_CUDA_SMEM_OPTIN", "101376", 1), 0);
+  void *module = loadFill();
+  void *f = mgpuModuleGetFunction(module, "fake_fill_f32");
+  float *out = static_cast<float *>(mgpuMemAlloc(4, nullptr, 0));
+  int64_t n = 1;
+  float v = 1;
+  void *params[] = {&out, &n, &v};
+  for (int i = 0; i < 5; ++i)
+    mgpuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 66048, nullptr, params, nullptr, 3);
+  EXPECT_EQ(moeRuntimeGetLastError(), nullptr) << lastError();
+  EXPECT_EQ(fakeCudaLaunchCount(), 5);
+  EXPECT_EQ(fakeCudaCallCount("cuFuncSetAttribute"), 1);
+  EXPECT_EQ(fakeCudaLastDynamicSmemAttribute(), 66048);
+
+  mgpuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 100 * 1024, nullptr, params, nullptr, 3);
+  EXPECT_EQ(lastError(),
+            "moe-runtime: cuFuncSetAttribute failed: CUDA_ERROR_INVALID_VALUE "
+            "(invalid argument) for kernel 'fake_fill_f32' (102400 bytes of "
+            "dynamic shared memory; the device allows 101376 per block)");
+  EXPECT_EQ(fakeCudaLaunchCount(), 5);
+  ASSERT_EQ(unsetenv("MOE_FAKE_CUDA_SMEM_OPTIN"), 0);
+  mgpuMemFree(out, nullptr);
+  mgpuModuleUnload(module);
+  moeRuntimeEmptyCache();
+  EXPECT_EQ(fakeCudaLiveAllocations(), 0);
+}
+
 TEST_F(FakeDriver, LargeDynamicSharedMemoryIsOptedInOnce) {
   void *module = loadFill();
   void *f = mgpuModuleGetFunction(module, "fake_fill_f32");
