@@ -28,7 +28,7 @@
 // WAITS-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
 // WAITS-NEXT: gpu.barrier
 // WAITS: nvvm.cp.async.commit.group
-// WAITS-NEXT: scf.yield
+// WAITS: scf.yield
 // WAITS-NEXT: }
 // WAITS-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // WAITS-NEXT: llvm.extractvalue

@@ -48,7 +48,14 @@
 // RUN: moe-opt %s --moe-test-build-mma-kernels | FileCheck %s --check-prefix=IR
 // IR-LABEL: gpu.func @moe_mma_gemm2_weighted_bias_bf16_m16_outf32_splitk(
 // IR-SAME: %[[WS:arg10]]: memref<?xf32>, %[[CNT:arg11]]: memref<?xi32>, %[[BASE:arg12]]: index, %[[S:arg13]]: index)
-// IR-SAME: workgroup({{.*}}memref<2560xbf16{{.*}}memref<17408xbf16{{.*}}memref<16xi32{{.*}}, %[[FLAG:.*]] : memref<1xi32, #gpu.address_space<workgroup>>)
+// The split flag after the stages and the row map in the dynamic shared
+// memory (MmaGemmConfig::smemLayout).
+// IR-SAME: moe_gpu.dynamic_shared_memory = 40016 : i32
+// IR: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2560xbf16, #gpu.address_space<workgroup>>
+// IR: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<17408xbf16, #gpu.address_space<workgroup>>
+// IR: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16xi32, #gpu.address_space<workgroup>>
+// IR: %[[FLAGAT:.*]] = arith.constant 40000 : index
+// IR-NEXT: %[[FLAG:.*]] = memref.view %{{.*}}[%[[FLAGAT]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<1xi32, #gpu.address_space<workgroup>>
 // IR: gpu.block_id z
 // IR: nvvm.cp.async.wait.group 2
 // IR: nvvm.mma.sync
