@@ -34,15 +34,15 @@
 // WAITS-NEXT: llvm.extractvalue
 //
 // The conservative pipeline (convert-moe-to-gpu's wgmma-groups-in-flight=0,
-// the `_inflight0` kernel): every stage's group retired before the barrier
+// the `_s3_inflight0` kernel): every stage's group retired before the barrier
 // (wait_group 0); the emulation accepts it and the result is the same.
-// RUN: sed -e 's/moe_mma_gemm2_bf16_m64_wgmma\([(}]\)/moe_mma_gemm2_bf16_m64_wgmma_inflight0\1/g' %s \
+// RUN: sed -e 's/moe_mma_gemm2_bf16_m64_wgmma_s3\([(}]\)/moe_mma_gemm2_bf16_m64_wgmma_s3_inflight0\1/g' %s \
 // RUN:   | moe-opt --moe-test-build-mma-kernels -o %t.kernel0.mlir
 // RUN: FileCheck %s --check-prefix=WAITS0 --input-file=%t.kernel0.mlir
 // RUN: moe-opt %t.kernel0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
 // RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp \
 // RUN:   | FileCheck %s --check-prefix=OK
-// WAITS0-LABEL: gpu.func @moe_mma_gemm2_bf16_m64_wgmma_inflight0(
+// WAITS0-LABEL: gpu.func @moe_mma_gemm2_bf16_m64_wgmma_s3_inflight0(
 // WAITS0: scf.for
 // WAITS0: nvvm.wgmma.mma_async
 // WAITS0: nvvm.wgmma.mma_async
