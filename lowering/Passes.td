@@ -349,4 +349,22 @@ def MoEGPUStripObjectTimings
   }];
 }
 
+def MoEHostExpandBF16 : Pass<"moe-host-expand-bf16"> {
+  let summary = "bf16 conversions as integer arithmetic on the host (exact on every CPU)";
+  let description = [{
+    Rewrites `arith.truncf` f32 -> bf16 and `arith.extf` bf16 -> f32, on
+    scalars and vectors, into integer arithmetic on the f32 bits (upstream's
+    `arith::populateExpandBFloat16Patterns`): round to nearest, ties to even,
+    subnormals kept, NaNs quieted, the same bits on every CPU and the same
+    as the GPU's `cvt.rn.bf16.f32`. Left to the x86 backend, a truncation is
+    a call of `__truncsfbf2` on a CPU without AVX512_BF16 (neither libgcc 12
+    nor libc defines it: the JIT fails to resolve it and an ahead-of-time
+    library fails to link) and `vcvtneps2bf16`, which reads subnormal inputs
+    as zero, on a CPU with it. `--moe-cpu-pipeline` runs it before the
+    vector and arith ops become LLVM; the host emulation pipelines of the
+    tests too. Other conversions (f16, f64) are left alone.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 #endif // MOE_LOWERING_PASSES_TD

@@ -61,6 +61,8 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
+  // bf16 conversions exact and without libcalls on every host CPU.
+  pm.addPass(createMoEHostExpandBF16());
   ConvertVectorToLLVMPassOptions toLLVM;
   toLLVM.x86Vector = true;
   pm.addPass(createConvertVectorToLLVMPass(toLLVM));

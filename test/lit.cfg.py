@@ -141,14 +141,14 @@ config.substitutions.append(("%moe_emulate_gpu_device_abi_pipeline", "builtin.mo
     "moe-gpu-device-abi,moe-gpu-materialize-launches,moe-test-emulate-gpu{${MOE_EMULATE_OPTIONS:-}},"
     "func.func(convert-linalg-to-loops),canonicalize,convert-scf-to-cf,"
     "convert-openmp-to-llvm,expand-strided-metadata,lower-affine,"
-    "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+    "moe-host-expand-bf16,finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
     "convert-to-llvm,reconcile-unrealized-casts)"))
 # Kernel-level tests of the tensor-core GEMMs (test/gpu/mma-gemm-emulated.mlir):
 # memref host code launching kernels built by --moe-test-build-mma-kernels.
 config.substitutions.append(("%moe_emulate_mma_pipeline", "builtin.module("
     "moe-test-build-mma-kernels,moe-gpu-materialize-launches,moe-test-emulate-gpu{${MOE_EMULATE_OPTIONS:-}},"
     "canonicalize,convert-scf-to-cf,convert-openmp-to-llvm,expand-strided-metadata,"
-    "lower-affine,finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+    "lower-affine,moe-host-expand-bf16,finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
     "convert-to-llvm,reconcile-unrealized-casts)"))
 config.substitutions.append(("%moe_emulate_gpu_pipeline", "builtin.module("
     "convert-moe-to-gpu,func.func(convert-elementwise-to-linalg),canonicalize,cse,"
@@ -158,7 +158,7 @@ config.substitutions.append(("%moe_emulate_gpu_pipeline", "builtin.module("
     "moe-gpu-materialize-launches,moe-test-emulate-gpu{${MOE_EMULATE_OPTIONS:-}},"
     "func.func(convert-linalg-to-loops),canonicalize,convert-scf-to-cf,"
     "convert-openmp-to-llvm,expand-strided-metadata,lower-affine,"
-    "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+    "moe-host-expand-bf16,finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
     "convert-to-llvm,reconcile-unrealized-casts)"))
 # The same with the sm_90a wgmma kernels for the 64-row tiles.
 config.substitutions.append(("%moe_emulate_gpu_wgmma_pipeline", dict(config.substitutions)[

@@ -4,6 +4,7 @@
 #include "runtime/IndexErrors.h"
 
 #include <cstdio>
+#include <cstring>
 #include <unistd.h>
 
 /// One line "moe-runtime: <message>" (runtime/IndexErrors.h), then exit 1.
@@ -32,4 +33,27 @@ extern "C" void moeCpuAllocError(int64_t bytes) {
                static_cast<long long>(bytes));
   std::fflush(stderr);
   _exit(1);
+}
+
+/// f32 -> bf16, rounded to nearest even; a NaN stays a NaN (quiet, with its
+/// sign and top payload bits). The x86 backend calls this (compiler-rt's
+/// name) for conversions it introduces itself on a CPU without AVX512_BF16,
+/// e.g. when it moves the bf16 lanes of a masked load or store through f32
+/// registers: those values came from bf16, so any correct rounding returns
+/// them unchanged. Neither libc nor Debian 12's libgcc (GCC 12) defines it;
+/// without it the JIT cannot resolve the call and an ahead-of-time library
+/// does not link. The lowered code's own conversions never call it
+/// (--moe-host-expand-bf16 makes them integer arithmetic, with the same
+/// rounding).
+extern "C" __bf16 __truncsfbf2(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  uint16_t half;
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    half = static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  else
+    half = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  __bf16 result;
+  std::memcpy(&result, &half, sizeof(result));
+  return result;
 }

@@ -39,6 +39,10 @@ enum MoeCpuIndexErrorKind : int32_t {
                                          int64_t slot, int64_t expert,
                                          int64_t numExperts);
 
+// CpuRuntime.cpp also defines __truncsfbf2 (f32 -> bf16, round to nearest
+// even), the libcall of bf16 conversions the x86 backend introduces on a CPU
+// without AVX512_BF16; it is not declared here (compiler-rt's name).
+
 /// An allocation of the lowered code failed: prints the size on stderr and
 /// exits with code 1.
 [[noreturn]] void moeCpuAllocError(int64_t bytes);

@@ -50,7 +50,7 @@
 // WAITS0-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // WAITS0-NEXT: gpu.barrier
 // WAITS0: nvvm.cp.async.commit.group
-// WAITS0-NEXT: scf.yield
+// WAITS0: scf.yield
 // WAITS0-NEXT: }
 // WAITS0-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // WAITS0-NEXT: llvm.extractvalue
