@@ -32,18 +32,7 @@ extern "C" CUresult cuStreamSynchronize(CUstream stream); // the fake's
 
 namespace {
 
-const char kPtx[] = ".version 8.0\n"
-                    ".target sm_90\n"
-                    ".address_size 64\n"
-                    ".visible .entry fake_fill_f32(\n"
-                    "  .param .u64 out, .param .u64 n, .param .f32 value)\n"
-                    "{ ret; }\n"
-                    ".visible .entry fake_fault()\n"
-                    "{ ret; }\n";
-
 void *const kLegacyStream = reinterpret_cast<void *>(uintptr_t(1));
-
-int calls(const char *symbol) { return fakeCudaCallCount(symbol); }
 
 /// The host code of a stream-ordered entry point (as lowered) around one
 /// kernel that fills its intermediate, then another that faults if asked.
@@ -54,7 +43,7 @@ protected:
     setenv("MOE_CUDA_DRIVER", FAKE_CUDA_PATH, 1);
     unsetenv("MOE_CUDA_ALLOC_CACHE");
     moeRuntimeResetForTesting();
-    module = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+    module = mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 3);
     fill = mgpuModuleGetFunction(module, "fake_fill_f32");
     fault = mgpuModuleGetFunction(module, "fake_fault");
     ASSERT_NE(fill, nullptr);
@@ -94,8 +83,8 @@ protected:
   }
 
   int waits() {
-    return calls("cuStreamSynchronize") + calls("cuCtxSynchronize") +
-           calls("cuEventSynchronize");
+    return fakeCudaCalls("cuStreamSynchronize") + fakeCudaCalls("cuCtxSynchronize") +
+           fakeCudaCalls("cuEventSynchronize");
   }
 
   void *module = nullptr, *fill = nullptr, *fault = nullptr;
@@ -113,19 +102,19 @@ TEST_F(AotStream, NullStreamIsTheLegacyDefaultStream) {
   ASSERT_EQ(call(nullptr, false, &second), 0) << moe_last_error();
   // No stream made or destroyed, nothing waited for, the block reused in
   // stream order (one driver allocation for both calls).
-  EXPECT_EQ(calls("cuStreamCreate"), 0);
-  EXPECT_EQ(calls("cuStreamDestroy_v2"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuStreamCreate"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuStreamDestroy_v2"), 0);
   EXPECT_EQ(waits(), 0);
   EXPECT_EQ(second, first);
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 1);
-  EXPECT_EQ(calls("cuMemFree_v2"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 0);
   moeRuntimeSetStream(nullptr);
 }
 
 TEST_F(AotStream, CallerStreamIsUsedAndNotSynchronized) {
   void *stream = mgpuStreamCreate(); // the caller's (a runtime stream here)
   ASSERT_NE(stream, nullptr);
-  int created = calls("cuStreamCreate");
+  int created = fakeCudaCalls("cuStreamCreate");
   void *first = nullptr, *second = nullptr, *used = nullptr;
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(call(stream, false, i ? &second : &first, &used), 0)
@@ -133,10 +122,10 @@ TEST_F(AotStream, CallerStreamIsUsedAndNotSynchronized) {
     EXPECT_EQ(used, stream);
     EXPECT_EQ(fakeCudaLastLaunch()->stream, stream);
   }
-  EXPECT_EQ(calls("cuStreamCreate"), created);
+  EXPECT_EQ(fakeCudaCalls("cuStreamCreate"), created);
   EXPECT_EQ(waits(), 0);
   EXPECT_EQ(second, first);
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 1);
   EXPECT_EQ(moeRuntimeGetStream(), nullptr);
   // Another stream: the block freed on `stream` is reused only after the
   // context is synchronized (its work is then finished).
@@ -144,8 +133,8 @@ TEST_F(AotStream, CallerStreamIsUsedAndNotSynchronized) {
   void *third = nullptr;
   ASSERT_EQ(call(other, false, &third), 0) << moe_last_error();
   EXPECT_EQ(third, first);
-  EXPECT_EQ(calls("cuCtxSynchronize"), 1);
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 1);
   mgpuStreamDestroy(other);
   mgpuStreamDestroy(stream);
 }
@@ -155,9 +144,9 @@ TEST_F(AotStream, NoCachingReleasesAfterASynchronization) {
   void *stream = mgpuStreamCreate();
   ASSERT_EQ(call(stream), 0) << moe_last_error();
   // The free gives the memory back, after waiting for the work.
-  EXPECT_EQ(calls("cuMemFree_v2"), 1);
-  EXPECT_EQ(calls("cuCtxSynchronize"), 1);
-  EXPECT_EQ(calls("cuStreamSynchronize"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuStreamSynchronize"), 0);
   mgpuStreamDestroy(stream);
   moeRuntimeSetAllocatorCaching(1);
 }
@@ -205,11 +194,11 @@ TEST_F(AotStream, WithoutAThreadStreamTheCodeWaits) {
   void *s = mgpuStreamCreate();
   ASSERT_NE(s, nullptr);
   moeRuntimeSyncUnlessThreadStream(s);
-  EXPECT_EQ(calls("cuStreamSynchronize"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuStreamSynchronize"), 1);
   // The thread's stream: no wait.
   moeRuntimeSetStream(s);
   moeRuntimeSyncUnlessThreadStream(s);
-  EXPECT_EQ(calls("cuStreamSynchronize"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuStreamSynchronize"), 1);
   moeRuntimeSetStream(nullptr);
   mgpuStreamDestroy(s);
   EXPECT_EQ(moeRuntimeGetLastError(), nullptr);

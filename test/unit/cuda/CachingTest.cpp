@@ -27,15 +27,6 @@
 
 namespace {
 
-const char kPtx[] = ".version 8.0\n"
-                    ".target sm_90\n"
-                    ".address_size 64\n"
-                    ".visible .entry fake_fill_f32(\n"
-                    "  .param .u64 out, .param .u64 n, .param .f32 value)\n"
-                    "{ ret; }\n"
-                    ".visible .entry fake_fault()\n"
-                    "{ ret; }\n";
-
 std::string lastError() {
   const char *e = moeRuntimeGetLastError();
   return e ? e : "";
@@ -46,8 +37,6 @@ MoeRuntimeAllocatorStats stats() {
   moeRuntimeGetAllocatorStats(&s);
   return s;
 }
-
-int calls(const char *symbol) { return fakeCudaCallCount(symbol); }
 
 class Caching : public ::testing::Test {
 protected:
@@ -94,16 +83,16 @@ protected:
 //===----------------------------------------------------------------------===//
 
 TEST_F(Caching, FunctionLookupsAreCachedUntilUnload) {
-  void *module = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 3);
   ASSERT_NE(module, nullptr) << lastError();
   void *f = mgpuModuleGetFunction(module, "fake_fill_f32");
   ASSERT_NE(f, nullptr);
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(mgpuModuleGetFunction(module, "fake_fill_f32"), f);
-  EXPECT_EQ(calls("cuModuleGetFunction"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuModuleGetFunction"), 1);
   void *g = mgpuModuleGetFunction(module, "fake_fault");
   EXPECT_NE(g, f);
-  EXPECT_EQ(calls("cuModuleGetFunction"), 2);
+  EXPECT_EQ(fakeCudaCalls("cuModuleGetFunction"), 2);
   // A failed lookup is not cached: it fails (and asks the driver) each time.
   EXPECT_EQ(mgpuModuleGetFunction(module, "missing_kernel"), nullptr);
   EXPECT_EQ(lastError(), "moe-runtime: cuModuleGetFunction failed: "
@@ -111,17 +100,17 @@ TEST_F(Caching, FunctionLookupsAreCachedUntilUnload) {
                          "kernel 'missing_kernel'");
   moeRuntimeClearError();
   EXPECT_EQ(mgpuModuleGetFunction(module, "missing_kernel"), nullptr);
-  EXPECT_EQ(calls("cuModuleGetFunction"), 4);
+  EXPECT_EQ(fakeCudaCalls("cuModuleGetFunction"), 4);
   moeRuntimeClearError();
   // Unloading forgets the module's entries: a new module asks again.
   mgpuModuleUnload(module);
-  void *again = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+  void *again = mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 3);
   ASSERT_NE(again, nullptr);
   EXPECT_NE(mgpuModuleGetFunction(again, "fake_fill_f32"), nullptr);
-  EXPECT_EQ(calls("cuModuleGetFunction"), 5);
+  EXPECT_EQ(fakeCudaCalls("cuModuleGetFunction"), 5);
   mgpuModuleUnload(again);
   // While an error is pending a cached lookup is a no-op too.
-  void *third = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+  void *third = mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 3);
   ASSERT_NE(mgpuModuleGetFunction(third, "fake_fill_f32"), nullptr);
   mgpuModuleGetFunction(third, "missing_kernel");
   EXPECT_EQ(mgpuModuleGetFunction(third, "fake_fill_f32"), nullptr);
@@ -140,8 +129,8 @@ TEST_F(Caching, StreamsAndEventsArePooled) {
   ASSERT_NE(e, nullptr);
   mgpuEventDestroy(e);
   mgpuStreamDestroy(a);
-  EXPECT_EQ(calls("cuStreamDestroy_v2"), 0);
-  EXPECT_EQ(calls("cuEventDestroy_v2"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuStreamDestroy_v2"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuEventDestroy_v2"), 0);
   for (int i = 0; i < 3; ++i) {
     void *s = mgpuStreamCreate();
     void *ev = mgpuEventCreate();
@@ -153,8 +142,8 @@ TEST_F(Caching, StreamsAndEventsArePooled) {
     mgpuStreamSynchronize(s);
     mgpuStreamDestroy(s);
   }
-  EXPECT_EQ(calls("cuStreamCreate"), 1);
-  EXPECT_EQ(calls("cuEventCreate"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuStreamCreate"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuEventCreate"), 1);
   EXPECT_EQ(fakeCudaLiveStreams(), 1);
   EXPECT_EQ(fakeCudaLiveEvents(), 1);
   moeRuntimeEmptyCache();
@@ -169,8 +158,8 @@ TEST_F(Caching, AtMostSixteenStreamsArePooled) {
     streams.push_back(mgpuStreamCreate());
   for (void *s : streams)
     mgpuStreamDestroy(s);
-  EXPECT_EQ(calls("cuStreamCreate"), 20);
-  EXPECT_EQ(calls("cuStreamDestroy_v2"), 4);
+  EXPECT_EQ(fakeCudaCalls("cuStreamCreate"), 20);
+  EXPECT_EQ(fakeCudaCalls("cuStreamDestroy_v2"), 4);
   EXPECT_EQ(fakeCudaLiveStreams(), 16);
   moeRuntimeEmptyCache();
   EXPECT_EQ(fakeCudaLiveStreams(), 0);
@@ -189,8 +178,8 @@ TEST_F(Caching, ThreadStreamOverride) {
     mgpuStreamSynchronize(s);
     mgpuStreamDestroy(s);
   }
-  EXPECT_EQ(calls("cuStreamCreate"), 1);
-  EXPECT_EQ(calls("cuStreamDestroy_v2"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuStreamCreate"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuStreamDestroy_v2"), 0);
   // Other threads are not affected.
   void *other = nullptr;
   std::thread([&] {
@@ -233,20 +222,20 @@ TEST_F(Caching, ReuseOnTheSameStreamWithoutDriverCalls) {
   void *a = mgpuMemAlloc(4096, s, 0);
   ASSERT_NE(a, nullptr);
   mgpuMemFree(a, s);
-  EXPECT_EQ(calls("cuMemFree_v2"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 0);
   EXPECT_EQ(fakeCudaLiveAllocations(), 1);
   MoeRuntimeAllocatorStats st = stats();
   EXPECT_EQ(st.bytesCached, 4096u);
   EXPECT_EQ(st.blocksCached, 1u);
   EXPECT_EQ(st.bytesInUse, 0u);
   // Same size class (3585..4096 bytes): the same block, in stream order.
-  int synchronizations = calls("cuCtxSynchronize");
+  int synchronizations = fakeCudaCalls("cuCtxSynchronize");
   for (size_t bytes : {4096, 4000, 3585}) {
     void *b = mgpuMemAlloc(bytes, s, 0);
     EXPECT_EQ(b, a) << bytes;
     mgpuMemFree(b, s);
   }
-  EXPECT_EQ(calls("cuCtxSynchronize"), synchronizations);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), synchronizations);
   // Another class is another block.
   void *c = mgpuMemAlloc(3584, s, 0);
   EXPECT_NE(c, a);
@@ -254,14 +243,14 @@ TEST_F(Caching, ReuseOnTheSameStreamWithoutDriverCalls) {
   EXPECT_EQ(st.requests, 5u);
   EXPECT_EQ(st.cacheHits, 3u);
   EXPECT_EQ(st.driverAllocations, 2u);
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 2);
-  EXPECT_EQ(calls("cuMemFree_v2"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 2);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 0);
   // Two live blocks of one class are two blocks.
   mgpuMemFree(c, s);
   void *d1 = mgpuMemAlloc(4096, s, 0);
   void *d2 = mgpuMemAlloc(4096, s, 0);
   EXPECT_NE(d1, d2);
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 3);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 3);
 }
 
 TEST_F(Caching, ReuseOnAnotherStreamSynchronizesFirst) {
@@ -270,21 +259,21 @@ TEST_F(Caching, ReuseOnAnotherStreamSynchronizesFirst) {
   void *s2 = mgpuStreamCreate();
   void *a = mgpuMemAlloc(1 << 16, s1, 0);
   mgpuMemFree(a, s1);
-  EXPECT_EQ(calls("cuCtxSynchronize"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 0);
   // s2's work is not ordered after s1's: the block is reused only after
   // the context is synchronized.
   void *b = mgpuMemAlloc(1 << 16, s2, 0);
   EXPECT_EQ(b, a);
-  EXPECT_EQ(calls("cuCtxSynchronize"), 1);
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 1);
   EXPECT_EQ(stats().crossStreamSynchronizations, 1u);
   // Freed on s2 now: s2 reuses it at once, s1 after another synchronization.
   mgpuMemFree(b, s2);
   EXPECT_EQ(mgpuMemAlloc(1 << 16, s2, 0), a);
-  EXPECT_EQ(calls("cuCtxSynchronize"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 1);
   mgpuMemFree(a, s2);
   EXPECT_EQ(mgpuMemAlloc(1 << 16, s1, 0), a);
-  EXPECT_EQ(calls("cuCtxSynchronize"), 2);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 2);
   // One synchronization finishes the work of every block freed before it:
   // both blocks freed on s1 then serve s2, the second without waiting.
   void *c = mgpuMemAlloc(1 << 16, s1, 0);
@@ -292,14 +281,14 @@ TEST_F(Caching, ReuseOnAnotherStreamSynchronizesFirst) {
   mgpuMemFree(a, s1);
   mgpuMemFree(c, s1);
   EXPECT_EQ(mgpuMemAlloc(1 << 16, s2, 0), c); // the newest first
-  EXPECT_EQ(calls("cuCtxSynchronize"), 3);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 3);
   EXPECT_EQ(mgpuMemAlloc(1 << 16, s2, 0), a);
-  EXPECT_EQ(calls("cuCtxSynchronize"), 3);
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 2);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 3);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 2);
   // Nothing cached: the driver, no synchronization.
   EXPECT_NE(mgpuMemAlloc(1 << 16, s1, 0), nullptr);
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 3);
-  EXPECT_EQ(calls("cuCtxSynchronize"), 3);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 3);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 3);
   std::vector<std::string> lines = traced();
   // Every synchronization precedes the allocation it guards: no cuMemFree.
   EXPECT_EQ(std::count(lines.begin(), lines.end(), "cuMemFree_v2"), 0);
@@ -315,11 +304,11 @@ TEST_F(Caching, ForgetStreamLetsOtherStreamsReuseWithoutContextSync) {
   mgpuMemFree(a, s);
   moeRuntimeSetStream(nullptr);
   moeRuntimeForgetStream(mine);
-  EXPECT_EQ(calls("cuStreamSynchronize"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuStreamSynchronize"), 1);
   void *other = mgpuStreamCreate();
   ASSERT_NE(other, mine);
   EXPECT_EQ(mgpuMemAlloc(8192, other, 0), a);
-  EXPECT_EQ(calls("cuCtxSynchronize"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 0);
   EXPECT_EQ(moeRuntimeGetLastError(), nullptr) << lastError();
 }
 
@@ -357,13 +346,13 @@ TEST_F(Caching, EmptyCacheSynchronizesThenFrees) {
   EXPECT_EQ(fakeCudaLiveAllocations(), 0);
   EXPECT_EQ(stats().bytesReserved, 0u);
   // Nothing left: emptying again makes no driver call.
-  int before = calls("cuCtxSynchronize");
+  int before = fakeCudaCalls("cuCtxSynchronize");
   moeRuntimeEmptyCache();
-  EXPECT_EQ(calls("cuCtxSynchronize"), before);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), before);
 }
 
 TEST_F(Caching, EmptyCacheKeepsBlocksWhenTheSynchronizationFails) {
-  void *module = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 3);
   void *fault = mgpuModuleGetFunction(module, "fake_fault");
   void *s = mgpuStreamCreate();
   void *a = mgpuMemAlloc(4096, s, 0);
@@ -374,13 +363,13 @@ TEST_F(Caching, EmptyCacheKeepsBlocksWhenTheSynchronizationFails) {
                          "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access "
                          "was encountered)");
   // Queued work may still write the block: it is not handed back.
-  EXPECT_EQ(calls("cuMemFree_v2"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 0);
   EXPECT_EQ(stats().blocksCached, 1u);
   mgpuModuleUnload(module);
 }
 
 TEST_F(Caching, CrossStreamReuseFailsCleanlyWhenTheSynchronizationFails) {
-  void *module = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 3);
   void *fault = mgpuModuleGetFunction(module, "fake_fault");
   void *s1 = mgpuStreamCreate();
   void *s2 = mgpuStreamCreate();
@@ -391,7 +380,7 @@ TEST_F(Caching, CrossStreamReuseFailsCleanlyWhenTheSynchronizationFails) {
   EXPECT_EQ(lastError(), "moe-runtime: cuCtxSynchronize failed: "
                          "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access "
                          "was encountered) (4096 bytes)");
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 1);
   mgpuModuleUnload(module);
 }
 
@@ -406,8 +395,8 @@ TEST_F(Caching, OutOfMemoryReleasesTheCacheAndRetries) {
   // driver (after a synchronization) and the allocation is retried.
   void *b = mgpuMemAlloc(5 << 19, s, 0);
   ASSERT_NE(b, nullptr) << lastError();
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 3);
-  EXPECT_EQ(calls("cuMemFree_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 3);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 1);
   EXPECT_EQ(stats().bytesReserved, uint64_t(5 << 19));
   std::vector<std::string> lines = traced();
   auto sync = std::find(lines.begin(), lines.end(), "cuCtxSynchronize");
@@ -426,10 +415,10 @@ TEST_F(Caching, HostSharedIsNeverCached) {
   void *m = mgpuMemAlloc(4096, s, 1);
   ASSERT_NE(m, nullptr);
   mgpuMemFree(m, s);
-  EXPECT_EQ(calls("cuMemFree_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 1);
   EXPECT_EQ(fakeCudaLiveAllocations(), 0);
   void *again = mgpuMemAlloc(4096, s, 1);
-  EXPECT_EQ(calls("cuMemAllocManaged"), 2);
+  EXPECT_EQ(fakeCudaCalls("cuMemAllocManaged"), 2);
   mgpuMemFree(again, s);
   MoeRuntimeAllocatorStats st = stats();
   EXPECT_EQ(st.managedAllocations, 2u);
@@ -451,8 +440,8 @@ TEST_F(Caching, ForeignPointersAreFreedAfterSynchronizing) {
   void *p = moeCudaMalloc(1000, &why);
   ASSERT_NE(p, nullptr) << why;
   mgpuMemFree(p, nullptr);
-  EXPECT_EQ(calls("cuCtxSynchronize"), 1);
-  EXPECT_EQ(calls("cuMemFree_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 1);
   EXPECT_EQ(fakeCudaLiveAllocations(), 0);
   EXPECT_EQ(moeRuntimeGetLastError(), nullptr) << lastError();
 }
@@ -469,7 +458,7 @@ TEST_F(Caching, ToolFreesSynchronizeFirst) {
   ASSERT_NE(free, lines.end());
   EXPECT_LT(sync, free);
   // A kernel fault: reported, and the memory is still given back.
-  void *module = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 3);
   void *fault = mgpuModuleGetFunction(module, "fake_fault");
   void *q = moeCudaMalloc(4096, &why);
   mgpuLaunchKernel(fault, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr, 0);
@@ -489,9 +478,9 @@ TEST_F(Caching, CachingOff) {
     ASSERT_NE(p, nullptr);
     mgpuMemFree(p, s);
   }
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 3);
-  EXPECT_EQ(calls("cuMemFree_v2"), 3);
-  EXPECT_EQ(calls("cuCtxSynchronize"), 3);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 3);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 3);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 3);
   EXPECT_EQ(stats().bytesReserved, 0u);
   EXPECT_EQ(stats().peakBytesReserved, 1000u); // exact sizes
   EXPECT_EQ(moeRuntimeSetAllocatorCaching(1), 0);
@@ -503,7 +492,7 @@ TEST_F(Caching, CachingOffFromTheEnvironment) {
   moeRuntimeSetErrorPrinting(0);
   void *p = mgpuMemAlloc(1000, nullptr, 0);
   mgpuMemFree(p, nullptr);
-  EXPECT_EQ(calls("cuMemFree_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 1);
   unsetenv("MOE_CUDA_ALLOC_CACHE");
 }
 
@@ -555,7 +544,7 @@ void lowered_call(void *module, const float *in, float *out) {
 }
 
 TEST_F(Caching, WarmCallsOnlyLaunchAndCopy) {
-  void *module = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 3);
   std::vector<float> in(64, 1.0f), out(64, 0.0f);
   lowered_call(module, in.data(), out.data());
   const char *once[] = {"cuMemAlloc_v2", "cuMemFree_v2", "cuModuleGetFunction",
@@ -564,7 +553,7 @@ TEST_F(Caching, WarmCallsOnlyLaunchAndCopy) {
                         "cuCtxSynchronize"};
   std::vector<int> first;
   for (const char *symbol : once)
-    first.push_back(calls(symbol));
+    first.push_back(fakeCudaCalls(symbol));
   int launches = fakeCudaLaunchCount();
   EXPECT_EQ(launches, 2);
   for (int call = 0; call < 3; ++call) {
@@ -573,7 +562,7 @@ TEST_F(Caching, WarmCallsOnlyLaunchAndCopy) {
     EXPECT_EQ(out[63], 1.5f);
   }
   for (size_t i = 0; i < first.size(); ++i)
-    EXPECT_EQ(calls(once[i]), first[i]) << once[i];
+    EXPECT_EQ(fakeCudaCalls(once[i]), first[i]) << once[i];
   EXPECT_EQ(fakeCudaLaunchCount(), 4 * launches);
   EXPECT_EQ(fakeCudaCopyCount("HtoD"), 4);
   MoeRuntimeAllocatorStats st = stats();
@@ -603,19 +592,19 @@ TEST_F(Caching, TensorMapDescriptorsAreUploadedOncePerContent) {
   ASSERT_NE(d1, nullptr) << lastError();
   void *d2 = mgpuTensorMapEncodeTiledMemref(2, &m, 6, 0, 3, 2, 0, box);
   EXPECT_EQ(d2, d1);
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 1);
-  EXPECT_EQ(calls("cuMemcpyHtoD_v2"), 1);
-  EXPECT_EQ(calls("cuTensorMapEncodeTiled"), 2);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemcpyHtoD_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuTensorMapEncodeTiled"), 2);
   // Another box is another descriptor.
   int64_t otherBox[2] = {64, 64};
   void *d3 = mgpuTensorMapEncodeTiledMemref(2, &m, 6, 0, 3, 2, 0, otherBox);
   ASSERT_NE(d3, nullptr);
   EXPECT_NE(d3, d1);
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 2);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 2);
   moeRuntimeEmptyCache();
   EXPECT_EQ(fakeCudaLiveAllocations(), 0);
   EXPECT_NE(mgpuTensorMapEncodeTiledMemref(2, &m, 6, 0, 3, 2, 0, box), nullptr);
-  EXPECT_EQ(calls("cuMemAlloc_v2"), 3);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 3);
   EXPECT_EQ(moeRuntimeGetLastError(), nullptr) << lastError();
 }
 
@@ -625,7 +614,7 @@ TEST_F(Caching, TensorMapDescriptorsAreUploadedOncePerContent) {
 
 TEST_F(Caching, TraceNamesCallsCopiesAndLaunches) {
   startTrace();
-  void *module = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 3);
   void *f = mgpuModuleGetFunction(module, "fake_fill_f32");
   void *s = mgpuStreamCreate();
   float host[8] = {0};

@@ -125,4 +125,20 @@ int fakeCudaContextDepth(void);
 
 } // extern "C"
 
+/// A PTX image declaring the fake kernels fake_fill_f32 and fake_fault (the
+/// unit tests load it with mgpuModuleLoadJIT).
+inline constexpr char kFakeCudaPtx[] = "//\n"
+                                       "// fake PTX\n"
+                                       ".version 8.0\n"
+                                       ".target sm_90\n"
+                                       ".address_size 64\n"
+                                       ".visible .entry fake_fill_f32(\n"
+                                       "  .param .u64 out, .param .u64 n, .param .f32 value)\n"
+                                       "{ ret; }\n"
+                                       ".visible .entry fake_fault()\n"
+                                       "{ ret; }\n";
+
+/// How many times the runtime called the driver entry point `symbol`.
+inline int fakeCudaCalls(const char *symbol) { return fakeCudaCallCount(symbol); }
+
 #endif // MOE_TEST_UNIT_CUDA_FAKECUDA_H

@@ -20,17 +20,6 @@
 
 namespace {
 
-const char kPtx[] = "//\n"
-                    "// fake PTX\n"
-                    ".version 8.0\n"
-                    ".target sm_90\n"
-                    ".address_size 64\n"
-                    ".visible .entry fake_fill_f32(\n"
-                    "  .param .u64 out, .param .u64 n, .param .f32 value)\n"
-                    "{ ret; }\n"
-                    ".visible .entry fake_fault()\n"
-                    "{ ret; }\n";
-
 std::string lastError() {
   const char *e = moeRuntimeGetLastError();
   return e ? e : "";
@@ -55,7 +44,7 @@ protected:
     moeRuntimeSetErrorPrinting(0);
   }
   void *loadFill() {
-    void *module = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 3);
+    void *module = mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 3);
     EXPECT_NE(module, nullptr) << lastError();
     return module;
   }
@@ -115,7 +104,7 @@ TEST_F(FakeDriver, OtherCuInitFailureNamesTheCall) {
 
 TEST_F(FakeDriver, InvalidPtxNamesTheCallAndTheError) {
   fakeCudaSetResult("cuModuleLoadData", 218);
-  EXPECT_EQ(mgpuModuleLoad(const_cast<char *>(kPtx), sizeof(kPtx)), nullptr);
+  EXPECT_EQ(mgpuModuleLoad(const_cast<char *>(kFakeCudaPtx), sizeof(kFakeCudaPtx)), nullptr);
   EXPECT_EQ(lastError(), "moe-runtime: cuModuleLoadData failed: "
                          "CUDA_ERROR_INVALID_PTX (a PTX JIT compilation "
                          "failed)");
@@ -127,7 +116,7 @@ TEST_F(FakeDriver, JitFailureCarriesTheJitLog) {
   fakeCudaSetResult("cuModuleLoadDataEx", 218);
   fakeCudaSetJitLog("ptxas application ptx input, line 7; error   : Unknown "
                     "symbol 'x'\n");
-  EXPECT_EQ(mgpuModuleLoadJIT(const_cast<char *>(kPtx), 2), nullptr);
+  EXPECT_EQ(mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 2), nullptr);
   EXPECT_EQ(lastError(),
             "moe-runtime: cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX "
             "(a PTX JIT compilation failed): ptxas application ptx input, "
@@ -135,7 +124,7 @@ TEST_F(FakeDriver, JitFailureCarriesTheJitLog) {
 }
 
 TEST_F(FakeDriver, PtxSyntaxErrorThroughTheJit) {
-  std::string bad = std::string(kPtx) + "SYNTAX ERROR\n";
+  std::string bad = std::string(kFakeCudaPtx) + "SYNTAX ERROR\n";
   EXPECT_EQ(mgpuModuleLoadJIT(&bad[0], 2), nullptr);
   EXPECT_EQ(lastError(), "moe-runtime: cuModuleLoadDataEx failed: "
                          "CUDA_ERROR_INVALID_PTX (a PTX JIT compilation "
@@ -404,7 +393,7 @@ TEST_F(FakeDriver, OldDriverWithoutLaunchKernelEx) {
   useDriver(FAKE_CUDA_OLD_PATH);
   std::string why;
   ASSERT_TRUE(moeCudaAvailable(&why)) << why;
-  void *module = mgpuModuleLoadJIT(const_cast<char *>(kPtx), 2);
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(kFakeCudaPtx), 2);
   void *f = mgpuModuleGetFunction(module, "fake_fault");
   ASSERT_NE(f, nullptr) << lastError();
   mgpuLaunchClusterKernel(f, 1, 1, 1, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr,
