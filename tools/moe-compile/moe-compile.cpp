@@ -46,8 +46,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
-
-#include <unistd.h>
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -753,40 +751,38 @@ int runMain(int argc, char **argv) {
   linkArgs.push_back("-l:libgcc_s.so.1");
   linkArgs.push_back("-lc");
   std::vector<StringRef> argRefs(linkArgs.begin(), linkArgs.end());
-  // ld.lld's messages go to a file: the failure is one line (the first
-  // error, and how many more lines ld.lld printed).
+  // ld.lld's messages go to a file: a failure is one line (the first error,
+  // and how many more lines ld.lld printed).
   llvm::SmallString<128> lldLog;
-  int logFd = -1;
-  if (std::error_code logEc = llvm::sys::fs::createTemporaryFile("moe-compile-lld", "log",
-                                                                 logFd, lldLog))
+  if (std::error_code logEc = llvm::sys::fs::createTemporaryFile("moe-compile-lld", "log", lldLog))
     return fail("cannot create a temporary file for ld.lld's messages: " + logEc.message());
-  ::close(logFd);
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(lldLog), StringRef(lldLog)};
   std::string linkError;
   int rc = llvm::sys::ExecuteAndWait(*lld, argRefs, std::nullopt, redirects, 0, 0, &linkError);
   if (!keepObject)
     llvm::sys::fs::remove(objectPath);
-  std::string firstError;
-  size_t moreLines = 0;
-  if (llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> log =
-          llvm::MemoryBuffer::getFile(lldLog)) {
-    llvm::SmallVector<StringRef> lines;
-    (*log)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
-    for (StringRef line : lines) {
-      if (firstError.empty() && line.contains("error:"))
-        firstError = line.trim().str();
-      else
-        ++moreLines;
-    }
-  }
-  llvm::sys::fs::remove(lldLog);
   if (rc != 0) {
+    std::string firstError;
+    size_t moreLines = 0;
+    if (llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> log =
+            llvm::MemoryBuffer::getFile(lldLog)) {
+      llvm::SmallVector<StringRef> lines;
+      (*log)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
+      for (StringRef line : lines) {
+        if (firstError.empty() && line.contains("error:"))
+          firstError = line.trim().str();
+        else
+          ++moreLines;
+      }
+    }
+    llvm::sys::fs::remove(lldLog);
     std::string detail = !firstError.empty() ? firstError : linkError;
     if (!firstError.empty() && moreLines)
       detail += " (and " + std::to_string(moreLines) + " more lines from ld.lld)";
     return fail("linking " + outputFile + " with " + *lld + " failed" +
                 (detail.empty() ? "" : ": " + detail));
   }
+  llvm::sys::fs::remove(lldLog);
   return 0;
 }
 
