@@ -237,3 +237,50 @@ static void printCheckpointParams(AsmPrinter &printer,
   if (transpose)
     printer << ", transpose";
 }
+
+//===----------------------------------------------------------------------===//
+// CpuConfigAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult CpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    int64_t vectorBits, int64_t registers, int64_t microRows,
+                                    int64_t microVectors, int64_t rowBlock, int64_t colBlock,
+                                    int64_t prefetchRows, bool bf16Dot) {
+  if (vectorBits != 128 && vectorBits != 256 && vectorBits != 512)
+    return emitError() << "#moe.cpu_config needs vector_bits = 128, 256 or 512, got "
+                       << vectorBits;
+  if (registers != 16 && registers != 32)
+    return emitError() << "#moe.cpu_config needs registers = 16 or 32, got " << registers;
+  if (microRows < 1 || microVectors < 2 || microVectors % 2 != 0)
+    return emitError() << "#moe.cpu_config needs micro_rows >= 1 and an even micro_vectors >= 2, "
+                          "got micro_rows = "
+                       << microRows << ", micro_vectors = " << microVectors;
+  // Accumulators, one register per right-operand vector, one broadcast.
+  int64_t needed = microRows * microVectors + microVectors + 1;
+  if (needed > registers)
+    return emitError() << "#moe.cpu_config: a " << microRows << " x " << microVectors
+                       << " micro-tile needs " << needed << " vector registers ("
+                       << microRows * microVectors << " accumulators, " << microVectors
+                       << " right-operand vectors, 1 broadcast), but registers = " << registers;
+  if (rowBlock < microRows || rowBlock % microRows != 0)
+    return emitError() << "#moe.cpu_config needs row_block to be a positive multiple of "
+                          "micro_rows ("
+                       << microRows << "), got " << rowBlock;
+  int64_t tile = microVectors * (vectorBits / 32);
+  if (colBlock < tile || colBlock % tile != 0)
+    return emitError() << "#moe.cpu_config needs col_block to be a positive multiple of "
+                          "micro_vectors * vector_bits / 32 ("
+                       << tile << "), got " << colBlock;
+  if (prefetchRows < 0)
+    return emitError() << "#moe.cpu_config needs prefetch_rows >= 0, got " << prefetchRows;
+  if (bf16Dot && vectorBits != 512)
+    return emitError() << "#moe.cpu_config: bf16_dot (AVX512_BF16) needs vector_bits = 512, got "
+                       << vectorBits;
+  return success();
+}
+
+std::string CpuConfigAttr::getTag() const {
+  return "v" + std::to_string(getVectorBits()) + "_" + std::to_string(getMicroRows()) + "x" +
+         std::to_string(getMicroVectors()) + "_b" + std::to_string(getRowBlock()) + "x" +
+         std::to_string(getColBlock()) + "_p" + std::to_string(getPrefetchRows());
+}

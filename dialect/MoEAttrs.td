@@ -271,4 +271,70 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Lowering configurations (strategy as data)
+//===----------------------------------------------------------------------===//
+
+def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
+  let summary = "how the CPU lowering emits one op's grouped GEMMs";
+  let description = [{
+    The CPU code-generation strategy of one op, as data: `--moe-cpu-configure`
+    attaches it, as the discardable attribute `moe.cpu_config`, to every op
+    whose CPU lowering emits grouped GEMMs (`moe.layer`, `moe.soft_layer`,
+    `moe.route`, `moe.expert_ffn`, `moe.shared_expert`, `moe.fused_experts`,
+    `moe.fused_soft_experts`), choosing it from the target CPU's features;
+    `--convert-moe-to-cpu` reads it (a decomposed layer passes it on to its
+    chain). An attribute already present is kept, so a user can override the
+    choice in the IR; an op without one gets the AVX-512 configuration.
+
+    * `vector_bits`: the width of one f32 vector register (128: SSE/NEON,
+      256: AVX2, 512: AVX-512); a vector of accumulators holds
+      `vector_bits / 32` columns.
+    * `registers`: the vector registers of the instruction set (16 or 32).
+    * `micro_rows` x `micro_vectors`: the register blocking of the
+      micro-kernel: that many rows times vectors of accumulators, plus one
+      register per vector of the right operand and one broadcast of the
+      left, must fit in `registers`. `micro_vectors` is even (a gated GEMM
+      pairs gate and up vectors).
+    * `row_block` x `col_block`: one parallel work item (plan rows of one
+      group times output columns); whole micro-tiles.
+    * `prefetch_rows`: how far ahead the packed panel is prefetched.
+    * `bf16_dot`: bf16 GEMMs with packed weights use the AVX512_BF16 dot
+      product (`vdpbf16ps`; needs `vector_bits = 512`).
+
+    Example (the AVX2 + FMA choice):
+
+    ```mlir
+    moe.fused_experts ... {moe.cpu_config = #moe.cpu_config<vector_bits = 256,
+        registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48,
+        col_block = 256, prefetch_rows = 32, bf16_dot = false>}
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$vector_bits,
+    "int64_t":$registers,
+    "int64_t":$micro_rows,
+    "int64_t":$micro_vectors,
+    "int64_t":$row_block,
+    "int64_t":$col_block,
+    "int64_t":$prefetch_rows,
+    "bool":$bf16_dot);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// f32 lanes of one vector register.
+    int64_t getLanes() const { return getVectorBits() / 32; }
+    /// Output columns of one micro-tile (and of one packed panel).
+    int64_t getTileColumns(bool gated) const {
+      return (gated ? getMicroVectors() / 2 : getMicroVectors()) * getLanes();
+    }
+    /// The name of the discardable attribute that carries it.
+    static constexpr ::llvm::StringLiteral getAttrName() {
+      return ::llvm::StringLiteral("moe.cpu_config");
+    }
+    /// A short tag naming the configuration (kernel symbol suffixes).
+    std::string getTag() const;
+  }];
+}
+
 #endif // MOE_ATTRS_TD

@@ -51,6 +51,19 @@ LogicalResult MoEDialect::verifyOperationAttribute(Operation *op,
                              << op->getName() << "'";
     return success();
   }
+  if (name == CpuConfigAttr::getAttrName()) {
+    if (!isa<CpuConfigAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a #moe.cpu_config, got "
+                             << attr.getValue();
+    if (!takesCpuConfig(op))
+      return op->emitError() << "'" << name
+                             << "' applies to the ops whose CPU lowering emits grouped "
+                                "GEMMs (moe.layer, moe.soft_layer, moe.route, "
+                                "moe.expert_ffn, moe.shared_expert, moe.fused_experts, "
+                                "moe.fused_soft_experts), not to '"
+                             << op->getName() << "'";
+    return success();
+  }
   if (name == getParamAttrName())
     return op->emitError() << "'" << name
                            << "' is a function-argument attribute; it cannot "

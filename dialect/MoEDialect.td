@@ -42,6 +42,10 @@ def MoE_Dialect : Dialect {
     * `moe.causal` (unit) on a `moe.layer`: the layer belongs to a causal
       (decoder) model; it may be sparsified but never turned into Soft MoE,
       which mixes tokens across positions.
+    * `moe.cpu_config = #moe.cpu_config<...>` on an op whose CPU lowering
+      emits grouped GEMMs: how it is emitted (vector width, register and
+      cache blocking); attached by `--moe-cpu-configure`, or by the user to
+      override that choice.
   }];
   // Reified result shapes (ReifyRankedShapedTypeOpInterface) are tensor.dim
   // and arith.muli ops.

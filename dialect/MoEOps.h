@@ -15,4 +15,23 @@
 #define GET_OP_CLASSES
 #include "dialect/MoEOps.h.inc"
 
+namespace mlir {
+namespace moe {
+/// Whether `op` is lowered to grouped GEMMs on the CPU, so that it takes a
+/// `moe.cpu_config` (moe.layer, moe.soft_layer, moe.route, moe.expert_ffn,
+/// moe.shared_expert, moe.fused_experts, moe.fused_soft_experts).
+inline bool takesCpuConfig(Operation *op) {
+  return isa<LayerOp, SoftLayerOp, RouteOp, ExpertFFNOp, SharedExpertOp, FusedExpertsOp,
+             FusedSoftExpertsOp>(op);
+}
+/// Passes `from`'s `moe.cpu_config` (if any) on to `to`: a rewrite that
+/// replaces a configured op by others keeps the user's or the target's
+/// choice.
+inline void copyCpuConfig(Operation *from, Operation *to) {
+  if (Attribute config = from->getAttr(CpuConfigAttr::getAttrName()))
+    to->setAttr(CpuConfigAttr::getAttrName(), config);
+}
+} // namespace moe
+} // namespace mlir
+
 #endif // MOE_DIALECT_MOEOPS_H

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "runtime/IndexErrors.h"
 #include "lowering/Philox.h"
 #include "lowering/RoutingBuilder.h"
 #include "lowering/ScalarBuilder.h"
@@ -269,10 +270,21 @@ static Value asTensor(ImplicitLocOpBuilder &b, Value buffer, Type type) {
 struct KernelSite {
   Operation *module = nullptr;
   bool packWeights = false;
-  /// bf16 expert GEMMs through the AVX512_BF16 dot product (needs packing).
-  bool bf16Dot = false;
   /// Validate index data (offsets, positions) of the chain ops at run time.
   bool checkIndices = true;
+  /// How the op being lowered emits its GEMMs (vector width, blocking, the
+  /// AVX512_BF16 dot product): its moe.cpu_config (cpu::cpuConfigOf).
+  CpuConfigAttr config;
+
+  KernelSite configuredFor(Operation *op) const {
+    KernelSite site = *this;
+    site.config = cpu::cpuConfigOf(op);
+    return site;
+  }
+  /// `name` for a kernel whose body depends on the configuration.
+  std::string kernelName(const Twine &name) const {
+    return (name + "_" + config.getTag()).str();
+  }
 };
 
 static void kernel(ImplicitLocOpBuilder &b, const KernelSite &site, StringRef name,
@@ -346,8 +358,9 @@ static Value memDim(ImplicitLocOpBuilder &b, Value memref, int64_t i) {
 /// A grouped GEMM over kernel arguments laid out (A, B, offsets, C, ...):
 /// groups from the offsets, K from A, the columns from C.
 static cpu::GroupedGemm groupedGemmOf(ImplicitLocOpBuilder &b, ValueRange v, bool packed,
-                                      bool dot) {
+                                      bool dot, CpuConfigAttr config) {
   cpu::GroupedGemm gemm;
+  gemm.config = config;
   gemm.a = v[0];
   gemm.b = v[1];
   gemm.bPacked = packed;
@@ -368,10 +381,11 @@ static void emitRouter(ImplicitLocOpBuilder &b, const KernelSite &site, Value x,
   bool hasBias = static_cast<bool>(br);
   if (hasBias)
     args.push_back(br);
-  kernel(b, site, hasBias ? "__moe_cpu_router_bias" : "__moe_cpu_router", args,
+  kernel(b, site, site.kernelName(hasBias ? "__moe_cpu_router_bias" : "__moe_cpu_router"), args,
          [&](ImplicitLocOpBuilder &b, ValueRange v) {
            Value res = v[2], bias = hasBias ? v[3] : Value();
            cpu::GroupedGemm gemm;
+           gemm.config = site.config;
            gemm.a = v[0];
            gemm.b = v[1];
            gemm.numRows = memDim(b, v[0], 0);
@@ -396,11 +410,11 @@ static bool canPack(const KernelSite &site, Value w) {
 
 static Value prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site, Value w,
                             bool gated, bool vnni) {
-  cpu::PackedWeights pw = cpu::declarePackedWeights(b, site.module, w, gated, vnni);
-  std::string name = (Twine("__moe_cpu_pack") + (gated ? "_gated" : "") + (vnni ? "_vnni" : ""))
-                         .str();
+  cpu::PackedWeights pw = cpu::declarePackedWeights(b, site.module, w, site.config, gated, vnni);
+  std::string name =
+      site.kernelName(Twine("__moe_cpu_pack") + (gated ? "_gated" : "") + (vnni ? "_vnni" : ""));
   kernel(b, site, name, {w, pw.packed, pw.key}, [&](ImplicitLocOpBuilder &b, ValueRange v) {
-    cpu::emitPackWeights(b, v[0], v[1], v[2], gated, vnni);
+    cpu::emitPackWeights(b, v[0], v[1], v[2], site.config, gated, vnni);
   });
   return pw.packed;
 }
@@ -424,7 +438,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   bool gated = activation.isGated();
   // Packed weights where possible; bf16 with the dot product packs pairwise.
   bool packed1 = canPack(site, w1), packed2 = canPack(site, w2);
-  bool dot = site.bf16Dot && elt.isBF16() &&
+  bool dot = site.config.getBf16Dot() && elt.isBF16() &&
              cast<MemRefType>(w1.getType()).getElementType().isBF16();
   bool dot1 = dot && packed1, dot2 = dot && packed2;
   Value w1k = packed1 ? prepareWeights(b, site, w1, gated, dot1) : w1;
@@ -435,17 +449,16 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     args1.push_back(rowMap);
   if (b1)
     args1.push_back(b1);
-  std::string name1 = ("__moe_cpu_gemm1_" + stringifyActivation(act) +
-                       (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
-                       (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : ""))
-                          .str();
+  std::string name1 = site.kernelName("__moe_cpu_gemm1_" + stringifyActivation(act) +
+                                      (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
+                                      (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : ""));
   bool hasMap = static_cast<bool>(rowMap), hasBias1 = static_cast<bool>(b1);
   kernel(b, site, name1, args1, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     unsigned next = 4;
     Value hv = v[3];
     Value map = hasMap ? v[next++] : Value();
     Value bias = hasBias1 ? v[next++] : Value();
-    cpu::GroupedGemm gemm = groupedGemmOf(b, v, packed1, dot1);
+    cpu::GroupedGemm gemm = groupedGemmOf(b, v, packed1, dot1, site.config);
     gemm.aRowMap = map;
     gemm.gated = gated;
     Value hidden = gemm.columns;
@@ -474,17 +487,16 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     args2.push_back(rowScale);
   if (b2)
     args2.push_back(b2);
-  std::string name2 = (Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
-                       (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") +
-                       (dot2 ? "_bf16dot" : ""))
-                          .str();
+  std::string name2 =
+      site.kernelName(Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
+                      (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") + (dot2 ? "_bf16dot" : ""));
   bool hasScale = static_cast<bool>(rowScale), hasBias2 = static_cast<bool>(b2);
   kernel(b, site, name2, args2, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     unsigned next = 4;
     Value outv = v[3];
     Value scale = hasScale ? v[next++] : Value();
     Value bias = hasBias2 ? v[next++] : Value();
-    cpu::GroupedGemm gemm = groupedGemmOf(b, v, packed2, dot2);
+    cpu::GroupedGemm gemm = groupedGemmOf(b, v, packed2, dot2, site.config);
     cpu::emitGroupedGemm(b, gemm,
                          [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
                              Value mask, Value acc, Value) {
@@ -506,9 +518,10 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
 //===----------------------------------------------------------------------===//
 
 struct LowerRoute : public OpRewritePattern<RouteOp> {
-  LowerRoute(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
-  KernelSite site;
+  LowerRoute(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), baseSite(site) {}
+  KernelSite baseSite;
   LogicalResult matchAndRewrite(RouteOp op, PatternRewriter &rewriter) const override {
+    KernelSite site = baseSite.configuredFor(op);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Emitter e(b);
     // o = x Wr + br: one group of T rows through the CPU GEMM kernel, f32
@@ -831,7 +844,7 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
     Value minus1 = e.ci32(-1);
     RoutingPlan plan =
         buildRoutingPlan(e, indices, tokens, k, numExperts, op.getCapacityFactor(),
-                         site.checkIndices ? /*MOE_CPU_BAD_EXPERT_DISPATCH*/ 3 : 0);
+                         site.checkIndices ? MOE_INDEX_BAD_EXPERT_DISPATCH : 0);
 
     // Pass 2: place the rows, in token order.
     // Sizes come from the operands (the results are being replaced): T*K rows.
@@ -869,10 +882,11 @@ struct LowerDispatch : public OpRewritePattern<DispatchOp> {
 //===----------------------------------------------------------------------===//
 
 struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
-  LowerExpertFFN(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
-  KernelSite site;
+  LowerExpertFFN(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), baseSite(site) {}
+  KernelSite baseSite;
 
   LogicalResult matchAndRewrite(ExpertFFNOp op, PatternRewriter &rewriter) const override {
+    KernelSite site = baseSite.configuredFor(op);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Emitter e(b);
     Value rows = op.getRows();
@@ -901,7 +915,7 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
             Value o = memref::LoadOp::create(nb, offsets, ValueRange{g});
             Value ok = ne.andi(ne.cmpi(arith::CmpIPredicate::sge, o, prev[0]),
                                ne.cmpi(arith::CmpIPredicate::sle, o, n));
-            emitIndexCheck(nb, module, ok, /*MOE_CPU_BAD_OFFSETS*/ 1);
+            emitIndexCheck(nb, module, ok, MOE_INDEX_BAD_OFFSETS);
             scf::YieldOp::create(nb, ValueRange{o});
           });
     }
@@ -919,25 +933,26 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
 /// in increasing i, skipping positions < 0; f32 sum, rounded once to y's
 /// element type. Parallel over tokens, vectorized over the model dimension.
 static void emitCombineBody(ImplicitLocOpBuilder &b, Value rows, Value positions,
-                            Value weights, Value shared, Value y, bool checkPositions) {
+                            Value weights, Value shared, Value y, bool checkPositions,
+                            int64_t lanes) {
   ModuleOp module = checkPositions ? enclosingModule(b) : ModuleOp();
   Value c0 = arith::ConstantIndexOp::create(b, 0), c1 = arith::ConstantIndexOp::create(b, 1);
   Value tokens = memref::DimOp::create(b, positions, c0);
   Value k = memref::DimOp::create(b, positions, c1);
   Value modelDim = memref::DimOp::create(b, y, c1);
   Value numRows = memref::DimOp::create(b, rows, c0);
-  auto vt = VectorType::get({cpu::kLanes}, b.getF32Type());
-  auto mt = VectorType::get({cpu::kLanes}, b.getI1Type());
+  auto vt = VectorType::get({lanes}, b.getF32Type());
+  auto mt = VectorType::get({lanes}, b.getI1Type());
   scf::ParallelOp::create(
       b, ValueRange{c0}, ValueRange{tokens}, ValueRange{c1},
       [&](OpBuilder &nested, Location loc, ValueRange ivs) {
         ImplicitLocOpBuilder nb(loc, nested);
         Value t = ivs[0];
         scf::ForOp::create(
-            nb, c0, modelDim, arith::ConstantIndexOp::create(nb, cpu::kLanes), ValueRange{},
+            nb, c0, modelDim, arith::ConstantIndexOp::create(nb, lanes), ValueRange{},
             [&](OpBuilder &colBuilder, Location loc, Value col, ValueRange) {
               ImplicitLocOpBuilder cb(loc, colBuilder);
-              Value mask = cpu::columnMask(cb, col, modelDim);
+              Value mask = cpu::columnMask(cb, col, modelDim, lanes);
               Value none = arith::ConstantOp::create(cb, mt, DenseElementsAttr::get(mt, false));
               Value zero = arith::ConstantOp::create(cb, vt, DenseElementsAttr::get(vt, 0.0f));
               // The shared expert's output (f32) starts the sum.
@@ -959,7 +974,7 @@ static void emitCombineBody(ImplicitLocOpBuilder &b, Value rows, Value positions
                           ib, arith::CmpIPredicate::eq, pos,
                           arith::ConstantIndexOp::create(ib, -1));
                       emitIndexCheck(ib, module, arith::OrIOp::create(ib, kept, dropped),
-                                     /*MOE_CPU_BAD_POSITION*/ 2);
+                                     MOE_INDEX_BAD_POSITION);
                     }
                     Value row = arith::SelectOp::create(ib, kept, pos,
                                                         arith::ConstantIndexOp::create(ib, 0));
@@ -989,13 +1004,14 @@ static void emitCombine(ImplicitLocOpBuilder &b, const KernelSite &site, Value r
   // Positions the lowering computed itself need no check; a user's do.
   bool check = checkPositions && site.checkIndices;
   std::string name = (Twine("__moe_cpu_combine") + (weighted ? "_weighted" : "") +
-                      (withShared ? "_shared" : "") + (check ? "_checked" : ""))
+                      (withShared ? "_shared" : "") + (check ? "_checked" : "") + "_v" +
+                      Twine(site.config.getVectorBits()))
                          .str();
   kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     unsigned next = 3;
     Value w = weighted ? v[next++] : Value();
     Value sh = withShared ? v[next++] : Value();
-    emitCombineBody(b, v[0], v[1], w, sh, v[2], check);
+    emitCombineBody(b, v[0], v[1], w, sh, v[2], check, site.config.getLanes());
   });
 }
 
@@ -1003,10 +1019,11 @@ static void emitCombine(ImplicitLocOpBuilder &b, const KernelSite &site, Value r
 /// (weights viewed as [1, D, Hs] and [1, Hs, D], packed like routed ones),
 /// the per-token gate sigmoid(x sg) as GEMM2's row scale.
 struct LowerSharedExpert : public OpRewritePattern<SharedExpertOp> {
-  LowerSharedExpert(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
-  KernelSite site;
+  LowerSharedExpert(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), baseSite(site) {}
+  KernelSite baseSite;
 
   LogicalResult matchAndRewrite(SharedExpertOp op, PatternRewriter &rewriter) const override {
+    KernelSite site = baseSite.configuredFor(op);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Emitter e(b);
     Value x = op.getInput();
@@ -1054,10 +1071,11 @@ struct LowerSharedExpert : public OpRewritePattern<SharedExpertOp> {
 };
 
 struct LowerCombine : public OpRewritePattern<CombineOp> {
-  LowerCombine(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
-  KernelSite site;
+  LowerCombine(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), baseSite(site) {}
+  KernelSite baseSite;
 
   LogicalResult matchAndRewrite(CombineOp op, PatternRewriter &rewriter) const override {
+    KernelSite site = baseSite.configuredFor(op);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Emitter e(b);
     auto outType = cast<RankedTensorType>(op.getOutput().getType());
@@ -1077,10 +1095,11 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
 //===----------------------------------------------------------------------===//
 
 struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
-  LowerFusedExperts(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
-  KernelSite site;
+  LowerFusedExperts(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), baseSite(site) {}
+  KernelSite baseSite;
 
   LogicalResult matchAndRewrite(FusedExpertsOp op, PatternRewriter &rewriter) const override {
+    KernelSite site = baseSite.configuredFor(op);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Emitter e(b);
     Value x = op.getInput(), indices = op.getIndices(), weights = op.getWeights();
@@ -1088,7 +1107,7 @@ struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
     Value tokens = e.dim(x, 0), k = e.dim(indices, 1);
     RoutingPlan plan =
         buildRoutingPlan(e, indices, tokens, k, numExperts, op.getCapacityFactor(),
-                         site.checkIndices ? /*MOE_CPU_BAD_EXPERT_FUSED*/ 4 : 0);
+                         site.checkIndices ? MOE_INDEX_BAD_EXPERT_FUSED : 0);
 
     // Source token, routed weight of every kept plan row, and the plan row of
     // every assignment (-1: dropped).
@@ -1371,8 +1390,7 @@ struct ConvertMoEToLinalgPass
     populateDecompositionPatterns(patterns);
     // Outlined kernels and packed weights are module symbols: only when this
     // pass owns the module.
-    populateMoEToLinalgPatterns(patterns, dyn_cast<ModuleOp>(root), packWeights, bf16Dot,
-                                checkIndices);
+    populateMoEToLinalgPatterns(patterns, dyn_cast<ModuleOp>(root), packWeights, checkIndices);
     if (failed(applyPartialConversion(root, target, std::move(patterns))))
       signalPassFailure();
   }
@@ -1381,9 +1399,9 @@ struct ConvertMoEToLinalgPass
 } // namespace
 
 void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kernelModule,
-                                      bool packWeights, bool bf16Dot, bool checkIndices) {
-  KernelSite site{kernelModule ? kernelModule.getOperation() : nullptr, packWeights, bf16Dot,
-                  checkIndices};
+                                      bool packWeights, bool checkIndices) {
+  KernelSite site{kernelModule ? kernelModule.getOperation() : nullptr, packWeights,
+                  checkIndices, CpuConfigAttr()};
   patterns.add<LowerSoftDispatch, LowerSoftCombine, LowerFusedSoftExperts>(
       patterns.getContext());
   patterns.add<LowerDispatch, LowerRoute, LowerGate, LowerExpertFFN, LowerSharedExpert, LowerCombine,

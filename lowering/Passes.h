@@ -35,13 +35,12 @@ namespace moe {
 /// through packed copies kept in globals of it (see
 /// lowering/cpu/ExpertKernels.h); pass one only when the caller owns that
 /// module (not from a nested function pass). Without it, kernels are inline.
-/// With `bf16Dot`, packed bf16 expert GEMMs use the AVX512_BF16 dot product
-/// (x86vector.avx512.dot; the target must have avx512bf16).
+/// How each op's GEMMs are emitted is its `moe.cpu_config` (see
+/// `--moe-cpu-configure`; AVX-512 blocking without one).
 /// With `checkIndices`, the index data of the chain ops (moe.expert_ffn's
 /// offsets, moe.combine's positions) is validated at run time (cf.assert).
 void populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kernelModule = {},
-                                 bool packWeights = false, bool bf16Dot = false,
-                                 bool checkIndices = true);
+                                 bool packWeights = false, bool checkIndices = true);
 
 #define GEN_PASS_REGISTRATION
 #include "lowering/Passes.h.inc"

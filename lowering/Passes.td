@@ -16,9 +16,16 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
 
     * `moe.route`, `moe.expert_ffn` and `moe.fused_experts`: grouped GEMMs
       emitted as register-blocked vector micro-kernels (`vector.fma` on
-      `vector<16xf32>`, masked loads and stores for the column tails) inside
+      `vector<Lxf32>`, masked loads and stores for the column tails) inside
       an `scf.parallel` over (expert, column block, row block) work items, so
-      every core works at decode and at prefill. `moe.fused_experts` gathers
+      every core works at decode and at prefill. The vector width L, the
+      register and cache blocking and the use of the AVX512_BF16 dot product
+      are each op's `moe.cpu_config` (attached by `--moe-cpu-configure`, or
+      written by the user); an op without one gets the AVX-512 configuration
+      (`#moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6,
+      micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32,
+      bf16_dot = false>`). A layer passes its configuration on to the chain
+      it is decomposed into. `moe.fused_experts` gathers
       the tokens through the routing plan while loading GEMM1's rows, applies
       bias, activation and the rounding of `h` in GEMM1's epilogue and the
       routed weight in GEMM2's, and sums each token's rows in routing order
@@ -57,11 +64,6 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
            "globals, rebuilt only when a call passes a different weight buffer "
            "(address or sampled fingerprint); applies only when the pass runs "
            "on a module">,
-    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
-           "bf16 expert GEMMs with packed weights use the AVX512_BF16 dot "
-           "product (x86vector.avx512.dot; the target CPU must have "
-           "avx512bf16); without it bf16 is extended to f32 and multiplied "
-           "with FMAs (same products, same f32 accumulation)">,
     Option<"checkIndices", "check-indices", "bool", /*default=*/"true",
            "Validate the index data the chain ops take from their operands at "
            "run time: moe.expert_ffn's offsets (non-decreasing, within [0, N]) "
@@ -77,6 +79,40 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
     "::mlir::tensor::TensorDialect", "::mlir::vector::VectorDialect",
     "::mlir::x86vector::X86VectorDialect", "::mlir::moe::MoEDialect"
   ];
+}
+
+def MoECpuConfigure : Pass<"moe-cpu-configure"> {
+  let summary = "Choose each op's CPU code-generation strategy from the target CPU";
+  let description = [{
+    Attaches `moe.cpu_config = #moe.cpu_config<...>` to every op whose CPU
+    lowering emits grouped GEMMs (`moe.layer`, `moe.soft_layer`, `moe.route`,
+    `moe.expert_ffn`, `moe.shared_expert`, `moe.fused_experts`,
+    `moe.fused_soft_experts`) that has none, from the features of the target
+    CPU (`cpu`, LLVM's x86 CPU names or `native` for the host, then
+    `features` on top):
+
+    | target | vector_bits | registers | micro-tile | bf16_dot |
+    | --- | --- | --- | --- | --- |
+    | AVX-512 (`avx512f`) | 512 | 32 | 6 x 4 vectors (6 x 64 floats) | `avx512bf16` |
+    | AVX2 + FMA | 256 | 16 | 6 x 2 vectors (6 x 16 floats) | false |
+    | anything else (SSE, other architectures) | 128 | 16 | 6 x 2 vectors | false |
+
+    An existing `moe.cpu_config` is kept: that is how a user overrides the
+    choice. `--moe-cpu-pipeline` runs this pass first (its `cpu` and
+    `cpu-features` options); `convert-moe-to-linalg` reads the attribute.
+    The configuration changes the blocking, never the order of a sum, so
+    every configuration computes the same bits.
+  }];
+  let options = [
+    Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",
+           "The target CPU: an LLVM x86 CPU name (skylake-avx512, znver3, "
+           "haswell, x86-64-v3, sapphirerapids, ...) or native (the host)">,
+    Option<"extraFeatures", "features", "std::string", /*default=*/"\"\"",
+           "Features added or removed on top of the CPU's, comma-separated "
+           "LLVM names with + or - (e.g. -avx512f to choose as on an AVX2 "
+           "machine); a removed feature removes those that imply it">
+  ];
+  let dependentDialects = ["::mlir::moe::MoEDialect"];
 }
 
 def MoECpuCheckAllocs : Pass<"moe-cpu-check-allocs", "::mlir::ModuleOp"> {

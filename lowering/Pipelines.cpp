@@ -33,9 +33,14 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   // ops become mpi ops first (nothing to do for a module without them).
   pm.addPass(createConvertMoESpmdToMPI());
   pm.addNestedPass<func::FuncOp>(createMoECpuDecomposeAggregates());
+  // The strategy of every op as data, chosen from the target CPU; the
+  // lowering reads it.
+  MoECpuConfigureOptions configure;
+  configure.cpu = options.cpu;
+  configure.extraFeatures = options.cpuFeatures;
+  pm.addPass(createMoECpuConfigure(configure));
   ConvertMoEToLinalgOptions toLinalg;
   toLinalg.packWeights = options.packWeights;
-  toLinalg.bf16Dot = options.bf16Dot;
   toLinalg.checkIndices = options.checkIndices;
   pm.addPass(createConvertMoEToLinalg(toLinalg));
   pm.addNestedPass<func::FuncOp>(createMoECpuVectorMath());

@@ -36,12 +36,18 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                      "different weight buffer (convert-moe-to-linalg's "
                      "pack-weights)"),
       llvm::cl::init(true)};
-  PassOptions::Option<bool> bf16Dot{
-      *this, "bf16-dot",
-      llvm::cl::desc("bf16 expert GEMMs use the AVX512_BF16 dot product (the "
-                     "target CPU must have avx512bf16; moe-run turns it on when "
-                     "the host has it)"),
-      llvm::cl::init(false)};
+  PassOptions::Option<std::string> cpu{
+      *this, "cpu",
+      llvm::cl::desc("The CPU the code is for (moe-cpu-configure's cpu: an LLVM "
+                     "x86 CPU name, or native for the host); it chooses each "
+                     "op's #moe.cpu_config (vector width, blocking, the "
+                     "AVX512_BF16 dot product)"),
+      llvm::cl::init("native")};
+  PassOptions::Option<std::string> cpuFeatures{
+      *this, "cpu-features",
+      llvm::cl::desc("Features added or removed on top of the CPU's "
+                     "(moe-cpu-configure's features, e.g. -avx512bf16)"),
+      llvm::cl::init("")};
   PassOptions::Option<bool> checkIndices{
       *this, "check-indices",
       llvm::cl::desc("Validate the index data of the chain ops (moe.expert_ffn "
@@ -50,9 +56,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::init(true)};
 };
 
-/// Builds `--moe-cpu-pipeline`: every moe op to upstream dialects, one-shot
-/// bufferization, loops, and the LLVM dialect for the host. Its options are
-/// all booleans, so it cannot fail.
+/// Builds `--moe-cpu-pipeline`: the strategy of each op from the target CPU
+/// (moe-cpu-configure), every moe op to upstream dialects, one-shot
+/// bufferization, loops, and the LLVM dialect for that CPU. Building cannot
+/// fail; an unknown `cpu` or feature fails the pipeline's first run with
+/// one error.
 void buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options);
 
 /// Options of `--moe-nvptx-pipeline`.

@@ -94,6 +94,11 @@ struct DecomposeLayer : public OpRewritePattern<LayerOp> {
     auto combine = CombineOp::create(rewriter, loc, op.getOutput().getType(),
                                      ffn.getOutput(), gate.getWeights(),
                                      dispatch.getPositions(), shared);
+    // The CPU strategy chosen for the layer is its chain's.
+    copyCpuConfig(op, route);
+    copyCpuConfig(op, ffn);
+    if (shared)
+      copyCpuConfig(op, shared.getDefiningOp());
     SmallVector<Value> results{combine.getOutput()};
     if (op.getAuxLoss())
       results.push_back(gate.getAuxLoss());
@@ -126,6 +131,7 @@ struct DecomposeSoftLayer : public OpRewritePattern<SoftLayerOp> {
                                    dispatch.getRows(), dispatch.getOffsets(),
                                    op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                    op.getActivationAttr());
+    copyCpuConfig(op, ffn);
     rewriter.replaceOpWithNewOp<SoftCombineOp>(op, op.getOutput().getType(),
                                                ffn.getOutput(),
                                                dispatch.getCombineWeights());

@@ -98,11 +98,12 @@ struct FuseTokenChoice : public OpRewritePattern<CombineOp> {
       return rewriter.notifyMatchFailure(combine, *reason);
     DispatchOp dispatch = chain->dispatch;
     ExpertFFNOp ffn = chain->ffn;
-    rewriter.replaceOpWithNewOp<FusedExpertsOp>(
+    auto fused = rewriter.replaceOpWithNewOp<FusedExpertsOp>(
         combine, combine.getOutput().getType(), dispatch.getInput(),
         dispatch.getIndices(), combine.getWeights(), ffn.getW1(), ffn.getW2(),
         ffn.getB1(), ffn.getB2(), combine.getSharedOutput(), dispatch.getNumExpertsAttr(),
         ffn.getActivationAttr(), dispatch.getCapacityFactorAttr());
+    copyCpuConfig(ffn, fused);
     rewriter.eraseOp(ffn);
     rewriter.eraseOp(dispatch);
     return success();
@@ -120,10 +121,11 @@ struct FuseSoft : public OpRewritePattern<SoftCombineOp> {
       return rewriter.notifyMatchFailure(combine, *reason);
     SoftDispatchOp dispatch = chain->dispatch;
     ExpertFFNOp ffn = chain->ffn;
-    rewriter.replaceOpWithNewOp<FusedSoftExpertsOp>(
+    auto fused = rewriter.replaceOpWithNewOp<FusedSoftExpertsOp>(
         combine, combine.getOutput().getType(), dispatch.getInput(),
         dispatch.getSlots(), dispatch.getScale(), ffn.getW1(), ffn.getW2(),
         ffn.getB1(), ffn.getB2(), ffn.getActivationAttr(), dispatch.getNormalizeAttr());
+    copyCpuConfig(ffn, fused);
     rewriter.eraseOp(ffn);
     rewriter.eraseOp(dispatch);
     return success();

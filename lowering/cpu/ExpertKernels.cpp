@@ -13,6 +13,8 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/xxhash.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/X86TargetParser.h"
 
 #include <cmath>
 
@@ -24,7 +26,9 @@ namespace {
 
 Value cIdx(ImplicitLocOpBuilder &b, int64_t v) { return arith::ConstantIndexOp::create(b, v); }
 
-VectorType f32Vec(ImplicitLocOpBuilder &b) { return VectorType::get({kLanes}, b.getF32Type()); }
+VectorType f32Vec(ImplicitLocOpBuilder &b, int64_t lanes) {
+  return VectorType::get({lanes}, b.getF32Type());
+}
 
 Value minIdx(ImplicitLocOpBuilder &b, Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
 
@@ -44,17 +48,36 @@ SmallVector<Value> bIndices(Value bMemref, Value group, Value k, Value col) {
   return {k, col};
 }
 
-/// One micro-tile: rows [row0, row0 + kMicroRows) clamped to `rowEnd`,
-/// output columns [col0, col0 + 16 * vecs).
+/// Prefetches row `row + distance` of a packed panel (`rowElements`
+/// elements), one prefetch per 64-byte cache line; nothing for distance 0.
+/// A prefetch past the end of the panel is harmless.
+void prefetchPanelRow(ImplicitLocOpBuilder &b, Value packed, Value group, Value panel,
+                      Value row, int64_t distance, int64_t rowElements) {
+  if (distance <= 0)
+    return;
+  int64_t bytes = cast<MemRefType>(packed.getType()).getElementTypeBitWidth() / 8;
+  int64_t lineElements = 64 / bytes;
+  Value ahead = arith::AddIOp::create(b, row, cIdx(b, distance));
+  for (int64_t e = 0; e < rowElements; e += lineElements)
+    memref::PrefetchOp::create(b, packed, ValueRange{group, panel, ahead, cIdx(b, e)},
+                               /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+}
+
+/// One micro-tile: rows [row0, row0 + micro_rows) clamped to `rowEnd`,
+/// output columns [col0, col0 + L * vecs).
 void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value row0,
                    Value rowEnd, Value col0, GemmEpilogue epilogue) {
-  const int64_t outVecs = g.gated ? kMicroVecs / 2 : kMicroVecs;
-  VectorType vt = f32Vec(b);
+  const int64_t lanes = g.config.getLanes();
+  const int64_t microRows = g.config.getMicroRows();
+  const int64_t microVecs = g.config.getMicroVectors();
+  const int64_t prefetchRows = g.config.getPrefetchRows();
+  const int64_t outVecs = g.gated ? microVecs / 2 : microVecs;
+  VectorType vt = f32Vec(b, lanes);
 
   // Rows: plan row r_i (clamped to an existing row for the tail) and the row
   // of A it reads.
   SmallVector<Value> rows, aRows, rowValid;
-  for (int64_t i = 0; i < kMicroRows; ++i) {
+  for (int64_t i = 0; i < microRows; ++i) {
     Value r = arith::AddIOp::create(b, row0, cIdx(b, i));
     Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, r, rowEnd);
     Value clamped = arith::SelectOp::create(b, valid, r, row0);
@@ -65,9 +88,9 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
   // Columns of B read by every accumulator vector, and their masks.
   SmallVector<Value> outCols, bCols, masks;
   for (int64_t v = 0; v < outVecs; ++v) {
-    Value c = arith::AddIOp::create(b, col0, cIdx(b, v * kLanes));
+    Value c = arith::AddIOp::create(b, col0, cIdx(b, v * lanes));
     outCols.push_back(c);
-    masks.push_back(columnMask(b, c, g.columns));
+    masks.push_back(columnMask(b, c, g.columns, lanes));
   }
   for (int64_t v = 0; v < outVecs; ++v)
     bCols.push_back(outCols[v]);
@@ -75,38 +98,34 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     for (int64_t v = 0; v < outVecs; ++v)
       bCols.push_back(arith::AddIOp::create(b, outCols[v], g.columns));
 
-  Value panel = g.bPacked ? arith::DivSIOp::create(b, col0, cIdx(b, tileColumns(g.gated)))
+  Value panel = g.bPacked ? arith::DivSIOp::create(b, col0, cIdx(b, g.config.getTileColumns(g.gated)))
                          : Value();
   // The reduction: every accumulator in a register.
   Value zero = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, 0.0f));
-  SmallVector<Value> init(kMicroRows * kMicroVecs, zero);
+  SmallVector<Value> init(microRows * microVecs, zero);
   SmallVector<Value> accs;
   if (g.bf16Dot) {
     // AVX512_BF16: one vdpbf16ps per (row, vector) adds the products of a
     // pair of k (B packed pairwise, VNNI layout), exact products and one f32
     // rounding per product as with FMAs. An odd K ends with the pair (x, 0).
-    auto pairType = VectorType::get({2 * kLanes}, b.getBF16Type());
-    auto i32Vec = VectorType::get({kLanes}, b.getI32Type());
+    auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
+    auto i32Vec = VectorType::get({lanes}, b.getI32Type());
     auto dotStep = [&](ImplicitLocOpBuilder &nb, Value kk, ValueRange acc,
                        function_ref<Value(ImplicitLocOpBuilder &, Value)> aPair) {
       SmallVector<Value> bVecs;
       // Stream the panel (pairs of rows): prefetch ahead as the FMA path.
-      Value ahead = arith::AddIOp::create(nb, kk, cIdx(nb, kPrefetchRows / 2));
-      for (int64_t line = 0; line < kMicroVecs; ++line)
-        memref::PrefetchOp::create(nb, g.b,
-                                   ValueRange{group, panel, ahead, cIdx(nb, 2 * line * kLanes)},
-                                   /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
-      for (int64_t v = 0; v < kMicroVecs; ++v)
+      prefetchPanelRow(nb, g.b, group, panel, kk, prefetchRows / 2, 2 * microVecs * lanes);
+      for (int64_t v = 0; v < microVecs; ++v)
         bVecs.push_back(vector::LoadOp::create(nb, pairType, g.b,
                                                ValueRange{group, panel, kk,
-                                                          cIdx(nb, 2 * v * kLanes)}));
+                                                          cIdx(nb, 2 * v * lanes)}));
       SmallVector<Value> next;
-      for (int64_t i = 0; i < kMicroRows; ++i) {
+      for (int64_t i = 0; i < microRows; ++i) {
         Value bits = vector::BroadcastOp::create(nb, i32Vec, aPair(nb, aRows[i]));
         Value aVec = vector::BitCastOp::create(nb, pairType, bits);
-        for (int64_t v = 0; v < kMicroVecs; ++v)
+        for (int64_t v = 0; v < microVecs; ++v)
           next.push_back(
-              x86vector::DotBF16Op::create(nb, vt, acc[i * kMicroVecs + v], aVec, bVecs[v]));
+              x86vector::DotBF16Op::create(nb, vt, acc[i * microVecs + v], aVec, bVecs[v]));
       }
       return next;
     };
@@ -152,22 +171,17 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
           ImplicitLocOpBuilder nb(loc, nested);
           SmallVector<Value> bVecs;
           if (g.bPacked) {
-            // Stream the panel: prefetch the row kPrefetchRows ahead (a
+            // Stream the panel: prefetch the row prefetchRows ahead (a
             // prefetch past the end is harmless).
-            Value ahead = arith::AddIOp::create(nb, k, cIdx(nb, kPrefetchRows));
-            for (int64_t line = 0; line < kMicroVecs; ++line)
-              memref::PrefetchOp::create(nb, g.b, ValueRange{group, panel, ahead,
-                                                             cIdx(nb, line * kLanes)},
-                                         /*isWrite=*/false, /*localityHint=*/3,
-                                         /*isDataCache=*/true);
+            prefetchPanelRow(nb, g.b, group, panel, k, prefetchRows, microVecs * lanes);
           }
-          for (int64_t v = 0; v < kMicroVecs; ++v) {
+          for (int64_t v = 0; v < microVecs; ++v) {
             if (g.bPacked) {
               // One contiguous panel row: no masks (the panel is zero-padded).
               Type elt = cast<MemRefType>(g.b.getType()).getElementType();
               Value vec = vector::LoadOp::create(
-                  nb, VectorType::get({kLanes}, elt), g.b,
-                  ValueRange{group, panel, k, cIdx(nb, v * kLanes)});
+                  nb, VectorType::get({lanes}, elt), g.b,
+                  ValueRange{group, panel, k, cIdx(nb, v * lanes)});
               bVecs.push_back(elt.isF32() ? vec
                                           : arith::ExtFOp::create(nb, vt, vec).getResult());
               continue;
@@ -176,13 +190,13 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
                                           masks[v % outVecs]));
           }
           SmallVector<Value> next;
-          for (int64_t i = 0; i < kMicroRows; ++i) {
+          for (int64_t i = 0; i < microRows; ++i) {
             Value aScalar =
                 toF32(nb, memref::LoadOp::create(nb, g.a, ValueRange{aRows[i], k}));
             Value aVec = vector::BroadcastOp::create(nb, vt, aScalar);
-            for (int64_t v = 0; v < kMicroVecs; ++v)
+            for (int64_t v = 0; v < microVecs; ++v)
               next.push_back(
-                  vector::FMAOp::create(nb, aVec, bVecs[v], acc[i * kMicroVecs + v]));
+                  vector::FMAOp::create(nb, aVec, bVecs[v], acc[i * microVecs + v]));
           }
           scf::YieldOp::create(nb, next);
         });
@@ -190,12 +204,12 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
   }
 
   // Epilogues of the rows that exist.
-  for (int64_t i = 0; i < kMicroRows; ++i) {
+  for (int64_t i = 0; i < microRows; ++i) {
     scf::IfOp::create(b, rowValid[i], [&](OpBuilder &nested, Location loc) {
       ImplicitLocOpBuilder nb(loc, nested);
       for (int64_t v = 0; v < outVecs; ++v) {
-        Value acc = accs[i * kMicroVecs + v];
-        Value accUp = g.gated ? accs[i * kMicroVecs + outVecs + v] : Value();
+        Value acc = accs[i * microVecs + v];
+        Value accUp = g.gated ? accs[i * microVecs + outVecs + v] : Value();
         epilogue(nb, group, rows[i], outCols[v], masks[v], acc, accUp);
       }
       scf::YieldOp::create(nb);
@@ -242,37 +256,41 @@ Value cpu::toF32(ImplicitLocOpBuilder &b, Value scalar) {
   return arith::ExtFOp::create(b, b.getF32Type(), scalar);
 }
 
-Value cpu::columnMask(ImplicitLocOpBuilder &b, Value col, Value limit) {
+Value cpu::columnMask(ImplicitLocOpBuilder &b, Value col, Value limit, int64_t lanes) {
   Value remaining = arith::SubIOp::create(b, limit, col);
-  return vector::CreateMaskOp::create(b, VectorType::get({kLanes}, b.getI1Type()),
+  return vector::CreateMaskOp::create(b, VectorType::get({lanes}, b.getI1Type()),
                                       ValueRange{remaining});
 }
 
 Value cpu::loadF32Vector(ImplicitLocOpBuilder &b, Value memref, ValueRange indices,
                          Value mask) {
   Type elt = cast<MemRefType>(memref.getType()).getElementType();
-  auto vt = VectorType::get({kLanes}, elt);
+  int64_t lanes = cast<VectorType>(mask.getType()).getDimSize(0);
+  auto vt = VectorType::get({lanes}, elt);
   Value pass = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, b.getZeroAttr(elt)));
   Value v = vector::MaskedLoadOp::create(b, vt, memref, indices, mask, pass);
   if (elt.isF32())
     return v;
-  return arith::ExtFOp::create(b, f32Vec(b), v);
+  return arith::ExtFOp::create(b, f32Vec(b, lanes), v);
 }
 
 void cpu::storeVector(ImplicitLocOpBuilder &b, Value v, Value memref, ValueRange indices,
                       Value mask) {
   Type elt = cast<MemRefType>(memref.getType()).getElementType();
   if (!elt.isF32())
-    v = arith::TruncFOp::create(b, VectorType::get({kLanes}, elt), v);
+    v = arith::TruncFOp::create(b, VectorType::get(cast<VectorType>(v.getType()).getShape(), elt),
+                                v);
   vector::MaskedStoreOp::create(b, memref, indices, mask, v);
 }
 
 void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
                           GemmEpilogue epilogue) {
-  const int64_t outVecs = g.gated ? kMicroVecs / 2 : kMicroVecs;
-  const int64_t tileCols = outVecs * kLanes;
-  static_assert(kColBlock % (kMicroVecs * kLanes) == 0, "column block of whole tiles");
-  static_assert(kRowBlock % kMicroRows == 0, "row block of whole tiles");
+  assert(g.config && "a grouped GEMM needs its configuration");
+  const int64_t tileCols = g.config.getTileColumns(g.gated);
+  const int64_t microRows = g.config.getMicroRows();
+  const int64_t rowBlock = g.config.getRowBlock();
+  const int64_t colBlock = g.config.getColBlock();
+  // The attribute's verifier guarantees whole tiles per block.
 
   // The largest group bounds the row blocks of the iteration space.
   Value maxRows;
@@ -291,8 +309,8 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
   } else {
     maxRows = g.numRows;
   }
-  Value rowBlocks = ceilDiv(b, maxRows, kRowBlock);
-  Value colBlocks = ceilDiv(b, g.columns, kColBlock);
+  Value rowBlocks = ceilDiv(b, maxRows, rowBlock);
+  Value colBlocks = ceilDiv(b, g.columns, colBlock);
 
   // Work items (group, column block, row block): row blocks innermost, so
   // that consecutive items share one column slab of B in the cache.
@@ -309,12 +327,12 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
                 ? loadIndex(nb, g.groupOffsets, {arith::AddIOp::create(nb, group, cIdx(nb, 1))})
                 : g.numRows;
         Value rowBegin = arith::AddIOp::create(
-            nb, groupBegin, arith::MulIOp::create(nb, rb, cIdx(nb, kRowBlock)));
+            nb, groupBegin, arith::MulIOp::create(nb, rb, cIdx(nb, rowBlock)));
         Value rowEnd =
-            minIdx(nb, groupEnd, arith::AddIOp::create(nb, rowBegin, cIdx(nb, kRowBlock)));
-        Value colBegin = arith::MulIOp::create(nb, cb, cIdx(nb, kColBlock));
+            minIdx(nb, groupEnd, arith::AddIOp::create(nb, rowBegin, cIdx(nb, rowBlock)));
+        Value colBegin = arith::MulIOp::create(nb, cb, cIdx(nb, colBlock));
         Value colEnd =
-            minIdx(nb, g.columns, arith::AddIOp::create(nb, colBegin, cIdx(nb, kColBlock)));
+            minIdx(nb, g.columns, arith::AddIOp::create(nb, colBegin, cIdx(nb, colBlock)));
         Value hasRows = arith::CmpIOp::create(nb, arith::CmpIPredicate::slt, rowBegin, rowEnd);
         scf::IfOp::create(nb, hasRows, [&](OpBuilder &ifBuilder, Location loc) {
           ImplicitLocOpBuilder ib(loc, ifBuilder);
@@ -323,7 +341,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
               [&](OpBuilder &colBuilder, Location loc, Value col0, ValueRange) {
                 ImplicitLocOpBuilder cb2(loc, colBuilder);
                 scf::ForOp::create(
-                    cb2, rowBegin, rowEnd, cIdx(cb2, kMicroRows), ValueRange{},
+                    cb2, rowBegin, rowEnd, cIdx(cb2, microRows), ValueRange{},
                     [&](OpBuilder &rowBuilder, Location loc, Value row0, ValueRange) {
                       ImplicitLocOpBuilder rb2(loc, rowBuilder);
                       emitMicroTile(rb2, g, group, row0, rowEnd, col0, epilogue);
@@ -338,19 +356,21 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
 }
 
 PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp,
-                                        Value w, bool gated, bool vnni) {
+                                        Value w, CpuConfigAttr config, bool gated,
+                                        bool vnni) {
+  const int64_t panelWidth = config.getMicroVectors() * config.getLanes();
   MLIRContext *ctx = b.getContext();
   auto srcType = cast<MemRefType>(w.getType());
   assert(srcType.getRank() == 3 && srcType.hasStaticShape() && "static [G, K, N] weights");
   int64_t groups = srcType.getDimSize(0), red = srcType.getDimSize(1),
           cols = srcType.getDimSize(2);
   int64_t outCols = gated ? cols / 2 : cols;
-  int64_t tile = tileColumns(gated);
+  int64_t tile = config.getTileColumns(gated);
   int64_t panels = (outCols + tile - 1) / tile;
   auto packedType =
-      vnni ? MemRefType::get({groups, panels, (red + 1) / 2, 2 * kMicroVecs * kLanes},
+      vnni ? MemRefType::get({groups, panels, (red + 1) / 2, 2 * panelWidth},
                              srcType.getElementType())
-           : MemRefType::get({groups, panels, red, kMicroVecs * kLanes},
+           : MemRefType::get({groups, panels, red, panelWidth},
                              srcType.getElementType());
   auto keyType = MemRefType::get({2}, b.getI64Type());
   SymbolTable symbols(symbolTableOp);
@@ -372,13 +392,15 @@ PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symb
 }
 
 void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
-                          bool gated, bool vnni) {
+                          CpuConfigAttr config, bool gated, bool vnni) {
+  const int64_t lanes = config.getLanes();
+  const int64_t microVecs = config.getMicroVectors();
   Type elt = cast<MemRefType>(w.getType()).getElementType();
   Type i64 = b.getI64Type();
   auto dim = [&](Value m, int64_t i) -> Value { return memref::DimOp::create(b, m, i); };
   Value groups = dim(w, 0), red = dim(w, 1), cols = dim(w, 2), panels = dim(packed, 1);
   Value outCols = gated ? arith::DivSIOp::create(b, cols, cIdx(b, 2)).getResult() : cols;
-  int64_t tile = tileColumns(gated);
+  int64_t tile = config.getTileColumns(gated);
 
   // Key of this call's buffer: its address and a hash of 64 sampled elements.
   Value address = arith::IndexCastOp::create(
@@ -426,17 +448,17 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
           ImplicitLocOpBuilder ib(loc, pb);
           Value grp = ivs[0], p = ivs[1];
           Value base = arith::MulIOp::create(ib, p, cIdx(ib, tile));
-          auto vt = VectorType::get({kLanes}, elt);
+          auto vt = VectorType::get({lanes}, elt);
           // Row k of the panel's columns, vector v (masked, zero-padded).
           auto loadRow = [&](ImplicitLocOpBuilder &rb, Value k, int64_t v) -> Value {
             Value zero = arith::ConstantOp::create(
                 rb, vt, DenseElementsAttr::get(vt, rb.getZeroAttr(elt)));
-            // Gated panels: 32 gate columns, then the 32 matching up ones.
-            int64_t half = kMicroVecs / 2;
+            // Gated panels: W/2 gate columns, then the W/2 matching up ones.
+            int64_t half = microVecs / 2;
             bool up = gated && v >= half;
-            int64_t offset = (gated ? (up ? v - half : v) : v) * kLanes;
+            int64_t offset = (gated ? (up ? v - half : v) : v) * lanes;
             Value col = arith::AddIOp::create(rb, base, cIdx(rb, offset));
-            Value mask = columnMask(rb, col, outCols);
+            Value mask = columnMask(rb, col, outCols, lanes);
             if (up)
               col = arith::AddIOp::create(rb, col, outCols);
             return vector::MaskedLoadOp::create(rb, vt, w, ValueRange{grp, k, col}, mask, zero);
@@ -447,10 +469,10 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
               ib, cIdx(ib, 0), rowsOut, cIdx(ib, 1), ValueRange{},
               [&](OpBuilder &kb, Location loc, Value k, ValueRange) {
                 ImplicitLocOpBuilder rb(loc, kb);
-                for (int64_t v = 0; v < kMicroVecs; ++v) {
+                for (int64_t v = 0; v < microVecs; ++v) {
                   if (!vnni) {
                     vector::StoreOp::create(rb, loadRow(rb, k, v), packed,
-                                            ValueRange{grp, p, k, cIdx(rb, v * kLanes)});
+                                            ValueRange{grp, p, k, cIdx(rb, v * lanes)});
                     continue;
                   }
                   // Pairs (row 2k, row 2k+1) interleaved column by column; a
@@ -465,13 +487,13 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
                       arith::ConstantOp::create(
                           rb, vt, DenseElementsAttr::get(vt, rb.getZeroAttr(elt))));
                   SmallVector<int64_t> interleave;
-                  for (int64_t l = 0; l < kLanes; ++l) {
+                  for (int64_t l = 0; l < lanes; ++l) {
                     interleave.push_back(l);
-                    interleave.push_back(kLanes + l);
+                    interleave.push_back(lanes + l);
                   }
                   Value pair = vector::ShuffleOp::create(rb, even, oddVec, interleave);
                   vector::StoreOp::create(rb, pair, packed,
-                                          ValueRange{grp, p, k, cIdx(rb, 2 * v * kLanes)});
+                                          ValueRange{grp, p, k, cIdx(rb, 2 * v * lanes)});
                 }
                 scf::YieldOp::create(rb);
               });
@@ -525,4 +547,47 @@ void cpu::callKernel(ImplicitLocOpBuilder &b, Operation *symbolTableOp, StringRe
     func::ReturnOp::create(b);
   }
   func::CallOp::create(b, fn, callArgs);
+}
+
+//===----------------------------------------------------------------------===//
+// Configurations
+//===----------------------------------------------------------------------===//
+
+CpuConfigAttr cpu::defaultCpuConfig(MLIRContext *ctx) {
+  return CpuConfigAttr::get(ctx, /*vector_bits=*/512, /*registers=*/32, /*micro_rows=*/6,
+                            /*micro_vectors=*/4, /*row_block=*/48, /*col_block=*/256,
+                            /*prefetch_rows=*/32, /*bf16_dot=*/false);
+}
+
+CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool> &features) {
+  auto has = [&](StringRef name) { return features.lookup(name); };
+  if (has("avx512f")) {
+    // 32 zmm: 6 x 4 accumulators + 4 panel vectors + 1 broadcast = 29.
+    return CpuConfigAttr::get(ctx, 512, 32, 6, 4, 48, 256, 32, has("avx512bf16"));
+  }
+  // 16 ymm (AVX2) or xmm (SSE, NEON's 128-bit view): 6 x 2 accumulators + 2
+  // panel vectors + 1 broadcast = 15, the 6 x 16 micro-kernel of BLIS and
+  // OpenBLAS on Haswell.
+  int64_t bits = has("avx2") && has("fma") ? 256 : 128;
+  return CpuConfigAttr::get(ctx, bits, 16, 6, 2, 48, 256, 32, /*bf16_dot=*/false);
+}
+
+FailureOr<llvm::StringMap<bool>> cpu::cpuFeatures(StringRef cpuName) {
+  if (cpuName == "native")
+    return llvm::StringMap<bool>(llvm::sys::getHostCPUFeatures());
+  if (llvm::X86::parseArchX86(cpuName) == llvm::X86::CK_None)
+    return failure();
+  SmallVector<StringRef> names;
+  llvm::X86::getFeaturesForCPU(cpuName, names, /*NeedPlus=*/false);
+  llvm::StringMap<bool> features;
+  for (StringRef name : names)
+    features[name] = true;
+  return features;
+}
+
+CpuConfigAttr cpu::cpuConfigOf(Operation *op) {
+  for (Operation *o = op; o; o = o->getParentOp())
+    if (auto config = o->getAttrOfType<CpuConfigAttr>(CpuConfigAttr::getAttrName()))
+      return config;
+  return defaultCpuConfig(op->getContext());
 }

@@ -2,28 +2,35 @@
 //
 // The CPU code generation strategy of the moe lowering (docs/spec.md §7):
 // grouped GEMMs over the routing plan's row groups, emitted at the memref
-// level as register-blocked vector micro-kernels (vector.fma on
-// vector<16xf32>, lowered by LLVM to AVX-512 FMAs) inside a cache-blocked,
-// all-cores scf.parallel loop nest. The token gather is folded into the
-// loading of GEMM1's left operand (rows read through the plan), and every
-// epilogue (bias, activation, rounding to the element type, routed weight)
-// is applied to the accumulators before they are stored.
+// level as register-blocked vector micro-kernels (vector.fma on f32 vectors
+// of the configured width, lowered by LLVM to AVX-512, AVX2 or SSE/NEON
+// FMAs) inside a cache-blocked, all-cores scf.parallel loop nest. The token
+// gather is folded into the loading of GEMM1's left operand (rows read
+// through the plan), and every epilogue (bias, activation, rounding to the
+// element type, routed weight) is applied to the accumulators before they
+// are stored.
 //
 // Numerics (docs/spec.md §2-§3): operands of any element type (f32, bf16,
 // f16) are extended to f32 as they are loaded; products accumulate in f32 in
 // increasing k order; epilogues compute in f32 and round once when they
-// store to a narrower type.
+// store to a narrower type. The configuration changes the blocking, never
+// the order of a sum: every configuration gives the same bits.
+//
+// The strategy is data: a #moe.cpu_config (chosen from the target CPU by
+// --moe-cpu-configure, or written by the user) gives the vector width L,
+// the register blocking (micro_rows x micro_vectors vectors of
+// accumulators), the cache blocking and the prefetch distance.
 //
 // Work decomposition. A work item is (group, column block, row block):
-// `kRowBlock` plan rows of one group times `kColBlock` output columns, the
-// whole reduction dimension. Inside it, micro-tiles of kMicroRows rows x
-// (kMicroVecs x 16) columns keep every accumulator in a register; the column
-// loop is outside the row loop, so one micro-panel of the right operand is
-// reused from the cache by all row micro-tiles. Column tails are handled with
-// masked loads and stores (free on AVX-512), row tails by clamping the rows
-// that are read and skipping the stores of the missing rows. Decode (a few
-// rows per expert) and prefill (hundreds) are the same loop nest: at decode
-// the column blocks give every core work, at prefill the row blocks do.
+// `row_block` plan rows of one group times `col_block` output columns, the
+// whole reduction dimension. Inside it, micro-tiles of micro_rows rows x
+// (micro_vectors x L) columns keep every accumulator in a register; the
+// column loop is outside the row loop, so one micro-panel of the right
+// operand is reused from the cache by all row micro-tiles. Column tails are
+// handled with masked loads and stores, row tails by clamping the rows that
+// are read and skipping the stores of the missing rows. Decode (a few rows
+// per expert) and prefill (hundreds) are the same loop nest: at decode the
+// column blocks give every core work, at prefill the row blocks do.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LOWERING_CPU_EXPERTKERNELS_H
@@ -35,26 +42,33 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "mlir/Support/LLVM.h"
 
 namespace mlir {
 namespace moe {
 namespace cpu {
 
-/// Lanes of one f32 vector register (AVX-512).
-constexpr int64_t kLanes = 16;
-/// Register blocking: rows x vectors of accumulators per micro-tile.
-constexpr int64_t kMicroRows = 6;
-constexpr int64_t kMicroVecs = 4;
-/// Cache blocking of one parallel work item.
-constexpr int64_t kRowBlock = 48;
-constexpr int64_t kColBlock = 256;
-/// Packed panels are streamed with a software prefetch this many rows ahead.
-constexpr int64_t kPrefetchRows = 32;
+/// The configuration of an op without a `moe.cpu_config`: AVX-512 (16 f32
+/// lanes, 6 x 4 vectors of accumulators, 48 x 256 work items).
+CpuConfigAttr defaultCpuConfig(MLIRContext *ctx);
+/// The configuration `--moe-cpu-configure` chooses for a CPU with these
+/// features (LLVM's names: "avx512f", "avx2", "fma", "avx512bf16", ...):
+/// AVX-512 -> 512-bit vectors, 32 registers, 6 x 4; AVX2 + FMA -> 256-bit, 16
+/// registers, 6 x 2; anything else -> 128-bit, 16 registers, 6 x 2.
+CpuConfigAttr chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool> &features);
+/// The features of the named CPU (LLVM's x86 CPU names, "native" for the
+/// host); failure for a name LLVM does not know.
+FailureOr<llvm::StringMap<bool>> cpuFeatures(StringRef cpu);
+/// The configuration an op is lowered with: its `moe.cpu_config`, else the
+/// nearest enclosing op's, else defaultCpuConfig.
+CpuConfigAttr cpuConfigOf(Operation *op);
 
 /// Called once per (row, output vector) of a micro-tile after the reduction:
-/// `acc` (vector<16xf32>) holds sum_k A[row, k] B[k, col..col+15]; for a
+/// `acc` (vector<Lxf32>, L = the configuration's lanes) holds
+/// sum_k A[row, k] B[k, col..col+L-1]; for a
 /// gated GEMM `accUp` holds the same sum at column `upOffset + col` (else it
-/// is null). `mask` (vector<16xi1>) flags the columns below the limit. The
+/// is null). `mask` (vector<Lxi1>) flags the columns below the limit. The
 /// callback stores what it computes; it runs only for rows that exist.
 using GemmEpilogue = llvm::function_ref<void(ImplicitLocOpBuilder &b, Value group,
                                              Value row, Value col, Value mask, Value acc,
@@ -87,15 +101,14 @@ struct GroupedGemm {
   /// A and B are bf16, B is packed pairwise (VNNI): products through the
   /// AVX512_BF16 dot product (x86vector.avx512.dot).
   bool bf16Dot = false;
+  /// Vector width, register and cache blocking.
+  CpuConfigAttr config;
 };
 
-/// Output columns of one micro-tile (and of one packed panel).
-inline int64_t tileColumns(bool gated) { return (gated ? kMicroVecs / 2 : kMicroVecs) * kLanes; }
-
 /// Expert weights prepared once for the micro-kernels: B [G, K, N] (gated:
-/// [G, K, 2H]) repacked into panels [G, P, K, 16 * kMicroVecs] (P =
-/// ceil(N / 64), gated: ceil(H / 32) panels holding 32 gate and the 32
-/// matching up columns), zero-padded, so that a micro-kernel streams one
+/// [G, K, 2H]) repacked into panels [G, P, K, W] (W = lanes x micro_vectors
+/// of the configuration, P = ceil(N / W), gated: ceil(H / (W/2)) panels
+/// holding W/2 gate and the W/2 matching up columns), zero-padded, so that a micro-kernel streams one
 /// contiguous panel. The packed copy lives in a module global, with a key
 /// global recording the buffer it was built from (base address and a hash
 /// of 64 sampled elements); it is rebuilt only when a call passes a buffer
@@ -103,19 +116,20 @@ inline int64_t tileColumns(bool gated) { return (gated ? kMicroVecs / 2 : kMicro
 /// call; a caller that rewrites a weight buffer in place such that those
 /// samples keep their values must turn packing off (`pack-weights=false`).
 struct PackedWeights {
-  Value packed; // memref<G x P x K x 64 x T>
+  Value packed; // memref<G x P x K x W x T>
   Value key;    // memref<2 x i64>
 };
 /// Declares the globals for weights of `w`'s (static) type in the symbol
 /// table `symbolTableOp` and returns them (memref.get_global).
 /// With `vnni` (bf16 for the AVX512_BF16 dot product) the panels hold pairs
-/// of rows interleaved: [G, P, ceil(K / 2), 2 * 64], element (k, c) at
+/// of rows interleaved: [G, P, ceil(K / 2), 2 * W], element (k, c) at
 /// [k / 2][2 * c + k % 2], a missing last odd row as zeros.
 PackedWeights declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp,
-                                   Value w, bool gated, bool vnni = false);
+                                   Value w, CpuConfigAttr config, bool gated,
+                                   bool vnni = false);
 /// Checks the key and repacks `w` into `packed` when it is stale.
-void emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key, bool gated,
-                     bool vnni = false);
+void emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
+                     CpuConfigAttr config, bool gated, bool vnni = false);
 
 /// Kernels are outlined: every call site of one kernel variant calls one
 /// private function, so a model of many layers compiles each kernel once.
@@ -133,15 +147,15 @@ void callKernel(ImplicitLocOpBuilder &b, Operation *symbolTableOp, StringRef nam
 void emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &gemm,
                      GemmEpilogue epilogue);
 
-/// Loads 16 elements at `indices` of `memref` under `mask` (masked lanes read
-/// 0) and extends them to f32.
+/// Loads as many elements as `mask` has lanes at `indices` of `memref` under
+/// `mask` (masked lanes read 0) and extends them to f32.
 Value loadF32Vector(ImplicitLocOpBuilder &b, Value memref, ValueRange indices, Value mask);
-/// Rounds `v` (vector<16xf32>) to the element type of `memref` and stores it
+/// Rounds `v` (vector<Lxf32>) to the element type of `memref` and stores it
 /// at `indices` under `mask`.
 void storeVector(ImplicitLocOpBuilder &b, Value v, Value memref, ValueRange indices,
                  Value mask);
-/// vector<16xi1> with the lanes [0, limit - col) set.
-Value columnMask(ImplicitLocOpBuilder &b, Value col, Value limit);
+/// vector<lanes x i1> with the lanes [0, limit - col) set.
+Value columnMask(ImplicitLocOpBuilder &b, Value col, Value limit, int64_t lanes);
 /// A scalar of any float type extended to f32.
 Value toF32(ImplicitLocOpBuilder &b, Value scalar);
 

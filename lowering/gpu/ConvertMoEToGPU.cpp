@@ -36,6 +36,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "runtime/IndexErrors.h"
 #include "lowering/Pipelines.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -956,7 +957,7 @@ public:
     extras.shared = shared;
     extras.loss = loss;
     extras.err = err;
-    extras.checkKind = /*MOE_INDEX_BAD_EXPERT_FUSED*/ 4;
+    extras.checkKind = MOE_INDEX_BAD_EXPERT_FUSED;
     Plan plan = align(indices, weights, T, K, numExperts, capacity(T, K, numExperts, cf),
                       &extras, bigTiles(mmaType));
     Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
@@ -1155,7 +1156,7 @@ LogicalResult convert(DispatchOp op, Host &h) {
   Host::AlignExtras check;
   if (h.checkIndices) {
     check.err = h.errorWord();
-    check.checkKind = /*MOE_INDEX_BAD_EXPERT_DISPATCH*/ 3;
+    check.checkKind = MOE_INDEX_BAD_EXPERT_DISPATCH;
   }
   Host::Plan plan = h.align(indices, Value(), T, K, numExperts,
                             h.capacity(T, K, numExperts, op.getCapacityFactor()), &check);

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/gpu/Kernels.h"
+#include "runtime/IndexErrors.h"
 
 #include "lowering/RoutingBuilder.h"
 
@@ -1015,7 +1016,7 @@ gpu::GPUFuncOp KernelLibrary::tileMap(bool check) {
                                             e.select(first, o, q[2])};
                 });
             Value found = e.ge(r[1], e.ci32(0));
-            e.store(e.select(found, e.ci32(/*MOE_INDEX_BAD_OFFSETS*/ 1), e.ci32(0)), err, c0);
+            e.store(e.select(found, e.ci32(MOE_INDEX_BAD_OFFSETS), e.ci32(0)), err, c0);
             e.store(e.select(found, r[1], e.ci32(0)), err, e.idx(1));
             e.store(r[2], err, e.idx(2));
             e.store(e.ci32(0), err, e.idx(3));
@@ -1483,7 +1484,7 @@ gpu::GPUFuncOp KernelLibrary::combine(bool shared, Type outType, Type weightsTyp
               Value inRows = e.lt(pos, N);
               e.ifThen(e.noti(e.ori(e.andi(kept, inRows), e.eq(pos, e.ci32(-1)))),
                        [&](IRB &e) {
-                         e.store(e.ci32(/*MOE_INDEX_BAD_POSITION*/ 2), a[checkArgs + 1],
+                         e.store(e.ci32(MOE_INDEX_BAD_POSITION), a[checkArgs + 1],
                                  e.idx(0));
                        });
               kept = e.andi(kept, inRows);

@@ -15,7 +15,9 @@
 // another slice): the same bits as in the forward order.
 //
 // REQUIRES: openmp-runtime
-// RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
+// The CPU side without AVX512_BF16's pairwise dot product (which sums in
+// another order than the tensor cores' emulation), on any host:
+// RUN: moe-opt %s --moe-cpu-pipeline="parallel=false cpu-features=-avx512bf16" \
 // RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
 // RUN: for s in 0 1 3 5; do \
 // RUN:   moe-opt %s --convert-moe-to-gpu=decode-split-k=$s \

@@ -10,7 +10,7 @@
 // NOPACK-NOT: memref.global
 // NOPACK-LABEL: func.func @layer
 // NOPACK-NOT: memref.get_global
-// NOPACK: call @[[G1:__moe_cpu_gemm1_silu_gather_[0-9A-F]+]](
+// NOPACK: call @[[G1:__moe_cpu_gemm1_silu_gather_v512_6x4_b48x256_p32_[0-9A-F]+]](
 // NOPACK: func.func private @[[G1]](
 // NOPACK: vector.maskedload %arg1
 

@@ -37,7 +37,7 @@
 // SOFT: math.rsqrt
 // SOFT: math.exp
 // SOFT: tensor.collapse_shape {{.*}} {{\[}}[0, 1, 2], [3]] : tensor<8x4x2x128xf32> into tensor<64x128xf32>
-// SOFT: call @[[G1:__moe_cpu_gemm1_gelu_bias_packed_[0-9A-F]+]](
+// SOFT: call @[[G1:__moe_cpu_gemm1_gelu_bias_packed_v512_6x4_b48x256_p32_[0-9A-F]+]](
 // SOFT: call @__moe_cpu_gemm2_bias_packed_
 // SOFT: tensor.expand_shape
 // SOFT: func.func private @[[G1]](
@@ -62,7 +62,7 @@
 // CHECK: %[[O:.*]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?x4xf32>
 // CHECK-NEXT: %[[X:.*]] = bufferization.to_buffer %arg0 read_only : tensor<8x16xf32> to memref<8x16xf32, strided<[?, 1], offset: ?>>
 // CHECK-NEXT: %[[WR:.*]] = bufferization.to_buffer %arg1 read_only : tensor<16x4xf32> to memref<16x4xf32, strided<[?, 1], offset: ?>>
-// CHECK: call @[[ROUTER:__moe_cpu_router_[0-9A-F]+]](
+// CHECK: call @[[ROUTER:__moe_cpu_router_v512_6x4_b48x256_p32_[0-9A-F]+]](
 // CHECK-NEXT: %[[T:.*]] = bufferization.to_tensor %[[O]] restrict writable
 // CHECK-NEXT: %[[C:.*]] = tensor.cast %[[T]] : tensor<?x4xf32> to tensor<8x4xf32>
 // CHECK-NEXT: return %[[C]]
@@ -131,12 +131,12 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %i: tensor<8x2xi32>) -> tenso
 // CHECK: call @__moe_cpu_router_
 // CHECK: call @__moe_cpu_gate_
 // CHECK: memref.get_global @[[P1]]
-// CHECK: call @[[PACK:__moe_cpu_pack_[0-9A-F]+]](
+// CHECK: call @[[PACK:__moe_cpu_pack_v512_6x4_b48x256_p32_[0-9A-F]+]](
 // CHECK: memref.get_global @[[P2]]
 // CHECK: call @[[PACK]](
-// CHECK: call @[[G1:__moe_cpu_gemm1_relu_gather_packed_[0-9A-F]+]](
-// CHECK: call @[[G2:__moe_cpu_gemm2_scaled_packed_[0-9A-F]+]](
-// CHECK: call @[[COMBINE:__moe_cpu_combine_[0-9A-F]+]](
+// CHECK: call @[[G1:__moe_cpu_gemm1_relu_gather_packed_v512_6x4_b48x256_p32_[0-9A-F]+]](
+// CHECK: call @[[G2:__moe_cpu_gemm2_scaled_packed_v512_6x4_b48x256_p32_[0-9A-F]+]](
+// CHECK: call @[[COMBINE:__moe_cpu_combine_v512_[0-9A-F]+]](
 // CHECK: func.func private @[[PACK]](
 // CHECK: memref.extract_aligned_pointer_as_index %arg0
 // CHECK: scf.if
@@ -183,8 +183,8 @@ func.func @dynamic_tokens(%x: tensor<?x16xf32>, %wr: tensor<16x4xf32>, %w1: tens
 // stored without a routed weight.
 // CHECK-LABEL: func.func @expert_ffn
 // CHECK: linalg.fill
-// CHECK: call @[[G1:__moe_cpu_gemm1_relu_packed_[0-9A-F]+]](
-// CHECK: call @[[G2:__moe_cpu_gemm2_packed_[0-9A-F]+]](
+// CHECK: call @[[G1:__moe_cpu_gemm1_relu_packed_v512_6x4_b48x256_p32_[0-9A-F]+]](
+// CHECK: call @[[G2:__moe_cpu_gemm2_packed_v512_6x4_b48x256_p32_[0-9A-F]+]](
 // CHECK: func.func private @[[G1]](
 // CHECK: scf.parallel
 // CHECK: vector.fma

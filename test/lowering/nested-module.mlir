@@ -16,8 +16,8 @@
 // CHECK-LABEL: module @inner
 // CHECK: func.func @forward
 // CHECK-NOT: moe.layer
-// CHECK: call @__moe_cpu_router_[[R:[0-9A-F]+]](
-// CHECK: func.func private @__moe_cpu_router_[[R]](
+// CHECK: call @__moe_cpu_router_v512_6x4_b48x256_p32_[[R:[0-9A-F]+]](
+// CHECK: func.func private @__moe_cpu_router_v512_6x4_b48x256_p32_[[R]](
 // CHECK-LABEL: module @dispatch
 // CHECK: func.func @forward
 // CHECK-NOT: moe.

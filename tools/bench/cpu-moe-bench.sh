@@ -8,6 +8,7 @@
 # (tools/bench/README.md describes every column).
 #
 # Usage: tools/bench/cpu-moe-bench.sh [--bin=DIR] [--install-deps] [--python=PATH|none] [--quick] [--keep]
+#                                     [--mcpu=CPU] [--blas-core=TYPE]
 #   --bin=DIR        the directory of moe-run (default: $MOE_BIN, else
 #                    <repo>/build/bin)
 #   --install-deps   first install python3-numpy and libopenblas0-pthread
@@ -18,6 +19,11 @@
 #                    that imports numpy, and likewise torch; "none": skip them)
 #   --quick          one or a few timed runs per figure (a smoke test)
 #   --keep           keep the generated .mlir/.npy files (prints where)
+#   --mcpu=CPU       moe-run --mcpu=CPU: code and #moe.cpu_config for that
+#                    CPU (e.g. haswell: the AVX2 configuration, measurable on
+#                    an AVX-512 machine)
+#   --blas-core=TYPE probe only this OPENBLAS_CORETYPE (e.g. Haswell beside
+#                    --mcpu=haswell)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="${MOE_BIN:-$ROOT/build/bin}"
@@ -27,8 +33,8 @@ for a in "$@"; do
   case "$a" in
     --bin=*) BIN="${a#*=}" ;;
     --install-deps) INSTALL=1 ;;
-    --quick | --keep | --python=*) ARGS+=("$a") ;;
-    -h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --quick | --keep | --python=* | --mcpu=* | --blas-core=*) ARGS+=("$a") ;;
+    -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cpu-moe-bench.sh: unknown argument $a" >&2; exit 1 ;;
   esac
 done

@@ -347,6 +347,13 @@ def main():
                     help="one timed run per figure (a smoke test, not figures)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     ap.add_argument("--python", default=os.environ.get("MOE_BENCH_PYTHON"))
+    ap.add_argument("--mcpu", default=None,
+                    help="moe-run --mcpu=NAME: compile for that CPU (and its "
+                    "#moe.cpu_config), e.g. haswell to measure the AVX2 "
+                    "configuration on an AVX-512 machine")
+    ap.add_argument("--blas-core", default=None,
+                    help="probe only this OPENBLAS_CORETYPE (e.g. Haswell, "
+                    "the AVX2 yardstick beside --mcpu=haswell)")
     opt = ap.parse_args()
     q = opt.quick
     tmp = tempfile.mkdtemp(prefix="moe-bench-")
@@ -381,6 +388,9 @@ def main():
         pass
     desc = exe + (" (%s)" % ", ".join(about) if about else "")
     print("moe-run: %s" % desc)
+    if opt.mcpu:
+        print("moe-run --mcpu=%s: code and #moe.cpu_config for that CPU, "
+              "not this machine's" % opt.mcpu)
     mr = MoeRun(opt.bin, tmp)
 
     # ---- yardsticks: BLAS core type, sgemm, bandwidth, torch ----------------
@@ -409,16 +419,17 @@ def main():
             if base["core"] is not None:
                 # Rounds over all types, best per type: a passing load
                 # hits every type alike.
-                probes = {ct: None for ct in CORE_TYPES}
+                core_types = [opt.blas_core] if opt.blas_core else CORE_TYPES
+                probes = {ct: None for ct in core_types}
                 for _ in range(1 if q else 3):
-                    for ct in CORE_TYPES:
+                    for ct in core_types:
                         r2, err = run_worker(
                             np_py, "blas", {"min_time": probe_time},
                             dict(threads_env, OPENBLAS_CORETYPE=ct))
                         r = probes[ct]
                         if r2 and (r is None or r2["gflops"] > r["gflops"]):
                             probes[ct] = r2
-                for ct in CORE_TYPES:
+                for ct in core_types:
                     r = probes[ct]
                     if r is None:
                         core_rates.append((ct, None, None))
@@ -484,6 +495,9 @@ def main():
                                 "K": kk(routing), "repeat": rep}
         tenv = dict(blas_env)
         tenv["OMP_NUM_THREADS"] = "2"
+        if opt.blas_core == "Haswell":
+            # The AVX2 yardstick: PyTorch's own kernels at AVX2 too.
+            tenv["ATEN_CPU_CAPABILITY"] = "avx2"
         torch_res, err = run_worker(torch_py, "torch",
                                     {"layers": layers, "threads": 2}, tenv,
                                     timeout=900)
@@ -492,9 +506,11 @@ def main():
             torch_res = {}
         else:
             torch_desc = "torch %s (%s), %d threads, OPENBLAS_CORETYPE=%s, " \
-                "BLAS core in use: %s" % (
+                "BLAS core in use: %s%s" % (
                     torch_res["version"], torch_py, torch_res["threads"],
-                    best_core or "unset", torch_res["blas"])
+                    best_core or "unset", torch_res["blas"],
+                    ", ATEN_CPU_CAPABILITY=avx2"
+                    if "ATEN_CPU_CAPABILITY" in tenv else "")
 
     # ---- moe-run ------------------------------------------------------------
     rows, res_by = [], {}
@@ -518,6 +534,8 @@ def main():
                       [(t + s) % E for t in range(T) for s in range(K)])
             write_npy(wts, (T, K), "<f4", "f", [1.0 / K] * (T * K))
             extra = ["--input=" + idx, "--input=" + wts]
+        if opt.mcpu:
+            extra = extra + ["--mcpu=" + opt.mcpu]
         f = generate(opt.root, tmp, "%s-%s" % (name, ty), T, D, H, E, K, gen)
         r = mr.run(f, rep, extra)
         res_by[(name, ty)] = r

@@ -679,7 +679,8 @@ int runMain(int argc, char **argv) {
     // MLIR's async runtime (libmlir_async_runtime.so) is not a dependency
     // LIB.so may have: the CPU code runs on the calling thread.
     cpu.parallel = false;
-    cpu.bf16Dot = false;
+    // The strategy (#moe.cpu_config) for the CPU the library is built for.
+    cpu.cpu = mcpu.getValue();
     moe::buildCpuPipeline(pm, cpu);
   }
   if (failed(pm.run(*module)))

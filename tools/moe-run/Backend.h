@@ -142,8 +142,13 @@ struct CpuBackendOptions {
   std::vector<std::string> sharedLibs;
   /// CPU: run parallel loops on all cores (the pipeline's `parallel`).
   bool parallel = true;
-  /// CPU: bf16 GEMMs with the AVX512_BF16 dot product when the host has it
-  /// (the pipeline's `bf16-dot`); false: bf16 extended to f32 and FMAs.
+  /// The CPU the JIT compiles for (LLVM's x86 CPU names, native: the host):
+  /// the target machine's CPU and the pipeline's `cpu` (which chooses each
+  /// op's #moe.cpu_config).
+  std::string cpu = "native";
+  /// CPU: bf16 GEMMs with the AVX512_BF16 dot product when the CPU has it;
+  /// false: the configuration is chosen without avx512bf16 (bf16 extended
+  /// to f32 and FMAs).
   bool bf16Dot = true;
   /// Register the JIT's perf and GDB event listeners (they write perf
   /// jitdump files and debug directories); off unless asked for.

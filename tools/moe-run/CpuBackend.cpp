@@ -59,6 +59,7 @@
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -94,13 +95,6 @@ std::vector<int64_t> makeDescriptor(void *ptr,
 
 std::vector<int64_t> makeDescriptor(HostTensor &tensor) {
   return makeDescriptor(tensor.data(), tensor.shape());
-}
-
-/// True when the host CPU has the AVX512_BF16 dot product (vdpbf16ps).
-bool hostHasAvx512Bf16() {
-  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-  auto it = features.find("avx512bf16");
-  return it != features.end() && it->second;
 }
 
 /// The packed arguments of a `_mlir_ciface_` call: `lead` (the pointer to the
@@ -192,8 +186,10 @@ private:
     mlir::moe::CpuPipelineOptions pipelineOptions;
     pipelineOptions.resultsToOutParams = resultsToOutParams;
     pipelineOptions.parallel = options.parallel;
-    // The JIT compiles for this host: use its bf16 dot product when it has one.
-    pipelineOptions.bf16Dot = options.bf16Dot && hostHasAvx512Bf16();
+    // The strategy is chosen for the CPU the JIT compiles for.
+    pipelineOptions.cpu = options.cpu;
+    if (!options.bf16Dot)
+      pipelineOptions.cpuFeatures = "-avx512bf16";
     mlir::moe::buildCpuPipeline(pm, pipelineOptions);
     return llvm::Error::success();
   }
@@ -456,6 +452,12 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   if (!tmBuilder)
     return llvm::createStringError("cannot describe the host CPU: " +
                                    llvm::toString(tmBuilder.takeError()));
+  if (options.cpu != "native") {
+    // A named CPU: its own features, not the host's (the pipeline's
+    // moe-cpu-configure has checked the name).
+    tmBuilder->setCPU(options.cpu);
+    tmBuilder->getFeatures() = llvm::SubtargetFeatures();
+  }
   tmBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
   auto targetMachine = tmBuilder->createTargetMachine();
   if (!targetMachine)

@@ -211,6 +211,15 @@ llvm::cl::opt<bool> cpuBf16Dot(
                    "extended to f32 and FMAs, the path of CPUs without it)"),
     llvm::cl::init(true), llvm::cl::cat(runCategory));
 
+llvm::cl::opt<std::string> cpuName(
+    "mcpu",
+    llvm::cl::desc("On the cpu, the CPU to compile for (an LLVM x86 CPU name "
+                   "such as haswell, znver3, skylake-avx512; default native: "
+                   "this machine). It sets the JIT's target and chooses each "
+                   "op's #moe.cpu_config (--moe-cpu-configure); the CPU must "
+                   "be able to run what it names"),
+    llvm::cl::init("native"), llvm::cl::cat(runCategory));
+
 llvm::cl::opt<std::string> saveArgs(
     "save-args",
     llvm::cl::desc("Write every argument, as bound (from files or "
@@ -733,6 +742,7 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   cpuOptions.dumpLowered = dumpLowered;
   cpuOptions.parallel = cpuParallel;
   cpuOptions.bf16Dot = cpuBf16Dot;
+  cpuOptions.cpu = cpuName;
   cpuOptions.jitDebugListeners = jitDebugListeners;
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
   cpuOptions.sharedLibs.push_back(MOE_RUN_ASYNC_RUNTIME);
