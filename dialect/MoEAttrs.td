@@ -307,7 +307,7 @@ def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
     ```mlir
     moe.fused_experts ... {moe.cpu_config = #moe.cpu_config<vector_bits = 256,
         registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48,
-        col_block = 256, prefetch_rows = 32, bf16_dot = false>}
+        col_block = 256, prefetch_rows = 128, bf16_dot = false>}
     ```
   }];
   let parameters = (ins

@@ -419,6 +419,38 @@ static Value prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site, Val
   return pw.packed;
 }
 
+/// `a` ([rows, K], bf16 or f16) widened to f32 in a new buffer (exact), so
+/// that a GEMM reading it broadcasts f32 left-operand elements: one load
+/// per row and k in the micro-kernel instead of a load, an extension and a
+/// broadcast (the extension would otherwise be repeated for every column
+/// tile, and at decode it competes with the FMAs for the same ports).
+static Value widenToF32(ImplicitLocOpBuilder &b, const KernelSite &site, Value a) {
+  Value wide = allocBuffer(b, {memref::getMixedSize(b, b.getLoc(), a, 0),
+                               memref::getMixedSize(b, b.getLoc(), a, 1)},
+                           b.getF32Type());
+  int64_t lanes = site.config.getLanes();
+  kernel(b, site, (Twine("__moe_cpu_widen_v") + Twine(site.config.getVectorBits())).str(),
+         {a, wide}, [&](ImplicitLocOpBuilder &b, ValueRange v) {
+           Value c0 = arith::ConstantIndexOp::create(b, 0), c1 = arith::ConstantIndexOp::create(b, 1);
+           Value rows = memDim(b, v[0], 0), cols = memDim(b, v[0], 1);
+           scf::ParallelOp::create(
+               b, ValueRange{c0}, ValueRange{rows}, ValueRange{c1},
+               [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+                 ImplicitLocOpBuilder nb(loc, nested);
+                 scf::ForOp::create(
+                     nb, c0, cols, arith::ConstantIndexOp::create(nb, lanes), ValueRange{},
+                     [&](OpBuilder &colBuilder, Location loc, Value col, ValueRange) {
+                       ImplicitLocOpBuilder cb(loc, colBuilder);
+                       Value mask = cpu::columnMask(cb, col, cols, lanes);
+                       cpu::storeVector(cb, cpu::loadF32Vector(cb, v[0], {ivs[0], col}, mask),
+                                        v[1], {ivs[0], col}, mask);
+                       scf::YieldOp::create(cb);
+                     });
+               });
+         });
+  return wide;
+}
+
 /// The expert FFNs over plan rows grouped by expert (docs/spec.md §2-§3,
 /// numerics for T = bf16/f16 included):
 ///   h[r]   = act(A[row(r)] W1[g] + b1[g]) (gated: act(u[:H]) * u[H:]),
@@ -432,8 +464,6 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
                           ActivationAttr activation, Value numRows, Value rowScale,
                           Value out) {
   Type elt = cast<MemRefType>(a.getType()).getElementType();
-  Value h = allocBuffer(b, {OpFoldResult(numRows), memref::getMixedSize(b, b.getLoc(), w2, 1)},
-                        elt);
   Activation act = activation.getValue();
   bool gated = activation.isGated();
   // Packed weights where possible; bf16 with the dot product packs pairwise.
@@ -443,6 +473,14 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   bool dot1 = dot && packed1, dot2 = dot && packed2;
   Value w1k = packed1 ? prepareWeights(b, site, w1, gated, dot1) : w1;
   Value w2k = packed2 ? prepareWeights(b, site, w2, /*gated=*/false, dot2) : w2;
+  // Left operands of a narrow type reach the FMA micro-kernels as f32: the
+  // tokens widened once, and h kept in f32 after its rounding to the
+  // element type (the same values; the dot product reads them narrow).
+  bool widen1 = !elt.isF32() && !dot1, widen2 = !elt.isF32() && !dot2;
+  if (widen1)
+    a = widenToF32(b, site, a);
+  Value h = allocBuffer(b, {OpFoldResult(numRows), memref::getMixedSize(b, b.getLoc(), w2, 1)},
+                        widen2 ? b.getF32Type() : elt);
 
   SmallVector<Value> args1{a, w1k, offsets, h};
   if (rowMap)
@@ -451,7 +489,8 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     args1.push_back(b1);
   std::string name1 = site.kernelName("__moe_cpu_gemm1_" + stringifyActivation(act) +
                                       (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
-                                      (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : ""));
+                                      (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : "") +
+                                      (widen2 ? "_hround" : ""));
   bool hasMap = static_cast<bool>(rowMap), hasBias1 = static_cast<bool>(b1);
   kernel(b, site, name1, args1, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     unsigned next = 4;
@@ -478,6 +517,11 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
                            Value r = cpu::activate(b, act, acc);
                            if (accUp)
                              r = arith::MulFOp::create(b, r, accUp);
+                           if (widen2) { // h rounded to the element type, kept in f32
+                             auto vt = cast<VectorType>(r.getType());
+                             Value narrow = arith::TruncFOp::create(b, vt.clone(elt), r);
+                             r = arith::ExtFOp::create(b, vt, narrow);
+                           }
                            cpu::storeVector(b, r, hv, {row, col}, mask);
                          });
   });

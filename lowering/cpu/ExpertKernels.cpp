@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/xxhash.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/X86TargetParser.h"
@@ -63,27 +64,44 @@ void prefetchPanelRow(ImplicitLocOpBuilder &b, Value packed, Value group, Value 
                                /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
 }
 
-/// One micro-tile: rows [row0, row0 + micro_rows) clamped to `rowEnd`,
-/// output columns [col0, col0 + L * vecs).
+/// A[row, k] extended to f32 and broadcast to `lanes` lanes. A bf16 element
+/// is broadcast as 16-bit words and shifted into the high half of each
+/// 32-bit lane (bf16 -> f32 is exactly that shift): one broadcast load and
+/// one shift (vpbroadcastw + vpslld), where the scalar extension would take
+/// a load, a shift, a move and a broadcast per row and k.
+Value broadcastF32(ImplicitLocOpBuilder &b, Value a, Value row, Value k, int64_t lanes) {
+  Value x = memref::LoadOp::create(b, a, ValueRange{row, k});
+  if (!x.getType().isBF16())
+    return vector::BroadcastOp::create(b, f32Vec(b, lanes), toF32(b, x));
+  Value bits = arith::BitcastOp::create(b, b.getI16Type(), x);
+  Value words = vector::BroadcastOp::create(
+      b, VectorType::get({2 * lanes}, b.getI16Type()), bits);
+  auto i32Vec = VectorType::get({lanes}, b.getI32Type());
+  Value pairs = vector::BitCastOp::create(b, i32Vec, words);
+  Value sixteen = arith::ConstantOp::create(
+      b, i32Vec, DenseElementsAttr::get(i32Vec, b.getI32IntegerAttr(16).getValue()));
+  return vector::BitCastOp::create(b, f32Vec(b, lanes),
+                                   arith::ShLIOp::create(b, pairs, sixteen));
+}
+
+/// One micro-tile: the `tileRows` rows [row0, row0 + tileRows), all of them
+/// existing (tileRows is the configuration's micro_rows, or a smaller power
+/// of two for the row tail), output columns [col0, col0 + L * vecs).
 void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value row0,
-                   Value rowEnd, Value col0, GemmEpilogue epilogue) {
+                   int64_t tileRows, Value col0, GemmEpilogue epilogue) {
   const int64_t lanes = g.config.getLanes();
-  const int64_t microRows = g.config.getMicroRows();
+  const int64_t microRows = tileRows;
   const int64_t microVecs = g.config.getMicroVectors();
   const int64_t prefetchRows = g.config.getPrefetchRows();
   const int64_t outVecs = g.gated ? microVecs / 2 : microVecs;
   VectorType vt = f32Vec(b, lanes);
 
-  // Rows: plan row r_i (clamped to an existing row for the tail) and the row
-  // of A it reads.
-  SmallVector<Value> rows, aRows, rowValid;
+  // Rows: plan row r_i and the row of A it reads.
+  SmallVector<Value> rows, aRows;
   for (int64_t i = 0; i < microRows; ++i) {
     Value r = arith::AddIOp::create(b, row0, cIdx(b, i));
-    Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, r, rowEnd);
-    Value clamped = arith::SelectOp::create(b, valid, r, row0);
     rows.push_back(r);
-    rowValid.push_back(valid);
-    aRows.push_back(g.aRowMap ? loadIndex(b, g.aRowMap, {clamped}) : clamped);
+    aRows.push_back(g.aRowMap ? loadIndex(b, g.aRowMap, {r}) : r);
   }
   // Columns of B read by every accumulator vector, and their masks.
   SmallVector<Value> outCols, bCols, masks;
@@ -191,9 +209,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
           }
           SmallVector<Value> next;
           for (int64_t i = 0; i < microRows; ++i) {
-            Value aScalar =
-                toF32(nb, memref::LoadOp::create(nb, g.a, ValueRange{aRows[i], k}));
-            Value aVec = vector::BroadcastOp::create(nb, vt, aScalar);
+            Value aVec = broadcastF32(nb, g.a, aRows[i], k, lanes);
             for (int64_t v = 0; v < microVecs; ++v)
               next.push_back(
                   vector::FMAOp::create(nb, aVec, bVecs[v], acc[i * microVecs + v]));
@@ -203,17 +219,13 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     accs.assign(loop.getResults().begin(), loop.getResults().end());
   }
 
-  // Epilogues of the rows that exist.
+  // Epilogues.
   for (int64_t i = 0; i < microRows; ++i) {
-    scf::IfOp::create(b, rowValid[i], [&](OpBuilder &nested, Location loc) {
-      ImplicitLocOpBuilder nb(loc, nested);
-      for (int64_t v = 0; v < outVecs; ++v) {
-        Value acc = accs[i * microVecs + v];
-        Value accUp = g.gated ? accs[i * microVecs + outVecs + v] : Value();
-        epilogue(nb, group, rows[i], outCols[v], masks[v], acc, accUp);
-      }
-      scf::YieldOp::create(nb);
-    });
+    for (int64_t v = 0; v < outVecs; ++v) {
+      Value acc = accs[i * microVecs + v];
+      Value accUp = g.gated ? accs[i * microVecs + outVecs + v] : Value();
+      epilogue(b, group, rows[i], outCols[v], masks[v], acc, accUp);
+    }
   }
 }
 
@@ -340,13 +352,32 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
               ib, colBegin, colEnd, cIdx(ib, tileCols), ValueRange{},
               [&](OpBuilder &colBuilder, Location loc, Value col0, ValueRange) {
                 ImplicitLocOpBuilder cb2(loc, colBuilder);
+                // Whole micro-tiles, then the row tail (fewer than
+                // micro_rows rows) as tiles of the powers of two it is made
+                // of: every tile computes existing rows only (at decode a
+                // group has a few rows, and no FMA is spent on missing ones).
+                Value count = arith::SubIOp::create(cb2, rowEnd, rowBegin);
+                Value tail = arith::RemSIOp::create(cb2, count, cIdx(cb2, microRows));
+                Value wholeEnd = arith::SubIOp::create(cb2, rowEnd, tail);
                 scf::ForOp::create(
-                    cb2, rowBegin, rowEnd, cIdx(cb2, microRows), ValueRange{},
+                    cb2, rowBegin, wholeEnd, cIdx(cb2, microRows), ValueRange{},
                     [&](OpBuilder &rowBuilder, Location loc, Value row0, ValueRange) {
                       ImplicitLocOpBuilder rb2(loc, rowBuilder);
-                      emitMicroTile(rb2, g, group, row0, rowEnd, col0, epilogue);
+                      emitMicroTile(rb2, g, group, row0, microRows, col0, epilogue);
                       scf::YieldOp::create(rb2);
                     });
+                Value row0 = wholeEnd;
+                for (int64_t t = llvm::PowerOf2Ceil(microRows) / 2; t >= 1; t /= 2) {
+                  Value part = arith::AndIOp::create(cb2, tail, cIdx(cb2, t));
+                  Value has = arith::CmpIOp::create(cb2, arith::CmpIPredicate::ne, part,
+                                                    cIdx(cb2, 0));
+                  scf::IfOp::create(cb2, has, [&](OpBuilder &tailBuilder, Location loc) {
+                    ImplicitLocOpBuilder tb(loc, tailBuilder);
+                    emitMicroTile(tb, g, group, row0, t, col0, epilogue);
+                    scf::YieldOp::create(tb);
+                  });
+                  row0 = arith::AddIOp::create(cb2, row0, part);
+                }
                 scf::YieldOp::create(cb2);
               });
           scf::YieldOp::create(ib);
@@ -567,9 +598,12 @@ CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool>
   }
   // 16 ymm (AVX2) or xmm (SSE, NEON's 128-bit view): 6 x 2 accumulators + 2
   // panel vectors + 1 broadcast = 15, the 6 x 16 micro-kernel of BLIS and
-  // OpenBLAS on Haswell.
+  // OpenBLAS on Haswell. Its panel rows are 4x shorter than AVX-512's, so
+  // the prefetch runs 4x as many rows ahead (the same 8 KiB of f32 weights;
+  // measured at decode, bf16 on the AVX2 configuration: 10.4 ms at 32 rows,
+  // 8.6 ms at 128).
   int64_t bits = has("avx2") && has("fma") ? 256 : 128;
-  return CpuConfigAttr::get(ctx, bits, 16, 6, 2, 48, 256, 32, /*bf16_dot=*/false);
+  return CpuConfigAttr::get(ctx, bits, 16, 6, 2, 48, 256, 128, /*bf16_dot=*/false);
 }
 
 FailureOr<llvm::StringMap<bool>> cpu::cpuFeatures(StringRef cpuName) {

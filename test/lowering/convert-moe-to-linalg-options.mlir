@@ -6,6 +6,9 @@
 // RUN: moe-opt %s --pass-pipeline='builtin.module(func.func(convert-moe-to-linalg))' \
 // RUN:   | FileCheck %s --check-prefix=NESTED
 // RUN: moe-opt %s --convert-moe-to-linalg | FileCheck %s --check-prefix=PACK
+// The AVX2 configuration (--moe-cpu-configure=cpu=haswell): 16-column panels,
+// 6 x 2 vectors of 8 lanes, and the row tail as tiles of 4, 2 and 1 rows.
+// RUN: moe-opt %s --moe-cpu-configure=cpu=haswell --convert-moe-to-linalg | FileCheck %s --check-prefix=AVX2
 
 // NOPACK-NOT: memref.global
 // NOPACK-LABEL: func.func @layer
@@ -25,6 +28,25 @@
 // PACK-LABEL: func.func @layer
 // PACK: call @__moe_cpu_gemm1_silu_gather_packed_
 
+// AVX2-DAG: memref.global "private" @{{.*}} : memref<4x3x16x16xf32> = uninitialized
+// AVX2-DAG: memref.global "private" @{{.*}} : memref<4x1x40x16xf32> = uninitialized
+// AVX2-LABEL: func.func @layer
+// AVX2: call @[[G1:__moe_cpu_gemm1_silu_gather_packed_v256_6x2_b48x256_p128_[0-9A-F]+]](
+// AVX2: func.func private @[[G1]](
+// AVX2: scf.for %{{.*}} step %c16
+// AVX2: scf.for %{{.*}} step %c6
+// AVX2: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// AVX2-COUNT-12: vector.fma {{.*}} : vector<8xf32>
+// AVX2: arith.andi %{{.*}}, %c4 : index
+// AVX2: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// AVX2-COUNT-8: vector.fma {{.*}} : vector<8xf32>
+// AVX2: arith.andi %{{.*}}, %c2 : index
+// AVX2: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>) {
+// AVX2-COUNT-4: vector.fma {{.*}} : vector<8xf32>
+// AVX2: arith.andi %{{.*}}, %c1{{.*}} : index
+// AVX2: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>) {
+// AVX2-COUNT-2: vector.fma {{.*}} : vector<8xf32>
+// AVX2-NOT: vector<16xf32>
 func.func @layer(%x: tensor<?x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x40xf32>, %w2: tensor<4x40x16xf32>) -> tensor<?x16xf32> {
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.top_k<k = 2>, activation = #moe.activation<silu>}
          : (tensor<?x16xf32>, tensor<16x4xf32>, tensor<4x16x40xf32>, tensor<4x40x16xf32>) -> tensor<?x16xf32>

@@ -123,8 +123,10 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %i: tensor<8x2xi32>) -> tenso
 // -----
 
 // f16 data: expert weights packed once into module globals (keyed on the
-// buffer); operands extended to f32 as they are loaded; h rounded to f16 in
-// GEMM1's epilogue; GEMM2's weighted rows kept in f32; y rounded once.
+// buffer) and extended to f32 as they are loaded; the tokens widened to f32
+// once (the widen kernel) so that the micro-kernels broadcast f32; h rounded
+// to f16 in GEMM1's epilogue and kept in f32 for GEMM2 (`_hround`); GEMM2's
+// weighted rows kept in f32; y rounded once.
 // CHECK-DAG: memref.global "private" @[[P1:__moe_cpu_packed_weights[_0-9]*]] : memref<4x1x16x64xf16> = uninitialized {alignment = 64 : i64}
 // CHECK-DAG: memref.global "private" @[[P2:__moe_cpu_packed_weights[_0-9]*]] : memref<4x1x32x64xf16> = uninitialized {alignment = 64 : i64}
 // CHECK-LABEL: func.func @f16_layer
@@ -134,7 +136,8 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %i: tensor<8x2xi32>) -> tenso
 // CHECK: call @[[PACK:__moe_cpu_pack_v512_6x4_b48x256_p32_[0-9A-F]+]](
 // CHECK: memref.get_global @[[P2]]
 // CHECK: call @[[PACK]](
-// CHECK: call @[[G1:__moe_cpu_gemm1_relu_gather_packed_v512_6x4_b48x256_p32_[0-9A-F]+]](
+// CHECK: call @[[WIDEN:__moe_cpu_widen_v512_[0-9A-F]+]](%{{.*}}, %{{.*}}) : (memref<?x?xf16, strided<[?, 1], offset: ?>>, memref<?x?xf32, strided<[?, 1], offset: ?>>) -> ()
+// CHECK: call @[[G1:__moe_cpu_gemm1_relu_gather_packed_hround_v512_6x4_b48x256_p32_[0-9A-F]+]](%{{.*}}) : (memref<?x?xf32, strided<[?, 1], offset: ?>>, memref<?x?x?x?xf16, {{.*}}>, memref<?xi32, {{.*}}>, memref<?x?xf32, {{.*}}>, memref<?xi32, {{.*}}>) -> ()
 // CHECK: call @[[G2:__moe_cpu_gemm2_scaled_packed_v512_6x4_b48x256_p32_[0-9A-F]+]](
 // CHECK: call @[[COMBINE:__moe_cpu_combine_v512_[0-9A-F]+]](
 // CHECK: func.func private @[[PACK]](
@@ -143,12 +146,17 @@ func.func @capacity_dispatch(%x: tensor<8x16xf32>, %i: tensor<8x2xi32>) -> tenso
 // CHECK: scf.parallel
 // CHECK: %[[ROW:.*]] = vector.maskedload %arg0
 // CHECK: vector.store %[[ROW]], %arg1
+// CHECK: func.func private @[[WIDEN]](
+// CHECK: %[[X:.*]] = vector.maskedload %arg0
+// CHECK-NEXT: %[[XW:.*]] = arith.extf %[[X]] : vector<16xf16> to vector<16xf32>
+// CHECK-NEXT: vector.maskedstore %arg1[{{.*}}], %{{.*}}, %[[XW]]
 // CHECK: func.func private @[[G1]](
 // CHECK: vector.load %arg1
 // CHECK-NEXT: arith.extf {{.*}} : vector<16xf16> to vector<16xf32>
 // CHECK: arith.maximumf {{.*}} : vector<16xf32>
 // CHECK-NEXT: arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
-// CHECK-NEXT: vector.maskedstore %arg3{{.*}} : memref<?x?xf16, strided<[?, 1], offset: ?>>
+// CHECK-NEXT: arith.extf {{.*}} : vector<16xf16> to vector<16xf32>
+// CHECK-NEXT: vector.maskedstore %arg3{{.*}} : memref<?x?xf32, strided<[?, 1], offset: ?>>
 // CHECK: func.func private @[[G2]](
 // CHECK: arith.mulf {{.*}} : vector<16xf32>
 // CHECK-NEXT: vector.maskedstore %arg3{{.*}} : memref<?x?xf32, strided<[?, 1], offset: ?>>

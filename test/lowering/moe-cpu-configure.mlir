@@ -36,8 +36,8 @@
 // CHECK-LABEL: func.func @chain
 // AVX512: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>}
 // BF16: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true>}
-// AVX2: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>}
-// SSE: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>}
+// AVX2: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>}
+// SSE: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>}
 // NATIVE: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits =
 // CHECK-NEXT: moe.gate
 // CHECK-NOT: moe.cpu_config
@@ -52,10 +52,10 @@
 // AVX512-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>
 // BF16: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true>
 // BF16-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true>
-// AVX2: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>
-// AVX2-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>
-// SSE: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>
-// SSE-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>
+// AVX2: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>
+// AVX2-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>
+// SSE: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>
+// SSE-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>
 // NATIVE: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits =
 // NATIVE-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits =
 func.func @chain(%x: tensor<16x64xf32>, %wr: tensor<64x8xf32>, %w1: tensor<8x64x128xf32>,
