@@ -27,9 +27,11 @@
 // (micro_vectors x L) columns keep every accumulator in a register; the
 // column loop is outside the row loop, so one micro-panel of the right
 // operand is reused from the cache by all row micro-tiles. Column tails are
-// handled with masked loads and stores; a row tail (fewer than micro_rows
-// rows) runs as micro-tiles of the powers of two it is made of (5 = 4 + 1),
-// so no FMA is spent on a missing row. Decode (a few rows
+// handled with masked loads and stores, row tails by clamping the rows that
+// are read and skipping the stores of the missing rows; a tail that fits in
+// a tile of half as many rows (rounded up to a power of two: 4 of 6) runs in
+// such a tile, so that at decode (a few rows per group) few FMAs are spent
+// on missing rows. Decode (a few rows
 // per expert) and prefill (hundreds) are the same loop nest: at decode the
 // column blocks give every core work, at prefill the row blocks do.
 //
