@@ -598,42 +598,23 @@ static void emitGate(ImplicitLocOpBuilder &b, Value logits, Value selectionBias,
   Emitter e(b);
   Value tokens = memref::DimOp::create(b, logits, 0);
   Value experts = memref::DimOp::create(b, logits, 1);
-  auto moesart = dyn_cast<MoesartRoutingAttr>(routing);
   auto topk = dyn_cast<TopKRoutingAttr>(routing);
 
   using Mode = TokenRoutingKind::Mode;
-  TokenRoutingKind kind;
+  TokenRoutingKind kind =
+      TokenRoutingKind::get(routing, training, static_cast<bool>(selectionBias));
   TokenRoutingValues values;
   values.experts = experts;
   values.k = e.idx(k);
-  if (isa<DenseRoutingAttr>(routing))
-    kind.mode = Mode::Dense;
-  else if (!moesart)
-    kind.mode = Mode::TopK;
-  else if (routing.isSampling(training))
-    kind.mode = Mode::MoesartTraining;
-  else
-    kind.mode = Mode::MoesartInference;
-  if (moesart)
-    kind.adjust = moesart.getAdjust();
-  if (topk && (!topk.isClassic() || selectionBias)) {
-    kind.production = true;
-    kind.score = topk.getScore();
-    kind.normalize = topk.getNormalize();
-    kind.grouped = topk.getGroups() > 1;
-    kind.selectionBias = static_cast<bool>(selectionBias);
+  if (kind.production) {
     values.groups = e.idx(topk.getGroups());
     values.keptGroups = e.idx(topk.getKeptGroups());
     values.scale = e.cf32(topk.getScale().convertToDouble());
   }
-  kind.loss = loss && moesart && training;
-  if (kind.mode == Mode::MoesartTraining) {
-    Value s = memref::LoadOp::create(b, seed, ValueRange{});
-    values.key0 = arith::TruncIOp::create(b, e.i32(), s);
-    values.key1 = arith::TruncIOp::create(
-        b, e.i32(),
-        arith::ShRUIOp::create(b, s, arith::ConstantOp::create(b, b.getI64IntegerAttr(32))));
-  }
+  kind.loss = kind.loss && loss;
+  if (kind.mode == Mode::MoesartTraining)
+    std::tie(values.key0, values.key1) =
+        buildPhiloxKey(b, memref::LoadOp::create(b, seed, ValueRange{}));
 
   // Per-token scratch rows and loss terms.
   Value scratch, terms;
@@ -699,7 +680,7 @@ static void emitGate(ImplicitLocOpBuilder &b, Value logits, Value selectionBias,
                               Value x = memref::LoadOp::create(e.b, terms, ValueRange{t});
                               return SmallVector<Value>{e.addf(a[0], x)};
                             })[0];
-      value = e.mulf(e.cf32(moesart.getRegularizerCoefficient()),
+      value = e.mulf(e.cf32(routing.getRegularizerCoefficient()),
                      e.divf(sum, e.toF32(tokens)));
     }
     memref::StoreOp::create(b, value, loss, ValueRange{});

@@ -89,6 +89,40 @@ SmallVector<Value> topKBy(RB &e, ScoreFn score, ScoreFn allowed, Value candidate
 
 } // namespace
 
+TokenRoutingKind TokenRoutingKind::get(RoutingAttrInterface routing, bool training,
+                                       bool hasSelectionBias) {
+  TokenRoutingKind kind;
+  auto moesart = dyn_cast<MoesartRoutingAttr>(routing);
+  if (isa<DenseRoutingAttr>(routing))
+    kind.mode = Mode::Dense;
+  else if (!moesart)
+    kind.mode = Mode::TopK;
+  else if (routing.isSampling(training))
+    kind.mode = Mode::MoesartTraining;
+  else
+    kind.mode = Mode::MoesartInference;
+  if (moesart)
+    kind.adjust = moesart.getAdjust();
+  kind.loss = training && moesart;
+  auto topk = dyn_cast<TopKRoutingAttr>(routing);
+  if (topk && (!topk.isClassic() || hasSelectionBias)) {
+    kind.production = true;
+    kind.score = topk.getScore();
+    kind.normalize = topk.getNormalize();
+    kind.grouped = topk.getGroups() > 1;
+    kind.selectionBias = hasSelectionBias;
+  }
+  return kind;
+}
+
+std::pair<Value, Value> mlir::moe::buildPhiloxKey(ImplicitLocOpBuilder &b, Value seed) {
+  Type i32 = b.getI32Type();
+  Value low = arith::TruncIOp::create(b, i32, seed);
+  Value high = arith::TruncIOp::create(
+      b, i32, arith::ShRUIOp::create(b, seed, arith::ConstantOp::create(b, b.getI64IntegerAttr(32))));
+  return {low, high};
+}
+
 Value mlir::moe::buildTokenRouting(ImplicitLocOpBuilder &b, const TokenRoutingKind &kind,
                                    const TokenRoutingValues &v,
                                    const TokenRoutingStorage &io) {

@@ -51,7 +51,20 @@ struct TokenRoutingKind {
   /// Whether the token needs f32 scratch (TokenRoutingStorage::loadScratch):
   /// E values for MOESART's draws, 2 * G for the grouped production router.
   bool needsScratch() const { return mode == Mode::MoesartTraining || (production && grouped); }
+
+  /// The routing kernel variant of a gate with `routing` (in training mode
+  /// when `training`; `hasSelectionBias`: it has a selection_bias operand):
+  /// the one mapping from routing attributes to kernels, for every target.
+  /// A #moe.top_k that is not classic, or that has a selection bias, is the
+  /// production router; `loss` is set for MOESART in training mode (its
+  /// trimmed-lasso term).
+  static TokenRoutingKind get(RoutingAttrInterface routing, bool training,
+                              bool hasSelectionBias);
 };
+
+/// The Philox4x32-10 key of a MOESART seed (docs/spec.md §3.1): the low and
+/// the high 32-bit word of the i64 `seed`, as i32 values.
+std::pair<Value, Value> buildPhiloxKey(ImplicitLocOpBuilder &b, Value seed);
 
 /// Run-time values of the routing (index type unless stated).
 struct TokenRoutingValues {

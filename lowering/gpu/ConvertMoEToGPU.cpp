@@ -430,40 +430,29 @@ public:
             bool training, Value seed, Value selectionBias = {},
             std::optional<FusedRouter> router = std::nullopt, bool deferLoss = false) {
     Value K = e.idx(k);
-    auto moesart = dyn_cast<MoesartRoutingAttr>(routing);
-    GateKind kind = isa<DenseRoutingAttr>(routing) ? GateKind::Dense
-                    : !moesart                    ? GateKind::TopK
-                    : routing.isSampling(training) ? GateKind::MoesartTraining
-                                                   : GateKind::MoesartInference;
-    bool loss = training && moesart;
+    // The routing kernel variant: the mapping the CPU gate uses too.
+    TokenRoutingKind kind =
+        TokenRoutingKind::get(routing, training, static_cast<bool>(selectionBias));
+    using Mode = TokenRoutingKind::Mode;
+    bool loss = kind.loss;
     Gate g;
     g.weights = alloc(e.f32(), e.muli(T, K));
     g.indices = alloc(e.i32(), e.muli(T, K));
-    Value p = kind == GateKind::MoesartTraining ? alloc(e.f32(), e.muli(T, E)) : g.weights;
+    Value p = kind.mode == Mode::MoesartTraining ? alloc(e.f32(), e.muli(T, E)) : g.weights;
     Value nb = blocks(T, router ? kRouteTokens : kGateThreads);
     Value partials = loss ? alloc(e.f32(), nb) : g.weights;
     Value key0 = e.ci32(0), key1 = e.ci32(0);
-    if (kind == GateKind::MoesartTraining) {
+    if (kind.mode == Mode::MoesartTraining) {
       // The key is read on the host before the first GPU op (see `start`).
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(start);
-      Value s = hostScalar(seed);
-      key0 = arith::TruncIOp::create(b, e.i32(), s);
-      key1 = arith::TruncIOp::create(
-          b, e.i32(),
-          arith::ShRUIOp::create(b, s, arith::ConstantOp::create(b, b.getI64IntegerAttr(32))));
+      std::tie(key0, key1) = buildPhiloxKey(b, hostScalar(seed));
     }
-    MoesartAdjust adjust = moesart ? moesart.getAdjust() : MoesartAdjust::small_random;
     auto topk = dyn_cast<TopKRoutingAttr>(routing);
-    std::optional<ProductionGate> production;
-    if (topk && (!topk.isClassic() || selectionBias)) {
-      production = ProductionGate{topk.getScore(), topk.getNormalize(), topk.getGroups() > 1,
-                                  selectionBias != nullptr};
-      if (production->grouped)
-        p = alloc(e.f32(), e.muli(T, e.muli(E, e.idx(2))));
-    }
+    if (kind.production && kind.grouped)
+      p = alloc(e.f32(), e.muli(T, e.muli(E, e.idx(2))));
     SmallVector<Value> args{logits, g.weights, g.indices, p, partials, T, E, K, key0, key1};
-    if (production)
+    if (kind.production)
       args.append({selectionBias ? selectionBias : g.weights, e.idx(topk.getGroups()),
                    e.idx(topk.getKeptGroups()), e.cf32(topk.getScale().convertToDouble())});
     bool sharedGate = router && router->sg;
@@ -471,8 +460,7 @@ public:
       args.append({router->x, router->wr, router->br ? router->br : router->wr, router->D});
     if (sharedGate)
       args.append({router->sg, router->sharedGate});
-    launch(lib.gate(kind, adjust, loss, production,
-                    selectionBias ? eltOf(selectionBias) : Type(), router.has_value(),
+    launch(lib.gate(kind, selectionBias ? eltOf(selectionBias) : Type(), router.has_value(),
                     router && router->br, router ? eltOf(router->x) : Type(), sharedGate),
            {nb}, kGateThreads, args);
     if (loss) {

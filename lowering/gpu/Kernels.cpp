@@ -427,39 +427,39 @@ gpu::GPUFuncOp KernelLibrary::route(bool bias, Type data, Type out) {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool loss,
-                                   std::optional<ProductionGate> production, Type biasType,
-                                   bool router, bool routerBias, Type routerData,
-                                   bool sharedGate) {
+gpu::GPUFuncOp KernelLibrary::gate(const TokenRoutingKind &kind, Type biasType, bool router,
+                                   bool routerBias, Type routerData, bool sharedGate) {
+  using Mode = TokenRoutingKind::Mode;
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   std::string name = "moe_gate_kernel_";
-  switch (kind) {
-  case GateKind::Dense:
+  switch (kind.mode) {
+  case Mode::Dense:
     name += "dense";
     break;
-  case GateKind::TopK:
+  case Mode::TopK:
     name += "topk";
     break;
-  case GateKind::MoesartInference:
+  case Mode::MoesartInference:
     name += "moesart";
     break;
-  case GateKind::MoesartTraining:
-    name += "moesart_train_" + stringifyMoesartAdjust(adjust).str();
+  case Mode::MoesartTraining:
+    name += "moesart_train_" + stringifyMoesartAdjust(kind.adjust).str();
     break;
   }
-  assert((!production || kind == GateKind::TopK) && "production routers are top_k");
+  const bool production = kind.production, loss = kind.loss;
+  assert((!production || kind.mode == Mode::TopK) && "production routers are top_k");
   if (production) {
-    name += "_" + stringifyRouterScore(production->score).str();
-    if (!production->normalize)
+    name += "_" + stringifyRouterScore(kind.score).str();
+    if (!kind.normalize)
       name += "_nonorm";
-    if (production->grouped)
+    if (kind.grouped)
       name += "_grouped";
-    if (production->bias)
+    if (kind.selectionBias)
       name += "_bias";
   }
   Type biasElt = biasType ? biasType : f32;
-  if (production && production->bias)
+  if (production && kind.selectionBias)
     name += typeSuffix({biasElt});
   if (loss)
     name += "_loss";
@@ -654,14 +654,7 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
         // the code the CPU path runs, over this kernel's flat buffers.
         auto token = [&](IRB &e) -> SmallVector<Value> {
           Value base = e.muli(t, E), wbase = e.muli(t, K);
-          using Mode = TokenRoutingKind::Mode;
-          TokenRoutingKind tk;
-          tk.mode = kind == GateKind::Dense             ? Mode::Dense
-                    : kind == GateKind::TopK            ? Mode::TopK
-                    : kind == GateKind::MoesartTraining ? Mode::MoesartTraining
-                                                        : Mode::MoesartInference;
-          tk.adjust = adjust;
-          tk.loss = loss;
+          TokenRoutingKind tk = kind;
           TokenRoutingValues tv;
           tv.experts = E;
           tv.k = K;
@@ -669,17 +662,12 @@ gpu::GPUFuncOp KernelLibrary::gate(GateKind kind, MoesartAdjust adjust, bool los
           // 2G (<= 2E) at t * 2E for the grouped production router.
           Value sbase = base;
           if (production) {
-            tk.production = true;
-            tk.score = production->score;
-            tk.normalize = production->normalize;
-            tk.grouped = production->grouped;
-            tk.selectionBias = production->bias;
             tv.groups = numGroups;
             tv.keptGroups = keptGroups;
             tv.scale = scale;
             sbase = e.muli(t, e.muli(E, e.idx(2)));
           }
-          if (kind == GateKind::MoesartTraining) {
+          if (kind.mode == Mode::MoesartTraining) {
             tv.key0 = key0;
             tv.key1 = key1;
             tv.token = e.toI32(t);

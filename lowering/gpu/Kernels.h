@@ -79,6 +79,7 @@
 #define MOE_LOWERING_GPU_KERNELS_H
 
 #include "dialect/MoEAttrs.h"
+#include "lowering/RoutingBuilder.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -114,19 +115,6 @@ class IRB;
 /// formulas), for kernels built outside Kernels.cpp (MmaGemm.cpp).
 Value emitActivation(IRB &e, Activation act, Value x);
 
-/// The routing kernel variants.
-enum class GateKind { Dense, TopK, MoesartInference, MoesartTraining };
-
-/// The production #moe.top_k routers of docs/spec.md §3.1.1 (a GateKind::TopK
-/// gate whose attribute is not classic, or that has a selection bias): the
-/// compile-time parts of the variant; groups, kept groups and the scale are
-/// kernel arguments.
-struct ProductionGate {
-  RouterScore score = RouterScore::softmax;
-  bool normalize = true;
-  bool grouped = false; // groups > 1
-  bool bias = false;    // a selection_bias buffer
-};
 
 /// Name of the gpu.module holding the kernels.
 inline constexpr llvm::StringLiteral kKernelModuleName = "moe_kernels";
@@ -145,9 +133,11 @@ public:
   /// (x, wr, br, logits, T, D, E); grid (ceil(E/kTileN), ceil(T/kTileM)).
   /// x, wr, br of type `data`, the logits of type `out`.
   gpu::GPUFuncOp route(bool bias, Type data, Type out);
-  /// (logits, weights, indices:i32, p scratch [T*E], partials, T, E, K,
-  /// key0:i32, key1:i32); grid ceil(T/kGateThreads).
-  /// With `production` (kind TopK only) four more arguments follow:
+  /// The gate of routing variant `kind` (TokenRoutingKind::get, the mapping
+  /// from routing attributes the CPU gate uses too): (logits, weights,
+  /// indices:i32, p scratch [T*E], partials, T, E, K, key0:i32, key1:i32);
+  /// grid ceil(T/kGateThreads); with `kind.loss` the trimmed-lasso partials.
+  /// With `kind.production` (mode TopK only) four more arguments follow:
   /// (selectionBias [E], groups, keptGroups, scale:f32), and p is the scratch
   /// [T*2E] of the group scores and kept-group flags when grouped;
   /// `selectionBias` is the bias's element type (null: f32). The other
@@ -164,9 +154,8 @@ public:
   /// follow, and the kernel also writes gate[t] = sigmoid(x[t, :] sg), the
   /// shared expert's gate (column E of the same fma chains, then
   /// moe_sigmoid_kernel's formula: the bits of route + sigmoid).
-  gpu::GPUFuncOp gate(GateKind kind, MoesartAdjust adjust, bool loss,
-                      std::optional<ProductionGate> production = std::nullopt,
-                      Type selectionBias = {}, bool router = false, bool routerBias = false,
+  gpu::GPUFuncOp gate(const TokenRoutingKind &kind, Type selectionBias = {},
+                      bool router = false, bool routerBias = false,
                       Type routerData = {}, bool sharedGate = false);
   /// (partials, numPartials, T, lambda:f32, loss[1]); one thread.
   gpu::GPUFuncOp lossReduce();
