@@ -302,12 +302,13 @@ def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
     * `bf16_dot`: bf16 GEMMs with packed weights use the AVX512_BF16 dot
       product (`vdpbf16ps`; needs `vector_bits = 512`).
 
-    Example (the AVX2 + FMA choice):
+    Example (the AVX2 + FMA choice, on a router GEMM):
 
     ```mlir
-    moe.fused_experts ... {moe.cpu_config = #moe.cpu_config<vector_bits = 256,
+    %o = moe.route %x router(%wr) {moe.cpu_config = #moe.cpu_config<vector_bits = 256,
         registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48,
         col_block = 256, prefetch_rows = 128, bf16_dot = false>}
+        : (tensor<?x4096xf32>, tensor<4096x8xf32>) -> tensor<?x8xf32>
     ```
   }];
   let parameters = (ins
