@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "lowering/Activations.h"
 #include "runtime/IndexErrors.h"
 #include "lowering/Philox.h"
 #include "lowering/RoutingBuilder.h"
@@ -45,6 +46,7 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
+#include <optional>
 
 #include "llvm/Support/Debug.h"
 
@@ -207,9 +209,6 @@ public:
         ArrayRef<OpFoldResult>{one, dimOfr(bias, 1)}, ArrayRef<OpFoldResult>{one, one});
   }
 
-  /// The activations of docs/spec.md §2-§3 on a scalar.
-  Value activate(Activation act, Value x) { return cpu::activate(b, act, x); }
-
   /// Philox4x32-10 with key (k0, k1) and counter (c0, c1, 0, 0); returns the
   /// uniform u = (out[0] >> 8) * 2^-24 as f32.
   Value philoxUniform(Value k0, Value k1, Value c0, Value c1) {
@@ -285,6 +284,30 @@ struct KernelSite {
   std::string kernelName(const Twine &name) const {
     return (name + "_" + config.getTag()).str();
   }
+};
+
+/// The arguments of an outlined kernel: each one, optional ones included,
+/// remembers its position as it is added, so that the body finds it there
+/// (`at`) instead of counting which optional arguments came before.
+class KernelArgs {
+public:
+  KernelArgs(std::initializer_list<Value> required) : values(required) {}
+  /// Adds `v` when it is not null; its position, or none.
+  std::optional<unsigned> addOptional(Value v) {
+    if (!v)
+      return std::nullopt;
+    values.push_back(v);
+    return values.size() - 1;
+  }
+  void append(ValueRange vs) { llvm::append_range(values, vs); }
+  /// The kernel's argument at `position` (null for an absent one).
+  static Value at(ValueRange args, std::optional<unsigned> position) {
+    return position ? args[*position] : Value();
+  }
+  operator ValueRange() const { return values; }
+
+private:
+  SmallVector<Value> values;
 };
 
 static void kernel(ImplicitLocOpBuilder &b, const KernelSite &site, StringRef name,
@@ -377,13 +400,11 @@ static cpu::GroupedGemm groupedGemmOf(ImplicitLocOpBuilder &b, ValueRange v, boo
 /// f32 accumulation, stored in out's element type.
 static void emitRouter(ImplicitLocOpBuilder &b, const KernelSite &site, Value x, Value wr,
                        Value br, Value out) {
-  SmallVector<Value> args{x, wr, out};
-  bool hasBias = static_cast<bool>(br);
-  if (hasBias)
-    args.push_back(br);
-  kernel(b, site, site.kernelName(hasBias ? "__moe_cpu_router_bias" : "__moe_cpu_router"), args,
+  KernelArgs args{x, wr, out};
+  std::optional<unsigned> biasAt = args.addOptional(br);
+  kernel(b, site, site.kernelName(br ? "__moe_cpu_router_bias" : "__moe_cpu_router"), args,
          [&](ImplicitLocOpBuilder &b, ValueRange v) {
-           Value res = v[2], bias = hasBias ? v[3] : Value();
+           Value res = v[2], bias = KernelArgs::at(v, biasAt);
            cpu::GroupedGemm gemm;
            gemm.config = site.config;
            gemm.a = v[0];
@@ -482,21 +503,16 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   Value h = allocBuffer(b, {OpFoldResult(numRows), memref::getMixedSize(b, b.getLoc(), w2, 1)},
                         widen2 ? b.getF32Type() : elt);
 
-  SmallVector<Value> args1{a, w1k, offsets, h};
-  if (rowMap)
-    args1.push_back(rowMap);
-  if (b1)
-    args1.push_back(b1);
+  KernelArgs args1{a, w1k, offsets, h};
+  std::optional<unsigned> mapAt = args1.addOptional(rowMap), bias1At = args1.addOptional(b1);
   std::string name1 = site.kernelName("__moe_cpu_gemm1_" + stringifyActivation(act) +
                                       (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
                                       (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : "") +
                                       (widen2 ? "_hround" : ""));
-  bool hasMap = static_cast<bool>(rowMap), hasBias1 = static_cast<bool>(b1);
   kernel(b, site, name1, args1, [&](ImplicitLocOpBuilder &b, ValueRange v) {
-    unsigned next = 4;
     Value hv = v[3];
-    Value map = hasMap ? v[next++] : Value();
-    Value bias = hasBias1 ? v[next++] : Value();
+    Value map = KernelArgs::at(v, mapAt);
+    Value bias = KernelArgs::at(v, bias1At);
     cpu::GroupedGemm gemm = groupedGemmOf(b, v, packed1, dot1, site.config);
     gemm.aRowMap = map;
     gemm.gated = gated;
@@ -514,7 +530,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
                                        b, bias,
                                        {group, arith::AddIOp::create(b, col, hidden)}, mask));
                            }
-                           Value r = cpu::activate(b, act, acc);
+                           Value r = buildActivation(b, act, acc);
                            if (accUp)
                              r = arith::MulFOp::create(b, r, accUp);
                            if (widen2) { // h rounded to the element type, kept in f32
@@ -526,20 +542,16 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
                          });
   });
 
-  SmallVector<Value> args2{h, w2k, offsets, out};
-  if (rowScale)
-    args2.push_back(rowScale);
-  if (b2)
-    args2.push_back(b2);
+  KernelArgs args2{h, w2k, offsets, out};
+  std::optional<unsigned> scaleAt = args2.addOptional(rowScale),
+                          bias2At = args2.addOptional(b2);
   std::string name2 =
       site.kernelName(Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
                       (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") + (dot2 ? "_bf16dot" : ""));
-  bool hasScale = static_cast<bool>(rowScale), hasBias2 = static_cast<bool>(b2);
   kernel(b, site, name2, args2, [&](ImplicitLocOpBuilder &b, ValueRange v) {
-    unsigned next = 4;
     Value outv = v[3];
-    Value scale = hasScale ? v[next++] : Value();
-    Value bias = hasBias2 ? v[next++] : Value();
+    Value scale = KernelArgs::at(v, scaleAt);
+    Value bias = KernelArgs::at(v, bias2At);
     cpu::GroupedGemm gemm = groupedGemmOf(b, v, packed2, dot2, site.config);
     cpu::emitGroupedGemm(b, gemm,
                          [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
@@ -705,13 +717,13 @@ struct LowerGate : public OpRewritePattern<GateOp> {
                             allocBuffer(b, {tokens, b.getIndexAttr(k)}, e.i32())};
     if (op.getAuxLoss())
       outs.push_back(allocBuffer(b, {}, e.f32()));
-    SmallVector<Value> args{asBuffer(b, op.getLogits())};
+    KernelArgs args{asBuffer(b, op.getLogits())};
     bool hasBias = static_cast<bool>(op.getSelectionBias());
-    if (hasBias)
-      args.push_back(asBuffer(b, op.getSelectionBias()));
-    if (op.getSeed())
-      args.push_back(asBuffer(b, op.getSeed()));
-    llvm::append_range(args, outs);
+    std::optional<unsigned> biasAt =
+        args.addOptional(hasBias ? asBuffer(b, op.getSelectionBias()) : Value());
+    std::optional<unsigned> seedAt =
+        args.addOptional(op.getSeed() ? asBuffer(b, op.getSeed()) : Value());
+    args.append(outs);
     std::string routingText;
     llvm::raw_string_ostream ros(routingText);
     ros << (op.getTraining() ? "train " : "infer ") << op.getRouting() << " k=" << k
@@ -719,14 +731,12 @@ struct LowerGate : public OpRewritePattern<GateOp> {
     std::string name = "__moe_cpu_gate_" + llvm::utohexstr(llvm::xxh3_64bits(routingText));
     RoutingAttrInterface routing = op.getRouting();
     bool training = op.getTraining();
-    bool hasSeed = static_cast<bool>(op.getSeed());
     size_t numResults = outs.size();
     // Destination style (no tensor results across the kernel boundary): the
     // gate writes the caller's buffers.
     kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
-      unsigned next = 1;
-      Value bias = hasBias ? v[next++] : Value();
-      Value seed = hasSeed ? v[next++] : Value();
+      Value bias = KernelArgs::at(v, biasAt);
+      Value seed = KernelArgs::at(v, seedAt);
       ValueRange dests = v.take_back(numResults);
       emitGate(b, v[0], bias, seed, routing, training, k, dests[0], dests[1],
                numResults > 2 ? dests[2] : Value());
@@ -1020,11 +1030,9 @@ static void emitCombineBody(ImplicitLocOpBuilder &b, Value rows, Value positions
 static void emitCombine(ImplicitLocOpBuilder &b, const KernelSite &site, Value rows,
                         Value positions, Value weights, Value shared, Value y,
                         bool checkPositions) {
-  SmallVector<Value> args{rows, positions, y};
-  if (weights)
-    args.push_back(weights);
-  if (shared)
-    args.push_back(shared);
+  KernelArgs args{rows, positions, y};
+  std::optional<unsigned> weightsAt = args.addOptional(weights),
+                          sharedAt = args.addOptional(shared);
   bool weighted = static_cast<bool>(weights), withShared = static_cast<bool>(shared);
   // Positions the lowering computed itself need no check; a user's do.
   bool check = checkPositions && site.checkIndices;
@@ -1033,9 +1041,8 @@ static void emitCombine(ImplicitLocOpBuilder &b, const KernelSite &site, Value r
                       Twine(site.config.getVectorBits()))
                          .str();
   kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
-    unsigned next = 3;
-    Value w = weighted ? v[next++] : Value();
-    Value sh = withShared ? v[next++] : Value();
+    Value w = KernelArgs::at(v, weightsAt);
+    Value sh = KernelArgs::at(v, sharedAt);
     emitCombineBody(b, v[0], v[1], w, sh, v[2], check, site.config.getLanes());
   });
 }

@@ -162,11 +162,6 @@ Value columnMask(ImplicitLocOpBuilder &b, Value col, Value limit, int64_t lanes)
 /// A scalar of any float type extended to f32.
 Value toF32(ImplicitLocOpBuilder &b, Value scalar);
 
-/// The activations of docs/spec.md §2-§3 (the element-wise part: silu for
-/// swiglu, gelu (erf) for geglu) on an f32 scalar or vector; the one
-/// definition the CPU lowering uses for both.
-Value activate(ImplicitLocOpBuilder &b, Activation act, Value x);
-
 } // namespace cpu
 } // namespace moe
 } // namespace mlir

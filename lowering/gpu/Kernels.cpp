@@ -8,9 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/gpu/Kernels.h"
-#include "runtime/IndexErrors.h"
-
+#include "lowering/Activations.h"
 #include "lowering/RoutingBuilder.h"
+#include "runtime/IndexErrors.h"
 
 #include "lowering/Philox.h"
 #include "lowering/gpu/IRBuilder.h"
@@ -65,29 +65,6 @@ gpu::GPUFuncOp buildKernel(
 Value threadId(IRB &e) { return gpu::ThreadIdOp::create(e.b, gpu::Dimension::x); }
 Value blockId(IRB &e, gpu::Dimension d) { return gpu::BlockIdOp::create(e.b, d); }
 void barrier(IRB &e) { gpu::BarrierOp::create(e.b); }
-
-/// The activations of docs/spec.md §2-§3 (the CPU path's formulas).
-Value activate(IRB &e, Activation act, Value x) {
-  switch (act) {
-  case Activation::relu:
-    return e.maxf(x, e.cf32(0.0));
-  case Activation::silu:
-  case Activation::swiglu:
-    return e.divf(x, e.addf(e.cf32(1.0), e.exp(arith::NegFOp::create(e.b, x))));
-  case Activation::gelu:
-  case Activation::geglu: {
-    Value erf = math::ErfOp::create(e.b, e.mulf(x, e.cf32(M_SQRT1_2)));
-    return e.mulf(e.mulf(e.cf32(0.5), x), e.addf(e.cf32(1.0), erf));
-  }
-  case Activation::gelu_tanh: {
-    Value x3 = e.mulf(e.mulf(x, x), x);
-    Value inner =
-        e.mulf(e.cf32(std::sqrt(2.0 / M_PI)), e.addf(x, e.mulf(e.cf32(0.044715), x3)));
-    return e.mulf(e.mulf(e.cf32(0.5), x), e.addf(e.cf32(1.0), math::TanhOp::create(e.b, inner)));
-  }
-  }
-  llvm_unreachable("unknown activation");
-}
 
 bool isGated(Activation act) {
   return act == Activation::swiglu || act == Activation::geglu;
@@ -371,10 +348,6 @@ Value globalThread(IRB &e) {
 }
 
 } // namespace
-
-Value gpu_lowering::emitActivation(IRB &e, Activation act, Value x) {
-  return activate(e, act, x);
-}
 
 //===----------------------------------------------------------------------===//
 // KernelLibrary
@@ -1169,7 +1142,7 @@ gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias, Type
                 })[0];
           };
           Value u = addBias(e, acc[0], n);
-          Value v = activate(e, act, u);
+          Value v = buildActivation(e.b, act, u);
           if (gated) {
             Value up = addBias(e, acc[1], e.addi(n, H));
             v = e.mulf(v, up);

@@ -111,9 +111,6 @@ constexpr int64_t kAlignThreads = 256; // one block
 constexpr int64_t kEltThreads = 256;   // element-wise kernels
 
 class IRB;
-/// The activations of docs/spec.md §2-§3 on an f32 value (the CPU path's
-/// formulas), for kernels built outside Kernels.cpp (MmaGemm.cpp).
-Value emitActivation(IRB &e, Activation act, Value x);
 
 
 /// Name of the gpu.module holding the kernels.

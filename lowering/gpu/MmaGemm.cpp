@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/gpu/MmaGemm.h"
+#include "lowering/Activations.h"
 
 #include "lowering/gpu/IRBuilder.h"
 #include "lowering/gpu/Kernels.h"
@@ -613,7 +614,7 @@ void MmaGemmBuilder::epilogue(ArrayRef<Value> acc) {
             };
             Value v = addBias(e, acc[g.accIndex(0, mt, nt, i)], n);
             if (gemm1) {
-              v = emitActivation(e, c.act, v);
+              v = buildActivation(e.b, c.act, v);
               if (g.parts == 2) {
                 Value up = addBias(e, acc[g.accIndex(1, mt, nt, i)], e.addi(n, N));
                 v = e.mulf(v, up);
