@@ -98,8 +98,9 @@ def MoECpuConfigure : Pass<"moe-cpu-configure"> {
     | anything else (SSE, other architectures) | 128 | 16 | 6 x 2 vectors | false |
 
     An existing `moe.cpu_config` is kept: that is how a user overrides the
-    choice. `--moe-cpu-pipeline` runs this pass first (its `cpu` and
-    `cpu-features` options); `convert-moe-to-linalg` reads the attribute.
+    choice. `--moe-cpu-pipeline` runs this pass just before
+    `convert-moe-to-linalg` (its `cpu` and `cpu-features` options), which
+    reads the attribute.
     The configuration changes the blocking, never the order of a sum, so
     every configuration computes the same bits.
   }];
