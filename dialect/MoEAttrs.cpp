@@ -284,3 +284,31 @@ std::string CpuConfigAttr::getTag() const {
          std::to_string(getMicroVectors()) + "_b" + std::to_string(getRowBlock()) + "x" +
          std::to_string(getColBlock()) + "_p" + std::to_string(getPrefetchRows());
 }
+
+LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    GpuEngine engine, int64_t bigTileRows, int64_t splitK,
+                                    int64_t stages, int64_t groupsInFlight) {
+  if (bigTileRows < 0)
+    return emitError() << "#moe.gpu_config needs big_tile_rows >= 0, got " << bigTileRows;
+  if (bigTileRows > 0 && engine != GpuEngine::wgmma)
+    return emitError() << "#moe.gpu_config: big_tile_rows = " << bigTileRows
+                       << " needs engine = wgmma (128-row tiles are two wgmma warpgroups), got "
+                          "engine = "
+                       << stringifyGpuEngine(engine);
+  if (splitK < 0 || splitK > 1024)
+    return emitError() << "#moe.gpu_config needs split_k in 0..1024 (0 = chosen from the "
+                          "shape), got "
+                       << splitK;
+  if (stages != 0 && (stages < kMinGpuStages || stages > kMaxGpuStages))
+    return emitError() << "#moe.gpu_config needs stages = 0 (the defaults) or in "
+                       << kMinGpuStages << ".." << kMaxGpuStages << ", got " << stages;
+  if (groupsInFlight != 0 && groupsInFlight != 1)
+    return emitError() << "#moe.gpu_config needs groups_in_flight = 0 or 1, got "
+                       << groupsInFlight;
+  return success();
+}
+
+GpuConfigAttr GpuConfigAttr::getDefault(MLIRContext *context) {
+  return GpuConfigAttr::get(context, GpuEngine::mma_sync, /*bigTileRows=*/0, /*splitK=*/0,
+                            /*stages=*/0, /*groupsInFlight=*/1);
+}

@@ -26,6 +26,12 @@ struct FieldParser<llvm::APFloat> {
 
 #include "dialect/MoEEnums.h.inc"
 
+namespace mlir::moe {
+/// The cp.async stages a #moe.gpu_config may ask for (0: the defaults).
+constexpr int64_t kMinGpuStages = 2;
+constexpr int64_t kMaxGpuStages = 8;
+} // namespace mlir::moe
+
 #include "dialect/MoEInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES

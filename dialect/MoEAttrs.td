@@ -41,6 +41,15 @@ def MoE_RouterScore : I32EnumAttr<"RouterScore",
   let genSpecializedAttr = 0;
 }
 
+def MoE_GpuEngine : I32EnumAttr<"GpuEngine",
+    "what computes the bf16/f16 expert GEMMs of the GPU lowering", [
+      I32EnumAttrCase<"cuda_core", 0>,
+      I32EnumAttrCase<"mma_sync", 1>,
+      I32EnumAttrCase<"wgmma", 2>]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
 def MoE_Regularizer : I32EnumAttr<"Regularizer",
     "auxiliary-loss regularizer of a routing policy", [
       I32EnumAttrCase<"none", 0>,
@@ -335,6 +344,68 @@ def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
     }
     /// A short tag naming the configuration (kernel symbol suffixes).
     std::string getTag() const;
+  }];
+}
+
+def MoE_GpuConfigAttr : MoE_Attr<"GpuConfig", "gpu_config"> {
+  let summary = "how the GPU lowering emits one op's grouped GEMMs";
+  let description = [{
+    The GPU code-generation strategy of one op, as data: `--moe-gpu-configure`
+    attaches it, as the discardable attribute `moe.gpu_config`, to the same
+    ops as `moe.cpu_config`, choosing it from the `#nvvm.target` of
+    `gpu.module @moe_kernels` (the SM version's capabilities as upstream's
+    NVVM dialect defines them: tensor cores from sm_80, `wgmma` on the
+    arch-accelerated sm_90a); `--convert-moe-to-gpu` reads it (a decomposed
+    layer passes it on to its chain). An attribute already present is kept,
+    so a user can override the choice in the IR; an op without one gets
+    `engine = mma_sync` with every other parameter at its default.
+
+    * `engine`: what computes the expert GEMMs whose tokens, weights and
+      biases are all bf16 (or all f16): `cuda_core` (FMA), `mma_sync`
+      (warp-level m16n8k16, sm_80+), or `wgmma` (the 64- and 128-row tiles
+      on warpgroup-level `wgmma.mma_async`, sm_90a; the 16-row decode tiles
+      keep `mma.sync`). f32 GEMMs always run on CUDA cores.
+    * `big_tile_rows`: with `wgmma`, a plan with at least this many rows per
+      expert on average (T*k/E) takes 128-row tiles of two consumer
+      warpgroups; 0: never (and always 0 without `wgmma`).
+    * `split_k`: split-K slices of the fused layer's 16-row tensor-core
+      GEMMs at decode; 0: chosen from the shape at run time; at most 1024.
+    * `stages`: `cp.async` stages of the prefill (32- to 128-row)
+      tensor-core GEMMs, 2 to 8; 0: the defaults (3 for `mma.sync`, 4 for
+      `wgmma`).
+    * `groups_in_flight`: with `wgmma`, commit groups of wgmmas left in
+      flight at the end of a stage, 1 or 0 (every stage's wgmmas retired
+      before the next loads).
+
+    Example (the sm_90a choice, on a fused layer's chain):
+
+    ```mlir
+    %y = moe.expert_ffn %rows, %offsets experts(%w1, %w2)
+        {activation = #moe.activation<silu>,
+         moe.gpu_config = #moe.gpu_config<engine = wgmma, big_tile_rows = 128,
+           split_k = 0, stages = 0, groups_in_flight = 1>}
+        : (tensor<128x64xbf16>, tensor<5xi32>, tensor<4x64x128xbf16>,
+           tensor<4x128x64xbf16>) -> tensor<128x64xbf16>
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<MoE_GpuEngine>:$engine,
+    "int64_t":$big_tile_rows,
+    "int64_t":$split_k,
+    "int64_t":$stages,
+    "int64_t":$groups_in_flight);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The name of the discardable attribute that carries it.
+    static constexpr ::llvm::StringLiteral getAttrName() {
+      return ::llvm::StringLiteral("moe.gpu_config");
+    }
+    /// What an op without `moe.gpu_config` is lowered with.
+    static GpuConfigAttr getDefault(::mlir::MLIRContext *context);
+    /// bf16/f16 expert GEMMs on tensor cores (mma_sync or wgmma).
+    bool usesTensorCores() const { return getEngine() != GpuEngine::cuda_core; }
+    bool usesWgmma() const { return getEngine() == GpuEngine::wgmma; }
   }];
 }
 

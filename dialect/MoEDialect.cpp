@@ -51,17 +51,47 @@ LogicalResult MoEDialect::verifyOperationAttribute(Operation *op,
                              << op->getName() << "'";
     return success();
   }
-  if (name == CpuConfigAttr::getAttrName()) {
-    if (!isa<CpuConfigAttr>(attr.getValue()))
-      return op->emitError() << "'" << name << "' must be a #moe.cpu_config, got "
+  bool cpu = name == CpuConfigAttr::getAttrName();
+  if (cpu || name == GpuConfigAttr::getAttrName()) {
+    if (cpu ? !isa<CpuConfigAttr>(attr.getValue()) : !isa<GpuConfigAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a #" << name << ", got "
                              << attr.getValue();
-    if (!takesCpuConfig(op))
-      return op->emitError() << "'" << name
-                             << "' applies to the ops whose CPU lowering emits grouped "
-                                "GEMMs (moe.layer, moe.soft_layer, moe.route, "
-                                "moe.expert_ffn, moe.shared_expert, moe.fused_experts, "
-                                "moe.fused_soft_experts), not to '"
+    if (!takesLoweringConfig(op))
+      return op->emitError() << "'" << name << "' applies to the ops whose "
+                             << (cpu ? "CPU" : "GPU")
+                             << " lowering emits grouped GEMMs (moe.layer, moe.soft_layer, "
+                                "moe.route, moe.expert_ffn, moe.shared_expert, "
+                                "moe.fused_experts, moe.fused_soft_experts), not to '"
                              << op->getName() << "'";
+    return success();
+  }
+  // The markers of the GPU lowering (docs/gpu.md): a launch placeholder
+  // names its kernel, a kernel its dynamic shared memory, the rest are
+  // unit flags.
+  if (name == getGpuKernelAttrName()) {
+    if (!isa<SymbolRefAttr>(attr.getValue()) || !isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << name
+                             << "' must be a symbol reference to a kernel on a function "
+                                "(a launch placeholder), got "
+                             << attr.getValue() << " on '" << op->getName() << "'";
+    return success();
+  }
+  if (name == getGpuDynamicSharedMemoryAttrName()) {
+    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!bytes || bytes.getValue().isNegative() || !isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << name
+                             << "' must be a non-negative integer (bytes) on a kernel, got "
+                             << attr.getValue() << " on '" << op->getName() << "'";
+    return success();
+  }
+  if (name == getGpuDeviceResultAttrName() || name == getGpuStreamOrderedAttrName() ||
+      name == getGpuDeviceElementwiseAttrName()) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a unit attribute, got "
+                             << attr.getValue();
+    if (name == getGpuStreamOrderedAttrName() && !isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << name << "' marks a function, not '" << op->getName()
+                             << "'";
     return success();
   }
   if (name == getParamAttrName())

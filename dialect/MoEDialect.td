@@ -46,6 +46,17 @@ def MoE_Dialect : Dialect {
       emits grouped GEMMs: how it is emitted (vector width, register and
       cache blocking); attached by `--moe-cpu-configure`, or by the user to
       override that choice.
+    * `moe.gpu_config = #moe.gpu_config<...>` likewise for the GPU lowering
+      (tensor-core engine, tiles, split-K, pipeline stages); attached by
+      `--moe-gpu-configure`.
+    * The markers the GPU lowering leaves between its passes (docs/gpu.md):
+      `moe.gpu_kernel = @moe_kernels::@k` on a launch placeholder function,
+      `moe.gpu_dynamic_shared_memory = N : i64` (bytes) on a kernel,
+      `moe.gpu_device_result` (unit) on a `gpu.alloc` holding a moe op's
+      result in device memory, `moe.gpu_device_elementwise` (unit) on an
+      element-wise `linalg.generic` that runs on the device, and
+      `moe.gpu_stream_ordered` (unit) on a public function whose work is
+      left on the caller's stream.
   }];
   // Reified result shapes (ReifyRankedShapedTypeOpInterface) are tensor.dim
   // and arith.muli ops.
@@ -62,6 +73,26 @@ def MoE_Dialect : Dialect {
     /// Name of the unit attribute that marks a layer as causal.
     static constexpr ::llvm::StringLiteral getCausalAttrName() {
       return ::llvm::StringLiteral("moe.causal");
+    }
+    /// The gpu.module that the GPU lowering's kernels go into.
+    static constexpr ::llvm::StringLiteral getGpuKernelModuleName() {
+      return ::llvm::StringLiteral("moe_kernels");
+    }
+    /// The markers of the GPU lowering (see the description).
+    static constexpr ::llvm::StringLiteral getGpuKernelAttrName() {
+      return ::llvm::StringLiteral("moe.gpu_kernel");
+    }
+    static constexpr ::llvm::StringLiteral getGpuDynamicSharedMemoryAttrName() {
+      return ::llvm::StringLiteral("moe.gpu_dynamic_shared_memory");
+    }
+    static constexpr ::llvm::StringLiteral getGpuDeviceResultAttrName() {
+      return ::llvm::StringLiteral("moe.gpu_device_result");
+    }
+    static constexpr ::llvm::StringLiteral getGpuDeviceElementwiseAttrName() {
+      return ::llvm::StringLiteral("moe.gpu_device_elementwise");
+    }
+    static constexpr ::llvm::StringLiteral getGpuStreamOrderedAttrName() {
+      return ::llvm::StringLiteral("moe.gpu_stream_ordered");
     }
   private:
     void registerAttributes();

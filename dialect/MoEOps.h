@@ -17,19 +17,21 @@
 
 namespace mlir {
 namespace moe {
-/// Whether `op` is lowered to grouped GEMMs on the CPU, so that it takes a
-/// `moe.cpu_config` (moe.layer, moe.soft_layer, moe.route, moe.expert_ffn,
-/// moe.shared_expert, moe.fused_experts, moe.fused_soft_experts).
-inline bool takesCpuConfig(Operation *op) {
+/// Whether `op` is lowered to grouped GEMMs, so that it takes a
+/// `moe.cpu_config` and a `moe.gpu_config` (moe.layer, moe.soft_layer,
+/// moe.route, moe.expert_ffn, moe.shared_expert, moe.fused_experts,
+/// moe.fused_soft_experts).
+inline bool takesLoweringConfig(Operation *op) {
   return isa<LayerOp, SoftLayerOp, RouteOp, ExpertFFNOp, SharedExpertOp, FusedExpertsOp,
              FusedSoftExpertsOp>(op);
 }
-/// Passes `from`'s `moe.cpu_config` (if any) on to `to`: a rewrite that
-/// replaces a configured op by others keeps the user's or the target's
-/// choice.
-inline void copyCpuConfig(Operation *from, Operation *to) {
-  if (Attribute config = from->getAttr(CpuConfigAttr::getAttrName()))
-    to->setAttr(CpuConfigAttr::getAttrName(), config);
+/// Passes `from`'s `moe.cpu_config` and `moe.gpu_config` (those it has) on
+/// to `to`: a rewrite that replaces a configured op by others keeps the
+/// user's or the target's choice.
+inline void copyLoweringConfig(Operation *from, Operation *to) {
+  for (StringRef name : {CpuConfigAttr::getAttrName(), GpuConfigAttr::getAttrName()})
+    if (Attribute config = from->getAttr(name))
+      to->setAttr(name, config);
 }
 } // namespace moe
 } // namespace mlir

@@ -163,6 +163,71 @@ def MoECpuDecomposeAggregates : Pass<"moe-cpu-decompose-aggregates"> {
   ];
 }
 
+def MoEGPUKernelModule : Pass<"moe-gpu-kernel-module", "::mlir::ModuleOp"> {
+  let summary = "Create the empty gpu.module @moe_kernels that the MoE kernels go into";
+  let description = [{
+    When the module holds a moe op and no `gpu.module @moe_kernels`, adds an
+    empty one (and marks the module `gpu.container_module`), so that the
+    target can be attached before anything is lowered:
+    `--moe-nvptx-pipeline` runs this pass, then upstream's
+    `--nvvm-attach-target="module=moe_kernels chip=..."`, then
+    `--moe-gpu-configure`, which reads that target, then
+    `--convert-moe-to-gpu`, which fills the module.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def MoEGPUConfigure : Pass<"moe-gpu-configure", "::mlir::ModuleOp"> {
+  let summary = "Choose each op's GPU code-generation strategy from the #nvvm.target";
+  let description = [{
+    Attaches `moe.gpu_config = #moe.gpu_config<...>` to every op that takes
+    a lowering configuration (`moe.layer`, `moe.soft_layer`, `moe.route`,
+    `moe.expert_ffn`, `moe.shared_expert`, `moe.fused_experts`,
+    `moe.fused_soft_experts`) and has none. The target is the first
+    `#nvvm.target` of `gpu.module @moe_kernels` (see
+    `--moe-gpu-kernel-module`); its SM version decides the engine with
+    upstream's NVVM version rules (`NVVMCheckSMVersion`), never by matching
+    the chip's name:
+
+    | target | engine | big_tile_rows |
+    | --- | --- | --- |
+    | sm_90a (arch-accelerated sm_90) | `wgmma` | `big-tile-rows` |
+    | sm_80 or newer | `mma_sync` | 0 |
+    | older, or `tensor-cores=false` | `cuda_core` | 0 |
+
+    `split_k`, `stages` and `groups_in_flight` are the options
+    `decode-split-k`, `mma-stages` and `wgmma-groups-in-flight`, checked by
+    the attribute's verifier (the error names the option's value). An
+    existing `moe.gpu_config` is kept: that is how a user overrides the
+    choice. A module with such ops but no target is an error.
+  }];
+  let options = [
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "bf16/f16 expert GEMMs on tensor cores when the target has them "
+           "(sm_80 or newer); false: the CUDA-core kernels">,
+    Option<"bigTileRows", "big-tile-rows", "int64_t", /*default=*/"128",
+           "With wgmma: routing plans with at least this many rows per "
+           "expert on average (T*k/E) use 128-row tiles (two consumer "
+           "warpgroups per block); 0: never (values below 64 act as 64)">,
+    Option<"decodeSplitK", "decode-split-k", "int64_t", /*default=*/"0",
+           "Split-K slices of a fused layer's 16-row (decode) tensor-core "
+           "GEMMs: 0 = chosen from the shape (about 512 blocks per GEMM), "
+           "1 = no split, N = N slices (at most 1024)">,
+    Option<"mmaStages", "mma-stages", "int64_t", /*default=*/"0",
+           "cp.async pipeline stages of the prefill (32- to 128-row) "
+           "tensor-core GEMMs, their buffers in dynamic shared memory: 0 = "
+           "the defaults (3 for mma.sync, 4 for wgmma; docs/gpu.md, "
+           "\"Shared-memory budget\"), else 2 to 8">,
+    Option<"wgmmaGroupsInFlight", "wgmma-groups-in-flight", "int64_t",
+           /*default=*/"1",
+           "With wgmma: commit groups of wgmma.mma_async left in flight at "
+           "the end of a pipeline stage (wgmma.wait_group N): 1 = the math "
+           "of a stage overlaps the next loads, 0 = every stage's wgmmas "
+           "retired before the next loads">
+  ];
+  let dependentDialects = ["::mlir::moe::MoEDialect"];
+}
+
 def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Lower every moe op to MoE GPU kernels and host launch code";
   let description = [{
@@ -191,7 +256,7 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     `tensor.expand_shape` or `tensor.collapse_shape` of one) feeds the
     kernels directly, with no `gpu.alloc` or `gpu.memcpy`; a moe op's results
     stay on the device as `bufferization.to_tensor` of their `gpu.alloc`
-    (marked `moe_gpu.device_result`), so a chain of moe ops has no host round
+    (marked `moe.gpu_device_result`), so a chain of moe ops has no host round
     trips. Constants and other host-computed tensors that feed moe ops are
     still uploaded; a scalar the host needs (the MOESART seed, the Soft MoE
     scale) is copied to the host first. An element-wise tensor op that reads
@@ -225,28 +290,31 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     erf, tanh and rsqrt link against, exists, and fails with one error
     otherwise (`toolkit=none`: no toolkit was found).
 
-    Expert GEMMs whose tokens, weights and biases are all bf16 (or all f16)
-    use the tensor-core kernels of lowering/gpu/MmaGemm.h (warp-level
-    `mma.sync` m16n8k16 with f32 accumulation, `ldmatrix`, a 3-stage
-    `cp.async` pipeline; sm_80 or newer) unless `tensor-cores=false`;
-    `--moe-nvptx-pipeline` sets it from the chip. With `wgmma=true` (what
-    the pipeline passes for `chip=sm_90a`) the 64-row tiles (prefill) use
-    the warpgroup-level `wgmma.mma_async` variants instead of `mma.sync`;
-    the 16-row decode tiles keep `mma.sync`. With wgmma, a plan with at
-    least `big-tile-rows` rows per expert on average (T*k/E; default 128,
-    0 = never) pads its groups to 128-row tiles, computed by blocks of two
-    consumer warpgroups (docs/gpu.md, "128-row tiles"). The wgmma kernels
-    leave `wgmma-groups-in-flight` commit groups of wgmmas in flight at the
-    end of a stage: 1 (default), or 0 for the conservative order where every
-    stage's wgmmas are retired before the next loads (docs/gpu.md, "wgmma
-    (sm_90a)"); a non-default value is part of the kernel names
-    (`_inflight0`). f32 data keeps the CUDA-core kernels.
+    How each op's expert GEMMs are emitted is read from its
+    `moe.gpu_config` (`#moe.gpu_config`, attached by `--moe-gpu-configure`
+    from the target; an op without one gets `engine = mma_sync` and the
+    defaults). Expert GEMMs whose tokens, weights and biases are all bf16
+    (or all f16) use the tensor-core kernels of lowering/gpu/MmaGemm.h
+    (warp-level `mma.sync` m16n8k16 with f32 accumulation, `ldmatrix`, a
+    3-stage `cp.async` pipeline) unless `engine = cuda_core`. With
+    `engine = wgmma` the 64-row tiles (prefill) use the warpgroup-level
+    `wgmma.mma_async` variants instead of `mma.sync`; the 16-row decode
+    tiles keep `mma.sync`; a plan with at least `big_tile_rows` rows per
+    expert on average (T*k/E; 0 = never) pads its groups to 128-row tiles,
+    computed by blocks of two consumer warpgroups (docs/gpu.md, "128-row
+    tiles"); `groups_in_flight` wgmma commit groups stay in flight at the
+    end of a stage (docs/gpu.md, "wgmma (sm_90a)"; 0 is part of the kernel
+    names, `_inflight0`). `stages` sets the `cp.async` depth of the prefill
+    tensor-core GEMMs. f32 data keeps the CUDA-core kernels.
 
     At decode (16-row tiles) the fused layer's tensor-core GEMMs split K
-    over the grid's z dimension (`decode-split-k`; 0 = chosen from the
+    over the grid's z dimension (`split_k`; 0 = chosen from the
     shape): each block stores an f32 partial tile and the last block of a
     tile to arrive sums the partials in slice order, then runs the
     epilogue (deterministic, no float atomics; docs/gpu.md, "Split-K").
+    The kernels are added to `gpu.module @moe_kernels`, created if the
+    module has none (`--moe-gpu-kernel-module` creates it earlier, so that
+    a target can be attached to it first).
   }];
   let options = [
     Option<"toolkit", "toolkit", "std::string", "\"\"",
@@ -257,12 +325,6 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
            "memory: arguments feed the kernels without a copy, results stay "
            "on the device (finished by moe-gpu-device-abi after "
            "bufferization); a host op reading one is an error">,
-    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
-           "Expert GEMMs on bf16/f16 data use the tensor-core kernels "
-           "(mma.sync, needs sm_80 or newer); false: the CUDA-core kernels">,
-    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
-           "The tensor-core kernels of 64-row tiles use wgmma.mma_async "
-           "(needs sm_90a) instead of mma.sync">,
     Option<"checkIndices", "check-indices", "bool", /*default=*/"true",
            "Validate the index data of chain ops at run time (expert indices "
            "of moe.dispatch/moe.fused_experts, offsets of moe.expert_ffn, "
@@ -270,25 +332,6 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
            "first violation in a device error word, the host reads it back "
            "after the op and reports it (moeRuntimeIndexError); false: the "
            "data is trusted (convert-moe-to-linalg's check-indices)">,
-    Option<"decodeSplitK", "decode-split-k", "int64_t", /*default=*/"0",
-           "Split-K slices of a fused layer's 16-row (decode) tensor-core "
-           "GEMMs: 0 = chosen from the shape (about 512 blocks per GEMM), "
-           "1 = no split, N = N slices">,
-    Option<"bigTileRows", "big-tile-rows", "int64_t", /*default=*/"128",
-           "With wgmma: routing plans with at least this many rows per "
-           "expert on average (T*k/E) use 128-row tiles (two consumer "
-           "warpgroups per block); 0: never (values below 64 act as 64)">,
-    Option<"wgmmaGroupsInFlight", "wgmma-groups-in-flight", "int64_t",
-           /*default=*/"1",
-           "With wgmma: commit groups of wgmma.mma_async left in flight at "
-           "the end of a pipeline stage (wgmma.wait_group N): 1 = the math "
-           "of a stage overlaps the next loads, 0 = every stage's wgmmas "
-           "retired before the next loads">,
-    Option<"mmaStages", "mma-stages", "int64_t", /*default=*/"0",
-           "cp.async pipeline stages of the prefill (32- to 128-row) "
-           "tensor-core GEMMs, their buffers in dynamic shared memory: 0 = "
-           "the defaults (3 for mma.sync, 4 for wgmma; docs/gpu.md, "
-           "\"Shared-memory budget\"), else 2 to 8">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
@@ -311,7 +354,7 @@ def MoEGPUDeviceABI : Pass<"moe-gpu-device-abi", "::mlir::ModuleOp"> {
     `--convert-moe-to-gpu="device-abi=true"`. In every public function, whose
     memref arguments (inputs and out-parameters) are device memory:
 
-    * a device result buffer (`gpu.alloc` marked `moe_gpu.device_result`)
+    * a device result buffer (`gpu.alloc` marked `moe.gpu_device_result`)
       that is copied, in its own block, into an out-parameter used by
       nothing else becomes a view of that out-parameter, so the kernels
       write the caller's buffer directly and the copy disappears;
@@ -323,7 +366,7 @@ def MoEGPUDeviceABI : Pass<"moe-gpu-device-abi", "::mlir::ModuleOp"> {
     * any other op that uses device memory other than views, `memref.dim`,
       the GPU ops and the kernel launches is one error naming it;
     * a function that copies no device data to the host is marked
-      `moe_gpu.stream_ordered`, for `moe-gpu-stream-ordered` at the end of
+      `moe.gpu_stream_ordered`, for `moe-gpu-stream-ordered` at the end of
       the pipeline.
   }];
   let dependentDialects = [
@@ -336,7 +379,7 @@ def MoEGPUMaterializeLaunches
   let summary = "Turn the launch placeholders of convert-moe-to-gpu into gpu.launch_func";
   let description = [{
     Replaces every `func.call @__moe_launch_<kernel>(gx, gy, gz, bx, by, bz,
-    args...)` (a private declaration carrying `moe_gpu.kernel`) by
+    args...)` (a private declaration carrying `moe.gpu_kernel`) by
     `gpu.launch_func @moe_kernels::@<kernel>` and removes the declarations.
     Runs after one-shot bufferization and buffer deallocation.
   }];
@@ -354,7 +397,7 @@ def MoEGPUStreamOrdered : Pass<"moe-gpu-stream-ordered", "::mlir::ModuleOp"> {
     effects (an `scf.if` choosing a tile variant, ...) and before the end of
     every nested block; `gpu-to-llvm` lowers each to
     `mgpuStreamSynchronize(%s)` then `mgpuStreamDestroy(%s)`. In a function
-    that `moe-gpu-device-abi` marked `moe_gpu.stream_ordered` (a public
+    that `moe-gpu-device-abi` marked `moe.gpu_stream_ordered` (a public
     function that copies no device data to the host), none of them is
     needed when all of its work goes on one stream, which is the case when
     the caller set the thread's stream (`moeRuntimeSetStream`: every

@@ -157,6 +157,21 @@ validateNVPTXPipelineOptions(const NVPTXPipelineOptions &options,
 /// /usr/local/cuda when it is a directory; "" when there is none.
 std::string findCudaToolkit(llvm::StringRef cudaPath);
 
+/// Builds `--moe-gpu-launch-pipeline`, the first half of
+/// `--moe-nvptx-pipeline`: the `#nvvm.target` of `options` attached to an
+/// empty `gpu.module @moe_kernels` (moe-gpu-kernel-module, upstream's
+/// nvvm-attach-target), each op's `#moe.gpu_config` chosen from it
+/// (moe-gpu-configure), every moe op to kernels in that module plus host
+/// code (convert-moe-to-gpu; `toolkit`: its libdevice check, "" = none),
+/// host bufferization and deallocation, device-abi, and the launch
+/// placeholders materialized as `gpu.launch_func`. Nothing here needs a
+/// CUDA toolkit: the emulated lit tests run it on any machine. The options
+/// are validated first, as buildNVPTXPipeline does.
+LogicalResult
+buildGpuLaunchPipeline(OpPassManager &pm, const NVPTXPipelineOptions &options,
+                       llvm::StringRef toolkit,
+                       function_ref<LogicalResult(const Twine &)> errorHandler = {});
+
 /// Builds `--moe-nvptx-pipeline`: every moe op to MoE kernels in
 /// `gpu.module @moe_kernels` plus host launch code, one-shot bufferization
 /// and buffer deallocation on the host, the kernels through NVVM to a
@@ -185,7 +200,8 @@ bool deviceAbiApplies(ModuleOp module);
 /// pipelines and every moe pass.
 void registerCpuPipeline();
 
-/// Registers `--moe-nvptx-pipeline` (MoEGpuLowering).
+/// Registers `--moe-nvptx-pipeline` and `--moe-gpu-launch-pipeline`
+/// (MoEGpuLowering).
 void registerNVPTXPipeline();
 
 } // namespace moe

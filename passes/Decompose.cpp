@@ -95,10 +95,10 @@ struct DecomposeLayer : public OpRewritePattern<LayerOp> {
                                      ffn.getOutput(), gate.getWeights(),
                                      dispatch.getPositions(), shared);
     // The CPU strategy chosen for the layer is its chain's.
-    copyCpuConfig(op, route);
-    copyCpuConfig(op, ffn);
+    copyLoweringConfig(op, route);
+    copyLoweringConfig(op, ffn);
     if (shared)
-      copyCpuConfig(op, shared.getDefiningOp());
+      copyLoweringConfig(op, shared.getDefiningOp());
     SmallVector<Value> results{combine.getOutput()};
     if (op.getAuxLoss())
       results.push_back(gate.getAuxLoss());
@@ -131,7 +131,7 @@ struct DecomposeSoftLayer : public OpRewritePattern<SoftLayerOp> {
                                    dispatch.getRows(), dispatch.getOffsets(),
                                    op.getW1(), op.getW2(), op.getB1(), op.getB2(),
                                    op.getActivationAttr());
-    copyCpuConfig(op, ffn);
+    copyLoweringConfig(op, ffn);
     rewriter.replaceOpWithNewOp<SoftCombineOp>(op, op.getOutput().getType(),
                                                ffn.getOutput(),
                                                dispatch.getCombineWeights());

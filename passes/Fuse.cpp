@@ -103,7 +103,7 @@ struct FuseTokenChoice : public OpRewritePattern<CombineOp> {
         dispatch.getIndices(), combine.getWeights(), ffn.getW1(), ffn.getW2(),
         ffn.getB1(), ffn.getB2(), combine.getSharedOutput(), dispatch.getNumExpertsAttr(),
         ffn.getActivationAttr(), dispatch.getCapacityFactorAttr());
-    copyCpuConfig(ffn, fused);
+    copyLoweringConfig(ffn, fused);
     rewriter.eraseOp(ffn);
     rewriter.eraseOp(dispatch);
     return success();
@@ -125,7 +125,7 @@ struct FuseSoft : public OpRewritePattern<SoftCombineOp> {
         combine, combine.getOutput().getType(), dispatch.getInput(),
         dispatch.getSlots(), dispatch.getScale(), ffn.getW1(), ffn.getW2(),
         ffn.getB1(), ffn.getB2(), ffn.getActivationAttr(), dispatch.getNormalizeAttr());
-    copyCpuConfig(ffn, fused);
+    copyLoweringConfig(ffn, fused);
     rewriter.eraseOp(ffn);
     rewriter.eraseOp(dispatch);
     return success();

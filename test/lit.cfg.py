@@ -129,40 +129,35 @@ if _libomp and os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-runner")
 # shuffled order (the pipelines must be in double quotes). The tests of the
 # inter-block protocols (split-K, the combine's arrival counters) run under
 # several orders this way.
-# The same for convert-moe-to-gpu's device-abi (what --moe-nvptx-pipeline=
-# "device-abi=true" runs before the kernels are lowered).
-config.substitutions.append(("%moe_emulate_gpu_device_abi_pipeline", "builtin.module("
-    "convert-moe-to-gpu{device-abi=true},func.func(convert-elementwise-to-linalg),"
-    "canonicalize,cse,"
-    "one-shot-bufferize{bufferize-function-boundaries "
-    "function-boundary-type-conversion=identity-layout-map},"
-    "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
-    "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
-    "moe-gpu-device-abi,moe-gpu-materialize-launches,moe-test-emulate-gpu{${MOE_EMULATE_OPTIONS:-}},"
-    "func.func(convert-linalg-to-loops),canonicalize,convert-scf-to-cf,"
-    "convert-openmp-to-llvm,expand-strided-metadata,lower-affine,"
-    "moe-host-expand-bf16,finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
-    "convert-to-llvm,reconcile-unrealized-casts)"))
+# The pipelines are the real ones, built in C++: --moe-gpu-launch-pipeline
+# (the first half of --moe-nvptx-pipeline: target, #moe.gpu_config, kernels,
+# host bufferization, launches; chip=sm_90 by default: mma.sync), the
+# emulator, and the host tail --moe-test-emulated-to-llvm (test/lib).
+# %moe_emulate_tail is the part after the launch pipeline, for tests that give
+# its options: --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{
+# chip=sm_90a mma-stages=5},%moe_emulate_tail)".
+_tail = "moe-test-emulate-gpu{${MOE_EMULATE_OPTIONS:-}},moe-test-emulated-to-llvm"
+config.substitutions.append(("%moe_emulate_tail", _tail))
+_emulate = _tail + ")"
+config.substitutions.append(("%moe_emulate_gpu_device_abi_pipeline",
+    "builtin.module(moe-gpu-launch-pipeline{device-abi=true}," + _emulate))
 # Kernel-level tests of the tensor-core GEMMs (test/gpu/mma-gemm-emulated.mlir):
 # memref host code launching kernels built by --moe-test-build-mma-kernels.
 config.substitutions.append(("%moe_emulate_mma_pipeline", "builtin.module("
-    "moe-test-build-mma-kernels,moe-gpu-materialize-launches,moe-test-emulate-gpu{${MOE_EMULATE_OPTIONS:-}},"
-    "canonicalize,convert-scf-to-cf,convert-openmp-to-llvm,expand-strided-metadata,"
-    "lower-affine,moe-host-expand-bf16,finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
-    "convert-to-llvm,reconcile-unrealized-casts)"))
-config.substitutions.append(("%moe_emulate_gpu_pipeline", "builtin.module("
-    "convert-moe-to-gpu,func.func(convert-elementwise-to-linalg),canonicalize,cse,"
-    "one-shot-bufferize{bufferize-function-boundaries "
-    "function-boundary-type-conversion=identity-layout-map},"
-    "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
-    "moe-gpu-materialize-launches,moe-test-emulate-gpu{${MOE_EMULATE_OPTIONS:-}},"
-    "func.func(convert-linalg-to-loops),canonicalize,convert-scf-to-cf,"
-    "convert-openmp-to-llvm,expand-strided-metadata,lower-affine,"
-    "moe-host-expand-bf16,finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
-    "convert-to-llvm,reconcile-unrealized-casts)"))
-# The same with the sm_90a wgmma kernels for the 64-row tiles.
-config.substitutions.append(("%moe_emulate_gpu_wgmma_pipeline", dict(config.substitutions)[
-    "%moe_emulate_gpu_pipeline"].replace("convert-moe-to-gpu,", "convert-moe-to-gpu{wgmma=true},", 1)))
+    "moe-test-build-mma-kernels,moe-gpu-materialize-launches," + _emulate))
+config.substitutions.append(("%moe_emulate_gpu_pipeline",
+    "builtin.module(moe-gpu-launch-pipeline," + _emulate))
+# The target as --moe-nvptx-pipeline attaches it, for tests that run
+# --moe-gpu-configure (whose options they give) and --convert-moe-to-gpu
+# themselves: `moe-opt %s %moe_gpu_target_sm90a --moe-gpu-configure=...`.
+# (sm_90a before sm_90: a substitution must not be the prefix of a later one.)
+for _chip in ["sm_90a", "sm_90", "sm_80", "sm_75"]:
+    config.substitutions.append(("%moe_gpu_target_" + _chip.replace("_", ""),
+        "--moe-gpu-kernel-module --nvvm-attach-target='module=moe_kernels chip="
+        + _chip + " features=+ptx80'"))
+# The same with the sm_90a target: the wgmma kernels for the 64-row tiles.
+config.substitutions.append(("%moe_emulate_gpu_wgmma_pipeline",
+    "builtin.module(moe-gpu-launch-pipeline{chip=sm_90a}," + _emulate))
 
 # Expert parallelism (--moe-shard-experts): moe-run under the system MPI's
 # mpirun. One substitution for every test: as root (CI runs as root),

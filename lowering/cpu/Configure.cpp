@@ -67,7 +67,7 @@ struct MoECpuConfigurePass : public moe::impl::MoECpuConfigureBase<MoECpuConfigu
   void runOnOperation() override {
     StringRef name = CpuConfigAttr::getAttrName();
     getOperation()->walk([&](Operation *op) {
-      if (!takesCpuConfig(op) || op->hasAttr(name))
+      if (!takesLoweringConfig(op) || op->hasAttr(name))
         return;
       op->setAttr(name, config);
     });

@@ -27,7 +27,7 @@
 //
 // Kernel launches are emitted as calls to private declarations
 // `@__moe_launch_<kernel>(gx, gy, gz, bx, by, bz, args...)` carrying
-// `moe_gpu.kernel = @moe_kernels::@<kernel>`: the upstream ownership-based
+// `moe.gpu_kernel = @moe_kernels::@<kernel>`: the upstream ownership-based
 // buffer deallocation rejects gpu.launch_func (no memory-effect interface), so
 // `--moe-gpu-materialize-launches` turns the calls into gpu.launch_func after
 // bufferization and deallocation. Device buffers carry
@@ -88,10 +88,10 @@ using namespace mlir::moe::gpu_lowering;
 
 namespace {
 
-constexpr llvm::StringLiteral kLaunchAttr = "moe_gpu.kernel";
+constexpr llvm::StringLiteral kLaunchAttr = moe::MoEDialect::getGpuKernelAttrName();
 constexpr llvm::StringLiteral kLaunchPrefix = "__moe_launch_";
 /// device-abi: a gpu.alloc holding a moe op result (see moe-gpu-device-abi).
-constexpr llvm::StringLiteral kDeviceResultAttr = "moe_gpu.device_result";
+constexpr llvm::StringLiteral kDeviceResultAttr = moe::MoEDialect::getGpuDeviceResultAttrName();
 
 MemRefType flatType(Type elt) { return MemRefType::get({ShapedType::kDynamic}, elt); }
 
@@ -110,25 +110,11 @@ public:
   IRB e;
   KernelLibrary &lib;
   ModuleOp module;
-  /// Expert GEMMs on bf16/f16 data use the tensor-core kernels.
-  bool tensorCores = true;
-  /// ... and 64-row tiles use the sm_90a wgmma kernels.
-  bool wgmma = false;
+  /// How this op's GEMMs are emitted (its moe.gpu_config, or the default).
+  GpuConfigAttr config;
   /// Validate the index data chain ops take from their operands (the
   /// pass's check-indices; Kernels.h "Index checks").
   bool checkIndices = true;
-  /// Split-K slices of the fused layer's 16-row tensor-core GEMMs (0: chosen
-  /// from the shape, splitKFor).
-  int64_t decodeSplitK = 0;
-  /// With wgmma: plans of at least this many rows per expert on average
-  /// (T*k / E) take 128-row tiles (two warpgroups per block); 0: never.
-  int64_t bigTileRows = 0;
-  /// With wgmma: commit groups left in flight at the end of a stage
-  /// (MmaGemmConfig::wgmmaGroupsInFlight).
-  int64_t wgmmaGroupsInFlight = kWgmmaGroupsInFlight;
-  /// cp.async stages of the prefill (>= 32-row) tensor-core GEMMs (0: the
-  /// defaults, MmaGemmConfig::defaultStages).
-  int64_t mmaStages = 0;
   SmallVector<Value> deviceBuffers;
   /// The first op of this moe op's host code: static host allocations go
   /// before it, so that they do not split the GPU stream (gpu-async-region
@@ -506,7 +492,7 @@ public:
   /// group has fewer than kTileM rows (decode), else kTileM (prefill), or
   /// kBigTileM with `big` when it has at least bigTileRows rows.
   Value chooseRowTile(Value rows, int64_t numExperts, bool big) {
-    int64_t bigFrom = std::max(bigTileRows, kTileM) * numExperts;
+    int64_t bigFrom = std::max(config.getBigTileRows(), kTileM) * numExperts;
     if (std::optional<int64_t> n = foldedIndex(rows))
       return e.idx(*n < kTileM * numExperts ? kSmallTileM
                    : big && *n >= bigFrom   ? kBigTileM
@@ -520,7 +506,9 @@ public:
 
   /// Whether the GEMMs of a plan may take 128-row tiles: the sm_90a wgmma
   /// kernels with bigTileRows set, for `elt` (the GEMMs' tensor-core type).
-  bool bigTiles(std::optional<MmaElt> elt) const { return elt && wgmma && bigTileRows > 0; }
+  bool bigTiles(std::optional<MmaElt> elt) const {
+    return elt && config.usesWgmma() && config.getBigTileRows() > 0;
+  }
 
   /// The routing plan on the device, padded to the GEMM row tile.
   struct Plan {
@@ -724,10 +712,10 @@ public:
         g1.gather = gather;
         g1.act = x.act;
         g1.bias = x.b1 != nullptr;
-        g1.wgmma = wgmma && tileM >= warp_layout::Wgmma::M;
-        g1.wgmmaGroupsInFlight = wgmmaGroupsInFlight;
+        g1.wgmma = config.usesWgmma() && tileM >= warp_layout::Wgmma::M;
+        g1.wgmmaGroupsInFlight = config.getGroupsInFlight();
         g1.foldShared = fold != nullptr;
-        g1.stages = tileM > kSmallTileM ? mmaStages : 0;
+        g1.stages = tileM > kSmallTileM ? config.getStages() : 0;
         // Split-K at decode (fused layer without a folded shared expert:
         // fusedExperts sets no split then): unless S is the constant 1.
         bool split = combine && combine->split1 && tileM == kSmallTileM;
@@ -751,7 +739,7 @@ public:
         g2.kind = MmaGemmConfig::Kind::gemm2;
         g2.elt = *elt;
         g2.tileM = tileM;
-        g2.stages = tileM > kSmallTileM ? mmaStages : 0;
+        g2.stages = tileM > kSmallTileM ? config.getStages() : 0;
         g2.weighted = weighted;
         g2.bias = x.b2 != nullptr;
         g2.outF32 = eltOf(out).isF32();
@@ -760,7 +748,7 @@ public:
         g2.foldShared = fold != nullptr;
         g2.sharedGated = fold && fold->gate;
         g2.wgmma = g1.wgmma;
-        g2.wgmmaGroupsInFlight = wgmmaGroupsInFlight;
+        g2.wgmmaGroupsInFlight = config.getGroupsInFlight();
         SmallVector<Value> args{h,     plan.sorted, rowWeights,
                                 plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
                                 out,   x.H,         x.D};
@@ -812,7 +800,7 @@ public:
   /// weights and the biases of one bf16/f16 type T; GEMM2's rows f32 or T
   /// (f32 with a combine, whose y is T).
   std::optional<MmaElt> mmaElt(Value A, const Experts &x, Type out, Type y) {
-    if (!tensorCores)
+    if (!config.usesTensorCores())
       return std::nullopt;
     Type t = eltOf(A);
     std::optional<MmaElt> elt = mmaEltOf(t);
@@ -872,8 +860,8 @@ public:
       return sk;
     sk.maxTiles = maxTilesFor(rows, sk.tileRows, numExperts);
     auto choose = [&](Value cols, Value depth) -> Value {
-      if (decodeSplitK > 0)
-        return e.idx(decodeSplitK);
+      if (config.getSplitK() > 0)
+        return e.idx(config.getSplitK());
       Value tiles = arith::MaxUIOp::create(
           b, arith::MinUIOp::create(b, rows, e.idx(numExperts)), e.idx(1));
       Value S = e.ceildiv(e.idx(kSplitKTargetBlocks), e.muli(cols, tiles));
@@ -1352,7 +1340,7 @@ bool isDeviceElementwise(Operation *op) {
 
 /// Marks the element-wise ops of fuseDeviceElementwise (and the generics the
 /// fusion patterns create from them).
-constexpr llvm::StringLiteral kDeviceElementwiseAttr = "moe_gpu.device_elementwise";
+constexpr llvm::StringLiteral kDeviceElementwiseAttr = moe::MoEDialect::getGpuDeviceElementwiseAttrName();
 
 /// The control of the element-wise fusion: both ops run on the device, and
 /// every other user of the producer comes after the consumer (the fused op
@@ -1861,31 +1849,8 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
                          "convert-moe-to-gpu))')";
       return signalPassFailure();
     }
-    if (decodeSplitK < 0 || decodeSplitK > 1024) {
-      ops.front()->emitError() << "convert-moe-to-gpu: decode-split-k must be in 0..1024 (0 = "
-                                  "chosen from the shape), got "
-                               << static_cast<int64_t>(decodeSplitK);
-      return signalPassFailure();
-    }
     if (failed(checkToolkit(ops.front())))
       return signalPassFailure();
-    if (bigTileRows < 0) {
-      ops.front()->emitError() << "convert-moe-to-gpu: option big-tile-rows must be >= 0 (got "
-                               << static_cast<int64_t>(bigTileRows) << ")";
-      return signalPassFailure();
-    }
-    if (wgmmaGroupsInFlight < 0 || wgmmaGroupsInFlight > 1) {
-      ops.front()->emitError() << "convert-moe-to-gpu: wgmma-groups-in-flight must be 0 or 1, got "
-                               << static_cast<int64_t>(wgmmaGroupsInFlight);
-      return signalPassFailure();
-    }
-    if (mmaStages != 0 && (mmaStages < kMinMmaStages || mmaStages > kMaxMmaStages)) {
-      ops.front()->emitError() << "convert-moe-to-gpu: option mma-stages must be 0 (the "
-                                  "defaults) or in "
-                               << kMinMmaStages << ".." << kMaxMmaStages << " (got "
-                               << static_cast<int64_t>(mmaStages) << ")";
-      return signalPassFailure();
-    }
     bool failedAny = false;
 
     // Ops whose index data needs no run-time check (before ops are replaced).
@@ -1903,13 +1868,10 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
       auto func = op->getParentOfType<func::FuncOp>();
       if (deviceAbi && func && func.isPublic())
         h.deviceValues = &deviceValues;
-      h.tensorCores = tensorCores;
-      h.wgmma = wgmma;
+      h.config = op->getAttrOfType<GpuConfigAttr>(GpuConfigAttr::getAttrName());
+      if (!h.config)
+        h.config = GpuConfigAttr::getDefault(op->getContext());
       h.checkIndices = checkIndices && !validByConstruction.contains(op);
-      h.decodeSplitK = decodeSplitK;
-      h.bigTileRows = bigTileRows;
-      h.wgmmaGroupsInFlight = wgmmaGroupsInFlight;
-      h.mmaStages = mmaStages;
       LogicalResult result =
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp,

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/MoEDialect.h"
 #include "lowering/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -41,9 +42,9 @@ using namespace mlir;
 
 namespace {
 
-constexpr llvm::StringLiteral kDeviceResultAttr = "moe_gpu.device_result";
-constexpr llvm::StringLiteral kLaunchAttr = "moe_gpu.kernel";
-constexpr llvm::StringLiteral kStreamOrderedAttr = "moe_gpu.stream_ordered";
+constexpr llvm::StringLiteral kDeviceResultAttr = moe::MoEDialect::getGpuDeviceResultAttrName();
+constexpr llvm::StringLiteral kLaunchAttr = moe::MoEDialect::getGpuKernelAttrName();
+constexpr llvm::StringLiteral kStreamOrderedAttr = moe::MoEDialect::getGpuStreamOrderedAttrName();
 
 /// The buffer `v` is a view of (through view-like ops), or `v`.
 Value viewSource(Value v) {

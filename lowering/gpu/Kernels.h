@@ -79,6 +79,7 @@
 #define MOE_LOWERING_GPU_KERNELS_H
 
 #include "dialect/MoEAttrs.h"
+#include "dialect/MoEDialect.h"
 #include "lowering/RoutingBuilder.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -114,7 +115,7 @@ class IRB;
 
 
 /// Name of the gpu.module holding the kernels.
-inline constexpr llvm::StringLiteral kKernelModuleName = "moe_kernels";
+inline constexpr llvm::StringLiteral kKernelModuleName = MoEDialect::getGpuKernelModuleName();
 
 class KernelLibrary {
 public:

@@ -34,6 +34,7 @@
 #define MOE_LOWERING_GPU_MMAGEMM_H
 
 #include "dialect/MoEAttrs.h"
+#include "dialect/MoEDialect.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
@@ -57,9 +58,9 @@ constexpr int64_t kMmaStages = 3;     // cp.async pipeline depth (mma.sync 32/64
 /// 255-register cap of two 256-thread blocks is the occupancy limit).
 constexpr int64_t kWgmmaStages = 4;
 constexpr int64_t kWgmmaStagesM128 = 4;
-/// The range of convert-moe-to-gpu's mma-stages (0: the defaults).
-constexpr int64_t kMinMmaStages = 2;
-constexpr int64_t kMaxMmaStages = 8;
+/// The range of #moe.gpu_config's stages (0: the defaults).
+constexpr int64_t kMinMmaStages = kMinGpuStages;
+constexpr int64_t kMaxMmaStages = kMaxGpuStages;
 /// The most dynamic shared memory a block may opt in to on sm_90 (227 KiB;
 /// sm_80: 163 KiB); the kernels' alignment of the staging buffers.
 constexpr int64_t kMaxDynamicSharedSm90 = 232448;
@@ -67,7 +68,7 @@ constexpr int64_t kMaxDynamicSharedSm80 = 166912;
 constexpr int64_t kSmemAlign = 128;
 /// The kernel attribute (i32) holding a tensor-core GEMM's dynamic shared
 /// memory bytes; moe-gpu-materialize-launches passes it to every launch.
-constexpr llvm::StringLiteral kDynamicSmemAttr = "moe_gpu.dynamic_shared_memory";
+constexpr llvm::StringLiteral kDynamicSmemAttr = MoEDialect::getGpuDynamicSharedMemoryAttrName();
 /// The 16-row (decode) tiles: A is 16 rows, B dominates a stage (8.7 KB of
 /// 10 KB), so four stages (three in flight) fit the 48 KB of static shared
 /// memory: 40 KB per block.

@@ -19,7 +19,8 @@
 
 #include "lowering/HostPipeline.h"
 #include "lowering/Passes.h"
-#include "lowering/gpu/MmaGemm.h"
+#include "dialect/MoEAttrs.h"
+#include "dialect/MoEDialect.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,8 +35,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
-
-#include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "moe-strip-gpu-object-timings"
 
@@ -79,15 +78,6 @@ static bool isValidChip(StringRef chip) {
          llvm::all_of(chip, llvm::isDigit) && chip.front() != '0';
 }
 
-/// NN of a valid chip sm_NN[a|f].
-static int chipNumber(StringRef chip) {
-  chip.consume_front("sm_");
-  if (chip.ends_with("a") || chip.ends_with("f"))
-    chip = chip.drop_back();
-  int n = 0;
-  return chip.getAsInteger(10, n) ? 0 : n;
-}
-
 /// A comma-separated list of `+name` / `-name` (name: letters, digits, `.`,
 /// `_`, `-`), e.g. "+ptx80"; empty is allowed.
 static bool isValidFeatureList(StringRef features) {
@@ -125,12 +115,12 @@ LogicalResult moe::validateNVPTXPipelineOptions(
     return error("big-tile-rows=" + Twine(int64_t(options.bigTileRows)) +
                  " is out of range; expected >= 0");
   if (options.mmaStages != 0 &&
-      (options.mmaStages < gpu_lowering::kMinMmaStages ||
-       options.mmaStages > gpu_lowering::kMaxMmaStages))
+      (options.mmaStages < moe::kMinGpuStages ||
+       options.mmaStages > moe::kMaxGpuStages))
     return error("mma-stages=" + Twine(int64_t(options.mmaStages)) +
                  " is out of range; expected 0 (the defaults) or " +
-                 Twine(gpu_lowering::kMinMmaStages) + " to " +
-                 Twine(gpu_lowering::kMaxMmaStages));
+                 Twine(moe::kMinGpuStages) + " to " +
+                 Twine(moe::kMaxGpuStages));
   if (!isValidFeatureList(options.features))
     return error("features='" + options.features +
                  "' is not a comma-separated list of +feature/-feature "
@@ -221,37 +211,50 @@ struct StripObjectTimingsPass
 };
 } // namespace
 
-LogicalResult moe::buildNVPTXPipeline(
-    OpPassManager &pm, const NVPTXPipelineOptions &options,
-    function_ref<LogicalResult(const Twine &)> errorHandler) {
+static LogicalResult validate(const moe::NVPTXPipelineOptions &options,
+                              function_ref<LogicalResult(const Twine &)> errorHandler) {
   auto printError = [](const Twine &message) {
     llvm::errs() << message << "\n";
     return failure();
   };
-  if (!errorHandler)
-    errorHandler = printError;
-  if (failed(validateNVPTXPipelineOptions(options, errorHandler)))
+  return moe::validateNVPTXPipelineOptions(options, errorHandler ? errorHandler
+                                                                 : printError);
+}
+
+LogicalResult moe::buildGpuLaunchPipeline(
+    OpPassManager &pm, const NVPTXPipelineOptions &options, StringRef toolkit,
+    function_ref<LogicalResult(const Twine &)> errorHandler) {
+  if (failed(validate(options, errorHandler)))
     return failure();
   // Every pass from its typed constructor and option struct (as upstream's
   // buildLowerToNVVMPassPipeline): nothing is parsed here, so nothing here
   // can fail once the option values are valid, and user strings (paths,
   // features) are never spliced into pipeline text.
 
-  // 1. moe -> kernels (gpu.module @moe_kernels) + host code on tensors; the
-  // host's own tensor ops (residual adds, ...) go through linalg.
-  std::string toolkit = cudaToolkit(options);
+  // 1. The target first: an empty gpu.module @moe_kernels carrying the
+  // #nvvm.target (upstream's attach pass), from which moe-gpu-configure
+  // chooses each op's #moe.gpu_config (upstream's SM-version rules, no chip
+  // name matching); then moe -> kernels + host code on tensors, the host's
+  // own tensor ops (residual adds, ...) through linalg.
+  pm.addPass(createMoEGPUKernelModule());
+  GpuNVVMAttachTargetOptions target;
+  target.moduleMatcher = ("^" + moe::MoEDialect::getGpuKernelModuleName() + "$").str();
+  target.triple = options.triple;
+  target.chip = options.chip;
+  target.features = options.features;
+  target.optLevel = static_cast<unsigned>(options.optLevel);
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  MoEGPUConfigureOptions configure;
+  configure.tensorCores = options.tensorCores;
+  configure.decodeSplitK = options.decodeSplitK;
+  configure.bigTileRows = options.bigTileRows;
+  configure.wgmmaGroupsInFlight = options.wgmmaGroupsInFlight;
+  configure.mmaStages = options.mmaStages;
+  pm.addPass(createMoEGPUConfigure(configure));
   ConvertMoEToGPUOptions toGPU;
-  toGPU.toolkit = toolkit.empty() ? "none" : toolkit;
+  toGPU.toolkit = toolkit.str();
   toGPU.deviceAbi = options.deviceAbi;
   toGPU.checkIndices = options.checkIndices;
-  // mma.sync (the bf16/f16 expert GEMMs) needs sm_80 or newer.
-  toGPU.tensorCores = options.tensorCores && chipNumber(options.chip) >= 80;
-  // wgmma (the 64-row tiles) exists on sm_90a only.
-  toGPU.wgmma = toGPU.tensorCores && StringRef(options.chip) == "sm_90a";
-  toGPU.decodeSplitK = options.decodeSplitK;
-  toGPU.bigTileRows = options.bigTileRows;
-  toGPU.wgmmaGroupsInFlight = options.wgmmaGroupsInFlight;
-  toGPU.mmaStages = options.mmaStages;
   pm.addPass(createConvertMoEToGPU(toGPU));
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());
@@ -262,22 +265,31 @@ LogicalResult moe::buildNVPTXPipeline(
   addHostBufferization(pm, options.resultsToOutParams || options.deviceAbi);
   if (options.deviceAbi)
     pm.addPass(createMoEGPUDeviceABI());
-  // 3. Launch placeholders -> gpu.launch_func; host ops on one stream.
+  // 3. Launch placeholders -> gpu.launch_func.
   pm.addPass(createMoEGPUMaterializeLaunches());
+  return success();
+}
+
+LogicalResult moe::buildNVPTXPipeline(
+    OpPassManager &pm, const NVPTXPipelineOptions &options,
+    function_ref<LogicalResult(const Twine &)> errorHandler) {
+  if (failed(validate(options, errorHandler)))
+    return failure();
+  // 1-3. moe -> kernels + host launches (with the toolkit's libdevice
+  // checked up front: the serialization below links it).
+  std::string toolkit = cudaToolkit(options);
+  if (failed(buildGpuLaunchPipeline(pm, options, toolkit.empty() ? "none" : toolkit,
+                                    errorHandler)))
+    return failure();
+  // The host ops on one stream.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
-  // 4. Kernels: NVVM target, gpu -> nvvm (as upstream's
-  // buildGpuPassPipeline).
-  GpuNVVMAttachTargetOptions target;
-  target.triple = options.triple;
-  target.chip = options.chip;
-  target.features = options.features;
-  target.optLevel = static_cast<unsigned>(options.optLevel);
-  pm.addPass(createGpuNVVMAttachTarget(target));
+  // 4. Kernels: gpu -> nvvm (as upstream's buildGpuPassPipeline; the
+  // target was attached in step 1).
   // The tensor-core GEMMs (MmaGemm.cpp) use nvgpu ops (cp.async, ldmatrix):
   // convert-nvgpu-to-nvvm lowers them before the gpu ops; the sm_90a wgmma
   // ops are inline PTX (convert-nvvm-to-llvm).

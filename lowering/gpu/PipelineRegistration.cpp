@@ -1,7 +1,7 @@
 //===- PipelineRegistration.cpp - registration of --moe-nvptx-pipeline ----===//
 //
 // Part of the GPU lowering library MoEGpuLowering: the textual registration
-// of the NVPTX pipeline.
+// of the NVPTX pipeline and of its first half, --moe-gpu-launch-pipeline.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +25,21 @@ void moe::registerNVPTXPipeline() {
         if (failed(options.parseFromString(optionsText)))
           return failure();
         return buildNVPTXPipeline(pm, options, errorHandler);
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> optionsHandler) {
+        optionsHandler(NVPTXPipelineOptions());
+      });
+  registerPassPipeline(
+      "moe-gpu-launch-pipeline",
+      "The first half of moe-nvptx-pipeline: moe IR to host code launching "
+      "the kernels of gpu.module @moe_kernels (not yet lowered to NVVM; "
+      "needs no CUDA toolkit)",
+      [](OpPassManager &pm, StringRef optionsText,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        NVPTXPipelineOptions options;
+        if (failed(options.parseFromString(optionsText)))
+          return failure();
+        return buildGpuLaunchPipeline(pm, options, /*toolkit=*/"", errorHandler);
       },
       [](function_ref<void(const mlir::detail::PassOptions &)> optionsHandler) {
         optionsHandler(NVPTXPipelineOptions());

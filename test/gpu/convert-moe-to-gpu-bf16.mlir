@@ -5,9 +5,9 @@
 // from tensor.dim of the tokens (memref.dim after bufferization).
 // The CUDA-core GEMMs (tensor-cores=false; the tensor-core ones that bf16 takes
 // by default: mma-gemm-structure.mlir, ptxas-examples.test MMA).
-// RUN: moe-opt %examples/deepseek_style.mlir --convert-moe-to-gpu=tensor-cores=false -canonicalize -cse \
+// RUN: moe-opt %examples/deepseek_style.mlir %moe_gpu_target_sm90 --moe-gpu-configure=tensor-cores=false --convert-moe-to-gpu -canonicalize -cse \
 // RUN:   | FileCheck %s --check-prefix=DS
-// RUN: moe-opt %s --convert-moe-to-gpu=tensor-cores=false -canonicalize -cse | FileCheck %s
+// RUN: moe-opt %s %moe_gpu_target_sm90 --moe-gpu-configure=tensor-cores=false --convert-moe-to-gpu -canonicalize -cse | FileCheck %s
 // By default, with a static T (16 tokens: the plan's 16-row decode tile), the
 // layer is 4 launches: router + gate, align, GEMM1 on tensor cores (m16), and
 // the tensor-core GEMM2 with the combine epilogue (after the shared expert's

@@ -12,11 +12,11 @@
 //    split, even when decode-split-k asks for it: the split-K workspace and
 //    tile counters do not cover the shared expert's tiles.
 // RUN: moe-opt %s --convert-moe-to-gpu -canonicalize -cse | FileCheck %s
-// RUN: moe-opt %s --convert-moe-to-gpu=decode-split-k=1 -canonicalize -cse | FileCheck %s --check-prefix=ONE
-// RUN: moe-opt %s --convert-moe-to-gpu=decode-split-k=5 -canonicalize -cse | FileCheck %s --check-prefix=FIVE
-// RUN: not moe-opt %s --convert-moe-to-gpu=decode-split-k=-1 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: moe-opt %s %moe_gpu_target_sm90 --moe-gpu-configure=decode-split-k=1 --convert-moe-to-gpu -canonicalize -cse | FileCheck %s --check-prefix=ONE
+// RUN: moe-opt %s %moe_gpu_target_sm90 --moe-gpu-configure=decode-split-k=5 --convert-moe-to-gpu -canonicalize -cse | FileCheck %s --check-prefix=FIVE
+// RUN: not moe-opt %s %moe_gpu_target_sm90 --moe-gpu-configure=decode-split-k=-1 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not moe-opt %s --moe-nvptx-pipeline=decode-split-k=2000 2>&1 | FileCheck %s --check-prefix=BADPIPE
-// BAD: convert-moe-to-gpu-splitk.mlir:{{[0-9]+}}:{{[0-9]+}}: error: convert-moe-to-gpu: decode-split-k must be in 0..1024 (0 = chosen from the shape), got -1
+// BAD: convert-moe-to-gpu-splitk.mlir:{{[0-9]+}}:{{[0-9]+}}: error: moe-gpu-configure: #moe.gpu_config needs split_k in 0..1024 (0 = chosen from the shape), got -1
 // BADPIPE: moe-nvptx-pipeline: decode-split-k=2000 is out of range; expected 0 (chosen from the shape) to 1024
 
 // CHECK-LABEL: func.func @t1(

@@ -9,7 +9,7 @@
 // grid has min(ceil(64/16) + 8, 64) = 12 row tiles.
 
 // CHECK-LABEL: module attributes {gpu.container_module}
-// CHECK-DAG: func.func private @__moe_launch_moe_gate_kernel_topk_router({{.*}}) attributes {moe_gpu.kernel = @moe_kernels::@moe_gate_kernel_topk_router}
+// CHECK-DAG: func.func private @__moe_launch_moe_gate_kernel_topk_router({{.*}}) attributes {moe.gpu_kernel = @moe_kernels::@moe_gate_kernel_topk_router}
 // CHECK-LABEL: func.func @top2
 // CHECK-NOT: moe.
 // Host results are allocated before the GPU work (no extra stream sync).

@@ -17,7 +17,7 @@
 // CHECK: memref.collapse_shape %[[X]]
 // CHECK-NEXT: %[[XD:.*]] = memref.cast
 // CHECK-NOT: gpu.memcpy
-// CHECK: %[[Y:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe_gpu.device_result} : memref<?xf32>
+// CHECK: %[[Y:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe.gpu_device_result} : memref<?xf32>
 // CHECK-NOT: gpu.memcpy
 // CHECK: gpu.launch_func async {{.*}} @moe_kernels::@moe_gemm2_weighted_kernel_combine
 // CHECK-NOT: gpu.memcpy
@@ -58,7 +58,7 @@ func.func @residual(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x1
 // CHECK-NOT: gpu.memcpy
 // CHECK: %[[XD:.*]] = memref.collapse_shape %[[X]]
 // CHECK-NOT: gpu.memcpy
-// CHECK: %[[Y:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe_gpu.device_result} : memref<?xbf16>
+// CHECK: %[[Y:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe.gpu_device_result} : memref<?xbf16>
 // CHECK-NOT: gpu.memcpy
 // The layer's GEMM2 with the combine runs on tensor cores, one of the two
 // row tiles chosen at run time (dynamic T).
@@ -67,7 +67,7 @@ func.func @residual(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x1
 // CHECK: } else {
 // CHECK: gpu.launch_func async {{.*}} @moe_kernels::@moe_mma_gemm2_weighted_combine_bf16_m64_outf32
 // CHECK-NOT: gpu.memcpy
-// CHECK: %[[G:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe_gpu.device_result} : memref<?xbf16>
+// CHECK: %[[G:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe.gpu_device_result} : memref<?xbf16>
 // CHECK-NEXT: %[[NB:.*]] = arith.ceildivui %[[N:.*]], %c256 : index
 // CHECK-NEXT: %[[GRID:.*]] = arith.maxui %[[NB]], %c1 : index
 // CHECK-NEXT: gpu.launch_func async {{.*}} @moe_kernels::@[[GEN:moe_elementwise_mulf_addf_[0-9a-f]+]] blocks in (%[[GRID]], %c1, %c1) threads in (%c256, %c1, %c1) args(%[[Y]] : memref<?xbf16>, %[[XD]] : memref<?xbf16>, %[[G]] : memref<?xbf16>, %[[N]] : index)
@@ -132,7 +132,7 @@ func.func @generic(%x: tensor<?x16xbf16>, %wr: tensor<16x4xbf16>, %w1: tensor<4x
 // CHECK: memref.collapse_shape %[[X]]
 // CHECK-NEXT: %[[XD:.*]] = memref.cast
 // CHECK-NOT: gpu.memcpy
-// CHECK: %[[Y:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe_gpu.device_result} : memref<?xf32>
+// CHECK: %[[Y:.*]], %{{.*}} = gpu.alloc async {{.*}} {bufferization.manual_deallocation, moe.gpu_device_result} : memref<?xf32>
 // CHECK-NOT: gpu.memcpy
 // CHECK: %[[SC:.*]] = memref.collapse_shape %[[S]]
 // CHECK-NEXT: %[[SD:.*]] = memref.cast %[[SC]]

@@ -87,7 +87,7 @@
 // RUN:   | FileCheck %s --check-prefix=NOFENCE
 // NOFENCE: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma_s3: nvvm.wgmma.mma_async #0: the accumulator registers were accessed after the last wgmma.fence (or no wgmma.fence before the first wgmma)
 
-func.func private @__moe_launch_moe_mma_gemm2_bf16_m64_wgmma_s3(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_bf16_m64_wgmma_s3}
+func.func private @__moe_launch_moe_mma_gemm2_bf16_m64_wgmma_s3(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm2_bf16_m64_wgmma_s3}
 
 /// n values sin(i * freq) * scale, rounded to bf16.
 func.func @fill(%n: index, %freq: f32, %scale: f32) -> memref<?xbf16> {

@@ -19,80 +19,80 @@
 // RUN:   echo "variant $v"; \
 // RUN:   sed -e "s/moe_mma_gemm2_bf16_m64_wgmma_s3/moe_mma_gemm2_bf16_$v/g" -e 's/%%K = arith.constant 128 : index/%%K = arith.constant 200 : index/' %S/emulate-wgmma-async-kernel.mlir > %t/$v.mlir; \
 // RUN:   case $v in m128*) sed -i -e 's/%%c64 = arith.constant 64 : index/%%c64 = arith.constant 128 : index/' -e 's/%%c128 = arith.constant 128 : index/%%c128 = arith.constant 256 : index/' %t/$v.mlir;; esac; \
-// RUN:   moe-opt %t/$v.mlir --moe-test-build-mma-kernels | grep -o 'moe_gpu.dynamic_shared_memory = [0-9]*' || exit 1; \
+// RUN:   moe-opt %t/$v.mlir --moe-test-build-mma-kernels | grep -o 'moe.gpu_dynamic_shared_memory = [0-9]*' || exit 1; \
 // RUN:   moe-opt %t/$v.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t/$v.ll.mlir || exit 1; \
 // RUN:   env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner %t/$v.ll.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp || exit 1; \
 // RUN: done > %t/out.txt
 // RUN: FileCheck %s --input-file=%t/out.txt
 //
 // CHECK-LABEL: variant m64_s2
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 27904
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 27904
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero
 // CHECK-NEXT: 8192
 // CHECK-LABEL: variant m64
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 41728
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 41728
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero
 // CHECK-NEXT: 8192
 // CHECK-LABEL: variant m64_s4
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 55552
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 55552
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero
 // CHECK-NEXT: 8192
 // CHECK-LABEL: variant m64_s5
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 69376
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 69376
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero
 // CHECK-NEXT: 8192
 // CHECK-LABEL: variant m64_wgmma_s2
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 24832
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 24832
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero
 // CHECK-NEXT: 8192
 // CHECK-LABEL: variant m64_wgmma_s3
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 37120
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 37120
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero
 // CHECK-NEXT: 8192
 // CHECK-LABEL: variant m64_wgmma
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 49408
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 49408
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero
 // CHECK-NEXT: 8192
 // CHECK-LABEL: variant m64_wgmma_s5
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 61696
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 61696
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero
 // CHECK-NEXT: 8192
 // CHECK-LABEL: variant m128_wgmma_s2
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 33280
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 33280
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero
 // CHECK-NEXT: 16384
 // CHECK-LABEL: variant m128_wgmma_s3
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 49664
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 49664
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero
 // CHECK-NEXT: 16384
 // CHECK-LABEL: variant m128_wgmma
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 66048
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 66048
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero
 // CHECK-NEXT: 16384
 // CHECK-LABEL: variant m128_wgmma_s5
-// CHECK-NEXT: moe_gpu.dynamic_shared_memory = 82432
+// CHECK-NEXT: moe.gpu_dynamic_shared_memory = 82432
 // CHECK-NEXT: mismatches
 // CHECK-NEXT: 0
 // CHECK-NEXT: nonzero

@@ -20,8 +20,7 @@
 // RUN: moe-opt %s --moe-cpu-pipeline="parallel=false cpu-features=-avx512bf16" \
 // RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
 // RUN: for s in 0 1 3 5; do \
-// RUN:   moe-opt %s --convert-moe-to-gpu=decode-split-k=$s \
-// RUN:     | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN:   moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{decode-split-k=$s},%moe_emulate_tail)" \
 // RUN:     | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.gpu$s || exit 1; \
 // RUN: done
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.cpu %t.gpu0 | FileCheck %s
@@ -32,8 +31,7 @@
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.gpu1 %t.gpu5 | FileCheck %s
 // RUN: for s in 3 5; do for o in reverse "shuffle seed=1" "shuffle seed=2"; do \
 // RUN:   MOE_EMULATE_OPTIONS="block-order=$o"; echo "== S=$s $o"; \
-// RUN:   moe-opt %s --convert-moe-to-gpu=decode-split-k=$s \
-// RUN:     | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN:   moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{decode-split-k=$s},%moe_emulate_tail)" \
 // RUN:     | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.order \
 // RUN:     && %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.gpu$s %t.order || exit 1; \
 // RUN: done; done | FileCheck %s --check-prefix=ORDER
@@ -51,7 +49,7 @@
 // ORDER-LABEL: == S=5 shuffle seed=2
 // ORDER-NEXT: compare: OK, 1792 values, max abs diff 0{{$}}
 // The launches: 4 per layer; the split kernels where S > 1.
-// RUN: moe-opt %s --convert-moe-to-gpu=decode-split-k=3 -canonicalize -cse | FileCheck %s --check-prefix=HOST
+// RUN: moe-opt %s %moe_gpu_target_sm90 --moe-gpu-configure=decode-split-k=3 --convert-moe-to-gpu -canonicalize -cse | FileCheck %s --check-prefix=HOST
 // HOST-LABEL: func.func @t16(
 // HOST: call @__moe_launch_moe_gate_kernel_topk_router_bf16(
 // HOST-NOT: call @__moe_launch

@@ -28,20 +28,19 @@
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.cpu %t.gpu | FileCheck %s
 // CHECK: compare: OK, 70144 values, max abs diff 0{{$}}
 // With wgmma-groups-in-flight=0: the same bits as the default.
-// RUN: moe-opt %s --convert-moe-to-gpu="wgmma=true wgmma-groups-in-flight=0" \
-// RUN:   | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN: moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{chip=sm_90a wgmma-groups-in-flight=0},%moe_emulate_tail)" \
 // RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.gpu0
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.gpu %t.gpu0 | FileCheck %s
-// RUN: moe-opt %s --convert-moe-to-gpu=wgmma=true --canonicalize | FileCheck %s --check-prefix=BIG
+// RUN: moe-opt %s %moe_gpu_target_sm90a --moe-gpu-configure --convert-moe-to-gpu --canonicalize | FileCheck %s --check-prefix=BIG
 // big-tile-rows=0 keeps the 64-row tile at T = 320.
-// RUN: moe-opt %s --convert-moe-to-gpu="wgmma=true big-tile-rows=0" --canonicalize | FileCheck %s --check-prefix=OFF
+// RUN: moe-opt %s %moe_gpu_target_sm90a --moe-gpu-configure=big-tile-rows=0 --convert-moe-to-gpu --canonicalize | FileCheck %s --check-prefix=OFF
 // mma-stages=5: the prefill tiles' kernels (64 and 128 rows) are the
 // 5-stage variants (`_s5`), the 16-row decode tiles keep their four; after
 // bufferization every tensor-core launch passes its kernel's dynamic shared
 // memory (128 rows: 5 x 16 KiB + 512 bytes of row map, + 512 of the
 // combine's tokens; 64 rows: 5 x 12 KiB + 256 (+ 256); 16 rows: 40000
 // (+ 64)); the other kernels take none.
-// RUN: moe-opt %s --pass-pipeline="builtin.module(convert-moe-to-gpu{wgmma=true mma-stages=5},func.func(convert-elementwise-to-linalg),canonicalize,cse,one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},buffer-deallocation-pipeline,convert-bufferization-to-memref,moe-gpu-materialize-launches)" | FileCheck %s --check-prefix=STAGES
+// RUN: moe-opt %s --moe-gpu-launch-pipeline="chip=sm_90a mma-stages=5" | FileCheck %s --check-prefix=STAGES
 // STAGES-LABEL: func.func @prefill
 // STAGES: gpu.launch_func @moe_kernels::@moe_gate_kernel_topk_router_bf16 blocks in ({{[^)]*}}) threads in ({{[^)]*}}) args(
 // STAGES: gpu.launch_func @moe_kernels::@moe_mma_gemm1_gather_swiglu_bf16_m128_wgmma_s5 blocks in ({{[^)]*}}) threads in (%c256, %c1, %c1) dynamic_shared_memory_size %c82432_i32 args(

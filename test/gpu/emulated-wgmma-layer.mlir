@@ -20,15 +20,14 @@
 // CHECK: compare: OK, 16896 values, max abs diff 0{{$}}
 // With wgmma-groups-in-flight=0 (the `_inflight0` kernels: every stage's
 // wgmmas retired before the next loads): the same bits as the default.
-// RUN: moe-opt %s --convert-moe-to-gpu="wgmma=true wgmma-groups-in-flight=0" \
-// RUN:   | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN: moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{chip=sm_90a wgmma-groups-in-flight=0},%moe_emulate_tail)" \
 // RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.gpu0
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.gpu %t.gpu0 | FileCheck %s
-// RUN: moe-opt %s --convert-moe-to-gpu="wgmma=true wgmma-groups-in-flight=0" --canonicalize | FileCheck %s --check-prefix=INFLIGHT0
+// RUN: moe-opt %s %moe_gpu_target_sm90a --moe-gpu-configure=wgmma-groups-in-flight=0 --convert-moe-to-gpu --canonicalize | FileCheck %s --check-prefix=INFLIGHT0
 // INFLIGHT0-LABEL: func.func @prefill
 // INFLIGHT0: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m64_wgmma_inflight0(
 // INFLIGHT0-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_bf16_m64_outf32_wgmma_inflight0(
-// RUN: moe-opt %s --convert-moe-to-gpu=wgmma=true --canonicalize | FileCheck %s --check-prefix=WGMMA
+// RUN: moe-opt %s %moe_gpu_target_sm90a --moe-gpu-configure --convert-moe-to-gpu --canonicalize | FileCheck %s --check-prefix=WGMMA
 
 func.func private @printMemrefF32(memref<*xf32>)
 

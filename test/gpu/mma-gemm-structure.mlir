@@ -7,7 +7,7 @@
 // activation, h rounded to bf16). Numerics: mma-gemm-emulated.mlir.
 // RUN: moe-opt %s -split-input-file -verify-diagnostics --moe-test-build-mma-kernels | FileCheck %s
 
-func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m64}
+func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m64}
 
 // CHECK-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64(
 // Every shared buffer is a view of the dynamic shared memory
@@ -15,7 +15,7 @@ func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(index,
 // (64 x (32+8)) at byte 0 and B (32 x (128+8)) at 15360, padded rows,
 // 128-byte aligned offsets (16-byte cp.async destinations); the gathered
 // rows at 41472; 41728 bytes in all, the size every launch passes.
-// CHECK-SAME: %{{.*}}: index) kernel attributes {known_block_size = array<i32: 128, 1, 1>, moe_gpu.dynamic_shared_memory = 41728 : i32, nvvm.minctasm = 1 : i32}
+// CHECK-SAME: %{{.*}}: index) kernel attributes {known_block_size = array<i32: 128, 1, 1>, moe.gpu_dynamic_shared_memory = 41728 : i32, nvvm.minctasm = 1 : i32}
 // CHECK-NEXT: %[[DYN:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
 // CHECK-NEXT: %[[C0:.*]] = arith.constant 0 : index
 // CHECK-NEXT: %[[A:.*]] = memref.view %[[DYN]][%[[C0]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<7680xbf16, #gpu.address_space<workgroup>>
@@ -54,14 +54,14 @@ func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(index,
 
 // -----
 
-func.func private @__moe_launch_moe_mma_gemm2_weighted_f16_m16_outf32(index, index, index, index, index, index, memref<?xf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xf16>, memref<?xf16>, memref<?xf32>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_weighted_f16_m16_outf32}
+func.func private @__moe_launch_moe_mma_gemm2_weighted_f16_m16_outf32(index, index, index, index, index, index, memref<?xf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xf16>, memref<?xf16>, memref<?xf32>, index, index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm2_weighted_f16_m16_outf32}
 
 // The decode tile: 16 rows, one warp row of four warps; four stages of A
 // (16 x 40) and B (32 x 136) and the rows: 40000 bytes; three stages in
 // flight (wait_group 2).
 // CHECK-LABEL: gpu.func @moe_mma_gemm2_weighted_f16_m16_outf32(
 // CHECK-SAME: %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: index)
-// CHECK-SAME: moe_gpu.dynamic_shared_memory = 40000 : i32
+// CHECK-SAME: moe.gpu_dynamic_shared_memory = 40000 : i32
 // CHECK: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2560xf16, #gpu.address_space<workgroup>>
 // CHECK: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<17408xf16, #gpu.address_space<workgroup>>
 // CHECK: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16xi32, #gpu.address_space<workgroup>>
@@ -79,7 +79,7 @@ func.func private @__moe_launch_moe_mma_gemm2_weighted_f16_m16_outf32(index, ind
 
 // -----
 
-func.func private @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xf32>, index, index, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, index, memref<?xf32>) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32}
+func.func private @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xf32>, index, index, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, index, memref<?xf32>) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32}
 
 // The fused layer's GEMM2: after the rows (f32), the combine epilogue
 // shared with the CUDA-core GEMM2 (Kernels.cpp, emitCombineEpilogue):
@@ -89,7 +89,7 @@ func.func private @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m16_o
 // CHECK-LABEL: gpu.func @moe_mma_gemm2_weighted_combine_shared_bf16_m16_outf32(
 // CHECK-SAME: %[[SRC:[^:]*]]: memref<?xi32>, %[[POS:[^:]*]]: memref<?xi32>, %[[CNT:[^:]*]]: memref<?xi32>, %[[Y:[^:]*]]: memref<?xbf16>, %[[K:[^:]*]]: index, %[[SH:[^:]*]]: memref<?xf32>)
 // The combine's per-row tokens after the rows (16 x 4 bytes at 40000).
-// CHECK-SAME: moe_gpu.dynamic_shared_memory = 40064 : i32
+// CHECK-SAME: moe.gpu_dynamic_shared_memory = 40064 : i32
 // CHECK: %[[C40000:.*]] = arith.constant 40000 : index
 // CHECK-NEXT: %[[LAST:.*]] = memref.view %{{.*}}[%[[C40000]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16xi32, #gpu.address_space<workgroup>>
 // CHECK: nvvm.mma.sync
@@ -111,7 +111,7 @@ func.func private @__moe_launch_moe_mma_gemm2_weighted_combine_shared_bf16_m16_o
 
 // -----
 
-func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma}
+func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma}
 
 // sm_90a: the stages in the canonical core-matrix layout (no padding:
 // 4 x 64 x 32 and 4 x 32 x 128, 49408 bytes with the rows); per stage (all
@@ -124,7 +124,7 @@ func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
 // accumulators are read. The descriptors are built from the buffers'
 // aligned pointers.
 // CHECK-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
-// CHECK-SAME: moe_gpu.dynamic_shared_memory = 49408 : i32
+// CHECK-SAME: moe.gpu_dynamic_shared_memory = 49408 : i32
 // CHECK: %[[A:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<8192xbf16, #gpu.address_space<workgroup>>
 // CHECK: %[[B:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16384xbf16, #gpu.address_space<workgroup>>
 // CHECK: %[[ACC0:.*]] = llvm.insertvalue %{{.*}}[63] : !llvm.struct<(f32, f32
@@ -153,4 +153,4 @@ func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
 // -----
 
 // expected-error @+1 {{moe-test-build-mma-kernels: 'moe_mma_gemm3_bf16_m64' is not a tensor-core GEMM kernel name}}
-func.func private @__moe_launch_moe_mma_gemm3_bf16_m64(index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm3_bf16_m64}
+func.func private @__moe_launch_moe_mma_gemm3_bf16_m64(index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm3_bf16_m64}

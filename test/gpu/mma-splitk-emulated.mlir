@@ -50,7 +50,7 @@
 // IR-SAME: %[[WS:arg10]]: memref<?xf32>, %[[CNT:arg11]]: memref<?xi32>, %[[BASE:arg12]]: index, %[[S:arg13]]: index)
 // The split flag after the stages and the row map in the dynamic shared
 // memory (MmaGemmConfig::smemLayout).
-// IR-SAME: moe_gpu.dynamic_shared_memory = 40016 : i32
+// IR-SAME: moe.gpu_dynamic_shared_memory = 40016 : i32
 // IR: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<2560xbf16, #gpu.address_space<workgroup>>
 // IR: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<17408xbf16, #gpu.address_space<workgroup>>
 // IR: memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16xi32, #gpu.address_space<workgroup>>
@@ -78,8 +78,8 @@
 func.func private @printMemrefF32(memref<*xf32>)
 func.func private @printMemrefI32(memref<*xi32>)
 
-func.func private @__moe_launch_moe_mma_gemm2_weighted_bias_bf16_m16_outf32_splitk(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xf32>, index, index, memref<?xf32>, memref<?xi32>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm2_weighted_bias_bf16_m16_outf32_splitk}
-func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m16_splitk(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index, memref<?xf32>, memref<?xi32>, index, index) attributes {moe_gpu.kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m16_splitk}
+func.func private @__moe_launch_moe_mma_gemm2_weighted_bias_bf16_m16_outf32_splitk(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xf32>, index, index, memref<?xf32>, memref<?xi32>, index, index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm2_weighted_bias_bf16_m16_outf32_splitk}
+func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m16_splitk(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index, memref<?xf32>, memref<?xi32>, index, index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m16_splitk}
 
 // Rows: 167 assignments, expert e owns a contiguous run (150, 7, 10).
 func.func @count(%e: index) -> index {

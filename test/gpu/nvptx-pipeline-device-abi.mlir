@@ -26,7 +26,7 @@
 // CHECK-NEXT: }
 // Nothing calls it any more: no declaration.
 // CHECK-NOT: @mgpuStreamSynchronize
-// CHECK-NOT: moe_gpu.stream_ordered
+// CHECK-NOT: moe.gpu_stream_ordered
 func.func @top2(%x: tensor<32x256xf32>, %wr: tensor<256x8xf32>, %w1: tensor<8x256x1024xf32>,
                 %w2: tensor<8x512x256xf32>) -> tensor<32x256xf32> {
   %y = moe.layer %x router(%wr) experts(%w1, %w2)
@@ -54,7 +54,7 @@ func.func @top2(%x: tensor<32x256xf32>, %wr: tensor<256x8xf32>, %w1: tensor<8x25
 // CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[S2]])
 // CHECK-NEXT: llvm.return
 // CHECK-NOT: moeRuntimeSyncUnlessThreadStream
-// CHECK-NOT: moe_gpu.stream_ordered
+// CHECK-NOT: moe.gpu_stream_ordered
 func.func @experts(%x: tensor<4x8xf32>, %i: tensor<4x2xi32>, %w: tensor<4x2xf32>,
                    %w1: tensor<4x8x16xf32>, %w2: tensor<4x16x8xf32>) -> tensor<4x8xf32> {
   %y = moe.fused_experts %x, %i, %w experts(%w1, %w2) {activation = #moe.activation<relu>, num_experts = 4 : i64}

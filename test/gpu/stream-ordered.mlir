@@ -9,7 +9,7 @@
 
 // CHECK-LABEL: llvm.func @ordered(
 // CHECK-SAME: %[[P:.*]]: !llvm.ptr, %[[C:.*]]: i1)
-// CHECK-NOT: moe_gpu.stream_ordered
+// CHECK-NOT: moe.gpu_stream_ordered
 // CHECK-NEXT: %[[S:.*]] = llvm.call @mgpuStreamCreate()
 // CHECK-NEXT: llvm.call @moeRuntimeSyncUnlessThreadStream(%[[S]])
 // CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[S]])
@@ -22,7 +22,7 @@
 // CHECK-NOT: @mgpuStreamSynchronize
 // CHECK: llvm.func @moeRuntimeSyncUnlessThreadStream(!llvm.ptr)
 // CHECK-NOT: @mgpuStreamSynchronize
-llvm.func @ordered(%p: !llvm.ptr, %c: i1) attributes {moe_gpu.stream_ordered} {
+llvm.func @ordered(%p: !llvm.ptr, %c: i1) attributes {moe.gpu_stream_ordered} {
   %s = llvm.call @mgpuStreamCreate() : () -> !llvm.ptr
   llvm.call @mgpuStreamSynchronize(%s) : (!llvm.ptr) -> ()
   llvm.call @mgpuStreamDestroy(%s) : (!llvm.ptr) -> ()
@@ -59,12 +59,12 @@ llvm.func @unmarked() {
 }
 
 // CHECK-LABEL: llvm.func @events(
-// CHECK-NOT: moe_gpu.stream_ordered
+// CHECK-NOT: moe.gpu_stream_ordered
 // CHECK: llvm.call @mgpuEventSynchronize
 // CHECK: llvm.call @mgpuStreamSynchronize(%[[S:.*]])
 // CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[S]])
 // CHECK-NEXT: llvm.return
-llvm.func @events(%e: !llvm.ptr) attributes {moe_gpu.stream_ordered} {
+llvm.func @events(%e: !llvm.ptr) attributes {moe.gpu_stream_ordered} {
   llvm.call @mgpuEventSynchronize(%e) : (!llvm.ptr) -> ()
   %s = llvm.call @mgpuStreamCreate() : () -> !llvm.ptr
   llvm.call @mgpuStreamSynchronize(%s) : (!llvm.ptr) -> ()

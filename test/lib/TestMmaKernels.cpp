@@ -32,7 +32,7 @@ using namespace mlir::moe::gpu_lowering;
 namespace {
 
 /// The attribute of convert-moe-to-gpu's launch placeholders.
-constexpr llvm::StringLiteral kLaunchAttr = "moe_gpu.kernel";
+constexpr llvm::StringLiteral kLaunchAttr = moe::MoEDialect::getGpuKernelAttrName();
 
 struct TestBuildMmaKernelsPass
     : public moe::impl::MoETestBuildMmaKernelsBase<TestBuildMmaKernelsPass> {

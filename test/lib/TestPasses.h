@@ -14,6 +14,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/OpenMP/OpenMPDialect.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
 
 namespace mlir {
 namespace moe {
@@ -28,6 +29,12 @@ enum class EmulatedBlockOrder { forward, reverse, shuffle };
 
 #define GEN_PASS_REGISTRATION
 #include "test/lib/TestPasses.h.inc"
+
+/// The tail of the emulated GPU tests' pipelines after moe-test-emulate-gpu
+/// (test/lib/EmulatedPipelines.cpp), registered as
+/// `--moe-test-emulated-to-llvm` by registerTestEmulatedPipelines().
+void buildTestEmulatedToLLVM(OpPassManager &pm);
+void registerTestEmulatedPipelines();
 
 } // namespace moe
 } // namespace mlir

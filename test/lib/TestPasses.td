@@ -76,7 +76,7 @@ def MoETestBuildMmaKernels
   let description = [{
     For kernel-level tests of the tensor-core expert GEMMs
     (lowering/gpu/MmaGemm.h): every private declaration
-    `@__moe_launch_<kernel>` carrying `moe_gpu.kernel = @moe_kernels::@<kernel>`
+    `@__moe_launch_<kernel>` carrying `moe.gpu_kernel = @moe_kernels::@<kernel>`
     whose kernel does not exist yet gets it built into `gpu.module
     @moe_kernels`, when `<kernel>` is the name of a tensor-core GEMM variant
     (for example `moe_mma_gemm1_gather_swiglu_bias_bf16_m64`); any other

@@ -27,6 +27,7 @@ int main(int argc, char **argv) {
   mlir::moe::registerAllMoEPasses();
 #ifdef MOE_INCLUDE_TESTS
   mlir::moe::registerMoETestPasses();
+  mlir::moe::registerTestEmulatedPipelines();
 #endif
 
   mlir::DialectRegistry registry;
