@@ -5,8 +5,8 @@
 
 include "mlir/Pass/PassBase.td"
 
-def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
-  let summary = "Lower every moe op to upstream dialects (the CPU strategy)";
+def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
+  let summary = "Lower every moe op to upstream dialects for the CPU (the CPU strategy)";
   let description = [{
     Lowers layers and the chain ops to upstream dialects only, so the result
     verifies in a stock `mlir-opt` without the moe plugin. Layers are first
@@ -57,6 +57,12 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
     are therefore not reentrant across different weight buffers, and a
     weight buffer rewritten in place such that the sampled elements keep
     their values is not noticed: turn packing off for such callers.
+
+    Renamed from `convert-moe-to-linalg`, which the pass was called while
+    it emitted linalg ops; it now emits memrefs, `scf.parallel` and vector
+    ops (only Soft MoE goes through `linalg.generic`). The old flag remains
+    for one release as a deprecated alias (same options, a warning on
+    stderr); so does the C function `mlirCreateMoELoweringConvertMoEToLinalg`.
   }];
   let options = [
     Option<"packWeights", "pack-weights", "bool", /*default=*/"true",
@@ -99,7 +105,7 @@ def MoECpuConfigure : Pass<"moe-cpu-configure"> {
 
     An existing `moe.cpu_config` is kept: that is how a user overrides the
     choice. `--moe-cpu-pipeline` runs this pass just before
-    `convert-moe-to-linalg` (its `cpu` and `cpu-features` options), which
+    `convert-moe-to-cpu` (its `cpu` and `cpu-features` options), which
     reads the attribute.
     The configuration changes the blocking, never the order of a sum, so
     every configuration computes the same bits.
@@ -331,7 +337,7 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
            "positions of moe.combine): the kernels that read it record the "
            "first violation in a device error word, the host reads it back "
            "after the op and reports it (moeRuntimeIndexError); false: the "
-           "data is trusted (convert-moe-to-linalg's check-indices)">,
+           "data is trusted (convert-moe-to-cpu's check-indices)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

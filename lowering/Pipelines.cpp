@@ -39,10 +39,10 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   configure.cpu = options.cpu;
   configure.extraFeatures = options.cpuFeatures;
   pm.addPass(createMoECpuConfigure(configure));
-  ConvertMoEToLinalgOptions toLinalg;
-  toLinalg.packWeights = options.packWeights;
-  toLinalg.checkIndices = options.checkIndices;
-  pm.addPass(createConvertMoEToLinalg(toLinalg));
+  ConvertMoEToCPUOptions toCPU;
+  toCPU.packWeights = options.packWeights;
+  toCPU.checkIndices = options.checkIndices;
+  pm.addPass(createConvertMoEToCPU(toCPU));
   pm.addNestedPass<func::FuncOp>(createMoECpuVectorMath());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());
@@ -83,4 +83,21 @@ void moe::registerCpuPipeline() {
       "Lower moe IR to the LLVM dialect for the host: moe -> linalg/tensor/"
       "scf/arith/math, one-shot bufferization, loops, LLVM",
       buildCpuPipeline);
+  // The pass's name before 2026-12 (it emits memrefs, scf.parallel and
+  // vector ops, not linalg): a deprecated alias for one release, with the
+  // pass's own options and a warning.
+  registerPassPipeline(
+      "convert-moe-to-linalg",
+      "Deprecated alias of convert-moe-to-cpu (same options); will be removed",
+      [](OpPassManager &pm, StringRef optionsText,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        std::unique_ptr<Pass> pass = createConvertMoEToCPU();
+        if (failed(pass->initializeOptions(optionsText, errorHandler)))
+          return failure();
+        llvm::errs() << "warning: --convert-moe-to-linalg is deprecated; use "
+                        "--convert-moe-to-cpu (the same pass and options)\n";
+        pm.addPass(std::move(pass));
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)>) {});
 }

@@ -33,7 +33,7 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "pack-weights",
       llvm::cl::desc("Read static expert weights through packed copies kept in "
                      "module globals, rebuilt only when a call passes a "
-                     "different weight buffer (convert-moe-to-linalg's "
+                     "different weight buffer (convert-moe-to-cpu's "
                      "pack-weights)"),
       llvm::cl::init(true)};
   PassOptions::Option<std::string> cpu{
@@ -52,7 +52,7 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "check-indices",
       llvm::cl::desc("Validate the index data of the chain ops (moe.expert_ffn "
                      "offsets, moe.combine positions) at run time "
-                     "(convert-moe-to-linalg's check-indices)"),
+                     "(convert-moe-to-cpu's check-indices)"),
       llvm::cl::init(true)};
 };
 

@@ -4,7 +4,7 @@
 // (docs/spec.md section 3.1 and 3.1.1 for the routers, 3.3 for MOESART):
 // softmax statistics, top-k with its tie rule, the production routers'
 // scores, group limits and weights, MOESART's draws and adjustments, and the
-// trimmed-lasso term. The CPU lowering (ConvertMoEToLinalg.cpp, one token per
+// trimmed-lasso term. The CPU lowering (ConvertMoEToCPU.cpp, one token per
 // iteration of an scf.forall) and the GPU gate kernel (gpu/Kernels.cpp, one
 // token per thread) both call buildTokenRouting, each with its own storage:
 // docs/spec.md section 7 asks for one implementation of each piece of

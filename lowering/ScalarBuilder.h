@@ -1,7 +1,7 @@
 //===- ScalarBuilder.h - scalar IR emission helpers --------------*- C++ -*-===//
 //
 // Constants, arithmetic, comparisons and casts on an ImplicitLocOpBuilder,
-// shared by the CPU lowering (ConvertMoEToLinalg.cpp) and the GPU kernel
+// shared by the CPU lowering (ConvertMoEToCPU.cpp) and the GPU kernel
 // builders (gpu/IRBuilder.h), which add tensor and memref helpers on top.
 //
 //===----------------------------------------------------------------------===//

@@ -219,7 +219,7 @@ def MoERaiseLinalg : Pass<"moe-raise-linalg"> {
     softmax is over dimension 0 (tokens), not over the experts`. Nothing is
     built unless the whole layer matched. Not recognised: top-k/MOESART
     routing, capacity factors, training mode, the scf-loop form that
-    `--convert-moe-to-linalg` emits.
+    `--convert-moe-to-cpu` emits.
 
     Example: `moe-opt f.mlir --moe-raise-linalg`
   }];

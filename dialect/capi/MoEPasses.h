@@ -14,7 +14,7 @@
 |*    passes of passes/Passes.td) and mlirRegisterMoELoweringPasses() (the   *|
 |*    CPU and GPU lowering passes of lowering/Passes.td), and per pass       *|
 |*    mlirCreateMoE<Pass>() / mlirRegisterMoE<Pass>() (for example           *|
-|*    mlirCreateMoEMoEDecompose(), mlirCreateMoELoweringConvertMoEToLinalg())*|
+|*    mlirCreateMoEMoEDecompose(), mlirCreateMoELoweringConvertMoEToCPU())*|
 |*    with the pass's default options.                                       *|
 |*                                                                            *|
 |* Registration is global, idempotent, and never includes the test passes   *|
@@ -42,6 +42,10 @@ extern "C" {
  * The pipelines add their upstream passes themselves; a textual pipeline
  * that names upstream passes needs mlirRegisterAllPasses() too. */
 MLIR_CAPI_EXPORTED void mlirMoERegisterAllPasses(void);
+
+/* Deprecated (one release): the pass's former name; the same as
+ * mlirCreateMoELoweringConvertMoEToCPU(). */
+MLIR_CAPI_EXPORTED MlirPass mlirCreateMoELoweringConvertMoEToLinalg(void);
 
 #ifdef __cplusplus
 }

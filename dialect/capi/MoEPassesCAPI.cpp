@@ -30,3 +30,7 @@ extern "C" {
 #endif
 
 void mlirMoERegisterAllPasses(void) { registerAllMoEPasses(); }
+
+MlirPass mlirCreateMoELoweringConvertMoEToLinalg(void) {
+  return mlirCreateMoELoweringConvertMoEToCPU();
+}

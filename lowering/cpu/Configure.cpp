@@ -2,7 +2,7 @@
 //
 // `--moe-cpu-configure`: attaches a #moe.cpu_config, chosen from the target
 // CPU's features (cpu::chooseCpuConfig), to every op whose CPU lowering
-// emits grouped GEMMs and has none. The lowering (convert-moe-to-linalg)
+// emits grouped GEMMs and has none. The lowering (convert-moe-to-cpu)
 // reads it; lit tests check the choice per target.
 //
 //===----------------------------------------------------------------------===//

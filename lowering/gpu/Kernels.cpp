@@ -1,6 +1,6 @@
 //===- Kernels.cpp - the MoE GPU kernels ----------------------------------===//
 //
-// See Kernels.h. The numerics mirror lowering/ConvertMoEToLinalg.cpp
+// See Kernels.h. The numerics mirror lowering/ConvertMoEToCPU.cpp
 // operation by operation (same f32 formulas, same accumulation order per
 // output element, the same Philox4x32-10 builder), so the GPU path selects
 // the same experts as the CPU path for the same seed.

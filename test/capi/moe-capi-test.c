@@ -98,9 +98,9 @@ static void testPassRegistration(MlirContext ctx) {
   EXPECT(!parses(ctx, "builtin.module(moe-decompose)"));
   mlirRegisterMoEPasses();
   EXPECT(parses(ctx, "builtin.module(moe-decompose)"));
-  EXPECT(!parses(ctx, "builtin.module(convert-moe-to-linalg)"));
+  EXPECT(!parses(ctx, "builtin.module(convert-moe-to-cpu)"));
   mlirRegisterMoELoweringPasses();
-  EXPECT(parses(ctx, "builtin.module(convert-moe-to-linalg)"));
+  EXPECT(parses(ctx, "builtin.module(convert-moe-to-cpu)"));
   EXPECT(parses(ctx, "builtin.module(convert-moe-to-gpu)"));
   EXPECT(!parses(ctx, "builtin.module(moe-cpu-pipeline)"));
   mlirMoERegisterAllPasses();
@@ -108,6 +108,8 @@ static void testPassRegistration(MlirContext ctx) {
   EXPECT(parses(ctx, "builtin.module(moe-cpu-pipeline)"));
   EXPECT(parses(ctx, "builtin.module(moe-nvptx-pipeline)"));
   EXPECT(parses(ctx, "builtin.module(convert-moe-spmd-to-mpi)"));
+  EXPECT(parses(ctx, "builtin.module(moe-gpu-configure)"));
+  EXPECT(parses(ctx, "builtin.module(moe-gpu-launch-pipeline)"));
   EXPECT(!parses(ctx, "builtin.module(moe-test-emulate-gpu)"));
   EXPECT(!parses(ctx, "builtin.module(moe-test-build-mma-kernels)"));
   /* A pass from its generated C constructor, owned by a pass manager. */
@@ -115,6 +117,12 @@ static void testPassRegistration(MlirContext ctx) {
   MlirPass decompose = mlirCreateMoEMoEDecompose();
   EXPECT(decompose.ptr != NULL);
   mlirPassManagerAddOwnedPass(pm, decompose);
+  /* The CPU lowering by its name and by its deprecated former name. */
+  MlirPass toCPU = mlirCreateMoELoweringConvertMoEToCPU();
+  MlirPass formerName = mlirCreateMoELoweringConvertMoEToLinalg();
+  EXPECT(toCPU.ptr != NULL && formerName.ptr != NULL && toCPU.ptr != formerName.ptr);
+  mlirPassManagerAddOwnedPass(pm, toCPU);
+  mlirPassManagerAddOwnedPass(pm, formerName);
   mlirPassManagerDestroy(pm);
 }
 
@@ -371,13 +379,15 @@ int main(int argc, char **argv) {
  * CHECK:      --- passes on request
  * CHECK-NEXT: builtin.module(moe-decompose): unknown
  * CHECK-NEXT: builtin.module(moe-decompose): registered
- * CHECK-NEXT: builtin.module(convert-moe-to-linalg): unknown
- * CHECK-NEXT: builtin.module(convert-moe-to-linalg): registered
+ * CHECK-NEXT: builtin.module(convert-moe-to-cpu): unknown
+ * CHECK-NEXT: builtin.module(convert-moe-to-cpu): registered
  * CHECK-NEXT: builtin.module(convert-moe-to-gpu): registered
  * CHECK-NEXT: builtin.module(moe-cpu-pipeline): unknown
  * CHECK-NEXT: builtin.module(moe-cpu-pipeline): registered
  * CHECK-NEXT: builtin.module(moe-nvptx-pipeline): registered
  * CHECK-NEXT: builtin.module(convert-moe-spmd-to-mpi): registered
+ * CHECK-NEXT: builtin.module(moe-gpu-configure): registered
+ * CHECK-NEXT: builtin.module(moe-gpu-launch-pipeline): registered
  * CHECK-NEXT: builtin.module(moe-test-emulate-gpu): unknown
  * CHECK-NEXT: builtin.module(moe-test-build-mma-kernels): unknown
  * CHECK:      --- attributes

@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
   llvm::outs() << "moe ops: " << moeOps << "\n";
   module->print(llvm::outs());
   llvm::outs() << "\n";
-  for (const char *name : {"moe-decompose", "convert-moe-to-linalg",
+  for (const char *name : {"moe-decompose", "convert-moe-to-cpu",
                            "convert-moe-to-gpu", "moe-cpu-pipeline"})
     llvm::outs() << name << ": "
                  << (PassInfo::lookup(name) || PassPipelineInfo::lookup(name)

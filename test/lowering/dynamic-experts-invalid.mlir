@@ -3,7 +3,7 @@
 // the reason (it used to be the conversion framework's "failed to legalize
 // operation 'moe.layer' that was explicitly marked illegal"). The GPU
 // lowering says the same (test/gpu/convert-moe-to-gpu-invalid.mlir).
-// RUN: moe-opt %s -split-input-file -verify-diagnostics --convert-moe-to-linalg
+// RUN: moe-opt %s -split-input-file -verify-diagnostics --convert-moe-to-cpu
 // RUN: moe-opt %s -split-input-file -verify-diagnostics --moe-cpu-pipeline
 
 func.func @top_k(%x: tensor<4x8xf32>, %wr: tensor<8x?xf32>, %w1: tensor<?x8x16xf32>, %w2: tensor<?x16x8xf32>) -> tensor<4x8xf32> {

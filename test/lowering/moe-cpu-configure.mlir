@@ -24,7 +24,7 @@
 // PIPE:      moe-cpu-decompose-aggregates
 // PIPE-NEXT: ),
 // PIPE-NEXT: moe-cpu-configure{cpu=haswell features=},
-// PIPE-NEXT: convert-moe-to-linalg{
+// PIPE-NEXT: convert-moe-to-cpu{
 
 // BADCPU: error: moe-cpu-configure: cpu=pentium9 is not an x86 CPU LLVM knows (e.g. skylake-avx512, znver3, haswell, x86-64-v3) nor native
 // BADSIGN: error: moe-cpu-configure: features=avx2: 'avx2' is not +NAME or -NAME

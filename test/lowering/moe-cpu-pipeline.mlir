@@ -26,7 +26,7 @@
 // SEQ-NOT: mlirAsyncRuntime
 
 // PIPE: moe-cpu-decompose-aggregates
-// PIPE: convert-moe-to-linalg
+// PIPE: convert-moe-to-cpu
 // PIPE: one-shot-bufferize
 // PIPE: convert-linalg-to-loops
 // PIPE: scf-forall-to-parallel

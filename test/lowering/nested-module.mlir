@@ -5,13 +5,13 @@
 // "'func.call' op ... does not reference a valid function"); run on the
 // nested module itself, the lowering works.
 //
-// RUN: moe-opt %s -split-input-file -verify-diagnostics --convert-moe-to-linalg
+// RUN: moe-opt %s -split-input-file -verify-diagnostics --convert-moe-to-cpu
 // RUN: moe-opt %s -split-input-file -verify-diagnostics --moe-cpu-pipeline
 // (test/gpu/nested-module.mlir: the same for the GPU lowering.)
 //
 // Anchored on the nested module, the CPU lowering applies (kernels inside it):
 // RUN: moe-opt %s -split-input-file \
-// RUN:   --pass-pipeline='builtin.module(builtin.module(convert-moe-to-linalg))' \
+// RUN:   --pass-pipeline='builtin.module(builtin.module(convert-moe-to-cpu))' \
 // RUN:   | FileCheck %s
 // CHECK-LABEL: module @inner
 // CHECK: func.func @forward

@@ -9,7 +9,7 @@
 //   --moe-decompose, --moe-fuse, --moe-print-cost
 //   --moe-dense-to-moesart, --moe-decompose, --moe-fuse
 //   --moe-dense-to-soft, --moe-print-cost
-//   --convert-moe-to-linalg               (on the module: packs weights)
+//   --convert-moe-to-cpu               (on the module: packs weights)
 //
 // Diagnostics are swallowed. Findings are crashes, sanitizer reports, and
 // two invariants checked here (each aborts with a message on stderr):
@@ -236,7 +236,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   PassFactory cost = [] { return moe::createMoEPrintCost(); };
   PassFactory toSart = [&] { return moe::createMoEDenseToMoESART(sart); };
   PassFactory toSoft = [&] { return moe::createMoEDenseToSoft(soft); };
-  PassFactory toLinalg = [] { return moe::createConvertMoEToLinalg(); };
+  PassFactory toLinalg = [] { return moe::createConvertMoEToCPU(); };
 
   runPipeline(*module, {cost}, "cost", input);
   runPipeline(*module, {decompose, fuse, cost}, "decompose-fuse", input);

@@ -30,7 +30,7 @@
 //    `createMoEDenseToMoESART(MoEDenseToMoESARTOptions)`,
 //    `createMoEDenseToSoft(...)`, `createMoEDecompose()`, `createMoEFuse()`,
 //    `createMoEPrintCost()`, ...), generated from passes/Passes.td;
-//  * the lowering passes (lowering/Passes.h: `createConvertMoEToLinalg()`,
+//  * the lowering passes (lowering/Passes.h: `createConvertMoEToCPU()`,
 //    `createConvertMoEToGPU()`, ...);
 //  * the pipeline builders and their option structs (lowering/Pipelines.h:
 //    `buildCpuPipeline(OpPassManager &, const CpuPipelineOptions &)`,

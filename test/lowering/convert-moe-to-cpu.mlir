@@ -1,9 +1,9 @@
-// RUN: moe-opt %s --convert-moe-to-linalg -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: moe-opt %s --convert-moe-to-cpu -split-input-file -verify-diagnostics | FileCheck %s
 //
 // Every spec example lowers to upstream dialects only, and the result
 // verifies in the stock mlir-opt without the plugin.
 // RUN: for f in block dense moesart moesart_train soft top2_swiglu; do \
-// RUN:   moe-opt %examples/$f.mlir --convert-moe-to-linalg -o %t.$f.mlir && \
+// RUN:   moe-opt %examples/$f.mlir --convert-moe-to-cpu -o %t.$f.mlir && \
 // RUN:   %stock_mlir_opt %t.$f.mlir -o /dev/null && \
 // RUN:   not grep -qE 'moe\.(layer|soft_layer|route|gate|dispatch|expert_ffn|combine|soft_dispatch|soft_combine) ' %t.$f.mlir || exit 1; \
 // RUN: done

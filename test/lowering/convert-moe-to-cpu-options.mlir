@@ -1,14 +1,14 @@
-// Options of --convert-moe-to-linalg: pack-weights=false reads the weights
+// Options of --convert-moe-to-cpu: pack-weights=false reads the weights
 // where they are (masked loads, no globals); run as a function pass (it may
 // not add module symbols then) the kernels are inline and nothing is packed.
 //
-// RUN: moe-opt %s --convert-moe-to-linalg=pack-weights=false | FileCheck %s --check-prefix=NOPACK
-// RUN: moe-opt %s --pass-pipeline='builtin.module(func.func(convert-moe-to-linalg))' \
+// RUN: moe-opt %s --convert-moe-to-cpu=pack-weights=false | FileCheck %s --check-prefix=NOPACK
+// RUN: moe-opt %s --pass-pipeline='builtin.module(func.func(convert-moe-to-cpu))' \
 // RUN:   | FileCheck %s --check-prefix=NESTED
-// RUN: moe-opt %s --convert-moe-to-linalg | FileCheck %s --check-prefix=PACK
+// RUN: moe-opt %s --convert-moe-to-cpu | FileCheck %s --check-prefix=PACK
 // The AVX2 configuration (--moe-cpu-configure=cpu=haswell): 16-column panels,
 // 6 x 2 vectors of 8 lanes, and a short row tail in a 4-row tile.
-// RUN: moe-opt %s --moe-cpu-configure=cpu=haswell --convert-moe-to-linalg | FileCheck %s --check-prefix=AVX2
+// RUN: moe-opt %s --moe-cpu-configure=cpu=haswell --convert-moe-to-cpu | FileCheck %s --check-prefix=AVX2
 
 // NOPACK-NOT: memref.global
 // NOPACK-LABEL: func.func @layer

@@ -1,4 +1,4 @@
-//===- ConvertMoEToLinalg.cpp - moe ops -> upstream dialects --------------===//
+//===- ConvertMoEToCPU.cpp - moe ops -> upstream dialects --------------===//
 //
 // Lowers the moe chain ops (docs/spec.md §3.3) to linalg, tensor, scf,
 // arith and math; layers are first decomposed into the chain. Numerics are
@@ -50,11 +50,11 @@
 
 #include "llvm/Support/Debug.h"
 
-#define DEBUG_TYPE "convert-moe-to-linalg"
+#define DEBUG_TYPE "convert-moe-to-cpu"
 
 namespace mlir {
 namespace moe {
-#define GEN_PASS_DEF_CONVERTMOETOLINALG
+#define GEN_PASS_DEF_CONVERTMOETOCPU
 #include "lowering/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
@@ -1344,9 +1344,9 @@ struct LowerSoftCombine : public OpRewritePattern<SoftCombineOp> {
 // The pass
 //===----------------------------------------------------------------------===//
 
-struct ConvertMoEToLinalgPass
-    : public moe::impl::ConvertMoEToLinalgBase<ConvertMoEToLinalgPass> {
-  using ConvertMoEToLinalgBase::ConvertMoEToLinalgBase;
+struct ConvertMoEToCPUPass
+    : public moe::impl::ConvertMoEToCPUBase<ConvertMoEToCPUPass> {
+  using ConvertMoEToCPUBase::ConvertMoEToCPUBase;
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
                             << " at " << getOperation()->getLoc() << "\n");
@@ -1396,9 +1396,9 @@ struct ConvertMoEToLinalgPass
             op->getParentOfType<ModuleOp>() == module)
           return WalkResult::advance();
         op->emitError() << "cannot lower '" << op->getName()
-                        << "' inside a nested builtin.module: run convert-moe-to-linalg on "
+                        << "' inside a nested builtin.module: run convert-moe-to-cpu on "
                            "that module (--pass-pipeline='builtin.module(builtin.module("
-                           "convert-moe-to-linalg))')";
+                           "convert-moe-to-cpu))')";
         return WalkResult::interrupt();
       });
       if (nested.wasInterrupted())
