@@ -1203,15 +1203,15 @@ static Value softmax4(Emitter &e, Value logits, ArrayRef<bool> reduced) {
       keptSizes.push_back(e.dimOfr(logits, d));
     }
   }
-  Value maxInit = e.filled(keptSizes, e.cf32(-INFINITY));
+  Value maxInit = e.filled(keptSizes, e.softmaxMaxInit());
   Value mx = e.generic(maxInit.getType(), {logits}, maxInit,
                        {e.map(4, all), e.map(4, kept)}, iters,
-                       [](Emitter &e, ValueRange v) { return e.maxf(v[1], v[0]); });
+                       [](Emitter &e, ValueRange v) { return e.softmaxMax(v[1], v[0]); });
   Value sumInit = e.filled(keptSizes, e.cf32(0.0));
   Value sum = e.generic(sumInit.getType(), {logits, mx}, sumInit,
                         {e.map(4, all), e.map(4, kept), e.map(4, kept)}, iters,
                         [](Emitter &e, ValueRange v) {
-                          return e.addf(v[2], e.exp(e.subf(v[0], v[1])));
+                          return e.addf(v[2], e.softmaxTerm(v[0], v[1]));
                         });
   SmallVector<OpFoldResult> sizes;
   for (unsigned d = 0; d < 4; ++d)
@@ -1221,7 +1221,7 @@ static Value softmax4(Emitter &e, Value logits, ArrayRef<bool> reduced) {
   return e.generic(init.getType(), {logits, mx, sum}, init,
                    {e.map(4, all), e.map(4, kept), e.map(4, kept), e.map(4, all)}, par,
                    [](Emitter &e, ValueRange v) {
-                     return e.divf(e.exp(e.subf(v[0], v[1])), v[2]);
+                     return e.softmaxWeight(v[0], v[1], v[2]);
                    });
 }
 

@@ -14,6 +14,8 @@
 
 #include "lowering/RoutingMath.h"
 
+#include <limits>
+
 namespace mlir {
 namespace moe {
 
@@ -48,6 +50,14 @@ public:
   Value routingExp(Value x) { return buildRoutingExp(b, b.getLoc(), x); }
   Value routingLog(Value x) { return buildRoutingLog(b, b.getLoc(), x); }
   Value routingSigmoid(Value x) { return buildRoutingSigmoid(b, b.getLoc(), x); }
+  /// The Soft MoE softmaxes (docs/spec.md, Soft MoE), one definition for the
+  /// CPU and GPU paths: max-subtracted in f32; the running maximum starts at
+  /// softmaxMaxInit() and folds with softmaxMax, the denominator sums
+  /// softmaxTerm(x, max), and each weight is softmaxWeight(x, max, sum).
+  Value softmaxMaxInit() { return cf32(-std::numeric_limits<double>::infinity()); }
+  Value softmaxMax(Value acc, Value x) { return maxf(acc, x); }
+  Value softmaxTerm(Value x, Value max) { return exp(subf(x, max)); }
+  Value softmaxWeight(Value x, Value max, Value sum) { return divf(softmaxTerm(x, max), sum); }
   Value addi(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
   Value subi(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
   Value muli(Value x, Value y) { return arith::MulIOp::create(b, x, y); }

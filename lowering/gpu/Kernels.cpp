@@ -1566,15 +1566,17 @@ gpu::GPUFuncOp KernelLibrary::softLogits(bool normalize, Type data) {
 static void softmaxInto(IRB &e, Value in, Value out, Value n,
                         function_ref<Value(IRB &, Value)> at) {
   Value c0 = e.idx(0);
-  Value mx = e.forLoop(c0, n, {e.cf32(-INFINITY)}, [&](IRB &e, Value i, ValueRange s) {
-    return SmallVector<Value>{e.maxf(s[0], e.load(in, at(e, i)))};
+  // The numerics are ScalarBuilder's softmax pieces, which the CPU path's
+  // Soft MoE uses too.
+  Value mx = e.forLoop(c0, n, {e.softmaxMaxInit()}, [&](IRB &e, Value i, ValueRange s) {
+    return SmallVector<Value>{e.softmaxMax(s[0], e.load(in, at(e, i)))};
   })[0];
   Value sum = e.forLoop(c0, n, {e.cf32(0.0)}, [&](IRB &e, Value i, ValueRange s) {
-    return SmallVector<Value>{e.addf(s[0], e.exp(e.subf(e.load(in, at(e, i)), mx)))};
+    return SmallVector<Value>{e.addf(s[0], e.softmaxTerm(e.load(in, at(e, i)), mx))};
   })[0];
   e.forEach(c0, n, e.idx(1), [&](IRB &e, Value i) {
     Value idx = at(e, i);
-    storeF32(e, e.divf(e.exp(e.subf(e.load(in, idx), mx)), sum), out, idx);
+    storeF32(e, e.softmaxWeight(e.load(in, idx), mx, sum), out, idx);
   });
 }
 
