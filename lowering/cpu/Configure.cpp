@@ -13,7 +13,6 @@
 #include "dialect/MoEOps.h"
 #include "lowering/cpu/ExpertKernels.h"
 
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/TargetParser/X86TargetParser.h"
 
 namespace mlir {
