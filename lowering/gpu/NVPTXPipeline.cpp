@@ -221,11 +221,10 @@ static LogicalResult validate(const moe::NVPTXPipelineOptions &options,
                                                                  : printError);
 }
 
-LogicalResult moe::buildGpuLaunchPipeline(
-    OpPassManager &pm, const NVPTXPipelineOptions &options, StringRef toolkit,
-    function_ref<LogicalResult(const Twine &)> errorHandler) {
-  if (failed(validate(options, errorHandler)))
-    return failure();
+/// Steps 1-3 of both pipelines, for option values already validated.
+static void addGpuLaunchPasses(OpPassManager &pm, const moe::NVPTXPipelineOptions &options,
+                               StringRef toolkit) {
+  using namespace moe;
   // Every pass from its typed constructor and option struct (as upstream's
   // buildLowerToNVVMPassPipeline): nothing is parsed here, so nothing here
   // can fail once the option values are valid, and user strings (paths,
@@ -267,6 +266,14 @@ LogicalResult moe::buildGpuLaunchPipeline(
     pm.addPass(createMoEGPUDeviceABI());
   // 3. Launch placeholders -> gpu.launch_func.
   pm.addPass(createMoEGPUMaterializeLaunches());
+}
+
+LogicalResult moe::buildGpuLaunchPipeline(
+    OpPassManager &pm, const NVPTXPipelineOptions &options, StringRef toolkit,
+    function_ref<LogicalResult(const Twine &)> errorHandler) {
+  if (failed(validate(options, errorHandler)))
+    return failure();
+  addGpuLaunchPasses(pm, options, toolkit);
   return success();
 }
 
@@ -278,9 +285,7 @@ LogicalResult moe::buildNVPTXPipeline(
   // 1-3. moe -> kernels + host launches (with the toolkit's libdevice
   // checked up front: the serialization below links it).
   std::string toolkit = cudaToolkit(options);
-  if (failed(buildGpuLaunchPipeline(pm, options, toolkit.empty() ? "none" : toolkit,
-                                    errorHandler)))
-    return failure();
+  addGpuLaunchPasses(pm, options, toolkit.empty() ? "none" : toolkit);
   // The host ops on one stream.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
