@@ -24,6 +24,7 @@
 #include "dialect/MoEOps.h"
 #include "passes/Passes.h"
 
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -380,9 +381,11 @@ static Value memDim(ImplicitLocOpBuilder &b, Value memref, int64_t i) {
 
 /// A grouped GEMM over kernel arguments laid out (A, B, offsets, C, ...):
 /// groups from the offsets, K from A, the columns from C.
-static cpu::GroupedGemm groupedGemmOf(ImplicitLocOpBuilder &b, ValueRange v, bool packed,
-                                      bool dot, CpuConfigAttr config) {
+static cpu::GroupedGemm groupedGemmOf(ImplicitLocOpBuilder &b, const GroupedGemmDesc &desc,
+                                      ValueRange v, bool packed, bool dot,
+                                      CpuConfigAttr config) {
   cpu::GroupedGemm gemm;
+  gemm.desc = desc;
   gemm.config = config;
   gemm.a = v[0];
   gemm.b = v[1];
@@ -393,6 +396,7 @@ static cpu::GroupedGemm groupedGemmOf(ImplicitLocOpBuilder &b, ValueRange v, boo
       arith::SubIOp::create(b, memDim(b, v[2], 0), arith::ConstantIndexOp::create(b, 1));
   gemm.reduction = memDim(b, v[0], 1);
   gemm.columns = memDim(b, v[3], 1);
+  gemm.c = v[3];
   return gemm;
 }
 
@@ -406,20 +410,21 @@ static void emitRouter(ImplicitLocOpBuilder &b, const KernelSite &site, Value x,
          [&](ImplicitLocOpBuilder &b, ValueRange v) {
            Value res = v[2], bias = KernelArgs::at(v, biasAt);
            cpu::GroupedGemm gemm;
+           gemm.desc.weights = GemmWeights::shared;
+           gemm.desc.aType = getElementTypeOrSelf(v[0].getType());
+           gemm.desc.bType = getElementTypeOrSelf(v[1].getType());
+           gemm.desc.cType = getElementTypeOrSelf(res.getType());
+           if (bias)
+             gemm.desc.epilogue.then(EpilogueStep::bias);
            gemm.config = site.config;
            gemm.a = v[0];
            gemm.b = v[1];
            gemm.numRows = memDim(b, v[0], 0);
            gemm.reduction = memDim(b, v[0], 1);
            gemm.columns = memDim(b, v[1], 1);
-           cpu::emitGroupedGemm(b, gemm,
-                                [&](ImplicitLocOpBuilder &b, Value, Value row, Value col,
-                                    Value mask, Value acc, Value) {
-                                  if (bias)
-                                    acc = arith::AddFOp::create(
-                                        b, acc, cpu::loadF32Vector(b, bias, {col}, mask));
-                                  cpu::storeVector(b, acc, res, {row, col}, mask);
-                                });
+           gemm.bias = bias;
+           gemm.c = res;
+           cpu::emitGroupedGemm(b, gemm);
          });
 }
 
@@ -503,6 +508,13 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   Value h = allocBuffer(b, {OpFoldResult(numRows), memref::getMixedSize(b, b.getLoc(), w2, 1)},
                         widen2 ? b.getF32Type() : elt);
 
+  // What the two GEMMs compute (lowering/GroupedGemm.h): h is rounded to
+  // the element type even when it is kept in f32 for the FMA kernels.
+  Type wElt = cast<MemRefType>(w1.getType()).getElementType();
+  GroupedGemmDesc desc1 = expertGemm1(rowMap != nullptr, act, b1 != nullptr,
+                                      getElementTypeOrSelf(a.getType()), wElt, elt);
+  GroupedGemmDesc desc2 = expertGemm2(b2 != nullptr, rowScale != nullptr, /*combine=*/false,
+                                      elt, wElt, getElementTypeOrSelf(out.getType()));
   KernelArgs args1{a, w1k, offsets, h};
   std::optional<unsigned> mapAt = args1.addOptional(rowMap), bias1At = args1.addOptional(b1);
   std::string name1 = site.kernelName("__moe_cpu_gemm1_" + stringifyActivation(act) +
@@ -510,36 +522,10 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
                                       (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : "") +
                                       (widen2 ? "_hround" : ""));
   kernel(b, site, name1, args1, [&](ImplicitLocOpBuilder &b, ValueRange v) {
-    Value hv = v[3];
-    Value map = KernelArgs::at(v, mapAt);
-    Value bias = KernelArgs::at(v, bias1At);
-    cpu::GroupedGemm gemm = groupedGemmOf(b, v, packed1, dot1, site.config);
-    gemm.aRowMap = map;
-    gemm.gated = gated;
-    Value hidden = gemm.columns;
-    cpu::emitGroupedGemm(b, gemm,
-                         [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
-                             Value mask, Value acc, Value accUp) {
-                           if (bias) {
-                             acc = arith::AddFOp::create(
-                                 b, acc, cpu::loadF32Vector(b, bias, {group, col}, mask));
-                             if (accUp)
-                               accUp = arith::AddFOp::create(
-                                   b, accUp,
-                                   cpu::loadF32Vector(
-                                       b, bias,
-                                       {group, arith::AddIOp::create(b, col, hidden)}, mask));
-                           }
-                           Value r = buildActivation(b, act, acc);
-                           if (accUp)
-                             r = arith::MulFOp::create(b, r, accUp);
-                           if (widen2) { // h rounded to the element type, kept in f32
-                             auto vt = cast<VectorType>(r.getType());
-                             Value narrow = arith::TruncFOp::create(b, vt.clone(elt), r);
-                             r = arith::ExtFOp::create(b, vt, narrow);
-                           }
-                           cpu::storeVector(b, r, hv, {row, col}, mask);
-                         });
+    cpu::GroupedGemm gemm = groupedGemmOf(b, desc1, v, packed1, dot1, site.config);
+    gemm.aRowMap = KernelArgs::at(v, mapAt);
+    gemm.bias = KernelArgs::at(v, bias1At);
+    cpu::emitGroupedGemm(b, gemm);
   });
 
   KernelArgs args2{h, w2k, offsets, out};
@@ -549,23 +535,10 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
       site.kernelName(Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
                       (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") + (dot2 ? "_bf16dot" : ""));
   kernel(b, site, name2, args2, [&](ImplicitLocOpBuilder &b, ValueRange v) {
-    Value outv = v[3];
-    Value scale = KernelArgs::at(v, scaleAt);
-    Value bias = KernelArgs::at(v, bias2At);
-    cpu::GroupedGemm gemm = groupedGemmOf(b, v, packed2, dot2, site.config);
-    cpu::emitGroupedGemm(b, gemm,
-                         [&](ImplicitLocOpBuilder &b, Value group, Value row, Value col,
-                             Value mask, Value acc, Value) {
-                           if (bias)
-                             acc = arith::AddFOp::create(
-                                 b, acc, cpu::loadF32Vector(b, bias, {group, col}, mask));
-                           if (scale) {
-                             Value w = cpu::toF32(b, memref::LoadOp::create(b, scale, row));
-                             acc = arith::MulFOp::create(
-                                 b, acc, vector::BroadcastOp::create(b, acc.getType(), w));
-                           }
-                           cpu::storeVector(b, acc, outv, {row, col}, mask);
-                         });
+    cpu::GroupedGemm gemm = groupedGemmOf(b, desc2, v, packed2, dot2, site.config);
+    gemm.rowWeights = KernelArgs::at(v, scaleAt);
+    gemm.bias = KernelArgs::at(v, bias2At);
+    cpu::emitGroupedGemm(b, gemm);
   });
 }
 

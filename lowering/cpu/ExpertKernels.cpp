@@ -84,16 +84,40 @@ Value broadcastF32(ImplicitLocOpBuilder &b, Value a, Value row, Value k, int64_t
                                    arith::ShLIOp::create(b, pairs, sixteen));
 }
 
+/// The epilogue of the accumulator vector (row, col..col+L-1) (`accUp`:
+/// the up half of a gated GEMM): its operands loaded under `mask`, the
+/// description's epilogue (buildEpilogue), the store rounded to C's type.
+void emitEpilogue(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value row,
+                  Value col, Value mask, Value acc, Value accUp) {
+  const GemmEpilogue &ep = g.desc.epilogue;
+  EpilogueValues in;
+  in.acc = acc;
+  in.accUp = accUp;
+  if (ep.has(EpilogueStep::bias)) {
+    bool perGroup = g.desc.weights == GemmWeights::perGroup;
+    auto biasAt = [&](Value c) {
+      return perGroup ? loadF32Vector(b, g.bias, {group, c}, mask)
+                      : loadF32Vector(b, g.bias, {c}, mask);
+    };
+    in.bias = biasAt(col);
+    if (accUp)
+      in.biasUp = biasAt(arith::AddIOp::create(b, col, g.columns));
+  }
+  if (ep.has(EpilogueStep::routedWeight))
+    in.weight = toF32(b, memref::LoadOp::create(b, g.rowWeights, row));
+  storeVector(b, buildEpilogue(b, ep, in), g.c, {row, col}, mask);
+}
+
 /// One micro-tile: `tileRows` rows (the configuration's micro_rows, or the
 /// smaller tile of a row tail) from row0, clamped to `rowEnd` (the missing
 /// rows read row0 and store nothing), output columns [col0, col0 + L * vecs).
 void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value row0,
-                   int64_t tileRows, Value rowEnd, Value col0, GemmEpilogue epilogue) {
+                   int64_t tileRows, Value rowEnd, Value col0) {
   const int64_t lanes = g.config.getLanes();
   const int64_t microRows = tileRows;
   const int64_t microVecs = g.config.getMicroVectors();
   const int64_t prefetchRows = g.config.getPrefetchRows();
-  const int64_t outVecs = g.gated ? microVecs / 2 : microVecs;
+  const int64_t outVecs = g.gated() ? microVecs / 2 : microVecs;
   VectorType vt = f32Vec(b, lanes);
 
   // Rows: plan row r_i (clamped to an existing row for the tail) and the row
@@ -116,11 +140,11 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
   }
   for (int64_t v = 0; v < outVecs; ++v)
     bCols.push_back(outCols[v]);
-  if (g.gated)
+  if (g.gated())
     for (int64_t v = 0; v < outVecs; ++v)
       bCols.push_back(arith::AddIOp::create(b, outCols[v], g.columns));
 
-  Value panel = g.bPacked ? arith::DivSIOp::create(b, col0, cIdx(b, g.config.getTileColumns(g.gated)))
+  Value panel = g.bPacked ? arith::DivSIOp::create(b, col0, cIdx(b, g.config.getTileColumns(g.gated())))
                          : Value();
   // The reduction: every accumulator in a register.
   Value zero = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, 0.0f));
@@ -229,8 +253,8 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
       ImplicitLocOpBuilder nb(loc, nested);
       for (int64_t v = 0; v < outVecs; ++v) {
         Value acc = accs[i * microVecs + v];
-        Value accUp = g.gated ? accs[i * microVecs + outVecs + v] : Value();
-        epilogue(nb, group, rows[i], outCols[v], masks[v], acc, accUp);
+        Value accUp = g.gated() ? accs[i * microVecs + outVecs + v] : Value();
+        emitEpilogue(nb, g, group, rows[i], outCols[v], masks[v], acc, accUp);
       }
       scf::YieldOp::create(nb);
     });
@@ -272,10 +296,11 @@ void cpu::storeVector(ImplicitLocOpBuilder &b, Value v, Value memref, ValueRange
   vector::MaskedStoreOp::create(b, memref, indices, mask, v);
 }
 
-void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
-                          GemmEpilogue epilogue) {
+void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   assert(g.config && "a grouped GEMM needs its configuration");
-  const int64_t tileCols = g.config.getTileColumns(g.gated);
+  assert(!g.desc.epilogue.has(EpilogueStep::combine) && "the CPU combines in its own kernel");
+  assert(g.desc.gathered() == (g.aRowMap != nullptr) && "a gathered GEMM needs its row map");
+  const int64_t tileCols = g.config.getTileColumns(g.gated());
   const int64_t microRows = g.config.getMicroRows();
   const int64_t rowBlock = g.config.getRowBlock();
   const int64_t colBlock = g.config.getColBlock();
@@ -346,13 +371,13 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g,
                     cb2, rowBegin, bigEnd, cIdx(cb2, microRows), ValueRange{},
                     [&](OpBuilder &rowBuilder, Location loc, Value row0, ValueRange) {
                       ImplicitLocOpBuilder rb2(loc, rowBuilder);
-                      emitMicroTile(rb2, g, group, row0, microRows, rowEnd, col0, epilogue);
+                      emitMicroTile(rb2, g, group, row0, microRows, rowEnd, col0);
                       scf::YieldOp::create(rb2);
                     });
                 if (small >= 1 && small < microRows)
                   scf::IfOp::create(cb2, smallTail, [&](OpBuilder &tailBuilder, Location loc) {
                     ImplicitLocOpBuilder tb(loc, tailBuilder);
-                    emitMicroTile(tb, g, group, bigEnd, small, rowEnd, col0, epilogue);
+                    emitMicroTile(tb, g, group, bigEnd, small, rowEnd, col0);
                     scf::YieldOp::create(tb);
                   });
                 scf::YieldOp::create(cb2);

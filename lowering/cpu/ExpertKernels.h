@@ -40,6 +40,7 @@
 #define MOE_LOWERING_CPU_EXPERTKERNELS_H
 
 #include "dialect/MoEAttrs.h"
+#include "lowering/GroupedGemm.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -67,25 +68,19 @@ FailureOr<llvm::StringMap<bool>> cpuFeatures(StringRef cpu);
 /// nearest enclosing op's, else defaultCpuConfig.
 CpuConfigAttr cpuConfigOf(Operation *op);
 
-/// Called once per (row, output vector) of a micro-tile after the reduction:
-/// `acc` (vector<Lxf32>, L = the configuration's lanes) holds
-/// sum_k A[row, k] B[k, col..col+L-1]; for a
-/// gated GEMM `accUp` holds the same sum at column `upOffset + col` (else it
-/// is null). `mask` (vector<Lxi1>) flags the columns below the limit. The
-/// callback stores what it computes; it runs only for rows that exist.
-using GemmEpilogue = llvm::function_ref<void(ImplicitLocOpBuilder &b, Value group,
-                                             Value row, Value col, Value mask, Value acc,
-                                             Value accUp)>;
-
-/// C[r, :] = A[rowMap(r), :] x B[group(r)] for the rows r of every group.
+/// One grouped GEMM of the description `desc` (lowering/GroupedGemm.h):
+/// C[r, :] = epilogue(A[row(r), :] x B[group(r)]) for the rows r of every
+/// group, with the operands below and the CPU strategy (packing, the bf16
+/// dot product, the configuration).
 struct GroupedGemm {
+  GroupedGemmDesc desc;
   /// Left operand, memref<? x K x T> (rows contiguous).
   Value a;
-  /// Optional memref<? x i32>: the row of `a` that plan row r reads (the
-  /// gather). Without it plan row r reads row r.
+  /// With GemmRows::gathered, memref<? x i32>: the row of `a` that plan row
+  /// r reads (the gather).
   Value aRowMap;
-  /// Right operand: memref<G x K x N x T> (one matrix per group) or
-  /// memref<K x N x T> (one matrix shared by all groups).
+  /// Right operand: memref<G x K x N x T> (GemmWeights::perGroup) or
+  /// memref<K x N x T> (GemmWeights::shared).
   Value b;
   /// memref<G+1 x i32>: group g owns plan rows [offsets[g], offsets[g+1]).
   /// Null: one group of `numRows` rows.
@@ -97,8 +92,12 @@ struct GroupedGemm {
   /// GEMM whose B has 2H columns), as index values.
   Value reduction;
   Value columns;
-  /// Gated: output column c pairs B's columns c and `columns + c`.
-  bool gated = false;
+  /// The epilogue's operands: with EpilogueStep::bias, memref<G x N'>
+  /// (perGroup; N' = 2H when gated) or memref<N'> (shared); with
+  /// routedWeight, memref<? x T> (one weight per plan row).
+  Value bias, rowWeights;
+  /// The result, memref<? x N x T'>: rounded to T' when stored.
+  Value c;
   /// B is in the packed layout of emitPackWeights (then rank 4).
   bool bPacked = false;
   /// A and B are bf16, B is packed pairwise (VNNI): products through the
@@ -106,6 +105,8 @@ struct GroupedGemm {
   bool bf16Dot = false;
   /// Vector width, register and cache blocking.
   CpuConfigAttr config;
+
+  bool gated() const { return desc.gated(); }
 };
 
 /// Expert weights prepared once for the micro-kernels: B [G, K, N] (gated:
@@ -146,9 +147,11 @@ void callKernel(ImplicitLocOpBuilder &b, Operation *symbolTableOp, StringRef nam
                 ValueRange args, llvm::function_ref<void(ImplicitLocOpBuilder &, ValueRange)> body);
 
 /// Emits the grouped GEMM as one scf.parallel loop nest over the work items
-/// at the builder's insertion point.
-void emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &gemm,
-                     GemmEpilogue epilogue);
+/// at the builder's insertion point. Its epilogue (buildEpilogue, on
+/// vector<Lxf32>) runs on the accumulators of every row that exists, before
+/// they are stored under the column mask. The combine step is not the CPU
+/// GEMM's (asserted).
+void emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &gemm);
 
 /// Loads as many elements as `mask` has lanes at `indices` of `memref` under
 /// `mask` (masked lanes read 0) and extends them to f32.

@@ -701,17 +701,19 @@ public:
       if (fold)
         args.append({fb.hs, fold->ex.w2, foldGate, fb.out, fold->ex.H, fold->T});
     };
-    if (std::optional<MmaElt> elt = mmaElt(A, x, eltOf(out), combine ? eltOf(combine->y) : Type())) {
+    // What the two GEMMs compute (lowering/GroupedGemm.h), whichever
+    // generator emits them.
+    GroupedGemmDesc desc1 = expertGemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1),
+                                        eltOf(h));
+    GroupedGemmDesc desc2 = expertGemm2(x.b2 != nullptr, weighted, combine != nullptr,
+                                        eltOf(h), eltOf(x.w2), eltOf(out));
+    if (mmaElt(A, x, eltOf(out), combine ? eltOf(combine->y) : Type())) {
       // Host buffers are made before forRowTile's branches (they are freed
       // after the op).
       Value rowWeights = weighted ? plan.rowWeights : dummyF32();
       forRowTile(plan, [&](int64_t tileM) {
-        MmaGemmConfig g1;
-        g1.elt = *elt;
+        MmaGemmConfig g1 = MmaGemmConfig::of(desc1);
         g1.tileM = tileM;
-        g1.gather = gather;
-        g1.act = x.act;
-        g1.bias = x.b1 != nullptr;
         g1.wgmma = config.usesWgmma() && tileM >= warp_layout::Wgmma::M;
         g1.wgmmaGroupsInFlight = config.getGroupsInFlight();
         g1.foldShared = fold != nullptr;
@@ -735,15 +737,9 @@ public:
           grid1.push_back(combine->split1);
         }
         launch(buildMmaGemm(lib.getModule(), g1), grid1, g1.threads(), args1);
-        MmaGemmConfig g2;
-        g2.kind = MmaGemmConfig::Kind::gemm2;
-        g2.elt = *elt;
+        MmaGemmConfig g2 = MmaGemmConfig::of(desc2);
         g2.tileM = tileM;
         g2.stages = tileM > kSmallTileM ? config.getStages() : 0;
-        g2.weighted = weighted;
-        g2.bias = x.b2 != nullptr;
-        g2.outF32 = eltOf(out).isF32();
-        g2.combine = combine != nullptr;
         g2.shared = combine && combine->shared;
         g2.foldShared = fold != nullptr;
         g2.sharedGated = fold && fold->gate;
@@ -775,8 +771,7 @@ public:
                              plan.tileExpert, plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1,
                              h, x.D, x.H, plan.tileRows};
     foldArgs1(args1);
-    launch(lib.gemm1(gather, x.act, x.b1 != nullptr, eltOf(A), eltOf(x.w1), eltOf(h),
-                     fold != nullptr),
+    launch(lib.gemm1(desc1, fold != nullptr),
            {blocks(g1Cols, kTileN), gridRows(plan.tileRows)}, kGemmThreads, args1);
     SmallVector<Value> args{h,     plan.sorted, weighted ? plan.rowWeights : dummyF32(),
                             plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
@@ -788,10 +783,8 @@ public:
         args.push_back(combine->shared);
     }
     foldArgs2(args);
-    launch(lib.gemm2(weighted, x.b2 != nullptr, eltOf(h), eltOf(x.w2), eltOf(out),
-                     combine != nullptr, combine && combine->shared,
-                     combine ? eltOf(combine->y) : Type(), fold != nullptr,
-                     fold && fold->gate),
+    launch(lib.gemm2(desc2, combine && combine->shared, combine ? eltOf(combine->y) : Type(),
+                     fold != nullptr, fold && fold->gate),
            {blocks(x.D, kTileN), gridRows(plan.tileRows)}, kGemmThreads, args);
   }
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/gpu/Kernels.h"
+#include "lowering/GroupedGemm.h"
 #include "lowering/Activations.h"
 #include "lowering/RoutingBuilder.h"
 #include "runtime/IndexErrors.h"
@@ -65,10 +66,6 @@ gpu::GPUFuncOp buildKernel(
 Value threadId(IRB &e) { return gpu::ThreadIdOp::create(e.b, gpu::Dimension::x); }
 Value blockId(IRB &e, gpu::Dimension d) { return gpu::BlockIdOp::create(e.b, d); }
 void barrier(IRB &e) { gpu::BarrierOp::create(e.b); }
-
-bool isGated(Activation act) {
-  return act == Activation::swiglu || act == Activation::geglu;
-}
 
 //===----------------------------------------------------------------------===//
 // Element types
@@ -1049,11 +1046,17 @@ static Value sharedRow(IRB &e, Value p, Value T) {
   return e.select(e.ult(p, T), e.toI32(p), e.ci32(-1));
 }
 
-gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias, Type aType,
-                                    Type wType, Type hType, bool foldShared) {
+gpu::GPUFuncOp KernelLibrary::gemm1(const GroupedGemmDesc &desc, bool foldShared) {
   MLIRContext *ctx = module.getContext();
   Type i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
-  bool gated = isGated(act);
+  const GemmEpilogue &epilogue = desc.epilogue;
+  assert(epilogue.has(EpilogueStep::activation) && !epilogue.has(EpilogueStep::routedWeight) &&
+         !epilogue.has(EpilogueStep::combine) && desc.weights == GemmWeights::perGroup &&
+         "gemm1 is the expert FFN's first GEMM");
+  bool gather = desc.gathered(), gated = desc.gated();
+  bool bias = epilogue.has(EpilogueStep::bias);
+  Activation act = epilogue.activation;
+  Type aType = desc.aType, wType = desc.bType, hType = desc.cType;
   std::string name = std::string(gather ? "moe_gemm1_gather_kernel_" : "moe_gemm1_kernel_") +
                      stringifyActivation(act).str() + (bias ? "_bias" : "") +
                      (foldShared ? "_foldshared" : "") + typeSuffix({aType, wType, hType});
@@ -1125,28 +1128,33 @@ gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias, Type
           Value col = part ? e.addi(n, H) : n;
           return e.addi(wBase, e.addi(e.muli(k, W), col));
         };
-        // Epilogue: bias and activation in f32, h rounded to its element
-        // type (the CPU path's h).
+        // Epilogue (buildEpilogue): bias and activation in f32, h rounded to
+        // its element type (the CPU path's h). The shared expert's rows
+        // have no biases.
         h.store = [&](IRB &e, Value lr, Value, Value n, ArrayRef<Value> acc) {
-          // The shared expert has no biases.
-          auto addBias = [&](IRB &e, Value u, Value col) {
-            if (!bias)
-              return u;
-            if (!foldShared)
-              return e.addf(u, loadF32(e, b1, e.addi(e.muli(ex, W), col)));
-            return e.ifElse(
-                isShared, {e.f32()}, [&](IRB &) { return SmallVector<Value>{u}; },
-                [&](IRB &e) {
-                  return SmallVector<Value>{
-                      e.addf(u, loadF32(e, b1, e.addi(e.muli(ex, W), col)))};
-                })[0];
+          auto apply = [&](IRB &e, const GemmEpilogue &ep) {
+            EpilogueValues in;
+            in.acc = acc[0];
+            if (gated)
+              in.accUp = acc[1];
+            if (ep.has(EpilogueStep::bias)) {
+              Value at = e.addi(e.muli(ex, W), n);
+              in.bias = loadF32(e, b1, at);
+              if (gated)
+                in.biasUp = loadF32(e, b1, e.addi(at, H));
+            }
+            return buildEpilogue(e.b, ep, in);
           };
-          Value u = addBias(e, acc[0], n);
-          Value v = buildActivation(e.b, act, u);
-          if (gated) {
-            Value up = addBias(e, acc[1], e.addi(n, H));
-            v = e.mulf(v, up);
-          }
+          Value v =
+              foldShared
+                  ? e.ifElse(
+                         isShared, {e.f32()},
+                         [&](IRB &e) {
+                           return SmallVector<Value>{
+                               apply(e, epilogue.without(EpilogueStep::bias))};
+                         },
+                         [&](IRB &e) { return SmallVector<Value>{apply(e, epilogue)}; })[0]
+                  : apply(e, epilogue);
           Value p = e.addi(h.rowBase, lr);
           storeF32(e, v, hOut, e.addi(e.muli(p, H), n));
         };
@@ -1154,10 +1162,16 @@ gpu::GPUFuncOp KernelLibrary::gemm1(bool gather, Activation act, bool bias, Type
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type wType,
-                                    Type outType, bool combine, bool shared, Type yType,
+gpu::GPUFuncOp KernelLibrary::gemm2(const GroupedGemmDesc &desc, bool shared, Type yType,
                                     bool foldShared, bool sharedGated) {
   MLIRContext *ctx = module.getContext();
+  const GemmEpilogue &epilogue = desc.epilogue;
+  assert(!epilogue.has(EpilogueStep::activation) && !desc.gathered() &&
+         desc.weights == GemmWeights::perGroup && "gemm2 is the expert FFN's second GEMM");
+  bool weighted = epilogue.has(EpilogueStep::routedWeight);
+  bool bias = epilogue.has(EpilogueStep::bias);
+  bool combine = epilogue.has(EpilogueStep::combine);
+  Type hType = desc.aType, wType = desc.bType, outType = desc.cType;
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   assert((!shared || combine) && "the shared output goes with the combine");
   assert((!foldShared || (combine && !shared && outType.isF32())) &&
@@ -1238,20 +1252,21 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type w
         h.bIndex = [&](IRB &e, Value k, Value n, int) {
           return e.addi(wBase, e.addi(e.muli(k, D), n));
         };
-        // Epilogue: bias, then the routed weight (f32); one row per
-        // assignment, stored in out's element type (without `combine`,
-        // moe_reduce_kernel sums a token's rows in fixed order).
+        // Epilogue (buildEpilogue): bias, then the routed weight (f32); one
+        // row per assignment, stored in out's element type (without
+        // `combine`, moe_reduce_kernel sums a token's rows in fixed order).
         h.store = [&](IRB &e, Value lr, Value ar, Value n, ArrayRef<Value> acc) {
           auto routed = [&](IRB &e) {
             Value r = e.load(sorted, e.addi(h.rowBase, lr));
             e.ifThen(e.ge(r, e.ci32(0)), [&](IRB &e) {
               Value rIdx = e.toIndex(r);
-              Value v = acc[0];
+              EpilogueValues in;
+              in.acc = acc[0];
               if (bias)
-                v = e.addf(v, loadF32(e, b2, e.addi(e.muli(ex, D), n)));
+                in.bias = loadF32(e, b2, e.addi(e.muli(ex, D), n));
               if (weighted)
-                v = e.mulf(v, e.load(rowW, rIdx));
-              storeF32(e, v, out, e.addi(e.muli(rIdx, D), n));
+                in.weight = e.load(rowW, rIdx);
+              storeF32(e, buildEpilogue(e.b, epilogue, in), out, e.addi(e.muli(rIdx, D), n));
             });
             return SmallVector<Value>{};
           };
@@ -1259,16 +1274,22 @@ gpu::GPUFuncOp KernelLibrary::gemm2(bool weighted, bool bias, Type hType, Type w
             routed(e);
             return;
           }
-          // A shared row (ar = the token, -1 past T): the gate, no bias.
+          // A shared row (ar = the token, -1 past T): no bias, the gate in
+          // place of the routed weight.
+          GemmEpilogue sharedEpilogue;
+          if (sharedGated)
+            sharedEpilogue.then(EpilogueStep::routedWeight);
           e.ifElse(
               isShared, {},
               [&](IRB &e) {
                 e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
                   Value t = e.toIndex(ar);
-                  Value v = acc[0];
+                  EpilogueValues in;
+                  in.acc = acc[0];
                   if (sharedGated)
-                    v = e.mulf(v, e.load(gateW, t));
-                  e.store(v, sharedOut, e.addi(e.muli(t, D), n));
+                    in.weight = e.load(gateW, t);
+                  e.store(buildEpilogue(e.b, sharedEpilogue, in), sharedOut,
+                          e.addi(e.muli(t, D), n));
                 });
                 return SmallVector<Value>{};
               },

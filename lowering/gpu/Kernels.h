@@ -80,6 +80,7 @@
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
+#include "lowering/GroupedGemm.h"
 #include "lowering/RoutingBuilder.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -192,8 +193,10 @@ public:
   /// SharedFold below): (s1 [D, Ws], hs [ceil(T/kTileM) kTileM, Hs], Hs, T)
   /// follow, s1 of `w`, hs of `h` (A's rows by token, no bias); grid
   /// (ceil(max(H, Hs)/kTileN), ceil(T/tileRows) + maxTiles).
-  gpu::GPUFuncOp gemm1(bool gather, Activation act, bool bias, Type a, Type w, Type h,
-                       bool foldShared = false);
+  /// The GEMM of `desc` (lowering/GroupedGemm.h; expertGemm1): gathered or
+  /// not, its epilogue's bias and activation, types (a, w, h) = its (A, B,
+  /// C) types.
+  gpu::GPUFuncOp gemm1(const GroupedGemmDesc &desc, bool foldShared = false);
   /// (h, sorted:i32, rowWeights, tileExpert:i32, numTiles:i32, w2, b2, out,
   /// H, D, tileRows); grid (ceil(D/kTileN), maxTiles). h of `h`, w2 and b2 of
   /// `w`, out of `out`, rowWeights f32.
@@ -207,9 +210,10 @@ public:
   /// ceil(T/tileRows) row tiles compute the shared expert's output rows
   /// (times gate[t] with `sharedGated`, no bias) into sharedOut, which starts
   /// every token's sum; grid (ceil(D/kTileN), ceil(T/tileRows) + maxTiles).
-  gpu::GPUFuncOp gemm2(bool weighted, bool bias, Type h, Type w, Type out, bool combine = false,
-                       bool shared = false, Type y = {}, bool foldShared = false,
-                       bool sharedGated = false);
+  /// The GEMM of `desc` (expertGemm2): its epilogue's bias, routed weight
+  /// (`weighted`) and combine; types (h, w, out) = its (A, B, C) types.
+  gpu::GPUFuncOp gemm2(const GroupedGemmDesc &desc, bool shared = false, Type y = {},
+                       bool foldShared = false, bool sharedGated = false);
   /// (rowsOut, positions:i32, y, T, K, D[, shared]); 1-D over T*D. With
   /// `shared` the sum of a token starts at shared[t, :] (the shared expert's
   /// f32 output, docs/spec.md §3.1.1), as on the CPU path. The sum is f32,

@@ -23,6 +23,7 @@
 
 #include "lowering/gpu/MmaGemm.h"
 #include "lowering/Activations.h"
+#include "lowering/GroupedGemm.h"
 
 #include "lowering/gpu/IRBuilder.h"
 #include "lowering/gpu/Kernels.h"
@@ -42,6 +43,38 @@ using warp_layout::M16N8K16;
 //===----------------------------------------------------------------------===//
 // Names
 //===----------------------------------------------------------------------===//
+
+MmaGemmConfig MmaGemmConfig::of(const GroupedGemmDesc &d) {
+  const GemmEpilogue &ep = d.epilogue;
+  MmaGemmConfig c;
+  std::optional<MmaElt> elt = mmaEltOf(d.aType);
+  assert(elt && d.bType == d.aType && d.weights == GemmWeights::perGroup &&
+         "tensor-core GEMMs take bf16/f16 operands of one type, per-group weights");
+  c.elt = *elt;
+  c.bias = ep.has(EpilogueStep::bias);
+  if (ep.has(EpilogueStep::activation)) {
+    assert(d.cType == d.aType && !ep.has(EpilogueStep::routedWeight) &&
+           !ep.has(EpilogueStep::combine) && "gemm1 stores h in the data type");
+    c.kind = Kind::gemm1;
+    c.gather = d.gathered();
+    c.act = ep.activation;
+  } else {
+    assert(!d.gathered() && (d.cType.isF32() || d.cType == d.aType) &&
+           "gemm2 reads h by plan row and stores f32 or the data type");
+    c.kind = Kind::gemm2;
+    c.weighted = ep.has(EpilogueStep::routedWeight);
+    c.combine = ep.has(EpilogueStep::combine);
+    c.outF32 = d.cType.isF32();
+  }
+  return c;
+}
+
+GroupedGemmDesc MmaGemmConfig::desc(MLIRContext *ctx) const {
+  Type t = mmaElementType(ctx, elt);
+  if (kind == Kind::gemm1)
+    return expertGemm1(gather, act, bias, t, t, t);
+  return expertGemm2(bias, weighted, combine, t, t, outF32 ? Float32Type::get(ctx) : t);
+}
 
 std::string MmaGemmConfig::name() const {
   std::string n = "moe_mma_";
@@ -252,6 +285,7 @@ public:
       : e(e), b(e.b), c(c), g(c), args(args.begin(), args.end()) {
     ctx = b.getContext();
     T = mmaElementType(ctx, c.elt);
+    epilogueDesc = c.desc(ctx).epilogue;
     aSmem = smem[0];
     bSmem = smem[1];
     rows = smem[2];
@@ -270,6 +304,8 @@ private:
   Value aSmem, bSmem; // the staging buffers (views of the dynamic shared memory)
   MLIRContext *ctx;
   Type T;
+  /// The epilogue of the GEMM this variant computes (MmaGemmConfig::desc).
+  GemmEpilogue epilogueDesc;
   Value rows, lastOf, splitFlag;
   // Set in build().
   Value tid, lane, groupID, tig, wm, wn;
@@ -599,49 +635,50 @@ void MmaGemmBuilder::epilogue(ArrayRef<Value> acc) {
           if (!gemm1)
             inRange = e.andi(inRange, e.ge(r, e.ci32(0)));
           e.ifThen(inRange, [&](IRB &e) {
-            auto biasAt = [&](IRB &e, Value col) {
-              return arith::ExtFOp::create(e.b, f32, e.load(bias, e.addi(e.muli(ex, W), col)));
-            };
-            // The bias of a plan tile (the shared expert has none).
-            auto addBias = [&](IRB &e, Value v, Value col) -> Value {
-              if (!c.bias)
-                return v;
-              if (!c.foldShared)
-                return e.addf(v, biasAt(e, col));
-              return e.ifElse(
-                  isShared, {f32}, [&](IRB &) { return SmallVector<Value>{v}; },
-                  [&](IRB &e) { return SmallVector<Value>{e.addf(v, biasAt(e, col))}; })[0];
-            };
-            Value v = addBias(e, acc[g.accIndex(0, mt, nt, i)], n);
-            if (gemm1) {
-              v = buildActivation(e.b, c.act, v);
-              if (g.parts == 2) {
-                Value up = addBias(e, acc[g.accIndex(1, mt, nt, i)], e.addi(n, N));
-                v = e.mulf(v, up);
+            // The description's epilogue (buildEpilogue) on this output;
+            // a folded shared tile's rows have no bias, and gemm2's are
+            // weighed by the shared gate in place of the routed weight.
+            auto apply = [&](IRB &e, const GemmEpilogue &ep, Value weights) {
+              EpilogueValues in;
+              in.acc = acc[g.accIndex(0, mt, nt, i)];
+              if (g.parts == 2)
+                in.accUp = acc[g.accIndex(1, mt, nt, i)];
+              if (ep.has(EpilogueStep::bias)) {
+                Value at = e.addi(e.muli(ex, W), n);
+                in.bias = arith::ExtFOp::create(e.b, f32, e.load(bias, at));
+                if (g.parts == 2)
+                  in.biasUp = arith::ExtFOp::create(e.b, f32, e.load(bias, e.addi(at, N)));
               }
-              // h is rounded to the data type (docs/spec.md §2-§3).
+              if (ep.has(EpilogueStep::routedWeight))
+                in.weight = e.load(weights, e.toIndex(r));
+              return buildEpilogue(e.b, ep, in);
+            };
+            Value v;
+            if (c.foldShared) {
+              GemmEpilogue shared = epilogueDesc.without(EpilogueStep::bias);
+              Value gate;
+              if (!gemm1) {
+                shared = GemmEpilogue();
+                if (c.sharedGated)
+                  shared.then(EpilogueStep::routedWeight);
+                gate = args[foldArgs() + 2];
+              }
+              v = e.ifElse(
+                  isShared, {f32},
+                  [&](IRB &e) { return SmallVector<Value>{apply(e, shared, gate)}; },
+                  [&](IRB &e) {
+                    return SmallVector<Value>{apply(e, epilogueDesc, args[2])};
+                  })[0];
+            } else {
+              v = apply(e, epilogueDesc, args[2]);
+            }
+            if (gemm1) {
+              // h is stored in the data type (rounded by the epilogue).
               e.store(arith::TruncFOp::create(e.b, T, v), out, e.addi(e.muli(p, N), n));
             } else {
-              Value rIdx = e.toIndex(r);
-              // The routed weight of a plan row; the shared gate of a
-              // shared row (same product order: weight * v).
-              auto weigh = [&](IRB &e, Value w) { return e.mulf(e.load(w, rIdx), v); };
-              if (c.foldShared) {
-                v = e.ifElse(
-                    isShared, {f32},
-                    [&](IRB &e) {
-                      return SmallVector<Value>{c.sharedGated ? weigh(e, args[foldArgs() + 2])
-                                                              : v};
-                    },
-                    [&](IRB &e) {
-                      return SmallVector<Value>{c.weighted ? weigh(e, args[2]) : v};
-                    })[0];
-              } else if (c.weighted) {
-                v = weigh(e, args[2]);
-              }
               if (!c.outF32)
                 v = arith::TruncFOp::create(e.b, T, v);
-              e.store(v, out, e.addi(e.muli(rIdx, N), n));
+              e.store(v, out, e.addi(e.muli(e.toIndex(r), N), n));
             }
           });
         }

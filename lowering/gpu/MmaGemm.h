@@ -35,6 +35,7 @@
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
+#include "lowering/GroupedGemm.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
@@ -185,6 +186,14 @@ struct MmaGemmConfig {
   int64_t threads() const { return kMmaThreads * warpgroups(); }
   std::string name() const;
   static std::optional<MmaGemmConfig> parse(StringRef name);
+
+  /// The variant that computes `desc` (lowering/GroupedGemm.h: expertGemm1
+  /// or expertGemm2 of one bf16/f16 type); the strategy fields (tileM,
+  /// wgmma, stages, split-K) and the shared-expert fold stay at their
+  /// defaults.
+  static MmaGemmConfig of(const GroupedGemmDesc &desc);
+  /// What this variant computes (the inverse of `of`).
+  GroupedGemmDesc desc(MLIRContext *ctx) const;
 };
 
 /// Element type of `elt` in `ctx`.

@@ -1,0 +1,107 @@
+//===- GroupedGemm.cpp - one description of a grouped GEMM ----------------===//
+//
+// The epilogue math of every grouped-GEMM generator (GroupedGemm.h).
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/GroupedGemm.h"
+
+#include "lowering/Activations.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+bool GemmEpilogue::has(EpilogueStep step) const { return llvm::is_contained(steps, step); }
+
+bool GemmEpilogue::gated() const {
+  return has(EpilogueStep::activation) &&
+         (activation == Activation::swiglu || activation == Activation::geglu);
+}
+
+GemmEpilogue &GemmEpilogue::then(EpilogueStep step) {
+  steps.push_back(step);
+  return *this;
+}
+
+GemmEpilogue GemmEpilogue::without(EpilogueStep step) const {
+  GemmEpilogue e = *this;
+  llvm::erase(e.steps, step);
+  return e;
+}
+
+GroupedGemmDesc moe::expertGemm1(bool gathered, Activation act, bool bias, Type a, Type w,
+                                 Type h) {
+  GroupedGemmDesc d;
+  d.rows = gathered ? GemmRows::gathered : GemmRows::direct;
+  d.aType = a;
+  d.bType = w;
+  d.cType = h;
+  if (bias)
+    d.epilogue.then(EpilogueStep::bias);
+  d.epilogue.then(EpilogueStep::activation).then(EpilogueStep::round);
+  d.epilogue.activation = act;
+  d.epilogue.roundTo = h;
+  return d;
+}
+
+GroupedGemmDesc moe::expertGemm2(bool bias, bool routedWeight, bool combine, Type h, Type w,
+                                 Type out) {
+  GroupedGemmDesc d;
+  d.aType = h;
+  d.bType = w;
+  d.cType = out;
+  if (bias)
+    d.epilogue.then(EpilogueStep::bias);
+  if (routedWeight)
+    d.epilogue.then(EpilogueStep::routedWeight);
+  if (combine)
+    d.epilogue.then(EpilogueStep::combine);
+  return d;
+}
+
+Value moe::buildEpilogue(ImplicitLocOpBuilder &b, const GemmEpilogue &epilogue,
+                         const EpilogueValues &in) {
+  bool gated = epilogue.gated();
+  Value v = in.acc, up = in.accUp;
+  assert((!gated || up) && "a gated epilogue needs the up sum");
+  for (EpilogueStep step : epilogue.steps) {
+    switch (step) {
+    case EpilogueStep::bias:
+      assert(in.bias && (!gated || in.biasUp) && "the bias step needs its values");
+      v = arith::AddFOp::create(b, v, in.bias);
+      if (gated)
+        up = arith::AddFOp::create(b, up, in.biasUp);
+      break;
+    case EpilogueStep::activation:
+      v = buildActivation(b, epilogue.activation, v);
+      if (gated)
+        v = arith::MulFOp::create(b, v, up);
+      break;
+    case EpilogueStep::routedWeight: {
+      assert(in.weight && "the routed-weight step needs the weight");
+      Value w = in.weight;
+      if (auto vt = dyn_cast<VectorType>(v.getType()); vt && !isa<VectorType>(w.getType()))
+        w = vector::BroadcastOp::create(b, vt, w);
+      v = arith::MulFOp::create(b, v, w);
+      break;
+    }
+    case EpilogueStep::round: {
+      assert(epilogue.roundTo && "the round step needs its type");
+      if (epilogue.roundTo.isF32())
+        break;
+      Type narrow = epilogue.roundTo, wide = v.getType();
+      if (auto vt = dyn_cast<VectorType>(wide))
+        narrow = vt.clone(epilogue.roundTo);
+      Value rounded = arith::TruncFOp::create(b, narrow, v);
+      v = arith::ExtFOp::create(b, wide, rounded);
+      break;
+    }
+    case EpilogueStep::combine:
+      break; // the generator's (it follows the stores)
+    }
+  }
+  return v;
+}

@@ -1,0 +1,138 @@
+//===- GroupedGemm.h - one description of a grouped GEMM --------*- C++ -*-===//
+//
+// What a grouped GEMM of the moe lowering computes, independent of the
+// generator that emits it. The three generators take it: the CPU
+// micro-kernels (cpu/ExpertKernels.h, emitGroupedGemm), the GPU CUDA-core
+// kernels (gpu/Kernels.h, KernelLibrary::gemm1/gemm2) and the tensor-core
+// kernels (gpu/MmaGemm.h, MmaGemmConfig's constructor). Each one names its
+// kernel variants after it and applies its epilogue with buildEpilogue,
+// the one definition of the epilogue math (docs/spec.md §3 and §7). How a
+// target computes it (tiles, engine, vector width, stages) is the target's
+// lowering configuration (#moe.cpu_config, #moe.gpu_config), not part of the
+// description.
+//
+//   C[r, n] = epilogue(sum_k A[row(r), k] * B[group(r)][k, n])
+//
+// for every row r of every group (group g owns the rows [offsets[g],
+// offsets[g + 1]) of the routing plan), where
+//  - row(r) is r (GemmRows::direct) or the row map's entry for r
+//    (GemmRows::gathered: the token gather folded into the loads of A);
+//  - B holds one K x N matrix per group (GemmWeights::perGroup, the experts)
+//    or one for every row (GemmWeights::shared, the router);
+//  - B's elements are stored dense in B's element type (WeightFormat::dense);
+//  - a gated GEMM (activation swiglu or geglu) has 2N columns in B and pairs
+//    output column n (the gate) with column N + n (the up projection).
+// Operands are extended to f32 as they are loaded, the products accumulate
+// in f32 in increasing k, the epilogue computes in f32 and the result is
+// rounded once to C's element type when it is stored.
+//
+// Adding a variant (a transposed operand, a weight-gradient GEMM whose K is
+// a group's row count, packed weights with scales) is a new field here and
+// its implementation in each generator.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LOWERING_GROUPEDGEMM_H
+#define MOE_LOWERING_GROUPEDGEMM_H
+
+#include "dialect/MoEAttrs.h"
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+
+namespace mlir {
+namespace moe {
+
+/// Which row of A a row of the plan reads.
+enum class GemmRows : uint8_t {
+  direct,   // row r
+  gathered, // rowMap[r] (the tokens, read through the plan)
+};
+
+/// How B is shared among the groups.
+enum class GemmWeights : uint8_t {
+  perGroup, // B[g]: one matrix per group (expert)
+  shared,   // one matrix for every row (the router)
+};
+
+/// How B's elements are stored.
+enum class WeightFormat : uint8_t {
+  dense, // B's element type, row-major [K, N]
+};
+
+/// One step of an epilogue. The steps run in the order of the list, on the
+/// f32 sum of each output element.
+enum class EpilogueStep : uint8_t {
+  /// + bias[g][n] (gated: the up half gets + bias[g][N + n]).
+  bias,
+  /// act(v) (gated: act(gate) * up, the activation's element-wise part on
+  /// the gate).
+  activation,
+  /// * w[r], the routed weight of the plan row (f32).
+  routedWeight,
+  /// Rounded to C's element type and carried on in f32 (h of the expert
+  /// FFN, docs/spec.md §2: the value the next GEMM reads).
+  round,
+  /// The fused combine: the rows of a token summed in slot order into y
+  /// (docs/spec.md §7). A GPU GEMM2 step; the CPU combines in its own kernel.
+  combine,
+};
+
+/// An epilogue: its steps, and what they need.
+struct GemmEpilogue {
+  llvm::SmallVector<EpilogueStep, 4> steps;
+  /// With EpilogueStep::activation.
+  Activation activation = Activation::relu;
+  /// With EpilogueStep::round: the element type rounded to.
+  Type roundTo;
+
+  bool has(EpilogueStep step) const;
+  /// The activation step of a gated activation (swiglu, geglu).
+  bool gated() const;
+  GemmEpilogue &then(EpilogueStep step);
+  /// The same epilogue without `step` (the shared expert's rows folded into
+  /// a launch have no bias).
+  GemmEpilogue without(EpilogueStep step) const;
+};
+
+/// What a grouped GEMM computes (see the file comment).
+struct GroupedGemmDesc {
+  GemmRows rows = GemmRows::direct;
+  GemmWeights weights = GemmWeights::perGroup;
+  WeightFormat format = WeightFormat::dense;
+  /// Element types of A, B (and the bias), C: f32, bf16 or f16.
+  Type aType, bType, cType;
+  GemmEpilogue epilogue;
+
+  bool gathered() const { return rows == GemmRows::gathered; }
+  bool gated() const { return epilogue.gated(); }
+};
+
+/// The expert FFN's two GEMMs (docs/spec.md §3): GEMM1 h = round(act(A W1
+/// + b1)) and GEMM2 rows = (h W2 + b2) * w, optionally combined.
+GroupedGemmDesc expertGemm1(bool gathered, Activation act, bool bias, Type a, Type w, Type h);
+GroupedGemmDesc expertGemm2(bool bias, bool routedWeight, bool combine, Type h, Type w,
+                            Type out);
+
+/// The operands of one epilogue evaluation, as the generator loads them: all
+/// f32 and of the accumulator's type (a scalar on the GPU, a vector of f32
+/// on the CPU), except `weight`, which may be a scalar for a vector
+/// accumulator (it is broadcast).
+struct EpilogueValues {
+  Value acc;    // the sum (gated: of the gate column)
+  Value accUp;  // gated: the sum of the up column
+  Value bias;   // with bias: bias[g][n]
+  Value biasUp; // with bias, gated: bias[g][N + n]
+  Value weight; // with routedWeight: w[r]
+};
+
+/// Applies the element-wise steps of `epilogue` (every step but combine) to
+/// `values` and returns the f32 value to store.
+Value buildEpilogue(ImplicitLocOpBuilder &b, const GemmEpilogue &epilogue,
+                    const EpilogueValues &values);
+
+} // namespace moe
+} // namespace mlir
+
+#endif // MOE_LOWERING_GROUPEDGEMM_H

@@ -1,0 +1,393 @@
+//===- GemmEpilogueIRTest.cpp - buildEpilogue against plain C++ ----------===//
+//
+// moe::buildEpilogue (lowering/GroupedGemm.h) is the epilogue of every
+// grouped-GEMM generator: the GPU kernels call it on f32 scalars, the CPU
+// micro-kernels on vector<8xf32> / vector<16xf32>. This test builds one
+// function per (epilogue, scalar or vector form), JIT-compiles it with
+// MLIR's ExecutionEngine and compares every output with the steps written
+// out in C++ float arithmetic, in list order (docs/spec.md §3): bias, then
+// the activation (gated: act(gate) * up), the routed weight, rounding to
+// bf16/f16 (round to nearest even, carried on in f32). The steps that are
+// exact in f32 (bias, relu, routed weight, rounding) must give the same
+// bits; activations through exp/erf/tanh within a few ulps (their MLIR
+// polynomial expansions are not libm). The scalar and vector forms must
+// give the same bits as each other for every epilogue.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/GroupedGemm.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+
+constexpr int64_t kLanes = 8;
+constexpr int64_t kCount = 4096; // elements per call (a multiple of kLanes)
+
+struct MemRef1D {
+  float *allocated;
+  float *aligned;
+  int64_t offset;
+  int64_t size;
+  int64_t stride;
+};
+
+float fromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+/// Round to nearest even to bf16 (the upper 16 bits), back in f32. NaN stays
+/// NaN.
+float roundBF16(float x) {
+  uint32_t u = bitsOf(x);
+  if (std::isnan(x))
+    return x;
+  uint32_t lsb = (u >> 16) & 1u;
+  u += 0x7fffu + lsb;
+  return fromBits(u & 0xffff0000u);
+}
+
+/// Round to nearest even to IEEE half, back in f32 (normal, subnormal,
+/// overflow to infinity), by scaling to the spacing of halves at x.
+float roundF16(float x) {
+  if (!std::isfinite(x))
+    return x;
+  float a = std::fabs(x);
+  if (a >= 65520.0f) // halfway between the largest half (65504) and 2^16
+    return std::copysign(INFINITY, x);
+  int e;
+  std::frexp(a, &e); // a = m 2^e, m in [0.5, 1)
+  // Spacing of halves: 2^(e - 11) for normals, 2^-24 below 2^-14.
+  int spacingExp = std::max(e - 11, -24);
+  float q = std::ldexp(a, -spacingExp);
+  float r = std::nearbyint(q); // round half to even (default mode)
+  return std::copysign(std::ldexp(r, spacingExp), x);
+}
+
+double act(Activation a, double x) {
+  switch (a) {
+  case Activation::relu:
+    return x > 0 ? x : 0;
+  case Activation::gelu:
+  case Activation::geglu:
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  case Activation::gelu_tanh:
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  case Activation::silu:
+  case Activation::swiglu:
+    return x / (1 + std::exp(-x));
+  }
+  return 0;
+}
+
+struct Inputs {
+  std::vector<float> acc, up, bias, biasUp, weight, out;
+};
+
+class GemmEpilogueIR : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    registerAllPasses();
+  }
+
+  void SetUp() override {
+    DialectRegistry registry;
+    registerBuiltinDialectTranslation(registry);
+    registerLLVMDialectTranslation(registry);
+    registerAllExtensions(registry);
+    context.appendDialectRegistry(registry);
+    context.loadDialect<func::FuncDialect, arith::ArithDialect, math::MathDialect,
+                        memref::MemRefDialect, scf::SCFDialect, vector::VectorDialect,
+                        LLVM::LLVMDialect>();
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+    for (auto *v : {&in.acc, &in.up, &in.bias, &in.biasUp})
+      for (int64_t i = 0; i < kCount; ++i)
+        v->push_back(normal(rng));
+    // One routed weight per row: the vector form reads one scalar per
+    // kLanes outputs (the CPU's row of a micro-tile), so the weight is the
+    // same for the kLanes elements of a vector.
+    for (int64_t i = 0; i < kCount; ++i)
+      in.weight.push_back(i % kLanes ? in.weight[i - i % kLanes] : unit(rng));
+    // Values that round to ties and edge cases: exact bf16/f16 halfway
+    // points, zeros of both signs, large values (f16 overflow).
+    in.acc[0] = 1.0f + 1.0f / 256; // bf16 tie, rounds to even (1.0)
+    in.acc[1] = 1.0f + 3.0f / 256; // bf16 tie, rounds up
+    in.acc[2] = -0.0f;
+    in.acc[3] = 70000.0f;
+    in.acc[4] = 1.0f + 1.0f / 2048; // f16 tie
+    in.acc[5] = 6.1e-5f;            // near the f16 normal limit
+    in.out.assign(kCount, 0.0f);
+  }
+
+  /// Runs `epilogue` over the inputs in scalar (`lanes` = 1) or vector form
+  /// and returns the outputs.
+  std::vector<float> run(const GemmEpilogue &epilogue, int64_t lanes) {
+    OpBuilder ob(&context);
+    Location loc = ob.getUnknownLoc();
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    ob.setInsertionPointToEnd(module->getBody());
+    auto buf = MemRefType::get({kCount}, ob.getF32Type());
+    auto fn = func::FuncOp::create(ob, loc, "epilogue",
+                                   ob.getFunctionType({buf, buf, buf, buf, buf, buf}, {}));
+    fn->setAttr("llvm.emit_c_interface", ob.getUnitAttr());
+    Block *body = fn.addEntryBlock();
+    ImplicitLocOpBuilder b(loc, ob);
+    b.setInsertionPointToStart(body);
+    auto a = body->getArguments();
+    Value c0 = arith::ConstantIndexOp::create(b, 0);
+    Value cN = arith::ConstantIndexOp::create(b, kCount);
+    Value step = arith::ConstantIndexOp::create(b, lanes);
+    scf::ForOp::create(b, c0, cN, step, ValueRange{},
+                       [&](OpBuilder &nested, Location l, Value i, ValueRange) {
+                         ImplicitLocOpBuilder nb(l, nested);
+                         auto vt = VectorType::get({lanes}, nb.getF32Type());
+                         auto load = [&](Value m) -> Value {
+                           if (lanes == 1)
+                             return memref::LoadOp::create(nb, m, i);
+                           return vector::LoadOp::create(nb, vt, m, i);
+                         };
+                         EpilogueValues v;
+                         v.acc = load(a[0]);
+                         v.accUp = load(a[1]);
+                         v.bias = load(a[2]);
+                         v.biasUp = load(a[3]);
+                         // The weight as the CPU passes it: one scalar per row.
+                         v.weight = memref::LoadOp::create(nb, a[4], i);
+                         Value r = buildEpilogue(nb, epilogue, v);
+                         if (lanes == 1)
+                           memref::StoreOp::create(nb, r, a[5], i);
+                         else
+                           vector::StoreOp::create(nb, r, a[5], i);
+                         scf::YieldOp::create(nb);
+                       });
+    func::ReturnOp::create(b);
+
+    PassManager pm(&context);
+    EXPECT_TRUE(succeeded(parsePassPipeline(
+        "convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+        "finalize-memref-to-llvm,convert-to-llvm,reconcile-unrealized-casts",
+        pm)));
+    EXPECT_TRUE(succeeded(pm.run(*module)));
+    auto engine = ExecutionEngine::create(*module);
+    EXPECT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
+    if (!engine)
+      return {};
+    std::vector<float> out(kCount, 0.0f);
+    std::vector<float> acc = in.acc, up = in.up, bias = in.bias, biasUp = in.biasUp,
+                       weight = in.weight;
+    MemRef1D d[6];
+    float *ptrs[6] = {acc.data(), up.data(), bias.data(), biasUp.data(), weight.data(),
+                      out.data()};
+    llvm::SmallVector<void *> packed;
+    MemRef1D *dp[6];
+    for (int k = 0; k < 6; ++k) {
+      d[k] = {ptrs[k], ptrs[k], 0, kCount, 1};
+      dp[k] = &d[k];
+      packed.push_back(&dp[k]);
+    }
+    llvm::Error err = (*engine)->invokePacked("_mlir_ciface_epilogue", packed);
+    EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    return out;
+  }
+
+  /// The steps of `epilogue` in C++ (activations in double, rounded to f32).
+  float expected(const GemmEpilogue &epilogue, int64_t i) {
+    bool gated = epilogue.gated();
+    float v = in.acc[i], up = in.up[i];
+    for (EpilogueStep s : epilogue.steps) {
+      switch (s) {
+      case EpilogueStep::bias:
+        v = v + in.bias[i];
+        up = up + in.biasUp[i];
+        break;
+      case EpilogueStep::activation:
+        v = static_cast<float>(act(epilogue.activation, v));
+        if (gated)
+          v = v * up;
+        break;
+      case EpilogueStep::routedWeight:
+        v = v * in.weight[i];
+        break;
+      case EpilogueStep::round:
+        if (epilogue.roundTo.isBF16())
+          v = roundBF16(v);
+        else if (epilogue.roundTo.isF16())
+          v = roundF16(v);
+        break;
+      case EpilogueStep::combine:
+        break;
+      }
+    }
+    return v;
+  }
+
+  /// Checks both forms against the C++ steps: bit for bit when `exact`,
+  /// else within `ulps` units in the last place of f32; and the forms
+  /// against each other bit for bit.
+  void check(const GemmEpilogue &epilogue, bool exact, int ulps = 0) {
+    std::vector<float> scalar = run(epilogue, 1);
+    std::vector<float> vec = run(epilogue, kLanes);
+    ASSERT_EQ(scalar.size(), static_cast<size_t>(kCount));
+    ASSERT_EQ(vec.size(), static_cast<size_t>(kCount));
+    int bad = 0;
+    for (int64_t i = 0; i < kCount && bad < 5; ++i) {
+      float want = expected(epilogue, i);
+      if (bitsOf(scalar[i]) != bitsOf(vec[i])) {
+        ++bad;
+        ADD_FAILURE() << "element " << i << ": scalar " << scalar[i] << " != vector " << vec[i];
+      }
+      if (exact) {
+        if (bitsOf(scalar[i]) != bitsOf(want)) {
+          ++bad;
+          ADD_FAILURE() << "element " << i << ": " << scalar[i] << " != " << want;
+        }
+        continue;
+      }
+      // Relative to the operands as well as the result: gelu(x) for x << 0
+      // is a difference of nearly equal terms.
+      float scale = std::fabs(want) + (std::fabs(in.acc[i]) + std::fabs(in.bias[i]) + 1) *
+                                          (1 + std::fabs(in.up[i]) + std::fabs(in.biasUp[i]));
+      if (!(std::fabs(scalar[i] - want) <= ulps * std::ldexp(scale, -23))) {
+        ++bad;
+        ADD_FAILURE() << "element " << i << ": " << scalar[i] << " vs " << want;
+      }
+    }
+  }
+
+  MLIRContext context;
+  Inputs in;
+};
+
+GemmEpilogue steps(std::initializer_list<EpilogueStep> list) {
+  GemmEpilogue e;
+  for (EpilogueStep s : list)
+    e.then(s);
+  return e;
+}
+
+TEST_F(GemmEpilogueIR, EmptyEpilogueIsTheSum) {
+  check(GemmEpilogue(), /*exact=*/true);
+}
+
+TEST_F(GemmEpilogueIR, BiasThenReluThenRoundBF16) {
+  GemmEpilogue e = steps({EpilogueStep::bias, EpilogueStep::activation, EpilogueStep::round});
+  e.activation = Activation::relu;
+  e.roundTo = BFloat16Type::get(&context);
+  check(e, /*exact=*/true);
+}
+
+TEST_F(GemmEpilogueIR, RoundF16IsRoundToNearestEven) {
+  GemmEpilogue e = steps({EpilogueStep::round});
+  e.roundTo = Float16Type::get(&context);
+  check(e, /*exact=*/true);
+  std::vector<float> out = run(e, 1);
+  EXPECT_EQ(out[3], INFINITY); // 70000 overflows f16
+  EXPECT_EQ(out[4], 1.0f);     // the tie rounds to even
+}
+
+TEST_F(GemmEpilogueIR, RoundF32IsTheIdentity) {
+  GemmEpilogue e = steps({EpilogueStep::round});
+  e.roundTo = Float32Type::get(&context);
+  check(e, /*exact=*/true);
+}
+
+TEST_F(GemmEpilogueIR, BiasThenRoutedWeight) {
+  // GEMM2: (sum + bias) * w, in that order ((a + b) * w differs from
+  // a * w + b * w in f32).
+  check(steps({EpilogueStep::bias, EpilogueStep::routedWeight}), /*exact=*/true);
+}
+
+TEST_F(GemmEpilogueIR, RoutedWeightThenBiasIsAnotherOrder) {
+  GemmEpilogue wb = steps({EpilogueStep::routedWeight, EpilogueStep::bias});
+  check(wb, /*exact=*/true);
+  std::vector<float> a = run(wb, 1);
+  std::vector<float> b = run(steps({EpilogueStep::bias, EpilogueStep::routedWeight}), 1);
+  int differ = 0;
+  for (int64_t i = 0; i < kCount; ++i)
+    differ += bitsOf(a[i]) != bitsOf(b[i]);
+  EXPECT_GT(differ, kCount / 2) << "the list order must be the order of the steps";
+}
+
+TEST_F(GemmEpilogueIR, GatedBiasTouchesBothHalves) {
+  // swiglu with relu's exactness is not available; silu within ulps.
+  GemmEpilogue e = steps({EpilogueStep::bias, EpilogueStep::activation});
+  e.activation = Activation::swiglu;
+  check(e, /*exact=*/false, /*ulps=*/8);
+}
+
+TEST_F(GemmEpilogueIR, Activations) {
+  for (Activation a : {Activation::gelu, Activation::gelu_tanh, Activation::silu,
+                       Activation::geglu}) {
+    SCOPED_TRACE(stringifyActivation(a).str());
+    GemmEpilogue e = steps({EpilogueStep::activation});
+    e.activation = a;
+    check(e, /*exact=*/false, /*ulps=*/8);
+  }
+}
+
+TEST_F(GemmEpilogueIR, CombineIsNotElementWise) {
+  // The combine step is the generator's: buildEpilogue leaves the value.
+  check(steps({EpilogueStep::combine}), /*exact=*/true);
+}
+
+TEST(GemmEpilogue, Description) {
+  MLIRContext ctx;
+  Type bf16 = BFloat16Type::get(&ctx), f32 = Float32Type::get(&ctx);
+  GroupedGemmDesc g1 = expertGemm1(true, Activation::swiglu, true, bf16, bf16, bf16);
+  EXPECT_TRUE(g1.gathered());
+  EXPECT_TRUE(g1.gated());
+  EXPECT_EQ(g1.epilogue.steps,
+            (llvm::SmallVector<EpilogueStep, 4>{EpilogueStep::bias, EpilogueStep::activation,
+                                                EpilogueStep::round}));
+  EXPECT_EQ(g1.epilogue.roundTo, bf16);
+  GemmEpilogue noBias = g1.epilogue.without(EpilogueStep::bias);
+  EXPECT_FALSE(noBias.has(EpilogueStep::bias));
+  EXPECT_TRUE(noBias.gated());
+  GroupedGemmDesc g2 = expertGemm2(false, true, true, bf16, bf16, f32);
+  EXPECT_FALSE(g2.gathered());
+  EXPECT_FALSE(g2.gated());
+  EXPECT_EQ(g2.epilogue.steps, (llvm::SmallVector<EpilogueStep, 4>{
+                                   EpilogueStep::routedWeight, EpilogueStep::combine}));
+  EXPECT_EQ(g2.cType, f32);
+}
+
+} // namespace
