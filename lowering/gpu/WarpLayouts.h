@@ -79,7 +79,8 @@ struct Wgmma {
   /// the operand is made of core matrices of 8 rows x 16 bytes, each 128
   /// contiguous bytes. K-major ("row" A, "col" B): a core row is 8
   /// consecutive k of one m (or n); MN-major (transposed, "row" B): a core
-  /// row is 8 consecutive n of one k. The core matrix holding (mn, k) is
+  /// row is 8 consecutive n of one k (for 16-bit elements; 16 / eltBytes
+  /// in general). For 16-bit elements the core matrix holding (mn, k) is
   /// (mn / 8, k / 8), at start + (mn / 8) * SBO + (k / 8) * LBO bytes:
   /// LBO ("leading dimension byte offset") steps along K, SBO ("stride
   /// dimension byte offset") along M or N.
@@ -89,7 +90,11 @@ struct Wgmma {
     int64_t perRow = kCoreRowBytes / eltBytes; // 8 elements of 16 bits
     int64_t inCore = mnMajor ? (k % kCoreRows) * kCoreRowBytes + (mn % perRow) * eltBytes
                              : (mn % kCoreRows) * kCoreRowBytes + (k % perRow) * eltBytes;
-    return (mn / 8) * sbo + (k / 8) * lbo + inCore;
+    // A core matrix is 8 rows of perRow elements: rows along MN for
+    // K-major, along K for MN-major.
+    int64_t mnCore = mnMajor ? mn / perRow : mn / kCoreRows;
+    int64_t kCore = mnMajor ? k / kCoreRows : k / perRow;
+    return mnCore * sbo + kCore * lbo + inCore;
   }
   /// The matrix descriptor (9.7.15.5.1.1, "Matrix Descriptor Format"), 64
   /// bits: bits 0-13 the start address, 16-29 LBO, 32-45 SBO (each in bytes
