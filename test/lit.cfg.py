@@ -122,6 +122,16 @@ for _cand in [os.path.join(_mlir_lib_dir, "libomp.so"),
 if _libomp and os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-runner")):
     config.available_features.add("openmp-runtime")
     config.substitutions.append(("%libomp", _libomp))
+# An emulated block is an OpenMP team of blockDim threads (128 or 256) on a
+# machine of a few cores, and its barriers dominate the run time: libomp's
+# default tree-shaped ("hyper") barrier wakes threads in several rounds, each
+# a round of context switches, where a linear barrier wakes each waiter
+# once. Measured on 2 cores (test/gpu/emulated-splitk-layer.mlir, one
+# decode-split-k=3 run): 10.5 s with the default, 6-7 s linear. (The tests
+# also pass OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0: sleep at once rather
+# than spin, since the threads outnumber the cores.)
+for _barrier in ["KMP_PLAIN_BARRIER_PATTERN", "KMP_FORKJOIN_BARRIER_PATTERN"]:
+    config.environment.setdefault(_barrier, "linear,linear")
 # The emulation pipelines below pass the shell variable MOE_EMULATE_OPTIONS
 # (empty when unset: the defaults) to moe-test-emulate-gpu as its options,
 # e.g. `MOE_EMULATE_OPTIONS="block-order=shuffle seed=3"; moe-opt ...
