@@ -15,6 +15,9 @@
 
 #include "tools/moe-run/Backend.h"
 #include "tools/moe-run/Binding.h"
+#include "tools/moe-run/Files.h"
+#include "tools/moe-run/Progress.h"
+#include "tools/moe-run/RandomFill.h"
 #include "tools/diagnostics/OneLineDiagnostic.h"
 
 #include "dialect/MoEAttrs.h"
@@ -42,24 +45,20 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/Process.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cmath>
 #include <csignal>
-#include <cstring>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #ifndef MOE_RUN_C_RUNNER_UTILS
@@ -68,7 +67,6 @@
 #include "runtime/cuda/CudaRuntime.h"
 #include "Spmd.h"
 #include "tools/version/Version.h"
-#include "llvm/Support/Parallel.h"
 
 #ifndef MOE_RUN_ASYNC_RUNTIME
 #define MOE_RUN_ASYNC_RUNTIME "/usr/lib/llvm-22/lib/libmlir_async_runtime.so"
@@ -76,15 +74,25 @@
 
 using namespace mlir;
 using ::moe::run::HostTensor;
+using ::moe::run::ProgressMode;
+using ::moe::run::ProgressOptions;
+using ::moe::run::ProgressStep;
 using ::moe::run::Signature;
+using ::moe::run::SplitMix64;
 using ::moe::run::ValueInfo;
 using ::moe::run::argName;
 using ::moe::run::checkAllocatable;
+using ::moe::run::checkPaths;
 using ::moe::run::concreteTypeString;
 using ::moe::run::describeArgument;
 using ::moe::run::fileTensorDesc;
+using ::moe::run::fillRandomValues;
+using ::moe::run::saveArgPath;
 using ::moe::run::shapeFits;
+using ::moe::run::writeFileAtomically;
 namespace io = ::moe::io;
+namespace fs = llvm::sys::fs;
+namespace spmd = ::moe::run::spmd;
 
 //===----------------------------------------------------------------------===//
 // Command line
@@ -228,7 +236,6 @@ llvm::cl::opt<std::string> saveArgs(
                    "directory"),
     llvm::cl::value_desc("DIR"), llvm::cl::cat(runCategory));
 
-enum class ProgressMode { Auto, Always, Never };
 llvm::cl::opt<ProgressMode> progress(
     "progress",
     llvm::cl::desc("Progress lines on stderr for steps (reading parameters, "
@@ -384,350 +391,6 @@ std::optional<std::string> describeType(Type type, ValueInfo &info) {
                              static_cast<int64_t>(io::elementSize(*dtype)))
     return "has type " + info.typeString + ", too large to allocate";
   return std::nullopt;
-}
-
-//===----------------------------------------------------------------------===//
-// Files
-//===----------------------------------------------------------------------===//
-
-namespace fs = llvm::sys::fs;
-
-/// "a directory", "a character device", ... for a file that is not regular.
-const char *describeFileType(fs::file_type type) {
-  switch (type) {
-  case fs::file_type::directory_file:
-    return "a directory";
-  case fs::file_type::character_file:
-    return "a character device";
-  case fs::file_type::block_file:
-    return "a block device";
-  case fs::file_type::fifo_file:
-    return "a FIFO";
-  case fs::file_type::socket_file:
-    return "a socket";
-  default:
-    return "not a regular file";
-  }
-}
-
-/// An error when `path` (given to `flag`) exists but is not a regular file
-/// (or, with `directoryOk`, a directory). Missing files are left to the
-/// reader, which names them. Checked before anything is opened, so that a
-/// device or a FIFO is never read (/dev/zero never ends, a FIFO blocks).
-std::optional<std::string> checkReadable(llvm::StringRef flag,
-                                         const std::string &path,
-                                         bool directoryOk) {
-  fs::file_status status;
-  if (fs::status(path, status))
-    return std::nullopt;
-  fs::file_type type = status.type();
-  if (type == fs::file_type::regular_file ||
-      (directoryOk && type == fs::file_type::directory_file))
-    return std::nullopt;
-  return (flag + " " + path + " is " + describeFileType(type) + "; " +
-          (directoryOk ? "expected a regular file or a checkpoint directory"
-                       : "expected a regular file"))
-      .str();
-}
-
-/// The absolute, symlink-free spelling of `path`, which need not exist (its
-/// folder must, else the path itself, made absolute).
-std::string canonicalPath(const std::string &path) {
-  llvm::SmallString<256> real;
-  if (!fs::real_path(path, real))
-    return std::string(real);
-  llvm::SmallString<256> parent(llvm::sys::path::parent_path(path));
-  if (parent.empty())
-    parent = ".";
-  if (!fs::real_path(parent, real)) {
-    llvm::sys::path::append(real, llvm::sys::path::filename(path));
-    return std::string(real);
-  }
-  llvm::SmallString<256> absolute(path);
-  fs::make_absolute(absolute);
-  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
-  return std::string(absolute);
-}
-
-/// Whether `a` and `b` name the same file: the same inode when both exist,
-/// else the same canonical path.
-bool sameFile(const std::string &a, const std::string &b) {
-  fs::UniqueID idA, idB;
-  if (!fs::getUniqueID(a, idA) && !fs::getUniqueID(b, idB))
-    return idA == idB;
-  return canonicalPath(a) == canonicalPath(b);
-}
-
-/// Whether `path` lies inside the directory `dir` (canonical spellings).
-bool isInside(const std::string &path, const std::string &dir) {
-  std::string p = canonicalPath(path), d = canonicalPath(dir);
-  if (!llvm::StringRef(d).ends_with("/"))
-    d += "/";
-  return llvm::StringRef(p).starts_with(d);
-}
-
-/// Checks the files of the command line before anything is read or written:
-/// inputs must be regular files (--params: or a checkpoint directory);
-/// every --output must be a regular file or not exist yet, and must not be
-/// an input (the .mlir, an --input, a --params file or a file inside a
-/// --params checkpoint directory) or another --output.
-std::optional<std::string> checkPaths() {
-  if (inputFile != "-")
-    if (auto error = checkReadable("the input", inputFile, false))
-      return error;
-  for (const std::string &path : inputPaths)
-    if (auto error = checkReadable("--input", path, false))
-      return error;
-  for (const std::string &path : paramsPaths)
-    if (auto error = checkReadable("--params", path, true))
-      return error;
-
-  for (auto [i, path] : llvm::enumerate(outputPaths)) {
-    fs::file_status status;
-    if (!fs::status(path, status) &&
-        status.type() != fs::file_type::regular_file)
-      return "--output " + path + " is " + describeFileType(status.type()) +
-             "; --output writes a regular file";
-    if (inputFile != "-" && sameFile(path, inputFile))
-      return "--output " + path + " is the input " + inputFile +
-             "; it would be overwritten";
-    for (const std::string &input : inputPaths)
-      if (sameFile(path, input))
-        return "--output " + path + " is the --input " + input +
-               "; it would be overwritten";
-    for (const std::string &params : paramsPaths) {
-      if (fs::is_directory(params)) {
-        if (isInside(path, params))
-          return "--output " + path + " is inside the --params directory " +
-                 params + "; write results elsewhere";
-      } else if (sameFile(path, params) ||
-                 (llvm::StringRef(params).ends_with(".json") &&
-                  isInside(path, std::string(llvm::sys::path::parent_path(
-                                     canonicalPath(params)))))) {
-        return "--output " + path + " is or may be a file of the --params " +
-               params + "; write results elsewhere";
-      }
-    }
-    for (size_t j = 0; j < i; ++j)
-      if (sameFile(path, outputPaths[j]))
-        return "--output " + path + " is also --output #" +
-               std::to_string(j) + " (" + outputPaths[j] +
-               "); give each result its own file";
-  }
-  if (!saveArgs.empty() && !fs::is_directory(saveArgs))
-    return "--save-args " + saveArgs + " is not an existing directory";
-  return std::nullopt;
-}
-
-/// The file --save-args writes for argument `index`, or an error when that
-/// file is an input or an --output.
-llvm::Expected<std::string> saveArgPath(size_t index) {
-  llvm::SmallString<256> path(saveArgs);
-  llvm::sys::path::append(path, "arg" + std::to_string(index) + ".npy");
-  std::string result(path);
-  auto clash = [&](const std::string &other, llvm::StringRef what) {
-    return llvm::createStringError("--save-args would overwrite " + what.str() +
-                                   " " + other + " (argument #" +
-                                   std::to_string(index) + ")");
-  };
-  if (inputFile != "-" && sameFile(result, inputFile))
-    return clash(inputFile, "the input");
-  for (const std::string &other : inputPaths)
-    if (sameFile(result, other))
-      return clash(other, "the --input");
-  for (const std::string &other : paramsPaths)
-    if (sameFile(result, other))
-      return clash(other, "the --params");
-  for (const std::string &other : outputPaths)
-    if (sameFile(result, other))
-      return clash(other, "the --output");
-  return result;
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder,
-/// renamed over `path` once complete: a failed write leaves an existing
-/// `path` untouched.
-std::optional<std::string> writeFileAtomically(const std::string &path,
-                                               const std::vector<uint8_t> &bytes,
-                                               llvm::StringRef flag = "--output") {
-  llvm::SmallString<256> model(llvm::sys::path::parent_path(path));
-  llvm::sys::path::append(model, "." + llvm::sys::path::filename(path) +
-                                     ".tmp-%%%%%%%%");
-  int fd;
-  llvm::SmallString<256> tempPath;
-  if (std::error_code ec = fs::createUniqueFile(model, fd, tempPath))
-    return flag.str() + " " + path + ": cannot create a temporary file: " +
-           ec.message();
-  std::error_code writeError;
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    os.close();
-    writeError = os.error();
-    os.clear_error();
-  }
-  if (!writeError)
-    writeError = fs::rename(tempPath, path);
-  if (writeError) {
-    fs::remove(tempPath);
-    return flag.str() + " " + path + ": cannot write: " + writeError.message();
-  }
-  return std::nullopt;
-}
-
-//===----------------------------------------------------------------------===//
-// Progress
-//===----------------------------------------------------------------------===//
-
-/// Reports a step that runs longer than --progress-after-ms on stderr:
-/// "moe-run: <step>..." once the time has passed, then "moe-run: <step>:
-/// done in X s" when it ends. Quick steps print nothing.
-class ProgressStep {
-public:
-  explicit ProgressStep(std::string step) : step(std::move(step)) {
-    bool enabled = progress == ProgressMode::Always ||
-                   (progress == ProgressMode::Auto &&
-                    llvm::sys::Process::StandardErrIsDisplayed());
-    if (!enabled)
-      return;
-    start = std::chrono::steady_clock::now();
-    if (progressAfterMs == 0) { // report every step (tests)
-      llvm::errs() << "moe-run: " << this->step << "...\n";
-      reported = true;
-      return;
-    }
-    watcher = std::thread([this] {
-      std::unique_lock<std::mutex> lock(mutex);
-      if (!done.wait_for(lock, std::chrono::milliseconds(progressAfterMs),
-                         [this] { return finished; })) {
-        llvm::errs() << "moe-run: " << this->step << "...\n";
-        reported = true;
-      }
-    });
-  }
-  ~ProgressStep() {
-    if (watcher.joinable()) {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        finished = true;
-      }
-      done.notify_one();
-      watcher.join();
-    }
-    if (reported)
-      llvm::errs() << "moe-run: " << step << ": done in "
-                   << llvm::format("%.1f", std::chrono::duration<double>(
-                                               std::chrono::steady_clock::now() -
-                                               start)
-                                               .count())
-                   << " s\n";
-  }
-
-private:
-  std::string step;
-  std::chrono::steady_clock::time_point start;
-  std::thread watcher;
-  std::mutex mutex;
-  std::condition_variable done;
-  bool finished = false;
-  bool reported = false;
-};
-
-//===----------------------------------------------------------------------===//
-// Random values
-//===----------------------------------------------------------------------===//
-
-struct SplitMix64 {
-  static constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;
-  uint64_t state;
-  explicit SplitMix64(uint64_t seed) : state(seed) {}
-  uint64_t next() {
-    uint64_t z = (state += kGamma);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in (0, 1].
-  double uniform() {
-    return static_cast<double>((next() >> 11) + 1) * 0x1.0p-53;
-  }
-  double normal() {
-    double u1 = uniform();
-    double u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-  }
-};
-
-void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
-                     int64_t end, SplitMix64 &rng, double scale);
-
-void fillRandomValues(HostTensor &tensor, const ValueInfo &info,
-                      uint64_t streamSeed, uint64_t userSeed) {
-  // The fan-in below is that of the concrete shape (after --dynamic-size).
-  const int64_t n = tensor.numElements();
-  uint8_t *out = tensor.data();
-  switch (info.dtype) {
-  case io::DType::I32: {
-    int32_t v = static_cast<int32_t>(userSeed);
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(out + 4 * i, &v, 4);
-    return;
-  }
-  case io::DType::I64: {
-    int64_t v = static_cast<int64_t>(userSeed);
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(out + 8 * i, &v, 8);
-    return;
-  }
-  default:
-    break;
-  }
-  double scale = 1.0;
-  if (info.param) {
-    const auto &shape = tensor.shape();
-    int64_t fanIn = 1;
-    if (shape.size() >= 2)
-      fanIn = shape[shape.size() - 2];
-    else if (shape.size() == 1)
-      fanIn = shape[0];
-    scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fanIn, 1)));
-  }
-  // Element i takes outputs 2i+1 and 2i+2 of the argument's stream, and
-  // splitmix64's state after j outputs is seed + j * gamma: every chunk
-  // starts its own generator there, so the values do not depend on how the
-  // chunks are spread over the threads.
-  constexpr int64_t kChunk = 1 << 16;
-  llvm::parallelFor(0, (n + kChunk - 1) / kChunk, [&](size_t chunk) {
-    const int64_t begin = static_cast<int64_t>(chunk) * kChunk;
-    const int64_t end = std::min(n, begin + kChunk);
-    SplitMix64 rng(streamSeed +
-                   2 * static_cast<uint64_t>(begin) * SplitMix64::kGamma);
-    fillRandomRange(out, info.dtype, begin, end, rng, scale);
-  });
-}
-
-void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
-                     int64_t end, SplitMix64 &rng, double scale) {
-  for (int64_t i = begin; i < end; ++i) {
-    float v = static_cast<float>(rng.normal() * scale);
-    switch (dtype) {
-    case io::DType::F32:
-      std::memcpy(out + 4 * i, &v, 4);
-      break;
-    case io::DType::F16: {
-      uint16_t h = io::floatToHalfBits(v);
-      std::memcpy(out + 2 * i, &h, 2);
-      break;
-    }
-    case io::DType::BF16: {
-      uint16_t h = io::floatToBFloat16Bits(v);
-      std::memcpy(out + 2 * i, &h, 2);
-      break;
-    }
-    default:
-      break;
-    }
-  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -893,11 +556,39 @@ bool allocate(const std::vector<ValueInfo> &values, const char *what,
   return true;
 }
 
-int runMain(int argc, char **argv) {
-  llvm::InitLLVM initLLVM(argc, argv);
-  // A write past the file size limit fails with EFBIG (one error line, the
-  // existing --output kept) instead of killing moe-run with a stack dump.
-  std::signal(SIGXFSZ, SIG_IGN);
+//===----------------------------------------------------------------------===//
+// The steps of runMain
+//===----------------------------------------------------------------------===//
+
+/// fail() for the steps below, which print the error and return false on
+/// failure.
+bool failStep(const llvm::Twine &message) {
+  fail(message);
+  return false;
+}
+
+/// The files of the command line, as Files.h takes them.
+::moe::run::CommandLineFiles commandLineFiles() {
+  ::moe::run::CommandLineFiles files;
+  files.inputFile = inputFile;
+  files.inputPaths.assign(inputPaths.begin(), inputPaths.end());
+  files.paramsPaths.assign(paramsPaths.begin(), paramsPaths.end());
+  files.outputPaths.assign(outputPaths.begin(), outputPaths.end());
+  files.saveArgs = saveArgs;
+  return files;
+}
+
+/// --progress and --progress-after-ms, as ProgressStep takes them.
+ProgressOptions progressOptions() {
+  ProgressOptions options;
+  options.mode = progress;
+  options.afterMs = progressAfterMs;
+  return options;
+}
+
+/// Registers moe-run's flags (and MLIR's, hidden), parses the command line
+/// and resolves --input=@PATH.
+void parseCommandLine(int argc, char **argv) {
   // Hidden, but available for debugging: --mlir-print-ir-after-all etc.
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
@@ -910,137 +601,170 @@ int runMain(int argc, char **argv) {
   for (std::string &path : inputPaths)
     if (path.size() > 1 && path[0] == '@' && !fs::exists(path))
       path.erase(0, 1);
+}
 
-  // Cheap flag checks first.
+/// The checks of the flags that need no file's contents: the flags' values,
+/// then the command line's files (checkPaths). Prints the error and returns
+/// false on failure.
+bool checkFlags() {
   if (seed.getNumOccurrences() && !fillRandom)
-    return fail("--seed has no effect without --fill-random");
+    return failStep("--seed has no effect without --fill-random");
   if (dynamicSize.getNumOccurrences() && !fillRandom)
-    return fail("--dynamic-size has no effect without --fill-random");
+    return failStep("--dynamic-size has no effect without --fill-random");
   if (dynamicSize < 1)
-    return fail("--dynamic-size must be >= 1, got " +
-                llvm::Twine(static_cast<int64_t>(dynamicSize)));
+    return failStep("--dynamic-size must be >= 1, got " +
+                    llvm::Twine(static_cast<int64_t>(dynamicSize)));
   if (dynamicSize > kMaxDynamicSize)
-    return fail("--dynamic-size must be <= 2^31, got " +
-                llvm::Twine(static_cast<int64_t>(dynamicSize)));
+    return failStep("--dynamic-size must be <= 2^31, got " +
+                    llvm::Twine(static_cast<int64_t>(dynamicSize)));
   if (repeat > kMaxRepeat)
-    return fail("--repeat must be <= " + llvm::Twine(kMaxRepeat) + ", got " +
-                llvm::Twine(static_cast<uint64_t>(repeat)));
-  if (std::optional<std::string> error = checkPaths())
-    return fail(*error);
-  std::string deviceNote;
-  auto backend = selectBackend(device, deviceNote);
-  if (!backend)
-    return 1;
+    return failStep("--repeat must be <= " + llvm::Twine(kMaxRepeat) +
+                    ", got " + llvm::Twine(static_cast<uint64_t>(repeat)));
+  if (std::optional<std::string> error = checkPaths(commandLineFiles()))
+    return failStep(*error);
+  return true;
+}
 
+/// Registers every pass (the pipelines, --mlir-print-ir-*) and puts moe's
+/// and the upstream dialects and the LLVM IR translations in `registry`.
+void registerPassesAndDialects(DialectRegistry &registry) {
   registerAllPasses();
   mlir::moe::registerAllMoEPasses();
-
-  DialectRegistry registry;
   mlir::moe::registerAllMoE(registry);
   registerAllToLLVMIRTranslations(registry);
-  MLIRContext context(registry);
+}
 
+/// Opens and parses the input file (its buffer goes to `sourceMgr`), with
+/// moe-run's diagnostic handler installed on `context`; the parser verifies
+/// the module. Prints the error and returns null on failure.
+OwningOpRef<ModuleOp> parseModule(MLIRContext &context,
+                                  llvm::SourceMgr &sourceMgr) {
   std::string openError;
   auto file = openInputFile(inputFile, &openError);
-  if (!file)
-    return fail(openError.empty() ? "cannot open " + inputFile : openError);
-  llvm::SourceMgr sourceMgr;
+  if (!file) {
+    fail(openError.empty() ? "cannot open " + inputFile : openError);
+    return nullptr;
+  }
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   installDiagnosticHandler(context);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
-    return fail("cannot parse " + inputFile); // Usually printed already.
+    fail("cannot parse " + inputFile); // Usually printed already.
+  return module;
+}
 
-  func::FuncOp func = findEntry(*module);
-  if (!func)
-    return 1;
-  Signature sig;
-  if (!recordSignature(func, sig))
-    return 1;
-  const std::string fn = "@" + sig.name;
-
-  // An SPMD module (--moe-shard-experts) runs as one rank of an mpirun job:
-  // arguments marked moe.split are bound whole (expert-split ones with
-  // their global expert count), then sliced to this rank's part.
-  namespace spmd = ::moe::run::spmd;
-  auto gridRanks = spmd::gridSize(*module);
-  if (!gridRanks)
-    return fail(llvm::toString(gridRanks.takeError()));
-  std::vector<bool> splitArgs(sig.arguments.size(), false),
-      splitResults(sig.results.size(), false);
+/// How the arguments and results of an SPMD module are split over the
+/// ranks.
+struct SpmdSplit {
+  /// Which arguments and results carry moe.split (none when not SPMD).
+  std::vector<bool> arguments, results;
+  /// The declared shapes of the arguments on one rank (empty when not SPMD).
   std::vector<std::vector<int64_t>> localShapes;
-  if (*gridRanks > 0) {
-    if (llvm::StringRef(backend->name()) != "cpu") {
-      if (device != Device::Auto)
-        return fail(fn + " is SPMD (--moe-shard-experts), which moe-run runs "
-                         "on the CPU path only: pass --device=cpu");
-      // --device=auto: the CPU path (the MPI lowering is the CPU one).
-      deviceNote = "moe-run: device auto: using cpu (SPMD module)";
-      backend = selectBackend(Device::Cpu, deviceNote);
-      if (!backend)
-        return 1;
-    }
-    if (llvm::Error err = spmd::start(*gridRanks))
-      return fail(llvm::toString(std::move(err)));
-    splitArgs = spmd::splitArguments(func);
-    splitResults = spmd::splitResults(func);
-    for (ValueInfo &arg : sig.arguments) {
-      localShapes.push_back(arg.shape);
-      if (splitArgs[arg.index] && !arg.shape.empty() &&
-          arg.shape[0] != ValueInfo::kDynamic)
-        arg.shape[0] *= *gridRanks;
-    }
-  }
+};
 
-  // Counts.
+/// An SPMD module (--moe-shard-experts) runs as one rank of an mpirun job:
+/// arguments marked moe.split are bound whole (expert-split ones with
+/// their global expert count), then sliced to this rank's part. For such a
+/// module: the CPU backend (--device=auto switches to it), MPI started, and
+/// `sig` with the whole shapes (`split` keeps this rank's). Prints the error
+/// and returns false on failure.
+bool setUpSpmd(ModuleOp module, func::FuncOp func, const std::string &fn,
+               std::unique_ptr<::moe::run::Backend> &backend,
+               std::string &deviceNote, Signature &sig, SpmdSplit &split) {
+  auto gridRanks = spmd::gridSize(module);
+  if (!gridRanks)
+    return failStep(llvm::toString(gridRanks.takeError()));
+  split.arguments.assign(sig.arguments.size(), false);
+  split.results.assign(sig.results.size(), false);
+  if (*gridRanks == 0)
+    return true;
+  if (llvm::StringRef(backend->name()) != "cpu") {
+    if (device != Device::Auto)
+      return failStep(fn + " is SPMD (--moe-shard-experts), which moe-run "
+                           "runs on the CPU path only: pass --device=cpu");
+    // --device=auto: the CPU path (the MPI lowering is the CPU one).
+    deviceNote = "moe-run: device auto: using cpu (SPMD module)";
+    backend = selectBackend(Device::Cpu, deviceNote);
+    if (!backend)
+      return false;
+  }
+  if (llvm::Error err = spmd::start(*gridRanks))
+    return failStep(llvm::toString(std::move(err)));
+  split.arguments = spmd::splitArguments(func);
+  split.results = spmd::splitResults(func);
+  for (ValueInfo &arg : sig.arguments) {
+    split.localShapes.push_back(arg.shape);
+    if (split.arguments[arg.index] && !arg.shape.empty() &&
+        arg.shape[0] != ValueInfo::kDynamic)
+      arg.shape[0] *= *gridRanks;
+  }
+  return true;
+}
+
+/// Sorts the arguments into inputs (without moe.param, bound by --input)
+/// and parameters, and checks the counts of --output and --input and that
+/// parameters have a source. Prints the error and returns false on failure.
+bool checkCounts(const Signature &sig, const std::string &fn,
+                 std::vector<const ValueInfo *> &inputArgs,
+                 std::vector<const ValueInfo *> &paramArgs) {
   if (!outputPaths.empty() && outputPaths.size() != sig.results.size())
-    return fail(fn + " has " + llvm::Twine(sig.results.size()) + " result" +
-                (sig.results.size() == 1 ? "" : "s") + ", got " +
-                llvm::Twine(outputPaths.size()) + " --output");
-  std::vector<const ValueInfo *> inputArgs, paramArgs;
+    return failStep(fn + " has " + llvm::Twine(sig.results.size()) +
+                    " result" + (sig.results.size() == 1 ? "" : "s") +
+                    ", got " + llvm::Twine(outputPaths.size()) + " --output");
   for (const ValueInfo &arg : sig.arguments)
     (arg.param ? paramArgs : inputArgs).push_back(&arg);
   if (inputPaths.size() > inputArgs.size() ||
       (!fillRandom && inputPaths.size() != inputArgs.size()))
-    return fail(fn + " takes " + llvm::Twine(inputArgs.size()) + " input" +
-                (inputArgs.size() == 1 ? "" : "s") +
-                " (arguments without moe.param), got " +
-                llvm::Twine(inputPaths.size()) + " --input");
+    return failStep(fn + " takes " + llvm::Twine(inputArgs.size()) +
+                    " input" + (inputArgs.size() == 1 ? "" : "s") +
+                    " (arguments without moe.param), got " +
+                    llvm::Twine(inputPaths.size()) + " --input");
   if (!fillRandom && paramsPaths.empty() && !paramArgs.empty()) {
     const ValueInfo &arg = *paramArgs.front();
-    return fail(describeArgument(arg) + " of " + fn + ", parameter '" +
-                *arg.param +
-                "', is not bound: pass --params=FILE.safetensors "
-                "or --fill-random");
+    return failStep(describeArgument(arg) + " of " + fn + ", parameter '" +
+                    *arg.param +
+                    "', is not bound: pass --params=FILE.safetensors "
+                    "or --fill-random");
   }
+  return true;
+}
 
-  // Bind the arguments. Each is allocated once its shape is known: from its
-  // file (dynamic dimensions take the file's sizes) or, for the ones
-  // --fill-random fills, from the signature and --dynamic-size.
-  std::vector<HostTensor> arguments(sig.arguments.size()), results;
-  if (!sig.hasDynamicResults() && !allocate(sig.results, "result", results))
-    return 1;
-  std::vector<bool> bound(sig.arguments.size(), false);
-  // SPMD: split parameters read as this rank's slice; bytes read.
-  std::vector<bool> presliced(sig.arguments.size(), false);
+/// The entry's arguments while they are bound. Each is allocated once its
+/// shape is known: from its file (dynamic dimensions take the file's sizes)
+/// or, for the ones --fill-random fills, from the signature and
+/// --dynamic-size.
+struct BoundArguments {
+  explicit BoundArguments(size_t count)
+      : tensors(count), bound(count, false), presliced(count, false) {}
+  std::vector<HostTensor> tensors;
+  std::vector<bool> bound;
+  /// SPMD: split parameters read as this rank's slice.
+  std::vector<bool> presliced;
+  /// SPMD: parameter bytes read.
   uint64_t paramBytesRead = 0;
-  // Allocates argument `arg` with `shape` and copies `tensor` into it.
-  auto bind = [&](const ValueInfo &arg, const io::Tensor &tensor) -> bool {
-    if (io::Status status =
-            ::moe::run::allocateArgument(arg, tensor, arguments[arg.index]);
-        !status) {
-      fail(status.error());
-      return false;
-    }
-    bound[arg.index] = true;
-    return true;
-  };
+};
 
+/// Allocates argument `arg` with the shape of `tensor` and copies `tensor`
+/// into it. Prints the error and returns false on failure.
+bool bindArgument(BoundArguments &args, const ValueInfo &arg,
+                  const io::Tensor &tensor) {
+  if (io::Status status = ::moe::run::allocateArgument(
+          arg, tensor, args.tensors[arg.index]);
+      !status)
+    return failStep(status.error());
+  args.bound[arg.index] = true;
+  return true;
+}
+
+/// Binds the --input files to the inputs, in order. Prints the error and
+/// returns false on failure.
+bool bindInputs(const std::vector<const ValueInfo *> &inputArgs,
+                BoundArguments &args) {
   for (auto [path, arg] : llvm::zip(inputPaths, inputArgs)) {
     bool wasF64 = false;
     auto tensor = io::readNpyConverting(path, arg->dtype, wasF64);
     if (!tensor)
-      return fail(tensor.error());
+      return failStep(tensor.error());
     if (wasF64)
       llvm::errs() << "moe-run: note: --input " << path
                    << " holds float64 data, converted to "
@@ -1049,229 +773,301 @@ int runMain(int argc, char **argv) {
                    << describeArgument(*arg) << "\n";
     auto bindable = ::moe::run::bindInputTensor(tensor.take(), path, *arg);
     if (!bindable)
-      return fail(bindable.error());
-    if (!bind(*arg, *bindable))
-      return 1;
+      return failStep(bindable.error());
+    if (!bindArgument(args, *arg, *bindable))
+      return false;
   }
+  return true;
+}
 
-  if (!paramsPaths.empty()) {
-    ProgressStep step("reading --params");
-    // Every file (and index) is opened and its header validated before any
-    // tensor data is used.
-    io::TensorStore params;
-    for (const std::string &path : paramsPaths)
-      if (io::Status status = params.add(path); !status)
-        return fail(status.error());
-    const std::string sources = params.describeSources();
-    // Checkpoint-assembled arguments: all shapes are checked first, then the
-    // data is assembled once into the argument buffers.
-    std::vector<std::pair<const ValueInfo *, std::vector<int64_t>>> assembled;
-    for (const ValueInfo *arg : paramArgs) {
-      if (arg->checkpoint) {
-        auto shape = ::moe::run::checkpointArgumentShape(params, *arg);
-        if (!shape)
-          return fail(shape.error());
-        assembled.emplace_back(arg, shape.take());
-        continue;
-      }
-      const io::TensorStore::Entry *found = params.find(*arg->param);
-      if (!found) {
-        if (fillRandom)
-          continue;
-        return fail("parameter '" + *arg->param + "' (argument #" +
-                    llvm::Twine(arg->index) + ") not found in " + sources);
-      }
-      const io::SafeTensorInfo *entry = found->info;
-      if (!shapeFits(arg->shape, entry->shape) ||
-          (entry->dtype != arg->dtype &&
-           !(io::isFloatType(entry->dtype) && io::isFloatType(arg->dtype))))
-        return fail(::moe::run::bindParamTensor(*found->file, *entry, *arg)
-                        .error());
-      if (spmd::active() && splitArgs[arg->index] && !entry->shape.empty()) {
-        // Only this rank's experts: rows [begin, end) of dimension 0, read
-        // from the (memory-mapped) file.
-        auto [begin, end] =
-            spmd::splitRange(entry->shape[0], spmd::size(), spmd::rank());
-        size_t rowBytes = io::elementSize(entry->dtype);
-        for (size_t d = 1; d < entry->shape.size(); ++d)
-          rowBytes *= static_cast<size_t>(entry->shape[d]);
-        const uint8_t *raw = found->file->rawData(*entry) + begin * rowBytes;
-        std::vector<int64_t> shape = entry->shape;
-        shape[0] = end - begin;
-        io::Tensor part(entry->dtype, shape,
-                        std::vector<uint8_t>(raw, raw + (end - begin) * rowBytes));
-        paramBytesRead += part.data.size();
-        if (entry->dtype != arg->dtype) {
-          auto converted = io::convertTensor(part, arg->dtype);
-          if (!converted)
-            return fail(converted.error());
-          part = converted.take();
-        }
-        if (!bind(*arg, part))
-          return 1;
-        presliced[arg->index] = true;
-        continue;
-      }
-      auto tensor = ::moe::run::bindParamTensor(*found->file, *entry, *arg);
-      paramBytesRead += entry->dataEnd - entry->dataBegin;
-      if (!tensor)
-        return fail(tensor.error());
-      if (!bind(*arg, *tensor))
-        return 1;
-    }
-    for (auto &[arg, shape] : assembled) {
-      if (io::Status status = ::moe::run::checkAssembledArgument(*arg, shape);
-          !status)
-        return fail(status.error());
-      HostTensor &tensor = arguments[arg->index];
-      tensor = HostTensor(arg->dtype, shape);
-      if (!tensor.ok())
-        return fail("cannot allocate " + llvm::Twine(tensor.byteSize()) +
-                    " bytes for " + describeArgument(*arg));
-      if (io::Status status = io::assembleCheckpointTensor(
-              params, *arg->checkpoint, shape, arg->dtype, tensor.data());
-          !status)
-        return fail(status.error());
-      bound[arg->index] = true;
-    }
+/// SPMD: binds the split parameter `arg` to this rank's experts only: rows
+/// [begin, end) of dimension 0 of the tensor `found`, read from the
+/// (memory-mapped) file. Prints the error and returns false on failure.
+bool bindParamSlice(const io::TensorStore::Entry &found, const ValueInfo &arg,
+                    BoundArguments &args) {
+  const io::SafeTensorInfo *entry = found.info;
+  auto [begin, end] =
+      spmd::splitRange(entry->shape[0], spmd::size(), spmd::rank());
+  size_t rowBytes = io::elementSize(entry->dtype);
+  for (size_t d = 1; d < entry->shape.size(); ++d)
+    rowBytes *= static_cast<size_t>(entry->shape[d]);
+  const uint8_t *raw = found.file->rawData(*entry) + begin * rowBytes;
+  std::vector<int64_t> shape = entry->shape;
+  shape[0] = end - begin;
+  io::Tensor part(entry->dtype, shape,
+                  std::vector<uint8_t>(raw, raw + (end - begin) * rowBytes));
+  args.paramBytesRead += part.data.size();
+  if (entry->dtype != arg.dtype) {
+    auto converted = io::convertTensor(part, arg.dtype);
+    if (!converted)
+      return failStep(converted.error());
+    part = converted.take();
   }
+  if (!bindArgument(args, arg, part))
+    return false;
+  args.presliced[arg.index] = true;
+  return true;
+}
 
-  // The arguments --fill-random fills: dynamic dimensions get --dynamic-size.
+/// Binds parameter `arg`, named by its moe.param string, to its tensor in
+/// `params` (`sources`: their description); one that is not found is left
+/// to --fill-random when given. Prints the error and returns false on
+/// failure.
+bool bindNamedParam(const io::TensorStore &params, const std::string &sources,
+                    const ValueInfo &arg, const SpmdSplit &split,
+                    BoundArguments &args) {
+  const io::TensorStore::Entry *found = params.find(*arg.param);
+  if (!found) {
+    if (fillRandom)
+      return true;
+    return failStep("parameter '" + *arg.param + "' (argument #" +
+                    llvm::Twine(arg.index) + ") not found in " + sources);
+  }
+  const io::SafeTensorInfo *entry = found->info;
+  if (!shapeFits(arg.shape, entry->shape) ||
+      (entry->dtype != arg.dtype &&
+       !(io::isFloatType(entry->dtype) && io::isFloatType(arg.dtype))))
+    return failStep(
+        ::moe::run::bindParamTensor(*found->file, *entry, arg).error());
+  if (spmd::active() && split.arguments[arg.index] && !entry->shape.empty())
+    return bindParamSlice(*found, arg, args);
+  auto tensor = ::moe::run::bindParamTensor(*found->file, *entry, arg);
+  args.paramBytesRead += entry->dataEnd - entry->dataBegin;
+  if (!tensor)
+    return failStep(tensor.error());
+  return bindArgument(args, arg, *tensor);
+}
+
+/// A #moe.checkpoint argument and the shape it is assembled with.
+using AssembledArgument = std::pair<const ValueInfo *, std::vector<int64_t>>;
+
+/// Assembles the #moe.checkpoint arguments (their shapes checked already)
+/// from `params` into their buffers. Prints the error and returns false on
+/// failure.
+bool assembleCheckpointArguments(
+    const io::TensorStore &params,
+    const std::vector<AssembledArgument> &assembled, BoundArguments &args) {
+  for (auto &[arg, shape] : assembled) {
+    if (io::Status status = ::moe::run::checkAssembledArgument(*arg, shape);
+        !status)
+      return failStep(status.error());
+    HostTensor &tensor = args.tensors[arg->index];
+    tensor = HostTensor(arg->dtype, shape);
+    if (!tensor.ok())
+      return failStep("cannot allocate " + llvm::Twine(tensor.byteSize()) +
+                      " bytes for " + describeArgument(*arg));
+    if (io::Status status = io::assembleCheckpointTensor(
+            params, *arg->checkpoint, shape, arg->dtype, tensor.data());
+        !status)
+      return failStep(status.error());
+    args.bound[arg->index] = true;
+  }
+  return true;
+}
+
+/// Binds the parameters from the --params files. Prints the error and
+/// returns false on failure.
+bool bindParams(const std::vector<const ValueInfo *> &paramArgs,
+                const SpmdSplit &split, BoundArguments &args) {
+  ProgressStep step("reading --params", progressOptions());
+  // Every file (and index) is opened and its header validated before any
+  // tensor data is used.
+  io::TensorStore params;
+  for (const std::string &path : paramsPaths)
+    if (io::Status status = params.add(path); !status)
+      return failStep(status.error());
+  const std::string sources = params.describeSources();
+  // Checkpoint-assembled arguments: all shapes are checked first, then the
+  // data is assembled once into the argument buffers.
+  std::vector<AssembledArgument> assembled;
+  for (const ValueInfo *arg : paramArgs) {
+    if (arg->checkpoint) {
+      auto shape = ::moe::run::checkpointArgumentShape(params, *arg);
+      if (!shape)
+        return failStep(shape.error());
+      assembled.emplace_back(arg, shape.take());
+      continue;
+    }
+    if (!bindNamedParam(params, sources, *arg, split, args))
+      return false;
+  }
+  return assembleCheckpointArguments(params, assembled, args);
+}
+
+/// Allocates the arguments --fill-random fills (those not bound by a file):
+/// dynamic dimensions get --dynamic-size. Prints the error and returns false
+/// on failure.
+bool allocateRandomArguments(const Signature &sig, BoundArguments &args) {
   for (const ValueInfo &arg : sig.arguments) {
-    if (bound[arg.index] || !fillRandom)
+    if (args.bound[arg.index])
       continue;
     std::vector<int64_t> shape = arg.shape;
     for (int64_t &d : shape)
       if (d == ValueInfo::kDynamic)
         d = dynamicSize;
     if (auto error = checkAllocatable(arg.dtype, shape))
-      return fail(describeArgument(arg) + " (" +
-                  concreteTypeString(arg.dtype, shape) + ", --dynamic-size=" +
-                  llvm::Twine(static_cast<int64_t>(dynamicSize)) + ") is " +
-                  *error);
-    arguments[arg.index] = HostTensor(arg.dtype, shape);
-    if (!arguments[arg.index].ok())
-      return fail("cannot allocate " +
-                  llvm::Twine(arguments[arg.index].byteSize()) +
-                  " bytes for " + describeArgument(arg) + " (" +
-                  arg.typeString + ")");
+      return failStep(describeArgument(arg) + " (" +
+                      concreteTypeString(arg.dtype, shape) +
+                      ", --dynamic-size=" +
+                      llvm::Twine(static_cast<int64_t>(dynamicSize)) +
+                      ") is " + *error);
+    HostTensor &tensor = args.tensors[arg.index];
+    tensor = HostTensor(arg.dtype, shape);
+    if (!tensor.ok())
+      return failStep("cannot allocate " + llvm::Twine(tensor.byteSize()) +
+                      " bytes for " + describeArgument(arg) + " (" +
+                      arg.typeString + ")");
   }
+  return true;
+}
 
-  if (fillRandom) {
-    ProgressStep step("--fill-random");
-    SplitMix64 master(seed);
-    for (const ValueInfo &arg : sig.arguments) {
-      uint64_t streamSeed = master.next();
-      if (!bound[arg.index])
-        fillRandomValues(arguments[arg.index], arg, streamSeed, seed);
+/// Fills the arguments not bound by a file with the values of --fill-random
+/// (every argument takes its stream seed, bound or not).
+void fillRandomArguments(const Signature &sig, BoundArguments &args) {
+  ProgressStep step("--fill-random", progressOptions());
+  SplitMix64 master(seed);
+  for (const ValueInfo &arg : sig.arguments) {
+    uint64_t streamSeed = master.next();
+    if (!args.bound[arg.index])
+      fillRandomValues(args.tensors[arg.index], arg, streamSeed, seed);
+  }
+}
+
+/// Without --fill-random: every argument must be bound by a file. Prints the
+/// error and returns false on failure.
+bool checkAllBound(const Signature &sig, const std::string &fn,
+                   const BoundArguments &args) {
+  for (const ValueInfo &arg : sig.arguments)
+    if (!args.bound[arg.index])
+      return failStep(describeArgument(arg) + " of " + fn +
+                      " is not bound: pass --input/--params or --fill-random");
+  return true;
+}
+
+/// SPMD: back to this rank's shapes, and this rank's part of every split
+/// argument that was bound whole.
+void sliceSpmdArguments(Signature &sig, const SpmdSplit &split,
+                        BoundArguments &args) {
+  for (ValueInfo &arg : sig.arguments) {
+    arg.shape = split.localShapes[arg.index];
+    if (split.arguments[arg.index] && !args.presliced[arg.index])
+      args.tensors[arg.index] = spmd::slice(args.tensors[arg.index]);
+  }
+  if (spmdVerbose)
+    llvm::errs() << ("moe-run: " + spmd::messagePrefix() + "read " +
+                     std::to_string(args.paramBytesRead) +
+                     " parameter bytes\n");
+}
+
+/// --save-args: writes every argument, as bound, to DIR/arg<I>.npy (bf16 as
+/// f32). Prints the error and returns false on failure.
+bool saveArguments(const std::vector<HostTensor> &arguments) {
+  const ::moe::run::CommandLineFiles files = commandLineFiles();
+  for (auto [i, argument] : llvm::enumerate(arguments)) {
+    auto path = saveArgPath(files, i);
+    if (!path)
+      return failStep(llvm::toString(path.takeError()));
+    io::Tensor tensor = argument.toTensor();
+    if (tensor.dtype == io::DType::BF16) {
+      auto converted = io::convertTensor(tensor, io::DType::F32);
+      if (!converted)
+        return failStep(converted.error());
+      tensor = converted.take();
     }
-  } else {
-    for (const ValueInfo &arg : sig.arguments)
-      if (!bound[arg.index])
-        return fail(describeArgument(arg) + " of " + fn +
-                    " is not bound: pass --input/--params or --fill-random");
+    auto bytes = io::encodeNpy(tensor, *path);
+    if (!bytes)
+      return failStep(bytes.error());
+    if (auto error = writeFileAtomically(*path, *bytes, "--save-args"))
+      return failStep(*error);
   }
+  return true;
+}
 
-  if (!localShapes.empty()) {
-    for (ValueInfo &arg : sig.arguments) {
-      arg.shape = localShapes[arg.index];
-      if (splitArgs[arg.index] && !presliced[arg.index])
-        arguments[arg.index] = spmd::slice(arguments[arg.index]);
-    }
-    if (spmdVerbose)
-      llvm::errs() << ("moe-run: " + spmd::messagePrefix() + "read " +
-                       std::to_string(paramBytesRead) + " parameter bytes\n");
-  }
-
-  if (!saveArgs.empty()) {
-    for (auto [i, argument] : llvm::enumerate(arguments)) {
-      auto path = saveArgPath(i);
-      if (!path)
-        return fail(llvm::toString(path.takeError()));
-      io::Tensor tensor = argument.toTensor();
-      if (tensor.dtype == io::DType::BF16) {
-        auto converted = io::convertTensor(tensor, io::DType::F32);
-        if (!converted)
-          return fail(converted.error());
-        tensor = converted.take();
-      }
-      auto bytes = io::encodeNpy(tensor, *path);
-      if (!bytes)
-        return fail(bytes.error());
-      if (auto error = writeFileAtomically(*path, *bytes, "--save-args"))
-        return fail(*error);
-    }
-  }
-
-  // Compile and run.
-  if (!deviceNote.empty())
-    llvm::errs() << deviceNote << "\n";
+/// Lowers and JIT-compiles the entry; `compileMs` gets the time it took.
+/// Prints the error and returns false on failure.
+bool compileEntry(::moe::run::Backend &backend, ModuleOp module,
+                  const Signature &sig, double &compileMs) {
   auto compileStart = std::chrono::steady_clock::now();
-  std::optional<ProgressStep> compileStep(std::in_place, "compiling @" +
-                                                             sig.name);
-  if (llvm::Error err = backend->compile(*module, sig))
-    return fail(llvm::toString(std::move(err)));
-  double compileMs = std::chrono::duration<double, std::milli>(
-                         std::chrono::steady_clock::now() - compileStart)
-                         .count();
+  ProgressStep step("compiling @" + sig.name, progressOptions());
+  if (llvm::Error err = backend.compile(module, sig))
+    return failStep(llvm::toString(std::move(err)));
+  compileMs = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - compileStart)
+                  .count();
+  return true;
+}
 
-  std::vector<double> times;
-  compileStep.reset();
+/// Runs the entry once, or once to warm up and --repeat times timed (the
+/// times, in milliseconds, go to `times`), then takes the last run's results
+/// from the backend. Prints the error and returns false on failure.
+bool runEntry(::moe::run::Backend &backend, const Signature &sig,
+              std::vector<HostTensor> &arguments,
+              std::vector<HostTensor> &results, std::vector<double> &times) {
   const uint64_t runs = repeat ? repeat + 1 : 1;
-  std::optional<ProgressStep> runStep(
-      std::in_place, "running @" + sig.name +
-                         (runs > 1 ? " (" + std::to_string(runs) + " runs)"
-                                   : std::string()));
+  ProgressStep step("running @" + sig.name +
+                        (runs > 1 ? " (" + std::to_string(runs) + " runs)"
+                                  : std::string()),
+                    progressOptions());
   for (uint64_t r = 0; r < runs; ++r) {
     auto start = std::chrono::steady_clock::now();
-    if (llvm::Error err = backend->run(arguments, results))
-      return fail(llvm::toString(std::move(err)));
+    if (llvm::Error err = backend.run(arguments, results))
+      return failStep(llvm::toString(std::move(err)));
     auto end = std::chrono::steady_clock::now();
     if (r > 0)
       times.push_back(
           std::chrono::duration<double, std::milli>(end - start).count());
   }
-  if (llvm::Error err = backend->finish(results))
-    return fail(llvm::toString(std::move(err)));
+  if (llvm::Error err = backend.finish(results))
+    return failStep(llvm::toString(std::move(err)));
 
   if (results.size() != sig.results.size())
-    return fail("internal error: " + llvm::Twine(results.size()) +
-                " results came back, expected " +
-                llvm::Twine(sig.results.size()));
+    return failStep("internal error: " + llvm::Twine(results.size()) +
+                    " results came back, expected " +
+                    llvm::Twine(sig.results.size()));
+  return true;
+}
 
-  runStep.reset();
-  if (spmd::active()) {
-    for (auto [i, result] : llvm::enumerate(results)) {
-      if (!splitResults[i])
-        continue;
-      auto full = spmd::gatherRows(result);
-      if (!full)
-        return fail(llvm::toString(full.takeError()));
-      result = std::move(*full);
-    }
-    if (spmd::rank() != 0)
-      return 0; // Rank 0 writes and prints.
+/// SPMD: the split results gathered on rank 0. Prints the error and returns
+/// false on failure.
+bool gatherResults(const SpmdSplit &split, std::vector<HostTensor> &results) {
+  for (auto [i, result] : llvm::enumerate(results)) {
+    if (!split.results[i])
+      continue;
+    auto full = spmd::gatherRows(result);
+    if (!full)
+      return failStep(llvm::toString(full.takeError()));
+    result = std::move(*full);
   }
+  return true;
+}
 
-  // Outputs first: a failure to write leaves stdout empty.
-  std::optional<ProgressStep> writeStep;
-  if (!outputPaths.empty())
-    writeStep.emplace("writing --output");
+/// --output: writes the results as .npy (bf16 as f32). Prints the error and
+/// returns false on failure.
+bool writeOutputs(const std::vector<HostTensor> &results) {
+  if (outputPaths.empty())
+    return true;
+  ProgressStep step("writing --output", progressOptions());
   for (auto [path, result] : llvm::zip(outputPaths, results)) {
     io::Tensor tensor = result.toTensor();
     if (tensor.dtype == io::DType::BF16) {
       auto converted = io::convertTensor(tensor, io::DType::F32);
       if (!converted)
-        return fail(converted.error());
+        return failStep(converted.error());
       tensor = converted.take();
     }
     auto bytes = io::encodeNpy(tensor, path);
     if (!bytes)
-      return fail(bytes.error());
+      return failStep(bytes.error());
     if (auto error = writeFileAtomically(path, *bytes))
-      return fail(*error);
+      return failStep(*error);
   }
-  writeStep.reset();
+  return true;
+}
+
+/// Prints the checksum line of every result, then compile-ms (--timing)
+/// and median-ms (--repeat) on stdout.
+void printResults(const Signature &sig, const std::vector<HostTensor> &results,
+                  double compileMs, std::vector<double> times) {
   for (auto [i, result] : llvm::enumerate(results)) {
     double sum = 0, absSum = 0;
     for (int64_t k = 0, n = result.numElements(); k < n; ++k) {
@@ -1297,7 +1093,85 @@ int runMain(int argc, char **argv) {
     llvm::outs() << "median-ms: " << llvm::format("%.3f", median) << "\n";
   }
   llvm::outs().flush();
+}
 
+int runMain(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  // A write past the file size limit fails with EFBIG (one error line, the
+  // existing --output kept) instead of killing moe-run with a stack dump.
+  std::signal(SIGXFSZ, SIG_IGN);
+  parseCommandLine(argc, argv);
+  // Cheap flag checks first.
+  if (!checkFlags())
+    return 1;
+  std::string deviceNote;
+  auto backend = selectBackend(device, deviceNote);
+  if (!backend)
+    return 1;
+
+  // Parse the module; find the entry and record its signature.
+  DialectRegistry registry;
+  registerPassesAndDialects(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  OwningOpRef<ModuleOp> module = parseModule(context, sourceMgr);
+  if (!module)
+    return 1;
+  func::FuncOp func = findEntry(*module);
+  if (!func)
+    return 1;
+  Signature sig;
+  if (!recordSignature(func, sig))
+    return 1;
+  const std::string fn = "@" + sig.name;
+  SpmdSplit split;
+  if (!setUpSpmd(*module, func, fn, backend, deviceNote, sig, split))
+    return 1;
+  std::vector<const ValueInfo *> inputArgs, paramArgs;
+  if (!checkCounts(sig, fn, inputArgs, paramArgs))
+    return 1;
+
+  // Bind the arguments: --input, --params, then --fill-random.
+  BoundArguments args(sig.arguments.size());
+  std::vector<HostTensor> results;
+  if (!sig.hasDynamicResults() && !allocate(sig.results, "result", results))
+    return 1;
+  if (!bindInputs(inputArgs, args))
+    return 1;
+  if (!paramsPaths.empty() && !bindParams(paramArgs, split, args))
+    return 1;
+  if (fillRandom) {
+    if (!allocateRandomArguments(sig, args))
+      return 1;
+    fillRandomArguments(sig, args);
+  } else if (!checkAllBound(sig, fn, args)) {
+    return 1;
+  }
+  if (!split.localShapes.empty())
+    sliceSpmdArguments(sig, split, args);
+  if (!saveArgs.empty() && !saveArguments(args.tensors))
+    return 1;
+
+  // Compile and run.
+  if (!deviceNote.empty())
+    llvm::errs() << deviceNote << "\n";
+  double compileMs = 0;
+  std::vector<double> times;
+  if (!compileEntry(*backend, *module, sig, compileMs))
+    return 1;
+  if (!runEntry(*backend, sig, args.tensors, results, times))
+    return 1;
+  if (spmd::active()) {
+    if (!gatherResults(split, results))
+      return 1;
+    if (spmd::rank() != 0)
+      return 0; // Rank 0 writes and prints.
+  }
+
+  // Outputs first: a failure to write leaves stdout empty.
+  if (!writeOutputs(results))
+    return 1;
+  printResults(sig, results, compileMs, std::move(times));
   return 0;
 }
 
