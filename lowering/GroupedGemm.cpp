@@ -62,6 +62,35 @@ GroupedGemmDesc moe::expertGemm2(bool bias, bool routedWeight, bool combine, Typ
   return d;
 }
 
+std::string GroupedGemmDesc::invalidReason() const {
+  if ((reduction == GemmReduction::groupRows) != (weights == GemmWeights::planRows))
+    return "B is read by plan row exactly in the weight-gradient form";
+  if (weightGradient()) {
+    if (bTransposed)
+      return "the weight-gradient form reads B (by plan row) untransposed";
+    if (gated() || epilogue.has(EpilogueStep::routedWeight) ||
+        epilogue.has(EpilogueStep::combine))
+      return "the weight-gradient form's outputs belong to no row: no gated activation, "
+             "routed weight or combine";
+  }
+  if (gated() && bTransposed)
+    return "a gated GEMM reads B's gate and up columns untransposed";
+  if (epilogue.has(EpilogueStep::round) && !epilogue.roundTo)
+    return "the round step needs its type";
+  return "";
+}
+
+GroupedGemmDesc moe::expertWeightGradient(bool gathered, Type a, Type dz, Type dw) {
+  GroupedGemmDesc d;
+  d.rows = gathered ? GemmRows::gathered : GemmRows::direct;
+  d.weights = GemmWeights::planRows;
+  d.reduction = GemmReduction::groupRows;
+  d.aType = a;
+  d.bType = dz;
+  d.cType = dw;
+  return d;
+}
+
 Value moe::buildEpilogue(ImplicitLocOpBuilder &b, const GemmEpilogue &epilogue,
                          const EpilogueValues &in) {
   bool gated = epilogue.gated();

@@ -19,9 +19,20 @@
 //    (GemmRows::gathered: the token gather folded into the loads of A);
 //  - B holds one K x N matrix per group (GemmWeights::perGroup, the experts)
 //    or one for every row (GemmWeights::shared, the router);
-//  - B's elements are stored dense in B's element type (WeightFormat::dense);
+//  - B's elements are stored dense in B's element type (WeightFormat::dense),
+//    row-major [K, N], or (bTransposed) as its transpose [N, K] (the
+//    backward's dX = dZ W^T reads the forward's weights so);
 //  - a gated GEMM (activation swiglu or geglu) has 2N columns in B and pairs
 //    output column n (the gate) with column N + n (the up projection).
+// The weight-gradient form (GemmReduction::groupRows) reduces over a
+// group's rows instead, so its K is the group's row count:
+//
+//   C[g][m, n] = epilogue(sum_{r in group g} A[row(r), m] * B[r, n])
+//
+// A read transposed (its columns are C's rows), B one row per plan row
+// (GemmWeights::planRows: dZ), C one M x N matrix per group (dW1, dW2);
+// the sum runs in increasing r, and a group without rows gives exact
+// zeros.
 // Operands are extended to f32 as they are loaded, the products accumulate
 // in f32 in increasing k, the epilogue computes in f32 and the result is
 // rounded once to C's element type when it is stored.
@@ -54,6 +65,13 @@ enum class GemmRows : uint8_t {
 enum class GemmWeights : uint8_t {
   perGroup, // B[g]: one matrix per group (expert)
   shared,   // one matrix for every row (the router)
+  planRows, // B[r]: one row per plan row (GemmReduction::groupRows only)
+};
+
+/// What the sum runs over.
+enum class GemmReduction : uint8_t {
+  columns,   // A's columns (K fixed): the forward GEMMs
+  groupRows, // the group's rows (K = its row count): the weight gradients
 };
 
 /// How B's elements are stored.
@@ -100,14 +118,26 @@ struct GemmEpilogue {
 struct GroupedGemmDesc {
   GemmRows rows = GemmRows::direct;
   GemmWeights weights = GemmWeights::perGroup;
+  GemmReduction reduction = GemmReduction::columns;
   WeightFormat format = WeightFormat::dense;
+  /// B stored as its transpose, [N, K] (per group with perGroup).
+  bool bTransposed = false;
   /// Element types of A, B (and the bias), C: f32, bf16 or f16.
   Type aType, bType, cType;
   GemmEpilogue epilogue;
 
   bool gathered() const { return rows == GemmRows::gathered; }
   bool gated() const { return epilogue.gated(); }
+  bool weightGradient() const { return reduction == GemmReduction::groupRows; }
+  /// Why this is not a grouped GEMM the file comment defines (empty: it is).
+  /// The weight-gradient form takes B by plan row, untransposed, and no
+  /// gated activation, routed weight or combine (each belongs to a row).
+  std::string invalidReason() const;
 };
+
+/// The weight gradient of an expert GEMM (docs/spec.md §9): dW[g] = A[rows
+/// of g]^T dZ[rows of g], A gathered or not, dZ of type `dz`, dW of `dw`.
+GroupedGemmDesc expertWeightGradient(bool gathered, Type a, Type dz, Type dw);
 
 /// The expert FFN's two GEMMs (docs/spec.md §3): GEMM1 h = round(act(A W1
 /// + b1)) and GEMM2 rows = (h W2 + b2) * w, optionally combined.

@@ -94,7 +94,7 @@ void emitEpilogue(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Va
   in.acc = acc;
   in.accUp = accUp;
   if (ep.has(EpilogueStep::bias)) {
-    bool perGroup = g.desc.weights == GemmWeights::perGroup;
+    bool perGroup = g.desc.weights != GemmWeights::shared; // one bias per group
     auto biasAt = [&](Value c) {
       return perGroup ? loadF32Vector(b, g.bias, {group, c}, mask)
                       : loadF32Vector(b, g.bias, {c}, mask);
@@ -105,14 +105,40 @@ void emitEpilogue(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Va
   }
   if (ep.has(EpilogueStep::routedWeight))
     in.weight = toF32(b, memref::LoadOp::create(b, g.rowWeights, row));
-  storeVector(b, buildEpilogue(b, ep, in), g.c, {row, col}, mask);
+  Value v = buildEpilogue(b, ep, in);
+  if (g.desc.weightGradient())
+    storeVector(b, v, g.c, {group, row, col}, mask);
+  else
+    storeVector(b, v, g.c, {row, col}, mask);
+}
+
+/// B's vector (k, col..col+L-1) as f32, zero where `mask` is off: one masked
+/// load of a row, or with a transposed B ([.., N, K]) L scalar loads down a
+/// column (the masked lanes read column `col`, which exists, and give 0).
+Value loadBVector(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value k,
+                  Value col, Value mask) {
+  if (!g.desc.bTransposed)
+    return loadF32Vector(b, g.b, bIndices(g.b, group, k, col), mask);
+  int64_t lanes = cast<VectorType>(mask.getType()).getDimSize(0);
+  VectorType vt = f32Vec(b, lanes);
+  Value v = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, 0.0f));
+  Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
+  for (int64_t l = 0; l < lanes; ++l) {
+    Value on = vector::ExtractOp::create(b, mask, ArrayRef<int64_t>{l});
+    Value n = arith::SelectOp::create(b, on, arith::AddIOp::create(b, col, cIdx(b, l)), col);
+    Value x = toF32(b, memref::LoadOp::create(b, g.b, bIndices(g.b, group, n, k)));
+    Value lane = arith::SelectOp::create(b, on, x, zero);
+    v = vector::InsertOp::create(b, lane, v, ArrayRef<int64_t>{l});
+  }
+  return v;
 }
 
 /// One micro-tile: `tileRows` rows (the configuration's micro_rows, or the
 /// smaller tile of a row tail) from row0, clamped to `rowEnd` (the missing
 /// rows read row0 and store nothing), output columns [col0, col0 + L * vecs).
 void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value row0,
-                   int64_t tileRows, Value rowEnd, Value col0) {
+                   int64_t tileRows, Value rowEnd, Value col0, Value kBegin, Value kEnd) {
+  const bool weightGradient = g.desc.weightGradient();
   const int64_t lanes = g.config.getLanes();
   const int64_t microRows = tileRows;
   const int64_t microVecs = g.config.getMicroVectors();
@@ -122,6 +148,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
 
   // Rows: plan row r_i (clamped to an existing row for the tail) and the row
   // of A it reads.
+  // (Weight gradient: the rows are A's columns m, read at every k.)
   SmallVector<Value> rows, aRows, rowValid;
   for (int64_t i = 0; i < microRows; ++i) {
     Value r = arith::AddIOp::create(b, row0, cIdx(b, i));
@@ -129,7 +156,8 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     Value clamped = arith::SelectOp::create(b, valid, r, row0);
     rows.push_back(r);
     rowValid.push_back(valid);
-    aRows.push_back(g.aRowMap ? loadIndex(b, g.aRowMap, {clamped}) : clamped);
+    aRows.push_back(g.aRowMap && !weightGradient ? loadIndex(b, g.aRowMap, {clamped})
+                                                 : clamped);
   }
   // Columns of B read by every accumulator vector, and their masks.
   SmallVector<Value> outCols, bCols, masks;
@@ -212,7 +240,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     accs.assign(tail.getResults().begin(), tail.getResults().end());
   } else {
     auto loop = scf::ForOp::create(
-        b, cIdx(b, 0), g.reduction, cIdx(b, 1), init,
+        b, kBegin, kEnd, cIdx(b, 1), init,
         [&](OpBuilder &nested, Location loc, Value k, ValueRange acc) {
           ImplicitLocOpBuilder nb(loc, nested);
           SmallVector<Value> bVecs;
@@ -232,12 +260,19 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
                                           : arith::ExtFOp::create(nb, vt, vec).getResult());
               continue;
             }
-            bVecs.push_back(loadF32Vector(nb, g.b, bIndices(g.b, group, k, bCols[v]),
-                                          masks[v % outVecs]));
+            bVecs.push_back(weightGradient
+                                ? loadF32Vector(nb, g.b, {k, bCols[v]}, masks[v % outVecs])
+                                : loadBVector(nb, g, group, k, bCols[v], masks[v % outVecs]));
           }
+          // The weight gradient reads A's row of plan row k, at the columns
+          // that are this tile's rows.
+          Value aRowOfK;
+          if (weightGradient)
+            aRowOfK = g.aRowMap ? loadIndex(nb, g.aRowMap, {k}) : k;
           SmallVector<Value> next;
           for (int64_t i = 0; i < microRows; ++i) {
-            Value aVec = broadcastF32(nb, g.a, aRows[i], k, lanes);
+            Value aVec = weightGradient ? broadcastF32(nb, g.a, aRowOfK, aRows[i], lanes)
+                                        : broadcastF32(nb, g.a, aRows[i], k, lanes);
             for (int64_t v = 0; v < microVecs; ++v)
               next.push_back(
                   vector::FMAOp::create(nb, aVec, bVecs[v], acc[i * microVecs + v]));
@@ -300,15 +335,21 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   assert(g.config && "a grouped GEMM needs its configuration");
   assert(!g.desc.epilogue.has(EpilogueStep::combine) && "the CPU combines in its own kernel");
   assert(g.desc.gathered() == (g.aRowMap != nullptr) && "a gathered GEMM needs its row map");
+  assert(g.desc.invalidReason().empty() && "not a grouped GEMM");
+  const bool weightGradient = g.desc.weightGradient();
+  assert((!weightGradient || (g.groupOffsets && !g.bPacked && !g.bf16Dot)) &&
+         "the weight gradient reads B by plan row, over groups");
+  assert((!g.desc.bTransposed || !g.bf16Dot) && "a transposed B is read element by element");
   const int64_t tileCols = g.config.getTileColumns(g.gated());
   const int64_t microRows = g.config.getMicroRows();
   const int64_t rowBlock = g.config.getRowBlock();
   const int64_t colBlock = g.config.getColBlock();
   // The attribute's verifier guarantees whole tiles per block.
 
-  // The largest group bounds the row blocks of the iteration space.
+  // The largest group bounds the row blocks of the iteration space (the
+  // weight gradient: every group has numRows rows, A's columns).
   Value maxRows;
-  if (g.groupOffsets) {
+  if (g.groupOffsets && !weightGradient) {
     auto scan = scf::ForOp::create(
         b, cIdx(b, 0), g.numGroups ? g.numGroups : cIdx(b, 1), cIdx(b, 1), ValueRange{cIdx(b, 0)},
         [&](OpBuilder &nested, Location loc, Value grp, ValueRange acc) {
@@ -340,10 +381,16 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
             g.groupOffsets
                 ? loadIndex(nb, g.groupOffsets, {arith::AddIOp::create(nb, group, cIdx(nb, 1))})
                 : g.numRows;
+        // The forward: rows of the group, the whole K. The weight gradient:
+        // rows of A's columns, K over the group's plan rows.
+        Value kBegin = weightGradient ? groupBegin : cIdx(nb, 0);
+        Value kEnd = weightGradient ? groupEnd : g.reduction;
+        Value firstRow = weightGradient ? cIdx(nb, 0) : groupBegin;
+        Value lastRow = weightGradient ? g.numRows : groupEnd;
         Value rowBegin = arith::AddIOp::create(
-            nb, groupBegin, arith::MulIOp::create(nb, rb, cIdx(nb, rowBlock)));
+            nb, firstRow, arith::MulIOp::create(nb, rb, cIdx(nb, rowBlock)));
         Value rowEnd =
-            minIdx(nb, groupEnd, arith::AddIOp::create(nb, rowBegin, cIdx(nb, rowBlock)));
+            minIdx(nb, lastRow, arith::AddIOp::create(nb, rowBegin, cIdx(nb, rowBlock)));
         Value colBegin = arith::MulIOp::create(nb, cb, cIdx(nb, colBlock));
         Value colEnd =
             minIdx(nb, g.columns, arith::AddIOp::create(nb, colBegin, cIdx(nb, colBlock)));
@@ -371,13 +418,13 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
                     cb2, rowBegin, bigEnd, cIdx(cb2, microRows), ValueRange{},
                     [&](OpBuilder &rowBuilder, Location loc, Value row0, ValueRange) {
                       ImplicitLocOpBuilder rb2(loc, rowBuilder);
-                      emitMicroTile(rb2, g, group, row0, microRows, rowEnd, col0);
+                      emitMicroTile(rb2, g, group, row0, microRows, rowEnd, col0, kBegin, kEnd);
                       scf::YieldOp::create(rb2);
                     });
                 if (small >= 1 && small < microRows)
                   scf::IfOp::create(cb2, smallTail, [&](OpBuilder &tailBuilder, Location loc) {
                     ImplicitLocOpBuilder tb(loc, tailBuilder);
-                    emitMicroTile(tb, g, group, bigEnd, small, rowEnd, col0);
+                    emitMicroTile(tb, g, group, bigEnd, small, rowEnd, col0, kBegin, kEnd);
                     scf::YieldOp::create(tb);
                   });
                 scf::YieldOp::create(cb2);
@@ -390,13 +437,14 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
 
 PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp,
                                         Value w, CpuConfigAttr config, bool gated,
-                                        bool vnni) {
+                                        bool vnni, bool transposed) {
   const int64_t panelWidth = config.getMicroVectors() * config.getLanes();
   MLIRContext *ctx = b.getContext();
   auto srcType = cast<MemRefType>(w.getType());
   assert(srcType.getRank() == 3 && srcType.hasStaticShape() && "static [G, K, N] weights");
-  int64_t groups = srcType.getDimSize(0), red = srcType.getDimSize(1),
-          cols = srcType.getDimSize(2);
+  assert(!(gated && transposed) && "gated weights are packed from [G, K, 2H]");
+  int64_t groups = srcType.getDimSize(0), red = srcType.getDimSize(transposed ? 2 : 1),
+          cols = srcType.getDimSize(transposed ? 1 : 2);
   int64_t outCols = gated ? cols / 2 : cols;
   int64_t tile = config.getTileColumns(gated);
   int64_t panels = (outCols + tile - 1) / tile;
@@ -425,13 +473,20 @@ PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symb
 }
 
 void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
-                          CpuConfigAttr config, bool gated, bool vnni) {
+                          CpuConfigAttr config, bool gated, bool vnni, bool transposed) {
   const int64_t lanes = config.getLanes();
   const int64_t microVecs = config.getMicroVectors();
   Type elt = cast<MemRefType>(w.getType()).getElementType();
   Type i64 = b.getI64Type();
   auto dim = [&](Value m, int64_t i) -> Value { return memref::DimOp::create(b, m, i); };
-  Value groups = dim(w, 0), red = dim(w, 1), cols = dim(w, 2), panels = dim(packed, 1);
+  Value groups = dim(w, 0), red = dim(w, transposed ? 2 : 1), cols = dim(w, transposed ? 1 : 2),
+        panels = dim(packed, 1);
+  // Element (k, c) of a group: w[g][k][c], or w[g][c][k] transposed.
+  auto at = [&](Value grp, Value k, Value c) -> SmallVector<Value> {
+    if (transposed)
+      return {grp, c, k};
+    return {grp, k, c};
+  };
   Value outCols = gated ? arith::DivSIOp::create(b, cols, cIdx(b, 2)).getResult() : cols;
   int64_t tile = config.getTileColumns(gated);
 
@@ -454,7 +509,7 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
         Value rem = arith::RemSIOp::create(nb, lin, plane);
         Value k = arith::DivSIOp::create(nb, rem, cols);
         Value c = arith::RemSIOp::create(nb, rem, cols);
-        Value v = memref::LoadOp::create(nb, w, ValueRange{grp, k, c});
+        Value v = memref::LoadOp::create(nb, w, at(grp, k, c));
         Value bits = arith::ExtUIOp::create(nb, i64, arith::BitcastOp::create(nb, bitsType, v));
         Value mixed = arith::MulIOp::create(
             nb, arith::XOrIOp::create(nb, acc[0], bits),
@@ -494,7 +549,22 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
             Value mask = columnMask(rb, col, outCols, lanes);
             if (up)
               col = arith::AddIOp::create(rb, col, outCols);
-            return vector::MaskedLoadOp::create(rb, vt, w, ValueRange{grp, k, col}, mask, zero);
+            if (!transposed)
+              return vector::MaskedLoadOp::create(rb, vt, w, ValueRange{grp, k, col}, mask,
+                                                  zero);
+            // A column of the stored [N, K] matrix: one element per lane
+            // (packing runs once per weight buffer).
+            Value column = zero;
+            for (int64_t l = 0; l < lanes; ++l) {
+              Value on = vector::ExtractOp::create(rb, mask, ArrayRef<int64_t>{l});
+              Value c = arith::SelectOp::create(rb, on, arith::AddIOp::create(rb, col, cIdx(rb, l)),
+                                                cIdx(rb, 0));
+              Value x = memref::LoadOp::create(rb, w, at(grp, k, c));
+              Value z = arith::ConstantOp::create(rb, rb.getZeroAttr(elt));
+              Value lane = arith::SelectOp::create(rb, on, x, z);
+              column = vector::InsertOp::create(rb, lane, column, ArrayRef<int64_t>{l});
+            }
+            return column;
           };
           Value rowsOut = vnni ? arith::CeilDivSIOp::create(ib, red, cIdx(ib, 2)).getResult()
                                : red;

@@ -71,20 +71,27 @@ CpuConfigAttr cpuConfigOf(Operation *op);
 /// One grouped GEMM of the description `desc` (lowering/GroupedGemm.h):
 /// C[r, :] = epilogue(A[row(r), :] x B[group(r)]) for the rows r of every
 /// group, with the operands below and the CPU strategy (packing, the bf16
-/// dot product, the configuration).
+/// dot product, the configuration). The weight-gradient form
+/// (GemmReduction::groupRows): C[g] = A[rows of g]^T x B[rows of g], its
+/// rows the `numRows` columns of A, its K the group's row count.
 struct GroupedGemm {
   GroupedGemmDesc desc;
-  /// Left operand, memref<? x K x T> (rows contiguous).
+  /// Left operand, memref<? x K x T> (rows contiguous; the weight gradient:
+  /// memref<? x M x T>, read down its columns).
   Value a;
   /// With GemmRows::gathered, memref<? x i32>: the row of `a` that plan row
   /// r reads (the gather).
   Value aRowMap;
   /// Right operand: memref<G x K x N x T> (GemmWeights::perGroup) or
-  /// memref<K x N x T> (GemmWeights::shared).
+  /// memref<K x N x T> (GemmWeights::shared), [.., N, K] with bTransposed
+  /// (unpacked: read element by element; packed: see declarePackedWeights);
+  /// the weight gradient: memref<P x N x T>, one row per plan row.
   Value b;
   /// memref<G+1 x i32>: group g owns plan rows [offsets[g], offsets[g+1]).
   /// Null: one group of `numRows` rows.
   Value groupOffsets;
+  /// Without groupOffsets, the rows; in the weight-gradient form, the rows
+  /// of every group's C (A's columns M).
   Value numRows;
   /// The number of groups (index; with groupOffsets).
   Value numGroups;
@@ -96,7 +103,8 @@ struct GroupedGemm {
   /// (perGroup; N' = 2H when gated) or memref<N'> (shared); with
   /// routedWeight, memref<? x T> (one weight per plan row).
   Value bias, rowWeights;
-  /// The result, memref<? x N x T'>: rounded to T' when stored.
+  /// The result, memref<? x N x T'> (the weight gradient: memref<G x M x N
+  /// x T'>, M = numRows): rounded to T' when stored.
   Value c;
   /// B is in the packed layout of emitPackWeights (then rank 4).
   bool bPacked = false;
@@ -128,12 +136,15 @@ struct PackedWeights {
 /// With `vnni` (bf16 for the AVX512_BF16 dot product) the panels hold pairs
 /// of rows interleaved: [G, P, ceil(K / 2), 2 * W], element (k, c) at
 /// [k / 2][2 * c + k % 2], a missing last odd row as zeros.
+/// With `transposed`, `w` is stored [G, N, K] (GroupedGemmDesc::bTransposed)
+/// and packed into the same panels as its transpose would be.
 PackedWeights declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp,
                                    Value w, CpuConfigAttr config, bool gated,
-                                   bool vnni = false);
+                                   bool vnni = false, bool transposed = false);
 /// Checks the key and repacks `w` into `packed` when it is stale.
 void emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
-                     CpuConfigAttr config, bool gated, bool vnni = false);
+                     CpuConfigAttr config, bool gated, bool vnni = false,
+                     bool transposed = false);
 
 /// Kernels are outlined: every call site of one kernel variant calls one
 /// private function, so a model of many layers compiles each kernel once.

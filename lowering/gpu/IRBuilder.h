@@ -1,7 +1,7 @@
 //===- IRBuilder.h - scalar IR emission for the GPU lowering ----*- C++ -*-===//
 //
 // A small helper around ImplicitLocOpBuilder used by the kernel builders
-// (Kernels.cpp) and the host code (ConvertMoEToGPU.cpp): index/i32/f32
+// (Kernels.cpp) and the host code (Host.cpp): index/i32/f32
 // arithmetic, memref loads and stores, and scf loops and conditionals.
 //
 //===----------------------------------------------------------------------===//

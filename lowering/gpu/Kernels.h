@@ -26,7 +26,7 @@
 //
 // Row tiles of the grouped GEMMs (decode vs prefill). The routing plan pads
 // every expert's row group to a row tile R chosen at run time by the host
-// (chooseRowTile in ConvertMoEToGPU.cpp: R = kSmallTileM when the average
+// (chooseRowTile in HostStrategy.cpp: R = kSmallTileM when the average
 // rows per expert T*k/E is below kTileM, else kTileM, or kBigTileM for the
 // sm_90a wgmma kernels when it reaches convert-moe-to-gpu's big-tile-rows)
 // and passed to
@@ -247,7 +247,7 @@ public:
   /// 1-D over N (kEltThreads threads per block). Memrefs of the given element
   /// types; `body` gets the element index and the loaded elements and returns
   /// the m values to store (it may read more at index i itself: the constants
-  /// of the gpu.module, ConvertMoEToGPU.cpp). `name` must identify the body:
+  /// of the gpu.module, DeviceElementwise.cpp). `name` must identify the body:
   /// the first kernel built under a name is returned for it afterwards (the
   /// host's element-wise tensor ops in device-abi mode, fused into one kernel
   /// per chain).

@@ -1,0 +1,285 @@
+//===- ConvertOps.cpp - the moe ops -> GPU host code, op by op ------------===//
+//
+// The per-op conversions of convert-moe-to-gpu: each moe op (layers, chain
+// ops, fused ops; soft MoE) becomes the host code of `Host` (Host.h) that
+// uploads its operands, runs its kernels and downloads its results, which
+// replace the op's. convertMoEOp dispatches on the op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/gpu/Host.h"
+#include "runtime/IndexErrors.h"
+
+#include "dialect/MoEOps.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::gpu_lowering;
+
+namespace {
+
+int64_t staticExperts(Value w1) { return cast<RankedTensorType>(w1.getType()).getDimSize(0); }
+
+Value zeroLoss(Host &h, Type type) {
+  auto tt = cast<RankedTensorType>(type);
+  return arith::ConstantOp::create(
+      h.b, DenseElementsAttr::get(tt, h.b.getFloatAttr(tt.getElementType(), 0.0)));
+}
+
+LogicalResult convert(LayerOp op, Host &h) {
+  int64_t numExperts = op.getNumExperts();
+  if (ShapedType::isDynamic(numExperts))
+    return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
+  int64_t k = op.getRouting().getExpertsPerToken(numExperts);
+  Value T = h.dim(op.getInput(), 0), D = h.dim(op.getInput(), 1), E = h.e.idx(numExperts);
+  Value x = h.upload(op.getInput());
+  Value wr = h.upload(op.getRouterWeight());
+  Value br = op.getRouterBias() ? h.upload(op.getRouterBias()) : Value();
+  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                               op.getActivationAttr());
+  Value sb = op.getSelectionBias() ? h.upload(op.getSelectionBias()) : Value();
+  // Router + gate in one launch, align (+ the aux loss), GEMM1, GEMM2 with
+  // the combine: 4 launches. A shared expert is folded into them (its gate
+  // in the gate kernel, its tiles in the GEMMs; the kernels select between
+  // its buffers and the experts', which have one element type: the op's
+  // verifier).
+  Host::FusedRouter router{x, wr, br, D};
+  std::optional<Host::SharedExpertFold> sharedFold;
+  if (op.getSharedW1()) {
+    sharedFold = Host::SharedExpertFold{
+        h.sharedWeights(op.getSharedW1(), op.getSharedW2(), D, op.getActivationAttr()),
+        Value(), T};
+    if (op.getSharedGate()) {
+      router.sg = h.upload(op.getSharedGate());
+      router.sharedGate = sharedFold->gate = h.alloc(h.e.f32(), T);
+    }
+  }
+  Value logits = h.alloc(h.e.f32(), h.e.muli(T, E));
+  Host::Gate g = h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed(), sb,
+                        router, /*deferLoss=*/true);
+  Value y = h.fusedExperts(x, g.indices, g.weights, T, h.e.idx(k), numExperts,
+                           op.getCapacityFactor(), ex, eltOf(op.getOutput()),
+                           /*shared=*/Value(), g.partials ? &g : nullptr,
+                           sharedFold ? &*sharedFold : nullptr);
+  SmallVector<Value> results{h.download(y, op.getOutput().getType(), {T, D})};
+  if (op.getAuxLoss())
+    results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())
+                             : h.hostResult(zeroLoss(h, op.getAuxLoss().getType())));
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
+LogicalResult convert(RouteOp op, Host &h) {
+  Value T = h.dim(op.getInput(), 0), D = h.dim(op.getInput(), 1);
+  Value E = h.dim(op.getRouterWeight(), 1);
+  Value x = h.upload(op.getInput()), wr = h.upload(op.getRouterWeight());
+  Value br = op.getRouterBias() ? h.upload(op.getRouterBias()) : Value();
+  Value logits = h.route(x, wr, br, T, D, E, eltOf(op.getLogits()));
+  Value r = h.download(logits, op.getLogits().getType(), {T, E});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(GateOp op, Host &h) {
+  int64_t numExperts = op.getNumExperts();
+  if (ShapedType::isDynamic(numExperts))
+    return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
+  int64_t k = op.getRouting().getExpertsPerToken(numExperts);
+  Value T = h.dim(op.getLogits(), 0), E = h.e.idx(numExperts);
+  // The gate kernels read f32 logits (routing in f32).
+  Value logits = h.upload(h.toF32(op.getLogits()));
+  Value sb = op.getSelectionBias() ? h.upload(op.getSelectionBias()) : Value();
+  Host::Gate g =
+      h.gate(logits, T, E, k, op.getRouting(), op.getTraining(), op.getSeed(), sb);
+  SmallVector<Value> results{h.downloadAs(g.weights, op.getWeights().getType(), {T, h.e.idx(k)}),
+                             h.download(g.indices, op.getIndices().getType(), {T, h.e.idx(k)})};
+  if (op.getAuxLoss())
+    results.push_back(g.loss ? h.download(g.loss, op.getAuxLoss().getType())
+                             : h.hostResult(zeroLoss(h, op.getAuxLoss().getType())));
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
+LogicalResult convert(DispatchOp op, Host &h) {
+  int64_t numExperts = op.getNumExperts();
+  Value T = h.dim(op.getInput(), 0), D = h.dim(op.getInput(), 1);
+  Value K = h.dim(op.getIndices(), 1);
+  Value x = h.upload(op.getInput()), indices = h.upload(op.getIndices());
+  Host::AlignExtras check;
+  if (h.checkIndices) {
+    check.err = h.errorWord();
+    check.checkKind = MOE_INDEX_BAD_EXPERT_DISPATCH;
+  }
+  Host::Plan plan = h.align(indices, Value(), T, K, numExperts,
+                            h.capacity(T, K, numExperts, op.getCapacityFactor()), &check);
+  Value N = h.e.muli(T, K);
+  Value rows = h.alloc(eltOf(x), h.e.muli(N, D));
+  h.launch(h.lib.dispatchRows(eltOf(x)), {h.blocks(h.e.muli(N, D), kEltThreads)}, kEltThreads,
+           {x, plan.sourceRows, rows, N, D});
+  SmallVector<Value> results{
+      h.download(rows, op.getRows().getType(), {N, D}),
+      h.download(plan.offsets, op.getOffsets().getType(), {h.e.idx(numExperts + 1)}),
+      h.download(plan.sourceRows, op.getSourceRows().getType(), {N}),
+      h.download(plan.positions, op.getPositions().getType(), {T, K})};
+  if (check.err)
+    h.reportIndexError(check.err, K, numExperts);
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
+LogicalResult convert(ExpertFFNOp op, Host &h) {
+  int64_t numExperts = staticExperts(op.getW1());
+  if (ShapedType::isDynamic(numExperts))
+    return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
+  Value N = h.dim(op.getRows(), 0);
+  Value rows = h.upload(op.getRows()), offsets = h.upload(op.getOffsets());
+  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                               op.getActivationAttr());
+  Value err = h.checkIndices ? h.errorWord() : Value();
+  Type outElt = eltOf(op.getOutput());
+  Host::Plan plan = h.tileMap(offsets, N, numExperts, err,
+                              h.bigTiles(h.mmaElt(rows, ex, outElt, Type())));
+  Value out = h.alloc(outElt, h.e.muli(N, ex.D));
+  // Rows from offsets[E] on are zero.
+  gpu::MemsetOp::create(h.b, Type(), ValueRange{}, out,
+                        arith::ConstantOp::create(h.b, h.b.getZeroAttr(outElt)));
+  h.ffn(rows, /*gather=*/false, plan, ex, out);
+  Value r = h.download(out, op.getOutput().getType(), {N, ex.D});
+  if (err)
+    h.reportIndexError(err, h.e.idx(1), numExperts);
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(CombineOp op, Host &h) {
+  Value T = h.dim(op.getWeights(), 0), K = h.dim(op.getWeights(), 1);
+  Value D = h.dim(op.getExpertOutput(), 1);
+  Value out = h.upload(op.getExpertOutput()), w = h.upload(op.getWeights());
+  Value pos = h.upload(op.getPositions());
+  Value y = h.alloc(eltOf(op.getOutput()), h.e.muli(T, D));
+  SmallVector<Value> args{out, w, pos, y, T, K, D};
+  if (op.getSharedOutput())
+    args.push_back(h.upload(op.getSharedOutput()));
+  Value err;
+  if (h.checkIndices) {
+    err = h.errorWord();
+    args.append({h.dim(op.getExpertOutput(), 0), err});
+  }
+  h.launch(h.lib.combine(op.getSharedOutput() != nullptr, eltOf(out), eltOf(w), eltOf(y),
+                         err != nullptr),
+           {h.blocks(h.e.muli(T, D), kEltThreads)}, kEltThreads, args);
+  Value r = h.download(y, op.getOutput().getType(), {T, D});
+  if (err)
+    h.reportIndexError(err, h.e.idx(1), /*numExperts=*/0);
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(FusedExpertsOp op, Host &h) {
+  int64_t numExperts = op.getNumExperts();
+  Value T = h.dim(op.getInput(), 0), K = h.dim(op.getIndices(), 1);
+  Value x = h.upload(op.getInput()), indices = h.upload(op.getIndices());
+  Value w = h.upload(op.getWeights());
+  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                               op.getActivationAttr());
+  Value shared = op.getSharedOutput() ? h.upload(op.getSharedOutput()) : Value();
+  Value err = h.checkIndices ? h.errorWord() : Value();
+  Value y = h.fusedExperts(x, indices, w, T, K, numExperts, op.getCapacityFactor(), ex,
+                           eltOf(op.getOutput()), shared, /*loss=*/nullptr, /*fold=*/nullptr,
+                           err);
+  Value r = h.download(y, op.getOutput().getType(), {T, ex.D});
+  if (err)
+    h.reportIndexError(err, K, numExperts);
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(SharedExpertOp op, Host &h) {
+  Value T = h.dim(op.getInput(), 0), D = h.dim(op.getInput(), 1);
+  Value x = h.upload(op.getInput());
+  Value out = h.sharedExpert(x, T, D, op.getSharedW1(), op.getSharedW2(), op.getSharedGate(),
+                             op.getActivationAttr());
+  Value r = h.download(out, op.getOutput().getType(), {T, D});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(SoftDispatchOp op, Host &h) {
+  int64_t numExperts = cast<RankedTensorType>(op.getSlots().getType()).getDimSize(1);
+  if (ShapedType::isDynamic(numExperts))
+    return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
+  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize(),
+                                  eltOf(op.getRows()), eltOf(op.getCombineWeights()));
+  Value offsets = h.softOffsets(numExperts, f.G, f.S);
+  SmallVector<Value> results{
+      h.download(f.rows, op.getRows().getType(), {h.e.muli(f.ES, f.G), f.D}),
+      h.deviceView(tensor::CastOp::create(h.b, op.getOffsets().getType(), h.hostResult(offsets))),
+      h.download(f.combineWeights, op.getCombineWeights().getType(),
+                 {f.G, f.M, h.e.idx(numExperts), f.S})};
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
+LogicalResult convert(SoftCombineOp op, Host &h) {
+  Value G = h.dim(op.getCombineWeights(), 0), M = h.dim(op.getCombineWeights(), 1);
+  Value S = h.dim(op.getCombineWeights(), 3);
+  Value ES = h.e.muli(h.dim(op.getCombineWeights(), 2), S);
+  Value D = h.dim(op.getExpertOutput(), 1);
+  Value out = h.upload(op.getExpertOutput()), cw = h.upload(op.getCombineWeights());
+  Value y = h.softCombine(out, cw, G, M, ES, S, D, eltOf(op.getOutput()));
+  Value r = h.download(y, op.getOutput().getType(), {G, M, D});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+template <typename OpT>
+LogicalResult convertSoftLayer(OpT op, Host &h) {
+  int64_t numExperts = cast<RankedTensorType>(op.getSlots().getType()).getDimSize(1);
+  if (ShapedType::isDynamic(numExperts))
+    return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
+  // Slot inputs rounded to T, expert outputs and combine weights kept in
+  // f32, y rounded once (docs/spec.md §2-§3).
+  Host::SoftFront f = h.softFront(op.getInput(), op.getSlots(), op.getScale(), op.getNormalize(),
+                                  eltOf(op.getInput()), h.e.f32());
+  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                               op.getActivationAttr());
+  Value N = h.e.muli(f.ES, f.G);
+  Value offsets = h.upload(h.softOffsets(numExperts, f.G, f.S));
+  Host::Plan plan = h.tileMap(offsets, N, numExperts, /*err=*/{},
+                              h.bigTiles(h.mmaElt(f.rows, ex, h.e.f32(), Type())));
+  Value out = h.alloc(h.e.f32(), h.e.muli(N, f.D)); // every row is a slot
+  h.ffn(f.rows, /*gather=*/false, plan, ex, out);
+  Value y = h.softCombine(out, f.combineWeights, f.G, f.M, f.ES, f.S, f.D,
+                          eltOf(op.getOutput()));
+  Value r = h.download(y, op.getOutput().getType(), {f.G, f.M, f.D});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+} // namespace
+
+LogicalResult gpu_lowering::convertMoEOp(Operation *op, Host &h) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp, CombineOp,
+            FusedExpertsOp, SoftDispatchOp, SoftCombineOp>(
+          [&](auto concrete) { return convert(concrete, h); })
+      .Case<SoftLayerOp, FusedSoftExpertsOp>(
+          [&](auto concrete) { return convertSoftLayer(concrete, h); })
+      .Default([&](Operation *op) -> LogicalResult {
+        return op->emitError("no GPU lowering for this moe op");
+      });
+}
