@@ -30,8 +30,9 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   // Every pass from its typed constructor and option struct: nothing here
   // is parsed, so nothing here can fail at run time.
   // Expert parallelism (--moe-shard-experts): the exchanges and the shard
-  // ops become mpi ops first (nothing to do for a module without them).
-  pm.addPass(createConvertMoESpmdToMPI());
+  // ops become mpi ops first, the stages of --convert-moe-spmd-to-mpi
+  // (nothing to convert in a module without them).
+  buildSpmdToMPIPipeline(pm);
   pm.addNestedPass<func::FuncOp>(createMoECpuDecomposeAggregates());
   // The strategy of every op as data, chosen from the target CPU; the
   // lowering reads it.

@@ -1,9 +1,14 @@
 //===- ConvertSpmdToMPI.cpp - expert-parallel exchanges -> mpi ------------===//
 //
-// --convert-moe-spmd-to-mpi: moe.exchange_dispatch / moe.exchange_combine
-// (ragged all-to-all, which no upstream conversion covers) become blocking
-// mpi.send / mpi.recv of row ranges; the shard dialect ops then go through
-// upstream's --convert-shard-to-mpi. See Passes.td.
+// --convert-moe-spmd-to-mpi, a pass pipeline of three stages (see
+// buildSpmdToMPIPipeline below and Passes.td):
+//   1. --moe-lower-spmd-exchanges: moe.exchange_dispatch /
+//      moe.exchange_combine (ragged all-to-all, which no upstream conversion
+//      covers) become blocking mpi.send / mpi.recv of row ranges;
+//   2. upstream's --convert-shard-to-mpi: the shard dialect ops;
+//   3. --moe-finish-spmd-to-mpi: the leftover check, the grids erased,
+//      comm_split replaced by the world, the MPI ABI as a DLTI entry.
+// Also --moe-fix-openmpi-symbols (after --convert-to-llvm).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,12 +23,21 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::moe {
-#define GEN_PASS_DEF_CONVERTMOESPMDTOMPI
+#define GEN_PASS_DEF_MOELOWERSPMDEXCHANGES
+#define GEN_PASS_DEF_MOEFINISHSPMDTOMPI
 #define GEN_PASS_DEF_MOEFIXOPENMPISYMBOLS
 #include "lowering/mpi/Passes.h.inc"
+
+// The generated registration of every pass of Passes.td, out of the way of
+// registerMoEMPIPasses() below (which adds the pipeline).
+namespace generated {
+#define GEN_PASS_REGISTRATION
+#include "lowering/mpi/Passes.h.inc"
+} // namespace generated
 } // namespace mlir::moe
 
 #include "llvm/Support/Debug.h"
@@ -309,17 +323,24 @@ LogicalResult lowerExchange(Operation *op, Value rows, Value offsets, Value coun
   return success();
 }
 
-struct ConvertMoESpmdToMPIPass
-    : public moe::impl::ConvertMoESpmdToMPIBase<ConvertMoESpmdToMPIPass> {
+/// What the MPI calls do to memory (the external models above), attached to
+/// the mpi ops whenever the mpi dialect is loaded. Both of our stages add
+/// it, so that whichever of them runs, the buffer deallocation after it
+/// sees the effects. One function, so the registry keeps one extension.
+void attachMPIEffects(MLIRContext *ctx, mpi::MPIDialect *) {
+  mpi::SendOp::attachInterface<BufferEffects<mpi::SendOp, false>>(*ctx);
+  mpi::RecvOp::attachInterface<BufferEffects<mpi::RecvOp, true>>(*ctx);
+  mpi::AllReduceOp::attachInterface<AllReduceEffects>(*ctx);
+}
+
+/// Stage 1 of --convert-moe-spmd-to-mpi: the exchanges.
+struct MoELowerSpmdExchangesPass
+    : public moe::impl::MoELowerSpmdExchangesBase<MoELowerSpmdExchangesPass> {
   using Base::Base;
 
   void getDependentDialects(DialectRegistry &registry) const override {
     Base::getDependentDialects(registry);
-    registry.addExtension(+[](MLIRContext *ctx, mpi::MPIDialect *) {
-      mpi::SendOp::attachInterface<BufferEffects<mpi::SendOp, false>>(*ctx);
-      mpi::RecvOp::attachInterface<BufferEffects<mpi::RecvOp, true>>(*ctx);
-      mpi::AllReduceOp::attachInterface<AllReduceEffects>(*ctx);
-    });
+    registry.addExtension(&attachMPIEffects);
   }
 
   void runOnOperation() override {
@@ -327,20 +348,11 @@ struct ConvertMoESpmdToMPIPass
                             << getOperation()->getName() << " at "
                             << getOperation()->getLoc() << "\n");
     ModuleOp module = getOperation();
-    if (implementation != "OpenMPI" && implementation != "MPICH") {
-      module.emitError() << "--convert-moe-spmd-to-mpi: option 'implementation' "
-                            "must be OpenMPI or MPICH, got '"
-                         << implementation << "'";
-      return signalPassFailure();
-    }
     SmallVector<Operation *> exchanges;
     module.walk([&](Operation *op) {
       if (isa<ExchangeDispatchOp, ExchangeCombineOp>(op))
         exchanges.push_back(op);
     });
-    bool hasGrid = !module.getOps<shard::GridOp>().empty();
-    if (exchanges.empty() && !hasGrid)
-      return;
     for (Operation *op : exchanges) {
       LogicalResult lowered =
           TypeSwitch<Operation *, LogicalResult>(op)
@@ -355,11 +367,49 @@ struct ConvertMoESpmdToMPIPass
       if (failed(lowered))
         return signalPassFailure();
     }
-    // The shard dialect's own ops through upstream's conversion.
-    OpPassManager pm(ModuleOp::getOperationName());
-    pm.addPass(createConvertShardToMPIPass());
-    if (failed(runPipeline(pm, module)))
+  }
+};
+
+/// Stage 3 of --convert-moe-spmd-to-mpi, after upstream's
+/// --convert-shard-to-mpi.
+struct MoEFinishSpmdToMPIPass
+    : public moe::impl::MoEFinishSpmdToMPIBase<MoEFinishSpmdToMPIPass> {
+  using Base::Base;
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    registry.addExtension(&attachMPIEffects);
+  }
+
+  void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
+                            << getOperation()->getName() << " at "
+                            << getOperation()->getLoc() << "\n");
+    ModuleOp module = getOperation();
+    // The pipeline's option, checked here (its builder cannot fail): the
+    // message names the pipeline, the flag users write.
+    if (implementation != "OpenMPI" && implementation != "MPICH") {
+      module.emitError() << "--convert-moe-spmd-to-mpi: option 'implementation' "
+                            "must be OpenMPI or MPICH, got '"
+                         << implementation << "'";
       return signalPassFailure();
+    }
+    // Run alone, without the first stage: an exchange left is an error (it
+    // would reach the LLVM conversion otherwise).
+    WalkResult unlowered = module.walk([](Operation *op) {
+      if (isa<ExchangeDispatchOp, ExchangeCombineOp>(op)) {
+        op->emitOpError("is not lowered: run --moe-lower-spmd-exchanges "
+                        "before --moe-finish-spmd-to-mpi");
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (unlowered.wasInterrupted())
+      return signalPassFailure();
+    // A module without a grid has no SPMD IR: nothing to do (no MPI
+    // attribute either).
+    if (module.getOps<shard::GridOp>().empty())
+      return;
     WalkResult left = module.walk([](Operation *op) {
       if (isa<shard::ShardDialect>(op->getDialect()) && !isa<shard::GridOp>(op)) {
         op->emitError() << "'" << op->getName()
@@ -450,3 +500,34 @@ struct MoEFixOpenMPISymbolsPass
 };
 
 } // namespace
+
+void mlir::moe::buildSpmdToMPIPipeline(OpPassManager &pm,
+                                       StringRef implementation) {
+  // Every pass from its typed constructor: nothing is parsed.
+  pm.addPass(createMoELowerSpmdExchanges());
+  pm.addPass(createConvertShardToMPIPass());
+  MoEFinishSpmdToMPIOptions finish;
+  finish.implementation = implementation.str();
+  pm.addPass(createMoEFinishSpmdToMPI(finish));
+}
+
+void mlir::moe::registerSpmdToMPIPipeline() {
+  // Registering a pipeline name twice is fatal: once per process.
+  static const bool registered = [] {
+    PassPipelineRegistration<SpmdToMPIPipelineOptions>(
+        "convert-moe-spmd-to-mpi",
+        "Lower the SPMD IR of --moe-shard-experts to the mpi dialect: "
+        "moe-lower-spmd-exchanges, convert-shard-to-mpi, "
+        "moe-finish-spmd-to-mpi",
+        [](OpPassManager &pm, const SpmdToMPIPipelineOptions &options) {
+          buildSpmdToMPIPipeline(pm, options.implementation);
+        });
+    return true;
+  }();
+  (void)registered;
+}
+
+void mlir::moe::registerMoEMPIPasses() {
+  generated::registerMoEMPIPasses();
+  registerSpmdToMPIPipeline();
+}
