@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GroupedGemm.h"
+#include "test/unit/lowering/JitTestUtil.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,16 +25,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/InitAllPasses.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/Support/TargetSelect.h"
 
 #include <gtest/gtest.h>
 
@@ -60,16 +53,8 @@ struct MemRef1D {
   int64_t stride;
 };
 
-float fromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t bitsOf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+using moe_test::bitsOf;
+using moe_test::fromBits;
 
 /// Round to nearest even to bf16 (the upper 16 bits), back in f32. NaN stays
 /// NaN.
@@ -121,18 +106,10 @@ struct Inputs {
 
 class GemmEpilogueIR : public ::testing::Test {
 protected:
-  static void SetUpTestSuite() {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    registerAllPasses();
-  }
+  static void SetUpTestSuite() { moe_test::initJit(); }
 
   void SetUp() override {
-    DialectRegistry registry;
-    registerBuiltinDialectTranslation(registry);
-    registerLLVMDialectTranslation(registry);
-    registerAllExtensions(registry);
-    context.appendDialectRegistry(registry);
+    moe_test::registerJitTranslations(context);
     context.loadDialect<func::FuncDialect, arith::ArithDialect, math::MathDialect,
                         memref::MemRefDialect, scf::SCFDialect, vector::VectorDialect,
                         LLVM::LLVMDialect>();
@@ -201,14 +178,10 @@ protected:
                        });
     func::ReturnOp::create(b);
 
-    PassManager pm(&context);
-    EXPECT_TRUE(succeeded(parsePassPipeline(
-        "convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
-        "finalize-memref-to-llvm,convert-to-llvm,reconcile-unrealized-casts",
-        pm)));
-    EXPECT_TRUE(succeeded(pm.run(*module)));
-    auto engine = ExecutionEngine::create(*module);
-    EXPECT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
+    std::unique_ptr<ExecutionEngine> engine = moe_test::lowerAndJit(
+        *module, "convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,"
+                 "convert-math-to-libm,finalize-memref-to-llvm,convert-to-llvm,"
+                 "reconcile-unrealized-casts");
     if (!engine)
       return {};
     std::vector<float> out(kCount, 0.0f);
@@ -224,7 +197,7 @@ protected:
       dp[k] = &d[k];
       packed.push_back(&dp[k]);
     }
-    llvm::Error err = (*engine)->invokePacked("_mlir_ciface_epilogue", packed);
+    llvm::Error err = engine->invokePacked("_mlir_ciface_epilogue", packed);
     EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
     return out;
   }

@@ -21,6 +21,7 @@
 #include "dialect/MoEDialect.h"
 #include "lowering/cpu/ExpertKernels.h"
 #include "lowering/GroupedGemm.h"
+#include "test/unit/lowering/JitTestUtil.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,16 +30,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/InitAllPasses.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
@@ -82,28 +75,16 @@ template <int Rank, typename T> Desc<Rank, T> desc(std::vector<T> &v, std::array
   return d;
 }
 
-uint32_t bitsOf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+using moe_test::bitsOf;
 
 enum class Form { forward, forwardTransposed, forwardTransposedPacked, weightGradient };
 
 class GroupedGemmIR : public ::testing::TestWithParam<std::tuple<Form, bool, bool>> {
 protected:
-  static void SetUpTestSuite() {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    registerAllPasses();
-  }
+  static void SetUpTestSuite() { moe_test::initJit(); }
 
   void SetUp() override {
-    DialectRegistry registry;
-    registerBuiltinDialectTranslation(registry);
-    registerLLVMDialectTranslation(registry);
-    registerAllExtensions(registry);
-    context.appendDialectRegistry(registry);
+    moe_test::registerJitTranslations(context);
     context.loadDialect<func::FuncDialect, arith::ArithDialect, math::MathDialect,
                         memref::MemRefDialect, scf::SCFDialect, vector::VectorDialect,
                         LLVM::LLVMDialect, MoEDialect>();
@@ -190,14 +171,9 @@ protected:
     cpu::emitGroupedGemm(b, g);
     func::ReturnOp::create(b);
 
-    PassManager pm(&context);
-    EXPECT_TRUE(succeeded(parsePassPipeline(
-        "convert-scf-to-cf,convert-vector-to-llvm,expand-strided-metadata,"
-        "finalize-memref-to-llvm,convert-to-llvm,reconcile-unrealized-casts",
-        pm)));
-    EXPECT_TRUE(succeeded(pm.run(*module)));
-    auto engine = ExecutionEngine::create(*module);
-    EXPECT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
+    std::unique_ptr<ExecutionEngine> engine = moe_test::lowerAndJit(
+        *module, "convert-scf-to-cf,convert-vector-to-llvm,expand-strided-metadata,"
+                 "finalize-memref-to-llvm,convert-to-llvm,reconcile-unrealized-casts");
     if (!engine)
       return {};
 
@@ -221,7 +197,7 @@ protected:
     void *pA = &dA, *pMap = &dMap, *pOff = &dOff, *pB = wg ? (void *)&dB2 : (void *)&dB3,
          *pC = wg ? (void *)&dC3 : (void *)&dC2;
     llvm::SmallVector<void *> packed{&pA, &pMap, &pOff, &pB, &pC};
-    llvm::Error err = (*engine)->invokePacked("_mlir_ciface_gemm", packed);
+    llvm::Error err = engine->invokePacked("_mlir_ciface_gemm", packed);
     EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
     return c;
   }

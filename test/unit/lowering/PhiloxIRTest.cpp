@@ -8,21 +8,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Philox.h"
+#include "test/unit/lowering/JitTestUtil.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/InitAllPasses.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
@@ -46,18 +39,10 @@ struct MemRef1D {
 
 class PhiloxIR : public ::testing::Test {
 protected:
-  static void SetUpTestSuite() {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    registerAllPasses();
-  }
+  static void SetUpTestSuite() { moe_test::initJit(); }
 
   void SetUp() override {
-    DialectRegistry registry;
-    registerBuiltinDialectTranslation(registry);
-    registerLLVMDialectTranslation(registry);
-    registerAllExtensions(registry); // the to-LLVM conversion interfaces
-    context.appendDialectRegistry(registry);
+    moe_test::registerJitTranslations(context);
     context.loadDialect<func::FuncDialect, arith::ArithDialect, memref::MemRefDialect,
                         LLVM::LLVMDialect>();
 
@@ -83,17 +68,13 @@ protected:
     }
     func::ReturnOp::create(b, loc);
 
-    PassManager pm(&context);
-    ASSERT_TRUE(succeeded(parsePassPipeline(
-        "finalize-memref-to-llvm,convert-to-llvm,reconcile-unrealized-casts",
-        pm)));
-    ASSERT_TRUE(succeeded(pm.run(*module)));
+    // lowerAndJit runs the pipeline in place: check what it left.
+    jit = moe_test::lowerAndJit(
+        *module, "finalize-memref-to-llvm,convert-to-llvm,reconcile-unrealized-casts");
     ASSERT_FALSE(module->lookupSymbol<func::FuncOp>("philox"))
         << "the function was not lowered to the LLVM dialect:\n"
         << [&] { std::string s; llvm::raw_string_ostream os(s); module->print(os); return s; }();
-    auto engine = ExecutionEngine::create(*module);
-    ASSERT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
-    jit = std::move(*engine);
+    ASSERT_TRUE(jit);
   }
 
   std::array<uint32_t, 4> run(std::array<uint32_t, 2> key, std::array<uint32_t, 4> ctr) {

@@ -15,6 +15,7 @@
 
 #include "lowering/RoutingMath.h"
 #include "test/reference/RoutingMath.h"
+#include "test/unit/lowering/JitTestUtil.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,16 +23,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/InitAllPasses.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/Support/TargetSelect.h"
 
 #include <gtest/gtest.h>
 
@@ -55,16 +48,8 @@ struct MemRef1D {
   int64_t stride;
 };
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-float fromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+uint32_t bits(float f) { return moe_test::bitsOf(f); }
+using moe_test::fromBits;
 /// Distance in ulps (floats between a and b); NaN == NaN.
 int64_t ulps(float a, float b) {
   if (std::isnan(a) || std::isnan(b))
@@ -82,18 +67,10 @@ float crLog(float x) { return float(logl((long double)x)); }
 
 class RoutingMathIR : public ::testing::Test {
 protected:
-  static void SetUpTestSuite() {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    registerAllPasses();
-  }
+  static void SetUpTestSuite() { moe_test::initJit(); }
 
   void SetUp() override {
-    DialectRegistry registry;
-    registerBuiltinDialectTranslation(registry);
-    registerLLVMDialectTranslation(registry);
-    registerAllExtensions(registry);
-    context.appendDialectRegistry(registry);
+    moe_test::registerJitTranslations(context);
     context.loadDialect<func::FuncDialect, arith::ArithDialect, math::MathDialect,
                         memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect>();
     // func @routing(%in, %exp, %log, %sigmoid: memref<?xf32>)
@@ -124,15 +101,10 @@ protected:
                        });
     func::ReturnOp::create(b, loc);
 
-    PassManager pm(&context);
-    ASSERT_TRUE(succeeded(parsePassPipeline(
-        "convert-scf-to-cf,finalize-memref-to-llvm,convert-math-to-llvm,convert-to-llvm,"
-        "reconcile-unrealized-casts",
-        pm)));
-    ASSERT_TRUE(succeeded(pm.run(*module)));
-    auto engine = ExecutionEngine::create(*module);
-    ASSERT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
-    jit = std::move(*engine);
+    jit = moe_test::lowerAndJit(*module, "convert-scf-to-cf,finalize-memref-to-llvm,"
+                                         "convert-math-to-llvm,convert-to-llvm,"
+                                         "reconcile-unrealized-casts");
+    ASSERT_TRUE(jit);
   }
 
   struct Results {
