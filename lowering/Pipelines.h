@@ -95,8 +95,8 @@ struct NVPTXPipelineOptions : public PassPipelineOptions<NVPTXPipelineOptions> {
       llvm::cl::init(false)};
   PassOptions::Option<std::string> cudaPath{
       *this, "cuda-path",
-      llvm::cl::desc("CUDA toolkit (libdevice for math functions, ptxas for "
-                     "format=bin/fatbin); default: the first of $CUDA_ROOT, "
+      llvm::cl::desc("CUDA toolkit, for ptxas with format=bin/fatbin (PTX "
+                     "needs none: the kernels link no libdevice); default: the first of $CUDA_ROOT, "
                      "$CUDA_HOME, $CUDA_PATH that is set (it must be a "
                      "directory), else /usr/local/cuda"),
       llvm::cl::init("")};
@@ -162,14 +162,13 @@ std::string findCudaToolkit(llvm::StringRef cudaPath);
 /// empty `gpu.module @moe_kernels` (moe-gpu-kernel-module, upstream's
 /// nvvm-attach-target), each op's `#moe.gpu_config` chosen from it
 /// (moe-gpu-configure), every moe op to kernels in that module plus host
-/// code (convert-moe-to-gpu; `toolkit`: its libdevice check, "" = none),
-/// host bufferization and deallocation, device-abi, and the launch
-/// placeholders materialized as `gpu.launch_func`. Nothing here needs a
-/// CUDA toolkit: the emulated lit tests run it on any machine. The options
-/// are validated first, as buildNVPTXPipeline does.
+/// code (convert-moe-to-gpu), the kernels' math as polynomials
+/// (moe-gpu-kernel-math), host bufferization and deallocation, device-abi,
+/// and the launch placeholders materialized as `gpu.launch_func`. Nothing
+/// here needs a CUDA toolkit: the emulated lit tests run it on any machine.
+/// The options are validated first, as buildNVPTXPipeline does.
 LogicalResult
 buildGpuLaunchPipeline(OpPassManager &pm, const NVPTXPipelineOptions &options,
-                       llvm::StringRef toolkit,
                        function_ref<LogicalResult(const Twine &)> errorHandler = {});
 
 /// Builds `--moe-nvptx-pipeline`: every moe op to MoE kernels in
@@ -196,7 +195,7 @@ buildNVPTXPipeline(OpPassManager &pm, const NVPTXPipelineOptions &options,
 bool deviceAbiApplies(ModuleOp module);
 
 /// Registers `--moe-cpu-pipeline` (MoECpuLowering). Tools call
-/// registerAllMoEPasses() (moe-mlir/InitAllMoE.h), which registers both
+/// registerAllMoEPasses() (lowering/InitAllMoE.h), which registers both
 /// pipelines and every moe pass.
 void registerCpuPipeline();
 

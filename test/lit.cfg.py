@@ -90,15 +90,17 @@ if _has_cuda_device():
 
 import sys as _sys
 config.substitutions.append(("%python", _sys.executable))
-# cuda-toolkit: libdevice is there, which --moe-nvptx-pipeline links into the
-# kernels (it looks at $CUDA_HOME, then /usr/local/cuda).
+# cuda-toolkit: a CUDA toolkit with ptxas and fatbinary, which
+# `moe-compile --target=cuda` runs to build its fatbin (it looks at
+# $CUDA_HOME, then /usr/local/cuda). Nothing else needs one: the kernels link
+# no libdevice, so PTX (and, with this LLVM's nvptxcompiler, a cubin) is
+# built on any machine, and the GPU lit tests run everywhere.
 for _dir in [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]:
-    if _dir and os.path.exists(os.path.join(_dir, "nvvm", "libdevice", "libdevice.10.bc")):
+    if _dir and all(os.path.exists(os.path.join(_dir, "bin", _tool))
+                    for _tool in ("ptxas", "fatbinary")):
         config.available_features.add("cuda-toolkit")
-        config.substitutions.append(("%cuda_toolkit", _dir))
         break
-# --moe-nvptx-pipeline links libdevice from the toolkit of that ptxas (it
-# looks at $CUDA_HOME, then /usr/local/cuda).
+# moe-compile finds the toolkit of that ptxas.
 if _ptxas and "CUDA_HOME" not in config.environment:
     config.environment["CUDA_HOME"] = os.path.dirname(os.path.dirname(os.path.realpath(_ptxas)))
 

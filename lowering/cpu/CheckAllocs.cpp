@@ -1,6 +1,6 @@
 //===- CheckAllocs.cpp - failed allocations become one error (CPU) --------===//
 
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -12,7 +12,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOECPUCHECKALLOCS
-#include "lowering/Passes.h.inc"
+#include "lowering/cpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
 

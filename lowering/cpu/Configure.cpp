@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEOps.h"
@@ -18,7 +18,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOECPUCONFIGURE
-#include "lowering/Passes.h.inc"
+#include "lowering/cpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
 

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -22,7 +22,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOECPUDECOMPOSEAGGREGATES
-#include "lowering/Passes.h.inc"
+#include "lowering/cpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
 

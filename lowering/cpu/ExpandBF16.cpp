@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -26,7 +26,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEHOSTEXPANDBF16
-#include "lowering/Passes.h.inc"
+#include "lowering/cpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
 

@@ -1,6 +1,6 @@
 //===- VectorMath.cpp - polynomial approximations for vector math (CPU) ---===//
 
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
 
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/IR/PatternMatch.h"
@@ -13,7 +13,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOECPUVECTORMATH
-#include "lowering/Passes.h.inc"
+#include "lowering/cpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
 

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/Passes.h"
+#include "lowering/gpu/Passes.h"
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
@@ -24,7 +24,7 @@ namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEGPUKERNELMODULE
 #define GEN_PASS_DEF_MOEGPUCONFIGURE
-#include "lowering/Passes.h.inc"
+#include "lowering/gpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
 

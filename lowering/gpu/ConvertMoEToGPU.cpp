@@ -45,7 +45,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/Passes.h"
+#include "lowering/gpu/Passes.h"
 #include "lowering/Pipelines.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -64,7 +64,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_CONVERTMOETOGPU
-#include "lowering/Passes.h.inc"
+#include "lowering/gpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
 
@@ -118,26 +118,6 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     // sure the translations are known even in tools that do not register
     // them (moe-opt, embedders).
     registerAllGPUToLLVMIRTranslations(registry);
-  }
-
-  /// Without libdevice the kernels' math calls stay unresolved in the PTX;
-  /// say so up front instead of producing a binary that cannot load.
-  LogicalResult checkToolkit(Operation *anchor) {
-    if (toolkit.empty())
-      return success();
-    if (toolkit == "none")
-      return anchor->emitError()
-             << "moe-nvptx-pipeline: no CUDA toolkit found; the kernels link "
-                "libdevice (nvvm/libdevice/libdevice.10.bc): install the toolkit "
-                "or pass cuda-path=DIR (or set CUDA_HOME)";
-    llvm::SmallString<256> libdevice(toolkit);
-    llvm::sys::path::append(libdevice, "nvvm", "libdevice", "libdevice.10.bc");
-    if (!llvm::sys::fs::exists(libdevice))
-      return anchor->emitError()
-             << "moe-nvptx-pipeline: the CUDA toolkit at '" << toolkit
-             << "' has no " << libdevice.str()
-             << "; the kernels link libdevice (pass cuda-path=DIR or set CUDA_HOME)";
-    return success();
   }
 
   /// device-abi: the tensors of public functions that live in device memory
@@ -231,8 +211,6 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
                          "convert-moe-to-gpu))')";
       return signalPassFailure();
     }
-    if (failed(checkToolkit(ops.front())))
-      return signalPassFailure();
     bool failedAny = false;
 
     // Ops whose index data needs no run-time check (before ops are replaced).

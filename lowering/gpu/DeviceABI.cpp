@@ -18,7 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/MoEDialect.h"
-#include "lowering/Passes.h"
+#include "lowering/gpu/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -30,7 +30,7 @@ namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEGPUDEVICEABI
 #define GEN_PASS_DEF_MOEGPUSTREAMORDERED
-#include "lowering/Passes.h.inc"
+#include "lowering/gpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
 

@@ -1,8 +1,9 @@
 //===- IRBuilder.h - scalar IR emission for the GPU lowering ----*- C++ -*-===//
 //
 // A small helper around ImplicitLocOpBuilder used by the kernel builders
-// (Kernels.cpp) and the host code (Host.cpp): index/i32/f32
-// arithmetic, memref loads and stores, and scf loops and conditionals.
+// (KernelSkeleton.h and the *Kernels.cpp emitters) and the host code
+// (Host.cpp): index/i32/f32 arithmetic, memref loads and stores, and scf
+// loops and conditionals.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_LOWERING_GPU_IRBUILDER_H

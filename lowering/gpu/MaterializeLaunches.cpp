@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/MoEDialect.h"
-#include "lowering/Passes.h"
+#include "lowering/gpu/Passes.h"
 #include "lowering/gpu/MmaGemm.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -20,7 +20,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEGPUMATERIALIZELAUNCHES
-#include "lowering/Passes.h.inc"
+#include "lowering/gpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
 

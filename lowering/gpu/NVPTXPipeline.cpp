@@ -18,7 +18,7 @@
 #include "lowering/Pipelines.h"
 
 #include "lowering/HostPipeline.h"
-#include "lowering/Passes.h"
+#include "lowering/gpu/Passes.h"
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
 
@@ -42,9 +42,9 @@ using namespace mlir;
 
 #define DEBUG_TYPE "moe-nvptx-pipeline"
 
-/// The CUDA toolkit the serialization uses: libdevice (the kernels' exp, log,
-/// erf, tanh, rsqrt) is linked from it, so the PTX has no unresolved
-/// __nv_* calls, and ptxas comes from it for format=bin/fatbin.
+/// The CUDA toolkit: only format=bin/fatbin use it, for ptxas (and
+/// fatbinary). The kernels link no libdevice (--moe-gpu-kernel-math), so
+/// PTX (format=isa) needs no toolkit.
 /// Where the toolkit is looked for when cuda-path is empty, in this order.
 static constexpr const char *kCudaEnvVars[] = {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"};
 
@@ -142,6 +142,10 @@ LogicalResult moe::validateNVPTXPipelineOptions(
       return error("cuda-path contains a newline or NUL character");
     return success();
   }
+  // PTX needs no toolkit: the environment's is looked at only for a cubin
+  // or fatbin (ptxas).
+  if (format == "isa")
+    return success();
   // No cuda-path: the toolkit comes from the environment. The first variable
   // that is set must name a directory (any characters, spaces included).
   for (const char *var : kCudaEnvVars) {
@@ -162,7 +166,7 @@ LogicalResult moe::validateNVPTXPipelineOptions(
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEGPUSTRIPOBJECTTIMINGS
-#include "lowering/Passes.h.inc"
+#include "lowering/gpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
 
@@ -222,8 +226,7 @@ static LogicalResult validate(const moe::NVPTXPipelineOptions &options,
 }
 
 /// Steps 1-3 of both pipelines, for option values already validated.
-static void addGpuLaunchPasses(OpPassManager &pm, const moe::NVPTXPipelineOptions &options,
-                               StringRef toolkit) {
+static void addGpuLaunchPasses(OpPassManager &pm, const moe::NVPTXPipelineOptions &options) {
   using namespace moe;
   // Every pass from its typed constructor and option struct (as upstream's
   // buildLowerToNVVMPassPipeline): nothing is parsed here, so nothing here
@@ -251,10 +254,12 @@ static void addGpuLaunchPasses(OpPassManager &pm, const moe::NVPTXPipelineOption
   configure.mmaStages = options.mmaStages;
   pm.addPass(createMoEGPUConfigure(configure));
   ConvertMoEToGPUOptions toGPU;
-  toGPU.toolkit = toolkit.str();
   toGPU.deviceAbi = options.deviceAbi;
   toGPU.checkIndices = options.checkIndices;
   pm.addPass(createConvertMoEToGPU(toGPU));
+  // The kernels' math as the CPU's polynomials (no libdevice), before the
+  // host emulation of the tests or the NVVM lowering below reads them.
+  pm.nest<gpu::GPUModuleOp>().addPass(createMoEGPUKernelMath());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -269,11 +274,11 @@ static void addGpuLaunchPasses(OpPassManager &pm, const moe::NVPTXPipelineOption
 }
 
 LogicalResult moe::buildGpuLaunchPipeline(
-    OpPassManager &pm, const NVPTXPipelineOptions &options, StringRef toolkit,
+    OpPassManager &pm, const NVPTXPipelineOptions &options,
     function_ref<LogicalResult(const Twine &)> errorHandler) {
   if (failed(validate(options, errorHandler)))
     return failure();
-  addGpuLaunchPasses(pm, options, toolkit);
+  addGpuLaunchPasses(pm, options);
   return success();
 }
 
@@ -282,10 +287,8 @@ LogicalResult moe::buildNVPTXPipeline(
     function_ref<LogicalResult(const Twine &)> errorHandler) {
   if (failed(validate(options, errorHandler)))
     return failure();
-  // 1-3. moe -> kernels + host launches (with the toolkit's libdevice
-  // checked up front: the serialization below links it).
-  std::string toolkit = cudaToolkit(options);
-  addGpuLaunchPasses(pm, options, toolkit.empty() ? "none" : toolkit);
+  // 1-3. moe -> kernels + host launches.
+  addGpuLaunchPasses(pm, options);
   // The host ops on one stream.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
@@ -301,6 +304,9 @@ LogicalResult moe::buildNVPTXPipeline(
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createStripDebugInfoPass());
   kernels.addPass(createConvertNVGPUToNVVMPass());
+  // What --moe-gpu-kernel-math left (floor, sqrt, rsqrt, ...) as NVVM
+  // intrinsics: convert-gpu-to-nvvm would make them libdevice calls.
+  kernels.addPass(createMoEGPUMathToNVVM());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
   kernels.addPass(createConvertNVVMToLLVMPass());
   kernels.addPass(createCanonicalizerPass());
@@ -309,11 +315,18 @@ LogicalResult moe::buildNVPTXPipeline(
   // 5. Host: mgpu* runtime calls (as upstream's buildHostPostPipeline), then
   // the serialization of the kernels.
   pm.addPass(createGpuToLLVMConversionPass());
-  GpuModuleToBinaryPassOptions toBinary;
-  toBinary.compilationTarget = options.format;
-  toBinary.toolkitPath = toolkit;
-  pm.addPass(createGpuModuleToBinaryPass(toBinary));
-  pm.addPass(createMoEGPUStripObjectTimings());
+  if (options.format == "isa") {
+    // PTX needs no toolkit (the kernels link no libdevice).
+    pm.addPass(createMoEGPUModuleToPTX());
+  } else {
+    // A cubin or fatbin needs ptxas (upstream's serializer also looks for
+    // it on $PATH and says so when it is nowhere).
+    GpuModuleToBinaryPassOptions toBinary;
+    toBinary.compilationTarget = options.format;
+    toBinary.toolkitPath = cudaToolkit(options);
+    pm.addPass(createGpuModuleToBinaryPass(toBinary));
+    pm.addPass(createMoEGPUStripObjectTimings());
+  }
   addHostToLLVM(pm);
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

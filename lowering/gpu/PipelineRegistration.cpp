@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/Passes.h"
+#include "lowering/gpu/Passes.h"
 #include "lowering/Pipelines.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -50,6 +50,6 @@ void moe::registerNVPTXPipeline() {
       "needs no CUDA toolkit)",
       [](OpPassManager &pm, const NVPTXPipelineOptions &options,
          function_ref<LogicalResult(const Twine &)> errorHandler) {
-        return buildGpuLaunchPipeline(pm, options, /*toolkit=*/"", errorHandler);
+        return buildGpuLaunchPipeline(pm, options, errorHandler);
       });
 }

@@ -53,7 +53,7 @@ void registerSpmdToMPIPipeline();
 
 /// Registers every pass of Passes.td and the pipeline
 /// `--convert-moe-spmd-to-mpi` (registerSpmdToMPIPipeline). Idempotent;
-/// registerAllMoEPasses() (moe-mlir/InitAllMoE.h) calls it.
+/// registerAllMoEPasses() (lowering/InitAllMoE.h) calls it.
 void registerMoEMPIPasses();
 
 } // namespace mlir::moe

@@ -1,6 +1,6 @@
 /*===- moe-capi-test.c - the moe C API, driven from C -----------*- C -*-===*\
  *
- * Uses only the C API (dialect/capi/MoE.h, dialect/capi/MoEPasses.h and
+ * Uses only the C API (moe-mlir-c/MoE.h, moe-mlir-c/MoEPasses.h and
  * MLIR's mlir-c/ headers, all in libMoEMLIRCAPI.so): creates a context,
  * registers the moe dialect (alone: no pass is registered until asked for,
  * group by group, and moe-opt's test passes never are), builds
@@ -18,8 +18,8 @@
  *
 \*===----------------------------------------------------------------------===*/
 
-#include "dialect/capi/MoE.h"
-#include "dialect/capi/MoEPasses.h"
+#include "moe-mlir-c/MoE.h"
+#include "moe-mlir-c/MoEPasses.h"
 
 #include "mlir-c/BuiltinAttributes.h"
 #include "mlir-c/Diagnostics.h"
@@ -99,9 +99,13 @@ static void testPassRegistration(MlirContext ctx) {
   mlirRegisterMoEPasses();
   EXPECT(parses(ctx, "builtin.module(moe-decompose)"));
   EXPECT(!parses(ctx, "builtin.module(convert-moe-to-cpu)"));
-  mlirRegisterMoELoweringPasses();
+  mlirRegisterMoECpuPasses();
   EXPECT(parses(ctx, "builtin.module(convert-moe-to-cpu)"));
+  EXPECT(!parses(ctx, "builtin.module(convert-moe-to-gpu)"));
+  mlirRegisterMoEGpuPasses();
   EXPECT(parses(ctx, "builtin.module(convert-moe-to-gpu)"));
+  EXPECT(parses(ctx, "builtin.module(gpu.module(moe-gpu-kernel-math))"));
+  mlirRegisterMoELoweringPasses(); /* deprecated: both groups again */
   EXPECT(!parses(ctx, "builtin.module(moe-cpu-pipeline)"));
   mlirMoERegisterAllPasses();
   mlirMoERegisterAllPasses(); /* idempotent */
@@ -117,11 +121,14 @@ static void testPassRegistration(MlirContext ctx) {
   MlirPass decompose = mlirCreateMoEMoEDecompose();
   EXPECT(decompose.ptr != NULL);
   mlirPassManagerAddOwnedPass(pm, decompose);
-  /* The CPU lowering by its name and by its deprecated former name. */
-  MlirPass toCPU = mlirCreateMoELoweringConvertMoEToCPU();
+  /* The CPU lowering by its name and by its deprecated former names. */
+  MlirPass toCPU = mlirCreateMoECpuConvertMoEToCPU();
+  MlirPass formerGroup = mlirCreateMoELoweringConvertMoEToCPU();
   MlirPass formerName = mlirCreateMoELoweringConvertMoEToLinalg();
-  EXPECT(toCPU.ptr != NULL && formerName.ptr != NULL && toCPU.ptr != formerName.ptr);
+  EXPECT(toCPU.ptr != NULL && formerName.ptr != NULL && formerGroup.ptr != NULL &&
+         toCPU.ptr != formerName.ptr && toCPU.ptr != formerGroup.ptr);
   mlirPassManagerAddOwnedPass(pm, toCPU);
+  mlirPassManagerAddOwnedPass(pm, formerGroup);
   mlirPassManagerAddOwnedPass(pm, formerName);
   mlirPassManagerDestroy(pm);
 }
@@ -381,7 +388,9 @@ int main(int argc, char **argv) {
  * CHECK-NEXT: builtin.module(moe-decompose): registered
  * CHECK-NEXT: builtin.module(convert-moe-to-cpu): unknown
  * CHECK-NEXT: builtin.module(convert-moe-to-cpu): registered
+ * CHECK-NEXT: builtin.module(convert-moe-to-gpu): unknown
  * CHECK-NEXT: builtin.module(convert-moe-to-gpu): registered
+ * CHECK-NEXT: builtin.module(gpu.module(moe-gpu-kernel-math)): registered
  * CHECK-NEXT: builtin.module(moe-cpu-pipeline): unknown
  * CHECK-NEXT: builtin.module(moe-cpu-pipeline): registered
  * CHECK-NEXT: builtin.module(moe-nvptx-pipeline): registered

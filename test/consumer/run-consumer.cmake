@@ -51,16 +51,18 @@ foreach(f
     lib/cmake/MoEMLIR/MoEMLIRConfig.cmake
     lib/cmake/MoEMLIR/MoEMLIRConfigVersion.cmake
     lib/cmake/MoEMLIR/MoEMLIRTargets.cmake
-    include/moe-mlir/MoEMLIR.h include/moe-mlir/InitAllMoE.h
+    include/moe-mlir/MoEMLIR.h include/moe-mlir/lowering/InitAllMoE.h
     include/moe-mlir/dialect/MoEOps.h include/moe-mlir/dialect/MoEOps.h.inc
     include/moe-mlir/dialect/MoEAttrs.h.inc include/moe-mlir/dialect/MoEDialect.h.inc
     include/moe-mlir/dialect/MoEEnums.h.inc include/moe-mlir/dialect/MoEInterfaces.h.inc
     include/moe-mlir/dialect/MoEOps.td
-    include/moe-mlir/dialect/capi/MoE.h include/moe-mlir/dialect/capi/MoEPasses.h
+    include/moe-mlir-c/MoE.h include/moe-mlir-c/MoEPasses.h
     include/moe-mlir/passes/Passes.h include/moe-mlir/passes/Passes.h.inc
     include/moe-mlir/passes/Passes.capi.h.inc
-    include/moe-mlir/lowering/Passes.h include/moe-mlir/lowering/Passes.h.inc
-    include/moe-mlir/lowering/Passes.capi.h.inc
+    include/moe-mlir/lowering/cpu/Passes.h include/moe-mlir/lowering/cpu/Passes.h.inc
+    include/moe-mlir/lowering/cpu/Passes.capi.h.inc
+    include/moe-mlir/lowering/gpu/Passes.h include/moe-mlir/lowering/gpu/Passes.h.inc
+    include/moe-mlir/lowering/gpu/Passes.capi.h.inc
     include/moe-mlir/lowering/Pipelines.h)
   if(NOT EXISTS "${prefix}/${f}")
     message(FATAL_ERROR "cmake --install did not install ${f}")

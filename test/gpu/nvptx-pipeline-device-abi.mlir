@@ -1,4 +1,4 @@
-// REQUIRES: host-supports-nvptx, cuda-toolkit
+// REQUIRES: host-supports-nvptx
 // RUN: moe-opt %s -split-input-file --moe-nvptx-pipeline="device-abi=true format=isa" | FileCheck %s
 
 // --moe-nvptx-pipeline="device-abi=true": the host code of a layer takes its

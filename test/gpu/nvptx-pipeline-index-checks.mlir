@@ -2,7 +2,7 @@
 // default a moe.combine of hand-written positions launches the checked
 // kernel and the host calls moeRuntimeIndexError on a violation; with
 // check-indices=false neither is in the lowered module.
-// REQUIRES: host-supports-nvptx, cuda-toolkit
+// REQUIRES: host-supports-nvptx
 // RUN: moe-opt %s --moe-nvptx-pipeline="format=isa" | FileCheck %s --check-prefix=ON
 // RUN: moe-opt %s --moe-nvptx-pipeline="check-indices=false format=isa" | FileCheck %s --check-prefix=OFF
 // ON: llvm.func @moeRuntimeIndexError(i32, i64, i64, i64, i64)

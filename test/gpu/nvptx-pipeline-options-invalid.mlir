@@ -19,11 +19,12 @@
 // RUN: not moe-opt %s --moe-nvptx-pipeline="opt-level=abc" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OPTABC
 // RUN: not moe-opt %s --moe-nvptx-pipeline="device-abi=maybe" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BOOL
 // RUN: not moe-opt %s --moe-nvptx-pipeline="bogus=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
-// The toolkit from the environment (no cuda-path): the first of $CUDA_ROOT,
-// $CUDA_HOME, $CUDA_PATH that is set must be a directory; it is not skipped
-// silently in favour of another toolkit. cuda-path overrides it.
-// RUN: env CUDA_ROOT= CUDA_HOME="%t.no such dir" not moe-opt %s --moe-nvptx-pipeline="format=isa" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ENV
-// RUN: env CUDA_ROOT="%t.no such dir" not moe-opt %s --moe-nvptx-pipeline="format=isa" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ENVROOT
+// The toolkit from the environment (no cuda-path), for a cubin or fatbin
+// (PTX needs none, test/gpu/nvptx-pipeline-no-toolkit.mlir): the first of
+// $CUDA_ROOT, $CUDA_HOME, $CUDA_PATH that is set must be a directory; it is
+// not skipped silently in favour of another toolkit. cuda-path overrides it.
+// RUN: env CUDA_ROOT= CUDA_HOME="%t.no such dir" not moe-opt %s --moe-nvptx-pipeline="format=bin" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ENV
+// RUN: env CUDA_ROOT="%t.no such dir" not moe-opt %s --moe-nvptx-pipeline="format=fatbin" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ENVROOT
 // RUN: env CUDA_ROOT= CUDA_HOME="%t.no such dir" moe-opt %s --moe-nvptx-pipeline="format=isa cuda-path=%t" -o /dev/null
 
 // FORMAT: error: moe-nvptx-pipeline: format='bogus' is not one of isa, bin, fatbin

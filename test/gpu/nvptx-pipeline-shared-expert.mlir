@@ -1,4 +1,4 @@
-// REQUIRES: host-supports-nvptx, cuda-toolkit
+// REQUIRES: host-supports-nvptx
 // RUN: moe-opt %s --moe-nvptx-pipeline="chip=sm_80 format=isa" | FileCheck %s
 // RUN: moe-opt %s --moe-nvptx-pipeline="chip=sm_90a features=+ptx80 format=isa" | FileCheck %s
 

@@ -1,4 +1,4 @@
-// REQUIRES: host-supports-nvptx, cuda-toolkit
+// REQUIRES: host-supports-nvptx
 // RUN: moe-opt %s --moe-nvptx-pipeline="chip=sm_90 features=+ptx80 format=isa" | FileCheck %s
 // RUN: moe-opt %s --moe-nvptx-pipeline="chip=sm_90 features=+ptx80 format=isa" \
 // RUN:   | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=LLVMIR

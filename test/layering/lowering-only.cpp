@@ -13,7 +13,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/MoEDialect.h"
-#include "lowering/Passes.h"
+#ifdef MOE_LAYERING_GPU
+#include "lowering/gpu/Passes.h"
+#else
+#include "lowering/cpu/Passes.h"
+#endif
 #include "lowering/Pipelines.h"
 
 #include "mlir/IR/BuiltinOps.h"

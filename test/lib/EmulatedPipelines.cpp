@@ -12,7 +12,7 @@
 #include "test/lib/TestPasses.h"
 
 #include "lowering/HostPipeline.h"
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -9,7 +9,8 @@
 #ifndef MOE_TEST_LIB_TESTPASSES_H
 #define MOE_TEST_LIB_TESTPASSES_H
 
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
+#include "lowering/gpu/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/OpenMP/OpenMPDialect.h"

@@ -7,10 +7,11 @@
 #   lib/libMoEMLIRCAPI.so      C API   (MoEMLIR::MoECAPI)
 #   lib/libMoEPlugin.so        mlir-opt dialect + pass plugin (MoEMLIR::MoEPlugin)
 #   lib/libMoECudaRuntime.so   the mgpu* runtime of GPU code (MoEMLIR::MoECudaRuntime)
-#   include/moe-mlir/MoEMLIR.h, InitAllMoE.h   the umbrella header and the
-#                                             one registration ("moe-mlir/...")
-#   include/moe-mlir/{dialect,passes,lowering}/*.h, *.h.inc, *.td
-#   include/moe-mlir/dialect/capi/MoE.h, MoEPasses.h
+#   include/moe-mlir/MoEMLIR.h   the umbrella header ("moe-mlir/MoEMLIR.h")
+#   include/moe-mlir/{dialect,passes,lowering}/*.h, *.h.inc, *.td (with
+#     lowering/InitAllMoE.h, the one registration, and
+#     lowering/{cpu,gpu,mpi}/Passes.h)
+#   include/moe-mlir-c/MoE.h, MoEPasses.h
 #   lib/cmake/MoEMLIR/MoEMLIRConfig.cmake, MoEMLIRConfigVersion.cmake,
 #                     MoEMLIRTargets*.cmake
 include(CMakePackageConfigHelpers)
@@ -42,8 +43,10 @@ install(TARGETS ${MOE_INSTALLED_LIBS} moe-opt moe-run moe-import
 
 # Public headers, their generated .h.inc, and the ODS sources (for projects
 # that use the moe attributes in their own ODS): the files directly in
-# dialect/, passes/ and lowering/ (subfolders such as lowering/gpu/ are
-# implementation), plus the C API header dialect/capi/MoE.h.
+# dialect/, passes/ and lowering/ (lowering/InitAllMoE.h, the one
+# registration, among them), and the pass declarations of each lowering
+# library (lowering/{cpu,gpu,mpi}/Passes.h, .td, .h.inc; the rest of those
+# subfolders is implementation).
 foreach(dir dialect passes lowering)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/
     DESTINATION ${MOE_INSTALL_INCLUDEDIR}/${dir}
@@ -54,14 +57,23 @@ foreach(dir dialect passes lowering)
     FILES_MATCHING PATTERN "*.h.inc"
     REGEX "/${dir}/[^/.]+$" EXCLUDE)
 endforeach()
-install(FILES ${PROJECT_SOURCE_DIR}/dialect/capi/MoE.h
-  ${PROJECT_SOURCE_DIR}/dialect/capi/MoEPasses.h
-  DESTINATION ${MOE_INSTALL_INCLUDEDIR}/dialect/capi)
-# The umbrella header and the one registration of libMoEMLIR.so, included as
-# "moe-mlir/MoEMLIR.h" (the include directory <prefix>/include).
+foreach(lib cpu gpu mpi)
+  install(FILES ${PROJECT_SOURCE_DIR}/lowering/${lib}/Passes.h
+    ${PROJECT_SOURCE_DIR}/lowering/${lib}/Passes.td
+    DESTINATION ${MOE_INSTALL_INCLUDEDIR}/lowering/${lib})
+  set(generated ${PROJECT_BINARY_DIR}/lowering/${lib}/Passes.h.inc)
+  if(NOT lib STREQUAL "mpi")
+    list(APPEND generated ${PROJECT_BINARY_DIR}/lowering/${lib}/Passes.capi.h.inc)
+  endif()
+  install(FILES ${generated} DESTINATION ${MOE_INSTALL_INCLUDEDIR}/lowering/${lib})
+endforeach()
+# The C API headers, included as "moe-mlir-c/MoE.h" (the include directory
+# <prefix>/include), as upstream's "mlir-c/...".
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/moe-capi/include/moe-mlir-c
+  DESTINATION include)
+# The umbrella header of libMoEMLIR.so, included as "moe-mlir/MoEMLIR.h".
 install(FILES
   ${PROJECT_SOURCE_DIR}/tools/moe-shlib/include/moe-mlir/MoEMLIR.h
-  ${PROJECT_SOURCE_DIR}/tools/moe-shlib/include/moe-mlir/InitAllMoE.h
   DESTINATION ${MOE_INSTALL_INCLUDEDIR})
 
 install(EXPORT MoEMLIRTargets

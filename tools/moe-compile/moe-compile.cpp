@@ -16,9 +16,10 @@
 #include "tools/diagnostics/OneLineDiagnostic.h"
 #include "dialect/MoEDialect.h"
 #include "dialect/MoEOps.h"
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
+#include "lowering/gpu/Passes.h"
 #include "lowering/Pipelines.h"
-#include "moe-mlir/InitAllMoE.h"
+#include "lowering/InitAllMoE.h"
 
 #include "mlir/Support/DebugStringHelper.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -92,7 +93,7 @@ llvm::cl::opt<std::string> mcpu("mcpu",
                                                "library)"),
                                 llvm::cl::init("native"), llvm::cl::cat(category));
 llvm::cl::opt<std::string> cudaPath("cuda-path",
-                                    llvm::cl::desc("cuda: the CUDA toolkit (libdevice, ptxas, "
+                                    llvm::cl::desc("cuda: the CUDA toolkit (ptxas, "
                                                    "fatbinary); default $CUDA_ROOT, $CUDA_HOME, "
                                                    "$CUDA_PATH or /usr/local/cuda"),
                                     llvm::cl::value_desc("DIR"), llvm::cl::cat(category));
@@ -551,7 +552,7 @@ int runMain(int argc, char **argv) {
     }
     std::string toolkit = moe::findCudaToolkit(nvptx.cudaPath);
     if (toolkit.empty())
-      return fail("--target=cuda needs the CUDA toolkit (ptxas, fatbinary, libdevice): none "
+      return fail("--target=cuda needs the CUDA toolkit (ptxas, fatbinary): none "
                   "found; pass --cuda-path=DIR or set CUDA_HOME");
     for (const char *tool : {"ptxas", "fatbinary"}) {
       llvm::SmallString<256> path(toolkit);

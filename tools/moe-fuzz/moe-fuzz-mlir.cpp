@@ -26,7 +26,8 @@
 
 #include "dialect/MoEDialect.h"
 #include "dialect/MoEOps.h"
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
+#include "lowering/gpu/Passes.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moe-mlir/InitAllMoE.h"
+#include "lowering/InitAllMoE.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllPasses.h"

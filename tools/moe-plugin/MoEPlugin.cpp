@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "moe-mlir/InitAllMoE.h"
+#include "lowering/InitAllMoE.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/Plugins/DialectPlugin.h"

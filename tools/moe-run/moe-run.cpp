@@ -22,8 +22,9 @@
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
-#include "lowering/Passes.h"
-#include "moe-mlir/InitAllMoE.h"
+#include "lowering/cpu/Passes.h"
+#include "lowering/gpu/Passes.h"
+#include "lowering/InitAllMoE.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/TensorIO.h"
 

@@ -21,7 +21,7 @@
 //
 // What it brings in:
 //  * the registration functions `registerAllMoE(DialectRegistry &)` and
-//    `registerAllMoEPasses()` (moe-mlir/InitAllMoE.h);
+//    `registerAllMoEPasses()` (lowering/InitAllMoE.h);
 //  * the dialect: `MoEDialect`, its attributes (`DenseRoutingAttr`,
 //    `TopKRoutingAttr`, `MoesartRoutingAttr`, `ActivationAttr`, the
 //    `RoutingAttrInterface`) and its ops (dialect/MoEDialect.h, MoEAttrs.h,
@@ -30,8 +30,8 @@
 //    `createMoEDenseToMoESART(MoEDenseToMoESARTOptions)`,
 //    `createMoEDenseToSoft(...)`, `createMoEDecompose()`, `createMoEFuse()`,
 //    `createMoEPrintCost()`, ...), generated from passes/Passes.td;
-//  * the lowering passes (lowering/Passes.h: `createConvertMoEToCPU()`,
-//    `createConvertMoEToGPU()`, ...);
+//  * the lowering passes (lowering/cpu/Passes.h: `createConvertMoEToCPU()`,
+//    ...; lowering/gpu/Passes.h: `createConvertMoEToGPU()`, ...);
 //  * the pipeline builders and their option structs (lowering/Pipelines.h:
 //    `buildCpuPipeline(OpPassManager &, const CpuPipelineOptions &)`,
 //    `buildNVPTXPipeline(OpPassManager &, const NVPTXPipelineOptions &)`).
@@ -44,19 +44,20 @@
 // is library MoEDialect (dialect/MoEDialect.h), the moe-to-moe passes
 // MoEPasses, the CPU lowering MoECpuLowering, the GPU lowering
 // MoEGpuLowering (README "Libraries"). The C API equivalent is
-// dialect/capi/MoE.h and dialect/capi/MoEPasses.h (target
+// moe-mlir-c/MoE.h and moe-mlir-c/MoEPasses.h (target
 // `MoEMLIR::MoECAPI`).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_MLIR_MOEMLIR_H
 #define MOE_MLIR_MOEMLIR_H
 
-#include "moe-mlir/InitAllMoE.h"
+#include "lowering/InitAllMoE.h"
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
 #include "dialect/MoEOps.h"
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
+#include "lowering/gpu/Passes.h"
 #include "lowering/Pipelines.h"
 #include "passes/Passes.h"
 

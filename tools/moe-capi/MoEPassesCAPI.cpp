@@ -1,15 +1,16 @@
 //===- MoEPassesCAPI.cpp - C API of the moe passes ------------------------===//
 //
-// Implements dialect/capi/MoEPasses.h: the generated per-group and per-pass
+// Implements moe-mlir-c/MoEPasses.h: the generated per-group and per-pass
 // entry points and mlirMoERegisterAllPasses() over the one registration of
-// moe-mlir (moe-mlir/InitAllMoE.h).
+// moe-mlir (lowering/InitAllMoE.h).
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/capi/MoEPasses.h"
+#include "moe-mlir-c/MoEPasses.h"
 
-#include "lowering/Passes.h"
-#include "moe-mlir/InitAllMoE.h"
+#include "lowering/cpu/Passes.h"
+#include "lowering/gpu/Passes.h"
+#include "lowering/InitAllMoE.h"
 #include "passes/Passes.h"
 
 #include "mlir/CAPI/Pass.h"
@@ -22,7 +23,8 @@ using namespace mlir::moe;
 extern "C" {
 #endif
 
-#include "lowering/Passes.capi.cpp.inc"
+#include "lowering/cpu/Passes.capi.cpp.inc"
+#include "lowering/gpu/Passes.capi.cpp.inc"
 #include "passes/Passes.capi.cpp.inc"
 
 #ifdef __cplusplus
@@ -31,6 +33,15 @@ extern "C" {
 
 void mlirMoERegisterAllPasses(void) { registerAllMoEPasses(); }
 
+void mlirRegisterMoELoweringPasses(void) {
+  mlirRegisterMoECpuPasses();
+  mlirRegisterMoEGpuPasses();
+}
+
+MlirPass mlirCreateMoELoweringConvertMoEToCPU(void) {
+  return mlirCreateMoECpuConvertMoEToCPU();
+}
+
 MlirPass mlirCreateMoELoweringConvertMoEToLinalg(void) {
-  return mlirCreateMoELoweringConvertMoEToCPU();
+  return mlirCreateMoECpuConvertMoEToCPU();
 }

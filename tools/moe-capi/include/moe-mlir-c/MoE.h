@@ -1,10 +1,10 @@
-/*===-- dialect/capi/MoE.h - C API of the moe dialect -------------*- C -*-===*\
+/*===-- moe-mlir-c/MoE.h - C API of the moe dialect -------------*- C -*-===*\
 |*                                                                            *|
 |* The C API of moe-mlir, in the style of MLIR's own C API (mlir-c/): the     *|
 |* dialect handle and constructors and accessors of the routing and          *|
 |* activation attributes: the dialect alone. The passes are registered on    *|
-|* request through dialect/capi/MoEPasses.h. Installed as                    *|
-|* <prefix>/include/moe-mlir/dialect/capi/MoE.h; link the CMake target       *|
+|* request through moe-mlir-c/MoEPasses.h. Installed as                     *|
+|* <prefix>/include/moe-mlir-c/MoE.h; link the CMake target                 *|
 |* `MoEMLIR::MoECAPI` (libMoEMLIRCAPI.so).                                   *|
 |*                                                                            *|
 |* libMoEMLIRCAPI.so also exports MLIR's upstream C API (mlir-c/IR.h,        *|
@@ -20,8 +20,8 @@
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
-#ifndef MOE_DIALECT_CAPI_MOE_H
-#define MOE_DIALECT_CAPI_MOE_H
+#ifndef MOE_MLIR_C_MOE_H
+#define MOE_MLIR_C_MOE_H
 
 #include "mlir-c/IR.h"
 #include "mlir-c/Support.h"
@@ -113,4 +113,4 @@ MLIR_CAPI_EXPORTED MlirTypeID mlirMoEActivationAttrGetTypeID(void);
 }
 #endif
 
-#endif /* MOE_DIALECT_CAPI_MOE_H */
+#endif /* MOE_MLIR_C_MOE_H */

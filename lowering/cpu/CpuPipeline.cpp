@@ -1,4 +1,4 @@
-//===- Pipelines.cpp - moe lowering pipelines -----------------------------===//
+//===- CpuPipeline.cpp - --moe-cpu-pipeline ------------------------------===//
 //
 // The CPU pipeline (`--moe-cpu-pipeline`), part of the CPU lowering library
 // MoECpuLowering. The NVPTX pipeline is in lowering/gpu/ (MoEGpuLowering);
@@ -11,7 +11,7 @@
 
 #include "lowering/HostPipeline.h"
 
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
 #include "lowering/mpi/Passes.h"
 
 #include "mlir/Conversion/Passes.h"

@@ -1,11 +1,11 @@
 //===- MoECAPI.cpp - C API of the moe dialect -----------------------------===//
 //
-// Implements dialect/capi/MoE.h over the dialect alone (library MoEDialect);
+// Implements moe-mlir-c/MoE.h over the dialect alone (library MoEDialect);
 // the pass entry points are in MoEPassesCAPI.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/capi/MoE.h"
+#include "moe-mlir-c/MoE.h"
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"

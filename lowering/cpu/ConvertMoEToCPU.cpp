@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lowering/Passes.h"
+#include "lowering/cpu/Passes.h"
 #include "lowering/Activations.h"
 #include "runtime/IndexErrors.h"
 #include "lowering/Philox.h"
@@ -56,7 +56,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_CONVERTMOETOCPU
-#include "lowering/Passes.h.inc"
+#include "lowering/cpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
 

@@ -3,7 +3,7 @@
 // The registration functions every moe-mlir tool and library calls (moe-opt,
 // moe-run, moe-compile, the mlir-opt plugin, the C API, libMoEMLIR.so and
 // embedders), in the manner of upstream's mlir/InitAllDialects.h and
-// mlir/InitAllPasses.h. Installed as <prefix>/include/moe-mlir/InitAllMoE.h;
+// mlir/InitAllPasses.h. Installed as <prefix>/include/moe-mlir/lowering/InitAllMoE.h;
 // included by moe-mlir/MoEMLIR.h.
 //
 //   mlir::DialectRegistry registry;

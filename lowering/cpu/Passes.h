@@ -1,24 +1,26 @@
-//===- Passes.h - moe lowering passes ---------------------------*- C++ -*-===//
-#ifndef MOE_LOWERING_PASSES_H
-#define MOE_LOWERING_PASSES_H
+//===- Passes.h - the CPU lowering passes -----------------------*- C++ -*-===//
+//
+// The passes of lowering/cpu/Passes.td (library MoECpuLowering) and the
+// patterns of convert-moe-to-cpu.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_LOWERING_CPU_PASSES_H
+#define MOE_LOWERING_CPU_PASSES_H
 
 #include "dialect/MoEDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
-#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -27,7 +29,7 @@ class RewritePatternSet;
 namespace moe {
 
 #define GEN_PASS_DECL
-#include "lowering/Passes.h.inc"
+#include "lowering/cpu/Passes.h.inc"
 
 /// Patterns lowering the moe chain ops to upstream dialects. With a
 /// `kernelModule`, the CPU kernels are outlined into private functions of it
@@ -43,9 +45,9 @@ void populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kernelMod
                                  bool packWeights = false, bool checkIndices = true);
 
 #define GEN_PASS_REGISTRATION
-#include "lowering/Passes.h.inc"
+#include "lowering/cpu/Passes.h.inc"
 
 } // namespace moe
 } // namespace mlir
 
-#endif // MOE_LOWERING_PASSES_H
+#endif // MOE_LOWERING_CPU_PASSES_H

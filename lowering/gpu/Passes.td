@@ -1,173 +1,14 @@
-//===- Passes.td - moe lowering passes ---------------------*- tablegen -*-===//
+//===- Passes.td - the GPU lowering passes ----------------*- tablegen -*-===//
+//
+// The passes of MoEGpuLowering (lowering/gpu/Passes.h); MoEGpuLoweringIncGen generates
+// their declarations, registration and C API.
+//
+//===----------------------------------------------------------------------===//
 
-#ifndef MOE_LOWERING_PASSES_TD
-#define MOE_LOWERING_PASSES_TD
+#ifndef MOE_LOWERING_GPU_PASSES_TD
+#define MOE_LOWERING_GPU_PASSES_TD
 
 include "mlir/Pass/PassBase.td"
-
-def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
-  let summary = "Lower every moe op to upstream dialects for the CPU (the CPU strategy)";
-  let description = [{
-    Lowers layers and the chain ops to upstream dialects only, so the result
-    verifies in a stock `mlir-opt` without the moe plugin. Layers are first
-    decomposed (as `--moe-decompose`) and their chains fused (as
-    `--moe-fuse`), so a token-choice layer becomes `moe.route`, `moe.gate`
-    and `moe.fused_experts`:
-
-    * `moe.route`, `moe.expert_ffn` and `moe.fused_experts`: grouped GEMMs
-      emitted as register-blocked vector micro-kernels (`vector.fma` on
-      `vector<Lxf32>`, masked loads and stores for the column tails) inside
-      an `scf.parallel` over (expert, column block, row block) work items, so
-      every core works at decode and at prefill. The vector width L, the
-      register and cache blocking and the use of the AVX512_BF16 dot product
-      are each op's `moe.cpu_config` (attached by `--moe-cpu-configure`, or
-      written by the user); an op without one gets the AVX-512 configuration
-      (`#moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6,
-      micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32,
-      bf16_dot = false>`). A layer passes its configuration on to the chain
-      it is decomposed into. `moe.fused_experts` gathers
-      the tokens through the routing plan while loading GEMM1's rows, applies
-      bias, activation and the rounding of `h` in GEMM1's epilogue and the
-      routed weight in GEMM2's, and sums each token's rows in routing order
-      (parallel over tokens). These ops are emitted on memrefs
-      (`bufferization.to_buffer` / `to_tensor restrict writable`).
-    * `moe.gate`: an `scf.for` over tokens; softmax with max-subtraction,
-      top-k (ties: lower index), MOESART adjustments, Philox4x32-10 sampling
-      and the trimmed-lasso loss, in f32, exactly as docs/spec.md §3.1;
-    * `moe.dispatch`: counting pass, prefix sum, permutation (GShard capacity
-      when `capacity_factor` is set);
-    * `moe.combine`: the per-token weighted sum (parallel over tokens);
-      `moe.soft_dispatch`, `moe.soft_combine`: `linalg.generic` reductions
-      (softmaxes with max-subtraction).
-
-    Element types: token-choice ops take f32, bf16 or f16 data; operands are
-    extended to f32 as they are loaded, accumulation and routing are f32, and
-    `h` and `y` are rounded to the element type (docs/spec.md §2-§3). Soft
-    MoE ops and hand-written `moe.gate` ops compute in f32 only (other types
-    are reported). Every size is taken from the operands, so a dynamic token
-    count lowers like a static one.
-
-    Weight packing (`pack-weights`, on by default; only when the pass runs on
-    a module, since it adds globals): static expert weights are repacked once
-    into contiguous panels (`[E, P, K, 64]`, zero-padded; gated W1 panels hold
-    32 gate and the 32 matching up columns) kept in a `memref.global`, with a
-    second global holding the key of the buffer they came from (its address
-    and a hash of 64 sampled elements). A call whose weight buffer has the
-    same key reuses the panels; any other call repacks first. The functions
-    are therefore not reentrant across different weight buffers, and a
-    weight buffer rewritten in place such that the sampled elements keep
-    their values is not noticed: turn packing off for such callers.
-
-    Renamed from `convert-moe-to-linalg`, which the pass was called while
-    it emitted linalg ops; it now emits memrefs, `scf.parallel` and vector
-    ops (only Soft MoE goes through `linalg.generic`). The old flag remains
-    for one release as a deprecated alias (same options, a warning on
-    stderr); so does the C function `mlirCreateMoELoweringConvertMoEToLinalg`.
-  }];
-  let options = [
-    Option<"packWeights", "pack-weights", "bool", /*default=*/"true",
-           "Read static expert weights through packed copies kept in module "
-           "globals, rebuilt only when a call passes a different weight buffer "
-           "(address or sampled fingerprint); applies only when the pass runs "
-           "on a module">,
-    Option<"checkIndices", "check-indices", "bool", /*default=*/"true",
-           "Validate the index data the chain ops take from their operands at "
-           "run time: moe.expert_ffn's offsets (non-decreasing, within [0, N]) "
-           "and moe.combine's positions (-1 or a row); a violation calls "
-           "moeCpuIndexError (runtime/cpu: one line on stderr, exit code 1). "
-           "Without the checks such data is undefined behaviour">
-  ];
-  let dependentDialects = [
-    "::mlir::arith::ArithDialect", "::mlir::bufferization::BufferizationDialect",
-    "::mlir::cf::ControlFlowDialect",
-    "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
-    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
-    "::mlir::tensor::TensorDialect", "::mlir::vector::VectorDialect",
-    "::mlir::x86vector::X86VectorDialect", "::mlir::moe::MoEDialect"
-  ];
-}
-
-def MoECpuConfigure : Pass<"moe-cpu-configure"> {
-  let summary = "Choose each op's CPU code-generation strategy from the target CPU";
-  let description = [{
-    Attaches `moe.cpu_config = #moe.cpu_config<...>` to every op whose CPU
-    lowering emits grouped GEMMs (`moe.layer`, `moe.soft_layer`, `moe.route`,
-    `moe.expert_ffn`, `moe.shared_expert`, `moe.fused_experts`,
-    `moe.fused_soft_experts`) that has none, from the features of the target
-    CPU (`cpu`, LLVM's x86 CPU names or `native` for the host, then
-    `features` on top):
-
-    | target | vector_bits | registers | micro-tile | bf16_dot |
-    | --- | --- | --- | --- | --- |
-    | AVX-512 (`avx512f`) | 512 | 32 | 6 x 4 vectors (6 x 64 floats) | `avx512bf16` |
-    | AVX2 + FMA | 256 | 16 | 6 x 2 vectors (6 x 16 floats) | false |
-    | anything else (SSE, other architectures) | 128 | 16 | 6 x 2 vectors | false |
-
-    An existing `moe.cpu_config` is kept: that is how a user overrides the
-    choice. `--moe-cpu-pipeline` runs this pass just before
-    `convert-moe-to-cpu` (its `cpu` and `cpu-features` options), which
-    reads the attribute.
-    The configuration changes the blocking, never the order of a sum, so
-    every configuration computes the same bits.
-  }];
-  let options = [
-    Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",
-           "The target CPU: an LLVM x86 CPU name (skylake-avx512, znver3, "
-           "haswell, x86-64-v3, sapphirerapids, ...) or native (the host)">,
-    Option<"extraFeatures", "features", "std::string", /*default=*/"\"\"",
-           "Features added or removed on top of the CPU's, comma-separated "
-           "LLVM names with + or - (e.g. -avx512f to choose as on an AVX2 "
-           "machine); a removed feature removes those that imply it">
-  ];
-  let dependentDialects = ["::mlir::moe::MoEDialect"];
-}
-
-def MoECpuCheckAllocs : Pass<"moe-cpu-check-allocs", "::mlir::ModuleOp"> {
-  let summary = "A failed memref.alloc becomes one error line and exit 1 (CPU)";
-  let description = [{
-    After every `memref.alloc` (run it after bufferization), checks the
-    allocated pointer: a null pointer for a non-empty buffer calls
-    `moeCpuAllocError(bytes)` of the CPU runtime (`libMoECpuRuntime.so`),
-    which prints the size requested and exits with code 1, instead of the
-    program writing through a null pointer.
-  }];
-  let dependentDialects = [
-    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
-    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"
-  ];
-}
-
-def MoECpuVectorMath : Pass<"moe-cpu-vector-math"> {
-  let summary = "Polynomial approximations for math ops on vectors (CPU)";
-  let description = [{
-    Rewrites `math` ops whose operands are vectors (the activations of the
-    expert kernels: `math.erf`, `math.exp`, `math.tanh`, ...) with MLIR's
-    polynomial approximations, so that they stay vectorized instead of
-    becoming one libm call per lane. Scalar math (the routing's `exp` and
-    `log`) is left alone.
-  }];
-  let dependentDialects = [
-    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
-    "::mlir::vector::VectorDialect"
-  ];
-}
-
-def MoECpuDecomposeAggregates : Pass<"moe-cpu-decompose-aggregates"> {
-  let summary = "Decompose aggregated linalg ops (linalg.softmax) for the CPU";
-  let description = [{
-    Rewrites every op that implements `linalg::AggregatedOpInterface`
-    (`linalg.softmax`: max, sub, exp, sum, div as `linalg.generic`s) into
-    the structured ops it stands for, with the op's own `decomposeOperation`.
-    `--moe-cpu-pipeline` runs it first, so a model whose softmax was not
-    raised into a moe op (what frontends emit, what `--moe-raise-linalg`
-    leaves alone) lowers and runs on the host. An op whose decomposition
-    fails is an error naming it.
-  }];
-  let dependentDialects = [
-    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
-    "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"
-  ];
-}
 
 def MoEGPUKernelModule : Pass<"moe-gpu-kernel-module", "::mlir::ModuleOp"> {
   let summary = "Create the empty gpu.module @moe_kernels that the MoE kernels go into";
@@ -291,10 +132,9 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     `--moe-decompose` and `--moe-fuse` write) and a layer's own routing are
     valid by construction and not checked (no extra work).
 
-    With `toolkit=PATH` (what `--moe-nvptx-pipeline` passes) the pass first
-    checks that the CUDA toolkit's libdevice, which the kernels' exp, log,
-    erf, tanh and rsqrt link against, exists, and fails with one error
-    otherwise (`toolkit=none`: no toolkit was found).
+    The kernels' math (activations, the Soft MoE softmax) is left as `math`
+    ops; `--moe-gpu-kernel-math` gives them the polynomial forms the CPU
+    uses, so no step before the PTX needs a CUDA toolkit.
 
     How each op's expert GEMMs are emitted is read from its
     `moe.gpu_config` (`#moe.gpu_config`, attached by `--moe-gpu-configure`
@@ -323,9 +163,6 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     a target can be attached to it first).
   }];
   let options = [
-    Option<"toolkit", "toolkit", "std::string", "\"\"",
-           "CUDA toolkit whose nvvm/libdevice/libdevice.10.bc the kernels "
-           "link ('' = do not check, 'none' = none was found)">,
     Option<"deviceAbi", "device-abi", "bool", /*default=*/"false",
            "The tensor arguments and results of public functions are device "
            "memory: arguments feed the kernels without a copy, results stay "
@@ -349,6 +186,71 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect",
     "::mlir::linalg::LinalgDialect"
   ];
+}
+
+def MoEGPUKernelMath : Pass<"moe-gpu-kernel-math", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "The kernels' math as polynomials: no libdevice, the CPU's numerics";
+  let description = [{
+    Rewrites the transcendental `math` ops of a `gpu.module` (`math.exp`,
+    `math.log`, `math.erf`, `math.tanh`, ...: the activations, the Soft MoE
+    softmax), scalar and vector, with MLIR's polynomial
+    approximations (`populateMathPolynomialApproximationPatterns`), the same
+    code `--moe-cpu-vector-math` gives the CPU kernels' vectors; an f16 or
+    bf16 op is computed in f32 and rounded back, as on the CPU. So a
+    kernel computes an activation with the CPU's arithmetic, the host
+    emulation of the kernels runs the very code the device runs, and no
+    kernel calls a libdevice function: the PTX needs no CUDA toolkit (only
+    `format=bin` and `format=fatbin` do, for `ptxas`). The routing's `exp`
+    and `log` are already the project's own (lowering/RoutingMath.cpp).
+
+    What remains are ops the NVPTX backend has instructions for (`fma`,
+    `floor`, `ceil`, `sqrt`, `rsqrt`, `absf`), which `--moe-gpu-math-to-nvvm`
+    gives their NVVM intrinsics in `--moe-nvptx-pipeline` (the emulation of
+    the tests runs them on the host as they are). Any other math op (one
+    with no polynomial form, an f64 transcendental) is an error naming it:
+    it would become a libdevice call.
+    `--moe-gpu-launch-pipeline` (and so `--moe-nvptx-pipeline`) runs it on
+    `gpu.module @moe_kernels` after `convert-moe-to-gpu`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
+def MoEGPUMathToNVVM : Pass<"moe-gpu-math-to-nvvm", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "The kernels' remaining math ops as NVVM intrinsics, not libdevice calls";
+  let description = [{
+    `convert-gpu-to-nvvm` turns `math.fma`, `math.floor`, `math.ceil`,
+    `math.sqrt`, `math.rsqrt` and `math.absf` into libdevice calls
+    (`__nv_fmaf`, `__nv_floorf`, ...)
+    and rejects the LLVM intrinsics that would avoid them. This pass, run
+    by `--moe-nvptx-pipeline` on the kernels after
+    `--moe-gpu-kernel-math`, rewrites them first, on f32 and f64 scalars:
+    `floor` and `ceil` as `llvm.nvvm.floor`/`llvm.nvvm.ceil`
+    (`cvt.rmi`/`cvt.rpi`), `sqrt` as `llvm.nvvm.sqrt.rn` (IEEE, correctly
+    rounded), `rsqrt` as `1 / sqrt.rn` (the CPU's `1 / sqrtss`), `absf` as
+    the sign bit cleared, `fma` as `llvm.intr.fma` (`fma.rn`). Any other
+    math op left in a kernel is an error naming it.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::LLVM::LLVMDialect"];
+}
+
+def MoEGPUModuleToPTX : Pass<"moe-gpu-module-to-ptx", "::mlir::ModuleOp"> {
+  let summary = "Kernels to a PTX gpu.binary without a CUDA toolkit";
+  let description = [{
+    What upstream `gpu-module-to-binary{format=isa}` does for the
+    `#nvvm.target` of each `gpu.module` (LLVM IR, LLVM's optimization
+    pipeline at the target's `O`, the NVPTX backend's PTX, a `gpu.binary`
+    with one `#gpu.object` in `assembly` format), without upstream's lookup of libdevice: that
+    serializer insists on a CUDA toolkit's `nvvm/libdevice/libdevice.10.bc`
+    even when, as here, no kernel calls it (`--moe-gpu-kernel-math`,
+    `--moe-gpu-math-to-nvvm`). A kernel that still calls an external
+    function (`__nv_*`) is an error naming it. `--moe-nvptx-pipeline`
+    uses it for `format=isa`; `format=bin` and `fatbin` go through
+    upstream's serializer, which needs ptxas.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
 def MoEGPUDeviceABI : Pass<"moe-gpu-device-abi", "::mlir::ModuleOp"> {
@@ -435,22 +337,4 @@ def MoEGPUStripObjectTimings
   }];
 }
 
-def MoEHostExpandBF16 : Pass<"moe-host-expand-bf16"> {
-  let summary = "bf16 conversions as integer arithmetic on the host (exact on every CPU)";
-  let description = [{
-    Rewrites `arith.truncf` f32 -> bf16 and `arith.extf` bf16 -> f32, on
-    scalars and vectors, into integer arithmetic on the f32 bits (upstream's
-    `arith::populateExpandBFloat16Patterns`): round to nearest, ties to even,
-    subnormals kept, NaNs quieted, the same bits on every CPU and the same
-    as the GPU's `cvt.rn.bf16.f32`. Left to the x86 backend, a truncation is
-    a call of `__truncsfbf2` on a CPU without AVX512_BF16 (neither libgcc 12
-    nor libc defines it: the JIT fails to resolve it and an ahead-of-time
-    library fails to link) and `vcvtneps2bf16`, which reads subnormal inputs
-    as zero, on a CPU with it. `--moe-cpu-pipeline` runs it before the
-    vector and arith ops become LLVM; the host emulation pipelines of the
-    tests too. Other conversions (f16, f64) are left alone.
-  }];
-  let dependentDialects = ["::mlir::arith::ArithDialect"];
-}
-
-#endif // MOE_LOWERING_PASSES_TD
+#endif // MOE_LOWERING_GPU_PASSES_TD

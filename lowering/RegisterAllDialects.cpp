@@ -1,6 +1,6 @@
 //===- RegisterAllDialects.cpp - registerAllMoE ---------------------------===//
 
-#include "moe-mlir/InitAllMoE.h"
+#include "lowering/InitAllMoE.h"
 
 #include "dialect/MoEDialect.h"
 
