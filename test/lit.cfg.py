@@ -113,27 +113,17 @@ config.substitutions.append(("%mlir_runner_libs", ",".join(
     [os.path.join(_mlir_lib_dir, lib) for lib in
      ["libmlir_c_runner_utils.so", "libmlir_runner_utils.so"]] +
     [os.path.join(config.moe_obj_root, "lib", "libMoECpuRuntime.so")])))
-_libomp = None
-for _cand in [os.path.join(_mlir_lib_dir, "libomp.so"),
-              os.path.join(_mlir_lib_dir, "libomp.so.5"),
-              "/usr/lib/x86_64-linux-gnu/libomp.so.5",
-              "/usr/lib/aarch64-linux-gnu/libomp.so.5"]:
-    if os.path.exists(_cand):
-        _libomp = _cand
-        break
-if _libomp and os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-runner")):
+# An emulated block is an `omp.parallel` of blockDim threads (128 or 256)
+# whose barriers are `omp.barrier`: the tests run it on the fibers of
+# libMoEEmulationOpenMP.so (test/lib/EmulationOpenMP.cpp) instead of libomp,
+# so a barrier is one user-level switch per thread rather than a round of
+# futex wake-ups, and the tests spawn no threads. Measured on 2 cores (AMD
+# EPYC, test/gpu/emulated-splitk-layer.mlir, one decode-split-k=3 run): 9.4 s
+# of which 9.6 s system time with libomp; see the commit for the new figure.
+_emulation_omp = os.path.join(config.moe_obj_root, "lib", "libMoEEmulationOpenMP.so")
+if os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-runner")):
     config.available_features.add("openmp-runtime")
-    config.substitutions.append(("%libomp", _libomp))
-# An emulated block is an OpenMP team of blockDim threads (128 or 256) on a
-# machine of a few cores, and its barriers dominate the run time: libomp's
-# default tree-shaped ("hyper") barrier wakes threads in several rounds, each
-# a round of context switches, where a linear barrier wakes each waiter
-# once. Measured on 2 cores (test/gpu/emulated-splitk-layer.mlir, one
-# decode-split-k=3 run): 10.5 s with the default, 6-7 s linear. (The tests
-# also pass OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0: sleep at once rather
-# than spin, since the threads outnumber the cores.)
-for _barrier in ["KMP_PLAIN_BARRIER_PATTERN", "KMP_FORKJOIN_BARRIER_PATTERN"]:
-    config.environment.setdefault(_barrier, "linear,linear")
+    config.substitutions.append(("%emulation_omp", _emulation_omp))
 # The emulation pipelines below pass the shell variable MOE_EMULATE_OPTIONS
 # (empty when unset: the defaults) to moe-test-emulate-gpu as its options,
 # e.g. `MOE_EMULATE_OPTIONS="block-order=shuffle seed=3"; moe-opt ...

@@ -9,7 +9,7 @@
 //
 // REQUIRES: openmp-runtime
 // RUN: moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.ll.mlir
-// DEFINE: %{run} = env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner %t.ll.mlir -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp
+// DEFINE: %{run} = mlir-runner %t.ll.mlir -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp
 // RUN: %{run} -e ok | FileCheck %s --check-prefix=OK
 // RUN: %{run} -e ok_wait1 | FileCheck %s --check-prefix=OK
 // OK: done

@@ -12,10 +12,10 @@
 // RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
 // RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
 // RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_device_abi_pipeline" \
-// RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.gpu
+// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.gpu | FileCheck %s
 // RUN: moe-opt %s --moe-decompose | moe-opt --pass-pipeline="%moe_emulate_gpu_device_abi_pipeline" \
-// RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.chain
+// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.chain
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.chain | FileCheck %s
 // CHECK: compare: OK, {{[0-9]+}} values
 

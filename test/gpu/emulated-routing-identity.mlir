@@ -11,7 +11,7 @@
 // RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
 // RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
 // RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" \
-// RUN:   | env OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%libomp > %t.gpu
+// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: sed -e 's/base@ = 0x[0-9a-f]*//' %t.cpu > %t.cpu.txt
 // RUN: sed -e 's/base@ = 0x[0-9a-f]*//' %t.gpu > %t.gpu.txt
 // RUN: diff %t.cpu.txt %t.gpu.txt
