@@ -27,7 +27,6 @@
 #include "dialect/MoEDialect.h"
 #include "dialect/MoEOps.h"
 #include "lowering/cpu/Passes.h"
-#include "lowering/gpu/Passes.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
