@@ -12,7 +12,8 @@
 #   scripts/fuzz.sh --suite SECONDS
 #       what the README's test command (scripts/test.sh) runs: the same
 #       build, then each target for SECONDS from its seeds only (a fresh
-#       corpus, -seed=1), so that a run from a clean clone is reproducible.
+#       corpus, -seed=1), so that a run from a clean clone is reproducible;
+#       with two or more cores the two targets run at the same time.
 #   scripts/fuzz.sh --run-only TARGET SECONDS BUILD_DIR
 #       seeds and runs one target of an existing build (what the ctest tests
 #       fuzz-moe-fuzz-mlir / fuzz-moe-fuzz-io of build-fuzz/ run).
@@ -189,7 +190,24 @@ targets=(moe-fuzz-mlir moe-fuzz-io)
 cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}"
 
 status=0
-for target in moe-fuzz-mlir moe-fuzz-io; do
-  run_target "$target" "$SECONDS_PER_TARGET" "$BUILD" || status=1
-done
+if [ "$SUITE" = 1 ] && [ "$(nproc)" -ge 2 ]; then
+  # The suite's targets run side by side (one core each), their reports
+  # printed one after the other when both have finished.
+  mkdir -p "$BUILD/fuzz"
+  pids=()
+  for target in moe-fuzz-mlir moe-fuzz-io; do
+    run_target "$target" "$SECONDS_PER_TARGET" "$BUILD" >"$BUILD/fuzz/$target.report" 2>&1 &
+    pids+=($!)
+  done
+  i=0
+  for target in moe-fuzz-mlir moe-fuzz-io; do
+    wait "${pids[$i]}" || status=1
+    cat "$BUILD/fuzz/$target.report"
+    i=$((i + 1))
+  done
+else
+  for target in moe-fuzz-mlir moe-fuzz-io; do
+    run_target "$target" "$SECONDS_PER_TARGET" "$BUILD" || status=1
+  done
+fi
 exit $status
