@@ -36,8 +36,6 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
-#define DEBUG_TYPE "moe-strip-gpu-object-timings"
-
 using namespace mlir;
 
 #define DEBUG_TYPE "moe-nvptx-pipeline"
