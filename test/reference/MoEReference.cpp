@@ -397,9 +397,16 @@ double adjustLogit(double o, double g, double c) {
   return o - std::log(std::max(c * (g + 1e-10), 1e-10));
 }
 
-} // namespace
-
-namespace {
+/// #moe.top_k's scores s (docs/spec.md §3.1.1 step 1): softmax(o) or
+/// sigmoid(o).
+std::vector<double> topKScores(const double *o, int64_t E, Score score) {
+  if (score == Score::Softmax)
+    return softmax(o, E);
+  std::vector<double> s(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e)
+    s[size_t(e)] = 1.0 / (1.0 + std::exp(-o[e]));
+  return s;
+}
 
 /// #moe.top_k with production parameters or a selection bias (docs/spec.md §3.1.1).
 TokenRouting routeProduction(const double *o, int64_t E, const Routing &routing,
@@ -409,13 +416,8 @@ TokenRouting routeProduction(const double *o, int64_t E, const Routing &routing,
   check(G >= 1 && E % G == 0, "routing: groups must divide E");
   check(GK >= 1 && GK <= G, "routing: group_k out of range");
   check(K >= 1 && K <= GK * (E / G), "routing: k exceeds the choosable experts");
-  std::vector<double> s(static_cast<size_t>(E)), c(static_cast<size_t>(E));
-  if (routing.score == Score::Softmax) {
-    s = softmax(o, E);
-  } else {
-    for (int64_t e = 0; e < E; ++e)
-      s[size_t(e)] = 1.0 / (1.0 + std::exp(-o[e]));
-  }
+  const std::vector<double> s = topKScores(o, E, routing.score);
+  std::vector<double> c(static_cast<size_t>(E));
   for (int64_t e = 0; e < E; ++e)
     c[size_t(e)] = s[size_t(e)] + (bias ? bias[e] : 0.0);
 
@@ -453,20 +455,83 @@ TokenRouting routeProduction(const double *o, int64_t E, const Routing &routing,
     margin = std::min(margin, c[size_t(order[size_t(K - 1)])] - c[size_t(order[size_t(K)])]);
   TokenRouting res;
   res.selected.assign(order.begin(), order.begin() + K);
-  double sum = 0.0;
-  for (int64_t e : res.selected)
-    sum += s[size_t(e)];
-  for (int64_t e : res.selected) {
-    double w = s[size_t(e)];
-    if (routing.normalize)
-      w /= (sum + 1e-20);
-    res.weights.push_back(w * routing.scale);
-  }
+  res.weights =
+      routingWeights(o, E, routing, /*training=*/false, res.selected,
+                     /*pickedJ=*/-1, /*withSelectionBias=*/bias != nullptr);
   res.decisionMargin = margin;
   return res;
 }
 
 } // namespace
+
+std::vector<double> routingWeights(const double *o, int64_t E,
+                                   const Routing &routing, bool training,
+                                   const std::vector<int64_t> &selected,
+                                   int64_t pickedJ, bool withSelectionBias) {
+  for (int64_t i : selected)
+    check(i >= 0 && i < E, "routing: expert index out of range");
+  std::vector<double> weights;
+  if (routing.kind == RoutingKind::TopK &&
+      (!routing.isClassicTopK() || withSelectionBias)) {
+    // w_i = s_i, divided by (sum_S s + 1e-20) with normalize, times scale.
+    const std::vector<double> s = topKScores(o, E, routing.score);
+    double sum = 0.0;
+    for (int64_t e : selected)
+      sum += s[size_t(e)];
+    for (int64_t e : selected) {
+      double w = s[size_t(e)];
+      if (routing.normalize)
+        w /= (sum + 1e-20);
+      weights.push_back(w * routing.scale);
+    }
+    return weights;
+  }
+  const std::vector<double> g = softmax(o, E);
+  if (routing.kind == RoutingKind::Dense) {
+    for (int64_t i : selected)
+      weights.push_back(g[size_t(i)]);
+    return weights;
+  }
+  const int64_t K = routing.k;
+  check(int64_t(selected.size()) == K, "routing: S_t must have k experts");
+  std::vector<double> adjusted;
+  if (routing.kind == RoutingKind::TopK || !training) {
+    // top_k: softmax_S(o); MOESART inference: softmax_S(o - log(K g)).
+    for (int64_t i : selected) {
+      if (routing.kind == RoutingKind::TopK)
+        adjusted.push_back(o[i]);
+      else
+        adjusted.push_back(adjustLogit(o[i], g[size_t(i)], double(K)));
+    }
+    return softmaxOver(adjusted);
+  }
+  switch (routing.adjust) {
+  case Adjust::SmallRandom:
+    check(std::find(selected.begin(), selected.end(), pickedJ) !=
+              selected.end(),
+          "small_random: j is not in S_t");
+    for (int64_t i : selected) {
+      if (i == pickedJ)
+        adjusted.push_back(o[i]);
+      else
+        adjusted.push_back(adjustLogit(o[i], g[size_t(i)], double(K - 1)));
+    }
+    return softmaxOver(adjusted);
+  case Adjust::Zero:
+    for (int64_t i : selected)
+      adjusted.push_back(adjustLogit(o[i], g[size_t(i)], double(K)));
+    return softmaxOver(adjusted);
+  case Adjust::Large: {
+    double s = 0.0;
+    for (int64_t i : selected)
+      s += g[size_t(i)];
+    for (int64_t i : selected)
+      weights.push_back(g[size_t(i)] / s);
+    return weights;
+  }
+  }
+  fail("unknown adjust");
+}
 
 TokenRouting routeToken(const double *o, int64_t E, const Routing &routing,
                         bool training, uint64_t seed, uint32_t token,
@@ -476,11 +541,11 @@ TokenRouting routeToken(const double *o, int64_t E, const Routing &routing,
     return routeProduction(o, E, routing, selectionBias);
   check(!selectionBias, "routing: a selection bias needs top_k routing");
   TokenRouting res;
-  std::vector<double> g = softmax(o, E);
   if (routing.kind == RoutingKind::Dense) {
     res.selected.resize(size_t(E));
     std::iota(res.selected.begin(), res.selected.end(), int64_t(0));
-    res.weights = g;
+    res.weights = routingWeights(o, E, routing, training, res.selected, -1,
+                                 /*withSelectionBias=*/false);
     res.decisionMargin = kInf;
     return res;
   }
@@ -497,47 +562,16 @@ TokenRouting routeToken(const double *o, int64_t E, const Routing &routing,
                                : kInf;
     ranked.resize(size_t(K));
     res.selected = ranked;
-    std::vector<double> adjusted;
-    for (int64_t i : ranked) {
-      if (routing.kind == RoutingKind::TopK)
-        adjusted.push_back(o[i]);
-      else
-        adjusted.push_back(adjustLogit(o[i], g[size_t(i)], double(K)));
-    }
-    res.weights = softmaxOver(adjusted);
-    return res;
+  } else {
+    check(K >= 2, "MOESART training needs k >= 2");
+    const std::vector<double> g = softmax(o, E);
+    res.selected = sampleWithoutReplacement(g.data(), E, K, seed, token,
+                                            precision, &res.decisionMargin);
+    if (routing.adjust == Adjust::SmallRandom)
+      res.pickedJ = smallRandomPick(res.selected, seed, token);
   }
-
-  check(K >= 2, "MOESART training needs k >= 2");
-  res.selected = sampleWithoutReplacement(g.data(), E, K, seed, token,
-                                          precision, &res.decisionMargin);
-  std::vector<double> adjusted;
-  switch (routing.adjust) {
-  case Adjust::SmallRandom: {
-    res.pickedJ = smallRandomPick(res.selected, seed, token);
-    for (int64_t i : res.selected) {
-      if (i == res.pickedJ)
-        adjusted.push_back(o[i]);
-      else
-        adjusted.push_back(adjustLogit(o[i], g[size_t(i)], double(K - 1)));
-    }
-    res.weights = softmaxOver(adjusted);
-    break;
-  }
-  case Adjust::Zero:
-    for (int64_t i : res.selected)
-      adjusted.push_back(adjustLogit(o[i], g[size_t(i)], double(K)));
-    res.weights = softmaxOver(adjusted);
-    break;
-  case Adjust::Large: {
-    double s = 0.0;
-    for (int64_t i : res.selected)
-      s += g[size_t(i)];
-    for (int64_t i : res.selected)
-      res.weights.push_back(g[size_t(i)] / s);
-    break;
-  }
-  }
+  res.weights = routingWeights(o, E, routing, training, res.selected,
+                               res.pickedJ, /*withSelectionBias=*/false);
   return res;
 }
 
@@ -575,23 +609,11 @@ Experts roundedExperts(const Experts &ex) {
   return r;
 }
 
-} // namespace
-
-LayerResult moeLayer(const LayerInputs &input, const LayerOptions &opt) {
-  input.experts.verify();
-  // The inputs as values of T (a copy only when T is not f32).
-  const ElementType type = input.experts.elementType;
-  LayerInputs roundedInput;
-  if (type != ElementType::F32) {
-    roundedInput = input;
-    roundAll(type, roundedInput.x);
-    roundAll(type, roundedInput.wr);
-    roundAll(type, roundedInput.br);
-    roundedInput.experts = roundedExperts(input.experts);
-  }
-  const LayerInputs &in = type == ElementType::F32 ? input : roundedInput;
-  const Experts &ex = in.experts;
-  const int64_t T = in.numTokens, D = ex.modelDim, E = ex.numExperts;
+/// Checks the sizes of the layer's operands and the routing parameters.
+void verifyLayer(const LayerInputs &in, const LayerOptions &opt) {
+  in.experts.verify();
+  const int64_t T = in.numTokens, D = in.experts.modelDim,
+                E = in.experts.numExperts;
   check(T >= 0, "T must be >= 0");
   check(int64_t(in.x.size()) == T * D, sizeMsg("x", in.x.size(), T * D));
   check(int64_t(in.wr.size()) == D * E, sizeMsg("Wr", in.wr.size(), D * E));
@@ -605,32 +627,116 @@ LayerResult moeLayer(const LayerInputs &input, const LayerOptions &opt) {
   if (routing.kind == RoutingKind::MoESART && opt.training)
     check(routing.k >= 2, "MOESART training needs k >= 2");
   check(T <= int64_t(0xFFFFFFFFll), "T does not fit the Philox counter");
-
   check(in.selectionBias.empty() || int64_t(in.selectionBias.size()) == E,
         sizeMsg("selection_bias", in.selectionBias.size(), E));
-  const std::vector<double> bias(in.selectionBias.begin(), in.selectionBias.end());
-  // The shared expert as a one-expert FFN of the layer's activation.
+}
+
+/// The shared expert of `in` as a one-expert FFN of the layer's activation,
+/// with its weights as given (numExperts = 0 when the layer has none).
+Experts sharedExpert(const LayerInputs &in) {
   Experts shared;
   const bool hasShared = in.sharedHidden > 0;
   if (hasShared) {
     shared.numExperts = 1;
-    shared.modelDim = D;
+    shared.modelDim = in.experts.modelDim;
     shared.hiddenDim = in.sharedHidden;
-    shared.activation = ex.activation;
-    shared.elementType = type;
+    shared.activation = in.experts.activation;
+    shared.elementType = in.experts.elementType;
     shared.w1 = in.sharedW1;
     shared.w2 = in.sharedW2;
-    roundAll(type, shared.w1);
-    roundAll(type, shared.w2);
     shared.verify();
   }
-  std::vector<float> sharedGate = in.sharedGate;
-  roundAll(type, sharedGate);
-  check(sharedGate.empty() || (hasShared && int64_t(sharedGate.size()) == D),
+  check(in.sharedGate.empty() ||
+            (hasShared && int64_t(in.sharedGate.size()) == in.experts.modelDim),
         "shared gate: needs a shared expert and D values");
+  return shared;
+}
+
+/// The router logits o = x Wr + br, [T, E].
+std::vector<double> routerLogits(const LayerInputs &in) {
+  const int64_t T = in.numTokens, D = in.experts.modelDim,
+                E = in.experts.numExperts;
+  std::vector<double> logits(size_t(T * E), 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t e = 0; e < E; ++e) {
+      double acc = in.br.empty() ? 0.0 : double(in.br[size_t(e)]);
+      for (int64_t d = 0; d < D; ++d)
+        acc +=
+            double(in.x[size_t(t * D + d)]) * double(in.wr[size_t(d * E + e)]);
+      logits[size_t(t * E + e)] = acc;
+    }
+  }
+  return logits;
+}
+
+/// y_t = sum over the kept i of w_t,i f_i(x_t), plus gate_t times the
+/// shared expert (numExperts = 0: none), in double before the rounding to
+/// T: [T, D].
+std::vector<double>
+combineExperts(const LayerInputs &in, const Experts &shared,
+               const std::vector<std::vector<int64_t>> &selected,
+               const std::vector<std::vector<double>> &weights,
+               const std::vector<std::vector<bool>> &dropped) {
+  const Experts &ex = in.experts;
+  const int64_t T = in.numTokens, D = ex.modelDim;
+  std::vector<double> y(size_t(T * D), 0.0);
+  std::vector<double> xd(static_cast<size_t>(D)), fx(static_cast<size_t>(D));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t d = 0; d < D; ++d)
+      xd[size_t(d)] = double(in.x[size_t(t * D + d)]);
+    double *acc = y.data() + t * D;
+    const std::vector<int64_t> &sel = selected[size_t(t)];
+    for (size_t i = 0; i < sel.size(); ++i) {
+      if (dropped[size_t(t)][i])
+        continue;
+      expertForward(ex, sel[i], xd.data(), fx.data());
+      const double w = weights[size_t(t)][i];
+      for (int64_t d = 0; d < D; ++d)
+        acc[d] += w * fx[size_t(d)];
+    }
+    if (shared.numExperts > 0) {
+      double gate = 1.0;
+      if (!in.sharedGate.empty()) {
+        double z = 0.0;
+        for (int64_t d = 0; d < D; ++d)
+          z += xd[size_t(d)] * double(in.sharedGate[size_t(d)]);
+        gate = 1.0 / (1.0 + std::exp(-z));
+      }
+      expertForward(shared, 0, xd.data(), fx.data());
+      for (int64_t d = 0; d < D; ++d)
+        acc[d] += gate * fx[size_t(d)];
+    }
+  }
+  return y;
+}
+
+} // namespace
+
+LayerResult moeLayer(const LayerInputs &input, const LayerOptions &opt) {
+  input.experts.verify();
+  // The inputs as values of T (a copy only when T is not f32).
+  const ElementType type = input.experts.elementType;
+  LayerInputs roundedInput;
+  if (type != ElementType::F32) {
+    roundedInput = input;
+    roundAll(type, roundedInput.x);
+    roundAll(type, roundedInput.wr);
+    roundAll(type, roundedInput.br);
+    roundedInput.experts = roundedExperts(input.experts);
+    roundAll(type, roundedInput.sharedW1);
+    roundAll(type, roundedInput.sharedW2);
+    roundAll(type, roundedInput.sharedGate);
+  }
+  const LayerInputs &in = type == ElementType::F32 ? input : roundedInput;
+  verifyLayer(in, opt);
+  const Experts shared = sharedExpert(in);
+  const int64_t T = in.numTokens, E = in.experts.numExperts;
+  const Routing &routing = opt.routing;
+  const std::vector<double> bias(in.selectionBias.begin(),
+                                 in.selectionBias.end());
 
   LayerResult res;
-  res.logits.assign(size_t(T * E), 0.0);
+  res.logits = routerLogits(in);
   res.probs.assign(size_t(T * E), 0.0);
   res.selected.resize(size_t(T));
   res.weights.resize(size_t(T));
@@ -638,15 +744,9 @@ LayerResult moeLayer(const LayerInputs &input, const LayerOptions &opt) {
   res.pickedJ.assign(size_t(T), -1);
   res.decisionMargin.assign(size_t(T), kInf);
 
-  // Router and routing.
+  // Routing.
   for (int64_t t = 0; t < T; ++t) {
-    double *o = res.logits.data() + t * E;
-    for (int64_t e = 0; e < E; ++e) {
-      double acc = in.br.empty() ? 0.0 : double(in.br[size_t(e)]);
-      for (int64_t d = 0; d < D; ++d)
-        acc += double(in.x[size_t(t * D + d)]) * double(in.wr[size_t(d * E + e)]);
-      o[e] = acc;
-    }
+    const double *o = res.logits.data() + t * E;
     std::vector<double> g = softmax(o, E);
     std::copy(g.begin(), g.end(), res.probs.begin() + t * E);
     TokenRouting tr = routeToken(o, E, routing, opt.training, opt.seed,
@@ -677,43 +777,68 @@ LayerResult moeLayer(const LayerInputs &input, const LayerOptions &opt) {
     }
   }
 
-  // Experts and combine.
-  res.y.assign(size_t(T * D), 0.0f);
-  std::vector<double> xd(static_cast<size_t>(D)), fx(static_cast<size_t>(D));
-  std::vector<double> acc(static_cast<size_t>(D));
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t d = 0; d < D; ++d)
-      xd[size_t(d)] = double(in.x[size_t(t * D + d)]);
-    std::fill(acc.begin(), acc.end(), 0.0);
-    const std::vector<int64_t> &sel = res.selected[size_t(t)];
-    for (size_t i = 0; i < sel.size(); ++i) {
-      if (res.dropped[size_t(t)][i])
-        continue;
-      expertForward(ex, sel[i], xd.data(), fx.data());
-      const double w = res.weights[size_t(t)][i];
-      for (int64_t d = 0; d < D; ++d)
-        acc[size_t(d)] += w * fx[size_t(d)];
-    }
-    if (hasShared) {
-      double gate = 1.0;
-      if (!sharedGate.empty()) {
-        double z = 0.0;
-        for (int64_t d = 0; d < D; ++d)
-          z += xd[size_t(d)] * double(sharedGate[size_t(d)]);
-        gate = 1.0 / (1.0 + std::exp(-z));
-      }
-      expertForward(shared, 0, xd.data(), fx.data());
-      for (int64_t d = 0; d < D; ++d)
-        acc[size_t(d)] += gate * fx[size_t(d)];
-    }
-    // y rounded to T once (to f32 for T = f32).
-    for (int64_t d = 0; d < D; ++d)
-      res.y[size_t(t * D + d)] = float(roundTo(type, acc[size_t(d)]));
-  }
+  // Experts and combine; y rounded to T once (to f32 for T = f32).
+  const std::vector<double> y =
+      combineExperts(in, shared, res.selected, res.weights, res.dropped);
+  res.y.resize(y.size());
+  for (size_t i = 0; i < y.size(); ++i)
+    res.y[i] = float(roundTo(type, y[i]));
 
   if (opt.training && routing.kind == RoutingKind::MoESART)
     res.auxLoss =
         trimmedLassoLoss(res.probs, T, E, routing.k, routing.trimmedLasso);
+  return res;
+}
+
+LayerDecisions layerDecisions(const LayerResult &res, const LayerOptions &opt) {
+  LayerDecisions dec;
+  dec.selected = res.selected;
+  dec.dropped = res.dropped;
+  dec.pickedJ = res.pickedJ;
+  const int64_t T = int64_t(res.selected.size());
+  if (opt.training && opt.routing.kind == RoutingKind::MoESART && T > 0) {
+    const int64_t E = int64_t(res.probs.size()) / T;
+    for (int64_t t = 0; t < T; ++t)
+      dec.lassoTopK.push_back(
+          topKIndices(res.probs.data() + t * E, E, opt.routing.k));
+  }
+  return dec;
+}
+
+LayerValues moeLayerWithDecisions(const LayerInputs &in,
+                                  const LayerOptions &opt,
+                                  const LayerDecisions &dec) {
+  verifyLayer(in, opt);
+  const Experts shared = sharedExpert(in);
+  const int64_t T = in.numTokens, E = in.experts.numExperts;
+  const Routing &routing = opt.routing;
+  const bool lasso = opt.training && routing.kind == RoutingKind::MoESART;
+  check(int64_t(dec.selected.size()) == T && int64_t(dec.dropped.size()) == T &&
+            int64_t(dec.pickedJ.size()) == T &&
+            int64_t(dec.lassoTopK.size()) == (lasso ? T : 0),
+        "decisions: need one entry per token");
+  const std::vector<double> logits = routerLogits(in);
+  std::vector<std::vector<double>> weights(static_cast<size_t>(T));
+  double total = 0.0;
+  for (int64_t t = 0; t < T; ++t) {
+    const double *o = logits.data() + t * E;
+    check(dec.dropped[size_t(t)].size() == dec.selected[size_t(t)].size(),
+          "decisions: dropped must be parallel to selected");
+    weights[size_t(t)] =
+        routingWeights(o, E, routing, opt.training, dec.selected[size_t(t)],
+                       dec.pickedJ[size_t(t)], !in.selectionBias.empty());
+    if (lasso) {
+      const std::vector<double> g = softmax(o, E);
+      double top = 0.0;
+      for (int64_t i : dec.lassoTopK[size_t(t)])
+        top += g[size_t(i)];
+      total += 1.0 - top;
+    }
+  }
+  LayerValues res;
+  res.y = combineExperts(in, shared, dec.selected, weights, dec.dropped);
+  if (lasso && T > 0)
+    res.auxLoss = routing.trimmedLasso * (total / double(T));
   return res;
 }
 

@@ -277,6 +277,19 @@ TokenRouting routeToken(const double *o, int64_t numExperts,
                         SamplingPrecision precision = SamplingPrecision::F32,
                         const double *selectionBias = nullptr);
 
+/// The routing weights w_t,i, parallel to `selected`, of one token whose
+/// expert set S_t (in routing order) is `selected` and, for small_random in
+/// training, whose j is `pickedJ` (ignored otherwise): the weights of the
+/// table of docs/spec.md §3.1 and of §3.1.1 step 5, from the logits o (n = E
+/// values). routeToken computes its weights with this function; with the
+/// choices held fixed it is the part of the routing that the reverse mode
+/// differentiates (MoEReferenceGrad.h). `withSelectionBias` tells whether
+/// the layer has a selection bias (its values only choose).
+std::vector<double> routingWeights(const double *o, int64_t numExperts,
+                                   const Routing &routing, bool training,
+                                   const std::vector<int64_t> &selected,
+                                   int64_t pickedJ, bool withSelectionBias);
+
 /// lambda * mean_t (1 - sum of the K largest g_t,i) over T rows of g [T, E].
 double trimmedLassoLoss(const std::vector<double> &g, int64_t numTokens,
                         int64_t numExperts, int64_t k, double lambda);
@@ -349,6 +362,44 @@ struct LayerResult {
 /// moe.layer forward (docs/spec.md §3.1). Aborts on invalid inputs (e.g. MOESART
 /// training with k < 2, k outside [1, E]).
 LayerResult moeLayer(const LayerInputs &in, const LayerOptions &options);
+
+/// The discrete choices of one moe.layer forward, which its derivative holds
+/// fixed (MoEReferenceGrad.h).
+struct LayerDecisions {
+  /// S_t per token, in routing order (LayerResult::selected).
+  std::vector<std::vector<int64_t>> selected;
+  /// The capacity drops, parallel to `selected`.
+  std::vector<std::vector<bool>> dropped;
+  /// small_random's j per token (training), else -1.
+  std::vector<int64_t> pickedJ;
+  /// MOESART training: per token the K experts of the largest g_t,i (the
+  /// trimmed lasso's terms; ties: lower index first); else empty.
+  std::vector<std::vector<int64_t>> lassoTopK;
+};
+
+/// The decisions a moeLayer run with these options took.
+LayerDecisions layerDecisions(const LayerResult &result,
+                              const LayerOptions &options);
+
+/// The outputs of moe.layer in double: y before its rounding to T and the
+/// aux loss (0 unless MOESART training).
+struct LayerValues {
+  std::vector<double> y; // [T, D]
+  double auxLoss = 0;
+};
+
+/// moe.layer's forward with the discrete choices of `decisions` instead of
+/// its own: the router logits, the routing weights of S_t (routingWeights),
+/// the experts and the combine of moeLayer, the aux loss over the given
+/// trimmed-lasso sets, and y in double. The inputs are used as they are
+/// (moeLayer first rounds them to T; for T = bf16/f16 h is still rounded to
+/// T). For T = f32 it is smooth in the inputs (relu's kink aside): what the
+/// finite differences of the gradient tests evaluate. With the inputs and
+/// decisions of a moeLayer run, roundTo(T, y) and auxLoss are that run's
+/// values, bit for bit.
+LayerValues moeLayerWithDecisions(const LayerInputs &in,
+                                  const LayerOptions &options,
+                                  const LayerDecisions &decisions);
 
 //===----------------------------------------------------------------------===//
 // moe.soft_layer

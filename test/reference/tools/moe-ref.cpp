@@ -10,6 +10,8 @@
 //   moe-ref soft-from-router ...  random dense moe.layer data + the expected
 //                        y of the Soft MoE layer --moe-dense-to-soft makes
 //   moe-ref soft   ...   random moe.soft_layer data + expected y
+//                        (layer and soft --vjp: + cotangents and the
+//                        reference's gradients, MoEReferenceGrad.h)
 //   moe-ref gate   ...   moe.gate's expected weights/indices for given logits
 //   moe-ref compare ACTUAL.npy EXPECTED.npy [--tol 1e-4]
 //   moe-ref sum-check W.npy --axes 1[,2..] [--expect 1] [--tol 1e-5]
@@ -29,6 +31,7 @@
 
 #include "runtime/io/TensorIO.h"
 #include "test/reference/MoEReference.h"
+#include "test/reference/MoEReferenceGrad.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -512,6 +515,13 @@ double maxAbs(const std::vector<float> &v) {
   return m;
 }
 
+double maxAbs(const std::vector<double> &v) {
+  double m = 0;
+  for (double d : v)
+    m = std::max(m, std::fabs(d));
+  return m;
+}
+
 /// The Soft MoE layer that --moe-dense-to-soft makes of a dense layer
 /// (docs/spec.md §4): Phi[d, e, s] = Wr[d, e] for every slot s, scale 1, the router
 /// bias dropped, x [T, D] regrouped to [T/M, M, D] (the same row-major data)
@@ -555,6 +565,81 @@ uint64_t layerSeed(uint64_t dataSeed, int64_t layer) {
 }
 
 //===----------------------------------------------------------------------===//
+// --vjp: cotangents and the reference's gradients
+//===----------------------------------------------------------------------===//
+
+/// One file of --vjp PREFIX: PREFIX + name + ".npy" (PREFIX may end in '/').
+std::string vjpPath(const std::string &prefix, const std::string &name) {
+  return prefix + name + ".npy";
+}
+
+/// The seeded cotangent dy of --vjp: n values ~ N(0, 1) rounded to T, from
+/// a seed of their own derived from the data seed.
+std::vector<float> vjpCotangent(int64_t n, uint64_t dataSeed,
+                                ref::ElementType type) {
+  ref::TestRng seeds(dataSeed ^ 0x636F74616E67656Eull);
+  std::vector<float> dy = ref::randomNormal(n, seeds.next());
+  ref::roundAll(type, dy);
+  return dy;
+}
+
+/// Writes a gradient as PREFIX + "grad_" + name + ".npy" (f32).
+void writeGradient(const std::string &prefix, const std::string &name,
+                   std::vector<int64_t> shape, const std::vector<double> &g) {
+  writeF32(vjpPath(prefix, "grad_" + name), std::move(shape),
+           std::vector<float>(g.begin(), g.end()));
+}
+
+/// --vjp for `layer`: dy [T, D] (an f32 .npy holding values of T, like
+/// --input), for training the aux loss's cotangent daux (a scalar f32), and
+/// moeLayerVjp's gradients with the routing of `res`: grad_x and grad_NAME
+/// for each parameter NAME of --names, in the parameters' shapes.
+void writeLayerVjp(const std::string &prefix,
+                   const std::vector<std::string> &names,
+                   const ref::LayerInputs &in, const ref::LayerOptions &opt,
+                   const ref::LayerResult &res, uint64_t dataSeed) {
+  const ref::Experts &ex = in.experts;
+  const int64_t T = in.numTokens, D = ex.modelDim, E = ex.numExperts,
+                H = ex.hiddenDim, C = ex.w1Cols();
+  const std::vector<float> dy = vjpCotangent(T * D, dataSeed, ex.elementType);
+  ref::LayerCotangents cot;
+  cot.dy.assign(dy.begin(), dy.end());
+  writeF32(vjpPath(prefix, "dy"), {T, D}, dy);
+  if (opt.training) {
+    ref::TestRng rng(dataSeed ^ 0x6461757821212121ull);
+    cot.dAuxLoss = double(float(rng.normal()));
+    writeF32(vjpPath(prefix, "daux"), {}, {float(cot.dAuxLoss)});
+  }
+  const ref::LayerGradients g =
+      ref::moeLayerVjp(in, opt, ref::layerDecisions(res, opt), cot);
+  writeGradient(prefix, "x", {T, D}, g.dx);
+  // The order and the shapes of addLayerParams.
+  size_t n = 0;
+  writeGradient(prefix, names[n++], {D, E}, g.dwr);
+  if (!in.br.empty())
+    writeGradient(prefix, names[n++], {E}, g.dbr);
+  if (!in.selectionBias.empty())
+    writeGradient(prefix, names[n++], {E}, g.dSelectionBias);
+  writeGradient(prefix, names[n++], {E, D, C}, g.dw1);
+  writeGradient(prefix, names[n++], {E, H, D}, g.dw2);
+  if (!ex.b1.empty()) {
+    writeGradient(prefix, names[n++], {E, C}, g.db1);
+    writeGradient(prefix, names[n++], {E, D}, g.db2);
+  }
+  if (in.sharedHidden > 0) {
+    const int64_t Hs = in.sharedHidden,
+                  width = ref::isGated(ex.activation) ? 2 * Hs : Hs;
+    writeGradient(prefix, names[n++], {D, width}, g.dSharedW1);
+    writeGradient(prefix, names[n++], {Hs, D}, g.dSharedW2);
+    if (!in.sharedGate.empty())
+      writeGradient(prefix, names[n++], {D, 1}, g.dSharedGate);
+  }
+  std::printf("vjp: dy%s and %zu gradients (max |grad_x| %.6g) under %s\n",
+              opt.training ? ", daux" : "", n + 1, maxAbs(g.dx),
+              prefix.c_str());
+}
+
+//===----------------------------------------------------------------------===//
 // moe-ref layer / block
 //===----------------------------------------------------------------------===//
 
@@ -563,7 +648,7 @@ const std::set<std::string> layerValued = {
     "adjust", "lambda", "seed-value", "capacity-factor", "data-seed", "names",
     "params", "input", "seed-input", "expected", "expected-loss",
     "min-margin", "layers", "slots", "group-size", "soft-layers", "dtype",
-    "score", "scale", "groups", "group-k", "shared-hidden"};
+    "score", "scale", "groups", "group-k", "shared-hidden", "vjp"};
 const std::set<std::string> layerFlags = {"training", "router-bias", "expert-biases",
                                           "normalize", "no-normalize", "selection-bias",
                                           "shared-gate"};
@@ -595,6 +680,8 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
             " is a 'soft-from-router' or 'block --soft-layers' option");
   if (mode == LayerMode::Layer && args.flag("normalize"))
     die("--normalize is a 'soft-from-router' or 'block --soft-layers' option");
+  if (mode != LayerMode::Layer && args.has("vjp"))
+    die("--vjp is a 'layer' or 'soft' option");
   std::set<int64_t> softLayers;
   if (softOnly)
     softLayers.insert(0);
@@ -734,6 +821,8 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       loss = res.auxLoss;
       std::printf("aux loss %.9g\n", loss);
     }
+    if (args.has("vjp"))
+      writeLayerVjp(args.str("vjp"), layerNames, in, opt, res, dataSeed);
     if (block) {
       // The residual: x + moe(x), added in f32 like the compiled code.
       for (size_t i = 0; i < x.size(); ++i)
@@ -773,7 +862,7 @@ int cmdSoft(int argc, char **argv) {
             {"groups", "tokens", "dim", "experts", "slots", "hidden",
              "activation", "scale", "data-seed", "names", "params", "input",
              "expected", "expected-slots", "expected-dispatch",
-             "expected-combine", "dtype"},
+             "expected-combine", "dtype", "vjp"},
             {"normalize", "scale-param", "expert-biases"}, 0);
   const int64_t G = args.positiveInt("groups"), M = args.positiveInt("tokens"),
                 D = args.positiveInt("dim"), E = args.positiveInt("experts"),
@@ -858,6 +947,28 @@ int cmdSoft(int argc, char **argv) {
     writeF32(args.str("expected-dispatch"), {G, M, E, S}, toF32(res.dispatch));
   if (args.has("expected-combine"))
     writeF32(args.str("expected-combine"), {G, M, E, S}, toF32(res.combine));
+  if (args.has("vjp")) {
+    // dy [G, M, D] (an f32 .npy holding values of T, like --input) and
+    // softMoELayerVjp's gradients: grad_x and grad_NAME for each of --names.
+    const std::string prefix = args.str("vjp");
+    const std::vector<float> dy = vjpCotangent(G * M * D, dataSeed, dtype);
+    writeF32(vjpPath(prefix, "dy"), {G, M, D}, dy);
+    const ref::SoftLayerGradients g = ref::softMoELayerVjp(
+        in, std::vector<double>(dy.begin(), dy.end()));
+    writeGradient(prefix, "x", {G, M, D}, g.dx);
+    n = 0;
+    writeGradient(prefix, names[n++], {D, E, S}, g.dphi);
+    if (scaleParam)
+      writeGradient(prefix, names[n++], {}, {g.dscale});
+    writeGradient(prefix, names[n++], {E, D, ex.w1Cols()}, g.dw1);
+    writeGradient(prefix, names[n++], {E, H, D}, g.dw2);
+    if (expertBiases) {
+      writeGradient(prefix, names[n++], {E, ex.w1Cols()}, g.db1);
+      writeGradient(prefix, names[n++], {E, D}, g.db2);
+    }
+    std::printf("vjp: dy and %zu gradients (max |grad_x| %.6g) under %s\n",
+                n + 1, maxAbs(g.dx), prefix.c_str());
+  }
   return 0;
 }
 
@@ -1530,6 +1641,7 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
     --names N1,N2,...
     --params OUT.safetensors --input OUT_X.npy [--seed-input OUT_SEED.npy]
     --expected OUT_Y.npy [--expected-loss OUT_LOSS.npy] [--min-margin M]
+    [--vjp PREFIX]
   Seeded random x [T,D] and parameters (named, in the order router.weight
   [,router.bias][,selection_bias],w1,w2[,b1,b2][,shared_w1,shared_w2
   [,shared_gate]]), and the reference y (and the training loss).
@@ -1544,6 +1656,12 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   'moe-ref compare --dtype'. Any --tokens works for a tensor<?xDxT> layer.
   Fails with "borderline token" when a token's decision margin (logit gap for
   top-k selections, |u - cumsum| for MOESART sampling) is below M (1e-6).
+  --vjp PREFIX (also for soft): cotangents to pass to f_vjp and the
+  reference's gradients (MoEReferenceGrad.h, the forward's routing held
+  fixed) as PREFIX + NAME.npy (PREFIX may be DIR/): dy (seeded N(0, 1) in
+  T, an f32 .npy like --input), with --training daux (the aux loss's
+  cotangent, scalar f32), and f32 gradients grad_x and grad_NAME for each
+  parameter NAME of --names, in the parameters' shapes.
 moe-ref block --layers N (default 2) + the layer options (no training)
     [--soft-layers L1,L2,... [--slots S] [--group-size M] [--normalize]]
   N residual layers x <- x + layer_l(x) (x + moe(x), f32 adds); --names holds
@@ -1562,7 +1680,7 @@ moe-ref soft --groups G --tokens M --dim D --experts E --slots S --hidden H
     --activation A [--normalize] [--scale-param [--scale V (2.5)]]
     [--expert-biases] --data-seed S --names phi[,scale],w1,w2[,b1,b2]
     --params P --input X --expected Y [--expected-slots ROWS.npy]
-    [--expected-dispatch DW.npy] [--expected-combine CW.npy]
+    [--expected-dispatch DW.npy] [--expected-combine CW.npy] [--vjp PREFIX]
   ROWS: moe.soft_dispatch's rows [E*G*S, D]; DW, CW: [G, M, E, S].
 moe-ref gate --logits L.npy --routing ... [--k K] [--adjust A] [--lambda F]
     [--training --seed-value N] [--expected-weights W.npy]
