@@ -1211,3 +1211,205 @@ void FusedSoftExpertsOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                                      MLIRContext *context) {
   results.add<DropZeroExpertBiases<FusedSoftExpertsOp>>(context);
 }
+
+//===----------------------------------------------------------------------===//
+// The adjoint ops (MoEGradOps.td): verifiers and result types
+//===----------------------------------------------------------------------===//
+//
+// Every cotangent a backward op returns is an f32 tensor shaped like the
+// operand it belongs to (AdjointOpInterface's convention); the verifiers
+// check the operands against each other as the forward op does.
+
+namespace {
+/// An f32 tensor of `v`'s shape.
+RankedTensorType f32Like(RankedTensorType t) {
+  return RankedTensorType::get(t.getShape(), Float32Type::get(t.getContext()));
+}
+} // namespace
+
+#define MOE_COMPATIBLE_RESULTS(OpTy)                                             \
+  bool OpTy::isCompatibleReturnTypes(TypeRange l, TypeRange r) {                 \
+    return compatibleResultTypes(l, r);                                          \
+  }
+MOE_COMPATIBLE_RESULTS(RouteGradOp)
+MOE_COMPATIBLE_RESULTS(GateGradOp)
+MOE_COMPATIBLE_RESULTS(DispatchGradOp)
+MOE_COMPATIBLE_RESULTS(ExpertFFNGradOp)
+MOE_COMPATIBLE_RESULTS(SharedExpertGradOp)
+MOE_COMPATIBLE_RESULTS(CombineGradOp)
+#undef MOE_COMPATIBLE_RESULTS
+
+LogicalResult RouteGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  RankedTensorType x = rankedOf(adaptor.getInput()), wr = rankedOf(adaptor.getRouterWeight());
+  if (!x || x.getRank() != 2 || !wr || wr.getRank() != 2)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(f32Like(x));
+  inferred.push_back(f32Like(wr));
+  inferred.push_back(RankedTensorType::get({wr.getDimSize(1)}, Float32Type::get(x.getContext())));
+  return success();
+}
+
+LogicalResult RouteGradOp::verify() {
+  ShapeChecker check(*this);
+  Named input{"input", getInput()}, wr{"router_weight", getRouterWeight()},
+      dlogits{"logits_grad", getLogitsGrad()};
+  auto x = getInput().getType();
+  if (failed(check.elementTypes({input, wr})) ||
+      failed(check.dim(wr, 0, "D", x.getDimSize(1), "input")) ||
+      failed(check.dim(dlogits, 0, "T", x.getDimSize(0), "input")) ||
+      failed(check.dim(dlogits, 1, "E", getRouterWeight().getType().getDimSize(1),
+                       "router_weight")))
+    return failure();
+  return success();
+}
+
+LogicalResult GateGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                           Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  RankedTensorType logits = rankedOf(adaptor.getLogits());
+  if (!logits || logits.getRank() != 2)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(f32Like(logits));
+  return success();
+}
+
+LogicalResult GateGradOp::verify() {
+  ShapeChecker check(*this);
+  Named logits{"logits", getLogits()}, indices{"indices", getIndices()},
+      dweights{"weights_grad", getWeightsGrad()};
+  auto o = getLogits().getType();
+  int64_t numExperts = o.getDimSize(1);
+  int64_t k = expertsPerToken(getRouting(), numExperts);
+  if (failed(check.dim(indices, 0, "T", o.getDimSize(0), "logits")) ||
+      failed(check.dim(indices, 1, "K", k, "the routing")) ||
+      failed(check.dim(dweights, 0, "T", o.getDimSize(0), "logits")) ||
+      failed(check.dim(dweights, 1, "K", k, "the routing")))
+    return failure();
+  bool training = getTraining();
+  if (!training && getAuxLossGrad())
+    return emitOpError("has an aux_loss_grad but is not in training mode (only a "
+                       "training gate returns an aux loss)");
+  auto moesart = dyn_cast<MoesartRoutingAttr>(getRouting());
+  bool needsSeed = training && moesart && getRouting().isSampling(training) &&
+                   moesart.getAdjust() == MoesartAdjust::small_random;
+  if (needsSeed && !getSeed())
+    return emitOpError("needs the forward gate's 'seed': small_random's unadjusted "
+                       "expert j is recomputed from it");
+  if (getSeed() && !training)
+    return emitOpError("has a 'seed' operand but is not in training mode");
+  return getRouting().verifyForLayer(numExperts, training, [&]() { return emitOpError(); });
+}
+
+LogicalResult DispatchGradOp::inferReturnTypes(MLIRContext *context,
+                                               std::optional<Location> location,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &inferred) {
+  RankedTensorType rows = rankedOf(adaptor.getRowsGrad()),
+                   pos = rankedOf(adaptor.getPositions());
+  if (!rows || rows.getRank() != 2 || !pos || pos.getRank() != 2)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(RankedTensorType::get({pos.getDimSize(0), rows.getDimSize(1)},
+                                           Float32Type::get(context)));
+  return success();
+}
+
+LogicalResult DispatchGradOp::verify() {
+  ShapeChecker check(*this);
+  auto pos = getPositions().getType();
+  return check.dim({"rows_grad", getRowsGrad()}, 0, "T*K",
+                   ShapeChecker::mul(pos.getDimSize(0), pos.getDimSize(1)), "positions");
+}
+
+LogicalResult ExpertFFNGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> location,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &inferred) {
+  RankedTensorType rows = rankedOf(adaptor.getRows()), w1 = rankedOf(adaptor.getW1()),
+                   w2 = rankedOf(adaptor.getW2());
+  if (!rows || rows.getRank() != 2 || !w1 || w1.getRank() != 3 || !w2 || w2.getRank() != 3)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(f32Like(rows));
+  inferred.push_back(f32Like(w1));
+  inferred.push_back(f32Like(w2));
+  if (RankedTensorType b1 = rankedOf(adaptor.getB1()))
+    inferred.push_back(f32Like(b1));
+  if (RankedTensorType b2 = rankedOf(adaptor.getB2()))
+    inferred.push_back(f32Like(b2));
+  return success();
+}
+
+LogicalResult ExpertFFNGradOp::verify() {
+  ShapeChecker check(*this);
+  Named rows{"rows", getRows()}, w1{"w1", getW1()}, w2{"w2", getW2()}, b1{"b1", getB1()},
+      b2{"b2", getB2()}, dout{"output_grad", getOutputGrad()};
+  if (failed(check.elementTypes({rows, w1, w2, b1, b2})))
+    return failure();
+  int64_t groups = getOffsets().getType().getDimSize(0);
+  int64_t numExperts = ShapedType::isDynamic(groups) ? groups : groups - 1;
+  if (numExperts == 0)
+    return emitOpError("expects offsets of shape [E+1] with E >= 1, got ")
+           << getOffsets().getType();
+  int64_t modelDim = getRows().getType().getDimSize(1);
+  if (failed(check.experts(w1, w2, b1, b2, getActivationAttr(), numExperts, "offsets",
+                           modelDim)) ||
+      failed(check.dim(dout, 0, "N", getRows().getType().getDimSize(0), "rows")) ||
+      failed(check.dim(dout, 1, "D", modelDim, "rows")))
+    return failure();
+  return success();
+}
+
+LogicalResult SharedExpertGradOp::inferReturnTypes(MLIRContext *,
+                                                   std::optional<Location> location,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &inferred) {
+  RankedTensorType x = rankedOf(adaptor.getInput()), s1 = rankedOf(adaptor.getSharedW1()),
+                   s2 = rankedOf(adaptor.getSharedW2());
+  if (!x || x.getRank() != 2 || !s1 || s1.getRank() != 2 || !s2 || s2.getRank() != 2)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(f32Like(x));
+  inferred.push_back(f32Like(s1));
+  inferred.push_back(f32Like(s2));
+  if (RankedTensorType sg = rankedOf(adaptor.getSharedGate()))
+    inferred.push_back(f32Like(sg));
+  return success();
+}
+
+LogicalResult SharedExpertGradOp::verify() {
+  ShapeChecker check(*this);
+  Named input{"input", getInput()}, s1{"shared_w1", getSharedW1()},
+      s2{"shared_w2", getSharedW2()}, sg{"shared_gate", getSharedGate()},
+      dout{"output_grad", getOutputGrad()};
+  auto x = getInput().getType();
+  if (failed(check.elementTypes({input, s1, s2, sg})) ||
+      failed(check.sharedExpert(s1, s2, sg, getActivationAttr(), x.getDimSize(1))) ||
+      failed(check.dim(dout, 0, "T", x.getDimSize(0), "input")) ||
+      failed(check.dim(dout, 1, "D", x.getDimSize(1), "input")))
+    return failure();
+  return success();
+}
+
+LogicalResult CombineGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  RankedTensorType out = rankedOf(adaptor.getExpertOutput()),
+                   w = rankedOf(adaptor.getWeights());
+  if (!out || out.getRank() != 2 || !w || w.getRank() != 2)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(f32Like(out));
+  inferred.push_back(f32Like(w));
+  return success();
+}
+
+LogicalResult CombineGradOp::verify() {
+  ShapeChecker check(*this);
+  Named dy{"output_grad", getOutputGrad()}, out{"expert_output", getExpertOutput()},
+      weights{"weights", getWeights()}, positions{"positions", getPositions()};
+  auto w = getWeights().getType();
+  if (failed(check.dim(positions, 0, "T", w.getDimSize(0), "weights")) ||
+      failed(check.dim(positions, 1, "K", w.getDimSize(1), "weights")) ||
+      failed(check.dim(dy, 0, "T", w.getDimSize(0), "weights")) ||
+      failed(check.dim(dy, 1, "D", getExpertOutput().getType().getDimSize(1),
+                       "expert_output")))
+    return failure();
+  return success();
+}

@@ -10,6 +10,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialect/MoEAttrs.h"
+#include "dialect/MoEAdjointInterface.h"
 #include "dialect/MoEDialect.h"
 
 #define GET_OP_CLASSES
@@ -20,10 +21,11 @@ namespace moe {
 /// Whether `op` is lowered to grouped GEMMs, so that it takes a
 /// `moe.cpu_config` and a `moe.gpu_config` (moe.layer, moe.soft_layer,
 /// moe.route, moe.expert_ffn, moe.shared_expert, moe.fused_experts,
-/// moe.fused_soft_experts).
+/// moe.fused_soft_experts, and the adjoints moe.route_grad,
+/// moe.expert_ffn_grad, moe.shared_expert_grad).
 inline bool takesLoweringConfig(Operation *op) {
   return isa<LayerOp, SoftLayerOp, RouteOp, ExpertFFNOp, SharedExpertOp, FusedExpertsOp,
-             FusedSoftExpertsOp>(op);
+             FusedSoftExpertsOp, RouteGradOp, ExpertFFNGradOp, SharedExpertGradOp>(op);
 }
 /// Passes `from`'s `moe.cpu_config` and `moe.gpu_config` (those it has) on
 /// to `to`: a rewrite that replaces a configured op by others keeps the

@@ -8,6 +8,7 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "dialect/MoEDialect.td"
 include "dialect/MoEAttrs.td"
+include "dialect/MoEAdjointInterface.td"
 include "dialect/MoETypeConstraints.td"
 
 //===----------------------------------------------------------------------===//
@@ -190,7 +191,8 @@ def MoE_SoftLayerOp : MoE_Op<"soft_layer", [Pure, AttrSizedOperandSegments,
 // The decomposed chain (docs/spec.md §3.3)
 //===----------------------------------------------------------------------===//
 
-def MoE_RouteOp : MoE_Op<"route", [Pure, DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
+def MoE_RouteOp : MoE_Op<"route", [Pure, DeclareOpInterfaceMethods<MoE_AdjointOpInterface, ["buildAdjoint"]>,
+    DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "router logits o = x Wr + br";
   let description = [{
     Computes the router logits `o = x Wr + br` of a token-choice layer:
@@ -213,7 +215,8 @@ def MoE_RouteOp : MoE_Op<"route", [Pure, DeclareOpInterfaceMethods<ReifyRankedSh
   let hasCanonicalizer = 1;
 }
 
-def MoE_GateOp : MoE_Op<"gate", [Pure, AttrSizedOperandSegments, InferTypeOpAdaptorWithIsCompatible,
+def MoE_GateOp : MoE_Op<"gate", [Pure, DeclareOpInterfaceMethods<MoE_AdjointOpInterface, ["buildAdjoint"]>,
+    AttrSizedOperandSegments, InferTypeOpAdaptorWithIsCompatible,
     DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "routing weights and expert indices per token";
   let description = [{
@@ -255,7 +258,8 @@ def MoE_GateOp : MoE_Op<"gate", [Pure, AttrSizedOperandSegments, InferTypeOpAdap
   let hasVerifier = 1;
 }
 
-def MoE_DispatchOp : MoE_Op<"dispatch", [Pure, InferTypeOpAdaptorWithIsCompatible,
+def MoE_DispatchOp : MoE_Op<"dispatch", [Pure, DeclareOpInterfaceMethods<MoE_AdjointOpInterface, ["buildAdjoint"]>,
+    InferTypeOpAdaptorWithIsCompatible,
     DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "permute tokens into per-expert groups";
   let description = [{
@@ -300,7 +304,8 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure, InferTypeOpAdaptorWithIsCompatibl
   let hasCanonicalizer = 1;
 }
 
-def MoE_ExpertFFNOp : MoE_Op<"expert_ffn", [Pure, AttrSizedOperandSegments,
+def MoE_ExpertFFNOp : MoE_Op<"expert_ffn", [Pure, DeclareOpInterfaceMethods<MoE_AdjointOpInterface, ["buildAdjoint"]>,
+    AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "grouped expert FFN over per-expert row groups";
   let description = [{
@@ -331,7 +336,8 @@ def MoE_ExpertFFNOp : MoE_Op<"expert_ffn", [Pure, AttrSizedOperandSegments,
   let hasCanonicalizer = 1;
 }
 
-def MoE_SharedExpertOp : MoE_Op<"shared_expert", [Pure, InferTypeOpAdaptorWithIsCompatible,
+def MoE_SharedExpertOp : MoE_Op<"shared_expert", [Pure, DeclareOpInterfaceMethods<MoE_AdjointOpInterface, ["buildAdjoint"]>,
+    InferTypeOpAdaptorWithIsCompatible,
     DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "the shared expert of a layer, on every token";
   let description = [{
@@ -364,7 +370,8 @@ def MoE_SharedExpertOp : MoE_Op<"shared_expert", [Pure, InferTypeOpAdaptorWithIs
   let hasVerifier = 1;
 }
 
-def MoE_CombineOp : MoE_Op<"combine", [Pure, DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
+def MoE_CombineOp : MoE_Op<"combine", [Pure, DeclareOpInterfaceMethods<MoE_AdjointOpInterface, ["buildAdjoint"]>,
+    DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "weighted scatter of expert outputs back to tokens";
   let description = [{
     `y[t] = sum_{i : positions[t, i] >= 0} weights[t, i] * expert_out[positions[t, i]]`
@@ -515,5 +522,7 @@ def MoE_FusedSoftExpertsOp : MoE_Op<"fused_soft_experts", [Pure, AttrSizedOperan
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
 }
+
+include "dialect/MoEGradOps.td"
 
 #endif // MOE_OPS_TD

@@ -21,6 +21,12 @@ namespace moe {
 /// (math.erf, math.exp, math.tanh; each target lowers them its own way).
 Value buildActivation(ImplicitLocOpBuilder &b, Activation act, Value x);
 
+/// act'(x), the derivative of buildActivation's function (for the gated
+/// activations, of their element-wise part on the gate), on the same
+/// operands: relu'(0) = 0, gelu the erf form's derivative, gelu_tanh its
+/// own (docs/spec.md §9).
+Value buildActivationDerivative(ImplicitLocOpBuilder &b, Activation act, Value x);
+
 } // namespace moe
 } // namespace mlir
 

@@ -2,6 +2,7 @@
 
 #include "lowering/InitAllMoE.h"
 
+#include "dialect/MoEAdjointInterface.h"
 #include "dialect/MoEDialect.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -12,4 +13,5 @@ void mlir::moe::registerAllMoE(DialectRegistry &registry) {
   registry.insert<MoEDialect>();
   registerAllDialects(registry);
   registerAllExtensions(registry);
+  registerUpstreamAdjoints(registry);
 }

@@ -359,3 +359,242 @@ Value mlir::moe::buildTokenRouting(ImplicitLocOpBuilder &b, const TokenRoutingKi
   })[0];
   return e.subf(e.cf32(1.0), top);
 }
+
+//===----------------------------------------------------------------------===//
+// The backward of one token's routing
+//===----------------------------------------------------------------------===//
+//
+// Every routing's weights are functions of the logits o directly and through
+// g = softmax(o) (or s = sigmoid(o)). With the choices fixed, the cotangent
+// of o is
+//
+//   do_j = direct_j + g_j (dg_j - sum_i g_i dg_i)
+//
+// where direct_j collects the paths that do not go through g and dg_j those
+// that do (the softmax's backward, applied once to the sum of them). Per
+// entry r of S_t (expert i = S_t[r], weight cotangent dw_r):
+//  - softmax over S of a (adjusted) logit õ (classic top-k, MOESART's zero
+//    and small_random, MOESART inference): dõ_r = w_r (dw_r - sum_q w_q dw_q);
+//    õ_i = o_i - log(max(c (g_i + 1e-10), 1e-10)) adds dõ_r to direct_i and
+//    -dõ_r / (g_i + 1e-10) to dg_i (where the max takes the first operand);
+//    small_random's j keeps õ_j = o_j;
+//  - the production router w_i = s_i / Z * scale (Z = sum_S s + 1e-20 with
+//    normalize, else 1): ds_i = scale (dw_i - sum_q w_q dw_q / scale) / Z;
+//    softmax scores: dg_i = ds_i; sigmoid scores: direct_i = ds_i s_i (1 - s_i);
+//  - dense (w = g): dg_i = dw_i; MOESART large (w_i = g_i / sum_S g):
+//    dg_i = (dw_i - sum_q w_q dw_q) / sum_S g;
+//  - the trimmed-lasso term 1 - sum of the K largest g: dg_i -= lossGrad
+//    for those K experts.
+
+void mlir::moe::buildTokenRoutingGrad(ImplicitLocOpBuilder &b, const TokenRoutingKind &kind,
+                                      const TokenRoutingValues &v,
+                                      const TokenRoutingGradStorage &io) {
+  using Mode = TokenRoutingKind::Mode;
+  RB e(b);
+  Value c0 = e.idx(0), c1 = e.idx(1);
+  Value E = v.experts, K = v.k;
+  Value kF = e.toF32(K);
+
+  auto logit = [&](RB &e, Value ex) { return io.logit(e.b, ex); };
+  Value maxLogit = e.forLoop(c0, E, {e.cf32(-INFINITY)}, [&](RB &e, Value ex, ValueRange a) {
+    return SmallVector<Value>{e.maxf(a[0], logit(e, ex))};
+  })[0];
+  Value expSum = e.forLoop(c0, E, {e.cf32(0.0)}, [&](RB &e, Value ex, ValueRange a) {
+    return SmallVector<Value>{e.addf(a[0], e.routingExp(e.subf(logit(e, ex), maxLogit)))};
+  })[0];
+  auto prob = [&](RB &e, Value ex) {
+    return e.divf(e.routingExp(e.subf(logit(e, ex), maxLogit)), expSum);
+  };
+  // Entry r's expert as an index (0 for an empty entry) and whether it is one.
+  auto validOf = [&](RB &e, Value r) { return e.ge(io.loadIndex(e.b, r), e.ci32(0)); };
+  auto expertOf = [&](RB &e, Value r) {
+    Value ex = io.loadIndex(e.b, r);
+    return e.toIndex(e.select(e.ge(ex, e.ci32(0)), ex, e.ci32(0)));
+  };
+  auto addGrad = [&](RB &e, Value ex, Value x) {
+    io.storeGrad(e.b, ex, e.addf(io.loadGrad(e.b, ex), x));
+  };
+  e.forEach(c0, E, [&](RB &e, Value ex) { io.storeGrad(e.b, ex, e.cf32(0.0)); });
+
+  // Per entry: (direct, dg), given the entry, its expert, g of it and the
+  // sum over S of w dw. Adds both and returns g * dg for the softmax's sum.
+  using EntryFn = function_ref<std::pair<Value, Value>(RB &, Value r, Value ex, Value g)>;
+  auto accumulateEntries = [&](RB &e, EntryFn entry) {
+    return e.forLoop(c0, K, {e.cf32(0.0)}, [&](RB &e, Value r, ValueRange a) {
+      Value valid = validOf(e, r);
+      Value ex = expertOf(e, r);
+      Value g = prob(e, ex);
+      auto [direct, dg] = entry(e, r, ex, g);
+      Value zero = e.cf32(0.0);
+      Value gdg = dg ? e.select(valid, e.mulf(g, dg), zero) : zero;
+      Value add = direct ? e.select(valid, direct, zero) : zero;
+      addGrad(e, ex, e.addf(add, gdg));
+      return SmallVector<Value>{e.addf(a[0], gdg)};
+    })[0];
+  };
+  // w_r = softmax over S of adjusted(r, ex): recomputed, then sum_q w_q dw_q.
+  auto selectedSoftmax = [&](RB &e, function_ref<Value(RB &, Value, Value)> adjusted) {
+    Value mx = e.forLoop(c0, K, {e.cf32(-INFINITY)}, [&](RB &e, Value r, ValueRange a) {
+      return SmallVector<Value>{e.maxf(a[0], adjusted(e, r, expertOf(e, r)))};
+    })[0];
+    Value sum = e.forLoop(c0, K, {e.cf32(0.0)}, [&](RB &e, Value r, ValueRange a) {
+      Value x = adjusted(e, r, expertOf(e, r));
+      return SmallVector<Value>{e.addf(a[0], e.routingExp(e.subf(x, mx)))};
+    })[0];
+    return std::make_pair(mx, sum);
+  };
+  auto weightOf = [&](RB &e, Value x, Value mx, Value sum) {
+    return e.divf(e.routingExp(e.subf(x, mx)), sum);
+  };
+  auto weightedSum = [&](RB &e, function_ref<Value(RB &, Value r)> weight) {
+    return e.forLoop(c0, K, {e.cf32(0.0)}, [&](RB &e, Value r, ValueRange a) {
+      Value w = e.select(validOf(e, r), weight(e, r), e.cf32(0.0));
+      return SmallVector<Value>{e.addf(a[0], e.mulf(w, io.weightGrad(e.b, r)))};
+    })[0];
+  };
+
+  // The adjusted-softmax routings: õ = o - log(max(c (g + 1e-10), 1e-10))
+  // for the entries `adjustedEntry` says (all but small_random's j).
+  auto adjustedSoftmax = [&](RB &e, Value c, function_ref<Value(RB &, Value ex)> adjustedEntry) {
+    auto adjusted = [&](RB &e, Value, Value ex) -> Value {
+      Value g = e.addf(prob(e, ex), e.cf32(1e-10));
+      Value clamped = e.maxf(e.mulf(c, g), e.cf32(1e-10));
+      Value adj = e.subf(logit(e, ex), e.routingLog(clamped));
+      return adjustedEntry ? e.select(adjustedEntry(e, ex), adj, logit(e, ex)) : adj;
+    };
+    auto [mx, sum] = selectedSoftmax(e, adjusted);
+    Value ws = weightedSum(e, [&](RB &e, Value r) {
+      return weightOf(e, adjusted(e, r, expertOf(e, r)), mx, sum);
+    });
+    return accumulateEntries(e, [&](RB &e, Value r, Value ex, Value g) {
+      Value w = weightOf(e, adjusted(e, r, ex), mx, sum);
+      Value dAdj = e.mulf(w, e.subf(io.weightGrad(e.b, r), ws));
+      Value gp = e.addf(g, e.cf32(1e-10));
+      Value taken = e.cmpf(arith::CmpFPredicate::OGT, e.mulf(c, gp), e.cf32(1e-10));
+      if (adjustedEntry)
+        taken = e.andi(taken, adjustedEntry(e, ex));
+      Value dg = e.select(taken, e.divf(arith::NegFOp::create(e.b, dAdj), gp), e.cf32(0.0));
+      return std::make_pair(dAdj, dg);
+    });
+  };
+
+  Value gdgSum;
+  switch (kind.mode) {
+  case Mode::Dense:
+    gdgSum = accumulateEntries(e, [&](RB &e, Value r, Value, Value) {
+      return std::make_pair(Value(), io.weightGrad(e.b, r));
+    });
+    break;
+
+  case Mode::TopK:
+    if (kind.production) {
+      bool sigmoid = kind.score == RouterScore::sigmoid;
+      auto scoreOf = [&](RB &e, Value ex) -> Value {
+        if (sigmoid)
+          return e.divf(e.cf32(1.0),
+                        e.addf(e.cf32(1.0),
+                               e.routingExp(arith::NegFOp::create(e.b, logit(e, ex)))));
+        return prob(e, ex);
+      };
+      Value denom = e.cf32(1.0);
+      if (kind.normalize) {
+        Value sum = e.forLoop(c0, K, {e.cf32(0.0)}, [&](RB &e, Value r, ValueRange a) {
+          Value s = e.select(validOf(e, r), scoreOf(e, expertOf(e, r)), e.cf32(0.0));
+          return SmallVector<Value>{e.addf(a[0], s)};
+        })[0];
+        denom = e.addf(sum, e.cf32(1e-20));
+      }
+      // sum_q (s_q / Z) dw_q: the normalization's share (0 without it).
+      Value ws = kind.normalize ? weightedSum(e, [&](RB &e, Value r) {
+        return e.divf(scoreOf(e, expertOf(e, r)), denom);
+      })
+                                : e.cf32(0.0);
+      gdgSum = accumulateEntries(e, [&](RB &e, Value r, Value ex, Value) {
+        Value ds = e.divf(e.mulf(v.scale, e.subf(io.weightGrad(e.b, r), ws)), denom);
+        if (!sigmoid)
+          return std::make_pair(Value(), ds);
+        Value s = scoreOf(e, ex);
+        return std::make_pair(e.mulf(ds, e.mulf(s, e.subf(e.cf32(1.0), s))), Value());
+      });
+      break;
+    }
+    {
+      // Classic: softmax over the selected logits.
+      auto plain = [&](RB &e, Value, Value ex) { return logit(e, ex); };
+      auto [mx, sum] = selectedSoftmax(e, plain);
+      Value ws = weightedSum(e, [&](RB &e, Value r) {
+        return weightOf(e, logit(e, expertOf(e, r)), mx, sum);
+      });
+      gdgSum = accumulateEntries(e, [&](RB &e, Value r, Value ex, Value) {
+        Value w = weightOf(e, logit(e, ex), mx, sum);
+        return std::make_pair(e.mulf(w, e.subf(io.weightGrad(e.b, r), ws)), Value());
+      });
+    }
+    break;
+
+  case Mode::MoesartInference:
+    gdgSum = adjustedSoftmax(e, kF, nullptr);
+    break;
+
+  case Mode::MoesartTraining:
+    switch (kind.adjust) {
+    case MoesartAdjust::small_random: {
+      // j exactly as the forward drew it (buildTokenRouting).
+      Value zeroI = e.ci32(0);
+      std::array<Value, 4> out = buildPhilox4x32x10(e.b, e.b.getLoc(), {v.key0, v.key1},
+                                                    {v.token, e.toI32(K), zeroI, zeroI});
+      Value u = buildPhiloxUniform(e.b, e.b.getLoc(), out[0]);
+      Value scaled = arith::FPToSIOp::create(e.b, e.b.getI64Type(), e.mulf(u, kF));
+      Value jr = arith::MinSIOp::create(e.b, e.toIndex(scaled), e.subi(K, c1));
+      Value j = e.forLoop(c0, K, {e.ci32(-1)}, [&](RB &e, Value a, ValueRange s) {
+        Value ea = io.loadIndex(e.b, a);
+        Value asc = e.forLoop(c0, K, {c0}, [&](RB &e, Value bb, ValueRange q) {
+          Value less = e.lt(io.loadIndex(e.b, bb), ea);
+          return SmallVector<Value>{e.select(less, e.addi(q[0], c1), q[0])};
+        })[0];
+        return SmallVector<Value>{e.select(e.eq(asc, jr), ea, s[0])};
+      })[0];
+      Value km1 = e.subf(kF, e.cf32(1.0));
+      gdgSum = adjustedSoftmax(e, km1, [&](RB &e, Value ex) {
+        return arith::XOrIOp::create(e.b, e.eq(e.toI32(ex), j), e.ci1(true));
+      });
+      break;
+    }
+    case MoesartAdjust::zero:
+      gdgSum = adjustedSoftmax(e, kF, nullptr);
+      break;
+    case MoesartAdjust::large: {
+      Value sumS = e.forLoop(c0, K, {e.cf32(0.0)}, [&](RB &e, Value r, ValueRange a) {
+        return SmallVector<Value>{e.addf(a[0], prob(e, expertOf(e, r)))};
+      })[0];
+      Value ws = weightedSum(e, [&](RB &e, Value r) {
+        return e.divf(prob(e, expertOf(e, r)), sumS);
+      });
+      gdgSum = accumulateEntries(e, [&](RB &e, Value r, Value, Value) {
+        return std::make_pair(Value(), e.divf(e.subf(io.weightGrad(e.b, r), ws), sumS));
+      });
+      break;
+    }
+    }
+    break;
+  }
+
+  if (kind.loss) {
+    // The K largest g (the forward's top-K of o, same ties) each get
+    // -lossGrad in dg.
+    Value minus = arith::NegFOp::create(e.b, v.lossGrad);
+    gdgSum = topKBy(e, logit, nullptr, E, K, {gdgSum},
+                    [&](RB &e, Value, Value ex, ValueRange a) {
+                      Value at = e.toIndex(ex);
+                      Value gdg = e.mulf(prob(e, at), minus);
+                      addGrad(e, at, gdg);
+                      return SmallVector<Value>{e.addf(a[0], gdg)};
+                    })[0];
+  }
+  // The softmax's backward: do_j -= g_j * sum_i g_i dg_i.
+  if (kind.mode != Mode::TopK || (kind.production && kind.score == RouterScore::softmax) ||
+      kind.loss)
+    e.forEach(c0, E, [&](RB &e, Value ex) {
+      addGrad(e, ex, arith::NegFOp::create(e.b, e.mulf(prob(e, ex), gdgSum)));
+    });
+}

@@ -75,6 +75,9 @@ struct TokenRoutingValues {
   Value scale;      ///< production: f32 routed scaling factor
   Value key0, key1; ///< MoesartTraining: i32 Philox key (the seed's halves)
   Value token;      ///< MoesartTraining: i32 Philox counter of this token
+  /// buildTokenRoutingGrad with kind.loss: the f32 cotangent of this token's
+  /// trimmed-lasso term, lambda / T times the aux loss's cotangent.
+  Value lossGrad;
 };
 
 /// Where the token's data lives. Every callback builds at the builder's
@@ -100,6 +103,30 @@ struct TokenRoutingStorage {
 /// a null Value otherwise.
 Value buildTokenRouting(ImplicitLocOpBuilder &b, const TokenRoutingKind &kind,
                         const TokenRoutingValues &values, const TokenRoutingStorage &storage);
+
+/// Where the backward of one token's routing reads and writes.
+struct TokenRoutingGradStorage {
+  /// The f32 logit of expert `ex` (the forward's).
+  function_ref<Value(ImplicitLocOpBuilder &, Value ex)> logit;
+  /// The i32 expert of entry `r`, as the forward chose it (-1: none).
+  function_ref<Value(ImplicitLocOpBuilder &, Value r)> loadIndex;
+  /// The f32 cotangent of the weight of entry `r`.
+  function_ref<Value(ImplicitLocOpBuilder &, Value r)> weightGrad;
+  /// The f32 cotangent of logit `ex` being built (read and written).
+  function_ref<Value(ImplicitLocOpBuilder &, Value ex)> loadGrad;
+  function_ref<void(ImplicitLocOpBuilder &, Value ex, Value v)> storeGrad;
+};
+
+/// Emits the backward of one token's routing (docs/spec.md §9): the
+/// cotangent of its E logits from the cotangents of its K weights (and,
+/// with kind.loss, of its trimmed-lasso term, values.lossGrad), the
+/// forward's choices held fixed: S_t as `loadIndex` returns it, MOESART's j
+/// recomputed from the same Philox draw (values.key0/key1/token), the
+/// trimmed lasso's K largest g with the forward's tie rule. The weights are
+/// recomputed with the forward's f32 operations.
+void buildTokenRoutingGrad(ImplicitLocOpBuilder &b, const TokenRoutingKind &kind,
+                           const TokenRoutingValues &values,
+                           const TokenRoutingGradStorage &storage);
 
 } // namespace moe
 } // namespace mlir

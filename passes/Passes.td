@@ -108,6 +108,49 @@ def MoEFuse : Pass<"moe-fuse"> {
   let dependentDialects = ["::mlir::moe::MoEDialect"];
 }
 
+def MoEGenerateVJP : Pass<"moe-generate-vjp", "::mlir::ModuleOp"> {
+  let summary = "Add f_vjp, the reverse-mode gradient, for every public function f";
+  let description = [{
+    For each public `func.func @f` (or those named by `entries`) adds a
+    public `func.func @f_vjp` (docs/spec.md §9):
+
+    * arguments: f's arguments in order, their attributes kept (so
+      `moe.param` still binds), then one cotangent per result of f, of the
+      result's type (for a training layer's aux loss a `tensor<f32>`);
+    * results: f's results, then the gradient of every floating-point
+      tensor argument of f, in argument order, of the argument's type (none
+      for the `seed` or other integers).
+
+    `@f` stays as it is. The body of `@f_vjp` is f's forward, with its
+    layers decomposed (`--moe-decompose`) and its fused chains unfused, so
+    that the forward runs once and the backward reads its routing and plan,
+    followed by the adjoint of every op on a path from a floating-point
+    argument to a result, in reverse order. Each op states its adjoint
+    through `AdjointOpInterface`: the chain ops as the backward ops
+    `moe.route_grad`, `moe.gate_grad`, `moe.dispatch_grad`,
+    `moe.expert_ffn_grad`, `moe.shared_expert_grad` and `moe.combine_grad`,
+    upstream ops (elementwise `arith`/`math`, `linalg.matmul`, tensor
+    reshapes) through external models. Cotangents are f32 and sum in f32;
+    each gradient is rounded once to its argument's element type. The
+    derivative holds the forward's discrete choices fixed (the chosen
+    experts, MOESART's sampled set and j, capacity drops, the trimmed
+    lasso's K largest g); `selection_bias` gets zeros.
+
+    A function holding an op on such a path that has no adjoint, or control
+    flow there, is one error naming the op, and the module is left
+    unchanged.
+  }];
+  let options = [
+    ListOption<"entries", "entries", "std::string",
+               "The functions to differentiate (default: every public function "
+               "with a body)">
+  ];
+  let dependentDialects = [
+    "::mlir::moe::MoEDialect", "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def MoEPrintCost : Pass<"moe-print-cost"> {
   let summary = "Print FLOPs, bytes and active parameters of every MoE layer";
   let description = [{

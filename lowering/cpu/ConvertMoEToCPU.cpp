@@ -1317,6 +1317,559 @@ struct LowerSoftCombine : public OpRewritePattern<SoftCombineOp> {
 // The pass
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// The adjoint ops (MoEGradOps.td, docs/spec.md §9)
+//===----------------------------------------------------------------------===//
+//
+// The backward of the chain on the same kernels as the forward: the grouped
+// GEMMs of lowering/GroupedGemm.h in their transposed-B form (dX = dZ W^T)
+// and their weight-gradient form (dW[e] = A[rows of e]^T dZ[rows of e], K
+// the expert's row count, summed in increasing row order: deterministic,
+// exact zeros for an expert without rows), f32 throughout. Every reduction
+// runs in a fixed order, whatever the thread count.
+
+/// A grouped GEMM of the backward over kernel arguments: A, B, C and the
+/// group offsets (null: one group of A's rows).
+static void emitBackwardGemm(ImplicitLocOpBuilder &b, const KernelSite &site,
+                             const GroupedGemmDesc &desc, Value a, Value bm, Value offsets,
+                             Value c, Value bias = Value()) {
+  Emitter e(b);
+  cpu::GroupedGemm gemm;
+  gemm.desc = desc;
+  gemm.config = site.config;
+  gemm.a = a;
+  gemm.b = bm;
+  gemm.bias = bias;
+  gemm.c = c;
+  if (offsets) {
+    gemm.groupOffsets = offsets;
+    gemm.numGroups = e.subi(memDim(b, offsets, 0), e.idx(1));
+  }
+  if (desc.weightGradient()) {
+    // C[g] is M x N with M = A's columns; the sum runs over the group's rows.
+    gemm.numRows = memDim(b, a, 1);
+    gemm.reduction = memDim(b, a, 0);
+    gemm.columns = memDim(b, c, 2);
+  } else {
+    gemm.numRows = memDim(b, a, 0);
+    gemm.reduction = memDim(b, a, 1);
+    gemm.columns = memDim(b, c, 1);
+  }
+  cpu::emitGroupedGemm(b, gemm);
+}
+
+/// A one-group plan [0, rows) (memref<2xi32>).
+static Value singleGroup(ImplicitLocOpBuilder &b, Value rows) {
+  Emitter e(b);
+  Value offsets = allocBuffer(b, {b.getIndexAttr(2)}, e.i32());
+  memref::StoreOp::create(b, e.ci32(0), offsets, ValueRange{e.idx(0)});
+  memref::StoreOp::create(b, e.toI32(rows), offsets, ValueRange{e.idx(1)});
+  return offsets;
+}
+
+static void fillZero(ImplicitLocOpBuilder &b, Value buffer) {
+  Type elt = cast<MemRefType>(buffer.getType()).getElementType();
+  linalg::FillOp::create(b, ValueRange{arith::ConstantOp::create(b, b.getZeroAttr(elt))},
+                         ValueRange{buffer});
+}
+
+/// sum over the rows of group g of m[r, :] into out[g, :] (f32), in
+/// increasing r; parallel over groups.
+static void emitGroupColumnSums(ImplicitLocOpBuilder &b, Value m, Value offsets, Value out) {
+  Emitter e(b);
+  Value groups = memDim(b, out, 0), cols = memDim(b, out, 1);
+  scf::ParallelOp::create(
+      b, ValueRange{e.idx(0)}, ValueRange{groups}, ValueRange{e.idx(1)},
+      [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+        ImplicitLocOpBuilder nb(loc, nested);
+        Emitter ne(nb);
+        Value g = ivs[0];
+        Value begin = ne.toIndex(memref::LoadOp::create(nb, offsets, ValueRange{g}));
+        Value end =
+            ne.toIndex(memref::LoadOp::create(nb, offsets, ValueRange{ne.addi(g, ne.idx(1))}));
+        ne.forLoop(ne.idx(0), cols, {}, [&](Emitter &ce, Value c, ValueRange) {
+          Value sum = ce.forLoop(begin, end, {ce.cf32(0.0)}, [&](Emitter &re, Value r,
+                                                                 ValueRange acc) {
+            Value v = cpu::toF32(re.b, memref::LoadOp::create(re.b, m, ValueRange{r, c}));
+            return SmallVector<Value>{re.addf(acc[0], v)};
+          })[0];
+          memref::StoreOp::create(ce.b, sum, out, ValueRange{g, c});
+          return SmallVector<Value>{};
+        });
+      });
+}
+
+/// The expert FFN's backward over plan rows grouped by `offsets` (see
+/// moe.expert_ffn_grad): z = rows W1 + b1 recomputed, h = round(act(z)),
+/// dh = dout W2^T, dz = dh * act'(z), dW2 = h^T dout, dW1 = rows^T dz,
+/// drows = dz W1^T, db1/db2 the groups' column sums of dz/dout. `drows`
+/// must be zero where no group has rows (the caller fills it).
+static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &site, Value rows,
+                                  Value offsets, Value dout, Value w1, Value w2, Value b1,
+                                  Value b2, ActivationAttr activation, Value drows, Value dw1,
+                                  Value dw2, Value db1, Value db2) {
+  Emitter e(b);
+  Type f32 = e.f32();
+  Type elt = cast<MemRefType>(rows.getType()).getElementType();
+  Type wElt = cast<MemRefType>(w1.getType()).getElementType();
+  Activation act = activation.getValue();
+  bool gated = activation.isGated();
+  Value numRows = memDim(b, rows, 0);
+  Value width = memDim(b, w1, 2), hidden = memDim(b, w2, 1);
+  int64_t numGroupsPlus1 = cast<MemRefType>(offsets.getType()).getDimSize(0);
+  Value used = e.toIndex(memref::LoadOp::create(
+      b, offsets, ValueRange{ShapedType::isDynamic(numGroupsPlus1)
+                                 ? e.subi(memDim(b, offsets, 0), e.idx(1))
+                                 : e.idx(numGroupsPlus1 - 1)}));
+
+  // z = rows W1 (+ b1), f32 (the pre-activation the forward rounded away).
+  Value z = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(width)}, f32);
+  GroupedGemmDesc zDesc;
+  zDesc.aType = elt;
+  zDesc.bType = wElt;
+  zDesc.cType = f32;
+  if (b1)
+    zDesc.epilogue.then(EpilogueStep::bias);
+  emitBackwardGemm(b, site, zDesc, rows, w1, offsets, z, b1);
+  // dh = dout W2^T.
+  Value dh = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(hidden)}, f32);
+  GroupedGemmDesc dhDesc;
+  dhDesc.bTransposed = true;
+  dhDesc.aType = f32;
+  dhDesc.bType = wElt;
+  dhDesc.cType = f32;
+  emitBackwardGemm(b, site, dhDesc, dout, w2, offsets, dh);
+  // h (rounded to the element type, as GEMM2 read it) and dz, in place of z.
+  Value h = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(hidden)}, f32);
+  scf::ParallelOp::create(
+      b, ValueRange{e.idx(0)}, ValueRange{used}, ValueRange{e.idx(1)},
+      [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+        ImplicitLocOpBuilder nb(loc, nested);
+        Emitter ne(nb);
+        Value r = ivs[0];
+        ne.forLoop(ne.idx(0), hidden, {}, [&](Emitter &ce, Value j, ValueRange) {
+          ImplicitLocOpBuilder &cb = ce.b;
+          auto load = [&](Value m, Value col) {
+            return memref::LoadOp::create(cb, m, ValueRange{r, col}).getResult();
+          };
+          auto store = [&](Value v, Value m, Value col) {
+            memref::StoreOp::create(cb, v, m, ValueRange{r, col});
+          };
+          auto round = [&](Value v) -> Value {
+            if (elt.isF32())
+              return v;
+            return arith::ExtFOp::create(cb, f32, arith::TruncFOp::create(cb, elt, v).getResult());
+          };
+          Value g = load(z, j), d = load(dh, j);
+          Value a = buildActivation(cb, act, g);
+          Value da = buildActivationDerivative(cb, act, g);
+          if (gated) {
+            Value upCol = ce.addi(j, hidden);
+            Value up = load(z, upCol);
+            store(round(ce.mulf(a, up)), h, j);
+            store(ce.mulf(ce.mulf(d, up), da), z, j);
+            store(ce.mulf(d, a), z, upCol);
+          } else {
+            store(round(a), h, j);
+            store(ce.mulf(d, da), z, j);
+          }
+          return SmallVector<Value>{};
+        });
+      });
+  // The weight gradients: variable-K grouped GEMMs over each group's rows.
+  emitBackwardGemm(b, site, expertWeightGradient(false, f32, f32, f32), h, dout, offsets, dw2);
+  emitBackwardGemm(b, site, expertWeightGradient(false, elt, f32, f32), rows, z, offsets, dw1);
+  // drows = dz W1^T.
+  GroupedGemmDesc dxDesc;
+  dxDesc.bTransposed = true;
+  dxDesc.aType = f32;
+  dxDesc.bType = wElt;
+  dxDesc.cType = f32;
+  emitBackwardGemm(b, site, dxDesc, z, w1, offsets, drows);
+  if (db1)
+    emitGroupColumnSums(b, z, offsets, db1);
+  if (db2)
+    emitGroupColumnSums(b, dout, offsets, db2);
+}
+
+struct LowerRouteGrad : public OpRewritePattern<RouteGradOp> {
+  LowerRouteGrad(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), baseSite(site) {}
+  KernelSite baseSite;
+
+  LogicalResult matchAndRewrite(RouteGradOp op, PatternRewriter &rewriter) const override {
+    KernelSite site = baseSite.configuredFor(op);
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Type f32 = e.f32();
+    OpFoldResult tokens = e.dimOfr(op.getInput(), 0), modelDim = e.dimOfr(op.getInput(), 1),
+                 experts = e.dimOfr(op.getRouterWeight(), 1);
+    Value dx = allocBuffer(b, {tokens, modelDim}, f32);
+    Value dwr = allocBuffer(b, {b.getIndexAttr(1), modelDim, experts}, f32);
+    Value dbr = allocBuffer(b, {b.getIndexAttr(1), experts}, f32);
+    Type xElt = op.getInput().getType().getElementType();
+    Type wElt = op.getRouterWeight().getType().getElementType();
+    kernel(b, site, site.kernelName("__moe_cpu_route_grad"),
+           {asBuffer(b, op.getInput()), asBuffer(b, op.getRouterWeight()),
+            asBuffer(b, op.getLogitsGrad()), dx, dwr, dbr},
+           [&](ImplicitLocOpBuilder &b, ValueRange v) {
+             // dx = do Wr^T: one group of T rows, Wr read transposed.
+             GroupedGemmDesc dxDesc;
+             dxDesc.weights = GemmWeights::shared;
+             dxDesc.bTransposed = true;
+             dxDesc.aType = b.getF32Type();
+             dxDesc.bType = wElt;
+             dxDesc.cType = b.getF32Type();
+             emitBackwardGemm(b, site, dxDesc, v[2], v[1], Value(), v[3]);
+             // dWr = x^T do, dbr = the column sums of do.
+             Value plan = singleGroup(b, memDim(b, v[0], 0));
+             emitBackwardGemm(b, site,
+                              expertWeightGradient(false, xElt, b.getF32Type(), b.getF32Type()),
+                              v[0], v[2], plan, v[4]);
+             emitGroupColumnSums(b, v[2], plan, v[5]);
+           });
+    Value dwr2 =
+        memref::CollapseShapeOp::create(b, dwr, SmallVector<ReassociationIndices>{{0, 1}, {2}});
+    Value dbr2 = memref::CollapseShapeOp::create(b, dbr, SmallVector<ReassociationIndices>{{0, 1}});
+    rewriter.replaceOp(op, {asTensor(b, dx, op.getInputGrad().getType()),
+                            asTensor(b, dwr2, op.getRouterWeightGrad().getType()),
+                            asTensor(b, dbr2, op.getRouterBiasGrad().getType())});
+    return success();
+  }
+};
+
+struct LowerGateGrad : public OpRewritePattern<GateGradOp> {
+  LowerGateGrad(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), site(site) {}
+  KernelSite site;
+
+  LogicalResult matchAndRewrite(GateGradOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    int64_t k = op.getIndices().getType().getDimSize(1);
+    if (ShapedType::isDynamic(k))
+      return rewriter.notifyMatchFailure(op, "the number of experts per token is dynamic");
+    Value dlogits =
+        allocBuffer(b, {e.dimOfr(op.getLogits(), 0), e.dimOfr(op.getLogits(), 1)}, e.f32());
+    KernelArgs args{asBuffer(b, op.getLogits()), asBuffer(b, op.getIndices()),
+                    asBuffer(b, op.getWeightsGrad()), dlogits};
+    std::optional<unsigned> seedAt =
+        args.addOptional(op.getSeed() ? asBuffer(b, op.getSeed()) : Value());
+    std::optional<unsigned> auxAt =
+        args.addOptional(op.getAuxLossGrad() ? asBuffer(b, op.getAuxLossGrad()) : Value());
+    RoutingAttrInterface routing = op.getRouting();
+    bool training = op.getTraining();
+    std::string routingText;
+    llvm::raw_string_ostream ros(routingText);
+    ros << (training ? "train " : "infer ") << routing << " k=" << k;
+    std::string name = "__moe_cpu_gate_grad_" + llvm::utohexstr(llvm::xxh3_64bits(routingText));
+    kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
+      Emitter e(b);
+      Value logits = v[0], indices = v[1], dw = v[2], out = v[3];
+      Value seed = KernelArgs::at(v, seedAt), aux = KernelArgs::at(v, auxAt);
+      Value tokens = memref::DimOp::create(b, logits, 0);
+      using Mode = TokenRoutingKind::Mode;
+      TokenRoutingKind kind = TokenRoutingKind::get(routing, training, false);
+      kind.loss = kind.loss && aux;
+      auto topk = dyn_cast<TopKRoutingAttr>(routing);
+      TokenRoutingValues values;
+      values.experts = memref::DimOp::create(b, logits, 1);
+      values.k = e.idx(k);
+      if (kind.production)
+        values.scale = e.cf32(topk.getScale().convertToDouble());
+      if (kind.mode == Mode::MoesartTraining && seed)
+        std::tie(values.key0, values.key1) =
+            buildPhiloxKey(b, memref::LoadOp::create(b, seed, ValueRange{}));
+      if (kind.loss)
+        values.lossGrad = e.divf(
+            e.mulf(memref::LoadOp::create(b, aux, ValueRange{}),
+                   e.cf32(routing.getRegularizerCoefficient())),
+            e.toF32(tokens));
+      auto forall = scf::ForallOp::create(b, ArrayRef<OpFoldResult>{OpFoldResult(tokens)},
+                                          ValueRange{}, std::nullopt);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(forall.getBody());
+      Value t = forall.getInductionVar(0);
+      auto logit = [&](ImplicitLocOpBuilder &b, Value ex) -> Value {
+        return cpu::toF32(b, memref::LoadOp::create(b, logits, ValueRange{t, ex}));
+      };
+      auto loadIndex = [&](ImplicitLocOpBuilder &b, Value r) -> Value {
+        return memref::LoadOp::create(b, indices, ValueRange{t, r});
+      };
+      auto weightGrad = [&](ImplicitLocOpBuilder &b, Value r) -> Value {
+        return memref::LoadOp::create(b, dw, ValueRange{t, r});
+      };
+      auto loadGrad = [&](ImplicitLocOpBuilder &b, Value ex) -> Value {
+        return memref::LoadOp::create(b, out, ValueRange{t, ex});
+      };
+      auto storeGrad = [&](ImplicitLocOpBuilder &b, Value ex, Value x) {
+        memref::StoreOp::create(b, x, out, ValueRange{t, ex});
+      };
+      TokenRoutingGradStorage io;
+      io.logit = logit;
+      io.loadIndex = loadIndex;
+      io.weightGrad = weightGrad;
+      io.loadGrad = loadGrad;
+      io.storeGrad = storeGrad;
+      values.token = e.toI32(t);
+      buildTokenRoutingGrad(b, kind, values, io);
+    });
+    rewriter.replaceOp(op, asTensor(b, dlogits, op.getLogitsGrad().getType()));
+    return success();
+  }
+};
+
+struct LowerDispatchGrad : public OpRewritePattern<DispatchGradOp> {
+  LowerDispatchGrad(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), baseSite(site) {}
+  KernelSite baseSite;
+
+  LogicalResult matchAndRewrite(DispatchGradOp op, PatternRewriter &rewriter) const override {
+    KernelSite site = baseSite.configuredFor(op);
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    // dx[t] = the sum of the token's rows in slot order: the combine's
+    // kernel without weights.
+    Value dx = allocBuffer(b, {e.dimOfr(op.getPositions(), 0), e.dimOfr(op.getRowsGrad(), 1)},
+                           e.f32());
+    emitCombine(b, site, asBuffer(b, op.getRowsGrad()), asBuffer(b, op.getPositions()), Value(),
+                Value(), dx, /*checkPositions=*/true);
+    rewriter.replaceOp(op, asTensor(b, dx, op.getInputGrad().getType()));
+    return success();
+  }
+};
+
+struct LowerCombineGrad : public OpRewritePattern<CombineGradOp> {
+  LowerCombineGrad(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), baseSite(site) {}
+  KernelSite baseSite;
+
+  LogicalResult matchAndRewrite(CombineGradOp op, PatternRewriter &rewriter) const override {
+    KernelSite site = baseSite.configuredFor(op);
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value dout = allocBuffer(
+        b, {e.dimOfr(op.getExpertOutput(), 0), e.dimOfr(op.getExpertOutput(), 1)}, e.f32());
+    Value dw = allocBuffer(b, {e.dimOfr(op.getWeights(), 0), e.dimOfr(op.getWeights(), 1)},
+                           e.f32());
+    fillZero(b, dout);
+    bool check = site.checkIndices;
+    int64_t lanes = site.config.getLanes();
+    std::string name = (Twine("__moe_cpu_combine_grad") + (check ? "_checked" : "") + "_v" +
+                        Twine(site.config.getVectorBits()))
+                           .str();
+    kernel(b, site, name,
+           {asBuffer(b, op.getOutputGrad()), asBuffer(b, op.getExpertOutput()),
+            asBuffer(b, op.getWeights()), asBuffer(b, op.getPositions()), dout, dw},
+           [&](ImplicitLocOpBuilder &b, ValueRange v) {
+             ModuleOp module = check ? enclosingModule(b) : ModuleOp();
+             Emitter e(b);
+             Value dy = v[0], out = v[1], weights = v[2], positions = v[3], dOut = v[4],
+                   dW = v[5];
+             Value tokens = memDim(b, positions, 0), k = memDim(b, positions, 1);
+             Value modelDim = memDim(b, dy, 1), numRows = memDim(b, out, 0);
+             auto vt = VectorType::get({lanes}, e.f32());
+             scf::ParallelOp::create(
+                 b, ValueRange{e.idx(0)}, ValueRange{tokens}, ValueRange{e.idx(1)},
+                 [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+                   ImplicitLocOpBuilder nb(loc, nested);
+                   Emitter ne(nb);
+                   Value t = ivs[0];
+                   ne.forLoop(ne.idx(0), k, {}, [&](Emitter &ie, Value i, ValueRange) {
+                     ImplicitLocOpBuilder &ib = ie.b;
+                     Value pos = ie.toIndex(memref::LoadOp::create(ib, positions, {t, i}));
+                     Value kept = ie.andi(ie.cmpi(arith::CmpIPredicate::sge, pos, ie.idx(0)),
+                                          ie.cmpi(arith::CmpIPredicate::slt, pos, numRows));
+                     if (check)
+                       emitIndexCheck(ib, module,
+                                      ie.ori(kept, ie.cmpi(arith::CmpIPredicate::eq, pos,
+                                                           ie.idx(-1))),
+                                      MOE_INDEX_BAD_POSITION);
+                     Value w = cpu::toF32(ib, memref::LoadOp::create(ib, weights, {t, i}));
+                     Value dot = ie.ifElse(
+                         kept, {ie.f32()},
+                         [&](Emitter &te) {
+                           ImplicitLocOpBuilder &tb = te.b;
+                           Value wv = vector::BroadcastOp::create(tb, vt, w);
+                           Value zero = arith::ConstantOp::create(
+                               tb, vt, DenseElementsAttr::get(vt, 0.0f));
+                           Value acc = te.forLoop(
+                               te.idx(0), arith::CeilDivSIOp::create(tb, modelDim,
+                                                                     te.idx(lanes)),
+                               {zero}, [&](Emitter &ce, Value blk, ValueRange a) {
+                                 ImplicitLocOpBuilder &cb = ce.b;
+                                 Value col = ce.muli(blk, ce.idx(lanes));
+                                 Value mask = cpu::columnMask(cb, col, modelDim, lanes);
+                                 Value g = cpu::loadF32Vector(cb, dy, {t, col}, mask);
+                                 Value o = cpu::loadF32Vector(cb, out, {pos, col}, mask);
+                                 cpu::storeVector(cb, ce.mulf(wv, g), dOut, {pos, col}, mask);
+                                 return SmallVector<Value>{ce.addf(a[0], ce.mulf(g, o))};
+                               })[0];
+                           return SmallVector<Value>{vector::ReductionOp::create(
+                               tb, vector::CombiningKind::ADD, acc)};
+                         },
+                         [&](Emitter &fe) { return SmallVector<Value>{fe.cf32(0.0)}; })[0];
+                     memref::StoreOp::create(ib, dot, dW, ValueRange{t, i});
+                     return SmallVector<Value>{};
+                   });
+                 });
+           });
+    rewriter.replaceOp(op, {asTensor(b, dout, op.getExpertOutputGrad().getType()),
+                            asTensor(b, dw, op.getWeightsGrad().getType())});
+    return success();
+  }
+};
+
+struct LowerExpertFFNGrad : public OpRewritePattern<ExpertFFNGradOp> {
+  LowerExpertFFNGrad(MLIRContext *ctx, KernelSite site) : OpRewritePattern(ctx), baseSite(site) {}
+  KernelSite baseSite;
+
+  LogicalResult matchAndRewrite(ExpertFFNGradOp op, PatternRewriter &rewriter) const override {
+    KernelSite site = baseSite.configuredFor(op);
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Type f32 = e.f32();
+    auto sizesOf = [&](Value t) {
+      SmallVector<OpFoldResult> sizes;
+      for (int64_t i = 0, n = cast<RankedTensorType>(t.getType()).getRank(); i < n; ++i)
+        sizes.push_back(e.dimOfr(t, i));
+      return sizes;
+    };
+    Value drows = allocBuffer(b, sizesOf(op.getRows()), f32);
+    Value dw1 = allocBuffer(b, sizesOf(op.getW1()), f32);
+    Value dw2 = allocBuffer(b, sizesOf(op.getW2()), f32);
+    Value db1 = op.getB1() ? allocBuffer(b, sizesOf(op.getB1()), f32) : Value();
+    Value db2 = op.getB2() ? allocBuffer(b, sizesOf(op.getB2()), f32) : Value();
+    fillZero(b, drows);
+    KernelArgs args{asBuffer(b, op.getRows()), asBuffer(b, op.getOffsets()),
+                    asBuffer(b, op.getOutputGrad()), asBuffer(b, op.getW1()),
+                    asBuffer(b, op.getW2()), drows, dw1, dw2};
+    std::optional<unsigned> b1At = args.addOptional(op.getB1() ? asBuffer(b, op.getB1()) : Value());
+    std::optional<unsigned> b2At = args.addOptional(op.getB2() ? asBuffer(b, op.getB2()) : Value());
+    std::optional<unsigned> db1At = args.addOptional(db1), db2At = args.addOptional(db2);
+    ActivationAttr activation = op.getActivationAttr();
+    std::string name = site.kernelName("__moe_cpu_expert_ffn_grad_" +
+                                       stringifyActivation(activation.getValue()) +
+                                       (db1 ? "_bias" : ""));
+    kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
+      emitExpertFFNBackward(b, site, v[0], v[1], v[2], v[3], v[4], KernelArgs::at(v, b1At),
+                            KernelArgs::at(v, b2At), activation, v[5], v[6], v[7],
+                            KernelArgs::at(v, db1At), KernelArgs::at(v, db2At));
+    });
+    SmallVector<Value> results{asTensor(b, drows, op.getRowsGrad().getType()),
+                               asTensor(b, dw1, op.getW1Grad().getType()),
+                               asTensor(b, dw2, op.getW2Grad().getType())};
+    if (db1) {
+      results.push_back(asTensor(b, db1, op.getB1Grad().getType()));
+      results.push_back(asTensor(b, db2, op.getB2Grad().getType()));
+    }
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+/// moe.shared_expert_grad: the expert FFN's backward with one group of all
+/// T rows on dout * gate, and the gate's own backward: dgate_t =
+/// <dout_t, f(x_t)> (f recomputed), d(x sg)_t = dgate_t g_t (1 - g_t).
+struct LowerSharedExpertGrad : public OpRewritePattern<SharedExpertGradOp> {
+  LowerSharedExpertGrad(MLIRContext *ctx, KernelSite site)
+      : OpRewritePattern(ctx), baseSite(site) {}
+  KernelSite baseSite;
+
+  LogicalResult matchAndRewrite(SharedExpertGradOp op, PatternRewriter &rewriter) const override {
+    KernelSite site = baseSite.configuredFor(op);
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Type f32 = e.f32();
+    Value x = op.getInput();
+    Value tokens = e.dim(x, 0);
+    OpFoldResult modelDim = e.dimOfr(x, 1);
+    // One expert: [D, W] -> [1, D, W] (as the forward's lowering views it).
+    auto asExperts = [&](Value w) -> Value {
+      auto type = cast<RankedTensorType>(w.getType());
+      auto expanded =
+          RankedTensorType::get({1, type.getDimSize(0), type.getDimSize(1)}, type.getElementType());
+      return asBuffer(b, tensor::ExpandShapeOp::create(
+                             b, expanded, w, SmallVector<ReassociationIndices>{{0, 1}, {2}},
+                             SmallVector<OpFoldResult>{b.getIndexAttr(1), e.dimOfr(w, 0),
+                                                       e.dimOfr(w, 1)}));
+    };
+    Value xb = asBuffer(b, x);
+    Value s1 = op.getSharedW1(), s2 = op.getSharedW2();
+    Value s1b = asExperts(s1), s2b = asExperts(s2);
+    Value offsets = singleGroup(b, tokens);
+    Value dout = asBuffer(b, op.getOutputGrad());
+    // The gate and the cotangent of the ungated FFN.
+    Value gate, dgateLogit, scaledOut = dout;
+    if (op.getSharedGate()) {
+      Value logits = allocBuffer(b, {OpFoldResult(tokens), b.getIndexAttr(1)}, f32);
+      emitRouter(b, site, xb, asBuffer(b, op.getSharedGate()), Value(), logits);
+      // f(x): the shared FFN without the gate.
+      Value fx = allocBuffer(b, {OpFoldResult(tokens), modelDim}, f32);
+      emitExpertFFN(b, site, xb, Value(), offsets, s1b, s2b, Value(),
+                    Value(), op.getActivationAttr(), tokens, Value(), fx);
+      scaledOut = allocBuffer(b, {OpFoldResult(tokens), modelDim}, f32);
+      dgateLogit = allocBuffer(b, {OpFoldResult(tokens), b.getIndexAttr(1)}, f32);
+      Value d = e.dim(x, 1);
+      scf::ParallelOp::create(
+          b, ValueRange{e.idx(0)}, ValueRange{tokens}, ValueRange{e.idx(1)},
+          [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+            ImplicitLocOpBuilder nb(loc, nested);
+            Emitter ne(nb);
+            Value t = ivs[0];
+            Value o = memref::LoadOp::create(nb, logits, ValueRange{t, ne.idx(0)});
+            Value g = ne.divf(ne.cf32(1.0),
+                              ne.addf(ne.cf32(1.0), ne.routingExp(arith::NegFOp::create(nb, o))));
+            Value dot = ne.forLoop(ne.idx(0), d, {ne.cf32(0.0)},
+                                   [&](Emitter &ce, Value c, ValueRange a) {
+                                     Value dy = memref::LoadOp::create(ce.b, dout, ValueRange{t, c});
+                                     Value f = memref::LoadOp::create(ce.b, fx, ValueRange{t, c});
+                                     memref::StoreOp::create(ce.b, ce.mulf(dy, g), scaledOut,
+                                                             ValueRange{t, c});
+                                     return SmallVector<Value>{ce.addf(a[0], ce.mulf(dy, f))};
+                                   })[0];
+            Value dl = ne.mulf(dot, ne.mulf(g, ne.subf(ne.cf32(1.0), g)));
+            memref::StoreOp::create(nb, dl, dgateLogit, ValueRange{t, ne.idx(0)});
+          });
+    }
+    Value dx = allocBuffer(b, {OpFoldResult(tokens), modelDim}, f32);
+    fillZero(b, dx);
+    Value ds1 = allocBuffer(b, {b.getIndexAttr(1), e.dimOfr(s1, 0), e.dimOfr(s1, 1)}, f32);
+    Value ds2 = allocBuffer(b, {b.getIndexAttr(1), e.dimOfr(s2, 0), e.dimOfr(s2, 1)}, f32);
+    emitExpertFFNBackward(b, site, xb, offsets, scaledOut, s1b, s2b,
+                          Value(), Value(), op.getActivationAttr(), dx, ds1, ds2, Value(),
+                          Value());
+    SmallVector<ReassociationIndices> drop{{0, 1}, {2}};
+    SmallVector<Value> results{
+        asTensor(b, dx, op.getInputGrad().getType()),
+        asTensor(b, memref::CollapseShapeOp::create(b, ds1, drop), op.getSharedW1Grad().getType()),
+        asTensor(b, memref::CollapseShapeOp::create(b, ds2, drop), op.getSharedW2Grad().getType())};
+    if (op.getSharedGate()) {
+      // dsg = x^T dl (one group), dx += dl sg^T.
+      Value dsg = allocBuffer(b, {b.getIndexAttr(1), modelDim, b.getIndexAttr(1)}, f32);
+      emitBackwardGemm(b, site,
+                       expertWeightGradient(false, getElementTypeOrSelf(x.getType()), f32, f32), xb,
+                       dgateLogit, offsets, dsg);
+      Value sg = asBuffer(b, op.getSharedGate());
+      Value d = e.dim(x, 1);
+      scf::ParallelOp::create(
+          b, ValueRange{e.idx(0)}, ValueRange{tokens}, ValueRange{e.idx(1)},
+          [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+            ImplicitLocOpBuilder nb(loc, nested);
+            Emitter ne(nb);
+            Value t = ivs[0];
+            Value dl = memref::LoadOp::create(nb, dgateLogit, ValueRange{t, ne.idx(0)});
+            ne.forLoop(ne.idx(0), d, {}, [&](Emitter &ce, Value c, ValueRange) {
+              Value w = cpu::toF32(ce.b, memref::LoadOp::create(ce.b, sg, ValueRange{c, ce.idx(0)}));
+              Value old = memref::LoadOp::create(ce.b, dx, ValueRange{t, c});
+              memref::StoreOp::create(ce.b, ce.addf(old, ce.mulf(dl, w)), dx, ValueRange{t, c});
+              return SmallVector<Value>{};
+            });
+          });
+      results.push_back(asTensor(b, memref::CollapseShapeOp::create(b, dsg, drop),
+                                 op.getSharedGateGrad().getType()));
+    }
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
 struct ConvertMoEToCPUPass
     : public moe::impl::ConvertMoEToCPUBase<ConvertMoEToCPUPass> {
   using ConvertMoEToCPUBase::ConvertMoEToCPUBase;
@@ -1412,4 +1965,6 @@ void moe::populateMoEToLinalgPatterns(RewritePatternSet &patterns, ModuleOp kern
   patterns.add<LowerDispatch, LowerRoute, LowerGate, LowerExpertFFN, LowerSharedExpert, LowerCombine,
                LowerFusedExperts>(
       patterns.getContext(), site);
+  patterns.add<LowerRouteGrad, LowerGateGrad, LowerDispatchGrad, LowerExpertFFNGrad,
+               LowerSharedExpertGrad, LowerCombineGrad>(patterns.getContext(), site);
 }

@@ -22,6 +22,7 @@
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
+#include "passes/Passes.h"
 #include "lowering/cpu/Passes.h"
 #include "lowering/gpu/Passes.h"
 #include "lowering/InitAllMoE.h"
@@ -113,7 +114,9 @@ llvm::cl::opt<std::string> inputFile(llvm::cl::Positional,
 llvm::cl::opt<std::string>
     entryName("entry",
               llvm::cl::desc("Function to run (default: the only public "
-                             "func.func with a body)"),
+                             "func.func with a body); NAME_vjp where the file "
+                             "has @NAME only runs the gradient that "
+                             "--moe-generate-vjp adds"),
               llvm::cl::value_desc("NAME"), llvm::cl::cat(runCategory));
 
 llvm::cl::list<std::string> inputPaths(
@@ -452,6 +455,30 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
 //===----------------------------------------------------------------------===//
 // Driver
 //===----------------------------------------------------------------------===//
+
+/// --entry=F_vjp where the module has @F but no @F_vjp: adds it with
+/// --moe-generate-vjp (docs/spec.md §9), so that the gradient of a model
+/// runs from the model's own file. Prints the error and returns false on
+/// failure.
+bool addRequestedVjp(ModuleOp module) {
+  StringRef name = entryName;
+  if (!name.ends_with("_vjp") || module.lookupSymbol(name))
+    return true;
+  StringRef base = name.drop_back(4);
+  auto forward = module.lookupSymbol<func::FuncOp>(base);
+  if (!forward || forward.isExternal())
+    return true; // findEntry reports the missing function
+  PassManager pm(module.getContext());
+  mlir::moe::MoEGenerateVJPOptions options;
+  options.entries = {base.str()};
+  pm.addPass(mlir::moe::createMoEGenerateVJP(options));
+  if (failed(pm.run(module))) {
+    fail("cannot differentiate @" + base.str() + " in " + inputFile +
+         " (the error above) to run @" + name.str());
+    return false;
+  }
+  return true;
+}
 
 /// Finds the entry function. Prints the error and returns null on failure.
 func::FuncOp findEntry(ModuleOp module) {
@@ -1117,6 +1144,8 @@ int runMain(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   OwningOpRef<ModuleOp> module = parseModule(context, sourceMgr);
   if (!module)
+    return 1;
+  if (!addRequestedVjp(*module))
     return 1;
   func::FuncOp func = findEntry(*module);
   if (!func)
