@@ -1796,7 +1796,7 @@ struct LowerSharedExpertGrad : public OpRewritePattern<SharedExpertGradOp> {
     Value offsets = singleGroup(b, tokens);
     Value dout = asBuffer(b, op.getOutputGrad());
     // The gate and the cotangent of the ungated FFN.
-    Value gate, dgateLogit, scaledOut = dout;
+    Value dgateLogit, scaledOut = dout;
     if (op.getSharedGate()) {
       Value logits = allocBuffer(b, {OpFoldResult(tokens), b.getIndexAttr(1)}, f32);
       emitRouter(b, site, xb, asBuffer(b, op.getSharedGate()), Value(), logits);

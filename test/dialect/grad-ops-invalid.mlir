@@ -69,7 +69,8 @@ func.func @expert_ffn_grad_types(%rows: tensor<128x32xbf16>, %off: tensor<9xi32>
 
 func.func @expert_ffn_grad_result(%rows: tensor<128x32xf32>, %off: tensor<9xi32>, %d: tensor<128x32xf32>,
                                   %w1: tensor<8x32x64xf32>, %w2: tensor<8x64x32xf32>) {
-  // expected-error @+1 {{'moe.expert_ffn_grad' op inferred type(s)}}
+  // expected-error @+2 {{'moe.expert_ffn_grad' op inferred type(s) 'tensor<128x32xf32>', 'tensor<8x32x64xf32>', 'tensor<8x64x32xf32>' are incompatible with return type(s) of operation}}
+  // expected-error @+1 {{'moe.expert_ffn_grad' op failed to infer returned types}}
   %g:3 = moe.expert_ffn_grad %rows, %off, %d experts(%w1, %w2) {activation = #moe.activation<gelu>}
       : (tensor<128x32xf32>, tensor<9xi32>, tensor<128x32xf32>, tensor<8x32x64xf32>, tensor<8x64x32xf32>)
       -> (tensor<128x32xf32>, tensor<8x32x32xf32>, tensor<8x64x32xf32>)
