@@ -122,10 +122,12 @@ LogicalResult ReverseSweep::findActiveOps() {
     });
     if (!useful)
       continue;
-    if (op.getNumRegions() != 0)
+    auto adjoint = dyn_cast<AdjointOpInterface>(op);
+    // An op with regions is control flow (scf.for, scf.if, ...) unless it
+    // states its adjoint: linalg.matmul's region is its scalar body.
+    if (op.getNumRegions() != 0 && !adjoint)
       return op.emitError() << "cannot differentiate '" << op.getName()
                             << "': control flow is not supported by --moe-generate-vjp";
-    auto adjoint = dyn_cast<AdjointOpInterface>(op);
     if (!adjoint)
       return op.emitError() << "cannot differentiate '" << op.getName()
                             << "': it has no adjoint (AdjointOpInterface)";

@@ -597,11 +597,14 @@ void writeGradient(const std::string &prefix, const std::string &name,
 void writeLayerVjp(const std::string &prefix,
                    const std::vector<std::string> &names,
                    const ref::LayerInputs &in, const ref::LayerOptions &opt,
-                   const ref::LayerResult &res, uint64_t dataSeed) {
+                   const ref::LayerResult &res, uint64_t dataSeed,
+                   bool auxOnly) {
   const ref::Experts &ex = in.experts;
   const int64_t T = in.numTokens, D = ex.modelDim, E = ex.numExperts,
                 H = ex.hiddenDim, C = ex.w1Cols();
-  const std::vector<float> dy = vjpCotangent(T * D, dataSeed, ex.elementType);
+  std::vector<float> dy = vjpCotangent(T * D, dataSeed, ex.elementType);
+  if (auxOnly)
+    std::fill(dy.begin(), dy.end(), 0.0f);
   ref::LayerCotangents cot;
   cot.dy.assign(dy.begin(), dy.end());
   writeF32(vjpPath(prefix, "dy"), {T, D}, dy);
@@ -651,7 +654,7 @@ const std::set<std::string> layerValued = {
     "score", "scale", "groups", "group-k", "shared-hidden", "vjp"};
 const std::set<std::string> layerFlags = {"training", "router-bias", "expert-biases",
                                           "normalize", "no-normalize", "selection-bias",
-                                          "shared-gate"};
+                                          "shared-gate", "vjp-aux-only"};
 
 /// `layer`, `block` and `soft-from-router` share the data and the options.
 enum class LayerMode { Layer, Block, SoftFromRouter };
@@ -682,6 +685,8 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
     die("--normalize is a 'soft-from-router' or 'block --soft-layers' option");
   if (mode != LayerMode::Layer && args.has("vjp"))
     die("--vjp is a 'layer' or 'soft' option");
+  if (args.flag("vjp-aux-only") && !(args.has("vjp") && args.flag("training")))
+    die("--vjp-aux-only needs --vjp and --training");
   std::set<int64_t> softLayers;
   if (softOnly)
     softLayers.insert(0);
@@ -822,7 +827,8 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       std::printf("aux loss %.9g\n", loss);
     }
     if (args.has("vjp"))
-      writeLayerVjp(args.str("vjp"), layerNames, in, opt, res, dataSeed);
+      writeLayerVjp(args.str("vjp"), layerNames, in, opt, res, dataSeed,
+                    args.flag("vjp-aux-only"));
     if (block) {
       // The residual: x + moe(x), added in f32 like the compiled code.
       for (size_t i = 0; i < x.size(); ++i)
@@ -1641,7 +1647,7 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
     --names N1,N2,...
     --params OUT.safetensors --input OUT_X.npy [--seed-input OUT_SEED.npy]
     --expected OUT_Y.npy [--expected-loss OUT_LOSS.npy] [--min-margin M]
-    [--vjp PREFIX]
+    [--vjp PREFIX [--vjp-aux-only]]
   Seeded random x [T,D] and parameters (named, in the order router.weight
   [,router.bias][,selection_bias],w1,w2[,b1,b2][,shared_w1,shared_w2
   [,shared_gate]]), and the reference y (and the training loss).
@@ -1661,7 +1667,8 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   fixed) as PREFIX + NAME.npy (PREFIX may be DIR/): dy (seeded N(0, 1) in
   T, an f32 .npy like --input), with --training daux (the aux loss's
   cotangent, scalar f32), and f32 gradients grad_x and grad_NAME for each
-  parameter NAME of --names, in the parameters' shapes.
+  parameter NAME of --names, in the parameters' shapes. --vjp-aux-only
+  (with --training): dy is zero, only the aux loss has a cotangent.
 moe-ref block --layers N (default 2) + the layer options (no training)
     [--soft-layers L1,L2,... [--slots S] [--group-size M] [--normalize]]
   N residual layers x <- x + layer_l(x) (x + moe(x), f32 adds); --names holds

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""One gradient check of a moe.layer against the independent reference.
+
+  vjp-case.py OUT_DIR [--tol X] [--dynamic] [--sequential] [--aux-only]
+              [--near-zero NAME]
+              -- MOE-REF-LAYER-OPTIONS
+
+Writes the layer's data, cotangents and expected gradients with
+`moe-ref layer ... --vjp` (MoEReferenceGrad.h: the hand-derived backward in
+double), the function @f that layer is (the MLIR below, built from the same
+options), runs `moe-run --entry=f_vjp` on the CPU (moe-run adds @f_vjp with
+--moe-generate-vjp) and compares y and every gradient with `moe-ref compare`
+(f32: 5e-4 of the largest |value| of each tensor; bf16: 1e-2 = 2.56 u, f16:
+2e-3 = 4.1 u, u the unit roundoff of the type; docs/spec.md §9). Prints one line per compared tensor ("grad_w1: PASS ..."); exits 1 on
+the first mismatch. Exact properties on top of the tolerance: where the
+reference's gradient of a whole parameter, or of one expert's slice of an
+expert parameter (w1, w2, b1, b2: an expert that got no token, a selection
+bias), is exactly zero, the compiled one must be exactly zero too.
+--dynamic declares T as `?`; --sequential also runs single-threaded
+(--cpu-parallel=false) and requires every output to be byte-identical to
+the parallel run's; --aux-only (MOESART training) passes dy = 0, so only
+the aux loss's cotangent reaches the gradients. --near-zero NAME (a
+gradient whose exact value is zero up to rounding, e.g. the router's under
+MOESART inference, whose weights are 1/K but for the 1e-10 of docs/spec.md
+§3.1): instead of the relative comparison, max |grad_NAME| must be at most
+1e-5 of max |grad_x| (the reference's value is rounding noise of the double
+computation, the compiled one of f32).
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+
+def parse(argv):
+    opts = {"tol": None, "dynamic": False, "sequential": False, "aux_only": False,
+            "near_zero": []}
+    i = 1
+    out = argv[i]
+    i += 1
+    while argv[i] != "--":
+        if argv[i] == "--tol":
+            opts["tol"] = argv[i + 1]
+            i += 2
+        elif argv[i] == "--dynamic":
+            opts["dynamic"] = True
+            i += 1
+        elif argv[i] == "--sequential":
+            opts["sequential"] = True
+            i += 1
+        elif argv[i] == "--near-zero":
+            opts["near_zero"].append("grad_" + argv[i + 1])
+            i += 2
+        elif argv[i] == "--aux-only":
+            opts["aux_only"] = True
+            i += 1
+        else:
+            sys.exit("vjp-case.py: unknown option " + argv[i])
+    return out, opts, argv[i + 1:]
+
+
+def layer_options(ref):
+    o = {}
+    i = 0
+    while i < len(ref):
+        key = ref[i][2:]
+        if i + 1 < len(ref) and not ref[i + 1].startswith("--"):
+            o[key] = ref[i + 1]
+            i += 2
+        else:
+            o[key] = True
+            i += 1
+    return o
+
+
+def main():
+    out, opts, ref = parse(sys.argv)
+    o = layer_options(ref)
+    T, D, E, H = (int(o[k]) for k in ("tokens", "dim", "experts", "hidden"))
+    act = o["activation"]
+    gated = act in ("swiglu", "geglu")
+    dt = o.get("dtype", "f32")
+    training = "training" in o
+    names = ["wr"]
+    if "router-bias" in o:
+        names.append("br")
+    if "selection-bias" in o:
+        names.append("sb")
+    names += ["w1", "w2"]
+    if "expert-biases" in o:
+        names += ["b1", "b2"]
+    hs = int(o.get("shared-hidden", 0))
+    if hs:
+        names += ["s1", "s2"]
+        if "shared-gate" in o:
+            names.append("sg")
+    os.makedirs(out, exist_ok=True)
+    prefix = out + "/"
+    cmd = ["moe-ref", "layer"] + ref + [
+        "--names", ",".join(names), "--params", prefix + "p.safetensors",
+        "--input", prefix + "x.npy", "--expected", prefix + "y_ref.npy",
+        "--vjp", prefix] + (["--vjp-aux-only"] if opts["aux_only"] else [])
+    if training:
+        cmd += ["--seed-input", prefix + "seed.npy", "--expected-loss", prefix + "loss_ref.npy"]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+    h1 = 2 * H if gated else H
+    tt = "?" if opts["dynamic"] else str(T)
+    ty = lambda *s: "tensor<" + "x".join(str(d) for d in s) + "x" + dt + ">"
+    types = {"wr": ty(D, E), "br": ty(E), "sb": "tensor<%dxf32>" % E,
+             "w1": ty(E, D, h1), "w2": ty(E, H, D), "b1": ty(E, h1), "b2": ty(E, D),
+             "s1": ty(D, 2 * hs if gated else hs), "s2": ty(hs, D), "sg": ty(D, 1)}
+    xt = ty(tt, D)
+    args = ["%x: " + xt]
+    if training:
+        args.append("%seed: tensor<i64>")
+    args += ["%%%s: %s {moe.param = \"%s\"}" % (n, types[n], n) for n in names]
+    router = "router(%wr" + (", %br" if "br" in names else "") + ")"
+    parts = ["moe.layer %x", router]
+    if "sb" in names:
+        parts.append("selection_bias(%sb)")
+    parts.append("experts(%w1, %w2)")
+    if "b1" in names:
+        parts.append("expert_biases(%b1, %b2)")
+    if hs:
+        parts.append("shared(%s1, %s2)")
+        if "sg" in names:
+            parts.append("shared_gate(%sg)")
+    if training:
+        parts.append("seed(%seed)")
+    kind = o["routing"]
+    k = o.get("k")
+    if kind == "dense":
+        routing = "#moe.dense"
+    elif kind == "top_k":
+        params = ["k = " + k]
+        if o.get("score") == "sigmoid":
+            params.append("score = sigmoid")
+        if "no-normalize" in o:
+            params.append("normalize = false")
+        if "scale" in o:
+            params.append("scale = " + o["scale"])
+        if "groups" in o:
+            params.append("groups = " + o["groups"])
+            if "group-k" in o:
+                params.append("group_k = " + o["group-k"])
+        routing = "#moe.top_k<" + ", ".join(params) + ">"
+    else:
+        params = ["k = " + k]
+        if "adjust" in o:
+            params.append("adjust = " + o["adjust"])
+        if "lambda" in o:
+            params.append("trimmed_lasso = " + o["lambda"])
+        routing = "#moe.moesart<" + ", ".join(params) + ">"
+    attrs = ["routing = " + routing, "activation = #moe.activation<%s>" % act]
+    if training:
+        attrs.append("training")
+    if "capacity-factor" in o:
+        attrs.append("capacity_factor = %s : f64" % o["capacity-factor"])
+    operand_types = [xt] + (["tensor<i64>"] if training else []) + [types[n] for n in names]
+    # The layer's operand order: x, router, selection_bias, experts, biases,
+    # shared, seed.
+    layer_types = [xt] + [types[n] for n in names] + (["tensor<i64>"] if training else [])
+    results = [xt] + (["tensor<f32>"] if training else [])
+    res = "(" + ", ".join(results) + ")" if training else results[0]
+    lhs = "%y, %aux" if training else "%y"
+    mlir = "func.func @f(%s) -> %s {\n  %s = %s {%s}\n      : (%s) -> %s\n  return %s : %s\n}\n" % (
+        ", ".join(args), res, lhs, " ".join(parts), ", ".join(attrs),
+        ", ".join(layer_types), res, lhs, ", ".join(results))
+    with open(prefix + "f.mlir", "w") as f:
+        f.write(mlir)
+
+    inputs = [prefix + "x.npy"] + ([prefix + "seed.npy"] if training else [])
+    inputs += [prefix + "dy.npy"] + ([prefix + "daux.npy"] if training else [])
+    outputs = ["y"] + (["aux"] if training else []) + ["grad_x"] + ["grad_" + n for n in names]
+    def run(suffix, extra):
+        cmd = ["moe-run", prefix + "f.mlir", "--device=cpu", "--entry=f_vjp",
+               "--params=" + prefix + "p.safetensors"] + extra
+        cmd += ["--input=" + p for p in inputs]
+        cmd += ["--output=" + prefix + "out%s_%s.npy" % (suffix, n) for n in outputs]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+    run("", [])
+    tol = opts["tol"] or {"f32": "5e-4", "bf16": "1e-2", "f16": "2e-3"}[dt]
+    expected = {"y": "y_ref", "aux": "loss_ref"}
+    for n in outputs:
+        if n in opts["near_zero"]:
+            scale = float(np.max(np.abs(np.load(prefix + "out_grad_x.npy"))))
+            got = float(np.max(np.abs(np.load(prefix + "out_" + n + ".npy"))))
+            want = float(np.max(np.abs(np.load(prefix + n + ".npy"))))
+            ok = got <= 1e-5 * scale and want <= 1e-5 * scale
+            print("%s: %s: max |.| %.3e (reference %.3e), max |grad_x| %.3e" %
+                  (n, "PASS" if ok else "FAIL", got, want, scale))
+            if not ok:
+                sys.exit(1)
+            continue
+        cmd = ["moe-ref", "compare", prefix + "out_" + n + ".npy",
+               prefix + expected.get(n, n) + ".npy", "--tol", tol if n.startswith("grad") else
+               {"f32": "1e-4", "bf16": "1e-2", "f16": "2e-3"}[dt]]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        line = (r.stdout + r.stderr).strip().splitlines()[-1]
+        print("%s: %s" % (n, line))
+        if r.returncode != 0:
+            sys.exit(1)
+    per_expert = ("grad_w1", "grad_w2", "grad_b1", "grad_b2")
+    zeros = []
+    for n in outputs:
+        if not n.startswith("grad"):
+            continue
+        want = np.load(prefix + n + ".npy")
+        got = np.load(prefix + "out_" + n + ".npy").astype(np.float32)
+        parts = list(enumerate(want)) if n in per_expert else [(None, want)]
+        for e, w in parts:
+            if np.any(w != 0):
+                continue
+            g = got if e is None else got[e]
+            where = n if e is None else "%s[%d]" % (n, e)
+            if np.any(g != 0):
+                print("%s: FAIL: the reference is exactly zero, %d element(s) are not (max |.| %.3e)"
+                      % (where, int(np.count_nonzero(g)), float(np.max(np.abs(g)))))
+                sys.exit(1)
+            zeros.append(where)
+    if zeros:
+        print("exact zeros: " + " ".join(zeros))
+    if opts["sequential"]:
+        run("_seq", ["--cpu-parallel=false"])
+        for n in outputs:
+            with open(prefix + "out_" + n + ".npy", "rb") as a, \
+                 open(prefix + "out_seq_" + n + ".npy", "rb") as b:
+                if a.read() != b.read():
+                    print("%s: FAIL: 1 and all threads differ" % n)
+                    sys.exit(1)
+        print("sequential: %d outputs byte-identical" % len(outputs))
+
+
+if __name__ == "__main__":
+    main()
