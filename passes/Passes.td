@@ -158,9 +158,18 @@ def MoEPrintCost : Pass<"moe-print-cost"> {
     forms), prints a table on stdout with T, D, H, E, k or slots, the FLOPs
     of the router, the experts and dispatch/combine, the expected bytes of
     expert weights touched (top-k under uniform routing touches
-    `E (1 - (1 - k/E)^T)` experts), and the active parameters per token. The
-    IR is not changed.
+    `E (1 - (1 - k/E)^T)` experts), and the active parameters per token.
+    With `backward=true`, a second table gives the same layers' backward
+    (the `@f_vjp` of `--moe-generate-vjp`): its router, expert and
+    dispatch/combine FLOPs, the bytes of expert weights it reads and of the
+    weight gradients it writes, and the bytes `@f_vjp` keeps between its
+    forward and its backward (the cost model is in passes/PrintCost.cpp).
+    The IR is not changed.
   }];
+  let options = [
+    Option<"backward", "backward", "bool", /*default=*/"false",
+           "Also print the backward's cost (FLOPs, weight and gradient bytes, saved bytes)">
+  ];
 }
 
 def MoEShardExperts : Pass<"moe-shard-experts", "::mlir::ModuleOp"> {

@@ -77,6 +77,32 @@
 //                all experts' parameters (and Phi) are active for every token
 //                (the scalar `scale` is not counted)
 //
+// Backward (option backward=true: a second table, one row per row above),
+// the work of @f_vjp (--moe-generate-vjp, docs/spec.md §9) as the CPU
+// lowering does it (GEMM1 recomputed from the saved rows, no pre-activation
+// kept):
+//   per-row backward expert FLOPs  Fb = 2*D*H1 (GEMM1 recomputed)
+//                            + 2*H*D (dA = dY W2^T) + 2*H*D (dW2 = A^T dY)
+//                            + 2*D*H1 (dW1 = X^T dZ) + 2*D*H1 (dX = dZ W1^T)
+//                            + 2*H1 (activation backward) + the bias
+//                            gradients' sums (H1 [b1] + D [b2])
+//   bwd router   4*T*D*E (dx += dlogits Wr^T, dWr = x^T dlogits)
+//                + T*E [router bias]
+//   bwd experts  rows * Fb; a shared expert adds
+//                T*(6*D*Ws + 4*Hs*D + 2*Ws) (+ 6*D + 4 with its gate)
+//   bwd disp+comb 5*T*E (the gate's backward through the softmax) +
+//                4*T*k*D (combine backward: dy scaled per slot and the
+//                routing weight's dot product; dispatch backward: the sum
+//                of a token's slots)
+//   bwd bytes    the expert weights read again (the forward's weight bytes)
+//                plus the weight gradients written, E * P * element size
+//                (every expert's, zero for experts that got no token)
+//   saved        what @f_vjp keeps from its forward for its backward:
+//                2 * rows * D * element size (dispatched rows and expert
+//                outputs) + 4*T*E (f32 logits) + 16*T*k (weights, indices,
+//                positions, source rows) + 4*(E+1) (offsets)
+// Soft MoE rows show "-" (not differentiated yet).
+//
 // Number format: integers are printed exactly with thousands separators
 // ("1,234,567") below 1e12 and in scientific notation with four significant
 // digits ("1.235e+12") from 1e12 on; "experts touched" is printed with two
@@ -231,12 +257,19 @@ struct Row {
   std::string layer, form, act;
   Q T, D, H, E, kOrSlots;
   Q router, experts, dispatch, touched, bytes, params;
+  // The backward (--moe-print-cost=backward=true): the same parts of f_vjp's
+  // gradient work, the bytes of expert weights it reads and the gradients it
+  // writes, and what f_vjp keeps between its forward and its backward.
+  // `differentiable` is false for Soft MoE (no gradient yet): "-".
+  bool differentiable = false;
+  Q bwdRouter, bwdExperts, bwdDispatch, bwdBytes, saved;
 };
 
 /// Sizes of the expert FFNs: from W1 [E,D,H1], W2 [E,H,D], b1, b2.
 struct Experts {
   Q E, D, H, H1;
   Q rowFlops;    // F of the header comment
+  Q bwdRowFlops; // Fb of the header comment
   Q params;      // P of the header comment
   Q eltBytes;
   std::string act;
@@ -259,6 +292,7 @@ static Experts expertsOf(Value w1, Value w2, Value b1, Value b2,
   if (b2)
     biases = biases + x.D;
   x.rowFlops = 2.0 * x.D * x.H1 + 2.0 * x.H * x.D + x.H1 + biases;
+  x.bwdRowFlops = 6.0 * x.D * x.H1 + 4.0 * x.H * x.D + 2.0 * x.H1 + biases;
   x.params = x.D * x.H1 + x.H * x.D + biases;
   x.eltBytes = Q::unknown();
   auto type = cast<ShapedType>(w1.getType());
@@ -340,6 +374,23 @@ static void fillTokenChoice(Row &r, Q T, Q D, Q E, Q k, const Experts &x,
   r.params = k * x.params;
   if (parts.router)
     r.params = D * E + (parts.routerBias ? E : Q::of(0)) + r.params;
+
+  r.differentiable = true;
+  r.bwdRouter = parts.router ? 4.0 * T * D * E + (parts.routerBias ? T * E : Q::of(0))
+                             : Q::na();
+  r.bwdExperts = rows * x.bwdRowFlops;
+  r.bwdDispatch = Q::na();
+  if (parts.softmax)
+    r.bwdDispatch = r.bwdDispatch + 5.0 * T * E;
+  if (parts.combine)
+    r.bwdDispatch = r.bwdDispatch + 4.0 * T * k * D;
+  r.bwdBytes = r.bytes + E * x.params * x.eltBytes;
+  if (r.bwdBytes.known())
+    r.bwdBytes = Q::of(std::round(r.bwdBytes.v));
+  // Saved: the dispatched rows and the expert outputs (element type), the
+  // logits (f32), the routing weights, indices, positions and source rows
+  // (4 bytes each per slot), the offsets.
+  r.saved = 2.0 * rows * D * x.eltBytes + 4.0 * T * E + 16.0 * T * k + 4.0 * (E + Q::of(1));
 }
 
 static void fillSoft(Row &r, Q G, Q M, Q D, Q E, Q S, bool normalize,
@@ -393,9 +444,11 @@ static void traceGate(Value indices, TokenChoiceParts &parts, std::string &form,
 static void addShared(Row &r, Q T, Value s1, Value s2, Value sg) {
   Q D = dimOf(s1, 0), width = dimOf(s1, 1), hidden = dimOf(s2, 0);
   Q flops = 2.0 * D * width + 2.0 * hidden * D + width;
+  Q bwdFlops = 6.0 * D * width + 4.0 * hidden * D + 2.0 * width;
   Q params = D * width + hidden * D;
   if (sg) {
     flops = flops + 2.0 * D + Q::of(4);
+    bwdFlops = bwdFlops + 6.0 * D + Q::of(4);
     params = params + D;
   }
   Q eltBytes = Q::unknown();
@@ -403,6 +456,8 @@ static void addShared(Row &r, Q T, Value s1, Value s2, Value sg) {
   if (type.getElementType().isIntOrFloat())
     eltBytes = Q::of((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
   r.experts = r.experts + T * flops;
+  r.bwdExperts = r.bwdExperts + T * bwdFlops;
+  r.bwdBytes = r.bwdBytes + 2.0 * params * eltBytes;
   r.bytes = r.bytes + params * eltBytes;
   r.params = r.params + params;
   r.form += sg ? " +shared(gated)" : " +shared";
@@ -532,17 +587,46 @@ static Row expertFFNRow(ExpertFFNOp op) {
 // The table
 //===----------------------------------------------------------------------===//
 
+/// Prints `cells` under `headers`, columns padded to their widest cell; the
+/// first `numTextCols` columns left-aligned, the others right-aligned.
+template <size_t N>
+static void printCells(const std::array<const char *, N> &headers, size_t numTextCols,
+                       const std::vector<std::array<std::string, N>> &cells,
+                       llvm::raw_ostream &os) {
+  std::array<size_t, N> width;
+  for (size_t c = 0; c < N; ++c) {
+    width[c] = std::strlen(headers[c]);
+    for (const auto &line : cells)
+      width[c] = std::max(width[c], line[c].size());
+  }
+  auto printLine = [&](auto cellAt) {
+    std::string line;
+    for (size_t c = 0; c < N; ++c) {
+      std::string cell = cellAt(c);
+      if (c != 0)
+        line += "  ";
+      std::string pad(width[c] - cell.size(), ' ');
+      line += c < numTextCols ? cell + pad : pad + cell;
+    }
+    // No trailing blanks (the empty text cells of the total row, "(no MoE
+    // layers)" tables).
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
+    os << line << "\n";
+  };
+  printLine([&](size_t c) { return std::string(headers[c]); });
+  for (const auto &line : cells)
+    printLine([&](size_t c) { return line[c]; });
+}
+
 static void printTable(ArrayRef<Row> rows, llvm::raw_ostream &os) {
-  static const char *headers[] = {
+  static const std::array<const char *, 14> headers = {
       "layer",        "form",         "act",
       "T",            "D",            "H",
       "E",            "k|S",          "router FLOPs",
       "expert FLOPs", "disp+comb FLOPs", "experts touched",
       "weight bytes", "params/token"};
-  constexpr size_t numCols = sizeof(headers) / sizeof(headers[0]);
-  constexpr size_t numTextCols = 3; // left-aligned; the rest right-aligned
-
-  std::vector<std::array<std::string, numCols>> cells;
+  std::vector<std::array<std::string, 14>> cells;
   auto addRow = [&](const Row &r, bool total) {
     auto dim = [&](Q q) { return total ? std::string() : fmtInt(q); };
     cells.push_back({r.layer, r.form, r.act, dim(r.T), dim(r.D), dim(r.H),
@@ -565,31 +649,38 @@ static void printTable(ArrayRef<Row> rows, llvm::raw_ostream &os) {
     }
     addRow(total, /*total=*/true);
   }
+  printCells(headers, 3, cells, os);
+  if (rows.empty())
+    os << "(no MoE layers)\n";
+}
 
-  std::array<size_t, numCols> width;
-  for (size_t c = 0; c < numCols; ++c) {
-    width[c] = std::strlen(headers[c]);
-    for (const auto &line : cells)
-      width[c] = std::max(width[c], line[c].size());
-  }
-  auto printLine = [&](auto cellAt) {
-    std::string line;
-    for (size_t c = 0; c < numCols; ++c) {
-      std::string cell = cellAt(c);
-      if (c != 0)
-        line += "  ";
-      std::string pad(width[c] - cell.size(), ' ');
-      line += c < numTextCols ? cell + pad : pad + cell;
+/// The backward of every row (what @f_vjp of --moe-generate-vjp adds for
+/// it); Soft MoE rows, not differentiated yet, show "-".
+static void printBackwardTable(ArrayRef<Row> rows, llvm::raw_ostream &os) {
+  static const std::array<const char *, 7> headers = {
+      "layer", "form", "bwd router FLOPs", "bwd expert FLOPs", "bwd disp+comb FLOPs",
+      "bwd weight bytes", "saved bytes"};
+  std::vector<std::array<std::string, 7>> cells;
+  Row total;
+  total.layer = "total";
+  for (const Row &r : rows) {
+    if (!r.differentiable) {
+      cells.push_back({r.layer, r.form + " (no gradient yet)", "-", "-", "-", "-", "-"});
+      continue;
     }
-    // No trailing blanks (the empty text cells of the total row, "(no MoE
-    // layers)" tables).
-    while (!line.empty() && line.back() == ' ')
-      line.pop_back();
-    os << line << "\n";
-  };
-  printLine([&](size_t c) { return std::string(headers[c]); });
-  for (const auto &line : cells)
-    printLine([&](size_t c) { return line[c]; });
+    cells.push_back({r.layer, r.form, fmtInt(r.bwdRouter), fmtInt(r.bwdExperts),
+                     fmtInt(r.bwdDispatch), fmtInt(r.bwdBytes), fmtInt(r.saved)});
+    total.bwdRouter = total.bwdRouter + r.bwdRouter;
+    total.bwdExperts = total.bwdExperts + r.bwdExperts;
+    total.bwdDispatch = total.bwdDispatch + r.bwdDispatch;
+    total.bwdBytes = total.bwdBytes + r.bwdBytes;
+    total.saved = total.saved + r.saved;
+  }
+  if (rows.size() > 1)
+    cells.push_back({total.layer, "", fmtInt(total.bwdRouter), fmtInt(total.bwdExperts),
+                     fmtInt(total.bwdDispatch), fmtInt(total.bwdBytes), fmtInt(total.saved)});
+  os << "backward (@f_vjp, docs/spec.md §9):\n";
+  printCells(headers, 2, cells, os);
   if (rows.empty())
     os << "(no MoE layers)\n";
 }
@@ -641,6 +732,7 @@ static void printAllToAll(Operation *root, llvm::raw_ostream &os) {
 }
 
 struct MoEPrintCostPass : public moe::impl::MoEPrintCostBase<MoEPrintCostPass> {
+  using MoEPrintCostBase::MoEPrintCostBase;
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
                             << " at " << getOperation()->getLoc() << "\n");
@@ -658,6 +750,8 @@ struct MoEPrintCostPass : public moe::impl::MoEPrintCostBase<MoEPrintCostPass> {
         rows.push_back(expertFFNRow(ffn));
     });
     printTable(rows, llvm::outs());
+    if (backward)
+      printBackwardTable(rows, llvm::outs());
     printAllToAll(getOperation(), llvm::outs());
     llvm::outs().flush();
     markAllAnalysesPreserved();

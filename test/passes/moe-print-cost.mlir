@@ -9,6 +9,13 @@
 // RUN: moe-opt %examples/qwen_style.mlir --moe-decompose --moe-fuse --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=QWEN-FUSED
 // RUN: moe-opt %examples/deepseek_style.mlir --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=DEEPSEEK
 //
+// The backward table (backward=true), after the forward's:
+// RUN: moe-opt %examples/top2_swiglu.mlir --moe-print-cost=backward=true -o /dev/null | FileCheck %s --check-prefix=SWIGLU-BWD
+// RUN: moe-opt %examples/top2_swiglu.mlir --moe-decompose --moe-fuse --moe-print-cost=backward=true -o /dev/null | FileCheck %s --check-prefix=SWIGLU-BWD-FUSED
+// RUN: moe-opt %examples/moesart_train.mlir --moe-print-cost=backward=true -o /dev/null | FileCheck %s --check-prefix=TRAIN-BWD
+// RUN: moe-opt %examples/soft.mlir --moe-print-cost=backward=true -o /dev/null | FileCheck %s --check-prefix=SOFT-BWD
+// RUN: moe-opt %examples/top2_swiglu.mlir --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=NO-BWD
+//
 // Decomposed and fused forms of the same layers print the same costs:
 // RUN: moe-opt %examples/dense.mlir --moe-decompose --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=DENSE-CHAIN
 // RUN: moe-opt %examples/top2_swiglu.mlir --moe-decompose --moe-print-cost -o /dev/null | FileCheck %s --check-prefix=SWIGLU-CHAIN
@@ -36,6 +43,30 @@
 // soft: router 2*G*M*D*E*S + (3*G*M*D + 3*D*E*S if normalize); experts E*G*S*F;
 //   disp+comb 2*E*S*G*M*D + 2*G*M*E*S*D + 10*G*M*E*S; touched E;
 //   bytes E*P*elt; params/token D*E*S + E*P.
+
+// Backward (passes/PrintCost.cpp): Fb = 6*D*H1 + 4*H*D + 2*H1 + H1 [b1] + D [b2]
+//   per row; router 4*T*D*E + T*E [br]; experts T*k*Fb; disp+comb
+//   5*T*E + 4*T*k*D; bytes = the forward's weight bytes + E*P*elt; saved
+//   2*T*k*D*elt + 4*T*E + 16*T*k + 4*(E+1).
+// top2_swiglu (T=32 D=256 H=512 E=8 k=2, H1=1024, f32): router 262,144;
+//   experts 64*(1,572,864+524,288+2,048) = 134,348,800; disp 1,280+65,536;
+//   bytes 12,581,648 + 12,582,912; saved 131,072+1,024+1,024+36.
+// SWIGLU-BWD:      {{^}}moe.layer top2_swiglu.mlir:7 top_k k=2 swiglu 32
+// SWIGLU-BWD-NEXT: {{^}}backward (@f_vjp, docs/spec.md §9):{{$}}
+// SWIGLU-BWD-NEXT: {{^}}layer form bwd router FLOPs bwd expert FLOPs bwd disp+comb FLOPs bwd weight bytes saved bytes{{$}}
+// SWIGLU-BWD-NEXT: {{^}}moe.layer top2_swiglu.mlir:7 top_k k=2 262,144 134,348,800 66,816 25,164,560 133,156{{$}}
+// SWIGLU-BWD-FUSED: {{^}}backward
+// SWIGLU-BWD-FUSED-NEXT: {{^}}layer
+// SWIGLU-BWD-FUSED-NEXT: {{^}}moe.fused_experts top2_swiglu.mlir:7 fused top_k k=2 262,144 134,348,800 66,816 25,164,560 133,156{{$}}
+// moesart_train (T=64 D=128 H=256 E=16 k=2, relu, biases, router bias):
+//   Fb = 196,608+131,072+512+384 = 328,576; router 524,288+1,024.
+// TRAIN-BWD:      {{^}}backward
+// TRAIN-BWD-NEXT: {{^}}layer
+// TRAIN-BWD-NEXT: {{^}}moe.layer moesart_train.mlir:11 moesart k=2 train 525,312 42,057,728 70,656 8,436,940 137,284{{$}}
+// SOFT-BWD:      {{^}}backward
+// SOFT-BWD-NEXT: {{^}}layer
+// SOFT-BWD-NEXT: {{^}}moe.soft_layer soft.mlir:11 soft S={{[0-9]+}} M={{[0-9]+}} (no gradient yet) - - - - -{{$}}
+// NO-BWD-NOT: backward
 
 // ===========================================================================
 // dense.mlir: T=64 D=128 H=512 E=8, dense (k=E=8), gelu, b1, b2, router bias, f32.

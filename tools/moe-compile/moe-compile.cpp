@@ -1,7 +1,7 @@
 //===- moe-compile.cpp - ahead-of-time shared libraries of moe modules ----===//
 //
 // moe-compile FILE.mlir -o LIB.so --target=cpu|cuda [--chip=sm_80|sm_90a]
-//             [--entry=NAME]...
+//             [--entry=NAME]... [--vjp]
 //
 // Lowers the public functions of a moe module with --moe-cpu-pipeline
 // (target cpu) or --moe-nvptx-pipeline with device-abi and a fatbin of the
@@ -20,6 +20,7 @@
 #include "lowering/gpu/Passes.h"
 #include "lowering/Pipelines.h"
 #include "lowering/InitAllMoE.h"
+#include "passes/Passes.h"
 
 #include "mlir/Support/DebugStringHelper.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -86,6 +87,11 @@ llvm::cl::list<std::string> entries("entry",
                                     llvm::cl::desc("A public function to export (repeatable; "
                                                    "default: every public function)"),
                                     llvm::cl::value_desc("NAME"), llvm::cl::cat(category));
+llvm::cl::opt<bool> vjp("vjp",
+                        llvm::cl::desc("Also export @f_vjp, the gradient (--moe-generate-vjp, "
+                                       "docs/spec.md 9), of every exported @f (cpu target "
+                                       "only); --entry=f_vjp alone exports just the gradient"),
+                        llvm::cl::init(false), llvm::cl::cat(category));
 llvm::cl::opt<std::string> mcpu("mcpu",
                                 llvm::cl::desc("The host CPU the code is optimized for "
                                                "(default native: this machine's CPU and "
@@ -125,6 +131,11 @@ llvm::cl::opt<bool> keepObject("keep-object",
 const char *const overview = R"(moe-compile: ahead-of-time shared libraries of moe modules
 
   moe-compile FILE.mlir -o LIB.so --target=cpu|cuda [--chip=sm_80|sm_90a] [--entry=NAME]...
+              [--vjp]
+
+--vjp adds @f_vjp (--moe-generate-vjp) for every exported @f and exports it
+too; --entry=f_vjp where the file has only @f adds and exports that one
+(cpu target; the cuda target does not export gradients yet).
 
 For every exported public function @f, LIB.so exports
   int moe_f(void *const *args, void *const *results, const int64_t *dims, void *stream);
@@ -521,6 +532,9 @@ int runMain(int argc, char **argv) {
                                                           &mmaStages})
       if (option->getNumOccurrences())
         return fail("--" + option->ArgStr + " applies to --target=cuda only");
+  if (cuda && vjp)
+    return fail("--vjp applies to --target=cpu only (the cuda target does not export "
+                "gradients yet)");
   if (bigTileRows < 0)
     return fail("--big-tile-rows=" + llvm::Twine(int64_t(bigTileRows)) + " must be >= 0");
   if (wgmmaGroupsInFlight < 0 || wgmmaGroupsInFlight > 1)
@@ -620,6 +634,44 @@ int runMain(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return errorPrinted ? 1 : fail("cannot parse " + inputFile);
+
+  // The gradients asked for: --vjp (of every exported function) and
+  // --entry=f_vjp where the file has @f only.
+  {
+    std::vector<std::string> bases;
+    for (const std::string &name : entries)
+      if (llvm::StringRef(name).ends_with("_vjp") && !module->lookupSymbol(name)) {
+        std::string base = name.substr(0, name.size() - 4);
+        auto f = module->lookupSymbol<func::FuncOp>(base);
+        if (f && f.isPublic() && !f.isExternal())
+          bases.push_back(base);
+      }
+    if (vjp) {
+      if (entries.empty()) {
+        for (auto f : module->getOps<func::FuncOp>())
+          if (f.isPublic() && !f.isExternal())
+            bases.push_back(f.getName().str());
+      } else {
+        for (const std::string &name : entries)
+          if (module->lookupSymbol<func::FuncOp>(name) && !llvm::is_contained(bases, name))
+            bases.push_back(name);
+      }
+    }
+    if (!bases.empty()) {
+      if (cuda)
+        return fail("--entry=" + bases.front() +
+                    "_vjp: the cuda target does not export gradients yet (use --target=cpu)");
+      PassManager vjpPm(&context);
+      moe::MoEGenerateVJPOptions options;
+      options.entries.assign(bases.begin(), bases.end());
+      vjpPm.addPass(moe::createMoEGenerateVJP(options));
+      if (failed(vjpPm.run(*module)))
+        return errorPrinted ? 1 : fail("cannot differentiate " + inputFile);
+      if (vjp && !entries.empty())
+        for (const std::string &base : bases)
+          entries.push_back(base + "_vjp");
+    }
+  }
 
   // The exported functions.
   std::vector<func::FuncOp> publicFuncs;
