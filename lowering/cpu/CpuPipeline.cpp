@@ -47,8 +47,15 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   pm.addNestedPass<func::FuncOp>(createMoECpuVectorMath());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
+  // No CSE before bufferization: the moe ops' lowering reads tensors through
+  // bufferization.to_buffer, and CSE would merge a late to_buffer of a
+  // tensor into an earlier one, hiding the late read from One-Shot
+  // Bufferize, which could then let an elementwise op in between overwrite
+  // that tensor's buffer in place (a wrong answer: the backward of a
+  // residual block read x_l after x_{l+1} = x_l + layer(x_l) had reused
+  // its buffer).
   addHostBufferization(pm, options.resultsToOutParams);
+  pm.addPass(createCSEPass());
   pm.addPass(createMoECpuCheckAllocs());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createCanonicalizerPass());

@@ -16,6 +16,8 @@ the first mismatch. Exact properties on top of the tolerance: where the
 reference's gradient of a whole parameter, or of one expert's slice of an
 expert parameter (w1, w2, b1, b2: an expert that got no token, a selection
 bias), is exactly zero, the compiled one must be exactly zero too.
+With --layers N among the options, the case is `moe-ref block`: N residual
+layers x <- x + layer_l(x) (f32 adds), parameters l<l>_NAME.
 --dynamic declares T as `?`; --sequential also runs single-threaded
 (--cpu-parallel=false) and requires every output to be byte-identical to
 the parallel run's; --aux-only (MOESART training) passes dy = 0, so only
@@ -95,9 +97,16 @@ def main():
         names += ["s1", "s2"]
         if "shared-gate" in o:
             names.append("sg")
+    # moe-ref block --layers N: N residual layers x <- x + layer_l(x), the
+    # parameters of layer l named l<l>_NAME.
+    layers = int(o.get("layers", 1))
+    block = "layers" in o
+    base_names = names
+    if block:
+        names = ["l%d_%s" % (l, n) for l in range(layers) for n in base_names]
     os.makedirs(out, exist_ok=True)
     prefix = out + "/"
-    cmd = ["moe-ref", "layer"] + ref + [
+    cmd = ["moe-ref", "block" if block else "layer"] + ref + [
         "--names", ",".join(names), "--params", prefix + "p.safetensors",
         "--input", prefix + "x.npy", "--expected", prefix + "y_ref.npy",
         "--vjp", prefix] + (["--vjp-aux-only"] if opts["aux_only"] else [])
@@ -115,20 +124,25 @@ def main():
     args = ["%x: " + xt]
     if training:
         args.append("%seed: tensor<i64>")
-    args += ["%%%s: %s {moe.param = \"%s\"}" % (n, types[n], n) for n in names]
-    router = "router(%wr" + (", %br" if "br" in names else "") + ")"
-    parts = ["moe.layer %x", router]
-    if "sb" in names:
-        parts.append("selection_bias(%sb)")
-    parts.append("experts(%w1, %w2)")
-    if "b1" in names:
-        parts.append("expert_biases(%b1, %b2)")
-    if hs:
-        parts.append("shared(%s1, %s2)")
-        if "sg" in names:
-            parts.append("shared_gate(%sg)")
-    if training:
-        parts.append("seed(%seed)")
+    pre = lambda l: "l%d_" % l if block else ""
+    args += ["%%%s: %s {moe.param = \"%s\"}" % (pre(l) + n, types[n], pre(l) + n)
+             for l in range(layers) for n in base_names]
+
+    def layer_parts(l, x):
+        v = lambda n: "%" + pre(l) + n
+        parts = ["moe.layer " + x, "router(" + v("wr") + (", " + v("br") if "br" in base_names else "") + ")"]
+        if "sb" in base_names:
+            parts.append("selection_bias(%s)" % v("sb"))
+        parts.append("experts(%s, %s)" % (v("w1"), v("w2")))
+        if "b1" in base_names:
+            parts.append("expert_biases(%s, %s)" % (v("b1"), v("b2")))
+        if hs:
+            parts.append("shared(%s, %s)" % (v("s1"), v("s2")))
+            if "sg" in base_names:
+                parts.append("shared_gate(%s)" % v("sg"))
+        if training:
+            parts.append("seed(%seed)")
+        return parts
     kind = o["routing"]
     k = o.get("k")
     if kind == "dense":
@@ -158,16 +172,25 @@ def main():
         attrs.append("training")
     if "capacity-factor" in o:
         attrs.append("capacity_factor = %s : f64" % o["capacity-factor"])
-    operand_types = [xt] + (["tensor<i64>"] if training else []) + [types[n] for n in names]
     # The layer's operand order: x, router, selection_bias, experts, biases,
     # shared, seed.
-    layer_types = [xt] + [types[n] for n in names] + (["tensor<i64>"] if training else [])
+    layer_types = [xt] + [types[n] for n in base_names] + (["tensor<i64>"] if training else [])
     results = [xt] + (["tensor<f32>"] if training else [])
     res = "(" + ", ".join(results) + ")" if training else results[0]
-    lhs = "%y, %aux" if training else "%y"
-    mlir = "func.func @f(%s) -> %s {\n  %s = %s {%s}\n      : (%s) -> %s\n  return %s : %s\n}\n" % (
-        ", ".join(args), res, lhs, " ".join(parts), ", ".join(attrs),
-        ", ".join(layer_types), res, lhs, ", ".join(results))
+    body = []
+    if block:
+        for l in range(layers):
+            x = "%x" if l == 0 else "%%x%d" % l
+            body.append("  %%h%d = %s {%s}\n      : (%s) -> %s" % (
+                l, " ".join(layer_parts(l, x)), ", ".join(attrs), ", ".join(layer_types), res))
+            body.append("  %%x%d = arith.addf %s, %%h%d : %s" % (l + 1, x, l, xt))
+        ret = "%%x%d" % layers
+    else:
+        ret = "%y, %aux" if training else "%y"
+        body.append("  %s = %s {%s}\n      : (%s) -> %s" % (
+            ret, " ".join(layer_parts(0, "%x")), ", ".join(attrs), ", ".join(layer_types), res))
+    mlir = "func.func @f(%s) -> %s {\n%s\n  return %s : %s\n}\n" % (
+        ", ".join(args), res, "\n".join(body), ret, ", ".join(results))
     with open(prefix + "f.mlir", "w") as f:
         f.write(mlir)
 
@@ -203,14 +226,14 @@ def main():
         print("%s: %s" % (n, line))
         if r.returncode != 0:
             sys.exit(1)
-    per_expert = ("grad_w1", "grad_w2", "grad_b1", "grad_b2")
+    per_expert = ("w1", "w2", "b1", "b2")
     zeros = []
     for n in outputs:
         if not n.startswith("grad"):
             continue
         want = np.load(prefix + n + ".npy")
         got = np.load(prefix + "out_" + n + ".npy").astype(np.float32)
-        parts = list(enumerate(want)) if n in per_expert else [(None, want)]
+        parts = list(enumerate(want)) if n.split("_")[-1] in per_expert else [(None, want)]
         for e, w in parts:
             if np.any(w != 0):
                 continue

@@ -590,32 +590,13 @@ void writeGradient(const std::string &prefix, const std::string &name,
            std::vector<float>(g.begin(), g.end()));
 }
 
-/// --vjp for `layer`: dy [T, D] (an f32 .npy holding values of T, like
-/// --input), for training the aux loss's cotangent daux (a scalar f32), and
-/// moeLayerVjp's gradients with the routing of `res`: grad_x and grad_NAME
-/// for each parameter NAME of --names, in the parameters' shapes.
-void writeLayerVjp(const std::string &prefix,
-                   const std::vector<std::string> &names,
-                   const ref::LayerInputs &in, const ref::LayerOptions &opt,
-                   const ref::LayerResult &res, uint64_t dataSeed,
-                   bool auxOnly) {
+/// The gradients of one layer's parameters, named and shaped as
+/// addLayerParams writes the parameters; returns how many were written.
+size_t writeParamGradients(const std::string &prefix,
+                           const std::vector<std::string> &names,
+                           const ref::LayerInputs &in, const ref::LayerGradients &g) {
   const ref::Experts &ex = in.experts;
-  const int64_t T = in.numTokens, D = ex.modelDim, E = ex.numExperts,
-                H = ex.hiddenDim, C = ex.w1Cols();
-  std::vector<float> dy = vjpCotangent(T * D, dataSeed, ex.elementType);
-  if (auxOnly)
-    std::fill(dy.begin(), dy.end(), 0.0f);
-  ref::LayerCotangents cot;
-  cot.dy.assign(dy.begin(), dy.end());
-  writeF32(vjpPath(prefix, "dy"), {T, D}, dy);
-  if (opt.training) {
-    ref::TestRng rng(dataSeed ^ 0x6461757821212121ull);
-    cot.dAuxLoss = double(float(rng.normal()));
-    writeF32(vjpPath(prefix, "daux"), {}, {float(cot.dAuxLoss)});
-  }
-  const ref::LayerGradients g =
-      ref::moeLayerVjp(in, opt, ref::layerDecisions(res, opt), cot);
-  writeGradient(prefix, "x", {T, D}, g.dx);
+  const int64_t D = ex.modelDim, E = ex.numExperts, H = ex.hiddenDim, C = ex.w1Cols();
   // The order and the shapes of addLayerParams.
   size_t n = 0;
   writeGradient(prefix, names[n++], {D, E}, g.dwr);
@@ -637,6 +618,35 @@ void writeLayerVjp(const std::string &prefix,
     if (!in.sharedGate.empty())
       writeGradient(prefix, names[n++], {D, 1}, g.dSharedGate);
   }
+  return n;
+}
+
+/// --vjp for `layer`: dy [T, D] (an f32 .npy holding values of T, like
+/// --input), for training the aux loss's cotangent daux (a scalar f32), and
+/// moeLayerVjp's gradients with the routing of `res`: grad_x and grad_NAME
+/// for each parameter NAME of --names, in the parameters' shapes.
+void writeLayerVjp(const std::string &prefix,
+                   const std::vector<std::string> &names,
+                   const ref::LayerInputs &in, const ref::LayerOptions &opt,
+                   const ref::LayerResult &res, uint64_t dataSeed,
+                   bool auxOnly) {
+  const ref::Experts &ex = in.experts;
+  const int64_t T = in.numTokens, D = ex.modelDim;
+  std::vector<float> dy = vjpCotangent(T * D, dataSeed, ex.elementType);
+  if (auxOnly)
+    std::fill(dy.begin(), dy.end(), 0.0f);
+  ref::LayerCotangents cot;
+  cot.dy.assign(dy.begin(), dy.end());
+  writeF32(vjpPath(prefix, "dy"), {T, D}, dy);
+  if (opt.training) {
+    ref::TestRng rng(dataSeed ^ 0x6461757821212121ull);
+    cot.dAuxLoss = double(float(rng.normal()));
+    writeF32(vjpPath(prefix, "daux"), {}, {float(cot.dAuxLoss)});
+  }
+  const ref::LayerGradients g =
+      ref::moeLayerVjp(in, opt, ref::layerDecisions(res, opt), cot);
+  writeGradient(prefix, "x", {T, D}, g.dx);
+  size_t n = writeParamGradients(prefix, names, in, g);
   std::printf("vjp: dy%s and %zu gradients (max |grad_x| %.6g) under %s\n",
               opt.training ? ", daux" : "", n + 1, maxAbs(g.dx),
               prefix.c_str());
@@ -683,8 +693,10 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
             " is a 'soft-from-router' or 'block --soft-layers' option");
   if (mode == LayerMode::Layer && args.flag("normalize"))
     die("--normalize is a 'soft-from-router' or 'block --soft-layers' option");
-  if (mode != LayerMode::Layer && args.has("vjp"))
-    die("--vjp is a 'layer' or 'soft' option");
+  if (mode == LayerMode::SoftFromRouter && args.has("vjp"))
+    die("--vjp is a 'layer', 'block' or 'soft' option");
+  if (block && args.has("vjp") && args.has("soft-layers"))
+    die("--vjp: 'block' has no gradient of soft layers yet");
   if (args.flag("vjp-aux-only") && !(args.has("vjp") && args.flag("training")))
     die("--vjp-aux-only needs --vjp and --training");
   std::set<int64_t> softLayers;
@@ -775,6 +787,9 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   std::map<std::string, io::Tensor> params;
   std::vector<float> x0, x;
   double loss = 0;
+  // block --vjp: every layer's inputs and routing, for the backward sweep.
+  std::vector<ref::LayerInputs> blockInputs;
+  std::vector<ref::LayerResult> blockResults;
   for (int64_t l = 0; l < layers; ++l) {
     ref::LayerInputs in =
         ref::randomLayerInputs(T, D, E, H, act, routerBias, expertBiases,
@@ -826,9 +841,13 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       loss = res.auxLoss;
       std::printf("aux loss %.9g\n", loss);
     }
-    if (args.has("vjp"))
+    if (args.has("vjp") && !block)
       writeLayerVjp(args.str("vjp"), layerNames, in, opt, res, dataSeed,
                     args.flag("vjp-aux-only"));
+    if (args.has("vjp") && block) {
+      blockInputs.push_back(in);
+      blockResults.push_back(res);
+    }
     if (block) {
       // The residual: x + moe(x), added in f32 like the compiled code.
       for (size_t i = 0; i < x.size(); ++i)
@@ -845,6 +864,30 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
                 ref::elementTypeName(dtype));
   std::printf("max |y| %.6g\n", maxAbs(x));
 
+  if (block && args.has("vjp")) {
+    // The backward of x_{l+1} = x_l + layer_l(x_l), last layer first: the
+    // cotangent g of x_l is g of x_{l+1} plus layer l's dx under g (the
+    // residual adds' roundings are not differentiated: they are identities).
+    const std::string prefix = args.str("vjp");
+    const std::vector<float> dy = vjpCotangent(T * D, dataSeed, dtype);
+    writeF32(vjpPath(prefix, "dy"), {T, D}, dy);
+    std::vector<double> g(dy.begin(), dy.end());
+    size_t n = 0;
+    for (int64_t l = layers - 1; l >= 0; --l) {
+      ref::LayerCotangents cot;
+      cot.dy = g;
+      const ref::LayerGradients lg = ref::moeLayerVjp(
+          blockInputs[l], opt, ref::layerDecisions(blockResults[l], opt), cot);
+      std::vector<std::string> layerNames(names.begin() + l * perLayer,
+                                          names.begin() + (l + 1) * perLayer);
+      n += writeParamGradients(prefix, layerNames, blockInputs[l], lg);
+      for (size_t i = 0; i < g.size(); ++i)
+        g[i] += lg.dx[i];
+    }
+    writeGradient(prefix, "x", {T, D}, g);
+    std::printf("vjp: dy and %zu gradients (max |grad_x| %.6g) under %s\n", n + 1,
+                maxAbs(g), prefix.c_str());
+  }
   writeParams(paramsPath, params);
   writeF32(inputPath, {T, D}, x0);
   writeF32(expectedPath, {T, D}, x);
@@ -1662,7 +1705,7 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   'moe-ref compare --dtype'. Any --tokens works for a tensor<?xDxT> layer.
   Fails with "borderline token" when a token's decision margin (logit gap for
   top-k selections, |u - cumsum| for MOESART sampling) is below M (1e-6).
-  --vjp PREFIX (also for soft): cotangents to pass to f_vjp and the
+  --vjp PREFIX (also for block and soft): cotangents to pass to f_vjp and the
   reference's gradients (MoEReferenceGrad.h, the forward's routing held
   fixed) as PREFIX + NAME.npy (PREFIX may be DIR/): dy (seeded N(0, 1) in
   T, an f32 .npy like --input), with --training daux (the aux loss's
@@ -1671,6 +1714,7 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   (with --training): dy is zero, only the aux loss has a cotangent.
 moe-ref block --layers N (default 2) + the layer options (no training)
     [--soft-layers L1,L2,... [--slots S] [--group-size M] [--normalize]]
+    [--vjp PREFIX (no soft layers)]
   N residual layers x <- x + layer_l(x) (x + moe(x), f32 adds); --names holds
   N groups of layer names; the layers' weights use distinct seeds. The
   layers listed in --soft-layers (0-based) are computed as soft-from-router.
