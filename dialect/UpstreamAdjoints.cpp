@@ -34,6 +34,27 @@ Value mul(OpBuilder &b, Location loc, Value x, Value y) {
 
 /// Elementwise binary and unary ops on tensors: c = a + b, a - b, a * b, -a,
 /// extf / truncf (cotangents are f32 already: the identity), exp, tanh.
+/// The cotangents of c = a + b, a - b, a * b (elementwise, same shapes),
+/// shared by the arith and the linalg forms.
+enum class Binary { Add, Sub, Mul };
+void binaryAdjoint(Binary kind, OpBuilder &b, Location loc, Value lhs, Value rhs, Value dc,
+                   SmallVectorImpl<Value> &operandCotangents) {
+  switch (kind) {
+  case Binary::Add:
+    operandCotangents[0] = dc;
+    operandCotangents[1] = dc;
+    break;
+  case Binary::Sub:
+    operandCotangents[0] = dc;
+    operandCotangents[1] = arith::NegFOp::create(b, loc, dc);
+    break;
+  case Binary::Mul:
+    operandCotangents[0] = mul(b, loc, dc, castToF32(b, loc, rhs));
+    operandCotangents[1] = mul(b, loc, dc, castToF32(b, loc, lhs));
+    break;
+  }
+}
+
 template <typename OpTy>
 struct ElementwiseAdjoint
     : public AdjointOpInterface::ExternalModel<ElementwiseAdjoint<OpTy>, OpTy> {
@@ -50,14 +71,14 @@ struct ElementwiseAdjoint
     Value dc = resultCotangents[0];
     operandCotangents.assign(op->getNumOperands(), Value());
     if constexpr (std::is_same_v<OpTy, arith::AddFOp>) {
-      operandCotangents[0] = dc;
-      operandCotangents[1] = dc;
+      binaryAdjoint(Binary::Add, b, loc, op->getOperand(0), op->getOperand(1), dc,
+                    operandCotangents);
     } else if constexpr (std::is_same_v<OpTy, arith::SubFOp>) {
-      operandCotangents[0] = dc;
-      operandCotangents[1] = arith::NegFOp::create(b, loc, dc);
+      binaryAdjoint(Binary::Sub, b, loc, op->getOperand(0), op->getOperand(1), dc,
+                    operandCotangents);
     } else if constexpr (std::is_same_v<OpTy, arith::MulFOp>) {
-      operandCotangents[0] = mul(b, loc, dc, castToF32(b, loc, op->getOperand(1)));
-      operandCotangents[1] = mul(b, loc, dc, castToF32(b, loc, op->getOperand(0)));
+      binaryAdjoint(Binary::Mul, b, loc, op->getOperand(0), op->getOperand(1), dc,
+                    operandCotangents);
     } else if constexpr (std::is_same_v<OpTy, arith::NegFOp>) {
       operandCotangents[0] = arith::NegFOp::create(b, loc, dc);
     } else if constexpr (std::is_same_v<OpTy, arith::ExtFOp> ||
@@ -97,16 +118,10 @@ struct LinalgElementwiseAdjoint
     Location loc = op->getLoc();
     Value dc = resultCotangents[0];
     operandCotangents.assign(op->getNumOperands(), Value());
-    if constexpr (std::is_same_v<OpTy, linalg::AddOp>) {
-      operandCotangents[0] = dc;
-      operandCotangents[1] = dc;
-    } else if constexpr (std::is_same_v<OpTy, linalg::SubOp>) {
-      operandCotangents[0] = dc;
-      operandCotangents[1] = arith::NegFOp::create(b, loc, dc);
-    } else {
-      operandCotangents[0] = mul(b, loc, dc, castToF32(b, loc, op->getOperand(1)));
-      operandCotangents[1] = mul(b, loc, dc, castToF32(b, loc, op->getOperand(0)));
-    }
+    Binary kind = std::is_same_v<OpTy, linalg::AddOp>   ? Binary::Add
+                  : std::is_same_v<OpTy, linalg::SubOp> ? Binary::Sub
+                                                        : Binary::Mul;
+    binaryAdjoint(kind, b, loc, op->getOperand(0), op->getOperand(1), dc, operandCotangents);
     return success();
   }
 };
