@@ -32,8 +32,6 @@ Value mul(OpBuilder &b, Location loc, Value x, Value y) {
   return arith::MulFOp::create(b, loc, x, y);
 }
 
-/// Elementwise binary and unary ops on tensors: c = a + b, a - b, a * b, -a,
-/// extf / truncf (cotangents are f32 already: the identity), exp, tanh.
 /// The cotangents of c = a + b, a - b, a * b (elementwise, same shapes),
 /// shared by the arith and the linalg forms.
 enum class Binary { Add, Sub, Mul };
@@ -55,6 +53,8 @@ void binaryAdjoint(Binary kind, OpBuilder &b, Location loc, Value lhs, Value rhs
   }
 }
 
+/// Elementwise binary and unary ops on tensors: c = a + b, a - b, a * b, -a,
+/// extf / truncf (cotangents are f32 already: the identity), exp, tanh.
 template <typename OpTy>
 struct ElementwiseAdjoint
     : public AdjointOpInterface::ExternalModel<ElementwiseAdjoint<OpTy>, OpTy> {
