@@ -297,3 +297,13 @@ struct MoEGenerateVJPPass : public moe::impl::MoEGenerateVJPBase<MoEGenerateVJPP
 };
 
 } // namespace
+
+std::string mlir::moe::requestedVjpBase(ModuleOp module, StringRef name) {
+  if (!name.ends_with("_vjp") || module.lookupSymbol(name))
+    return "";
+  StringRef base = name.drop_back(4);
+  auto forward = module.lookupSymbol<func::FuncOp>(base);
+  if (!forward || forward.isExternal())
+    return "";
+  return base.str();
+}

@@ -5,7 +5,10 @@
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+
+#include <string>
 
 namespace mlir {
 class RewritePatternSet;
@@ -21,6 +24,11 @@ void populateDecompositionPatterns(RewritePatternSet &patterns);
 /// their soft counterparts) into moe.fused_experts / moe.fused_soft_experts
 /// (used by --moe-fuse and by the CPU lowering).
 void populateFusionPatterns(RewritePatternSet &patterns);
+/// The function whose gradient a tool's `--entry=NAME` asks for: "f" when
+/// NAME is "f_vjp", the module has no symbol NAME and has a function @f with a
+/// body (moe-run and moe-compile then add @f_vjp with --moe-generate-vjp);
+/// otherwise "".
+std::string requestedVjpBase(ModuleOp module, StringRef name);
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"

@@ -639,13 +639,11 @@ int runMain(int argc, char **argv) {
   // --entry=f_vjp where the file has @f only.
   {
     std::vector<std::string> bases;
-    for (const std::string &name : entries)
-      if (llvm::StringRef(name).ends_with("_vjp") && !module->lookupSymbol(name)) {
-        std::string base = name.substr(0, name.size() - 4);
-        auto f = module->lookupSymbol<func::FuncOp>(base);
-        if (f && f.isPublic() && !f.isExternal())
-          bases.push_back(base);
-      }
+    for (const std::string &name : entries) {
+      std::string base = moe::requestedVjpBase(*module, name);
+      if (!base.empty())
+        bases.push_back(base);
+    }
     if (vjp) {
       if (entries.empty()) {
         for (auto f : module->getOps<func::FuncOp>())

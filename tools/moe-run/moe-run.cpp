@@ -462,18 +462,15 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
 /// failure.
 bool addRequestedVjp(ModuleOp module) {
   StringRef name = entryName;
-  if (!name.ends_with("_vjp") || module.lookupSymbol(name))
-    return true;
-  StringRef base = name.drop_back(4);
-  auto forward = module.lookupSymbol<func::FuncOp>(base);
-  if (!forward || forward.isExternal())
-    return true; // findEntry reports the missing function
+  std::string base = mlir::moe::requestedVjpBase(module, name);
+  if (base.empty())
+    return true; // findEntry reports a missing function
   PassManager pm(module.getContext());
   mlir::moe::MoEGenerateVJPOptions options;
-  options.entries = {base.str()};
+  options.entries = {base};
   pm.addPass(mlir::moe::createMoEGenerateVJP(options));
   if (failed(pm.run(module))) {
-    fail("cannot differentiate @" + base.str() + " in " + inputFile +
+    fail("cannot differentiate @" + base + " in " + inputFile +
          " (the error above) to run @" + name.str());
     return false;
   }
