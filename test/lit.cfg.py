@@ -16,6 +16,16 @@ config.test_exec_root = os.path.join(config.moe_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in",
                    "examples", "Inputs", "unit", "reference", "lib", "README.md"]
 
+# A test that hangs fails after this many seconds (lit prints which one and
+# its output) instead of holding the whole suite until CI's own limit; the
+# slowest test takes about 2 minutes on 2 cores. lit needs psutil for it
+# (python3-psutil, installed by scripts/setup-deps.sh).
+try:
+    import psutil  # noqa: F401
+    lit_config.maxIndividualTestTime = int(lit_config.params.get("moe_test_timeout", "600"))
+except ImportError:
+    lit_config.note("python3-psutil is missing: no per-test timeout")
+
 # Our tools first, then LLVM's FileCheck/not/count/split-file.
 path = os.pathsep.join([config.moe_tools_dir, config.llvm_tools_dir,
                         config.environment.get("PATH", os.environ["PATH"])])
@@ -174,7 +184,7 @@ if _mpirun and getattr(config, "moe_have_mpi", "") in ("TRUE", "ON", "1", "YES")
     config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
     config.substitutions.append(("%mpirun", " ".join([
-        "timeout 300", _mpirun, "--allow-run-as-root", "--oversubscribe",
+        "timeout -k 10 120", _mpirun, "--allow-run-as-root", "--oversubscribe",
         "--bind-to none", "--mca btl self,vader",
         "--mca btl_vader_single_copy_mechanism none"])))
 
