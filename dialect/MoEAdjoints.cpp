@@ -1,6 +1,6 @@
 //===- MoEAdjoints.cpp - the reverse-mode rules of the moe ops ------------===//
 //
-// AdjointOpInterface for the ops of the decomposed chain (docs/spec.md §9):
+// AdjointOpInterface for the ops of the decomposed chains (docs/spec.md §9):
 // each rule is one backward op of MoEGradOps.td, given the forward op's
 // operands and results (the routing it chose, the plan it built) and the
 // cotangents of its results. Layers and fused ops have no rule of their own:
@@ -139,5 +139,30 @@ LogicalResult CombineOp::buildAdjoint(OpBuilder &b, ValueRange resultCotangents,
   setCotangent(operandCotangents, getWeightsMutable(), grad.getWeightsGrad());
   // The shared output is added to the sum as it is.
   setCotangent(operandCotangents, getSharedOutputMutable(), dy);
+  return success();
+}
+
+LogicalResult SoftDispatchOp::buildAdjoint(OpBuilder &b, ValueRange resultCotangents,
+                                           SmallVectorImpl<Value> &operandCotangents) {
+  operandCotangents.assign(getNumOperands(), Value());
+  Value dRows = resultCotangents[0], dCombine = resultCotangents[2];
+  if (!dRows && !dCombine)
+    return success();
+  auto grad = SoftDispatchGradOp::create(b, getLoc(), getInput(), getSlots(), getScale(), dRows,
+                                         dCombine, getNormalize());
+  setCotangent(operandCotangents, getInputMutable(), grad.getInputGrad());
+  setCotangent(operandCotangents, getSlotsMutable(), grad.getSlotsGrad());
+  setCotangent(operandCotangents, getScaleMutable(), grad.getScaleGrad());
+  return success();
+}
+
+LogicalResult SoftCombineOp::buildAdjoint(OpBuilder &b, ValueRange resultCotangents,
+                                          SmallVectorImpl<Value> &operandCotangents) {
+  operandCotangents.assign(getNumOperands(), Value());
+  Value dy = cotangentOrZeros(b, getLoc(), resultCotangents[0], getOutput());
+  auto grad =
+      SoftCombineGradOp::create(b, getLoc(), dy, getExpertOutput(), getCombineWeights());
+  setCotangent(operandCotangents, getExpertOutputMutable(), grad.getExpertOutputGrad());
+  setCotangent(operandCotangents, getCombineWeightsMutable(), grad.getCombineWeightsGrad());
   return success();
 }

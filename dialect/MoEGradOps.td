@@ -1,8 +1,9 @@
 //===- MoEGradOps.td - the adjoints of the chain ops -------*- tablegen -*-===//
 //
 // The backward ops --moe-generate-vjp builds (docs/spec.md §9): one per
-// forward op of the decomposed chain (moe.route, moe.gate, moe.dispatch,
-// moe.expert_ffn, moe.shared_expert, moe.combine). Each takes the values its
+// forward op of the decomposed chains (moe.route, moe.gate, moe.dispatch,
+// moe.expert_ffn, moe.shared_expert, moe.combine; moe.soft_dispatch,
+// moe.soft_combine). Each takes the values its
 // forward op read and produced (the routing, the plan) plus the cotangents
 // of its results, and returns f32 cotangents of its floating-point operands:
 // gradients accumulate in f32 and the pass rounds them once. Included by
@@ -205,6 +206,83 @@ def MoE_CombineGradOp : MoE_Op<"combine_grad", [Pure, InferTypeOpAdaptorWithIsCo
                       MoE_F32TensorOfRank<2, "[T, K]">:$weights_grad);
   let assemblyFormat = [{
     $output_grad `,` $expert_output `,` $weights `,` $positions
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_SoftDispatchGradOp : MoE_Op<"soft_dispatch_grad", [Pure, AttrSizedOperandSegments,
+    InferTypeOpAdaptorWithIsCompatible]> {
+  let summary = "the adjoint of moe.soft_dispatch";
+  let description = [{
+    For `moe.soft_dispatch` over `input x: [G, M, D]`, `slots Phi: [D, E, S]`
+    (optional `scale`, unit attribute `normalize`) and the cotangents of its
+    slot rows `rows_grad: [E*G*S, D]` and of its combine weights
+    `combine_weights_grad: [G, M, E, S]` (f32; either may be absent, which
+    means zero): the logits `L = scale * L0`, `L0 = xn . Phin`, and both
+    softmaxes are recomputed exactly as the forward computes them, then
+
+    * `dDw[g,m,e,s] = <rows_grad[(e*G + g)*S + s], x[g,m]>`;
+    * `dL = Dw * (dDw - sum_m Dw dDw) + Cw * (dCw - sum_(e,s) Cw dCw)`;
+    * `input_grad[g,m] = sum_(e,s) Dw[g,m,e,s] rows_grad[(e*G + g)*S + s]
+      + dxn[g,m]` with `dxn = scale * dL Phin^T` taken through the
+      normalization (`r (dxn - xn <dxn, xn>)`, `r = rsqrt(sum_d x^2 + 1e-6)`)
+      when `normalize`;
+    * `slots_grad[:,e,s] = scale * sum_(g,m) xn[g,m] dL[g,m,e,s]`, through
+      Phi's normalization likewise;
+    * `scale_grad = sum dL * L0` (a result only with `scale`).
+
+    Results f32: `[G, M, D]`, `[D, E, S]` and, with `scale`, `tensor<f32>`.
+
+    ```mlir
+    %dx, %dphi, %dscale = moe.soft_dispatch_grad %x slots(%phi) scale(%scale)
+        rows_grad(%drows) combine_weights_grad(%dcw) {normalize}
+        : (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>, tensor<16x16xf32>,
+           tensor<2x8x4x2xf32>)
+        -> (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins MoE_Data3D<"[G, M, D]">:$input, MoE_Data3D<"[D, E, S]">:$slots,
+                       Optional<MoE_ScaleTensor>:$scale,
+                       Optional<MoE_F32TensorOfRank<2, "[E*G*S, D]">>:$rows_grad,
+                       Optional<MoE_F32TensorOfRank<4, "[G, M, E, S]">>:$combine_weights_grad,
+                       UnitAttr:$normalize);
+  let results = (outs MoE_F32TensorOfRank<3, "[G, M, D]">:$input_grad,
+                      MoE_F32TensorOfRank<3, "[D, E, S]">:$slots_grad,
+                      Optional<MoE_F32TensorOfRank<0, "">>:$scale_grad);
+  let assemblyFormat = [{
+    $input `slots` `(` $slots `)` (`scale` `(` $scale^ `)`)?
+    (`rows_grad` `(` $rows_grad^ `)`)?
+    (`combine_weights_grad` `(` $combine_weights_grad^ `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_SoftCombineGradOp : MoE_Op<"soft_combine_grad", [Pure,
+    InferTypeOpAdaptorWithIsCompatible]> {
+  let summary = "the adjoint of moe.soft_combine";
+  let description = [{
+    For `y[g,m] = sum_(e,s) Cw[g,m,e,s] expert_output[(e*G + g)*S + s]` and
+    the cotangent `output_grad: [G, M, D]` (f32):
+    `expert_output_grad[(e*G + g)*S + s] = sum_m Cw[g,m,e,s] output_grad[g,m]`
+    (`[E*G*S, D]`, summed in increasing m) and
+    `combine_weights_grad[g,m,e,s] = <output_grad[g,m], expert_output[(e*G + g)*S + s]>`
+    (`[G, M, E, S]`). Both f32.
+
+    ```mlir
+    %dout, %dcw = moe.soft_combine_grad %dy, %out, %cw
+        : (tensor<2x8x16xf32>, tensor<16x16xf32>, tensor<2x8x4x2xf32>)
+        -> (tensor<16x16xf32>, tensor<2x8x4x2xf32>)
+    ```
+  }];
+  let arguments = (ins MoE_F32TensorOfRank<3, "[G, M, D]">:$output_grad,
+                       MoE_Data2D<"[E*G*S, D]">:$expert_output,
+                       MoE_FloatTensorOfRank<4, "[G, M, E, S]">:$combine_weights);
+  let results = (outs MoE_F32TensorOfRank<2, "[E*G*S, D]">:$expert_output_grad,
+                      MoE_F32TensorOfRank<4, "[G, M, E, S]">:$combine_weights_grad);
+  let assemblyFormat = [{
+    $output_grad `,` $expert_output `,` $combine_weights
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;

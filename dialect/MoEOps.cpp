@@ -1237,6 +1237,8 @@ MOE_COMPATIBLE_RESULTS(DispatchGradOp)
 MOE_COMPATIBLE_RESULTS(ExpertFFNGradOp)
 MOE_COMPATIBLE_RESULTS(SharedExpertGradOp)
 MOE_COMPATIBLE_RESULTS(CombineGradOp)
+MOE_COMPATIBLE_RESULTS(SoftDispatchGradOp)
+MOE_COMPATIBLE_RESULTS(SoftCombineGradOp)
 #undef MOE_COMPATIBLE_RESULTS
 
 LogicalResult RouteGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
@@ -1275,8 +1277,7 @@ LogicalResult GateGradOp::inferReturnTypes(MLIRContext *, std::optional<Location
 
 LogicalResult GateGradOp::verify() {
   ShapeChecker check(*this);
-  Named logits{"logits", getLogits()}, indices{"indices", getIndices()},
-      dweights{"weights_grad", getWeightsGrad()};
+  Named indices{"indices", getIndices()}, dweights{"weights_grad", getWeightsGrad()};
   auto o = getLogits().getType();
   int64_t numExperts = o.getDimSize(1);
   int64_t k = expertsPerToken(getRouting(), numExperts);
@@ -1402,14 +1403,87 @@ LogicalResult CombineGradOp::inferReturnTypes(MLIRContext *, std::optional<Locat
 
 LogicalResult CombineGradOp::verify() {
   ShapeChecker check(*this);
-  Named dy{"output_grad", getOutputGrad()}, out{"expert_output", getExpertOutput()},
-      weights{"weights", getWeights()}, positions{"positions", getPositions()};
+  Named dy{"output_grad", getOutputGrad()}, positions{"positions", getPositions()};
   auto w = getWeights().getType();
   if (failed(check.dim(positions, 0, "T", w.getDimSize(0), "weights")) ||
       failed(check.dim(positions, 1, "K", w.getDimSize(1), "weights")) ||
       failed(check.dim(dy, 0, "T", w.getDimSize(0), "weights")) ||
       failed(check.dim(dy, 1, "D", getExpertOutput().getType().getDimSize(1),
                        "expert_output")))
+    return failure();
+  return success();
+}
+
+LogicalResult SoftDispatchGradOp::inferReturnTypes(MLIRContext *context,
+                                                   std::optional<Location> location,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &inferred) {
+  RankedTensorType x = rankedOf(adaptor.getInput()), phi = rankedOf(adaptor.getSlots());
+  if (!x || x.getRank() != 3 || !phi || phi.getRank() != 3)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(f32Like(x));
+  inferred.push_back(f32Like(phi));
+  if (adaptor.getScale())
+    inferred.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+  return success();
+}
+
+LogicalResult SoftDispatchGradOp::verify() {
+  ShapeChecker check(*this);
+  Named input{"input", getInput()}, slots{"slots", getSlots()};
+  if (failed(check.elementTypes({input, slots})))
+    return failure();
+  auto x = getInput().getType();
+  auto phi = getSlots().getType();
+  int64_t g = x.getDimSize(0), m = x.getDimSize(1), d = x.getDimSize(2);
+  int64_t e = phi.getDimSize(1), sl = phi.getDimSize(2);
+  if (failed(check.dim(slots, 0, "D", d, "input")))
+    return failure();
+  if (Value rowsGrad = getRowsGrad()) {
+    Named rows{"rows_grad", rowsGrad};
+    if (failed(check.dim(rows, 0, "E*G*S",
+                         ShapeChecker::mul(ShapeChecker::mul(e, g), sl), "input and slots")) ||
+        failed(check.dim(rows, 1, "D", d, "input")))
+      return failure();
+  }
+  if (Value cwGrad = getCombineWeightsGrad()) {
+    Named cw{"combine_weights_grad", cwGrad};
+    if (failed(check.dim(cw, 0, "G", g, "input")) ||
+        failed(check.dim(cw, 1, "M", m, "input")) ||
+        failed(check.dim(cw, 2, "E", e, "slots")) ||
+        failed(check.dim(cw, 3, "S", sl, "slots")))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult SoftCombineGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                                  Adaptor adaptor,
+                                                  SmallVectorImpl<Type> &inferred) {
+  RankedTensorType out = rankedOf(adaptor.getExpertOutput()),
+                   cw = rankedOf(adaptor.getCombineWeights());
+  if (!out || out.getRank() != 2 || !cw || cw.getRank() != 4)
+    return inferenceFailure(location, getOperationName());
+  inferred.push_back(f32Like(out));
+  inferred.push_back(f32Like(cw));
+  return success();
+}
+
+LogicalResult SoftCombineGradOp::verify() {
+  ShapeChecker check(*this);
+  Named dy{"output_grad", getOutputGrad()}, out{"expert_output", getExpertOutput()},
+      cw{"combine_weights", getCombineWeights()};
+  if (failed(check.elementTypes({out, cw})))
+    return failure();
+  auto cwType = getCombineWeights().getType();
+  int64_t g = cwType.getDimSize(0), m = cwType.getDimSize(1), e = cwType.getDimSize(2),
+          sl = cwType.getDimSize(3);
+  int64_t d = getExpertOutput().getType().getDimSize(1);
+  if (failed(check.dim(out, 0, "E*G*S", ShapeChecker::mul(ShapeChecker::mul(e, g), sl),
+                       "combine_weights")) ||
+      failed(check.dim(dy, 0, "G", g, "combine_weights")) ||
+      failed(check.dim(dy, 1, "M", m, "combine_weights")) ||
+      failed(check.dim(dy, 2, "D", d, "expert_output")))
     return failure();
   return success();
 }

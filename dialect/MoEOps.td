@@ -397,7 +397,7 @@ def MoE_CombineOp : MoE_Op<"combine", [Pure, DeclareOpInterfaceMethods<MoE_Adjoi
   let hasVerifier = 1;
 }
 
-def MoE_SoftDispatchOp : MoE_Op<"soft_dispatch", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
+def MoE_SoftDispatchOp : MoE_Op<"soft_dispatch", [Pure, DeclareOpInterfaceMethods<MoE_AdjointOpInterface, ["buildAdjoint"]>, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Soft MoE slots: softmax(over tokens)-weighted token averages";
   let description = [{
     The dispatch half of `moe.soft_layer` over `input x: [G, M, D]` and
@@ -423,7 +423,7 @@ def MoE_SoftDispatchOp : MoE_Op<"soft_dispatch", [Pure, InferTypeOpAdaptorWithIs
   let hasVerifier = 1;
 }
 
-def MoE_SoftCombineOp : MoE_Op<"soft_combine", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
+def MoE_SoftCombineOp : MoE_Op<"soft_combine", [Pure, DeclareOpInterfaceMethods<MoE_AdjointOpInterface, ["buildAdjoint"]>, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Soft MoE outputs: softmax(over slots)-weighted slot averages";
   let description = [{
     `y[g,m,:] = sum_{e,s} combine_weights[g,m,e,s] * expert_output[(e*G + g)*S + s, :]`

@@ -57,6 +57,20 @@ struct UnfuseExperts : public OpRewritePattern<FusedExpertsOp> {
   }
 };
 
+/// moe.fused_soft_experts -> moe.soft_layer (its definition), which the
+/// decomposition patterns turn into the soft chain.
+struct UnfuseSoftExperts : public OpRewritePattern<FusedSoftExpertsOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(FusedSoftExpertsOp op, PatternRewriter &rewriter) const override {
+    auto layer = rewriter.replaceOpWithNewOp<SoftLayerOp>(
+        op, op.getOutput().getType(), op.getInput(), op.getSlots(), op.getScale(), op.getW1(),
+        op.getW2(), op.getB1(), op.getB2(), op.getActivationAttr(), op.getNormalizeAttr());
+    copyLoweringConfig(op, layer);
+    return success();
+  }
+};
+
 bool isFloatTensor(Type t) {
   auto tensor = dyn_cast<RankedTensorType>(t);
   return tensor && isa<FloatType>(tensor.getElementType());
@@ -248,7 +262,7 @@ struct MoEGenerateVJPPass : public moe::impl::MoEGenerateVJPBase<MoEGenerateVJPP
     // The forward in the form the adjoints are stated for.
     RewritePatternSet patterns(&getContext());
     populateDecompositionPatterns(patterns);
-    patterns.add<UnfuseExperts>(&getContext());
+    patterns.add<UnfuseExperts, UnfuseSoftExperts>(&getContext());
     GreedyRewriteConfig config;
     config.enableFolding(false);
     if (failed(applyPatternsGreedily(vjp, std::move(patterns), config))) {

@@ -128,8 +128,9 @@ def MoEGenerateVJP : Pass<"moe-generate-vjp", "::mlir::ModuleOp"> {
     argument to a result, in reverse order. Each op states its adjoint
     through `AdjointOpInterface`: the chain ops as the backward ops
     `moe.route_grad`, `moe.gate_grad`, `moe.dispatch_grad`,
-    `moe.expert_ffn_grad`, `moe.shared_expert_grad` and `moe.combine_grad`,
-    upstream ops (elementwise `arith`/`math`, `linalg.matmul`, tensor
+    `moe.expert_ffn_grad`, `moe.shared_expert_grad` and `moe.combine_grad`
+    (the soft chain: `moe.soft_dispatch_grad`, `moe.expert_ffn_grad` and
+    `moe.soft_combine_grad`), upstream ops (elementwise `arith`/`math`, `linalg.matmul`, tensor
     reshapes) through external models. Cotangents are f32 and sum in f32;
     each gradient is rounded once to its argument's element type. The
     derivative holds the forward's discrete choices fixed (the chosen

@@ -101,7 +101,20 @@
 //                2 * rows * D * element size (dispatched rows and expert
 //                outputs) + 4*T*E (f32 logits) + 16*T*k (weights, indices,
 //                positions, source rows) + 4*(E+1) (offsets)
-// Soft MoE rows show "-" (not differentiated yet).
+// Soft MoE (N = G*M*E*S logits, E*G*S rows):
+//   bwd router   6*N*D (the logits recomputed, dxn = dL Phin^T, dPhin =
+//                xn^T dL) + 8*G*M*D + 8*D*E*S when `normalize` (the
+//                normalizations recomputed, 3 per element, and their
+//                backward r (dt - t <dt, t>), 5 per element)
+//   bwd experts  rows * Fb
+//   bwd disp+comb 4*N*D (dispatch backward: dDw = dRows . x and dx =
+//                Dw dRows) + 10*N (the two softmaxes recomputed) + 4*N (the
+//                dispatch softmax's backward); with the combine + 4*N*D
+//                (dOut = Cw^T dy, dCw = dy . out) + 5*N (the combine
+//                softmax's backward and the sum of the two)
+//   bwd bytes    as above
+//   saved        2 * rows * D * element size (slots and expert outputs) +
+//                N * element size (combine weights) + 4*(E+1) (offsets)
 //
 // Number format: integers are printed exactly with thousands separators
 // ("1,234,567") below 1e12 and in scientific notation with four significant
@@ -260,7 +273,8 @@ struct Row {
   // The backward (--moe-print-cost=backward=true): the same parts of f_vjp's
   // gradient work, the bytes of expert weights it reads and the gradients it
   // writes, and what f_vjp keeps between its forward and its backward.
-  // `differentiable` is false for Soft MoE (no gradient yet): "-".
+  // `differentiable` is false for a row whose backward is not counted
+  // (expert_ffn rows of unknown origin): "-".
   bool differentiable = false;
   Q bwdRouter, bwdExperts, bwdDispatch, bwdBytes, saved;
 };
@@ -411,6 +425,20 @@ static void fillSoft(Row &r, Q G, Q M, Q D, Q E, Q S, bool normalize,
   r.touched = E;
   r.bytes = E * x.params * x.eltBytes;
   r.params = D * E * S + E * x.params;
+  // The backward (header comment): N logits, E*G*S rows.
+  Q N = G * M * E * S, rows = E * G * S;
+  r.differentiable = true;
+  r.bwdRouter = 6.0 * N * D;
+  if (normalize)
+    r.bwdRouter = r.bwdRouter + 8.0 * G * M * D + 8.0 * D * E * S;
+  r.bwdExperts = rows * x.bwdRowFlops;
+  r.bwdDispatch = 4.0 * N * D + 14.0 * N;
+  if (combine)
+    r.bwdDispatch = r.bwdDispatch + 4.0 * N * D + 5.0 * N;
+  r.bwdBytes = r.bytes + E * x.params * x.eltBytes;
+  if (r.bwdBytes.known())
+    r.bwdBytes = Q::of(std::round(r.bwdBytes.v));
+  r.saved = 2.0 * rows * D * x.eltBytes + N * x.eltBytes + 4.0 * (E + Q::of(1));
 }
 
 static std::string softForm(Q S, Q M) {
@@ -655,7 +683,7 @@ static void printTable(ArrayRef<Row> rows, llvm::raw_ostream &os) {
 }
 
 /// The backward of every row (what @f_vjp of --moe-generate-vjp adds for
-/// it); Soft MoE rows, not differentiated yet, show "-".
+/// it); a row whose backward is not counted shows "-".
 static void printBackwardTable(ArrayRef<Row> rows, llvm::raw_ostream &os) {
   static const std::array<const char *, 7> headers = {
       "layer", "form", "bwd router FLOPs", "bwd expert FLOPs", "bwd disp+comb FLOPs",
@@ -665,7 +693,7 @@ static void printBackwardTable(ArrayRef<Row> rows, llvm::raw_ostream &os) {
   total.layer = "total";
   for (const Row &r : rows) {
     if (!r.differentiable) {
-      cells.push_back({r.layer, r.form + " (no gradient yet)", "-", "-", "-", "-", "-"});
+      cells.push_back({r.layer, r.form + " (not counted)", "-", "-", "-", "-", "-"});
       continue;
     }
     cells.push_back({r.layer, r.form, fmtInt(r.bwdRouter), fmtInt(r.bwdExperts),

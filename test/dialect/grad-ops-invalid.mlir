@@ -97,3 +97,67 @@ func.func @shared_grad_width(%x: tensor<64x32xf32>, %dy: tensor<64x32xf32>, %s1:
       -> (tensor<64x32xf32>, tensor<32x48xf32>, tensor<40x32xf32>)
   return
 }
+
+// -----
+
+func.func @soft_dispatch_grad_rows(%x: tensor<2x8x16xf32>, %phi: tensor<16x4x2xf32>, %drows: tensor<12x16xf32>) {
+  // expected-error @+1 {{rows_grad dimension 0 (E*G*S) is 12, but input and slots has E*G*S = 16}}
+  %dx, %dphi = moe.soft_dispatch_grad %x slots(%phi) rows_grad(%drows)
+      : (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<12x16xf32>) -> (tensor<2x8x16xf32>, tensor<16x4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @soft_dispatch_grad_combine(%x: tensor<2x8x16xf32>, %phi: tensor<16x4x2xf32>, %dcw: tensor<2x8x4x3xf32>) {
+  // expected-error @+1 {{combine_weights_grad dimension 3 (S) is 3, but slots has S = 2}}
+  %dx, %dphi = moe.soft_dispatch_grad %x slots(%phi) combine_weights_grad(%dcw)
+      : (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<2x8x4x3xf32>) -> (tensor<2x8x16xf32>, tensor<16x4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @soft_dispatch_grad_types(%x: tensor<2x8x16xf32>, %phi: tensor<16x4x2xbf16>) {
+  // expected-error @+1 {{slots has element type 'bf16', but input has 'f32'}}
+  %dx, %dphi = moe.soft_dispatch_grad %x slots(%phi)
+      : (tensor<2x8x16xf32>, tensor<16x4x2xbf16>) -> (tensor<2x8x16xf32>, tensor<16x4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @soft_dispatch_grad_scale_result(%x: tensor<2x8x16xf32>, %phi: tensor<16x4x2xf32>, %s: tensor<f32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x8x16xf32>', 'tensor<16x4x2xf32>', 'tensor<f32>' are incompatible}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %dx, %dphi = moe.soft_dispatch_grad %x slots(%phi) scale(%s)
+      : (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>) -> (tensor<2x8x16xf32>, tensor<16x4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @soft_combine_grad_dims(%dy: tensor<2x8x16xf32>, %out: tensor<16x8xf32>, %cw: tensor<2x8x4x2xf32>) {
+  // expected-error @+1 {{output_grad dimension 2 (D) is 16, but expert_output has D = 8}}
+  %dout, %dcw = moe.soft_combine_grad %dy, %out, %cw
+      : (tensor<2x8x16xf32>, tensor<16x8xf32>, tensor<2x8x4x2xf32>) -> (tensor<16x8xf32>, tensor<2x8x4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @soft_combine_grad_f32(%dy: tensor<2x8x16xbf16>, %out: tensor<16x16xf32>, %cw: tensor<2x8x4x2xf32>) {
+  // expected-error @+1 {{operand #0 must be 3-D tensor [G, M, D] of f32}}
+  %dout, %dcw = moe.soft_combine_grad %dy, %out, %cw
+      : (tensor<2x8x16xbf16>, tensor<16x16xf32>, tensor<2x8x4x2xf32>) -> (tensor<16x16xf32>, tensor<2x8x4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @soft_combine_grad_types(%dy: tensor<2x8x16xf32>, %out: tensor<16x16xbf16>, %cw: tensor<2x8x4x2xf32>) {
+  // expected-error @+1 {{combine_weights has element type 'f32', but expert_output has 'bf16'}}
+  %dout, %dcw = moe.soft_combine_grad %dy, %out, %cw
+      : (tensor<2x8x16xf32>, tensor<16x16xbf16>, tensor<2x8x4x2xf32>) -> (tensor<16x16xf32>, tensor<2x8x4x2xf32>)
+  return
+}

@@ -45,3 +45,24 @@ func.func @training_gate_grad(%o: tensor<?x8xf32>, %i: tensor<?x2xi32>, %dw: ten
       : (tensor<?x8xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<i64>, tensor<f32>) -> tensor<?x8xf32>
   return %d : tensor<?x8xf32>
 }
+
+// The adjoints of the soft chain: every optional operand present, then
+// none (no scale: two results).
+// CHECK-LABEL: func.func @soft_grads
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = moe.soft_dispatch_grad %arg0 slots(%arg1) scale(%arg2) rows_grad(%arg3) combine_weights_grad(%arg4) {normalize} : (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>, tensor<16x16xf32>, tensor<2x8x4x2xf32>) -> (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>)
+// CHECK-NEXT: %{{.*}}, %{{.*}} = moe.soft_dispatch_grad %arg0 slots(%arg1) rows_grad(%arg3) : (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<16x16xf32>) -> (tensor<2x8x16xf32>, tensor<16x4x2xf32>)
+// CHECK-NEXT: %{{.*}}, %{{.*}} = moe.soft_combine_grad %arg5, %arg6, %arg7 : (tensor<2x8x16xf32>, tensor<16x16xbf16>, tensor<2x8x4x2xbf16>) -> (tensor<16x16xf32>, tensor<2x8x4x2xf32>)
+func.func @soft_grads(%x: tensor<2x8x16xf32>, %phi: tensor<16x4x2xf32>, %scale: tensor<f32>,
+                      %drows: tensor<16x16xf32>, %dcw: tensor<2x8x4x2xf32>,
+                      %dy: tensor<2x8x16xf32>, %out: tensor<16x16xbf16>,
+                      %cwb: tensor<2x8x4x2xbf16>) {
+  %dx, %dphi, %ds = moe.soft_dispatch_grad %x slots(%phi) scale(%scale)
+      rows_grad(%drows) combine_weights_grad(%dcw) {normalize}
+      : (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>, tensor<16x16xf32>, tensor<2x8x4x2xf32>)
+      -> (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>)
+  %dx2, %dphi2 = moe.soft_dispatch_grad %x slots(%phi) rows_grad(%drows)
+      : (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<16x16xf32>) -> (tensor<2x8x16xf32>, tensor<16x4x2xf32>)
+  %dout, %dcw2 = moe.soft_combine_grad %dy, %out, %cwb
+      : (tensor<2x8x16xf32>, tensor<16x16xbf16>, tensor<2x8x4x2xbf16>) -> (tensor<16x16xf32>, tensor<2x8x4x2xf32>)
+  return
+}

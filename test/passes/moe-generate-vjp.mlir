@@ -107,3 +107,43 @@ func.func @fused(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>, %w1: tensor<4x16x3
       : (tensor<8x16xf32>, tensor<8x2xi32>, tensor<8x2xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>) -> tensor<8x16xf32>
   return %1 : tensor<8x16xf32>
 }
+
+// -----
+
+// Soft MoE: the layer is decomposed into the soft chain and each op gets
+// its adjoint in reverse order; the scale is a differentiated argument
+// (its gradient a tensor<f32>), and soft_dispatch_grad recomputes the
+// logits from the forward's own operands.
+
+// CHECK-LABEL: func.func @soft_vjp(
+// CHECK-SAME:    %[[X:[^:]+]]: tensor<2x8x16xf32>, %[[PHI:[^:]+]]: tensor<16x4x2xf32>, %[[S:[^:]+]]: tensor<f32>
+// CHECK-SAME:    -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>)
+// CHECK:         %[[ROWS:.+]], %[[OFF:.+]], %[[CW:.+]] = moe.soft_dispatch %[[X]] slots(%[[PHI]]) scale(%[[S]]) {normalize}
+// CHECK-NEXT:    %[[OUT:.+]] = moe.expert_ffn %[[ROWS]], %[[OFF]]
+// CHECK-NEXT:    %[[Y:.+]] = moe.soft_combine %[[OUT]], %[[CW]]
+// CHECK-NEXT:    %[[DOUT:.+]], %[[DCW:.+]] = moe.soft_combine_grad %{{.+}}, %[[OUT]], %[[CW]]
+// CHECK-NEXT:    %[[DROWS:.+]], %[[DW1:.+]], %[[DW2:.+]] = moe.expert_ffn_grad %[[ROWS]], %[[OFF]], %[[DOUT]]
+// CHECK-NEXT:    %[[DX:.+]], %[[DPHI:.+]], %[[DS:.+]] = moe.soft_dispatch_grad %[[X]] slots(%[[PHI]]) scale(%[[S]]) rows_grad(%[[DROWS]]) combine_weights_grad(%[[DCW]]) {normalize}
+// CHECK-NEXT:    return %[[Y]], %[[DX]], %[[DPHI]], %[[DS]], %[[DW1]], %[[DW2]]
+func.func @soft(%x: tensor<2x8x16xf32>, %phi: tensor<16x4x2xf32>, %scale: tensor<f32>, %w1: tensor<4x16x32xf32>, %w2: tensor<4x32x16xf32>) -> tensor<2x8x16xf32> {
+  %y = moe.soft_layer %x slots(%phi) scale(%scale) experts(%w1, %w2) {activation = #moe.activation<gelu>, normalize}
+      : (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>) -> tensor<2x8x16xf32>
+  return %y : tensor<2x8x16xf32>
+}
+
+// -----
+
+// The fused Soft MoE is unfused into the same chain.
+
+// CHECK-LABEL: func.func @fused_soft_vjp(
+// CHECK:         moe.soft_dispatch
+// CHECK-NEXT:    moe.expert_ffn
+// CHECK-NEXT:    moe.soft_combine
+// CHECK-NEXT:    moe.soft_combine_grad
+// CHECK-NEXT:    moe.expert_ffn_grad
+// CHECK-NEXT:    moe.soft_dispatch_grad
+func.func @fused_soft(%x: tensor<2x8x16xf32>, %phi: tensor<16x4x2xf32>, %w1: tensor<4x16x32xf32>, %w2: tensor<4x32x16xf32>) -> tensor<2x8x16xf32> {
+  %y = moe.fused_soft_experts %x slots(%phi) experts(%w1, %w2) {activation = #moe.activation<gelu>}
+      : (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<4x16x32xf32>, tensor<4x32x16xf32>) -> tensor<2x8x16xf32>
+  return %y : tensor<2x8x16xf32>
+}

@@ -63,9 +63,13 @@
 // TRAIN-BWD:      {{^}}backward
 // TRAIN-BWD-NEXT: {{^}}layer
 // TRAIN-BWD-NEXT: {{^}}moe.layer moesart_train.mlir:11 moesart k=2 train 525,312 42,057,728 70,656 8,436,940 137,284{{$}}
+// soft (G=4 M=64 D=128 E=8 S=2 H=512, gelu, biases, normalize; N = 4,096
+// logits, 64 rows): router 6*N*D + 8*G*M*D + 8*D*E*S = 3,145,728 + 262,144
+// + 16,384; experts 64 * (393,216 + 262,144 + 1,024 + 640); disp+comb
+// 8*N*D + 19*N = 4,194,304 + 77,824; saved 2*64*128*4 + 4*N + 4*9.
 // SOFT-BWD:      {{^}}backward
 // SOFT-BWD-NEXT: {{^}}layer
-// SOFT-BWD-NEXT: {{^}}moe.soft_layer soft.mlir:11 soft S={{[0-9]+}} M={{[0-9]+}} (no gradient yet) - - - - -{{$}}
+// SOFT-BWD-NEXT: {{^}}moe.soft_layer soft.mlir:11 soft S=2 M=64 3,424,256 42,049,536 4,272,128 8,429,568 81,956{{$}}
 // NO-BWD-NOT: backward
 
 // ===========================================================================

@@ -17,7 +17,11 @@ reference's gradient of a whole parameter, or of one expert's slice of an
 expert parameter (w1, w2, b1, b2: an expert that got no token, a selection
 bias), is exactly zero, the compiled one must be exactly zero too.
 With --layers N among the options, the case is `moe-ref block`: N residual
-layers x <- x + layer_l(x) (f32 adds), parameters l<l>_NAME.
+layers x <- x + layer_l(x) (f32 adds), parameters l<l>_NAME. With `soft`
+as the first option, the case is `moe-ref soft` (a moe.soft_layer over
+[G, M, D]; the options of `moe-ref soft`, --fused to state the layer as
+moe.fused_soft_experts) and the gradients are those of x, phi, the scale
+(--scale-param) and the expert weights.
 --dynamic declares T as `?`; --sequential also runs single-threaded
 (--cpu-parallel=false) and requires every output to be byte-identical to
 the parallel run's; --aux-only (MOESART training) passes dy = 0, so only
@@ -76,8 +80,62 @@ def layer_options(ref):
     return o
 
 
+def soft_case(prefix, ref):
+    """moe-ref soft's data and @f (a moe.soft_layer); returns (inputs,
+    outputs, dtype)."""
+    fused = "--fused" in ref
+    ref = [a for a in ref if a != "--fused"]
+    o = layer_options(ref[1:])
+    G, M, D, E, S, H = (int(o[k]) for k in ("groups", "tokens", "dim", "experts", "slots",
+                                             "hidden"))
+    act = o["activation"]
+    gated = act in ("swiglu", "geglu")
+    dt = o.get("dtype", "f32")
+    names = ["phi"] + (["scale"] if "scale-param" in o else []) + ["w1", "w2"]
+    if "expert-biases" in o:
+        names += ["b1", "b2"]
+    cmd = ["moe-ref"] + ref + [
+        "--names", ",".join(names), "--params", prefix + "p.safetensors",
+        "--input", prefix + "x.npy", "--expected", prefix + "y_ref.npy", "--vjp", prefix]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    h1 = 2 * H if gated else H
+    ty = lambda *s: "tensor<" + "x".join(str(d) for d in s) + "x" + dt + ">"
+    types = {"phi": ty(D, E, S), "scale": "tensor<f32>", "w1": ty(E, D, h1), "w2": ty(E, H, D),
+             "b1": ty(E, h1), "b2": ty(E, D)}
+    xt = ty(G, M, D)
+    args = ["%x: " + xt] + ["%%%s: %s {moe.param = \"%s\"}" % (n, types[n], n) for n in names]
+    parts = ["%x slots(%phi)"]
+    if "scale" in names:
+        parts.append("scale(%scale)")
+    parts.append("experts(%w1, %w2)")
+    if "b1" in names:
+        parts.append("expert_biases(%b1, %b2)")
+    attrs = ["activation = #moe.activation<%s>" % act] + (["normalize"] if "normalize" in o else [])
+    op = "moe.fused_soft_experts" if fused else "moe.soft_layer"
+    mlir = ("func.func @f(%s) -> %s {\n  %%y = %s %s {%s}\n      : (%s) -> %s\n"
+            "  return %%y : %s\n}\n") % (
+        ", ".join(args), xt, op, " ".join(parts), ", ".join(attrs),
+        ", ".join([xt] + [types[n] for n in names]), xt, xt)
+    with open(prefix + "f.mlir", "w") as f:
+        f.write(mlir)
+    outputs = ["y", "grad_x"] + ["grad_" + n for n in names]
+    return [prefix + "x.npy", prefix + "dy.npy"], outputs, dt
+
+
 def main():
     out, opts, ref = parse(sys.argv)
+    os.makedirs(out, exist_ok=True)
+    prefix = out + "/"
+    if ref and ref[0] == "soft":
+        inputs, outputs, dt = soft_case(prefix, ref)
+    else:
+        inputs, outputs, dt = layer_case(prefix, opts, ref)
+    check(prefix, opts, inputs, outputs, dt)
+
+
+def layer_case(prefix, opts, ref):
+    """moe-ref layer's (or block's) data and @f; returns (inputs, outputs,
+    dtype)."""
     o = layer_options(ref)
     T, D, E, H = (int(o[k]) for k in ("tokens", "dim", "experts", "hidden"))
     act = o["activation"]
@@ -104,8 +162,6 @@ def main():
     base_names = names
     if block:
         names = ["l%d_%s" % (l, n) for l in range(layers) for n in base_names]
-    os.makedirs(out, exist_ok=True)
-    prefix = out + "/"
     cmd = ["moe-ref", "block" if block else "layer"] + ref + [
         "--names", ",".join(names), "--params", prefix + "p.safetensors",
         "--input", prefix + "x.npy", "--expected", prefix + "y_ref.npy",
@@ -197,6 +253,11 @@ def main():
     inputs = [prefix + "x.npy"] + ([prefix + "seed.npy"] if training else [])
     inputs += [prefix + "dy.npy"] + ([prefix + "daux.npy"] if training else [])
     outputs = ["y"] + (["aux"] if training else []) + ["grad_x"] + ["grad_" + n for n in names]
+    return inputs, outputs, dt
+
+
+def check(prefix, opts, inputs, outputs, dt):
+    """Runs f_vjp and compares its outputs with the reference's."""
     def run(suffix, extra):
         cmd = ["moe-run", prefix + "f.mlir", "--device=cpu", "--entry=f_vjp",
                "--params=" + prefix + "p.safetensors"] + extra
