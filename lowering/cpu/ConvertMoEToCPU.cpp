@@ -434,13 +434,16 @@ static bool canPack(const KernelSite &site, Value w) {
   return site.module && site.packWeights && cast<MemRefType>(w.getType()).hasStaticShape();
 }
 
+/// `transposed`: `w` [G, N, K] is packed as its transpose (the backward's
+/// dX = dZ W^T reads the forward's weights so).
 static Value prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site, Value w,
-                            bool gated, bool vnni) {
-  cpu::PackedWeights pw = cpu::declarePackedWeights(b, site.module, w, site.config, gated, vnni);
-  std::string name =
-      site.kernelName(Twine("__moe_cpu_pack") + (gated ? "_gated" : "") + (vnni ? "_vnni" : ""));
+                            bool gated, bool vnni, bool transposed = false) {
+  cpu::PackedWeights pw =
+      cpu::declarePackedWeights(b, site.module, w, site.config, gated, vnni, transposed);
+  std::string name = site.kernelName(Twine("__moe_cpu_pack") + (gated ? "_gated" : "") +
+                                     (vnni ? "_vnni" : "") + (transposed ? "_transposed" : ""));
   kernel(b, site, name, {w, pw.packed, pw.key}, [&](ImplicitLocOpBuilder &b, ValueRange v) {
-    cpu::emitPackWeights(b, v[0], v[1], v[2], site.config, gated, vnni);
+    cpu::emitPackWeights(b, v[0], v[1], v[2], site.config, gated, vnni, transposed);
   });
   return pw.packed;
 }
@@ -1367,15 +1370,18 @@ struct LowerSoftCombine : public OpRewritePattern<SoftCombineOp> {
 
 /// A grouped GEMM of the backward over kernel arguments: A, B, C and the
 /// group offsets (null: one group of A's rows).
+/// `bPacked`: `bm` is in the panel layout of prepareWeights (a transposed
+/// B packed as its transpose), read as contiguous vectors.
 static void emitBackwardGemm(ImplicitLocOpBuilder &b, const KernelSite &site,
                              const GroupedGemmDesc &desc, Value a, Value bm, Value offsets,
-                             Value c, Value bias = Value()) {
+                             Value c, Value bias = Value(), bool bPacked = false) {
   Emitter e(b);
   cpu::GroupedGemm gemm;
   gemm.desc = desc;
   gemm.config = site.config;
   gemm.a = a;
   gemm.b = bm;
+  gemm.bPacked = bPacked;
   gemm.bias = bias;
   gemm.c = c;
   if (offsets) {
@@ -1436,6 +1442,20 @@ static void emitGroupColumnSums(ImplicitLocOpBuilder &b, Value m, Value offsets,
       });
 }
 
+/// W1 and W2 packed as their transposes for the backward's dX GEMMs (dh =
+/// dout W2^T, drows = dz W1^T), once per weight buffer as the forward packs
+/// them; null where a weight cannot be packed (then read element by
+/// element).
+static std::pair<Value, Value> transposedWeights(ImplicitLocOpBuilder &b, const KernelSite &site,
+                                                 Value w1, Value w2) {
+  auto pack = [&](Value w) -> Value {
+    return canPack(site, w) ? prepareWeights(b, site, w, /*gated=*/false, /*vnni=*/false,
+                                             /*transposed=*/true)
+                            : Value();
+  };
+  return {pack(w1), pack(w2)};
+}
+
 /// The expert FFN's backward over plan rows grouped by `offsets` (see
 /// moe.expert_ffn_grad): z = rows W1 + b1 recomputed, h = round(act(z)),
 /// dh = dout W2^T, dz = dh * act'(z), dW2 = h^T dout, dW1 = rows^T dz,
@@ -1444,7 +1464,8 @@ static void emitGroupColumnSums(ImplicitLocOpBuilder &b, Value m, Value offsets,
 static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &site, Value rows,
                                   Value offsets, Value dout, Value w1, Value w2, Value b1,
                                   Value b2, ActivationAttr activation, Value drows, Value dw1,
-                                  Value dw2, Value db1, Value db2) {
+                                  Value dw2, Value db1, Value db2, Value w1Transposed,
+                                  Value w2Transposed) {
   Emitter e(b);
   Type f32 = e.f32();
   Type elt = cast<MemRefType>(rows.getType()).getElementType();
@@ -1475,43 +1496,56 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   dhDesc.aType = f32;
   dhDesc.bType = wElt;
   dhDesc.cType = f32;
-  emitBackwardGemm(b, site, dhDesc, dout, w2, offsets, dh);
-  // h (rounded to the element type, as GEMM2 read it) and dz, in place of z.
+  emitBackwardGemm(b, site, dhDesc, dout, w2Transposed ? w2Transposed : w2, offsets, dh, Value(),
+                   /*bPacked=*/static_cast<bool>(w2Transposed));
+  // h (rounded to the element type, as GEMM2 read it) and dz, in place of z:
+  // vectors of the configuration's width along the row, the activation and
+  // its derivative in the vector math the forward's epilogue uses.
   Value h = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(hidden)}, f32);
+  const int64_t lanes = site.config.getLanes();
   scf::ParallelOp::create(
       b, ValueRange{e.idx(0)}, ValueRange{used}, ValueRange{e.idx(1)},
       [&](OpBuilder &nested, Location loc, ValueRange ivs) {
         ImplicitLocOpBuilder nb(loc, nested);
-        Emitter ne(nb);
         Value r = ivs[0];
-        ne.forLoop(ne.idx(0), hidden, {}, [&](Emitter &ce, Value j, ValueRange) {
-          ImplicitLocOpBuilder &cb = ce.b;
-          auto load = [&](Value m, Value col) {
-            return memref::LoadOp::create(cb, m, ValueRange{r, col}).getResult();
-          };
-          auto store = [&](Value v, Value m, Value col) {
-            memref::StoreOp::create(cb, v, m, ValueRange{r, col});
-          };
-          auto round = [&](Value v) -> Value {
-            if (elt.isF32())
-              return v;
-            return arith::ExtFOp::create(cb, f32, arith::TruncFOp::create(cb, elt, v).getResult());
-          };
-          Value g = load(z, j), d = load(dh, j);
-          Value a = buildActivation(cb, act, g);
-          Value da = buildActivationDerivative(cb, act, g);
-          if (gated) {
-            Value upCol = ce.addi(j, hidden);
-            Value up = load(z, upCol);
-            store(round(ce.mulf(a, up)), h, j);
-            store(ce.mulf(ce.mulf(d, up), da), z, j);
-            store(ce.mulf(d, a), z, upCol);
-          } else {
-            store(round(a), h, j);
-            store(ce.mulf(d, da), z, j);
-          }
-          return SmallVector<Value>{};
-        });
+        scf::ForOp::create(
+            nb, arith::ConstantIndexOp::create(nb, 0), hidden,
+            arith::ConstantIndexOp::create(nb, lanes), ValueRange{},
+            [&](OpBuilder &colBuilder, Location loc, Value j, ValueRange) {
+              ImplicitLocOpBuilder cb(loc, colBuilder);
+              Value mask = cpu::columnMask(cb, j, hidden, lanes);
+              auto load = [&](Value m, Value col) {
+                return cpu::loadF32Vector(cb, m, {r, col}, mask);
+              };
+              auto store = [&](Value v, Value m, Value col) {
+                cpu::storeVector(cb, v, m, {r, col}, mask);
+              };
+              auto round = [&](Value v) -> Value {
+                if (elt.isF32())
+                  return v;
+                auto vt = cast<VectorType>(v.getType());
+                Value narrow =
+                    arith::TruncFOp::create(cb, VectorType::get(vt.getShape(), elt), v);
+                return arith::ExtFOp::create(cb, vt, narrow);
+              };
+              auto mul = [&](Value x, Value y) -> Value {
+                return arith::MulFOp::create(cb, x, y);
+              };
+              Value g = load(z, j), d = load(dh, j);
+              Value a = buildActivation(cb, act, g);
+              Value da = buildActivationDerivative(cb, act, g);
+              if (gated) {
+                Value upCol = arith::AddIOp::create(cb, j, hidden);
+                Value up = load(z, upCol);
+                store(round(mul(a, up)), h, j);
+                store(mul(mul(d, up), da), z, j);
+                store(mul(d, a), z, upCol);
+              } else {
+                store(round(a), h, j);
+                store(mul(d, da), z, j);
+              }
+              scf::YieldOp::create(cb);
+            });
       });
   // The weight gradients: variable-K grouped GEMMs over each group's rows.
   emitBackwardGemm(b, site, expertWeightGradient(false, f32, f32, f32), h, dout, offsets, dw2);
@@ -1522,7 +1556,8 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   dxDesc.aType = f32;
   dxDesc.bType = wElt;
   dxDesc.cType = f32;
-  emitBackwardGemm(b, site, dxDesc, z, w1, offsets, drows);
+  emitBackwardGemm(b, site, dxDesc, z, w1Transposed ? w1Transposed : w1, offsets, drows, Value(),
+                   /*bPacked=*/static_cast<bool>(w1Transposed));
   if (db1)
     emitGroupColumnSums(b, z, offsets, db1);
   if (db2)
@@ -1774,20 +1809,23 @@ struct LowerExpertFFNGrad : public OpRewritePattern<ExpertFFNGradOp> {
     Value db1 = op.getB1() ? allocBuffer(b, sizesOf(op.getB1()), f32) : Value();
     Value db2 = op.getB2() ? allocBuffer(b, sizesOf(op.getB2()), f32) : Value();
     fillZero(b, drows);
+    Value w1 = asBuffer(b, op.getW1()), w2 = asBuffer(b, op.getW2());
     KernelArgs args{asBuffer(b, op.getRows()), asBuffer(b, op.getOffsets()),
-                    asBuffer(b, op.getOutputGrad()), asBuffer(b, op.getW1()),
-                    asBuffer(b, op.getW2()), drows, dw1, dw2};
+                    asBuffer(b, op.getOutputGrad()), w1, w2, drows, dw1, dw2};
     std::optional<unsigned> b1At = args.addOptional(op.getB1() ? asBuffer(b, op.getB1()) : Value());
     std::optional<unsigned> b2At = args.addOptional(op.getB2() ? asBuffer(b, op.getB2()) : Value());
     std::optional<unsigned> db1At = args.addOptional(db1), db2At = args.addOptional(db2);
+    auto [w1t, w2t] = transposedWeights(b, site, w1, w2);
+    std::optional<unsigned> w1tAt = args.addOptional(w1t), w2tAt = args.addOptional(w2t);
     ActivationAttr activation = op.getActivationAttr();
-    std::string name = site.kernelName("__moe_cpu_expert_ffn_grad_" +
-                                       stringifyActivation(activation.getValue()) +
-                                       (db1 ? "_bias" : ""));
+    std::string name = site.kernelName(
+        "__moe_cpu_expert_ffn_grad_" + stringifyActivation(activation.getValue()) +
+        (db1 ? "_bias" : "") + (w1t ? "_packed1" : "") + (w2t ? "_packed2" : ""));
     kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
       emitExpertFFNBackward(b, site, v[0], v[1], v[2], v[3], v[4], KernelArgs::at(v, b1At),
                             KernelArgs::at(v, b2At), activation, v[5], v[6], v[7],
-                            KernelArgs::at(v, db1At), KernelArgs::at(v, db2At));
+                            KernelArgs::at(v, db1At), KernelArgs::at(v, db2At),
+                            KernelArgs::at(v, w1tAt), KernelArgs::at(v, w2tAt));
     });
     SmallVector<Value> results{asTensor(b, drows, op.getRowsGrad().getType()),
                                asTensor(b, dw1, op.getW1Grad().getType()),
@@ -1869,9 +1907,10 @@ struct LowerSharedExpertGrad : public OpRewritePattern<SharedExpertGradOp> {
     fillZero(b, dx);
     Value ds1 = allocBuffer(b, {b.getIndexAttr(1), e.dimOfr(s1, 0), e.dimOfr(s1, 1)}, f32);
     Value ds2 = allocBuffer(b, {b.getIndexAttr(1), e.dimOfr(s2, 0), e.dimOfr(s2, 1)}, f32);
+    auto [s1t, s2t] = transposedWeights(b, site, s1b, s2b);
     emitExpertFFNBackward(b, site, xb, offsets, scaledOut, s1b, s2b,
                           Value(), Value(), op.getActivationAttr(), dx, ds1, ds2, Value(),
-                          Value());
+                          Value(), s1t, s2t);
     SmallVector<ReassociationIndices> drop{{0, 1}, {2}};
     SmallVector<Value> results{
         asTensor(b, dx, op.getInputGrad().getType()),
