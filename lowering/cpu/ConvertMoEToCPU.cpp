@@ -1442,18 +1442,23 @@ static void emitGroupColumnSums(ImplicitLocOpBuilder &b, Value m, Value offsets,
       });
 }
 
-/// W1 and W2 packed as their transposes for the backward's dX GEMMs (dh =
-/// dout W2^T, drows = dz W1^T), once per weight buffer as the forward packs
-/// them; null where a weight cannot be packed (then read element by
-/// element).
-static std::pair<Value, Value> transposedWeights(ImplicitLocOpBuilder &b, const KernelSite &site,
-                                                 Value w1, Value w2) {
-  auto pack = [&](Value w) -> Value {
-    return canPack(site, w) ? prepareWeights(b, site, w, /*gated=*/false, /*vnni=*/false,
-                                             /*transposed=*/true)
-                            : Value();
+/// The packed weights the expert FFN's backward reads, once per weight
+/// buffer as the forward packs them (null where a weight cannot be packed:
+/// then read as it is): W1 as it is for the recomputed z = rows W1 (all
+/// 2H columns of a gated W1, unpaired), W1 and W2 as their transposes for
+/// the dX GEMMs (drows = dz W1^T, dh = dout W2^T).
+struct BackwardWeights {
+  Value w1, w1Transposed, w2Transposed;
+};
+
+static BackwardWeights packBackwardWeights(ImplicitLocOpBuilder &b, const KernelSite &site,
+                                           Value w1, Value w2) {
+  auto pack = [&](Value w, bool transposed) -> Value {
+    return canPack(site, w)
+               ? prepareWeights(b, site, w, /*gated=*/false, /*vnni=*/false, transposed)
+               : Value();
   };
-  return {pack(w1), pack(w2)};
+  return {pack(w1, false), pack(w1, true), pack(w2, true)};
 }
 
 /// The expert FFN's backward over plan rows grouped by `offsets` (see
@@ -1464,8 +1469,8 @@ static std::pair<Value, Value> transposedWeights(ImplicitLocOpBuilder &b, const 
 static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &site, Value rows,
                                   Value offsets, Value dout, Value w1, Value w2, Value b1,
                                   Value b2, ActivationAttr activation, Value drows, Value dw1,
-                                  Value dw2, Value db1, Value db2, Value w1Transposed,
-                                  Value w2Transposed) {
+                                  Value dw2, Value db1, Value db2, Value w1Packed,
+                                  Value w1Transposed, Value w2Transposed) {
   Emitter e(b);
   Type f32 = e.f32();
   Type elt = cast<MemRefType>(rows.getType()).getElementType();
@@ -1488,7 +1493,8 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   zDesc.cType = f32;
   if (b1)
     zDesc.epilogue.then(EpilogueStep::bias);
-  emitBackwardGemm(b, site, zDesc, rows, w1, offsets, z, b1);
+  emitBackwardGemm(b, site, zDesc, rows, w1Packed ? w1Packed : w1, offsets, z, b1,
+                   /*bPacked=*/static_cast<bool>(w1Packed));
   // dh = dout W2^T.
   Value dh = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(hidden)}, f32);
   GroupedGemmDesc dhDesc;
@@ -1815,17 +1821,21 @@ struct LowerExpertFFNGrad : public OpRewritePattern<ExpertFFNGradOp> {
     std::optional<unsigned> b1At = args.addOptional(op.getB1() ? asBuffer(b, op.getB1()) : Value());
     std::optional<unsigned> b2At = args.addOptional(op.getB2() ? asBuffer(b, op.getB2()) : Value());
     std::optional<unsigned> db1At = args.addOptional(db1), db2At = args.addOptional(db2);
-    auto [w1t, w2t] = transposedWeights(b, site, w1, w2);
-    std::optional<unsigned> w1tAt = args.addOptional(w1t), w2tAt = args.addOptional(w2t);
+    BackwardWeights packed = packBackwardWeights(b, site, w1, w2);
+    std::optional<unsigned> w1pAt = args.addOptional(packed.w1),
+                            w1tAt = args.addOptional(packed.w1Transposed),
+                            w2tAt = args.addOptional(packed.w2Transposed);
     ActivationAttr activation = op.getActivationAttr();
     std::string name = site.kernelName(
         "__moe_cpu_expert_ffn_grad_" + stringifyActivation(activation.getValue()) +
-        (db1 ? "_bias" : "") + (w1t ? "_packed1" : "") + (w2t ? "_packed2" : ""));
+        (db1 ? "_bias" : "") + (packed.w1 ? "_packed1" : "") +
+        (packed.w2Transposed ? "_packed2" : ""));
     kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
       emitExpertFFNBackward(b, site, v[0], v[1], v[2], v[3], v[4], KernelArgs::at(v, b1At),
                             KernelArgs::at(v, b2At), activation, v[5], v[6], v[7],
                             KernelArgs::at(v, db1At), KernelArgs::at(v, db2At),
-                            KernelArgs::at(v, w1tAt), KernelArgs::at(v, w2tAt));
+                            KernelArgs::at(v, w1pAt), KernelArgs::at(v, w1tAt),
+                            KernelArgs::at(v, w2tAt));
     });
     SmallVector<Value> results{asTensor(b, drows, op.getRowsGrad().getType()),
                                asTensor(b, dw1, op.getW1Grad().getType()),
@@ -1907,10 +1917,10 @@ struct LowerSharedExpertGrad : public OpRewritePattern<SharedExpertGradOp> {
     fillZero(b, dx);
     Value ds1 = allocBuffer(b, {b.getIndexAttr(1), e.dimOfr(s1, 0), e.dimOfr(s1, 1)}, f32);
     Value ds2 = allocBuffer(b, {b.getIndexAttr(1), e.dimOfr(s2, 0), e.dimOfr(s2, 1)}, f32);
-    auto [s1t, s2t] = transposedWeights(b, site, s1b, s2b);
+    BackwardWeights packed = packBackwardWeights(b, site, s1b, s2b);
     emitExpertFFNBackward(b, site, xb, offsets, scaledOut, s1b, s2b,
                           Value(), Value(), op.getActivationAttr(), dx, ds1, ds2, Value(),
-                          Value(), s1t, s2t);
+                          Value(), packed.w1, packed.w1Transposed, packed.w2Transposed);
     SmallVector<ReassociationIndices> drop{{0, 1}, {2}};
     SmallVector<Value> results{
         asTensor(b, dx, op.getInputGrad().getType()),
