@@ -1393,6 +1393,25 @@ static void emitBackwardGemm(ImplicitLocOpBuilder &b, const KernelSite &site,
     gemm.numRows = memDim(b, a, 1);
     gemm.reduction = memDim(b, a, 0);
     gemm.columns = memDim(b, c, 2);
+    // B (the plan rows' cotangents) copied into panels of the tile's width:
+    // a tile streams its panel's rows instead of striding whole rows.
+    int64_t width = site.config.getTileColumns(/*gated=*/false);
+    Value panels = arith::CeilDivSIOp::create(b, memDim(b, bm, 1), e.idx(width));
+    Value packed = allocBuffer(b, {OpFoldResult(panels), OpFoldResult(memDim(b, bm, 0)),
+                                   b.getIndexAttr(width)},
+                               b.getF32Type());
+    cpu::emitPackRows(b, bm, packed, site.config);
+    gemm.b = packed;
+    gemm.bPackedRows = true;
+    // A likewise, the micro-tile's columns side by side.
+    int64_t microRows = site.config.getMicroRows();
+    Value aPanels = arith::CeilDivSIOp::create(b, memDim(b, a, 1), e.idx(microRows));
+    Value aPacked = allocBuffer(b, {OpFoldResult(aPanels), OpFoldResult(memDim(b, a, 0)),
+                                    b.getIndexAttr(microRows)},
+                                b.getF32Type());
+    cpu::emitPackColumns(b, a, aPacked, site.config);
+    gemm.a = aPacked;
+    gemm.aPackedColumns = true;
   } else {
     gemm.numRows = memDim(b, a, 0);
     gemm.reduction = memDim(b, a, 1);

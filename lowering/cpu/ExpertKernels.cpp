@@ -172,8 +172,15 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     for (int64_t v = 0; v < outVecs; ++v)
       bCols.push_back(arith::AddIOp::create(b, outCols[v], g.columns));
 
-  Value panel = g.bPacked ? arith::DivSIOp::create(b, col0, cIdx(b, g.config.getTileColumns(g.gated())))
-                         : Value();
+  Value panel = g.bPacked || g.bPackedRows
+                    ? arith::DivSIOp::create(b, col0, cIdx(b, g.config.getTileColumns(g.gated())))
+                    : Value();
+  // The packed A of a weight gradient: the micro-tile's panel of columns
+  // (row0 is a multiple of micro_rows; the rows of a smaller tail tile are
+  // the first of their panel).
+  Value aPanel = g.aPackedColumns
+                     ? arith::DivSIOp::create(b, row0, cIdx(b, g.config.getMicroRows())).getResult()
+                     : Value();
   // The reduction: every accumulator in a register.
   Value zero = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, 0.0f));
   SmallVector<Value> init(microRows * microVecs, zero);
@@ -260,6 +267,12 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
                                           : arith::ExtFOp::create(nb, vt, vec).getResult());
               continue;
             }
+            if (g.bPackedRows) {
+              // One row of a packed panel: contiguous, zero-padded, f32.
+              bVecs.push_back(vector::LoadOp::create(nb, vt, g.b,
+                                                     ValueRange{panel, k, cIdx(nb, v * lanes)}));
+              continue;
+            }
             bVecs.push_back(weightGradient
                                 ? loadF32Vector(nb, g.b, {k, bCols[v]}, masks[v % outVecs])
                                 : loadBVector(nb, g, group, k, bCols[v], masks[v % outVecs]));
@@ -271,8 +284,13 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
             aRowOfK = g.aRowMap ? loadIndex(nb, g.aRowMap, {k}) : k;
           SmallVector<Value> next;
           for (int64_t i = 0; i < microRows; ++i) {
-            Value aVec = weightGradient ? broadcastF32(nb, g.a, aRowOfK, aRows[i], lanes)
-                                        : broadcastF32(nb, g.a, aRows[i], k, lanes);
+            Value aVec;
+            if (g.aPackedColumns)
+              aVec = vector::BroadcastOp::create(
+                  nb, vt, memref::LoadOp::create(nb, g.a, ValueRange{aPanel, k, cIdx(nb, i)}));
+            else
+              aVec = weightGradient ? broadcastF32(nb, g.a, aRowOfK, aRows[i], lanes)
+                                    : broadcastF32(nb, g.a, aRows[i], k, lanes);
             for (int64_t v = 0; v < microVecs; ++v)
               next.push_back(
                   vector::FMAOp::create(nb, aVec, bVecs[v], acc[i * microVecs + v]));
@@ -605,6 +623,69 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
     memref::StoreOp::create(nb, hash, key, ValueRange{cIdx(nb, 1)});
     scf::YieldOp::create(nb);
   });
+}
+
+void cpu::emitPackRows(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConfigAttr config) {
+  const int64_t lanes = config.getLanes();
+  const int64_t width = config.getMicroVectors() * lanes;
+  const int64_t rowBlock = config.getRowBlock();
+  Value rows = memref::DimOp::create(b, src, 0), cols = memref::DimOp::create(b, src, 1);
+  Value panels = memref::DimOp::create(b, packed, 0);
+  VectorType vt = f32Vec(b, lanes);
+  scf::ParallelOp::create(
+      b, ValueRange{cIdx(b, 0), cIdx(b, 0)}, ValueRange{ceilDiv(b, rows, rowBlock), panels},
+      ValueRange{cIdx(b, 1), cIdx(b, 1)}, [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+        ImplicitLocOpBuilder nb(loc, nested);
+        Value begin = arith::MulIOp::create(nb, ivs[0], cIdx(nb, rowBlock));
+        Value end = minIdx(nb, rows, arith::AddIOp::create(nb, begin, cIdx(nb, rowBlock)));
+        Value p = ivs[1];
+        Value base = arith::MulIOp::create(nb, p, cIdx(nb, width));
+        scf::ForOp::create(
+            nb, begin, end, cIdx(nb, 1), ValueRange{},
+            [&](OpBuilder &rowBuilder, Location loc, Value r, ValueRange) {
+              ImplicitLocOpBuilder rb(loc, rowBuilder);
+              for (int64_t v = 0; v < width / lanes; ++v) {
+                Value col = arith::AddIOp::create(rb, base, cIdx(rb, v * lanes));
+                Value mask = columnMask(rb, col, cols, lanes);
+                Value x = loadF32Vector(rb, src, {r, col}, mask);
+                vector::StoreOp::create(rb, x, packed, ValueRange{p, r, cIdx(rb, v * lanes)});
+              }
+              (void)vt;
+              scf::YieldOp::create(rb);
+            });
+      });
+}
+
+void cpu::emitPackColumns(ImplicitLocOpBuilder &b, Value src, Value packed,
+                          CpuConfigAttr config) {
+  const int64_t microRows = config.getMicroRows();
+  const int64_t rowBlock = config.getRowBlock();
+  Value rows = memref::DimOp::create(b, src, 0), cols = memref::DimOp::create(b, src, 1);
+  Value panels = memref::DimOp::create(b, packed, 0);
+  scf::ParallelOp::create(
+      b, ValueRange{cIdx(b, 0), cIdx(b, 0)}, ValueRange{ceilDiv(b, rows, rowBlock), panels},
+      ValueRange{cIdx(b, 1), cIdx(b, 1)}, [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+        ImplicitLocOpBuilder nb(loc, nested);
+        Value begin = arith::MulIOp::create(nb, ivs[0], cIdx(nb, rowBlock));
+        Value end = minIdx(nb, rows, arith::AddIOp::create(nb, begin, cIdx(nb, rowBlock)));
+        Value p = ivs[1];
+        Value base = arith::MulIOp::create(nb, p, cIdx(nb, microRows));
+        Value zero = arith::ConstantOp::create(nb, nb.getF32FloatAttr(0.0f));
+        scf::ForOp::create(
+            nb, begin, end, cIdx(nb, 1), ValueRange{},
+            [&](OpBuilder &rowBuilder, Location loc, Value r, ValueRange) {
+              ImplicitLocOpBuilder rb(loc, rowBuilder);
+              for (int64_t i = 0; i < microRows; ++i) {
+                Value col = arith::AddIOp::create(rb, base, cIdx(rb, i));
+                Value inside = arith::CmpIOp::create(rb, arith::CmpIPredicate::slt, col, cols);
+                Value at = arith::SelectOp::create(rb, inside, col, cIdx(rb, 0));
+                Value x = toF32(rb, memref::LoadOp::create(rb, src, ValueRange{r, at}));
+                memref::StoreOp::create(rb, arith::SelectOp::create(rb, inside, x, zero), packed,
+                                        ValueRange{p, r, cIdx(rb, i)});
+              }
+              scf::YieldOp::create(rb);
+            });
+      });
 }
 
 MemRefType cpu::kernelArgumentType(MemRefType type) {

@@ -108,6 +108,12 @@ struct GroupedGemm {
   Value c;
   /// B is in the packed layout of emitPackWeights (then rank 4).
   bool bPacked = false;
+  /// The weight gradient: B (one row per plan row) is in the layout of
+  /// emitPackRows, memref<panels x P x W x f32>.
+  bool bPackedRows = false;
+  /// The weight gradient: A is in the layout of emitPackColumns,
+  /// memref<ceil(M / R) x P x R x f32>, R the configuration's micro_rows.
+  bool aPackedColumns = false;
   /// A and B are bf16, B is packed pairwise (VNNI): products through the
   /// AVX512_BF16 dot product (x86vector.avx512.dot).
   bool bf16Dot = false;
@@ -145,6 +151,20 @@ PackedWeights declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTab
 void emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
                      CpuConfigAttr config, bool gated, bool vnni = false,
                      bool transposed = false);
+
+/// The weight gradient's right operand `src` (memref<P x N>, one row per
+/// plan row) copied as f32 into `packed` (memref<panels x P x W x f32>, W
+/// the micro-tile's columns, panels = ceil(N / W), zero-padded): panel p,
+/// row r holds src[r, p*W .. p*W + W). A tile then streams consecutive
+/// rows of one panel (W contiguous floats each) instead of striding N
+/// floats from row to row. Parallel over row blocks; a copy, so exact.
+void emitPackRows(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConfigAttr config);
+
+/// The weight gradient's left operand `src` (memref<P x M>, read down its
+/// columns) copied as f32 into `packed` (memref<ceil(M / R) x P x R x f32>,
+/// R = micro_rows, zero-padded): the R columns of one micro-tile are
+/// contiguous for each plan row, and consecutive plan rows are adjacent.
+void emitPackColumns(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConfigAttr config);
 
 /// Kernels are outlined: every call site of one kernel variant calls one
 /// private function, so a model of many layers compiles each kernel once.
