@@ -52,11 +52,29 @@ public:
 using ScoreFn = function_ref<Value(RB &, Value)>;
 using PickFn = function_ref<SmallVector<Value>(RB &, Value, Value, ValueRange)>;
 
+/// x < y in the order of the top-k selection: NaN is the lowest score,
+/// below -inf (docs/spec.md §3: a token whose scores hold NaN still gets k
+/// valid experts, by the tie rule among the NaNs).
+Value scoreLess(RB &e, Value x, Value y) {
+  Value xNaN = e.cmpf(arith::CmpFPredicate::UNO, x, x);
+  Value yNaN = e.cmpf(arith::CmpFPredicate::UNO, y, y);
+  return e.ori(e.cmpf(arith::CmpFPredicate::OLT, x, y),
+               e.andi(xNaN, e.cmpi(arith::CmpIPredicate::eq, yNaN, e.ci1(false))));
+}
+
+/// x and y rank alike in that order (equal, or both NaN).
+Value scoreEqual(RB &e, Value x, Value y) {
+  return e.ori(e.cmpf(arith::CmpFPredicate::OEQ, x, y),
+               e.andi(e.cmpf(arith::CmpFPredicate::UNO, x, x),
+                      e.cmpf(arith::CmpFPredicate::UNO, y, y)));
+}
+
 /// The best `count` of `candidates` by `score` (ties: lower index), among
 /// those `allowed` (null: all), in O(candidates * count): pick r is the best
 /// of the candidates that come after pick r-1 in (score descending, index
-/// ascending) order; -1 when none is left. `onPick(e, r, expert, state)`
-/// returns the new `state` (loop-carried values, initially `init`).
+/// ascending) order, NaN ranking below every number (scoreLess); -1 when
+/// none is left. `onPick(e, r, expert, state)` returns the new `state`
+/// (loop-carried values, initially `init`).
 SmallVector<Value> topKBy(RB &e, ScoreFn score, ScoreFn allowed, Value candidates, Value count,
                           ValueRange init, PickFn onPick) {
   Value c0 = e.idx(0);
@@ -70,11 +88,10 @@ SmallVector<Value> topKBy(RB &e, ScoreFn score, ScoreFn allowed, Value candidate
             [&](RB &e, Value ex, ValueRange s) {
               Value o = score(e, ex), exI = e.toI32(ex);
               Value after =
-                  e.ori(e.cmpf(arith::CmpFPredicate::OLT, o, prevO),
-                        e.andi(e.cmpf(arith::CmpFPredicate::OEQ, o, prevO),
+                  e.ori(scoreLess(e, o, prevO),
+                        e.andi(scoreEqual(e, o, prevO),
                                e.cmpi(arith::CmpIPredicate::sgt, exI, prevI)));
-              Value better =
-                  e.ori(e.lt(s[1], e.ci32(0)), e.cmpf(arith::CmpFPredicate::OGT, o, s[0]));
+              Value better = e.ori(e.lt(s[1], e.ci32(0)), scoreLess(e, s[0], o));
               Value take = e.andi(after, better);
               if (allowed)
                 take = e.andi(take, allowed(e, ex));

@@ -100,6 +100,15 @@ if _has_cuda_device():
 
 import sys as _sys
 config.substitutions.append(("%python", _sys.executable))
+# python-numpy: %python imports numpy (python3-numpy, installed by
+# scripts/setup-deps.sh), for the tests whose scripts read .npy files.
+try:
+    import subprocess as _sp
+    _sp.run([_sys.executable, "-c", "import numpy"], check=True, capture_output=True,
+            timeout=120)
+    config.available_features.add("python-numpy")
+except Exception:
+    lit_config.note("%python cannot import numpy: the python-numpy tests are unsupported")
 # cuda-toolkit: a CUDA toolkit with ptxas and fatbinary, which
 # `moe-compile --target=cuda` runs to build its fatbin (it looks at
 # $CUDA_HOME, then /usr/local/cuda). Nothing else needs one: the kernels link
