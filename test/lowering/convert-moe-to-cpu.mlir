@@ -82,9 +82,10 @@ func.func @route_matmul(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>) -> tensor<8
 // The gate: an outlined function (per routing and K, any token count)
 // writing the caller's buffers; inside, an scf.forall over tokens running
 // the shared token-routing builder (lowering/RoutingBuilder.h): top-k in
-// O(E*k): pick r is the best (ogt; ties keep the lower index) among the
-// experts after pick r-1 in (larger logit, lower index) order; each token
-// writes its own rows of the caller's buffers.
+// O(E*k): pick r is the best (ties keep the lower index) among the experts
+// after pick r-1 in (larger logit, lower index) order, NaN ranking below
+// every number (x < y: olt, or x is NaN and y is not; equal: oeq, or both
+// NaN); each token writes its own rows of the caller's buffers.
 // CHECK-LABEL: func.func @topk_gate
 // CHECK: call @[[GATE:__moe_cpu_gate_[0-9A-F_]+]](
 // CHECK: func.func private @[[GATE]](%[[L:.*]]: memref<?x?xf32, {{.*}}>, %[[WB:.*]]: memref<?x?xf32, {{.*}}>, %[[IB:.*]]: memref<?x?xi32, {{.*}}>)
@@ -93,11 +94,19 @@ func.func @route_matmul(%x: tensor<8x16xf32>, %wr: tensor<16x4xf32>) -> tensor<8
 // CHECK: scf.for %[[EX:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[BO:.*]] = %{{.*}}, %[[BI:.*]] = %{{.*}}) -> (f32, i32)
 // CHECK-NEXT: %[[O:.*]] = memref.load %[[L]][%[[T]], %[[EX]]]
 // CHECK-NEXT: %[[EXI:.*]] = arith.index_cast %[[EX]] : index to i32
-// CHECK-NEXT: arith.cmpf olt, %[[O]], %[[PO]] : f32
-// CHECK-NEXT: arith.cmpf oeq, %[[O]], %[[PO]] : f32
-// CHECK-NEXT: arith.cmpi sgt, %[[EXI]], %[[PI]] : i32
-// CHECK: arith.cmpi slt, %[[BI]], %{{.*}} : i32
-// CHECK-NEXT: arith.cmpf ogt, %[[O]], %[[BO]] : f32
+// CHECK-NEXT: %[[ONAN:.*]] = arith.cmpf uno, %[[O]], %[[O]] : f32
+// CHECK-NEXT: %[[PNAN:.*]] = arith.cmpf uno, %[[PO]], %[[PO]] : f32
+// CHECK-NEXT: %[[LT:.*]] = arith.cmpf olt, %[[O]], %[[PO]] : f32
+// CHECK-NEXT: %[[FALSE:.*]] = arith.constant false
+// CHECK-NEXT: %[[PNUM:.*]] = arith.cmpi eq, %[[PNAN]], %[[FALSE]] : i1
+// CHECK-NEXT: %[[NANLT:.*]] = arith.andi %[[ONAN]], %[[PNUM]] : i1
+// CHECK-NEXT: %[[LESS:.*]] = arith.ori %[[LT]], %[[NANLT]] : i1
+// CHECK-NEXT: %[[EQ:.*]] = arith.cmpf oeq, %[[O]], %[[PO]] : f32
+// CHECK:      arith.cmpi sgt, %[[EXI]], %[[PI]] : i32
+// CHECK:      arith.cmpi slt, %[[BI]], %{{.*}} : i32
+// CHECK-NEXT: arith.cmpf uno, %[[BO]], %[[BO]] : f32
+// CHECK-NEXT: arith.cmpf uno, %[[O]], %[[O]] : f32
+// CHECK-NEXT: arith.cmpf olt, %[[BO]], %[[O]] : f32
 // CHECK: memref.store %{{.*}}, %[[IB]][%[[T]], %{{.*}}]
 // CHECK: memref.store %{{.*}}, %[[WB]][%[[T]], %{{.*}}]
 // CHECK-NOT: moe.gate

@@ -1047,11 +1047,21 @@ def main():
         sys.exit(driver.print_plan())
 
     def on_term(signum, frame):  # run.sh's timeout: leave the summary, end the worker
-        if driver.worker:
-            driver.worker.kill()
-        driver.write_summary()
-        print(f"kit.py: stopped by {signal.Signals(signum).name}; summary written", flush=True)
-        os._exit(124)
+        # The handler interrupts the main thread anywhere, possibly inside
+        # Popen.wait (which holds the Popen's wait lock) or a print (which
+        # holds stdout's buffer lock): it takes no lock of its own (no
+        # Popen.wait, no print), and always exits.
+        try:
+            if driver.worker:
+                try:
+                    os.killpg(driver.worker.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            driver.write_summary()
+            os.write(1, f"kit.py: stopped by {signal.Signals(signum).name}; summary written\n"
+                     .encode())
+        finally:
+            os._exit(124)
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
