@@ -1371,10 +1371,13 @@ struct LowerSoftCombine : public OpRewritePattern<SoftCombineOp> {
 /// A grouped GEMM of the backward over kernel arguments: A, B, C and the
 /// group offsets (null: one group of A's rows).
 /// `bPacked`: `bm` is in the panel layout of prepareWeights (a transposed
-/// B packed as its transpose), read as contiguous vectors.
+/// B packed as its transpose), read as contiguous vectors. `biasGradient`
+/// (weight gradients only, [G, N] f32): also the groups' column sums of B,
+/// the bias gradient, as one more row of the GEMM (a column of ones in A).
 static void emitBackwardGemm(ImplicitLocOpBuilder &b, const KernelSite &site,
                              const GroupedGemmDesc &desc, Value a, Value bm, Value offsets,
-                             Value c, Value bias = Value(), bool bPacked = false) {
+                             Value c, Value bias = Value(), bool bPacked = false,
+                             Value biasGradient = Value()) {
   Emitter e(b);
   cpu::GroupedGemm gemm;
   gemm.desc = desc;
@@ -1403,13 +1406,19 @@ static void emitBackwardGemm(ImplicitLocOpBuilder &b, const KernelSite &site,
     cpu::emitPackRows(b, bm, packed, site.config);
     gemm.b = packed;
     gemm.bPackedRows = true;
-    // A likewise, the micro-tile's columns side by side.
+    // A likewise, the micro-tile's columns side by side (and a column of
+    // ones for a fused bias gradient: one more row of the result, summed in
+    // the same increasing row order as the weights' rows).
+    if (biasGradient) {
+      gemm.numRows = e.addi(gemm.numRows, e.idx(1));
+      gemm.biasGradient = biasGradient;
+    }
     int64_t microRows = site.config.getMicroRows();
-    Value aPanels = arith::CeilDivSIOp::create(b, memDim(b, a, 1), e.idx(microRows));
+    Value aPanels = arith::CeilDivSIOp::create(b, gemm.numRows, e.idx(microRows));
     Value aPacked = allocBuffer(b, {OpFoldResult(aPanels), OpFoldResult(memDim(b, a, 0)),
                                     b.getIndexAttr(microRows)},
                                 b.getF32Type());
-    cpu::emitPackColumns(b, a, aPacked, site.config);
+    cpu::emitPackColumns(b, a, aPacked, site.config, /*appendOnes=*/biasGradient != nullptr);
     gemm.a = aPacked;
     gemm.aPackedColumns = true;
   } else {
@@ -1433,32 +1442,6 @@ static void fillZero(ImplicitLocOpBuilder &b, Value buffer) {
   Type elt = cast<MemRefType>(buffer.getType()).getElementType();
   linalg::FillOp::create(b, ValueRange{arith::ConstantOp::create(b, b.getZeroAttr(elt))},
                          ValueRange{buffer});
-}
-
-/// sum over the rows of group g of m[r, :] into out[g, :] (f32), in
-/// increasing r; parallel over groups.
-static void emitGroupColumnSums(ImplicitLocOpBuilder &b, Value m, Value offsets, Value out) {
-  Emitter e(b);
-  Value groups = memDim(b, out, 0), cols = memDim(b, out, 1);
-  scf::ParallelOp::create(
-      b, ValueRange{e.idx(0)}, ValueRange{groups}, ValueRange{e.idx(1)},
-      [&](OpBuilder &nested, Location loc, ValueRange ivs) {
-        ImplicitLocOpBuilder nb(loc, nested);
-        Emitter ne(nb);
-        Value g = ivs[0];
-        Value begin = ne.toIndex(memref::LoadOp::create(nb, offsets, ValueRange{g}));
-        Value end =
-            ne.toIndex(memref::LoadOp::create(nb, offsets, ValueRange{ne.addi(g, ne.idx(1))}));
-        ne.forLoop(ne.idx(0), cols, {}, [&](Emitter &ce, Value c, ValueRange) {
-          Value sum = ce.forLoop(begin, end, {ce.cf32(0.0)}, [&](Emitter &re, Value r,
-                                                                 ValueRange acc) {
-            Value v = cpu::toF32(re.b, memref::LoadOp::create(re.b, m, ValueRange{r, c}));
-            return SmallVector<Value>{re.addf(acc[0], v)};
-          })[0];
-          memref::StoreOp::create(ce.b, sum, out, ValueRange{g, c});
-          return SmallVector<Value>{};
-        });
-      });
 }
 
 /// The packed weights the expert FFN's backward reads, once per weight
@@ -1572,9 +1555,12 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
               scf::YieldOp::create(cb);
             });
       });
-  // The weight gradients: variable-K grouped GEMMs over each group's rows.
-  emitBackwardGemm(b, site, expertWeightGradient(false, f32, f32, f32), h, dout, offsets, dw2);
-  emitBackwardGemm(b, site, expertWeightGradient(false, elt, f32, f32), rows, z, offsets, dw1);
+  // The weight gradients: variable-K grouped GEMMs over each group's rows,
+  // the bias gradients (the groups' column sums of dout and dz) fused.
+  emitBackwardGemm(b, site, expertWeightGradient(false, f32, f32, f32), h, dout, offsets, dw2,
+                   Value(), false, db2);
+  emitBackwardGemm(b, site, expertWeightGradient(false, elt, f32, f32), rows, z, offsets, dw1,
+                   Value(), false, db1);
   // drows = dz W1^T.
   GroupedGemmDesc dxDesc;
   dxDesc.bTransposed = true;
@@ -1583,10 +1569,6 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   dxDesc.cType = f32;
   emitBackwardGemm(b, site, dxDesc, z, w1Transposed ? w1Transposed : w1, offsets, drows, Value(),
                    /*bPacked=*/static_cast<bool>(w1Transposed));
-  if (db1)
-    emitGroupColumnSums(b, z, offsets, db1);
-  if (db2)
-    emitGroupColumnSums(b, dout, offsets, db2);
 }
 
 struct LowerRouteGrad : public OpRewritePattern<RouteGradOp> {
@@ -1621,8 +1603,7 @@ struct LowerRouteGrad : public OpRewritePattern<RouteGradOp> {
              Value plan = singleGroup(b, memDim(b, v[0], 0));
              emitBackwardGemm(b, site,
                               expertWeightGradient(false, xElt, b.getF32Type(), b.getF32Type()),
-                              v[0], v[2], plan, v[4]);
-             emitGroupColumnSums(b, v[2], plan, v[5]);
+                              v[0], v[2], plan, v[4], Value(), false, v[5]);
            });
     Value dwr2 =
         memref::CollapseShapeOp::create(b, dwr, SmallVector<ReassociationIndices>{{0, 1}, {2}});

@@ -106,7 +106,23 @@ void emitEpilogue(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Va
   if (ep.has(EpilogueStep::routedWeight))
     in.weight = toF32(b, memref::LoadOp::create(b, g.rowWeights, row));
   Value v = buildEpilogue(b, ep, in);
-  if (g.desc.weightGradient())
+  if (g.desc.weightGradient() && g.biasGradient) {
+    // The last row of the tile space is the fused bias gradient.
+    Value last = arith::SubIOp::create(b, g.numRows, cIdx(b, 1));
+    Value isBias = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, row, last);
+    scf::IfOp::create(
+        b, isBias,
+        [&](OpBuilder &nested, Location loc) {
+          ImplicitLocOpBuilder nb(loc, nested);
+          storeVector(nb, v, g.biasGradient, {group, col}, mask);
+          scf::YieldOp::create(nb);
+        },
+        [&](OpBuilder &nested, Location loc) {
+          ImplicitLocOpBuilder nb(loc, nested);
+          storeVector(nb, v, g.c, {group, row, col}, mask);
+          scf::YieldOp::create(nb);
+        });
+  } else if (g.desc.weightGradient())
     storeVector(b, v, g.c, {group, row, col}, mask);
   else
     storeVector(b, v, g.c, {row, col}, mask);
@@ -657,7 +673,7 @@ void cpu::emitPackRows(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConf
 }
 
 void cpu::emitPackColumns(ImplicitLocOpBuilder &b, Value src, Value packed,
-                          CpuConfigAttr config) {
+                          CpuConfigAttr config, bool appendOnes) {
   const int64_t microRows = config.getMicroRows();
   const int64_t rowBlock = config.getRowBlock();
   Value rows = memref::DimOp::create(b, src, 0), cols = memref::DimOp::create(b, src, 1);
@@ -671,6 +687,7 @@ void cpu::emitPackColumns(ImplicitLocOpBuilder &b, Value src, Value packed,
         Value p = ivs[1];
         Value base = arith::MulIOp::create(nb, p, cIdx(nb, microRows));
         Value zero = arith::ConstantOp::create(nb, nb.getF32FloatAttr(0.0f));
+        Value one = arith::ConstantOp::create(nb, nb.getF32FloatAttr(1.0f));
         scf::ForOp::create(
             nb, begin, end, cIdx(nb, 1), ValueRange{},
             [&](OpBuilder &rowBuilder, Location loc, Value r, ValueRange) {
@@ -680,7 +697,12 @@ void cpu::emitPackColumns(ImplicitLocOpBuilder &b, Value src, Value packed,
                 Value inside = arith::CmpIOp::create(rb, arith::CmpIPredicate::slt, col, cols);
                 Value at = arith::SelectOp::create(rb, inside, col, cIdx(rb, 0));
                 Value x = toF32(rb, memref::LoadOp::create(rb, src, ValueRange{r, at}));
-                memref::StoreOp::create(rb, arith::SelectOp::create(rb, inside, x, zero), packed,
+                Value pad = zero;
+                if (appendOnes)
+                  pad = arith::SelectOp::create(
+                      rb, arith::CmpIOp::create(rb, arith::CmpIPredicate::eq, col, cols), one,
+                      zero);
+                memref::StoreOp::create(rb, arith::SelectOp::create(rb, inside, x, pad), packed,
                                         ValueRange{p, r, cIdx(rb, i)});
               }
               scf::YieldOp::create(rb);

@@ -114,6 +114,10 @@ struct GroupedGemm {
   /// The weight gradient: A is in the layout of emitPackColumns,
   /// memref<ceil(M / R) x P x R x f32>, R the configuration's micro_rows.
   bool aPackedColumns = false;
+  /// The weight gradient with the bias gradient fused (memref<G x N x f32>):
+  /// A's last column (numRows - 1, emitPackColumns' column of ones) is not
+  /// a row of C; its sums, the group's column sums of B, go here.
+  Value biasGradient;
   /// A and B are bf16, B is packed pairwise (VNNI): products through the
   /// AVX512_BF16 dot product (x86vector.avx512.dot).
   bool bf16Dot = false;
@@ -161,10 +165,14 @@ void emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
 void emitPackRows(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConfigAttr config);
 
 /// The weight gradient's left operand `src` (memref<P x M>, read down its
-/// columns) copied as f32 into `packed` (memref<ceil(M / R) x P x R x f32>,
+/// columns) copied as f32 into `packed` (memref<ceil(M' / R) x P x R x f32>,
+/// M' = M, or M + 1 with `appendOnes`,
 /// R = micro_rows, zero-padded): the R columns of one micro-tile are
 /// contiguous for each plan row, and consecutive plan rows are adjacent.
-void emitPackColumns(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConfigAttr config);
+/// With `appendOnes`, column M (one past src's last) holds 1.0: the GEMM's
+/// row M is then the column sums of B, the bias gradient (biasGradient).
+void emitPackColumns(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConfigAttr config,
+                     bool appendOnes = false);
 
 /// Kernels are outlined: every call site of one kernel variant calls one
 /// private function, so a model of many layers compiles each kernel once.
