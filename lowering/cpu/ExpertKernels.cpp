@@ -641,13 +641,11 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
   });
 }
 
-void cpu::emitPackRows(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConfigAttr config) {
-  const int64_t lanes = config.getLanes();
-  const int64_t width = config.getMicroVectors() * lanes;
-  const int64_t rowBlock = config.getRowBlock();
-  Value rows = memref::DimOp::create(b, src, 0), cols = memref::DimOp::create(b, src, 1);
-  Value panels = memref::DimOp::create(b, packed, 0);
-  VectorType vt = f32Vec(b, lanes);
+namespace {
+/// The loops of the per-call packings: (row block, panel) pairs on all
+/// cores, then the block's rows in order; `body(b, panel, row)`.
+void forEachPanelRow(ImplicitLocOpBuilder &b, Value rows, Value panels, int64_t rowBlock,
+                     function_ref<void(ImplicitLocOpBuilder &, Value, Value)> body) {
   scf::ParallelOp::create(
       b, ValueRange{cIdx(b, 0), cIdx(b, 0)}, ValueRange{ceilDiv(b, rows, rowBlock), panels},
       ValueRange{cIdx(b, 1), cIdx(b, 1)}, [&](OpBuilder &nested, Location loc, ValueRange ivs) {
@@ -655,58 +653,54 @@ void cpu::emitPackRows(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConf
         Value begin = arith::MulIOp::create(nb, ivs[0], cIdx(nb, rowBlock));
         Value end = minIdx(nb, rows, arith::AddIOp::create(nb, begin, cIdx(nb, rowBlock)));
         Value p = ivs[1];
-        Value base = arith::MulIOp::create(nb, p, cIdx(nb, width));
-        scf::ForOp::create(
-            nb, begin, end, cIdx(nb, 1), ValueRange{},
-            [&](OpBuilder &rowBuilder, Location loc, Value r, ValueRange) {
-              ImplicitLocOpBuilder rb(loc, rowBuilder);
-              for (int64_t v = 0; v < width / lanes; ++v) {
-                Value col = arith::AddIOp::create(rb, base, cIdx(rb, v * lanes));
-                Value mask = columnMask(rb, col, cols, lanes);
-                Value x = loadF32Vector(rb, src, {r, col}, mask);
-                vector::StoreOp::create(rb, x, packed, ValueRange{p, r, cIdx(rb, v * lanes)});
-              }
-              (void)vt;
-              scf::YieldOp::create(rb);
-            });
+        scf::ForOp::create(nb, begin, end, cIdx(nb, 1), ValueRange{},
+                           [&](OpBuilder &rowBuilder, Location loc, Value r, ValueRange) {
+                             ImplicitLocOpBuilder rb(loc, rowBuilder);
+                             body(rb, p, r);
+                             scf::YieldOp::create(rb);
+                           });
       });
+}
+} // namespace
+
+void cpu::emitPackRows(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConfigAttr config) {
+  const int64_t lanes = config.getLanes();
+  const int64_t width = config.getMicroVectors() * lanes;
+  Value cols = memref::DimOp::create(b, src, 1);
+  forEachPanelRow(b, memref::DimOp::create(b, src, 0), memref::DimOp::create(b, packed, 0),
+                  config.getRowBlock(), [&](ImplicitLocOpBuilder &rb, Value p, Value r) {
+                    Value base = arith::MulIOp::create(rb, p, cIdx(rb, width));
+                    for (int64_t v = 0; v < width / lanes; ++v) {
+                      Value col = arith::AddIOp::create(rb, base, cIdx(rb, v * lanes));
+                      Value x = loadF32Vector(rb, src, {r, col}, columnMask(rb, col, cols, lanes));
+                      vector::StoreOp::create(rb, x, packed,
+                                              ValueRange{p, r, cIdx(rb, v * lanes)});
+                    }
+                  });
 }
 
 void cpu::emitPackColumns(ImplicitLocOpBuilder &b, Value src, Value packed,
                           CpuConfigAttr config, bool appendOnes) {
   const int64_t microRows = config.getMicroRows();
-  const int64_t rowBlock = config.getRowBlock();
-  Value rows = memref::DimOp::create(b, src, 0), cols = memref::DimOp::create(b, src, 1);
-  Value panels = memref::DimOp::create(b, packed, 0);
-  scf::ParallelOp::create(
-      b, ValueRange{cIdx(b, 0), cIdx(b, 0)}, ValueRange{ceilDiv(b, rows, rowBlock), panels},
-      ValueRange{cIdx(b, 1), cIdx(b, 1)}, [&](OpBuilder &nested, Location loc, ValueRange ivs) {
-        ImplicitLocOpBuilder nb(loc, nested);
-        Value begin = arith::MulIOp::create(nb, ivs[0], cIdx(nb, rowBlock));
-        Value end = minIdx(nb, rows, arith::AddIOp::create(nb, begin, cIdx(nb, rowBlock)));
-        Value p = ivs[1];
-        Value base = arith::MulIOp::create(nb, p, cIdx(nb, microRows));
-        Value zero = arith::ConstantOp::create(nb, nb.getF32FloatAttr(0.0f));
-        Value one = arith::ConstantOp::create(nb, nb.getF32FloatAttr(1.0f));
-        scf::ForOp::create(
-            nb, begin, end, cIdx(nb, 1), ValueRange{},
-            [&](OpBuilder &rowBuilder, Location loc, Value r, ValueRange) {
-              ImplicitLocOpBuilder rb(loc, rowBuilder);
-              for (int64_t i = 0; i < microRows; ++i) {
-                Value col = arith::AddIOp::create(rb, base, cIdx(rb, i));
-                Value inside = arith::CmpIOp::create(rb, arith::CmpIPredicate::slt, col, cols);
-                Value at = arith::SelectOp::create(rb, inside, col, cIdx(rb, 0));
-                Value x = toF32(rb, memref::LoadOp::create(rb, src, ValueRange{r, at}));
-                Value pad = zero;
-                if (appendOnes)
-                  pad = arith::SelectOp::create(
-                      rb, arith::CmpIOp::create(rb, arith::CmpIPredicate::eq, col, cols), one,
-                      zero);
-                memref::StoreOp::create(rb, arith::SelectOp::create(rb, inside, x, pad), packed,
-                                        ValueRange{p, r, cIdx(rb, i)});
-              }
-              scf::YieldOp::create(rb);
-            });
+  Value cols = memref::DimOp::create(b, src, 1);
+  forEachPanelRow(
+      b, memref::DimOp::create(b, src, 0), memref::DimOp::create(b, packed, 0),
+      config.getRowBlock(), [&](ImplicitLocOpBuilder &rb, Value p, Value r) {
+        Value base = arith::MulIOp::create(rb, p, cIdx(rb, microRows));
+        Value zero = arith::ConstantOp::create(rb, rb.getF32FloatAttr(0.0f));
+        Value one = arith::ConstantOp::create(rb, rb.getF32FloatAttr(1.0f));
+        for (int64_t i = 0; i < microRows; ++i) {
+          Value col = arith::AddIOp::create(rb, base, cIdx(rb, i));
+          Value inside = arith::CmpIOp::create(rb, arith::CmpIPredicate::slt, col, cols);
+          Value at = arith::SelectOp::create(rb, inside, col, cIdx(rb, 0));
+          Value x = toF32(rb, memref::LoadOp::create(rb, src, ValueRange{r, at}));
+          Value pad = zero;
+          if (appendOnes)
+            pad = arith::SelectOp::create(
+                rb, arith::CmpIOp::create(rb, arith::CmpIPredicate::eq, col, cols), one, zero);
+          memref::StoreOp::create(rb, arith::SelectOp::create(rb, inside, x, pad), packed,
+                                  ValueRange{p, r, cIdx(rb, i)});
+        }
       });
 }
 

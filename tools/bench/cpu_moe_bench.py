@@ -154,6 +154,23 @@ def worker_bandwidth(args):
     return {"gbps": results[method], "method": method, "all": results}
 
 
+def torch_moe_layer(torch, x, wr, w1, w2, k, in_place):
+    """The PyTorch eager yardstick layer: top-k of the router logits, softmax
+    over them, the per-expert loop (nonzero, GELU FFN, index_add); in_place
+    (no autograd): index_add_ into one buffer."""
+    logits = x @ wr
+    top, idx = torch.topk(logits, k, dim=-1)
+    w = torch.softmax(top, dim=-1)
+    y = torch.zeros_like(x)
+    for e in range(w1.shape[0]):
+        tok, slot = (idx == e).nonzero(as_tuple=True)
+        if tok.numel() == 0:
+            continue
+        out = (torch.nn.functional.gelu(x[tok] @ w1[e]) @ w2[e]) * w[tok, slot, None]
+        y = y.index_add_(0, tok, out) if in_place else y.index_add(0, tok, out)
+    return y
+
+
 def worker_torch(args):
     import torch
     torch.set_num_threads(args.get("threads", 2))
@@ -165,20 +182,9 @@ def worker_torch(args):
         wr = torch.randn(D, E_, generator=g) / D ** 0.5
         w1 = torch.randn(E_, D, H, generator=g) / D ** 0.5
         w2 = torch.randn(E_, H, D, generator=g) / H ** 0.5
-        gelu = torch.nn.functional.gelu
 
         def layer():
-            logits = x @ wr
-            top, idx = torch.topk(logits, K_, dim=-1)
-            w = torch.softmax(top, dim=-1)
-            y = torch.zeros_like(x)
-            for e in range(E_):
-                tok, slot = (idx == e).nonzero(as_tuple=True)
-                if tok.numel() == 0:
-                    continue
-                h = gelu(x[tok] @ w1[e])
-                y.index_add_(0, tok, (h @ w2[e]) * w[tok, slot, None])
-            return y
+            return torch_moe_layer(torch, x, wr, w1, w2, K_, in_place=True)
 
         with torch.no_grad():
             layer()

@@ -44,23 +44,12 @@ def worker_torch_train(args):
         w1 = (torch.randn(E, D, H, generator=g) / D ** 0.5).requires_grad_()
         w2 = (torch.randn(E, H, D, generator=g) / H ** 0.5).requires_grad_()
         dy = torch.randn(T, D, generator=g)
-        gelu = torch.nn.functional.gelu
         params = [x, wr, w1, w2]
 
         def step():
             for p in params:
                 p.grad = None
-            logits = x @ wr
-            top, idx = torch.topk(logits, K, dim=-1)
-            w = torch.softmax(top, dim=-1)
-            y = torch.zeros_like(x)
-            for e in range(E):
-                tok, slot = (idx == e).nonzero(as_tuple=True)
-                if tok.numel() == 0:
-                    continue
-                h = gelu(x[tok] @ w1[e])
-                y = y.index_add(0, tok, (h @ w2[e]) * w[tok, slot, None])
-            y.backward(dy)
+            cmb.torch_moe_layer(torch, x, wr, w1, w2, K, in_place=False).backward(dy)
 
         step()
         ts = []
