@@ -206,12 +206,13 @@ WORKERS = {"blas": worker_blas, "sgemm": worker_sgemm,
 # Driver helpers
 # --------------------------------------------------------------------------
 
-def run_worker(python, mode, args, env_extra=None, timeout=300):
-    """Runs a worker; returns (dict or None, error line or None)."""
+def run_worker(python, mode, args, env_extra=None, timeout=300, script=None):
+    """Runs a worker of SCRIPT (default: this file); returns (dict or None,
+    error line or None)."""
     env = dict(os.environ)
     env.update(env_extra or {})
     try:
-        p = subprocess.run([python, os.path.abspath(__file__), "--worker",
+        p = subprocess.run([python, script or os.path.abspath(__file__), "--worker",
                             mode, json.dumps(args)], env=env,
                            capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

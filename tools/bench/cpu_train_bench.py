@@ -63,24 +63,6 @@ def worker_torch_train(args):
     return out
 
 
-def run_own_worker(python, mode, args, env_extra=None, timeout=900):
-    env = dict(os.environ)
-    env.update(env_extra or {})
-    try:
-        p = subprocess.run([python, os.path.abspath(__file__), "--worker", mode,
-                            json.dumps(args)], env=env, capture_output=True, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, "timed out"
-    if p.returncode != 0:
-        lines = [l for l in p.stderr.strip().splitlines() if l.strip()]
-        return None, lines[-1] if lines else "exit %d" % p.returncode
-    try:
-        return json.loads(p.stdout.strip().splitlines()[-1]), None
-    except (ValueError, IndexError):
-        return None, "bad worker output"
-
-
 def moe_run(exe, mlir, entry, repeat, extra, tmp):
     """{'ms', 'peak_mib'} or {'error'}: moe-run --repeat, its peak RSS from
     wait4 (compile, weights and their packed copies, the step's buffers)."""
@@ -187,11 +169,12 @@ def main():
     torch_py = cmb.find_python("torch", opt.python)
     torch_res, torch_err = None, "no python3 with torch (apt: python3-torch)"
     if torch_py:
-        torch_res, torch_err = run_own_worker(
+        torch_res, torch_err = cmb.run_worker(
             torch_py, "torch_train",
             {"threads": ncpu, "layers": {n: {"T": T, "D": D, "H": H,
                                              "repeat": 1 if q else max(2, r // 3)}
-                                         for n, T, D, H, r in shapes}}, blas_env)
+                                         for n, T, D, H, r in shapes}}, blas_env,
+            timeout=900, script=os.path.abspath(__file__))
     if torch_res:
         print("PyTorch %s eager autograd, %d threads, BLAS %s, peak RSS %.0f MiB"
               % (torch_res["version"], torch_res["threads"], torch_res["blas"],
