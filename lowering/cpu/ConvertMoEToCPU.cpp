@@ -1323,6 +1323,20 @@ struct LowerSoftDispatch : public OpRewritePattern<SoftDispatchOp> {
   }
 };
 
+/// Soft rows [E*G*S, D] viewed as [E, G, S, D] (G and S from `like`, a
+/// [G, M, E, S] tensor).
+static Value expandSoftRows(Emitter &e, Value rows, Value like) {
+  auto likeType = cast<RankedTensorType>(like.getType());
+  auto rowsType = cast<RankedTensorType>(rows.getType());
+  auto type = RankedTensorType::get({likeType.getDimSize(2), likeType.getDimSize(0),
+                                     likeType.getDimSize(3), rowsType.getDimSize(1)},
+                                    rowsType.getElementType());
+  return tensor::ExpandShapeOp::create(
+      e.b, type, rows, SmallVector<ReassociationIndices>{{0, 1, 2}, {3}},
+      ArrayRef<OpFoldResult>{e.dimOfr(like, 2), e.dimOfr(like, 0), e.dimOfr(like, 3),
+                             e.dimOfr(rows, 1)});
+}
+
 struct LowerSoftCombine : public OpRewritePattern<SoftCombineOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -1330,17 +1344,8 @@ struct LowerSoftCombine : public OpRewritePattern<SoftCombineOp> {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Emitter e(b);
     Value out = op.getExpertOutput(), cw = op.getCombineWeights();
-    OpFoldResult g = e.dimOfr(cw, 0), m = e.dimOfr(cw, 1), ne = e.dimOfr(cw, 2),
-                 s = e.dimOfr(cw, 3), d = e.dimOfr(out, 1);
-    auto cwType = cast<RankedTensorType>(cw.getType());
-    auto outType = cast<RankedTensorType>(out.getType());
-    auto expandedType = RankedTensorType::get(
-        {cwType.getDimSize(2), cwType.getDimSize(0), cwType.getDimSize(3),
-         outType.getDimSize(1)},
-        e.f32());
-    SmallVector<ReassociationIndices> reassoc{{0, 1, 2}, {3}};
-    Value out4 = tensor::ExpandShapeOp::create(b, expandedType, out, reassoc,
-                                               ArrayRef<OpFoldResult>{ne, g, s, d});
+    OpFoldResult g = e.dimOfr(cw, 0), m = e.dimOfr(cw, 1), d = e.dimOfr(out, 1);
+    Value out4 = expandSoftRows(e, out, cw);
     // y[g, m, d] = sum_{e, s} Cw[g, m, e, s] * out4[e, g, s, d]; loops (g, m, d, e, s).
     Value init = e.filled({g, m, d}, e.cf32(0.0));
     Value y = e.generic(
@@ -1349,6 +1354,216 @@ struct LowerSoftCombine : public OpRewritePattern<SoftCombineOp> {
         {IT::parallel, IT::parallel, IT::parallel, IT::reduction, IT::reduction},
         [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
     rewriter.replaceOp(op, tensor::CastOp::create(b, op.getOutput().getType(), y).getResult());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The adjoints of the soft chain
+//===----------------------------------------------------------------------===//
+
+/// `t` with f32 elements (extended, exact), or `t` itself.
+static Value extendToF32(Emitter &e, Value t) {
+  auto type = cast<RankedTensorType>(t.getType());
+  if (type.getElementType().isF32())
+    return t;
+  SmallVector<OpFoldResult> sizes;
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    sizes.push_back(e.dimOfr(t, i));
+  Value init = e.empty(sizes, e.f32());
+  unsigned rank = type.getRank();
+  SmallVector<unsigned> all;
+  for (unsigned i = 0; i < rank; ++i)
+    all.push_back(i);
+  return e.generic(init.getType(), {t}, init, {e.map(rank, all), e.map(rank, all)},
+                   SmallVector<IT>(rank, IT::parallel), [](Emitter &e, ValueRange v) {
+                     return arith::ExtFOp::create(e.b, e.f32(), v[0]).getResult();
+                   });
+}
+
+/// a + c, element by element (f32 tensors of one shape).
+static Value addTensors(Emitter &e, Value a, Value c) {
+  auto type = cast<RankedTensorType>(a.getType());
+  unsigned rank = type.getRank();
+  SmallVector<OpFoldResult> sizes;
+  SmallVector<unsigned> all;
+  for (unsigned i = 0; i < rank; ++i) {
+    sizes.push_back(e.dimOfr(a, i));
+    all.push_back(i);
+  }
+  Value init = e.empty(sizes, e.f32());
+  AffineMap id = e.map(rank, all);
+  return e.generic(init.getType(), {a, c}, init, {id, id, id},
+                   SmallVector<IT>(rank, IT::parallel),
+                   [](Emitter &e, ValueRange v) { return e.addf(v[0], v[1]); });
+}
+
+/// The backward of a softmax over the flagged dims of a rank-4 tensor:
+/// p * (dp - sum over the flagged dims of p * dp).
+static Value softmaxBackward4(Emitter &e, Value p, Value dp, ArrayRef<bool> reduced) {
+  SmallVector<unsigned> all{0, 1, 2, 3}, kept;
+  SmallVector<IT> iters;
+  SmallVector<OpFoldResult> keptSizes, sizes;
+  for (unsigned d = 0; d < 4; ++d) {
+    sizes.push_back(e.dimOfr(p, d));
+    iters.push_back(reduced[d] ? IT::reduction : IT::parallel);
+    if (!reduced[d]) {
+      kept.push_back(d);
+      keptSizes.push_back(e.dimOfr(p, d));
+    }
+  }
+  Value dotInit = e.filled(keptSizes, e.cf32(0.0));
+  Value dot = e.generic(dotInit.getType(), {p, dp}, dotInit,
+                        {e.map(4, all), e.map(4, all), e.map(4, kept)}, iters,
+                        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
+  Value init = e.empty(sizes, e.f32());
+  return e.generic(init.getType(), {p, dp, dot}, init,
+                   {e.map(4, all), e.map(4, all), e.map(4, kept), e.map(4, all)},
+                   SmallVector<IT>(4, IT::parallel), [](Emitter &e, ValueRange v) {
+                     return e.mulf(v[0], e.subf(v[1], v[2]));
+                   });
+}
+
+/// The backward of t * inverseNorm3(t) (rank 3, normalized over normDim):
+/// dt = r (dtn - tn <dtn, tn>), with r the factor and tn the normalized t.
+static Value normalizeBackward3(Emitter &e, Value tn, Value r, Value dtn, unsigned normDim) {
+  auto [all, kept] = normMaps(e, normDim);
+  SmallVector<IT> iters;
+  SmallVector<OpFoldResult> keptSizes;
+  for (unsigned d = 0; d < 3; ++d) {
+    iters.push_back(d == normDim ? IT::reduction : IT::parallel);
+    if (d != normDim)
+      keptSizes.push_back(e.dimOfr(tn, d));
+  }
+  Value dotInit = e.filled(keptSizes, e.cf32(0.0));
+  Value dot = e.generic(dotInit.getType(), {tn, dtn}, dotInit, {all, all, kept}, iters,
+                        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
+  Value init = e.empty({e.dimOfr(tn, 0), e.dimOfr(tn, 1), e.dimOfr(tn, 2)}, e.f32());
+  return e.generic(init.getType(), {tn, dtn, r, dot}, init, {all, all, kept, kept, all},
+                   SmallVector<IT>(3, IT::parallel), [](Emitter &e, ValueRange v) {
+                     return e.mulf(v[2], e.subf(v[1], e.mulf(v[0], v[3])));
+                   });
+}
+
+/// moe.soft_dispatch_grad: the logits and both softmaxes recomputed by
+/// buildSoftLogits (the forward's code), then the backward of the slot
+/// averages, of the two softmaxes, of the logits' product and of the
+/// normalizations (see the op). f32 throughout; every sum in a fixed order.
+struct LowerSoftDispatchGrad : public OpRewritePattern<SoftDispatchGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SoftDispatchGradOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value x = extendToF32(e, op.getInput()), phi = extendToF32(e, op.getSlots());
+    OpFoldResult g = e.dimOfr(x, 0), m = e.dimOfr(x, 1), d = e.dimOfr(x, 2);
+    OpFoldResult ne = e.dimOfr(phi, 1), s = e.dimOfr(phi, 2);
+    SoftLogits logits = buildSoftLogits(e, x, phi, op.getScale(), op.getNormalize());
+    Value dispatchW = softmax4(e, logits.logits, {false, true, false, false});
+    Value combineW = softmax4(e, logits.logits, {false, false, true, true});
+    SmallVector<IT> par4(4, IT::parallel);
+    // The logits' cotangent from each softmax.
+    Value dLogits, dxDirect;
+    if (Value dRows = op.getRowsGrad()) {
+      Value dRows4 = expandSoftRows(e, dRows, logits.logits);
+      // dDw[g, m, e, s] = sum_d dRows4[e, g, s, d] x[g, m, d]; loops (g, m, e, s, d).
+      Value dwInit = e.filled({g, m, ne, s}, e.cf32(0.0));
+      Value dDispatch = e.generic(
+          dwInit.getType(), {dRows4, x}, dwInit,
+          {e.map(5, {2, 0, 3, 4}), e.map(5, {0, 1, 4}), e.map(5, {0, 1, 2, 3})},
+          {IT::parallel, IT::parallel, IT::parallel, IT::parallel, IT::reduction},
+          [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
+      dLogits = softmaxBackward4(e, dispatchW, dDispatch, {false, true, false, false});
+      // dx[g, m, d] = sum_{e, s} Dw[g, m, e, s] dRows4[e, g, s, d]; loops (g, m, d, e, s).
+      Value dxInit = e.filled({g, m, d}, e.cf32(0.0));
+      dxDirect = e.generic(
+          dxInit.getType(), {dispatchW, dRows4}, dxInit,
+          {e.map(5, {0, 1, 3, 4}), e.map(5, {3, 0, 4, 2}), e.map(5, {0, 1, 2})},
+          {IT::parallel, IT::parallel, IT::parallel, IT::reduction, IT::reduction},
+          [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
+    }
+    if (Value dCombine = op.getCombineWeightsGrad()) {
+      Value fromCombine = softmaxBackward4(e, combineW, dCombine, {false, false, true, true});
+      dLogits = dLogits ? addTensors(e, dLogits, fromCombine) : fromCombine;
+    }
+    if (!dLogits)
+      dLogits = e.filled({g, m, ne, s}, e.cf32(0.0));
+    // L = scale * L0: dscale = sum dL * L0, dL0 = scale * dL.
+    Value dScale, dL0 = dLogits;
+    if (Value scale = op.getScale()) {
+      Value scInit = e.filled({}, e.cf32(0.0));
+      dScale = e.generic(scInit.getType(), {dLogits, logits.l0}, scInit,
+                         {e.map(4, {0, 1, 2, 3}), e.map(4, {0, 1, 2, 3}), e.map(4, {})},
+                         SmallVector<IT>(4, IT::reduction), [](Emitter &e, ValueRange v) {
+                           return e.addf(v[2], e.mulf(v[0], v[1]));
+                         });
+      Value sc = e.extract(scale, {});
+      Value init = e.empty({g, m, ne, s}, e.f32());
+      dL0 = e.generic(init.getType(), {dLogits}, init,
+                      {e.map(4, {0, 1, 2, 3}), e.map(4, {0, 1, 2, 3})}, par4,
+                      [&](Emitter &e, ValueRange v) { return e.mulf(v[0], sc); });
+    }
+    // dxn[g, m, d] = sum_{e, s} dL0[g, m, e, s] phin[d, e, s]; loops (g, m, d, e, s).
+    Value dxnInit = e.filled({g, m, d}, e.cf32(0.0));
+    Value dx = e.generic(
+        dxnInit.getType(), {dL0, logits.phin}, dxnInit,
+        {e.map(5, {0, 1, 3, 4}), e.map(5, {2, 3, 4}), e.map(5, {0, 1, 2})},
+        {IT::parallel, IT::parallel, IT::parallel, IT::reduction, IT::reduction},
+        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
+    // dphin[d, e, s] = sum_{g, m} xn[g, m, d] dL0[g, m, e, s]; loops (d, e, s, g, m).
+    Value dphiInit = e.filled({d, ne, s}, e.cf32(0.0));
+    Value dphi = e.generic(
+        dphiInit.getType(), {logits.xn, dL0}, dphiInit,
+        {e.map(5, {3, 4, 0}), e.map(5, {3, 4, 1, 2}), e.map(5, {0, 1, 2})},
+        {IT::parallel, IT::parallel, IT::parallel, IT::reduction, IT::reduction},
+        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
+    if (op.getNormalize()) {
+      dx = normalizeBackward3(e, logits.xn, logits.xInverseNorm, dx, 2);
+      dphi = normalizeBackward3(e, logits.phin, logits.phiInverseNorm, dphi, 0);
+    }
+    if (dxDirect)
+      dx = addTensors(e, dxDirect, dx);
+    SmallVector<Value> results{tensor::CastOp::create(b, op.getInputGrad().getType(), dx),
+                               tensor::CastOp::create(b, op.getSlotsGrad().getType(), dphi)};
+    if (dScale)
+      results.push_back(dScale);
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+/// moe.soft_combine_grad: dOut[(e*G + g)*S + s] = sum_m Cw[g, m, e, s] dy[g, m]
+/// and dCw[g, m, e, s] = <dy[g, m], out[(e*G + g)*S + s]>, f32.
+struct LowerSoftCombineGrad : public OpRewritePattern<SoftCombineGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SoftCombineGradOp op, PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Emitter e(b);
+    Value dy = op.getOutputGrad();
+    Value cw = extendToF32(e, op.getCombineWeights());
+    Value out4 = expandSoftRows(e, extendToF32(e, op.getExpertOutput()), cw);
+    OpFoldResult g = e.dimOfr(cw, 0), m = e.dimOfr(cw, 1), ne = e.dimOfr(cw, 2),
+                 s = e.dimOfr(cw, 3), d = e.dimOfr(dy, 2);
+    // dOut4[e, g, s, d] = sum_m Cw[g, m, e, s] dy[g, m, d]; loops (e, g, s, d, m).
+    Value outInit = e.filled({ne, g, s, d}, e.cf32(0.0));
+    Value dOut4 = e.generic(
+        outInit.getType(), {cw, dy}, outInit,
+        {e.map(5, {1, 4, 0, 2}), e.map(5, {1, 4, 3}), e.map(5, {0, 1, 2, 3})},
+        {IT::parallel, IT::parallel, IT::parallel, IT::parallel, IT::reduction},
+        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
+    Value dOut = tensor::CollapseShapeOp::create(
+        b, dOut4, SmallVector<ReassociationIndices>{{0, 1, 2}, {3}});
+    // dCw[g, m, e, s] = sum_d dy[g, m, d] out4[e, g, s, d]; loops (g, m, e, s, d).
+    Value cwInit = e.filled({g, m, ne, s}, e.cf32(0.0));
+    Value dCw = e.generic(
+        cwInit.getType(), {dy, out4}, cwInit,
+        {e.map(5, {0, 1, 4}), e.map(5, {2, 0, 3, 4}), e.map(5, {0, 1, 2, 3})},
+        {IT::parallel, IT::parallel, IT::parallel, IT::parallel, IT::reduction},
+        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
+    rewriter.replaceOp(op,
+                       {tensor::CastOp::create(b, op.getExpertOutputGrad().getType(), dOut),
+                        tensor::CastOp::create(b, op.getCombineWeightsGrad().getType(), dCw)});
     return success();
   }
 };
@@ -1487,6 +1702,14 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
                                  ? e.subi(memDim(b, offsets, 0), e.idx(1))
                                  : e.idx(numGroupsPlus1 - 1)}));
 
+  // A GEMM over the expert weights: their packed copy (packBackwardWeights)
+  // where there is one, else the weights as they are.
+  auto emitWeightsGemm = [&](const GroupedGemmDesc &desc, Value a, Value packedW, Value w,
+                             Value c, Value bias) {
+    emitBackwardGemm(b, site, desc, a, packedW ? packedW : w, offsets, c, bias,
+                     /*bPacked=*/static_cast<bool>(packedW));
+  };
+
   // z = rows W1 (+ b1), f32 (the pre-activation the forward rounded away).
   Value z = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(width)}, f32);
   GroupedGemmDesc zDesc;
@@ -1495,8 +1718,7 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   zDesc.cType = f32;
   if (b1)
     zDesc.epilogue.then(EpilogueStep::bias);
-  emitBackwardGemm(b, site, zDesc, rows, w1Packed ? w1Packed : w1, offsets, z, b1,
-                   /*bPacked=*/static_cast<bool>(w1Packed));
+  emitWeightsGemm(zDesc, rows, w1Packed, w1, z, b1);
   // dh = dout W2^T.
   Value dh = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(hidden)}, f32);
   GroupedGemmDesc dhDesc;
@@ -1504,8 +1726,7 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   dhDesc.aType = f32;
   dhDesc.bType = wElt;
   dhDesc.cType = f32;
-  emitBackwardGemm(b, site, dhDesc, dout, w2Transposed ? w2Transposed : w2, offsets, dh, Value(),
-                   /*bPacked=*/static_cast<bool>(w2Transposed));
+  emitWeightsGemm(dhDesc, dout, w2Transposed, w2, dh, Value());
   // h (rounded to the element type, as GEMM2 read it) and dz, in place of z:
   // vectors of the configuration's width along the row, the activation and
   // its derivative in the vector math the forward's epilogue uses.
@@ -1567,8 +1788,7 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   dxDesc.aType = f32;
   dxDesc.bType = wElt;
   dxDesc.cType = f32;
-  emitBackwardGemm(b, site, dxDesc, z, w1Transposed ? w1Transposed : w1, offsets, drows, Value(),
-                   /*bPacked=*/static_cast<bool>(w1Transposed));
+  emitWeightsGemm(dxDesc, z, w1Transposed, w1, drows, Value());
 }
 
 struct LowerRouteGrad : public OpRewritePattern<RouteGradOp> {
@@ -2037,224 +2257,6 @@ struct ConvertMoEToCPUPass
     populateMoEToLinalgPatterns(patterns, dyn_cast<ModuleOp>(root), packWeights, checkIndices);
     if (failed(applyPartialConversion(root, target, std::move(patterns))))
       signalPassFailure();
-  }
-};
-
-//===----------------------------------------------------------------------===//
-// The adjoints of the soft chain
-//===----------------------------------------------------------------------===//
-
-/// `t` with f32 elements (extended, exact), or `t` itself.
-static Value extendToF32(Emitter &e, Value t) {
-  auto type = cast<RankedTensorType>(t.getType());
-  if (type.getElementType().isF32())
-    return t;
-  SmallVector<OpFoldResult> sizes;
-  for (int64_t i = 0; i < type.getRank(); ++i)
-    sizes.push_back(e.dimOfr(t, i));
-  Value init = e.empty(sizes, e.f32());
-  unsigned rank = type.getRank();
-  SmallVector<unsigned> all;
-  for (unsigned i = 0; i < rank; ++i)
-    all.push_back(i);
-  return e.generic(init.getType(), {t}, init, {e.map(rank, all), e.map(rank, all)},
-                   SmallVector<IT>(rank, IT::parallel), [](Emitter &e, ValueRange v) {
-                     return arith::ExtFOp::create(e.b, e.f32(), v[0]).getResult();
-                   });
-}
-
-/// Soft rows [E*G*S, D] viewed as [E, G, S, D] (G and S from `like`, a
-/// [G, M, E, S] tensor).
-static Value expandSoftRows(Emitter &e, Value rows, Value like) {
-  auto likeType = cast<RankedTensorType>(like.getType());
-  auto rowsType = cast<RankedTensorType>(rows.getType());
-  auto type = RankedTensorType::get({likeType.getDimSize(2), likeType.getDimSize(0),
-                                     likeType.getDimSize(3), rowsType.getDimSize(1)},
-                                    rowsType.getElementType());
-  return tensor::ExpandShapeOp::create(
-      e.b, type, rows, SmallVector<ReassociationIndices>{{0, 1, 2}, {3}},
-      ArrayRef<OpFoldResult>{e.dimOfr(like, 2), e.dimOfr(like, 0), e.dimOfr(like, 3),
-                             e.dimOfr(rows, 1)});
-}
-
-/// The backward of a softmax over the flagged dims of a rank-4 tensor:
-/// p * (dp - sum over the flagged dims of p * dp).
-static Value softmaxBackward4(Emitter &e, Value p, Value dp, ArrayRef<bool> reduced) {
-  SmallVector<unsigned> all{0, 1, 2, 3}, kept;
-  SmallVector<IT> iters;
-  SmallVector<OpFoldResult> keptSizes, sizes;
-  for (unsigned d = 0; d < 4; ++d) {
-    sizes.push_back(e.dimOfr(p, d));
-    iters.push_back(reduced[d] ? IT::reduction : IT::parallel);
-    if (!reduced[d]) {
-      kept.push_back(d);
-      keptSizes.push_back(e.dimOfr(p, d));
-    }
-  }
-  Value dotInit = e.filled(keptSizes, e.cf32(0.0));
-  Value dot = e.generic(dotInit.getType(), {p, dp}, dotInit,
-                        {e.map(4, all), e.map(4, all), e.map(4, kept)}, iters,
-                        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
-  Value init = e.empty(sizes, e.f32());
-  return e.generic(init.getType(), {p, dp, dot}, init,
-                   {e.map(4, all), e.map(4, all), e.map(4, kept), e.map(4, all)},
-                   SmallVector<IT>(4, IT::parallel), [](Emitter &e, ValueRange v) {
-                     return e.mulf(v[0], e.subf(v[1], v[2]));
-                   });
-}
-
-/// The backward of t * inverseNorm3(t) (rank 3, normalized over normDim):
-/// dt = r (dtn - tn <dtn, tn>), with r the factor and tn the normalized t.
-static Value normalizeBackward3(Emitter &e, Value tn, Value r, Value dtn, unsigned normDim) {
-  auto [all, kept] = normMaps(e, normDim);
-  SmallVector<IT> iters;
-  SmallVector<OpFoldResult> keptSizes;
-  for (unsigned d = 0; d < 3; ++d) {
-    iters.push_back(d == normDim ? IT::reduction : IT::parallel);
-    if (d != normDim)
-      keptSizes.push_back(e.dimOfr(tn, d));
-  }
-  Value dotInit = e.filled(keptSizes, e.cf32(0.0));
-  Value dot = e.generic(dotInit.getType(), {tn, dtn}, dotInit, {all, all, kept}, iters,
-                        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
-  Value init = e.empty({e.dimOfr(tn, 0), e.dimOfr(tn, 1), e.dimOfr(tn, 2)}, e.f32());
-  return e.generic(init.getType(), {tn, dtn, r, dot}, init, {all, all, kept, kept, all},
-                   SmallVector<IT>(3, IT::parallel), [](Emitter &e, ValueRange v) {
-                     return e.mulf(v[2], e.subf(v[1], e.mulf(v[0], v[3])));
-                   });
-}
-
-/// moe.soft_dispatch_grad: the logits and both softmaxes recomputed by
-/// buildSoftLogits (the forward's code), then the backward of the slot
-/// averages, of the two softmaxes, of the logits' product and of the
-/// normalizations (see the op). f32 throughout; every sum in a fixed order.
-struct LowerSoftDispatchGrad : public OpRewritePattern<SoftDispatchGradOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(SoftDispatchGradOp op, PatternRewriter &rewriter) const override {
-    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    Emitter e(b);
-    Value x = extendToF32(e, op.getInput()), phi = extendToF32(e, op.getSlots());
-    OpFoldResult g = e.dimOfr(x, 0), m = e.dimOfr(x, 1), d = e.dimOfr(x, 2);
-    OpFoldResult ne = e.dimOfr(phi, 1), s = e.dimOfr(phi, 2);
-    SoftLogits logits = buildSoftLogits(e, x, phi, op.getScale(), op.getNormalize());
-    Value dispatchW = softmax4(e, logits.logits, {false, true, false, false});
-    Value combineW = softmax4(e, logits.logits, {false, false, true, true});
-    SmallVector<IT> par4(4, IT::parallel);
-    auto sum = [&](Value a, Value c) {
-      Value init = e.empty({g, m, ne, s}, e.f32());
-      return e.generic(init.getType(), {a, c}, init,
-                       {e.map(4, {0, 1, 2, 3}), e.map(4, {0, 1, 2, 3}), e.map(4, {0, 1, 2, 3})},
-                       par4, [](Emitter &e, ValueRange v) { return e.addf(v[0], v[1]); });
-    };
-    // The logits' cotangent from each softmax.
-    Value dLogits, dxDirect;
-    if (Value dRows = op.getRowsGrad()) {
-      Value dRows4 = expandSoftRows(e, dRows, logits.logits);
-      // dDw[g, m, e, s] = sum_d dRows4[e, g, s, d] x[g, m, d]; loops (g, m, e, s, d).
-      Value dwInit = e.filled({g, m, ne, s}, e.cf32(0.0));
-      Value dDispatch = e.generic(
-          dwInit.getType(), {dRows4, x}, dwInit,
-          {e.map(5, {2, 0, 3, 4}), e.map(5, {0, 1, 4}), e.map(5, {0, 1, 2, 3})},
-          {IT::parallel, IT::parallel, IT::parallel, IT::parallel, IT::reduction},
-          [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
-      dLogits = softmaxBackward4(e, dispatchW, dDispatch, {false, true, false, false});
-      // dx[g, m, d] = sum_{e, s} Dw[g, m, e, s] dRows4[e, g, s, d]; loops (g, m, d, e, s).
-      Value dxInit = e.filled({g, m, d}, e.cf32(0.0));
-      dxDirect = e.generic(
-          dxInit.getType(), {dispatchW, dRows4}, dxInit,
-          {e.map(5, {0, 1, 3, 4}), e.map(5, {3, 0, 4, 2}), e.map(5, {0, 1, 2})},
-          {IT::parallel, IT::parallel, IT::parallel, IT::reduction, IT::reduction},
-          [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
-    }
-    if (Value dCombine = op.getCombineWeightsGrad()) {
-      Value fromCombine = softmaxBackward4(e, combineW, dCombine, {false, false, true, true});
-      dLogits = dLogits ? sum(dLogits, fromCombine) : fromCombine;
-    }
-    if (!dLogits)
-      dLogits = e.filled({g, m, ne, s}, e.cf32(0.0));
-    // L = scale * L0: dscale = sum dL * L0, dL0 = scale * dL.
-    Value dScale, dL0 = dLogits;
-    if (Value scale = op.getScale()) {
-      Value scInit = e.filled({}, e.cf32(0.0));
-      dScale = e.generic(scInit.getType(), {dLogits, logits.l0}, scInit,
-                         {e.map(4, {0, 1, 2, 3}), e.map(4, {0, 1, 2, 3}), e.map(4, {})},
-                         SmallVector<IT>(4, IT::reduction), [](Emitter &e, ValueRange v) {
-                           return e.addf(v[2], e.mulf(v[0], v[1]));
-                         });
-      Value sc = e.extract(scale, {});
-      Value init = e.empty({g, m, ne, s}, e.f32());
-      dL0 = e.generic(init.getType(), {dLogits}, init,
-                      {e.map(4, {0, 1, 2, 3}), e.map(4, {0, 1, 2, 3})}, par4,
-                      [&](Emitter &e, ValueRange v) { return e.mulf(v[0], sc); });
-    }
-    // dxn[g, m, d] = sum_{e, s} dL0[g, m, e, s] phin[d, e, s]; loops (g, m, d, e, s).
-    Value dxnInit = e.filled({g, m, d}, e.cf32(0.0));
-    Value dx = e.generic(
-        dxnInit.getType(), {dL0, logits.phin}, dxnInit,
-        {e.map(5, {0, 1, 3, 4}), e.map(5, {2, 3, 4}), e.map(5, {0, 1, 2})},
-        {IT::parallel, IT::parallel, IT::parallel, IT::reduction, IT::reduction},
-        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
-    // dphin[d, e, s] = sum_{g, m} xn[g, m, d] dL0[g, m, e, s]; loops (d, e, s, g, m).
-    Value dphiInit = e.filled({d, ne, s}, e.cf32(0.0));
-    Value dphi = e.generic(
-        dphiInit.getType(), {logits.xn, dL0}, dphiInit,
-        {e.map(5, {3, 4, 0}), e.map(5, {3, 4, 1, 2}), e.map(5, {0, 1, 2})},
-        {IT::parallel, IT::parallel, IT::parallel, IT::reduction, IT::reduction},
-        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
-    if (op.getNormalize()) {
-      dx = normalizeBackward3(e, logits.xn, logits.xInverseNorm, dx, 2);
-      dphi = normalizeBackward3(e, logits.phin, logits.phiInverseNorm, dphi, 0);
-    }
-    if (dxDirect) {
-      Value init = e.empty({g, m, d}, e.f32());
-      dx = e.generic(init.getType(), {dxDirect, dx}, init,
-                     {e.map(3, {0, 1, 2}), e.map(3, {0, 1, 2}), e.map(3, {0, 1, 2})},
-                     SmallVector<IT>(3, IT::parallel),
-                     [](Emitter &e, ValueRange v) { return e.addf(v[0], v[1]); });
-    }
-    SmallVector<Value> results{tensor::CastOp::create(b, op.getInputGrad().getType(), dx),
-                               tensor::CastOp::create(b, op.getSlotsGrad().getType(), dphi)};
-    if (dScale)
-      results.push_back(dScale);
-    rewriter.replaceOp(op, results);
-    return success();
-  }
-};
-
-/// moe.soft_combine_grad: dOut[(e*G + g)*S + s] = sum_m Cw[g, m, e, s] dy[g, m]
-/// and dCw[g, m, e, s] = <dy[g, m], out[(e*G + g)*S + s]>, f32.
-struct LowerSoftCombineGrad : public OpRewritePattern<SoftCombineGradOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(SoftCombineGradOp op, PatternRewriter &rewriter) const override {
-    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    Emitter e(b);
-    Value dy = op.getOutputGrad();
-    Value cw = extendToF32(e, op.getCombineWeights());
-    Value out4 = expandSoftRows(e, extendToF32(e, op.getExpertOutput()), cw);
-    OpFoldResult g = e.dimOfr(cw, 0), m = e.dimOfr(cw, 1), ne = e.dimOfr(cw, 2),
-                 s = e.dimOfr(cw, 3), d = e.dimOfr(dy, 2);
-    // dOut4[e, g, s, d] = sum_m Cw[g, m, e, s] dy[g, m, d]; loops (e, g, s, d, m).
-    Value outInit = e.filled({ne, g, s, d}, e.cf32(0.0));
-    Value dOut4 = e.generic(
-        outInit.getType(), {cw, dy}, outInit,
-        {e.map(5, {1, 4, 0, 2}), e.map(5, {1, 4, 3}), e.map(5, {0, 1, 2, 3})},
-        {IT::parallel, IT::parallel, IT::parallel, IT::parallel, IT::reduction},
-        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
-    Value dOut = tensor::CollapseShapeOp::create(
-        b, dOut4, SmallVector<ReassociationIndices>{{0, 1, 2}, {3}});
-    // dCw[g, m, e, s] = sum_d dy[g, m, d] out4[e, g, s, d]; loops (g, m, e, s, d).
-    Value cwInit = e.filled({g, m, ne, s}, e.cf32(0.0));
-    Value dCw = e.generic(
-        cwInit.getType(), {dy, out4}, cwInit,
-        {e.map(5, {0, 1, 4}), e.map(5, {2, 0, 3, 4}), e.map(5, {0, 1, 2, 3})},
-        {IT::parallel, IT::parallel, IT::parallel, IT::parallel, IT::reduction},
-        [](Emitter &e, ValueRange v) { return e.addf(v[2], e.mulf(v[0], v[1])); });
-    rewriter.replaceOp(op,
-                       {tensor::CastOp::create(b, op.getExpertOutputGrad().getType(), dOut),
-                        tensor::CastOp::create(b, op.getCombineWeightsGrad().getType(), dCw)});
-    return success();
   }
 };
 
