@@ -226,6 +226,66 @@ def run_worker(python, mode, args, env_extra=None, timeout=300, script=None):
         return None, "bad worker output"
 
 
+def probe_blas(np_py, threads_env, quick, only_core=None):
+    """The OpenBLAS core type of the yardsticks: numpy's BLAS (through NP_PY,
+    None when there is no python3 with numpy) probed in one subprocess per
+    OPENBLAS_CORETYPE, best of 3 rounds (1 with QUICK), ONLY_CORE alone when
+    given. Returns (best core type or None, [(label, core or None, GFLOP/s
+    or None)], a line describing the BLAS)."""
+    best_core, blas_desc = None, None
+    core_rates = []
+    if np_py:
+        probe_time = 0.1 if quick else 0.3
+        base, err = run_worker(np_py, "blas", {"min_time": probe_time},
+                               threads_env)
+        if base:
+            libs = ", ".join(base["libs"]) or "?"
+            if base["core"] is None:
+                blas_desc = "numpy %s, BLAS %s (not OpenBLAS: install " \
+                    "libopenblas0-pthread, or update-alternatives --config " \
+                    "libblas.so.3-x86_64-linux-gnu)" % (base["numpy"], libs)
+            else:
+                so = [l for l in base["libs"] if "openblas" in
+                      os.path.basename(l)] or base["libs"]
+                blas_desc = "%s (%s), numpy %s (%s), %s threads" % (
+                    base["config"], so[0], base["numpy"], np_py,
+                    threads_env["OPENBLAS_NUM_THREADS"])
+            core_rates.append(("(default: %s)" % (base["core"] or "?"), None,
+                               base["gflops"]))
+            if base["core"] is not None:
+                # Rounds over all types, best per type: a passing load
+                # hits every type alike.
+                core_types = [only_core] if only_core else CORE_TYPES
+                probes = {ct: None for ct in core_types}
+                for _ in range(1 if quick else 3):
+                    for ct in core_types:
+                        r2, err = run_worker(
+                            np_py, "blas", {"min_time": probe_time},
+                            dict(threads_env, OPENBLAS_CORETYPE=ct))
+                        r = probes[ct]
+                        if r2 and (r is None or r2["gflops"] > r["gflops"]):
+                            probes[ct] = r2
+                for ct in core_types:
+                    r = probes[ct]
+                    if r is None:
+                        core_rates.append((ct, None, None))
+                    elif (r["core"] or "").lower() != ct.lower():
+                        # unknown to this OpenBLAS: it fell back to another core
+                        core_rates.append(("%s (-> %s)" % (ct, r["core"]), None,
+                                           r["gflops"]))
+                    else:
+                        core_rates.append((ct, ct, r["gflops"]))
+            known = [c for c in core_rates if c[1] is not None]
+            if known:
+                best_core = max(known, key=lambda c: c[2])[1]
+        else:
+            blas_desc = "numpy worker failed: %s" % err
+    else:
+        blas_desc = "n/a (no python3 with numpy; tools/bench/cpu-moe-bench.sh " \
+            "--install-deps installs python3-numpy libopenblas0-pthread)"
+    return best_core, core_rates, blas_desc
+
+
 def find_python(module, preferred):
     """The first interpreter that imports MODULE (none with --python=none)."""
     if preferred == "none":
@@ -403,57 +463,7 @@ def main():
     # ---- yardsticks: BLAS core type, sgemm, bandwidth, torch ----------------
     threads_env = {"OPENBLAS_NUM_THREADS": str(ncpu), "OMP_NUM_THREADS": str(ncpu)}
     np_py = find_python("numpy", opt.python)
-    best_core, blas_desc = None, None
-    core_rates = []
-    if np_py:
-        probe_time = 0.1 if q else 0.3
-        base, err = run_worker(np_py, "blas", {"min_time": probe_time},
-                               threads_env)
-        if base:
-            libs = ", ".join(base["libs"]) or "?"
-            if base["core"] is None:
-                blas_desc = "numpy %s, BLAS %s (not OpenBLAS: install " \
-                    "libopenblas0-pthread, or update-alternatives --config " \
-                    "libblas.so.3-x86_64-linux-gnu)" % (base["numpy"], libs)
-            else:
-                so = [l for l in base["libs"] if "openblas" in
-                      os.path.basename(l)] or base["libs"]
-                blas_desc = "%s (%s), numpy %s (%s), %s threads" % (
-                    base["config"], so[0], base["numpy"], np_py,
-                    threads_env["OPENBLAS_NUM_THREADS"])
-            core_rates.append(("(default: %s)" % (base["core"] or "?"), None,
-                               base["gflops"]))
-            if base["core"] is not None:
-                # Rounds over all types, best per type: a passing load
-                # hits every type alike.
-                core_types = [opt.blas_core] if opt.blas_core else CORE_TYPES
-                probes = {ct: None for ct in core_types}
-                for _ in range(1 if q else 3):
-                    for ct in core_types:
-                        r2, err = run_worker(
-                            np_py, "blas", {"min_time": probe_time},
-                            dict(threads_env, OPENBLAS_CORETYPE=ct))
-                        r = probes[ct]
-                        if r2 and (r is None or r2["gflops"] > r["gflops"]):
-                            probes[ct] = r2
-                for ct in core_types:
-                    r = probes[ct]
-                    if r is None:
-                        core_rates.append((ct, None, None))
-                    elif (r["core"] or "").lower() != ct.lower():
-                        # unknown to this OpenBLAS: it fell back to another core
-                        core_rates.append(("%s (-> %s)" % (ct, r["core"]), None,
-                                           r["gflops"]))
-                    else:
-                        core_rates.append((ct, ct, r["gflops"]))
-            known = [c for c in core_rates if c[1] is not None]
-            if known:
-                best_core = max(known, key=lambda c: c[2])[1]
-        else:
-            blas_desc = "numpy worker failed: %s" % err
-    else:
-        blas_desc = "n/a (no python3 with numpy; tools/bench/cpu-moe-bench.sh " \
-            "--install-deps installs python3-numpy libopenblas0-pthread)"
+    best_core, core_rates, blas_desc = probe_blas(np_py, threads_env, q, opt.blas_core)
     blas_env = dict(threads_env)
     if best_core:
         blas_env["OPENBLAS_CORETYPE"] = best_core

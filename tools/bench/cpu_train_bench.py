@@ -7,7 +7,7 @@ only, no pass/fail.
 Per shape: the step's median ms (the forward's beside it), its GFLOP/s
 counted as 3x the forward's expert GEMM FLOPs (12*T*k*D*H) and their share
 of the numpy/OpenBLAS sgemm rate at the same per-expert GEMM shapes (best
-OPENBLAS_CORETYPE), PyTorch eager autograd of the same layer (per-expert
+OPENBLAS_CORETYPE, cpu_moe_bench.probe_blas), PyTorch eager autograd of the same layer (per-expert
 loop with index_add, requires_grad on x and every weight, the same threads)
 and the ratio; then the MOESART training step against the top-k step (mid
 shape) and bf16 against f32 (prefill), each pair run alternately and the
@@ -142,18 +142,14 @@ def main():
     # ---- yardsticks: OpenBLAS core type and sgemm, PyTorch ------------------
     threads_env = {"OPENBLAS_NUM_THREADS": str(ncpu), "OMP_NUM_THREADS": str(ncpu)}
     np_py = cmb.find_python("numpy", opt.python)
-    best_core, best_rate = None, 0.0
-    if np_py:
-        for ct in cmb.CORE_TYPES:
-            r, _ = cmb.run_worker(np_py, "blas", {"min_time": 0.1 if q else 0.3},
-                                  dict(threads_env, OPENBLAS_CORETYPE=ct))
-            if r and (r["core"] or "").lower() == ct.lower() and r["gflops"] > best_rate:
-                best_core, best_rate = ct, r["gflops"]
+    best_core, core_rates, blas_desc = cmb.probe_blas(np_py, threads_env, q)
     blas_env = dict(threads_env)
     if best_core:
         blas_env["OPENBLAS_CORETYPE"] = best_core
-    print("OpenBLAS core type: %s (probe %.1f GFLOP/s)" % (best_core, best_rate)
-          if best_core else "OpenBLAS core type: n/a (numpy/OpenBLAS not found)")
+    print("BLAS: %s" % blas_desc)
+    print("OpenBLAS core type: %s (probe %.1f GFLOP/s)"
+          % (best_core, max(c[2] for c in core_rates if c[1] == best_core))
+          if best_core else "OpenBLAS core type: n/a")
 
     # (name, T, D, H, repeat)
     shapes = [("mid", 512, 512, 2048, 3 if q else 10),
