@@ -277,6 +277,12 @@ std::vector<double> softmax(const double *v, int64_t n) {
   return out;
 }
 
+bool rankedAbove(double a, double b) {
+  if (std::isnan(a))
+    return false;
+  return std::isnan(b) || a > b;
+}
+
 std::vector<int64_t> topKIndices(const double *v, int64_t n, int64_t k) {
   check(k >= 0 && k <= n, "top-k: k out of range");
   std::vector<int64_t> idx(static_cast<size_t>(n));
@@ -285,8 +291,8 @@ std::vector<int64_t> topKIndices(const double *v, int64_t n, int64_t k) {
   // order, so the result is fully determined).
   std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
                     [&](int64_t a, int64_t b) {
-                      if (v[a] != v[b])
-                        return v[a] > v[b];
+                      if (rankedAbove(v[a], v[b]) || rankedAbove(v[b], v[a]))
+                        return rankedAbove(v[a], v[b]);
                       return a < b;
                     });
   idx.resize(size_t(k));
@@ -428,22 +434,28 @@ TokenRouting routeProduction(const double *o, int64_t E, const Routing &routing,
       if (allowed[i])
         idx.push_back(int64_t(i));
     std::stable_sort(idx.begin(), idx.end(),
-                     [&](int64_t a, int64_t b) { return v[size_t(a)] > v[size_t(b)]; });
+                     [&](int64_t a, int64_t b) { return rankedAbove(v[size_t(a)], v[size_t(b)]); });
     return idx;
   };
+  // A gap with a NaN on either side is decided by the NaN rule, exactly:
+  // no margin.
   double margin = kInf;
+  auto tighten = [&](double gap) {
+    if (gap < margin)
+      margin = gap;
+  };
   std::vector<bool> choosable(static_cast<size_t>(E), true);
   if (G > 1) {
     const int64_t size = E / G;
     std::vector<double> groupScore(static_cast<size_t>(G));
     for (int64_t g = 0; g < G; ++g) {
       std::vector<double> members(c.begin() + g * size, c.begin() + (g + 1) * size);
-      std::sort(members.begin(), members.end(), std::greater<double>());
+      std::sort(members.begin(), members.end(), rankedAbove);
       groupScore[size_t(g)] = members[0] + (size >= 2 ? members[1] : 0.0);
     }
     std::vector<int64_t> order = ranked(groupScore, std::vector<bool>(size_t(G), true));
     if (GK < G)
-      margin = groupScore[size_t(order[size_t(GK - 1)])] - groupScore[size_t(order[size_t(GK)])];
+      tighten(groupScore[size_t(order[size_t(GK - 1)])] - groupScore[size_t(order[size_t(GK)])]);
     std::vector<bool> kept(static_cast<size_t>(G), false);
     for (int64_t i = 0; i < GK; ++i)
       kept[size_t(order[size_t(i)])] = true;
@@ -452,7 +464,7 @@ TokenRouting routeProduction(const double *o, int64_t E, const Routing &routing,
   }
   std::vector<int64_t> order = ranked(c, choosable);
   if (int64_t(order.size()) > K)
-    margin = std::min(margin, c[size_t(order[size_t(K - 1)])] - c[size_t(order[size_t(K)])]);
+    tighten(c[size_t(order[size_t(K - 1)])] - c[size_t(order[size_t(K)])]);
   TokenRouting res;
   res.selected.assign(order.begin(), order.begin() + K);
   res.weights =
@@ -584,7 +596,7 @@ double trimmedLassoLoss(const std::vector<double> &g, int64_t T, int64_t E,
   double total = 0.0;
   for (int64_t t = 0; t < T; ++t) {
     std::vector<double> row(g.begin() + t * E, g.begin() + (t + 1) * E);
-    std::sort(row.begin(), row.end(), std::greater<double>());
+    std::sort(row.begin(), row.end(), rankedAbove);
     double top = 0.0;
     for (int64_t i = 0; i < k; ++i)
       top += row[size_t(i)];

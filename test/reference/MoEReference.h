@@ -227,8 +227,14 @@ struct Routing {
 /// Max-subtracted softmax of n doubles.
 std::vector<double> softmax(const double *v, int64_t n);
 
-/// Indices of the k largest of v[0..n), in rank order (largest first; equal
-/// values: lower index first).
+/// Indices of the k largest of v[0..n), in rank order (rankedAbove; equal
+/// values, NaNs among them: lower index first).
+/// The order of every top-k selection (docs/spec.md §3, "NaN and
+/// infinities"): the larger value first, NaN below every number (-inf
+/// included). A strict weak order on values; topKIndices breaks its ties
+/// (NaNs among them) by the lower index.
+bool rankedAbove(double a, double b);
+
 std::vector<int64_t> topKIndices(const double *v, int64_t n, int64_t k);
 
 /// MOESART sampling of K experts without replacement from g (docs/spec.md §3.1):
@@ -354,6 +360,8 @@ struct LayerResult {
   /// gap between the last chosen and the first unchosen logit) for top_k
   /// and MOESART inference; for MOESART training the smallest |u - c_i| over
   /// all draws and all i (c = the cumsums the sampling compared u with).
+  /// NaN where the gap has a NaN on a side: a choice the NaN rule of
+  /// docs/spec.md §3 makes exactly.
   std::vector<double> decisionMargin;
   /// The per-expert capacity C, or -1 when dropless.
   int64_t capacity = -1;

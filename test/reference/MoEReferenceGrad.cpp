@@ -184,13 +184,15 @@ routingVjp(const double *o, int64_t E, const Routing &routing, bool training,
       for (size_t i = 0; i < n; ++i)
         ds[size_t(selected[i])] = routing.scale * dw[i];
     }
-    // s = softmax(o) is g; s = sigmoid(o): do = ds s (1 - s).
-    for (int64_t e = 0; e < E; ++e) {
-      if (routing.score == Score::Softmax)
+    // s = softmax(o) is g; s = sigmoid(o): do = ds s (1 - s), for the
+    // picked experts only (sigmoid scores are per expert: an expert not
+    // picked, whose ds is 0, gets an exact 0, whatever its score).
+    if (routing.score == Score::Softmax)
+      for (int64_t e = 0; e < E; ++e)
         dg[size_t(e)] += ds[size_t(e)];
-      else
+    else
+      for (int64_t e : selected)
         dO[size_t(e)] += ds[size_t(e)] * s[size_t(e)] * (1.0 - s[size_t(e)]);
-    }
   } else if (routing.kind == RoutingKind::Dense) {
     // w = g.
     for (size_t i = 0; i < n; ++i)
@@ -224,6 +226,17 @@ routingVjp(const double *o, int64_t E, const Routing &routing, bool training,
         dg[e] -= dAdjusted / (g[e] + 1e-10);
     }
   }
+  // Only the routings whose forward computes g = softmax(o) differentiate
+  // it: classic top_k (a softmax over S_t of o_S) and sigmoid scores never
+  // read g, so a NaN among the logits of experts a token did not pick
+  // leaves its gradient alone (docs/spec.md §9, NaN and infinities).
+  const bool production = routing.kind == RoutingKind::TopK &&
+                          (!routing.isClassicTopK() || withSelectionBias);
+  const bool readsG = routing.kind == RoutingKind::Dense ||
+                      routing.kind == RoutingKind::MoESART ||
+                      (production && routing.score == Score::Softmax);
+  if (!readsG)
+    return dO;
   const std::vector<double> dFromG = softmaxVjp(g, dg);
   for (int64_t e = 0; e < E; ++e)
     dO[size_t(e)] += dFromG[size_t(e)];

@@ -12,7 +12,15 @@ scale), 1/sqrt(fan-in) for weights (rank 3: dim 1, rank 2: dim 0), 0.1 for
 rank-1 biases. With --round-through bf16|f16 the f32 data of f32 arguments
 is first rounded to that type and extended back: an f32 function then sees
 exactly the values its bf16/f16 variant sees (the CPU reference of a layer
-the CPU path lowers in f32 only)."""
+the CPU path lowers in f32 only).
+
+--poison NAME:AT:VALUE (repeatable; docs/spec.md §3 "NaN and infinities")
+sets elements of the argument %NAME to VALUE (nan, inf or -inf) after the
+data is made (before rounding to a narrower type): AT is a flat index, or rR:
+token R of the first argument (the tokens, [T, D] or [G, M, D]), slice R of
+another argument's first dimension (an expert's weights). --print-bits
+prints every result as the bit patterns of its f32 values (printMemrefI32),
+so that runs can be compared bit for bit (compare-poisoned.py)."""
 import argparse
 import math
 import re
@@ -42,10 +50,21 @@ def main():
     p.add_argument('input')
     p.add_argument('--dynamic', type=int, default=37)
     p.add_argument('--round-through', choices=['bf16', 'f16'])
+    p.add_argument('--poison', action='append', default=[])
+    p.add_argument('--print-bits', action='store_true')
     a = p.parse_args()
     text = open(a.input).read()
     name, params, outs = parse(text)
-    lines = ['func.func private @printMemrefF32(memref<*xf32>)', '',
+    poisons = {}
+    for item in a.poison:
+        pname, at, value = item.split(':')
+        bits = {'nan': '0x7FC00000', 'inf': '0x7F800000', '-inf': '0xFF800000'}.get(value)
+        index = [i for i, (n, _) in enumerate(params) if n == pname]
+        if bits is None or not index:
+            sys.exit(f'make-driver: bad --poison {item}')
+        poisons.setdefault(index[0], []).append((at, bits))
+    lines = ['func.func private @printMemrefF32(memref<*xf32>)',
+             'func.func private @printMemrefI32(memref<*xi32>)', '',
              'func.func @main() {']
     vals = []
     for i, (pname, t) in enumerate(params):
@@ -87,8 +106,27 @@ def main():
                       '    %ph = arith.mulf %fl, %fr : f32',
                       '    %sn = math.sin %ph : f32',
                       f'    %sc = arith.constant {scale} : f32',
-                      '    %v = arith.mulf %sn, %sc : f32',
-                      '    tensor.yield %v : f32',
+                      '    %v0 = arith.mulf %sn, %sc : f32']
+            v = '%v0'
+            count = math.prod(shape)
+            for n, (at, bits) in enumerate(poisons.get(i, [])):
+                # The flat range [first, first + size) gets the value.
+                if at.startswith('r'):
+                    size = shape[-1] if i == 0 else count // shape[0]
+                    first = int(at[1:]) * size
+                else:
+                    first, size = int(at), 1
+                if not 0 <= first < count:
+                    sys.exit(f'make-driver: --poison {at} outside {shape}')
+                lines += [f'    %pa{n} = arith.constant {first} : i64',
+                          f'    %pb{n} = arith.constant {first + size} : i64',
+                          f'    %pc{n} = arith.cmpi sge, %li, %pa{n} : i64',
+                          f'    %pd{n} = arith.cmpi slt, %li, %pb{n} : i64',
+                          f'    %pe{n} = arith.andi %pc{n}, %pd{n} : i1',
+                          f'    %pv{n} = arith.constant {bits} : f32',
+                          f'    %v{n + 1} = arith.select %pe{n}, %pv{n}, {v} : f32']
+                v = f'%v{n + 1}'
+            lines += [f'    tensor.yield {v} : f32',
                       f'  }} : tensor<{"x".join("?" for _ in shape)}xf32>',
                       f'  %f{i} = tensor.cast %g{i} : tensor<{"x".join("?" for _ in shape)}xf32> to {f32t}']
         v = f'%f{i}'
@@ -116,10 +154,15 @@ def main():
             f32ty = f'tensor<{"x".join(dims) + "x" if dims else ""}f32>'
             lines.append(f'  %x{j} = arith.extf {v} : {ty} to {f32ty}')
             v, ty = f'%x{j}', f32ty
+        elt = 'f32'
+        if a.print_bits:
+            ity = ty[:-4] + 'i32>'
+            lines.append(f'  %ib{j} = arith.bitcast {v} : {ty} to {ity}')
+            v, ty, elt = f'%ib{j}', ity, 'i32'
         mty = 'memref' + ty[len('tensor'):]
         lines.append(f'  %b{j} = bufferization.to_buffer {v} : {ty} to {mty}')
-        lines.append(f'  %u{j} = memref.cast %b{j} : {mty} to memref<*xf32>')
-        lines.append(f'  func.call @printMemrefF32(%u{j}) : (memref<*xf32>) -> ()')
+        lines.append(f'  %u{j} = memref.cast %b{j} : {mty} to memref<*x{elt}>')
+        lines.append(f'  func.call @printMemref{elt.upper()}(%u{j}) : (memref<*x{elt}>) -> ()')
     lines += ['  return', '}']
     sys.stdout.write(text + '\n' + '\n'.join(lines) + '\n')
 

@@ -441,8 +441,10 @@ void checkMargins(const std::vector<double> &margins, double minMargin,
       worstToken = int64_t(t);
     }
   }
+  // NaN: a decision between a NaN and a number, or among NaNs, which the
+  // NaN rule of docs/spec.md §3 makes exactly (no rounding can flip it).
   for (size_t t = 0; t < margins.size(); ++t)
-    if (!(margins[t] >= minMargin))
+    if (margins[t] < minMargin)
       failCheck(format("%sborderline token %zu (margin %.3e < %.3e)",
                        label.c_str(), t, margins[t], minMargin));
   if (worstToken < 0 || std::isinf(worst))
@@ -456,43 +458,102 @@ void checkMargins(const std::vector<double> &margins, double minMargin,
 
 /// The parameter tensors of one layer, under the given names (router.weight
 /// [, router.bias], w1, w2 [, b1, b2]).
-void addLayerParams(std::map<std::string, io::Tensor> &params,
-                    const std::vector<std::string> &names,
-                    const ref::LayerInputs &in) {
-  const ref::Experts &ex = in.experts;
+/// One named tensor of a layer's data: x, or a parameter of --names.
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> *values;
+  ref::ElementType type;
+};
+
+/// The parameters of `in` under `names`, in the order of --names.
+std::vector<NamedTensor> layerTensors(const std::vector<std::string> &names,
+                                      ref::LayerInputs &in) {
+  ref::Experts &ex = in.experts;
   const int64_t D = ex.modelDim, E = ex.numExperts, H = ex.hiddenDim,
                 C = ex.w1Cols();
-  size_t n = 0;
-  auto add = [&](std::vector<int64_t> shape, const std::vector<float> &v) {
-    const std::string &name = names[n++];
-    if (!params
-             .emplace(name, paramTensor(std::move(shape), v,
-                                        ex.elementType))
-             .second)
-      die("--names: '" + name + "' is given twice");
+  std::vector<NamedTensor> out;
+  auto add = [&](std::vector<int64_t> shape, std::vector<float> &v,
+                 ref::ElementType type) {
+    out.push_back({names[out.size()], std::move(shape), &v, type});
   };
-  add({D, E}, in.wr);
+  add({D, E}, in.wr, ex.elementType);
   if (!in.br.empty())
-    add({E}, in.br);
-  if (!in.selectionBias.empty()) {
-    // DeepSeek keeps this one in f32 whatever the model's type.
-    const std::string &name = names[n++];
-    if (!params.emplace(name, paramTensor({E}, in.selectionBias, ref::ElementType::F32))
-             .second)
-      die("--names: '" + name + "' is given twice");
-  }
-  add({E, D, C}, ex.w1);
-  add({E, H, D}, ex.w2);
+    add({E}, in.br, ex.elementType);
+  // DeepSeek keeps the selection bias in f32 whatever the model's type.
+  if (!in.selectionBias.empty())
+    add({E}, in.selectionBias, ref::ElementType::F32);
+  add({E, D, C}, ex.w1, ex.elementType);
+  add({E, H, D}, ex.w2, ex.elementType);
   if (!ex.b1.empty()) {
-    add({E, C}, ex.b1);
-    add({E, D}, ex.b2);
+    add({E, C}, ex.b1, ex.elementType);
+    add({E, D}, ex.b2, ex.elementType);
   }
   if (in.sharedHidden > 0) {
     const int64_t Hs = in.sharedHidden, width = ref::isGated(ex.activation) ? 2 * Hs : Hs;
-    add({D, width}, in.sharedW1);
-    add({Hs, D}, in.sharedW2);
+    add({D, width}, in.sharedW1, ex.elementType);
+    add({Hs, D}, in.sharedW2, ex.elementType);
     if (!in.sharedGate.empty())
-      add({D, 1}, in.sharedGate);
+      add({D, 1}, in.sharedGate, ex.elementType);
+  }
+  return out;
+}
+
+void addParams(std::map<std::string, io::Tensor> &params,
+               const std::vector<NamedTensor> &tensors) {
+  for (const NamedTensor &t : tensors)
+    if (!params.emplace(t.name, paramTensor(t.shape, *t.values, t.type)).second)
+      die("--names: '" + t.name + "' is given twice");
+}
+
+/// --poison NAME:AT:VALUE[,NAME:AT:VALUE...] ('layer' and 'soft'): before
+/// the reference computes anything, elements of x (NAME x) or of a
+/// parameter (a name of --names) are set to VALUE (nan, inf or -inf). AT is
+/// a flat element index, or rR: token R of x (soft: R = g M + m), or
+/// slice R of a parameter's first dimension (an expert's weights).
+void applyPoisons(const Args &args, const std::vector<NamedTensor> &tensors) {
+  if (!args.has("poison"))
+    return;
+  for (const std::string &item : splitList(args.str("poison"))) {
+    const size_t c1 = item.find(':'), c2 = item.rfind(':');
+    if (c1 == std::string::npos || c1 == c2)
+      die("--poison: '" + item + "' is not NAME:AT:VALUE");
+    const std::string name = item.substr(0, c1), at = item.substr(c1 + 1, c2 - c1 - 1),
+                      value = item.substr(c2 + 1);
+    float v;
+    if (value == "nan")
+      v = std::numeric_limits<float>::quiet_NaN();
+    else if (value == "inf")
+      v = std::numeric_limits<float>::infinity();
+    else if (value == "-inf")
+      v = -std::numeric_limits<float>::infinity();
+    else
+      die("--poison: value '" + value + "' is not nan, inf or -inf");
+    auto it = std::find_if(tensors.begin(), tensors.end(),
+                           [&](const NamedTensor &t) { return t.name == name; });
+    if (it == tensors.end())
+      die("--poison: no tensor named '" + name + "' (x or a name of --names)");
+    const int64_t n = int64_t(it->values->size());
+    int64_t first, count = 1;
+    if (!at.empty() && at[0] == 'r') {
+      // x: its tokens ([T, D], soft [G, M, D]); a parameter: its first
+      // dimension (an expert's slice).
+      const int64_t rows = it->shape.empty() ? 1
+                           : name == "x" ? n / it->shape.back()
+                                         : it->shape[0];
+      const int64_t row = Args::parseInt(at.substr(1), "--poison row");
+      if (row < 0 || row >= rows)
+        die(format("--poison: row %" PRId64 " of '%s' is outside [0, %" PRId64 ")", row,
+                   name.c_str(), rows));
+      count = n / rows;
+      first = row * count;
+    } else {
+      first = Args::parseInt(at, "--poison index");
+      if (first < 0 || first >= n)
+        die(format("--poison: index %" PRId64 " of '%s' is outside [0, %" PRId64 ")",
+                   first, name.c_str(), n));
+    }
+    std::fill(it->values->begin() + first, it->values->begin() + first + count, v);
   }
 }
 
@@ -591,13 +652,13 @@ void writeGradient(const std::string &prefix, const std::string &name,
 }
 
 /// The gradients of one layer's parameters, named and shaped as
-/// addLayerParams writes the parameters; returns how many were written.
+/// layerTensors lists the parameters; returns how many were written.
 size_t writeParamGradients(const std::string &prefix,
                            const std::vector<std::string> &names,
                            const ref::LayerInputs &in, const ref::LayerGradients &g) {
   const ref::Experts &ex = in.experts;
   const int64_t D = ex.modelDim, E = ex.numExperts, H = ex.hiddenDim, C = ex.w1Cols();
-  // The order and the shapes of addLayerParams.
+  // The order and the shapes of layerTensors.
   size_t n = 0;
   writeGradient(prefix, names[n++], {D, E}, g.dwr);
   if (!in.br.empty())
@@ -661,7 +722,7 @@ const std::set<std::string> layerValued = {
     "adjust", "lambda", "seed-value", "capacity-factor", "data-seed", "names",
     "params", "input", "seed-input", "expected", "expected-loss",
     "min-margin", "layers", "slots", "group-size", "soft-layers", "dtype",
-    "score", "scale", "groups", "group-k", "shared-hidden", "vjp"};
+    "score", "scale", "groups", "group-k", "shared-hidden", "vjp", "poison"};
 const std::set<std::string> layerFlags = {"training", "router-bias", "expert-biases",
                                           "normalize", "no-normalize", "selection-bias",
                                           "shared-gate", "vjp-aux-only"};
@@ -697,6 +758,8 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
     die("--vjp is a 'layer', 'block' or 'soft' option");
   if (block && args.has("vjp") && args.has("soft-layers"))
     die("--vjp: 'block' has no gradient of soft layers yet");
+  if (mode != LayerMode::Layer && args.has("poison"))
+    die("--poison is a 'layer' or 'soft' option");
   if (args.flag("vjp-aux-only") && !(args.has("vjp") && args.flag("training")))
     die("--vjp-aux-only needs --vjp and --training");
   std::set<int64_t> softLayers;
@@ -797,13 +860,18 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
                                dtype);
     if (selectionBias || sharedHidden > 0)
       ref::addRandomProductionParts(in, selectionBias, sharedHidden, sharedGate, dataSeed);
-    if (l == 0)
-      x0 = x = in.x;
-    else
-      in.x = x;
     std::vector<std::string> layerNames(names.begin() + l * perLayer,
                                         names.begin() + (l + 1) * perLayer);
-    addLayerParams(params, layerNames, in);
+    std::vector<NamedTensor> tensors = layerTensors(layerNames, in);
+    if (l == 0) {
+      tensors.push_back({"x", {T, D}, &in.x, dtype});
+      applyPoisons(args, tensors);
+      tensors.pop_back();
+      x0 = x = in.x;
+    } else {
+      in.x = x;
+    }
+    addParams(params, tensors);
 
     std::string label = block ? format("layer %" PRId64 ": ", l) : "";
     ref::LayerResult res;
@@ -911,7 +979,7 @@ int cmdSoft(int argc, char **argv) {
             {"groups", "tokens", "dim", "experts", "slots", "hidden",
              "activation", "scale", "data-seed", "names", "params", "input",
              "expected", "expected-slots", "expected-dispatch",
-             "expected-combine", "dtype", "vjp"},
+             "expected-combine", "dtype", "vjp", "poison"},
             {"normalize", "scale-param", "expert-biases"}, 0);
   const int64_t G = args.positiveInt("groups"), M = args.positiveInt("tokens"),
                 D = args.positiveInt("dim"), E = args.positiveInt("experts"),
@@ -943,27 +1011,29 @@ int cmdSoft(int argc, char **argv) {
   ref::roundAll(dtype, in.x);
   ref::roundAll(dtype, in.phi);
 
-  std::map<std::string, io::Tensor> params;
-  size_t n = 0;
-  ref::ElementType type = dtype;
-  auto add = [&](std::vector<int64_t> shape, const std::vector<float> &v) {
-    const std::string &name = names[n++];
-    if (!params.emplace(name, paramTensor(std::move(shape), v, type)).second)
-      die("--names: '" + name + "' is given twice");
+  ref::Experts &ex = in.experts;
+  std::vector<float> scale = {float(in.scale)};
+  std::vector<NamedTensor> tensors;
+  auto add = [&](std::vector<int64_t> shape, std::vector<float> &v, ref::ElementType type) {
+    tensors.push_back({names[tensors.size()], std::move(shape), &v, type});
   };
-  const ref::Experts &ex = in.experts;
-  add({D, E, S}, in.phi);
+  add({D, E, S}, in.phi, dtype);
   // The scale operand is tensor<f32> whatever T is.
-  type = ref::ElementType::F32;
   if (scaleParam)
-    add({}, {float(in.scale)});
-  type = dtype;
-  add({E, D, ex.w1Cols()}, ex.w1);
-  add({E, H, D}, ex.w2);
+    add({}, scale, ref::ElementType::F32);
+  add({E, D, ex.w1Cols()}, ex.w1, dtype);
+  add({E, H, D}, ex.w2, dtype);
   if (expertBiases) {
-    add({E, ex.w1Cols()}, ex.b1);
-    add({E, D}, ex.b2);
+    add({E, ex.w1Cols()}, ex.b1, dtype);
+    add({E, D}, ex.b2, dtype);
   }
+  tensors.push_back({"x", {G, M, D}, &in.x, dtype});
+  applyPoisons(args, tensors);
+  tensors.pop_back();
+  if (!(scale[0] == float(in.scale)))
+    in.scale = scale[0]; // poisoned
+  std::map<std::string, io::Tensor> params;
+  addParams(params, tensors);
 
   ref::SoftLayerResult res = ref::softMoELayer(in);
   std::printf("soft layer G=%" PRId64 " M=%" PRId64 " D=%" PRId64 " E=%" PRId64
@@ -1005,7 +1075,7 @@ int cmdSoft(int argc, char **argv) {
     const ref::SoftLayerGradients g = ref::softMoELayerVjp(
         in, std::vector<double>(dy.begin(), dy.end()));
     writeGradient(prefix, "x", {G, M, D}, g.dx);
-    n = 0;
+    size_t n = 0;
     writeGradient(prefix, names[n++], {D, E, S}, g.dphi);
     if (scaleParam)
       writeGradient(prefix, names[n++], {}, {g.dscale});
@@ -1087,9 +1157,13 @@ int cmdGate(int argc, char **argv) {
 //===----------------------------------------------------------------------===//
 
 int cmdCompare(int argc, char **argv) {
-  Args args(argc, argv, 2, {"tol", "rtol", "dtype"}, {}, 2);
+  Args args(argc, argv, 2, {"tol", "rtol", "dtype"}, {"nonfinite-equal"}, 2);
   if (args.positional.size() != 2)
     die("compare needs ACTUAL.npy EXPECTED.npy");
+  // --nonfinite-equal: a NaN must meet a NaN and an infinity the same
+  // infinity (the data of docs/spec.md §3 "NaN and infinities"); the finite
+  // elements are compared as usual, max|e| over them.
+  const bool nonFiniteEqual = args.flag("nonfinite-equal");
   // --dtype bf16|f16: the tolerance of MoEReference.h for compiled results
   // of that element type (atol = 2u max|e|, rtol = 4u).
   const ref::ElementType dtype = parseDTypeOpt(args);
@@ -1107,10 +1181,14 @@ int cmdCompare(int argc, char **argv) {
               " differs from shape " + io::formatShape(e.shape) + " of " +
               e.path);
   double maxErr = 0, maxExp = 0;
-  int64_t worst = -1, nonFinite = -1;
+  int64_t worst = -1, nonFinite = -1, matched = 0;
   for (size_t i = 0; i < a.values.size(); ++i) {
-    if (!std::isfinite(a.values[i]) || !std::isfinite(e.values[i])) {
-      if (nonFinite < 0)
+    const double av = a.values[i], ev = e.values[i];
+    if (!std::isfinite(av) || !std::isfinite(ev)) {
+      const bool same = (std::isnan(av) && std::isnan(ev)) || (std::isinf(av) && av == ev);
+      if (nonFiniteEqual && same)
+        ++matched;
+      else if (nonFinite < 0)
         nonFinite = int64_t(i);
       continue;
     }
@@ -1144,6 +1222,8 @@ int cmdCompare(int argc, char **argv) {
       "(tol %.1e%s)",
       a.values.size(), io::formatShape(a.shape).c_str(), maxErr, maxExp, ratio,
       tol, rtol > 0 ? format(", rtol %.1e", rtol).c_str() : "");
+  if (nonFiniteEqual)
+    figures += format("; %" PRId64 " non-finite elements equal", matched);
   if (worst >= 0)
     figures += format("; worst element %s: actual %.9g, expected %.9g",
                       indexString(a.shape, worst).c_str(),
@@ -1698,6 +1778,11 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   [--no-normalize] [--scale F] [--groups G [--group-k GK]] [--selection-bias
   (an f32 [E] bias that only chooses)]; a shared expert: [--shared-hidden Hs
   [--shared-gate]] (s1 [D,Hs] or [D,2Hs] gated, s2 [Hs,D], gate [D,1]).
+  --poison NAME:AT:V[,...] (also for soft): before anything is computed, set
+  elements of x (NAME x) or of the parameter NAME of --names to V (nan, inf
+  or -inf); AT is a flat index or rR: token R of x, slice R of a
+  parameter's first dimension. Selections follow docs/spec.md §3 "NaN and infinities"
+  (NaN below every number; a decision against a NaN has no margin).
   --dtype bf16|f16 (also for block, soft-from-router and soft): the data
   rounded to that type, the parameters written as BF16/F16 safetensors, x and
   y as f32 .npy holding exact values of the type, y computed with the
@@ -1737,12 +1822,14 @@ moe-ref gate --logits L.npy --routing ... [--k K] [--adjust A] [--lambda F]
     [--training --seed-value N] [--expected-weights W.npy]
     [--expected-indices I.npy] [--expected-loss LOSS.npy] [--min-margin M]
 moe-ref compare ACTUAL.npy EXPECTED.npy [--tol 1e-4] [--rtol 0]
-    [--dtype f32|bf16|f16]
+    [--dtype f32|bf16|f16] [--nonfinite-equal]
   Passes iff |a - e| <= tol * max|e| + rtol * |e| for every element (shapes
   must match; f16/bf16/f32/i32/i64 arrays are compared by value). --dtype
   bf16|f16 sets the defaults to the tolerance MoEReference.h derives for
   compiled results of that element type: tol = 2u, rtol = 4u (u = 2^-8 for
-  bf16, 2^-11 for f16).
+  bf16, 2^-11 for f16). A non-finite element fails, unless
+  --nonfinite-equal: then NaN must meet NaN and +-inf the same infinity, and
+  max|e| is taken over the finite elements.
 moe-ref sum-check W.npy --axes 1[,2..] [--expect 1] [--tol 1e-5]
 moe-ref value-check W.npy --expect V [--tol 1e-6]
 moe-ref pl-check INDICES.npy LOGITS.npy --k K [--alpha 0.001]
