@@ -1,6 +1,11 @@
 // RUN: moe-opt %s -split-input-file --moe-generate-vjp -verify-diagnostics
 // RUN: not moe-opt %s -split-input-file --moe-generate-vjp=entries=missing 2>&1 | FileCheck %s --check-prefix=ENTRIES
 // ENTRIES: error: --moe-generate-vjp: entries names 'missing', which is not a function with a body in this module
+// A layer sharded for expert parallelism: its exchanges have no adjoint yet
+// (docs/spec.md §8).
+// RUN: moe-opt %S/Inputs/sharded-layer.mlir --moe-shard-experts=ranks=2 -mlir-print-debuginfo \
+// RUN:   | not moe-opt --moe-generate-vjp 2>&1 | FileCheck %s --check-prefix=SHARDED
+// SHARDED: sharded-layer.mlir:4:{{[0-9]+}}: error: cannot differentiate 'moe.exchange_combine': it has no adjoint (AdjointOpInterface)
 
 // An op on a path from an argument to a result without an adjoint.
 func.func @f(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
