@@ -245,7 +245,7 @@ static void printCheckpointParams(AsmPrinter &printer,
 LogicalResult CpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                     int64_t vectorBits, int64_t registers, int64_t microRows,
                                     int64_t microVectors, int64_t rowBlock, int64_t colBlock,
-                                    int64_t prefetchRows, bool bf16Dot) {
+                                    int64_t prefetchRows, bool bf16Dot, bool amx) {
   if (vectorBits != 128 && vectorBits != 256 && vectorBits != 512)
     return emitError() << "#moe.cpu_config needs vector_bits = 128, 256 or 512, got "
                        << vectorBits;
@@ -276,6 +276,13 @@ LogicalResult CpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
   if (bf16Dot && vectorBits != 512)
     return emitError() << "#moe.cpu_config: bf16_dot (AVX512_BF16) needs vector_bits = 512, got "
                        << vectorBits;
+  // AMX: tiles of 16 rows; the panel's vectors are its tiles of 16 columns.
+  if (amx && !bf16Dot)
+    return emitError() << "#moe.cpu_config: amx needs bf16_dot (the pairwise packed weights)";
+  if (amx && rowBlock % 16 != 0)
+    return emitError() << "#moe.cpu_config: amx needs row_block to be a multiple of 16 (the "
+                          "rows of a tile), got "
+                       << rowBlock;
   return success();
 }
 

@@ -310,6 +310,13 @@ def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
     * `prefetch_rows`: how far ahead the packed panel is prefetched.
     * `bf16_dot`: bf16 GEMMs with packed weights use the AVX512_BF16 dot
       product (`vdpbf16ps`; needs `vector_bits = 512`).
+    * `amx` (default false; needs `bf16_dot` and a `row_block` that is a
+      multiple of 16): those GEMMs run on the AMX tile unit instead
+      (`tdpbf16ps`, Sapphire Rapids and later): micro-tiles of 16 rows times
+      the panel's `micro_vectors` tiles of 16 columns, the reduction in
+      steps of 32 k (16 pairs), f32 accumulation as with `vdpbf16ps`. The
+      lowered code asks the kernel for the tile state once
+      (`moeCpuRequestAmx`, one error line if it is refused).
 
     Example (the AVX2 + FMA choice, on a router GEMM):
 
@@ -328,7 +335,8 @@ def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
     "int64_t":$row_block,
     "int64_t":$col_block,
     "int64_t":$prefetch_rows,
-    "bool":$bf16_dot);
+    "bool":$bf16_dot,
+    DefaultValuedParameter<"bool", "false">:$amx);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

@@ -109,6 +109,16 @@ try:
     config.available_features.add("python-numpy")
 except Exception:
     lit_config.note("%python cannot import numpy: the python-numpy tests are unsupported")
+# cpu-amx: the host has the AMX tile unit with bf16 (Sapphire Rapids and
+# later), so the tests that run #moe.cpu_config's amx path can run; the
+# lowering tests of that path run everywhere.
+try:
+    with open("/proc/cpuinfo") as _f:
+        _flags = next((l for l in _f if l.startswith("flags")), "").split()
+    if "amx_bf16" in _flags and "amx_tile" in _flags:
+        config.available_features.add("cpu-amx")
+except OSError:
+    pass
 # cuda-toolkit: a CUDA toolkit with ptxas and fatbinary, which
 # `moe-compile --target=cuda` runs to build its fatbin (it looks at
 # $CUDA_HOME, then /usr/local/cuda). Nothing else needs one: the kernels link

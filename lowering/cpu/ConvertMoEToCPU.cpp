@@ -345,6 +345,20 @@ static void emitIndexCheck(ImplicitLocOpBuilder &b, ModuleOp module, Value ok, i
   });
 }
 
+/// AMX needs the kernel's permission for the tile state, once per process:
+/// moeCpuRequestAmx() (runtime/cpu/CpuRuntime.h) asks for it the first
+/// time (one error line and exit code 1 if it is refused).
+static void emitRequestAmx(ImplicitLocOpBuilder &b, ModuleOp module) {
+  StringRef name = "moeCpuRequestAmx";
+  if (module && !module.lookupSymbol(name)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto decl = func::FuncOp::create(b, name, b.getFunctionType({}, {}));
+    decl.setPrivate();
+  }
+  func::CallOp::create(b, name, TypeRange{}, ValueRange{});
+}
+
 /// A run-time check of an expert index: when `ok` is false, call
 /// moeCpuExpertIndexError(kind, token, slot, expert, numExperts) (one line
 /// naming the op and the value, exit code 1).
@@ -506,6 +520,14 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   // tokens widened once, and h kept in f32 after its rounding to the
   // element type (the same values; the dot product reads them narrow).
   bool widen1 = !elt.isF32() && !dot1, widen2 = !elt.isF32() && !dot2;
+  // AMX: the dot-product GEMMs on the tile unit; their tile shapes need the
+  // (static) pair count of the packed weights, which the kernel names carry.
+  auto amxPairs = [&](bool d, Value wk) -> int64_t {
+    return d && site.config.getAmx() ? cast<MemRefType>(wk.getType()).getDimSize(2) : 0;
+  };
+  int64_t pairs1 = amxPairs(dot1, w1k), pairs2 = amxPairs(dot2, w2k);
+  if (pairs1 || pairs2)
+    emitRequestAmx(b, enclosingModule(b));
   if (widen1)
     a = widenToF32(b, site, a);
   Value h = allocBuffer(b, {OpFoldResult(numRows), memref::getMixedSize(b, b.getLoc(), w2, 1)},
@@ -523,9 +545,12 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   std::string name1 = site.kernelName("__moe_cpu_gemm1_" + stringifyActivation(act) +
                                       (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
                                       (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : "") +
+                                      (pairs1 ? "_amx" + std::to_string(pairs1) : "") +
                                       (widen2 ? "_hround" : ""));
   kernel(b, site, name1, args1, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     cpu::GroupedGemm gemm = groupedGemmOf(b, desc1, v, packed1, dot1, site.config);
+    gemm.amx = pairs1 > 0;
+    gemm.amxPairs = pairs1;
     gemm.aRowMap = KernelArgs::at(v, mapAt);
     gemm.bias = KernelArgs::at(v, bias1At);
     cpu::emitGroupedGemm(b, gemm);
@@ -536,9 +561,12 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
                           bias2At = args2.addOptional(b2);
   std::string name2 =
       site.kernelName(Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
-                      (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") + (dot2 ? "_bf16dot" : ""));
+                      (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") + (dot2 ? "_bf16dot" : "") +
+                      (pairs2 ? "_amx" + std::to_string(pairs2) : ""));
   kernel(b, site, name2, args2, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     cpu::GroupedGemm gemm = groupedGemmOf(b, desc2, v, packed2, dot2, site.config);
+    gemm.amx = pairs2 > 0;
+    gemm.amxPairs = pairs2;
     gemm.rowWeights = KernelArgs::at(v, scaleAt);
     gemm.bias = KernelArgs::at(v, bias2At);
     cpu::emitGroupedGemm(b, gemm);

@@ -57,6 +57,7 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   addHostBufferization(pm, options.resultsToOutParams);
   pm.addPass(createCSEPass());
   pm.addPass(createMoECpuCheckAllocs());
+  pm.addPass(createMoECpuInlineAllocaScopes());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createCanonicalizerPass());
   if (options.parallel) {
@@ -78,6 +79,7 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   pm.addPass(createMoEHostExpandBF16());
   ConvertVectorToLLVMPassOptions toLLVM;
   toLLVM.x86Vector = true;
+  toLLVM.amx = true;
   pm.addPass(createConvertVectorToLLVMPass(toLLVM));
   addHostToLLVM(pm);
   // Expert parallelism: OpenMPI's reduction handles as OpenMPI names them.

@@ -2,6 +2,7 @@
 
 #include "lowering/cpu/ExpertKernels.h"
 
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -149,6 +150,88 @@ Value loadBVector(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Va
   return v;
 }
 
+/// The AMX products of one micro-tile: 16 rows (tile rows beyond `rows`
+/// repeat its last row; their results are not stored) times `vecs` tiles of
+/// 16 columns of the pairwise panel, over the whole reduction. A's rows are
+/// gathered, so 32 k of each are copied into a 16 x 32 tile buffer per step;
+/// B's tiles are loaded straight from the panel (row stride 2 x the panel
+/// width). The C tiles stay in tile registers across the reduction and are
+/// stored once into a 16 x (16 vecs) buffer; returns its rows as
+/// rows.size() x vecs vectors of 16 f32, the accumulators of the FMA path.
+SmallVector<Value> emitAmxProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
+                                   Value panel, ArrayRef<Value> rows, int64_t vecs) {
+  const int64_t pairs = g.amxPairs, full = pairs / 16, tailPairs = pairs % 16;
+  const int64_t panelStride = 2 * vecs * 16;
+  Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+  auto cTile = amx::TileType::get({16, 16}, f32);
+  auto vt = VectorType::get({16}, f32);
+  // The two buffers live on the stack within a memref.alloca_scope: the
+  // micro-tile runs inside loops, where a bare alloca would grow the stack
+  // at every iteration. (The CPU pipeline inlines the scope between a stack
+  // save and restore before the loops inside become blocks:
+  // --moe-cpu-inline-alloca-scopes.)
+  SmallVector<Type> resultTypes(rows.size() * vecs, vt);
+  auto scope = memref::AllocaScopeOp::create(b, resultTypes);
+  if (scope.getBodyRegion().empty())
+    scope.getBodyRegion().push_back(new Block());
+  Block *body = &scope.getBodyRegion().front();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(body);
+  Value aBuf = memref::AllocaOp::create(b, MemRefType::get({16, 32}, bf16), IntegerAttr());
+  Value cBuf = memref::AllocaOp::create(b, MemRefType::get({16, 16 * vecs}, f32), IntegerAttr());
+  Value stride = cIdx(b, panelStride);
+  // One step of np pairs at pair kk: A's 16 x 2np, B's np x 32 per tile.
+  auto step = [&](ImplicitLocOpBuilder &nb, Value kk, int64_t np, ValueRange acc) {
+    Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
+    auto rowType = VectorType::get({2 * np}, bf16);
+    for (int64_t i = 0; i < 16; ++i) {
+      Value r = rows[std::min<int64_t>(i, rows.size() - 1)];
+      Value v;
+      if (np == 16) {
+        v = vector::LoadOp::create(nb, rowType, g.a, ValueRange{r, k});
+      } else {
+        // The last step: k beyond K (an odd K's last pair) reads 0.
+        Value pad = arith::ConstantOp::create(nb, nb.getFloatAttr(bf16, 0.0));
+        v = vector::TransferReadOp::create(nb, rowType, g.a, ValueRange{r, k}, pad,
+                                           ArrayRef<bool>{false});
+      }
+      vector::StoreOp::create(nb, v, aBuf, ValueRange{cIdx(nb, i), cIdx(nb, 0)});
+    }
+    Value aT = amx::TileLoadOp::create(nb, amx::TileType::get({16, 2 * np}, bf16), aBuf,
+                                       ValueRange{cIdx(nb, 0), cIdx(nb, 0)});
+    SmallVector<Value> next;
+    for (int64_t v = 0; v < vecs; ++v) {
+      Value bT = amx::TileLoadOp::create(
+          nb, amx::TileType::get({np, 32}, bf16), g.b,
+          ValueRange{group, panel, kk, cIdx(nb, 2 * v * 16)}, stride);
+      next.push_back(amx::TileMulFOp::create(nb, cTile, aT, bT, acc[v]));
+    }
+    return next;
+  };
+  SmallVector<Value> acc;
+  for (int64_t v = 0; v < vecs; ++v)
+    acc.push_back(amx::TileZeroOp::create(b, cTile));
+  if (full > 0) {
+    auto loop = scf::ForOp::create(
+        b, cIdx(b, 0), cIdx(b, full * 16), cIdx(b, 16), acc,
+        [&](OpBuilder &nested, Location loc, Value kk, ValueRange a) {
+          ImplicitLocOpBuilder nb(loc, nested);
+          scf::YieldOp::create(nb, step(nb, kk, 16, a));
+        });
+    acc.assign(loop.getResults().begin(), loop.getResults().end());
+  }
+  if (tailPairs > 0)
+    acc = step(b, cIdx(b, full * 16), tailPairs, acc);
+  for (int64_t v = 0; v < vecs; ++v)
+    amx::TileStoreOp::create(b, cBuf, ValueRange{cIdx(b, 0), cIdx(b, 16 * v)}, acc[v]);
+  SmallVector<Value> out;
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int64_t v = 0; v < vecs; ++v)
+      out.push_back(vector::LoadOp::create(b, vt, cBuf, ValueRange{cIdx(b, i), cIdx(b, 16 * v)}));
+  memref::AllocaScopeReturnOp::create(b, out);
+  return SmallVector<Value>(scope.getResults().begin(), scope.getResults().end());
+}
+
 /// One micro-tile: `tileRows` rows (the configuration's micro_rows, or the
 /// smaller tile of a row tail) from row0, clamped to `rowEnd` (the missing
 /// rows read row0 and store nothing), output columns [col0, col0 + L * vecs).
@@ -201,7 +284,10 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
   Value zero = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, 0.0f));
   SmallVector<Value> init(microRows * microVecs, zero);
   SmallVector<Value> accs;
-  if (g.bf16Dot) {
+  if (g.amx) {
+    assert(lanes == 16 && microRows <= 16 && "AMX micro-tiles are 16 rows of 16-lane vectors");
+    accs = emitAmxProducts(b, g, group, panel, aRows, microVecs);
+  } else if (g.bf16Dot) {
     // AVX512_BF16: one vdpbf16ps per (row, vector) adds the products of a
     // pair of k (B packed pairwise, VNNI layout), exact products and one f32
     // rounding per product as with FMAs. An odd K ends with the pair (x, 0).
@@ -375,7 +461,10 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
          "the weight gradient reads B by plan row, over groups");
   assert((!g.desc.bTransposed || !g.bf16Dot) && "a transposed B is read element by element");
   const int64_t tileCols = g.config.getTileColumns(g.gated());
-  const int64_t microRows = g.config.getMicroRows();
+  // AMX: tiles of 16 rows (the configuration's verifier makes row_block a
+  // multiple of 16), and no smaller tail tile: the tile unit computes 16
+  // rows in the time the FMA path takes for a few.
+  const int64_t microRows = g.amx ? 16 : g.config.getMicroRows();
   const int64_t rowBlock = g.config.getRowBlock();
   const int64_t colBlock = g.config.getColBlock();
   // The attribute's verifier guarantees whole tiles per block.
@@ -440,7 +529,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
                 // holds: at decode a group has a few rows, and a 6-row tile
                 // computing 4 spends a third of its FMAs on missing rows.
                 // Two micro-kernels per GEMM (more would cost compile time).
-                const int64_t small = llvm::PowerOf2Ceil(microRows) / 2;
+                const int64_t small = g.amx ? 0 : llvm::PowerOf2Ceil(microRows) / 2;
                 Value count = arith::SubIOp::create(cb2, rowEnd, rowBegin);
                 Value tail = arith::RemSIOp::create(cb2, count, cIdx(cb2, microRows));
                 Value smallTail = arith::AndIOp::create(
@@ -756,14 +845,19 @@ void cpu::callKernel(ImplicitLocOpBuilder &b, Operation *symbolTableOp, StringRe
 CpuConfigAttr cpu::defaultCpuConfig(MLIRContext *ctx) {
   return CpuConfigAttr::get(ctx, /*vector_bits=*/512, /*registers=*/32, /*micro_rows=*/6,
                             /*micro_vectors=*/4, /*row_block=*/48, /*col_block=*/256,
-                            /*prefetch_rows=*/32, /*bf16_dot=*/false);
+                            /*prefetch_rows=*/32, /*bf16_dot=*/false, /*amx=*/false);
 }
 
 CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool> &features) {
   auto has = [&](StringRef name) { return features.lookup(name); };
   if (has("avx512f")) {
     // 32 zmm: 6 x 4 accumulators + 4 panel vectors + 1 broadcast = 29.
-    return CpuConfigAttr::get(ctx, 512, 32, 6, 4, 48, 256, 32, has("avx512bf16"));
+    // AMX (Sapphire Rapids and later): the bf16 GEMMs on the tile unit,
+    // measured on 2 cores there at 24x the vdpbf16ps rate per core (which
+    // is no faster than FMA: one port).
+    bool dot = has("avx512bf16");
+    return CpuConfigAttr::get(ctx, 512, 32, 6, 4, 48, 256, 32, dot,
+                              dot && has("amx-bf16") && has("amx-tile"));
   }
   // 16 ymm (AVX2) or xmm (SSE, NEON's 128-bit view): 6 x 2 accumulators + 2
   // panel vectors + 1 broadcast = 15, the 6 x 16 micro-kernel of BLIS and
@@ -772,7 +866,8 @@ CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool>
   // measured at decode, bf16 on the AVX2 configuration: 10.4 ms at 32 rows,
   // 8.6 ms at 128).
   int64_t bits = has("avx2") && has("fma") ? 256 : 128;
-  return CpuConfigAttr::get(ctx, bits, 16, 6, 2, 48, 256, 128, /*bf16_dot=*/false);
+  return CpuConfigAttr::get(ctx, bits, 16, 6, 2, 48, 256, 128, /*bf16_dot=*/false,
+                            /*amx=*/false);
 }
 
 FailureOr<llvm::StringMap<bool>> cpu::cpuFeatures(StringRef cpuName) {

@@ -121,6 +121,10 @@ struct GroupedGemm {
   /// A and B are bf16, B is packed pairwise (VNNI): products through the
   /// AVX512_BF16 dot product (x86vector.avx512.dot).
   bool bf16Dot = false;
+  /// With bf16Dot: the products on the AMX tile unit (amx.tile_mulf) in
+  /// micro-tiles of 16 rows; amxPairs is B's (static) pair count, ceil(K/2).
+  bool amx = false;
+  int64_t amxPairs = 0;
   /// Vector width, register and cache blocking.
   CpuConfigAttr config;
 

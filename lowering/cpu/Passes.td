@@ -88,7 +88,9 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
     "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect", "::mlir::vector::VectorDialect",
-    "::mlir::x86vector::X86VectorDialect", "::mlir::moe::MoEDialect"
+    "::mlir::x86vector::X86VectorDialect", "::mlir::amx::AMXDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::moe::MoEDialect"
   ];
 }
 
@@ -102,18 +104,20 @@ def MoECpuConfigure : Pass<"moe-cpu-configure"> {
     CPU (`cpu`, LLVM's x86 CPU names or `native` for the host, then
     `features` on top):
 
-    | target | vector_bits | registers | micro-tile | bf16_dot |
-    | --- | --- | --- | --- | --- |
-    | AVX-512 (`avx512f`) | 512 | 32 | 6 x 4 vectors (6 x 64 floats) | `avx512bf16` |
-    | AVX2 + FMA | 256 | 16 | 6 x 2 vectors (6 x 16 floats) | false |
-    | anything else (SSE, other architectures) | 128 | 16 | 6 x 2 vectors | false |
+    | target | vector_bits | registers | micro-tile | bf16_dot | amx |
+    | --- | --- | --- | --- | --- | --- |
+    | AVX-512 (`avx512f`) | 512 | 32 | 6 x 4 vectors (6 x 64 floats) | `avx512bf16` | `avx512bf16`, `amx-bf16` and `amx-tile` |
+    | AVX2 + FMA | 256 | 16 | 6 x 2 vectors (6 x 16 floats) | false | false |
+    | anything else (SSE, other architectures) | 128 | 16 | 6 x 2 vectors | false | false |
 
     An existing `moe.cpu_config` is kept: that is how a user overrides the
     choice. `--moe-cpu-pipeline` runs this pass just before
     `convert-moe-to-cpu` (its `cpu` and `cpu-features` options), which
     reads the attribute.
-    The configuration changes the blocking, never the order of a sum, so
-    every configuration computes the same bits.
+    The f32 configurations change the blocking, never the order of a sum,
+    so they compute the same bits; `bf16_dot` and `amx` add pairs of
+    products before accumulating (within the bf16 tolerance of
+    docs/spec.md §2).
   }];
   let options = [
     Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",
@@ -140,6 +144,20 @@ def MoECpuCheckAllocs : Pass<"moe-cpu-check-allocs", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"
   ];
+}
+
+def MoECpuInlineAllocaScopes : Pass<"moe-cpu-inline-alloca-scopes"> {
+  let summary = "memref.alloca_scope as a stack save and restore around its body (CPU)";
+  let description = [{
+    Inlines each single-block `memref.alloca_scope` into its parent block
+    between `llvm.intr.stacksave` and `llvm.intr.stackrestore`, so that the
+    allocas inside are freed at the scope's end. The CPU lowering wraps the
+    AMX micro-tile's tile buffers in such a scope (they live inside loops);
+    this runs after bufferization and before the SCF-to-CF lowering, which
+    would turn the loops inside into blocks that the op's one-block region
+    cannot hold.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect"];
 }
 
 def MoECpuVectorMath : Pass<"moe-cpu-vector-math"> {

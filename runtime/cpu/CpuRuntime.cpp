@@ -3,9 +3,14 @@
 #include "runtime/cpu/CpuRuntime.h"
 #include "runtime/IndexErrors.h"
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <unistd.h>
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#endif
 
 /// One line "moe-runtime: <message>" (runtime/IndexErrors.h), then exit 1.
 [[noreturn]] static void report(int32_t kind, int64_t token, int64_t slot, int64_t expert,
@@ -24,6 +29,30 @@ extern "C" void moeCpuIndexError(int32_t kind) { report(kind, 0, 0, 0, 0); }
 extern "C" void moeCpuExpertIndexError(int32_t kind, int64_t token, int64_t slot,
                                        int64_t expert, int64_t numExperts) {
   report(kind, token, slot, expert, numExperts);
+}
+
+extern "C" void moeCpuRequestAmx(void) {
+  static std::atomic<bool> granted{false};
+  if (granted.load(std::memory_order_acquire))
+    return;
+#if defined(__linux__) && defined(__x86_64__)
+  // ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 (asm/prctl.h).
+  // Granting it again is harmless, so racing first calls need no lock.
+  if (syscall(SYS_arch_prctl, 0x1023, 18) == 0) {
+    granted.store(true, std::memory_order_release);
+    return;
+  }
+  const char *why = std::strerror(errno);
+#else
+  const char *why = "not Linux on x86-64";
+#endif
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "moe-runtime: the AMX tile state is not available (%s); compile for a CPU "
+               "without AMX (e.g. --moe-cpu-configure=features=-amx-tile)\n",
+               why);
+  std::fflush(stderr);
+  _exit(1);
 }
 
 extern "C" void moeCpuAllocError(int64_t bytes) {

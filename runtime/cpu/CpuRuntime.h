@@ -47,6 +47,13 @@ enum MoeCpuIndexErrorKind : int32_t {
 /// exits with code 1.
 [[noreturn]] void moeCpuAllocError(int64_t bytes);
 
+/// The lowered code is about to use the AMX tile unit (#moe.cpu_config's
+/// amx): asks Linux for the tile state (arch_prctl ARCH_REQ_XCOMP_PERM,
+/// XTILEDATA; process-wide) the first time, a no-op afterwards. If it is
+/// refused (a kernel before 5.16, or a CPU without AMX), prints one line on
+/// stderr and exits with code 1.
+void moeCpuRequestAmx(void);
+
 } // extern "C"
 
 #endif // MOE_RUNTIME_CPU_CPURUNTIME_H

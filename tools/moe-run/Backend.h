@@ -150,6 +150,8 @@ struct CpuBackendOptions {
   /// false: the configuration is chosen without avx512bf16 (bf16 extended
   /// to f32 and FMAs).
   bool bf16Dot = true;
+  /// cpu: AMX for those GEMMs where the host has it (--cpu-amx).
+  bool amx = true;
   /// Register the JIT's perf and GDB event listeners (they write perf
   /// jitdump files and debug directories); off unless asked for.
   bool jitDebugListeners = false;

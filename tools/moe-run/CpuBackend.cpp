@@ -77,6 +77,8 @@ private:
     pipelineOptions.cpu = options.cpu;
     if (!options.bf16Dot)
       pipelineOptions.cpuFeatures = "-avx512bf16";
+    else if (!options.amx)
+      pipelineOptions.cpuFeatures = "-amx-tile";
     mlir::moe::buildCpuPipeline(pm, pipelineOptions);
     return llvm::Error::success();
   }

@@ -228,6 +228,13 @@ llvm::cl::opt<bool> cpuBf16Dot(
                    "extended to f32 and FMAs, the path of CPUs without it)"),
     llvm::cl::init(true), llvm::cl::cat(runCategory));
 
+llvm::cl::opt<bool> cpuAmx(
+    "cpu-amx",
+    llvm::cl::desc("On the cpu, bf16 expert GEMMs with the dot product run on "
+                   "the AMX tile unit when the host has it (default true; "
+                   "false: vdpbf16ps)"),
+    llvm::cl::init(true), llvm::cl::cat(runCategory));
+
 llvm::cl::opt<bool> retainMemory(
     "retain-memory",
     llvm::cl::desc("Keep freed memory in the process for the next allocation "
@@ -425,6 +432,7 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   cpuOptions.dumpLowered = dumpLowered;
   cpuOptions.parallel = cpuParallel;
   cpuOptions.bf16Dot = cpuBf16Dot;
+  cpuOptions.amx = cpuAmx;
   cpuOptions.cpu = cpuName;
   cpuOptions.jitDebugListeners = jitDebugListeners;
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);

@@ -1,0 +1,49 @@
+// RUN: moe-opt %s --convert-moe-to-cpu | FileCheck %s
+// RUN: moe-opt %s --moe-cpu-pipeline="cpu=sapphirerapids" -o /dev/null
+//
+// #moe.cpu_config's amx (docs/MoEDialect.md): the bf16 expert GEMMs on the
+// AMX tile unit. The host asks for the tile state first; each GEMM kernel
+// (its name carries the pair count of its packed weights: K = 70 -> 35,
+// K = 45 -> 23) runs micro-tiles of 16 rows x 4 tiles of 16 columns: the
+// C tiles carried by the loop over steps of 16 pairs, A's 16 gathered rows
+// copied into a 16 x 32 buffer and loaded as one tile, B's tiles loaded from
+// the pairwise panel (row stride 2 x 64), the last step's tiles of 3 pairs
+// (35 = 2 x 16 + 3), then the C tiles stored once for the epilogue, all in
+// an alloca scope. The pipeline compiles it (for a CPU with AMX; the
+// execution test is test/integration/cpu-amx.test).
+func.func @f(%x: tensor<?x70xbf16>, %wr: tensor<70x4xbf16>, %w1: tensor<4x70x45xbf16>,
+             %w2: tensor<4x45x70xbf16>) -> tensor<?x70xbf16> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2)
+      {routing = #moe.top_k<k = 2>, activation = #moe.activation<gelu>,
+       moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6,
+         micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32,
+         bf16_dot = true, amx = true>}
+      : (tensor<?x70xbf16>, tensor<70x4xbf16>, tensor<4x70x45xbf16>, tensor<4x45x70xbf16>) -> tensor<?x70xbf16>
+  return %y : tensor<?x70xbf16>
+}
+
+// CHECK-LABEL: func.func @f(
+// CHECK:       call @moeCpuRequestAmx() : () -> ()
+// CHECK:       call @__moe_cpu_gemm1_gelu_gather_packed_bf16dot_amx35_
+// CHECK:       call @__moe_cpu_gemm2_scaled_packed_bf16dot_amx23_
+// CHECK-LABEL: func.func private @__moe_cpu_gemm1_gelu_gather_packed_bf16dot_amx35_
+// CHECK:       memref.alloca_scope
+// CHECK-NEXT:    %[[A:.*]] = memref.alloca() : memref<16x32xbf16>
+// CHECK-NEXT:    %[[C:.*]] = memref.alloca() : memref<16x64xf32>
+// CHECK:         %[[Z0:.*]] = amx.tile_zero : !amx.tile<16x16xf32>
+// CHECK-COUNT-3: amx.tile_zero : !amx.tile<16x16xf32>
+// CHECK:         scf.for %[[KK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[Z0]],
+// CHECK-COUNT-16:  vector.store %{{.*}}, %[[A]][%{{.*}}, %{{.*}}] : memref<16x32xbf16>, vector<32xbf16>
+// CHECK:           %[[AT:.*]] = amx.tile_load %[[A]][%{{.*}}, %{{.*}}] : memref<16x32xbf16> into !amx.tile<16x32xbf16>
+// CHECK:           %[[BT:.*]] = amx.tile_load %arg1[%{{.*}}, %{{.*}}, %[[KK]], %{{.*}}], %{{.*}} : memref<?x?x?x?xbf16, {{.*}}> into !amx.tile<16x32xbf16>
+// CHECK-NEXT:      amx.tile_mulf %[[AT]], %[[BT]], %[[ACC]] : !amx.tile<16x32xbf16>, !amx.tile<16x32xbf16>, !amx.tile<16x16xf32>
+// CHECK-COUNT-3:   amx.tile_mulf
+// CHECK:           scf.yield
+// CHECK-COUNT-16: vector.transfer_read %arg0[%{{.*}}], %{{.*}} : memref<?x?xbf16, {{.*}}>, vector<6xbf16>
+// CHECK:         amx.tile_load %[[A]][%{{.*}}, %{{.*}}] : memref<16x32xbf16> into !amx.tile<16x6xbf16>
+// CHECK:         amx.tile_load %arg1[{{.*}}], %{{.*}} : memref<?x?x?x?xbf16, {{.*}}> into !amx.tile<3x32xbf16>
+// CHECK-NEXT:    amx.tile_mulf %{{.*}} : !amx.tile<16x6xbf16>, !amx.tile<3x32xbf16>, !amx.tile<16x16xf32>
+// CHECK-COUNT-4: amx.tile_store %[[C]]
+// CHECK:         memref.alloca_scope.return
+// CHECK-LABEL: func.func private @__moe_cpu_gemm2_scaled_packed_bf16dot_amx23_
+// CHECK:         amx.tile_mulf
