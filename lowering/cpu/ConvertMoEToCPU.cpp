@@ -1620,7 +1620,7 @@ struct LowerSoftCombineGrad : public OpRewritePattern<SoftCombineGradOp> {
 static void emitBackwardGemm(ImplicitLocOpBuilder &b, const KernelSite &site,
                              const GroupedGemmDesc &desc, Value a, Value bm, Value offsets,
                              Value c, Value bias = Value(), bool bPacked = false,
-                             Value biasGradient = Value()) {
+                             Value biasGradient = Value(), int64_t amxPairs = 0) {
   Emitter e(b);
   cpu::GroupedGemm gemm;
   gemm.desc = desc;
@@ -1628,6 +1628,9 @@ static void emitBackwardGemm(ImplicitLocOpBuilder &b, const KernelSite &site,
   gemm.a = a;
   gemm.b = bm;
   gemm.bPacked = bPacked;
+  // amxPairs: B packed pairwise, the products on the AMX tile unit.
+  gemm.bf16Dot = gemm.amx = amxPairs > 0;
+  gemm.amxPairs = amxPairs;
   gemm.bias = bias;
   gemm.c = c;
   if (offsets) {
@@ -1692,18 +1695,28 @@ static void fillZero(ImplicitLocOpBuilder &b, Value buffer) {
 /// then read as it is): W1 as it is for the recomputed z = rows W1 (all
 /// 2H columns of a gated W1, unpaired), W1 and W2 as their transposes for
 /// the dX GEMMs (drows = dz W1^T, dh = dout W2^T).
+/// With the configuration's amx and bf16 rows and W1, W1 is packed pairwise
+/// (VNNI) instead, and z is recomputed on the AMX tile unit as the forward
+/// computed it; w1AmxPairs is then its (static) pair count, else 0.
 struct BackwardWeights {
   Value w1, w1Transposed, w2Transposed;
+  int64_t w1AmxPairs = 0;
 };
 
 static BackwardWeights packBackwardWeights(ImplicitLocOpBuilder &b, const KernelSite &site,
-                                           Value w1, Value w2) {
-  auto pack = [&](Value w, bool transposed) -> Value {
-    return canPack(site, w)
-               ? prepareWeights(b, site, w, /*gated=*/false, /*vnni=*/false, transposed)
-               : Value();
+                                           Value w1, Value w2, Type rowsElt) {
+  auto pack = [&](Value w, bool transposed, bool vnni) -> Value {
+    return canPack(site, w) ? prepareWeights(b, site, w, /*gated=*/false, vnni, transposed)
+                            : Value();
   };
-  return {pack(w1, false), pack(w1, true), pack(w2, true)};
+  bool amx = site.config.getAmx() && rowsElt.isBF16() &&
+             cast<MemRefType>(w1.getType()).getElementType().isBF16();
+  BackwardWeights out{pack(w1, false, amx), pack(w1, true, false), pack(w2, true, false)};
+  if (amx && out.w1) {
+    out.w1AmxPairs = cast<MemRefType>(out.w1.getType()).getDimSize(2);
+    emitRequestAmx(b, enclosingModule(b));
+  }
+  return out;
 }
 
 /// The expert FFN's backward over plan rows grouped by `offsets` (see
@@ -1715,7 +1728,8 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
                                   Value offsets, Value dout, Value w1, Value w2, Value b1,
                                   Value b2, ActivationAttr activation, Value drows, Value dw1,
                                   Value dw2, Value db1, Value db2, Value w1Packed,
-                                  Value w1Transposed, Value w2Transposed) {
+                                  Value w1Transposed, Value w2Transposed,
+                                  int64_t w1AmxPairs = 0) {
   Emitter e(b);
   Type f32 = e.f32();
   Type elt = cast<MemRefType>(rows.getType()).getElementType();
@@ -1746,7 +1760,11 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   zDesc.cType = f32;
   if (b1)
     zDesc.epilogue.then(EpilogueStep::bias);
-  emitWeightsGemm(zDesc, rows, w1Packed, w1, z, b1);
+  if (w1AmxPairs)
+    emitBackwardGemm(b, site, zDesc, rows, w1Packed, offsets, z, b1, /*bPacked=*/true,
+                     Value(), w1AmxPairs);
+  else
+    emitWeightsGemm(zDesc, rows, w1Packed, w1, z, b1);
   // dh = dout W2^T.
   Value dh = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(hidden)}, f32);
   GroupedGemmDesc dhDesc;
@@ -2069,7 +2087,8 @@ struct LowerExpertFFNGrad : public OpRewritePattern<ExpertFFNGradOp> {
     std::optional<unsigned> b1At = args.addOptional(op.getB1() ? asBuffer(b, op.getB1()) : Value());
     std::optional<unsigned> b2At = args.addOptional(op.getB2() ? asBuffer(b, op.getB2()) : Value());
     std::optional<unsigned> db1At = args.addOptional(db1), db2At = args.addOptional(db2);
-    BackwardWeights packed = packBackwardWeights(b, site, w1, w2);
+    BackwardWeights packed =
+        packBackwardWeights(b, site, w1, w2, getElementTypeOrSelf(op.getRows().getType()));
     std::optional<unsigned> w1pAt = args.addOptional(packed.w1),
                             w1tAt = args.addOptional(packed.w1Transposed),
                             w2tAt = args.addOptional(packed.w2Transposed);
@@ -2077,13 +2096,14 @@ struct LowerExpertFFNGrad : public OpRewritePattern<ExpertFFNGradOp> {
     std::string name = site.kernelName(
         "__moe_cpu_expert_ffn_grad_" + stringifyActivation(activation.getValue()) +
         (db1 ? "_bias" : "") + (packed.w1 ? "_packed1" : "") +
+        (packed.w1AmxPairs ? "_amx" + std::to_string(packed.w1AmxPairs) : "") +
         (packed.w2Transposed ? "_packed2" : ""));
     kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
       emitExpertFFNBackward(b, site, v[0], v[1], v[2], v[3], v[4], KernelArgs::at(v, b1At),
                             KernelArgs::at(v, b2At), activation, v[5], v[6], v[7],
                             KernelArgs::at(v, db1At), KernelArgs::at(v, db2At),
                             KernelArgs::at(v, w1pAt), KernelArgs::at(v, w1tAt),
-                            KernelArgs::at(v, w2tAt));
+                            KernelArgs::at(v, w2tAt), packed.w1AmxPairs);
     });
     SmallVector<Value> results{asTensor(b, drows, op.getRowsGrad().getType()),
                                asTensor(b, dw1, op.getW1Grad().getType()),
@@ -2165,10 +2185,12 @@ struct LowerSharedExpertGrad : public OpRewritePattern<SharedExpertGradOp> {
     fillZero(b, dx);
     Value ds1 = allocBuffer(b, {b.getIndexAttr(1), e.dimOfr(s1, 0), e.dimOfr(s1, 1)}, f32);
     Value ds2 = allocBuffer(b, {b.getIndexAttr(1), e.dimOfr(s2, 0), e.dimOfr(s2, 1)}, f32);
-    BackwardWeights packed = packBackwardWeights(b, site, s1b, s2b);
+    BackwardWeights packed =
+        packBackwardWeights(b, site, s1b, s2b, getElementTypeOrSelf(xb.getType()));
     emitExpertFFNBackward(b, site, xb, offsets, scaledOut, s1b, s2b,
                           Value(), Value(), op.getActivationAttr(), dx, ds1, ds2, Value(),
-                          Value(), packed.w1, packed.w1Transposed, packed.w2Transposed);
+                          Value(), packed.w1, packed.w1Transposed, packed.w2Transposed,
+                          packed.w1AmxPairs);
     SmallVector<ReassociationIndices> drop{{0, 1}, {2}};
     SmallVector<Value> results{
         asTensor(b, dx, op.getInputGrad().getType()),

@@ -1,5 +1,6 @@
 // RUN: moe-opt %s --convert-moe-to-cpu | FileCheck %s
 // RUN: moe-opt %s --moe-cpu-pipeline="cpu=sapphirerapids" -o /dev/null
+// RUN: moe-opt %s --moe-generate-vjp --convert-moe-to-cpu | FileCheck %s --check-prefix=VJP
 //
 // #moe.cpu_config's amx (docs/MoEDialect.md): the bf16 expert GEMMs on the
 // AMX tile unit. The host asks for the tile state first; each GEMM kernel
@@ -47,3 +48,13 @@ func.func @f(%x: tensor<?x70xbf16>, %wr: tensor<70x4xbf16>, %w1: tensor<4x70x45x
 // CHECK:         memref.alloca_scope.return
 // CHECK-LABEL: func.func private @__moe_cpu_gemm2_scaled_packed_bf16dot_amx23_
 // CHECK:         amx.tile_mulf
+
+// The backward recomputes z = rows W1 on the tile unit too, from W1 packed
+// pairwise; its other GEMMs read f32 cotangents (FMA).
+// VJP-LABEL: func.func @f_vjp(
+// VJP:         call @moeCpuRequestAmx() : () -> ()
+// VJP:         call @__moe_cpu_expert_ffn_grad_gelu_packed1_amx35_packed2_
+// VJP-LABEL: func.func private @__moe_cpu_expert_ffn_grad_gelu_packed1_amx35_packed2_
+// VJP:         amx.tile_mulf %{{.*}} : !amx.tile<16x32xbf16>, !amx.tile<16x32xbf16>, !amx.tile<16x16xf32>
+// VJP-COUNT-4:  amx.tile_mulf %{{.*}} : !amx.tile<16x6xbf16>, !amx.tile<3x32xbf16>, !amx.tile<16x16xf32>
+// VJP-COUNT-4:  amx.tile_store
