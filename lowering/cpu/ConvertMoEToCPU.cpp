@@ -1698,9 +1698,13 @@ static void fillZero(ImplicitLocOpBuilder &b, Value buffer) {
 /// With the configuration's amx and bf16 rows and W1, W1 is packed pairwise
 /// (VNNI) instead, and z is recomputed on the AMX tile unit as the forward
 /// computed it; w1AmxPairs is then its (static) pair count, else 0.
+/// The transposes are then packed pairwise too, and the dX GEMMs (whose
+/// left operands are f32 cotangents) run on the tile unit with those split
+/// into three bf16 parts (cpu::GroupedGemm::amx): their pair counts in
+/// w1TAmxPairs, w2TAmxPairs.
 struct BackwardWeights {
   Value w1, w1Transposed, w2Transposed;
-  int64_t w1AmxPairs = 0;
+  int64_t w1AmxPairs = 0, w1TAmxPairs = 0, w2TAmxPairs = 0;
 };
 
 static BackwardWeights packBackwardWeights(ImplicitLocOpBuilder &b, const KernelSite &site,
@@ -1711,11 +1715,15 @@ static BackwardWeights packBackwardWeights(ImplicitLocOpBuilder &b, const Kernel
   };
   bool amx = site.config.getAmx() && rowsElt.isBF16() &&
              cast<MemRefType>(w1.getType()).getElementType().isBF16();
-  BackwardWeights out{pack(w1, false, amx), pack(w1, true, false), pack(w2, true, false)};
-  if (amx && out.w1) {
-    out.w1AmxPairs = cast<MemRefType>(out.w1.getType()).getDimSize(2);
+  BackwardWeights out{pack(w1, false, amx), pack(w1, true, amx), pack(w2, true, amx)};
+  auto pairs = [&](Value packed) {
+    return amx && packed ? cast<MemRefType>(packed.getType()).getDimSize(2) : 0;
+  };
+  out.w1AmxPairs = pairs(out.w1);
+  out.w1TAmxPairs = pairs(out.w1Transposed);
+  out.w2TAmxPairs = pairs(out.w2Transposed);
+  if (out.w1AmxPairs || out.w1TAmxPairs || out.w2TAmxPairs)
     emitRequestAmx(b, enclosingModule(b));
-  }
   return out;
 }
 
@@ -1729,7 +1737,8 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
                                   Value b2, ActivationAttr activation, Value drows, Value dw1,
                                   Value dw2, Value db1, Value db2, Value w1Packed,
                                   Value w1Transposed, Value w2Transposed,
-                                  int64_t w1AmxPairs = 0) {
+                                  int64_t w1AmxPairs = 0, int64_t w1TAmxPairs = 0,
+                                  int64_t w2TAmxPairs = 0) {
   Emitter e(b);
   Type f32 = e.f32();
   Type elt = cast<MemRefType>(rows.getType()).getElementType();
@@ -1747,9 +1756,9 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   // A GEMM over the expert weights: their packed copy (packBackwardWeights)
   // where there is one, else the weights as they are.
   auto emitWeightsGemm = [&](const GroupedGemmDesc &desc, Value a, Value packedW, Value w,
-                             Value c, Value bias) {
+                             Value c, Value bias, int64_t amxPairs = 0) {
     emitBackwardGemm(b, site, desc, a, packedW ? packedW : w, offsets, c, bias,
-                     /*bPacked=*/static_cast<bool>(packedW));
+                     /*bPacked=*/static_cast<bool>(packedW), Value(), amxPairs);
   };
 
   // z = rows W1 (+ b1), f32 (the pre-activation the forward rounded away).
@@ -1760,11 +1769,7 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   zDesc.cType = f32;
   if (b1)
     zDesc.epilogue.then(EpilogueStep::bias);
-  if (w1AmxPairs)
-    emitBackwardGemm(b, site, zDesc, rows, w1Packed, offsets, z, b1, /*bPacked=*/true,
-                     Value(), w1AmxPairs);
-  else
-    emitWeightsGemm(zDesc, rows, w1Packed, w1, z, b1);
+  emitWeightsGemm(zDesc, rows, w1Packed, w1, z, b1, w1AmxPairs);
   // dh = dout W2^T.
   Value dh = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(hidden)}, f32);
   GroupedGemmDesc dhDesc;
@@ -1772,7 +1777,7 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   dhDesc.aType = f32;
   dhDesc.bType = wElt;
   dhDesc.cType = f32;
-  emitWeightsGemm(dhDesc, dout, w2Transposed, w2, dh, Value());
+  emitWeightsGemm(dhDesc, dout, w2Transposed, w2, dh, Value(), w2TAmxPairs);
   // h (rounded to the element type, as GEMM2 read it) and dz, in place of z:
   // vectors of the configuration's width along the row, the activation and
   // its derivative in the vector math the forward's epilogue uses.
@@ -1834,7 +1839,7 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   dxDesc.aType = f32;
   dxDesc.bType = wElt;
   dxDesc.cType = f32;
-  emitWeightsGemm(dxDesc, z, w1Transposed, w1, drows, Value());
+  emitWeightsGemm(dxDesc, z, w1Transposed, w1, drows, Value(), w1TAmxPairs);
 }
 
 struct LowerRouteGrad : public OpRewritePattern<RouteGradOp> {
@@ -2096,14 +2101,18 @@ struct LowerExpertFFNGrad : public OpRewritePattern<ExpertFFNGradOp> {
     std::string name = site.kernelName(
         "__moe_cpu_expert_ffn_grad_" + stringifyActivation(activation.getValue()) +
         (db1 ? "_bias" : "") + (packed.w1 ? "_packed1" : "") +
-        (packed.w1AmxPairs ? "_amx" + std::to_string(packed.w1AmxPairs) : "") +
+        (packed.w1AmxPairs ? "_amx" + std::to_string(packed.w1AmxPairs) + "_" +
+                                 std::to_string(packed.w1TAmxPairs) + "_" +
+                                 std::to_string(packed.w2TAmxPairs)
+                           : "") +
         (packed.w2Transposed ? "_packed2" : ""));
     kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
       emitExpertFFNBackward(b, site, v[0], v[1], v[2], v[3], v[4], KernelArgs::at(v, b1At),
                             KernelArgs::at(v, b2At), activation, v[5], v[6], v[7],
                             KernelArgs::at(v, db1At), KernelArgs::at(v, db2At),
                             KernelArgs::at(v, w1pAt), KernelArgs::at(v, w1tAt),
-                            KernelArgs::at(v, w2tAt), packed.w1AmxPairs);
+                            KernelArgs::at(v, w2tAt), packed.w1AmxPairs, packed.w1TAmxPairs,
+                            packed.w2TAmxPairs);
     });
     SmallVector<Value> results{asTensor(b, drows, op.getRowsGrad().getType()),
                                asTensor(b, dw1, op.getW1Grad().getType()),
@@ -2190,7 +2199,7 @@ struct LowerSharedExpertGrad : public OpRewritePattern<SharedExpertGradOp> {
     emitExpertFFNBackward(b, site, xb, offsets, scaledOut, s1b, s2b,
                           Value(), Value(), op.getActivationAttr(), dx, ds1, ds2, Value(),
                           Value(), packed.w1, packed.w1Transposed, packed.w2Transposed,
-                          packed.w1AmxPairs);
+                          packed.w1AmxPairs, packed.w1TAmxPairs, packed.w2TAmxPairs);
     SmallVector<ReassociationIndices> drop{{0, 1}, {2}};
     SmallVector<Value> results{
         asTensor(b, dx, op.getInputGrad().getType()),

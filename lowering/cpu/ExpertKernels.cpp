@@ -19,6 +19,7 @@
 #include "llvm/TargetParser/X86TargetParser.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -154,6 +155,10 @@ Value loadBVector(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Va
 /// repeat its last row; their results are not stored) times `vecs` tiles of
 /// 16 columns of the pairwise panel, over the whole reduction. A's rows are
 /// gathered, so 32 k of each are copied into a 16 x 32 tile buffer per step;
+/// an f32 A (the backward's cotangents) is split into three bf16 parts, hi
+/// + mid + lo = a exactly (8 + 8 + 8 significant bits; an infinity or NaN
+/// goes whole into hi), three tiles multiplied into the same accumulators:
+/// every product is the exact f32 product, as on the FMA path;
 /// B's tiles are loaded straight from the panel (row stride 2 x the panel
 /// width). The C tiles stay in tile registers across the reduction and are
 /// stored once into a 16 x (16 vecs) buffer; returns its rows as
@@ -177,34 +182,64 @@ SmallVector<Value> emitAmxProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g
   Block *body = &scope.getBodyRegion().front();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(body);
-  Value aBuf = memref::AllocaOp::create(b, MemRefType::get({16, 32}, bf16), IntegerAttr());
+  Type aElt = cast<MemRefType>(g.a.getType()).getElementType();
+  const bool split = aElt.isF32();
+  const int64_t parts = split ? 3 : 1;
+  Value aBuf =
+      memref::AllocaOp::create(b, MemRefType::get({16 * parts, 32}, bf16), IntegerAttr());
   Value cBuf = memref::AllocaOp::create(b, MemRefType::get({16, 16 * vecs}, f32), IntegerAttr());
   Value stride = cIdx(b, panelStride);
   // One step of np pairs at pair kk: A's 16 x 2np, B's np x 32 per tile.
   auto step = [&](ImplicitLocOpBuilder &nb, Value kk, int64_t np, ValueRange acc) {
     Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
     auto rowType = VectorType::get({2 * np}, bf16);
+    auto readType = VectorType::get({2 * np}, aElt);
+    auto wide = [&](Value x) { return arith::ExtFOp::create(nb, readType, x).getResult(); };
     for (int64_t i = 0; i < 16; ++i) {
       Value r = rows[std::min<int64_t>(i, rows.size() - 1)];
       Value v;
       if (np == 16) {
-        v = vector::LoadOp::create(nb, rowType, g.a, ValueRange{r, k});
+        v = vector::LoadOp::create(nb, readType, g.a, ValueRange{r, k});
       } else {
         // The last step: k beyond K (an odd K's last pair) reads 0.
-        Value pad = arith::ConstantOp::create(nb, nb.getFloatAttr(bf16, 0.0));
-        v = vector::TransferReadOp::create(nb, rowType, g.a, ValueRange{r, k}, pad,
+        Value pad = arith::ConstantOp::create(nb, nb.getFloatAttr(aElt, 0.0));
+        v = vector::TransferReadOp::create(nb, readType, g.a, ValueRange{r, k}, pad,
                                            ArrayRef<bool>{false});
       }
-      vector::StoreOp::create(nb, v, aBuf, ValueRange{cIdx(nb, i), cIdx(nb, 0)});
+      SmallVector<Value> pieces{v};
+      if (split) {
+        // hi = bf16(a), mid = bf16(a - hi), lo = bf16(a - hi - mid); the
+        // residuals are exact in f32. Not finite: all of a in hi.
+        Value zero = arith::ConstantOp::create(
+            nb, readType, DenseElementsAttr::get(readType, nb.getF32FloatAttr(0.0f)));
+        Value inf = arith::ConstantOp::create(
+            nb, readType,
+            DenseElementsAttr::get(readType, nb.getF32FloatAttr(
+                                                 std::numeric_limits<float>::infinity())));
+        Value finite = arith::CmpFOp::create(nb, arith::CmpFPredicate::OLT,
+                                             math::AbsFOp::create(nb, v), inf);
+        Value hi = arith::TruncFOp::create(nb, rowType, v);
+        Value r1 = arith::SelectOp::create(nb, finite, arith::SubFOp::create(nb, v, wide(hi)),
+                                           zero);
+        Value mid = arith::TruncFOp::create(nb, rowType, r1);
+        Value lo = arith::TruncFOp::create(nb, rowType, arith::SubFOp::create(nb, r1, wide(mid)));
+        pieces = {hi, mid, lo};
+      }
+      for (int64_t p = 0; p < parts; ++p)
+        vector::StoreOp::create(nb, pieces[p], aBuf, ValueRange{cIdx(nb, 16 * p + i), cIdx(nb, 0)});
     }
-    Value aT = amx::TileLoadOp::create(nb, amx::TileType::get({16, 2 * np}, bf16), aBuf,
-                                       ValueRange{cIdx(nb, 0), cIdx(nb, 0)});
-    SmallVector<Value> next;
-    for (int64_t v = 0; v < vecs; ++v) {
-      Value bT = amx::TileLoadOp::create(
-          nb, amx::TileType::get({np, 32}, bf16), g.b,
-          ValueRange{group, panel, kk, cIdx(nb, 2 * v * 16)}, stride);
-      next.push_back(amx::TileMulFOp::create(nb, cTile, aT, bT, acc[v]));
+    // One A part at a time (4 C tiles + 1 A + 1 B of the 8 tile registers;
+    // three A parts live at once leave the register allocator none spare).
+    SmallVector<Value> next(acc.begin(), acc.end());
+    for (int64_t p = 0; p < parts; ++p) {
+      Value aT = amx::TileLoadOp::create(nb, amx::TileType::get({16, 2 * np}, bf16), aBuf,
+                                         ValueRange{cIdx(nb, 16 * p), cIdx(nb, 0)});
+      for (int64_t v = 0; v < vecs; ++v) {
+        Value bT = amx::TileLoadOp::create(
+            nb, amx::TileType::get({np, 32}, bf16), g.b,
+            ValueRange{group, panel, kk, cIdx(nb, 2 * v * 16)}, stride);
+        next[v] = amx::TileMulFOp::create(nb, cTile, aT, bT, next[v]);
+      }
     }
     return next;
   };
@@ -459,7 +494,8 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   const bool weightGradient = g.desc.weightGradient();
   assert((!weightGradient || (g.groupOffsets && !g.bPacked && !g.bf16Dot)) &&
          "the weight gradient reads B by plan row, over groups");
-  assert((!g.desc.bTransposed || !g.bf16Dot) && "a transposed B is read element by element");
+  assert((!g.desc.bTransposed || !g.bf16Dot || g.bPacked) &&
+         "an unpacked transposed B is read element by element");
   const int64_t tileCols = g.config.getTileColumns(g.gated());
   // AMX: tiles of 16 rows (the configuration's verifier makes row_block a
   // multiple of 16), and no smaller tail tile: the tile unit computes 16
