@@ -151,89 +151,116 @@ Value loadBVector(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Va
   return v;
 }
 
-/// The AMX products of one micro-tile: 16 rows (tile rows beyond `rows`
-/// repeat its last row; their results are not stored) times `vecs` tiles of
-/// 16 columns of the pairwise panel, over the whole reduction. A's rows are
-/// gathered, so 32 k of each are copied into a 16 x 32 tile buffer per step;
-/// an f32 A (the backward's cotangents) is split into three bf16 parts, hi
-/// + mid + lo = a exactly (8 + 8 + 8 significant bits; an infinity or NaN
-/// goes whole into hi), three tiles multiplied into the same accumulators:
-/// every product is the exact f32 product, as on the FMA path;
-/// B's tiles are loaded straight from the panel (row stride 2 x the panel
-/// width). The C tiles stay in tile registers across the reduction and are
-/// stored once into a 16 x (16 vecs) buffer; returns its rows as
-/// rows.size() x vecs vectors of 16 f32, the accumulators of the FMA path.
+/// The left operand of an AMX GEMM as its tiles read it (emitGroupedGemm
+/// builds it once per call): memref<parts x (N + 16) x 2P x bf16>, plan row
+/// r of A (through the row map, if any) at row r, zero-padded to 2P
+/// columns (P = amxPairs) and by 16 zero rows (a tile at the last rows
+/// reads them). A bf16 A is copied (parts = 1); an f32 A (the backward's
+/// cotangents) is split into three bf16 parts, hi + mid + lo = a exactly
+/// (8 + 8 + 8 significant bits; an infinity or a NaN goes whole into hi),
+/// so that every product of the three tile products is exact, as on the
+/// FMA path.
+Value emitAmxPackA(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
+  Type bf16 = b.getBF16Type();
+  Type aElt = cast<MemRefType>(g.a.getType()).getElementType();
+  const bool split = aElt.isF32();
+  const int64_t parts = split ? 3 : 1, width = 2 * g.amxPairs;
+  Value planRows = g.aRowMap ? memref::DimOp::create(b, g.aRowMap, 0).getResult()
+                             : memref::DimOp::create(b, g.a, 0).getResult();
+  Value padded = arith::AddIOp::create(b, planRows, cIdx(b, 16));
+  auto type = MemRefType::get({parts, ShapedType::kDynamic, width}, bf16);
+  Value packed = memref::AllocOp::create(b, type, ValueRange{padded}, IntegerAttr());
+  Value k = memref::DimOp::create(b, g.a, 1);
+  scf::ParallelOp::create(
+      b, ValueRange{cIdx(b, 0)}, ValueRange{padded}, ValueRange{cIdx(b, 1)},
+      [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+        ImplicitLocOpBuilder nb(loc, nested);
+        Value r = ivs[0];
+        Value real = arith::CmpIOp::create(nb, arith::CmpIPredicate::slt, r, planRows);
+        Value clamped = arith::SelectOp::create(nb, real, r, cIdx(nb, 0));
+        Value src = g.aRowMap ? loadIndex(nb, g.aRowMap, {clamped}) : clamped;
+        // Chunks of 32 columns (the last one shorter), zero past K and in
+        // the padding rows.
+        for (int64_t c0 = 0; c0 < width; c0 += 32) {
+          const int64_t n = std::min<int64_t>(32, width - c0);
+          auto readType = VectorType::get({n}, aElt);
+          auto rowType = VectorType::get({n}, bf16);
+          Value col = cIdx(nb, c0);
+          Value count = arith::SelectOp::create(
+              nb, real, minIdx(nb, cIdx(nb, n), arith::MaxSIOp::create(
+                                                    nb, arith::SubIOp::create(nb, k, col),
+                                                    cIdx(nb, 0))),
+              cIdx(nb, 0));
+          Value mask = vector::CreateMaskOp::create(nb, VectorType::get({n}, nb.getI1Type()),
+                                                    ValueRange{count});
+          Value zero = arith::ConstantOp::create(
+              nb, readType, DenseElementsAttr::get(readType, nb.getZeroAttr(aElt)));
+          Value v = vector::MaskedLoadOp::create(nb, readType, g.a, ValueRange{src, col}, mask,
+                                                 zero);
+          SmallVector<Value> pieces;
+          if (!split) {
+            pieces.push_back(v);
+          } else {
+            auto wide = [&](Value x) { return arith::ExtFOp::create(nb, readType, x).getResult(); };
+            Value inf = arith::ConstantOp::create(
+                nb, readType,
+                DenseElementsAttr::get(readType, nb.getF32FloatAttr(
+                                                     std::numeric_limits<float>::infinity())));
+            Value finite = arith::CmpFOp::create(nb, arith::CmpFPredicate::OLT,
+                                                 math::AbsFOp::create(nb, v), inf);
+            Value hi = arith::TruncFOp::create(nb, rowType, v);
+            Value r1 = arith::SelectOp::create(nb, finite,
+                                               arith::SubFOp::create(nb, v, wide(hi)), zero);
+            Value mid = arith::TruncFOp::create(nb, rowType, r1);
+            Value lo =
+                arith::TruncFOp::create(nb, rowType, arith::SubFOp::create(nb, r1, wide(mid)));
+            pieces = {hi, mid, lo};
+          }
+          for (int64_t p = 0; p < parts; ++p)
+            vector::StoreOp::create(nb, pieces[p], packed, ValueRange{cIdx(nb, p), r, col});
+        }
+      });
+  return packed;
+}
+
+/// The AMX products of one micro-tile: 16 plan rows from row0 (rows past
+/// the tile's are computed and not stored) times `vecs` tiles of 16 columns
+/// of the pairwise panel, over the whole reduction: A's tiles loaded from
+/// g.amxA (emitAmxPackA), B's straight from the panel (row stride 2 x the
+/// panel width). The C tiles stay in tile registers across the reduction
+/// and are stored once into a 16 x (16 vecs) buffer; returns `tileRows` x
+/// vecs vectors of 16 f32 from it, the accumulators of the FMA path.
 SmallVector<Value> emitAmxProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
-                                   Value panel, ArrayRef<Value> rows, int64_t vecs) {
+                                   Value panel, Value row0, int64_t tileRows, int64_t vecs) {
   const int64_t pairs = g.amxPairs, full = pairs / 16, tailPairs = pairs % 16;
   const int64_t panelStride = 2 * vecs * 16;
+  const int64_t parts = cast<MemRefType>(g.amxA.getType()).getDimSize(0);
   Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
   auto cTile = amx::TileType::get({16, 16}, f32);
   auto vt = VectorType::get({16}, f32);
-  // The two buffers live on the stack within a memref.alloca_scope: the
+  // The C buffer lives on the stack within a memref.alloca_scope: the
   // micro-tile runs inside loops, where a bare alloca would grow the stack
   // at every iteration. (The CPU pipeline inlines the scope between a stack
   // save and restore before the loops inside become blocks:
   // --moe-cpu-inline-alloca-scopes.)
-  SmallVector<Type> resultTypes(rows.size() * vecs, vt);
+  SmallVector<Type> resultTypes(tileRows * vecs, vt);
   auto scope = memref::AllocaScopeOp::create(b, resultTypes);
   if (scope.getBodyRegion().empty())
     scope.getBodyRegion().push_back(new Block());
   Block *body = &scope.getBodyRegion().front();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(body);
-  Type aElt = cast<MemRefType>(g.a.getType()).getElementType();
-  const bool split = aElt.isF32();
-  const int64_t parts = split ? 3 : 1;
-  Value aBuf =
-      memref::AllocaOp::create(b, MemRefType::get({16 * parts, 32}, bf16), IntegerAttr());
   Value cBuf = memref::AllocaOp::create(b, MemRefType::get({16, 16 * vecs}, f32), IntegerAttr());
   Value stride = cIdx(b, panelStride);
-  // One step of np pairs at pair kk: A's 16 x 2np, B's np x 32 per tile.
+  // One step of np pairs at pair kk: A's 16 x 2np per part, B's np x 32 per
+  // tile; one A part at a time (4 C tiles + 1 A + 1 B of the 8 tile
+  // registers: three A parts at once leave the allocator none spare).
   auto step = [&](ImplicitLocOpBuilder &nb, Value kk, int64_t np, ValueRange acc) {
     Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
-    auto rowType = VectorType::get({2 * np}, bf16);
-    auto readType = VectorType::get({2 * np}, aElt);
-    auto wide = [&](Value x) { return arith::ExtFOp::create(nb, readType, x).getResult(); };
-    for (int64_t i = 0; i < 16; ++i) {
-      Value r = rows[std::min<int64_t>(i, rows.size() - 1)];
-      Value v;
-      if (np == 16) {
-        v = vector::LoadOp::create(nb, readType, g.a, ValueRange{r, k});
-      } else {
-        // The last step: k beyond K (an odd K's last pair) reads 0.
-        Value pad = arith::ConstantOp::create(nb, nb.getFloatAttr(aElt, 0.0));
-        v = vector::TransferReadOp::create(nb, readType, g.a, ValueRange{r, k}, pad,
-                                           ArrayRef<bool>{false});
-      }
-      SmallVector<Value> pieces{v};
-      if (split) {
-        // hi = bf16(a), mid = bf16(a - hi), lo = bf16(a - hi - mid); the
-        // residuals are exact in f32. Not finite: all of a in hi.
-        Value zero = arith::ConstantOp::create(
-            nb, readType, DenseElementsAttr::get(readType, nb.getF32FloatAttr(0.0f)));
-        Value inf = arith::ConstantOp::create(
-            nb, readType,
-            DenseElementsAttr::get(readType, nb.getF32FloatAttr(
-                                                 std::numeric_limits<float>::infinity())));
-        Value finite = arith::CmpFOp::create(nb, arith::CmpFPredicate::OLT,
-                                             math::AbsFOp::create(nb, v), inf);
-        Value hi = arith::TruncFOp::create(nb, rowType, v);
-        Value r1 = arith::SelectOp::create(nb, finite, arith::SubFOp::create(nb, v, wide(hi)),
-                                           zero);
-        Value mid = arith::TruncFOp::create(nb, rowType, r1);
-        Value lo = arith::TruncFOp::create(nb, rowType, arith::SubFOp::create(nb, r1, wide(mid)));
-        pieces = {hi, mid, lo};
-      }
-      for (int64_t p = 0; p < parts; ++p)
-        vector::StoreOp::create(nb, pieces[p], aBuf, ValueRange{cIdx(nb, 16 * p + i), cIdx(nb, 0)});
-    }
-    // One A part at a time (4 C tiles + 1 A + 1 B of the 8 tile registers;
-    // three A parts live at once leave the register allocator none spare).
     SmallVector<Value> next(acc.begin(), acc.end());
     for (int64_t p = 0; p < parts; ++p) {
-      Value aT = amx::TileLoadOp::create(nb, amx::TileType::get({16, 2 * np}, bf16), aBuf,
-                                         ValueRange{cIdx(nb, 16 * p), cIdx(nb, 0)});
+      Value aT = amx::TileLoadOp::create(nb, amx::TileType::get({16, 2 * np}, bf16), g.amxA,
+                                         ValueRange{cIdx(nb, p), row0, k});
       for (int64_t v = 0; v < vecs; ++v) {
         Value bT = amx::TileLoadOp::create(
             nb, amx::TileType::get({np, 32}, bf16), g.b,
@@ -260,7 +287,7 @@ SmallVector<Value> emitAmxProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g
   for (int64_t v = 0; v < vecs; ++v)
     amx::TileStoreOp::create(b, cBuf, ValueRange{cIdx(b, 0), cIdx(b, 16 * v)}, acc[v]);
   SmallVector<Value> out;
-  for (size_t i = 0; i < rows.size(); ++i)
+  for (int64_t i = 0; i < tileRows; ++i)
     for (int64_t v = 0; v < vecs; ++v)
       out.push_back(vector::LoadOp::create(b, vt, cBuf, ValueRange{cIdx(b, i), cIdx(b, 16 * v)}));
   memref::AllocaScopeReturnOp::create(b, out);
@@ -321,7 +348,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
   SmallVector<Value> accs;
   if (g.amx) {
     assert(lanes == 16 && microRows <= 16 && "AMX micro-tiles are 16 rows of 16-lane vectors");
-    accs = emitAmxProducts(b, g, group, panel, aRows, microVecs);
+    accs = emitAmxProducts(b, g, group, panel, row0, microRows, microVecs);
   } else if (g.bf16Dot) {
     // AVX512_BF16: one vdpbf16ps per (row, vector) adds the products of a
     // pair of k (B packed pairwise, VNNI layout), exact products and one f32
@@ -525,6 +552,10 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   }
   Value rowBlocks = ceilDiv(b, maxRows, rowBlock);
   Value colBlocks = ceilDiv(b, g.columns, colBlock);
+  // AMX: the left operand as the tiles read it, built once per call.
+  GroupedGemm withA = g;
+  if (g.amx)
+    withA.amxA = emitAmxPackA(b, g);
 
   // Work items (group, column block, row block): row blocks innermost, so
   // that consecutive items share one column slab of B in the cache.
@@ -577,13 +608,13 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
                     cb2, rowBegin, bigEnd, cIdx(cb2, microRows), ValueRange{},
                     [&](OpBuilder &rowBuilder, Location loc, Value row0, ValueRange) {
                       ImplicitLocOpBuilder rb2(loc, rowBuilder);
-                      emitMicroTile(rb2, g, group, row0, microRows, rowEnd, col0, kBegin, kEnd);
+                      emitMicroTile(rb2, withA, group, row0, microRows, rowEnd, col0, kBegin, kEnd);
                       scf::YieldOp::create(rb2);
                     });
                 if (small >= 1 && small < microRows)
                   scf::IfOp::create(cb2, smallTail, [&](OpBuilder &tailBuilder, Location loc) {
                     ImplicitLocOpBuilder tb(loc, tailBuilder);
-                    emitMicroTile(tb, g, group, bigEnd, small, rowEnd, col0, kBegin, kEnd);
+                    emitMicroTile(tb, withA, group, bigEnd, small, rowEnd, col0, kBegin, kEnd);
                     scf::YieldOp::create(tb);
                   });
                 scf::YieldOp::create(cb2);

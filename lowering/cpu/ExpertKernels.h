@@ -125,6 +125,8 @@ struct GroupedGemm {
   /// micro-tiles of 16 rows; amxPairs is B's (static) pair count, ceil(K/2).
   bool amx = false;
   int64_t amxPairs = 0;
+  /// Set by emitGroupedGemm: A as the AMX tiles read it (emitAmxPackA).
+  Value amxA;
   /// Vector width, register and cache blocking.
   CpuConfigAttr config;
 
