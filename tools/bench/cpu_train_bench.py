@@ -129,8 +129,8 @@ def main():
     yn = lambda f: "yes" if f in flags else "no"
     print("cpu-train-bench  %s" % datetime.datetime.now().astimezone()
           .strftime("%Y-%m-%d %H:%M %Z"))
-    print("machine: %s, %d cores, avx512f %s, avx512_bf16 %s"
-          % (model, ncpu, yn("avx512f"), yn("avx512_bf16")))
+    print("machine: %s, %d cores, avx512f %s, avx512_bf16 %s, amx_bf16 %s"
+          % (model, ncpu, yn("avx512f"), yn("avx512_bf16"), yn("amx_bf16")))
     try:
         print("load average at start: %.2f" % os.getloadavg()[0])
     except OSError:
@@ -232,9 +232,9 @@ def main():
                         cmb.generate(opt.root, tmp, "prefill-bf16", T, D, H, E, K,
                                      ["--act=gelu", "--dtype=bf16"]),
                         "forward_vjp", repeat, 1 if q else 2)
-    print("bf16 prefill step: %s (AVX512_BF16: %s)" % (
+    print("bf16 prefill step: %s (AVX512_BF16: %s, AMX-BF16: %s)" % (
         "error: " + err if err else "%.2f ms against the f32 step's %.2f ms: %.2fx"
-        % (bf, f32, bf / f32), yn("avx512_bf16")))
+        % (bf, f32, bf / f32), yn("avx512_bf16"), yn("amx_bf16")))
     print("peak MiB: the moe-run process (JIT compilation, weights and their packed "
           "copies, the step's buffers); PyTorch's process above")
     return 0
