@@ -232,9 +232,12 @@ def main():
                         cmb.generate(opt.root, tmp, "prefill-bf16", T, D, H, E, K,
                                      ["--act=gelu", "--dtype=bf16"]),
                         "forward_vjp", repeat, 1 if q else 2)
-    print("bf16 prefill step: %s (AVX512_BF16: %s, AMX-BF16: %s)" % (
+    # The host's features; with --mcpu the code is compiled for that CPU's.
+    where = ("host AVX512_BF16: %s, AMX-BF16: %s" % (yn("avx512_bf16"), yn("amx_bf16")) +
+             ("; compiled for --mcpu=%s" % opt.mcpu if opt.mcpu else ""))
+    print("bf16 prefill step: %s (%s)" % (
         "error: " + err if err else "%.2f ms against the f32 step's %.2f ms: %.2fx"
-        % (bf, f32, bf / f32), yn("avx512_bf16"), yn("amx_bf16")))
+        % (bf, f32, bf / f32), where))
     print("peak MiB: the moe-run process (JIT compilation, weights and their packed "
           "copies, the step's buffers); PyTorch's process above")
     return 0
