@@ -326,17 +326,24 @@ static ModuleOp enclosingModule(ImplicitLocOpBuilder &b) {
   return b.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
 }
 
-/// `module` receives the runtime function's declaration (call
-/// enclosingModule before building nested ops: their blocks are not
-/// attached yet).
+/// Declares the CPU runtime's function `name` (runtime/cpu/CpuRuntime.h)
+/// in `module` unless it is there. `module` is null inside a kernel body
+/// under construction (call enclosingModule before building nested ops:
+/// their blocks are not attached yet); the caller outside declared it.
+static void declareRuntimeFunction(ImplicitLocOpBuilder &b, ModuleOp module, StringRef name,
+                                   TypeRange inputs) {
+  if (!module || module.lookupSymbol(name))
+    return;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  auto decl = func::FuncOp::create(b, name, b.getFunctionType(inputs, {}));
+  decl.setPrivate();
+}
+
+/// `module` receives the runtime function's declaration (declareRuntimeFunction).
 static void emitIndexCheck(ImplicitLocOpBuilder &b, ModuleOp module, Value ok, int32_t kind) {
   StringRef name = "moeCpuIndexError";
-  if (module && !module.lookupSymbol(name)) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    auto decl = func::FuncOp::create(b, name, b.getFunctionType({b.getI32Type()}, {}));
-    decl.setPrivate();
-  }
+  declareRuntimeFunction(b, module, name, {b.getI32Type()});
   Value bad = arith::XOrIOp::create(b, ok, arith::ConstantOp::create(b, b.getBoolAttr(true)));
   scf::IfOp::create(b, bad, [&](OpBuilder &nested, Location loc) {
     Value code = arith::ConstantOp::create(nested, loc, nested.getI32IntegerAttr(kind));
@@ -350,12 +357,7 @@ static void emitIndexCheck(ImplicitLocOpBuilder &b, ModuleOp module, Value ok, i
 /// time (one error line and exit code 1 if it is refused).
 static void emitRequestAmx(ImplicitLocOpBuilder &b, ModuleOp module) {
   StringRef name = "moeCpuRequestAmx";
-  if (module && !module.lookupSymbol(name)) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    auto decl = func::FuncOp::create(b, name, b.getFunctionType({}, {}));
-    decl.setPrivate();
-  }
+  declareRuntimeFunction(b, module, name, {});
   func::CallOp::create(b, name, TypeRange{}, ValueRange{});
 }
 
@@ -367,12 +369,7 @@ static void emitExpertIndexCheck(ImplicitLocOpBuilder &b, ModuleOp module, Value
                                  int64_t numExperts) {
   StringRef name = "moeCpuExpertIndexError";
   Type i32 = b.getI32Type(), i64 = b.getI64Type();
-  if (module && !module.lookupSymbol(name)) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    auto decl = func::FuncOp::create(b, name, b.getFunctionType({i32, i64, i64, i64, i64}, {}));
-    decl.setPrivate();
-  }
+  declareRuntimeFunction(b, module, name, {i32, i64, i64, i64, i64});
   Value bad = arith::XOrIOp::create(b, ok, arith::ConstantOp::create(b, b.getBoolAttr(true)));
   scf::IfOp::create(b, bad, [&](OpBuilder &nested, Location loc) {
     auto toI64 = [&](Value v) -> Value {
@@ -462,6 +459,15 @@ static Value prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site, Val
   return pw.packed;
 }
 
+/// With the configuration's amx: the pair count of weights packed pairwise
+/// (prepareWeights with vnni; static), which the AMX tile shapes need; 0
+/// without amx or without packed weights.
+static int64_t amxPairs(const KernelSite &site, Value vnniPacked) {
+  if (!site.config.getAmx() || !vnniPacked)
+    return 0;
+  return cast<MemRefType>(vnniPacked.getType()).getDimSize(2);
+}
+
 /// `a` ([rows, K], bf16 or f16) widened to f32 in a new buffer (exact), so
 /// that a GEMM reading it broadcasts f32 left-operand elements: one load
 /// per row and k in the micro-kernel instead of a load, an extension and a
@@ -522,10 +528,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   bool widen1 = !elt.isF32() && !dot1, widen2 = !elt.isF32() && !dot2;
   // AMX: the dot-product GEMMs on the tile unit; their tile shapes need the
   // (static) pair count of the packed weights, which the kernel names carry.
-  auto amxPairs = [&](bool d, Value wk) -> int64_t {
-    return d && site.config.getAmx() ? cast<MemRefType>(wk.getType()).getDimSize(2) : 0;
-  };
-  int64_t pairs1 = amxPairs(dot1, w1k), pairs2 = amxPairs(dot2, w2k);
+  int64_t pairs1 = dot1 ? amxPairs(site, w1k) : 0, pairs2 = dot2 ? amxPairs(site, w2k) : 0;
   if (pairs1 || pairs2)
     emitRequestAmx(b, enclosingModule(b));
   if (widen1)
@@ -1716,12 +1719,11 @@ static BackwardWeights packBackwardWeights(ImplicitLocOpBuilder &b, const Kernel
   bool amx = site.config.getAmx() && rowsElt.isBF16() &&
              cast<MemRefType>(w1.getType()).getElementType().isBF16();
   BackwardWeights out{pack(w1, false, amx), pack(w1, true, amx), pack(w2, true, amx)};
-  auto pairs = [&](Value packed) {
-    return amx && packed ? cast<MemRefType>(packed.getType()).getDimSize(2) : 0;
-  };
-  out.w1AmxPairs = pairs(out.w1);
-  out.w1TAmxPairs = pairs(out.w1Transposed);
-  out.w2TAmxPairs = pairs(out.w2Transposed);
+  if (amx) {
+    out.w1AmxPairs = amxPairs(site, out.w1);
+    out.w1TAmxPairs = amxPairs(site, out.w1Transposed);
+    out.w2TAmxPairs = amxPairs(site, out.w2Transposed);
+  }
   if (out.w1AmxPairs || out.w1TAmxPairs || out.w2TAmxPairs)
     emitRequestAmx(b, enclosingModule(b));
   return out;
@@ -1735,10 +1737,10 @@ static BackwardWeights packBackwardWeights(ImplicitLocOpBuilder &b, const Kernel
 static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &site, Value rows,
                                   Value offsets, Value dout, Value w1, Value w2, Value b1,
                                   Value b2, ActivationAttr activation, Value drows, Value dw1,
-                                  Value dw2, Value db1, Value db2, Value w1Packed,
-                                  Value w1Transposed, Value w2Transposed,
-                                  int64_t w1AmxPairs = 0, int64_t w1TAmxPairs = 0,
-                                  int64_t w2TAmxPairs = 0) {
+                                  Value dw2, Value db1, Value db2,
+                                  const BackwardWeights &packed) {
+  Value w1Packed = packed.w1, w1Transposed = packed.w1Transposed,
+        w2Transposed = packed.w2Transposed;
   Emitter e(b);
   Type f32 = e.f32();
   Type elt = cast<MemRefType>(rows.getType()).getElementType();
@@ -1769,7 +1771,7 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   zDesc.cType = f32;
   if (b1)
     zDesc.epilogue.then(EpilogueStep::bias);
-  emitWeightsGemm(zDesc, rows, w1Packed, w1, z, b1, w1AmxPairs);
+  emitWeightsGemm(zDesc, rows, w1Packed, w1, z, b1, packed.w1AmxPairs);
   // dh = dout W2^T.
   Value dh = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(hidden)}, f32);
   GroupedGemmDesc dhDesc;
@@ -1777,7 +1779,7 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   dhDesc.aType = f32;
   dhDesc.bType = wElt;
   dhDesc.cType = f32;
-  emitWeightsGemm(dhDesc, dout, w2Transposed, w2, dh, Value(), w2TAmxPairs);
+  emitWeightsGemm(dhDesc, dout, w2Transposed, w2, dh, Value(), packed.w2TAmxPairs);
   // h (rounded to the element type, as GEMM2 read it) and dz, in place of z:
   // vectors of the configuration's width along the row, the activation and
   // its derivative in the vector math the forward's epilogue uses.
@@ -1839,7 +1841,7 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   dxDesc.aType = f32;
   dxDesc.bType = wElt;
   dxDesc.cType = f32;
-  emitWeightsGemm(dxDesc, z, w1Transposed, w1, drows, Value(), w1TAmxPairs);
+  emitWeightsGemm(dxDesc, z, w1Transposed, w1, drows, Value(), packed.w1TAmxPairs);
 }
 
 struct LowerRouteGrad : public OpRewritePattern<RouteGradOp> {
@@ -2110,9 +2112,10 @@ struct LowerExpertFFNGrad : public OpRewritePattern<ExpertFFNGradOp> {
       emitExpertFFNBackward(b, site, v[0], v[1], v[2], v[3], v[4], KernelArgs::at(v, b1At),
                             KernelArgs::at(v, b2At), activation, v[5], v[6], v[7],
                             KernelArgs::at(v, db1At), KernelArgs::at(v, db2At),
-                            KernelArgs::at(v, w1pAt), KernelArgs::at(v, w1tAt),
-                            KernelArgs::at(v, w2tAt), packed.w1AmxPairs, packed.w1TAmxPairs,
-                            packed.w2TAmxPairs);
+                            // The kernel's arguments, with the static pair counts.
+                            BackwardWeights{KernelArgs::at(v, w1pAt), KernelArgs::at(v, w1tAt),
+                                            KernelArgs::at(v, w2tAt), packed.w1AmxPairs,
+                                            packed.w1TAmxPairs, packed.w2TAmxPairs});
     });
     SmallVector<Value> results{asTensor(b, drows, op.getRowsGrad().getType()),
                                asTensor(b, dw1, op.getW1Grad().getType()),
@@ -2198,8 +2201,7 @@ struct LowerSharedExpertGrad : public OpRewritePattern<SharedExpertGradOp> {
         packBackwardWeights(b, site, s1b, s2b, getElementTypeOrSelf(xb.getType()));
     emitExpertFFNBackward(b, site, xb, offsets, scaledOut, s1b, s2b,
                           Value(), Value(), op.getActivationAttr(), dx, ds1, ds2, Value(),
-                          Value(), packed.w1, packed.w1Transposed, packed.w2Transposed,
-                          packed.w1AmxPairs, packed.w1TAmxPairs, packed.w2TAmxPairs);
+                          Value(), packed);
     SmallVector<ReassociationIndices> drop{{0, 1}, {2}};
     SmallVector<Value> results{
         asTensor(b, dx, op.getInputGrad().getType()),
