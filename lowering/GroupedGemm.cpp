@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/ErrorHandling.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -18,6 +19,11 @@ bool GemmEpilogue::has(EpilogueStep step) const { return llvm::is_contained(step
 
 bool GemmEpilogue::gated() const {
   return has(EpilogueStep::activation) &&
+         (activation == Activation::swiglu || activation == Activation::geglu);
+}
+
+bool GemmEpilogue::gatedGrad() const {
+  return has(EpilogueStep::activationGrad) &&
          (activation == Activation::swiglu || activation == Activation::geglu);
 }
 
@@ -77,6 +83,14 @@ std::string GroupedGemmDesc::invalidReason() const {
     return "a gated GEMM reads B's gate and up columns untransposed";
   if (epilogue.has(EpilogueStep::round) && !epilogue.roundTo)
     return "the round step needs its type";
+  if (epilogue.has(EpilogueStep::activationGrad)) {
+    if (epilogue.steps.size() != 1)
+      return "the activation-gradient step is the epilogue's only step";
+    if (weightGradient())
+      return "the weight-gradient form has no activation gradient";
+    if (!epilogue.roundTo)
+      return "the activation-gradient step needs the type H is rounded to";
+  }
   return "";
 }
 
@@ -89,6 +103,17 @@ GroupedGemmDesc moe::expertWeightGradient(bool gathered, Type a, Type dz, Type d
   d.bType = dz;
   d.cType = dw;
   return d;
+}
+
+/// v rounded to `type` and carried on in f32 (a scalar or a vector).
+static Value roundTo(ImplicitLocOpBuilder &b, Type type, Value v) {
+  if (type.isF32())
+    return v;
+  Type narrow = type, wide = v.getType();
+  if (auto vt = dyn_cast<VectorType>(wide))
+    narrow = vt.clone(type);
+  Value narrowed = arith::TruncFOp::create(b, narrow, v);
+  return arith::ExtFOp::create(b, wide, narrowed);
 }
 
 Value moe::buildEpilogue(ImplicitLocOpBuilder &b, const GemmEpilogue &epilogue,
@@ -117,20 +142,36 @@ Value moe::buildEpilogue(ImplicitLocOpBuilder &b, const GemmEpilogue &epilogue,
       v = arith::MulFOp::create(b, v, w);
       break;
     }
-    case EpilogueStep::round: {
+    case EpilogueStep::round:
       assert(epilogue.roundTo && "the round step needs its type");
-      if (epilogue.roundTo.isF32())
-        break;
-      Type narrow = epilogue.roundTo, wide = v.getType();
-      if (auto vt = dyn_cast<VectorType>(wide))
-        narrow = vt.clone(epilogue.roundTo);
-      Value rounded = arith::TruncFOp::create(b, narrow, v);
-      v = arith::ExtFOp::create(b, wide, rounded);
+      v = roundTo(b, epilogue.roundTo, v);
       break;
-    }
     case EpilogueStep::combine:
       break; // the generator's (it follows the stores)
+    case EpilogueStep::activationGrad:
+      llvm_unreachable("the activation gradient has its own builder");
     }
   }
   return v;
+}
+
+ActivationGradValues moe::buildActivationGradEpilogue(ImplicitLocOpBuilder &b,
+                                                      const GemmEpilogue &epilogue, Value dh,
+                                                      Value z, Value zUp) {
+  assert(epilogue.has(EpilogueStep::activationGrad) && epilogue.roundTo &&
+         "an activation-gradient epilogue");
+  bool gated = epilogue.gatedGrad();
+  assert((!gated || zUp) && "a gated activation gradient needs the up column");
+  Value a = buildActivation(b, epilogue.activation, z);
+  Value da = buildActivationDerivative(b, epilogue.activation, z);
+  ActivationGradValues out;
+  if (gated) {
+    out.h = roundTo(b, epilogue.roundTo, arith::MulFOp::create(b, a, zUp));
+    out.dz = arith::MulFOp::create(b, arith::MulFOp::create(b, dh, zUp), da);
+    out.dzUp = arith::MulFOp::create(b, dh, a);
+  } else {
+    out.h = roundTo(b, epilogue.roundTo, a);
+    out.dz = arith::MulFOp::create(b, dh, da);
+  }
+  return out;
 }

@@ -95,19 +95,29 @@ enum class EpilogueStep : uint8_t {
   /// The fused combine: the rows of a token summed in slot order into y
   /// (docs/spec.md §7). A GPU GEMM2 step; the CPU combines in its own kernel.
   combine,
+  /// The activation's backward, in the epilogue of the expert FFN's dH =
+  /// dOut W2^T (docs/spec.md §9): with the pre-activation z (gated: gate g
+  /// at column n, up u at N + n), dZ = dH * act'(z) (gated: dG = dH * u *
+  /// act'(g), dU = dH * act(g)) and H = act(z) (gated: act(g) * u) rounded
+  /// to roundTo, the value GEMM2 read. C holds z and receives dZ in place;
+  /// H is the epilogue's second output. The epilogue's only step.
+  activationGrad,
 };
 
 /// An epilogue: its steps, and what they need.
 struct GemmEpilogue {
   llvm::SmallVector<EpilogueStep, 4> steps;
-  /// With EpilogueStep::activation.
+  /// With EpilogueStep::activation or activationGrad.
   Activation activation = Activation::relu;
-  /// With EpilogueStep::round: the element type rounded to.
+  /// With EpilogueStep::round or activationGrad: the element type rounded to.
   Type roundTo;
 
   bool has(EpilogueStep step) const;
   /// The activation step of a gated activation (swiglu, geglu).
   bool gated() const;
+  /// The activation-gradient step of a gated activation: C (z, dZ) has 2N
+  /// columns, B and the sum N.
+  bool gatedGrad() const;
   GemmEpilogue &then(EpilogueStep step);
   /// The same epilogue without `step` (the shared expert's rows folded into
   /// a launch have no bias).
@@ -157,10 +167,22 @@ struct EpilogueValues {
   Value weight; // with routedWeight: w[r]
 };
 
-/// Applies the element-wise steps of `epilogue` (every step but combine) to
-/// `values` and returns the f32 value to store.
+/// Applies the element-wise steps of `epilogue` (every step but combine
+/// and activationGrad) to `values` and returns the f32 value to store.
 Value buildEpilogue(ImplicitLocOpBuilder &b, const GemmEpilogue &epilogue,
                     const EpilogueValues &values);
+
+/// What EpilogueStep::activationGrad stores: dZ (gated: of the gate column),
+/// dZ of the up column (gated only) and the rounded activation H.
+struct ActivationGradValues {
+  Value dz, dzUp, h;
+};
+
+/// EpilogueStep::activationGrad on `dh` (the sum) and the pre-activation
+/// `z` (gated: `zUp` too), all f32 scalars or vectors of one type.
+ActivationGradValues buildActivationGradEpilogue(ImplicitLocOpBuilder &b,
+                                                 const GemmEpilogue &epilogue, Value dh,
+                                                 Value z, Value zUp);
 
 } // namespace moe
 } // namespace mlir

@@ -1620,10 +1620,13 @@ struct LowerSoftCombineGrad : public OpRewritePattern<SoftCombineGradOp> {
 /// B packed as its transpose), read as contiguous vectors. `biasGradient`
 /// (weight gradients only, [G, N] f32): also the groups' column sums of B,
 /// the bias gradient, as one more row of the GEMM (a column of ones in A).
+/// `activationOut`: with EpilogueStep::activationGrad, H (C holds z, 2N
+/// columns when gated, and receives dZ).
 static void emitBackwardGemm(ImplicitLocOpBuilder &b, const KernelSite &site,
                              const GroupedGemmDesc &desc, Value a, Value bm, Value offsets,
                              Value c, Value bias = Value(), bool bPacked = false,
-                             Value biasGradient = Value(), int64_t amxPairs = 0) {
+                             Value biasGradient = Value(), int64_t amxPairs = 0,
+                             Value activationOut = Value()) {
   Emitter e(b);
   cpu::GroupedGemm gemm;
   gemm.desc = desc;
@@ -1636,6 +1639,7 @@ static void emitBackwardGemm(ImplicitLocOpBuilder &b, const KernelSite &site,
   gemm.amxPairs = amxPairs;
   gemm.bias = bias;
   gemm.c = c;
+  gemm.activationOut = activationOut;
   if (offsets) {
     gemm.groupOffsets = offsets;
     gemm.numGroups = e.subi(memDim(b, offsets, 0), e.idx(1));
@@ -1673,7 +1677,8 @@ static void emitBackwardGemm(ImplicitLocOpBuilder &b, const KernelSite &site,
   } else {
     gemm.numRows = memDim(b, a, 0);
     gemm.reduction = memDim(b, a, 1);
-    gemm.columns = memDim(b, c, 1);
+    // A gated activation gradient's C holds both halves of z.
+    gemm.columns = activationOut ? memDim(b, activationOut, 1) : memDim(b, c, 1);
   }
   cpu::emitGroupedGemm(b, gemm);
 }
@@ -1772,63 +1777,21 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   if (b1)
     zDesc.epilogue.then(EpilogueStep::bias);
   emitWeightsGemm(zDesc, rows, w1Packed, w1, z, b1, packed.w1AmxPairs);
-  // dh = dout W2^T.
-  Value dh = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(hidden)}, f32);
+  // dh = dout W2^T, never stored: its epilogue (EpilogueStep::activationGrad)
+  // turns z into dz in place and writes h (rounded to the element type, as
+  // GEMM2 read it), with the activation and its derivative in the vector
+  // math of the forward's epilogue.
+  Value h = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(hidden)}, f32);
   GroupedGemmDesc dhDesc;
   dhDesc.bTransposed = true;
   dhDesc.aType = f32;
   dhDesc.bType = wElt;
   dhDesc.cType = f32;
-  emitWeightsGemm(dhDesc, dout, w2Transposed, w2, dh, Value(), packed.w2TAmxPairs);
-  // h (rounded to the element type, as GEMM2 read it) and dz, in place of z:
-  // vectors of the configuration's width along the row, the activation and
-  // its derivative in the vector math the forward's epilogue uses.
-  Value h = allocBuffer(b, {OpFoldResult(numRows), OpFoldResult(hidden)}, f32);
-  const int64_t lanes = site.config.getLanes();
-  scf::ParallelOp::create(
-      b, ValueRange{e.idx(0)}, ValueRange{used}, ValueRange{e.idx(1)},
-      [&](OpBuilder &nested, Location loc, ValueRange ivs) {
-        ImplicitLocOpBuilder nb(loc, nested);
-        Value r = ivs[0];
-        scf::ForOp::create(
-            nb, arith::ConstantIndexOp::create(nb, 0), hidden,
-            arith::ConstantIndexOp::create(nb, lanes), ValueRange{},
-            [&](OpBuilder &colBuilder, Location loc, Value j, ValueRange) {
-              ImplicitLocOpBuilder cb(loc, colBuilder);
-              Value mask = cpu::columnMask(cb, j, hidden, lanes);
-              auto load = [&](Value m, Value col) {
-                return cpu::loadF32Vector(cb, m, {r, col}, mask);
-              };
-              auto store = [&](Value v, Value m, Value col) {
-                cpu::storeVector(cb, v, m, {r, col}, mask);
-              };
-              auto round = [&](Value v) -> Value {
-                if (elt.isF32())
-                  return v;
-                auto vt = cast<VectorType>(v.getType());
-                Value narrow =
-                    arith::TruncFOp::create(cb, VectorType::get(vt.getShape(), elt), v);
-                return arith::ExtFOp::create(cb, vt, narrow);
-              };
-              auto mul = [&](Value x, Value y) -> Value {
-                return arith::MulFOp::create(cb, x, y);
-              };
-              Value g = load(z, j), d = load(dh, j);
-              Value a = buildActivation(cb, act, g);
-              Value da = buildActivationDerivative(cb, act, g);
-              if (gated) {
-                Value upCol = arith::AddIOp::create(cb, j, hidden);
-                Value up = load(z, upCol);
-                store(round(mul(a, up)), h, j);
-                store(mul(mul(d, up), da), z, j);
-                store(mul(d, a), z, upCol);
-              } else {
-                store(round(a), h, j);
-                store(mul(d, da), z, j);
-              }
-              scf::YieldOp::create(cb);
-            });
-      });
+  dhDesc.epilogue.then(EpilogueStep::activationGrad);
+  dhDesc.epilogue.activation = act;
+  dhDesc.epilogue.roundTo = elt;
+  emitBackwardGemm(b, site, dhDesc, dout, w2Transposed ? w2Transposed : w2, offsets, z, Value(),
+                   /*bPacked=*/static_cast<bool>(w2Transposed), Value(), packed.w2TAmxPairs, h);
   // The weight gradients: variable-K grouped GEMMs over each group's rows,
   // the bias gradients (the groups' column sums of dout and dz) fused.
   emitBackwardGemm(b, site, expertWeightGradient(false, f32, f32, f32), h, dout, offsets, dw2,

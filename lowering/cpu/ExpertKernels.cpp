@@ -92,6 +92,19 @@ Value broadcastF32(ImplicitLocOpBuilder &b, Value a, Value row, Value k, int64_t
 void emitEpilogue(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value row,
                   Value col, Value mask, Value acc, Value accUp) {
   const GemmEpilogue &ep = g.desc.epilogue;
+  if (ep.has(EpilogueStep::activationGrad)) {
+    // C holds z (gated: the up half N columns on) and receives dZ in place:
+    // each element is this micro-tile's alone.
+    Value z = loadF32Vector(b, g.c, {row, col}, mask);
+    Value upCol = ep.gatedGrad() ? arith::AddIOp::create(b, col, g.columns).getResult() : Value();
+    Value zUp = upCol ? loadF32Vector(b, g.c, {row, upCol}, mask) : Value();
+    ActivationGradValues out = buildActivationGradEpilogue(b, ep, acc, z, zUp);
+    storeVector(b, out.dz, g.c, {row, col}, mask);
+    if (upCol)
+      storeVector(b, out.dzUp, g.c, {row, upCol}, mask);
+    storeVector(b, out.h, g.activationOut, {row, col}, mask);
+    return;
+  }
   EpilogueValues in;
   in.acc = acc;
   in.accUp = accUp;
@@ -518,6 +531,8 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   assert(!g.desc.epilogue.has(EpilogueStep::combine) && "the CPU combines in its own kernel");
   assert(g.desc.gathered() == (g.aRowMap != nullptr) && "a gathered GEMM needs its row map");
   assert(g.desc.invalidReason().empty() && "not a grouped GEMM");
+  assert(g.desc.epilogue.has(EpilogueStep::activationGrad) == (g.activationOut != nullptr) &&
+         "the activation gradient's second output");
   const bool weightGradient = g.desc.weightGradient();
   assert((!weightGradient || (g.groupOffsets && !g.bPacked && !g.bf16Dot)) &&
          "the weight gradient reads B by plan row, over groups");

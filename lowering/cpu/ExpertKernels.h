@@ -106,6 +106,10 @@ struct GroupedGemm {
   /// The result, memref<? x N x T'> (the weight gradient: memref<G x M x N
   /// x T'>, M = numRows): rounded to T' when stored.
   Value c;
+  /// With EpilogueStep::activationGrad: C (memref<? x N x f32>, gated
+  /// memref<? x 2N x f32>) holds the pre-activation and receives dZ, and
+  /// this memref<? x N x f32> receives H.
+  Value activationOut;
   /// B is in the packed layout of emitPackWeights (then rank 4).
   bool bPacked = false;
   /// The weight gradient: B (one row per plan row) is in the layout of

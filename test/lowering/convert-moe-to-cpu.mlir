@@ -232,3 +232,42 @@ func.func @dynamic_experts(%x: tensor<8x16xf32>, %wr: tensor<16x?xf32>, %w1: ten
          : (tensor<8x16xf32>, tensor<16x?xf32>, tensor<?x16x32xf32>, tensor<?x32x16xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
+
+// -----
+
+// The expert FFN's backward: z = rows W1 recomputed, then dh = dout W2^T
+// with the activation's backward in its epilogue (dh is never stored): the
+// epilogue reads z's gate and up columns, writes dz over them and h (the
+// rounded activation) to its own buffer, with the same column mask.
+// CHECK-LABEL: func.func @expert_ffn_grad(
+// CHECK:       call @[[K:__moe_cpu_expert_ffn_grad_swiglu_[^(]*]](
+// CHECK:       func.func private @[[K]](
+// CHECK:       %[[Z:.*]] = memref.alloc({{.*}}) {{.*}} : memref<?x?xf32>
+// CHECK:       scf.parallel
+// CHECK:       %[[H:.*]] = memref.alloc({{.*}}) {{.*}} : memref<?x?xf32>
+// CHECK-NOT:   memref.alloc
+// CHECK:       scf.parallel
+// CHECK:       vector.fma
+// CHECK:       scf.if
+// CHECK-NEXT:    arith.constant
+// CHECK-NEXT:    %[[G:.*]] = vector.maskedload %[[Z]][%[[R:.*]], %[[C:.*]]], %[[M:.*]], %{{.*}} :
+// CHECK-NEXT:    %[[UC:.*]] = arith.addi %[[C]], %{{.*}} : index
+// CHECK-NEXT:    arith.constant
+// CHECK-NEXT:    %[[U:.*]] = vector.maskedload %[[Z]][%[[R]], %[[UC]]], %[[M]], %{{.*}} :
+// CHECK:         math.exp
+// CHECK:         %[[HV:.*]] = arith.mulf %{{.*}}, %[[U]] : vector<16xf32>
+// CHECK-NEXT:    %[[DU:.*]] = arith.mulf %[[DH:.*]], %[[U]] : vector<16xf32>
+// CHECK-NEXT:    %[[DG:.*]] = arith.mulf %[[DU]], %{{.*}} : vector<16xf32>
+// CHECK-NEXT:    %[[DUP:.*]] = arith.mulf %[[DH]], %{{.*}} : vector<16xf32>
+// CHECK-NEXT:    vector.maskedstore %[[Z]][%[[R]], %[[C]]], %[[M]], %[[DG]]
+// CHECK-NEXT:    vector.maskedstore %[[Z]][%[[R]], %[[UC]]], %[[M]], %[[DUP]]
+// CHECK-NEXT:    vector.maskedstore %[[H]][%[[R]], %[[C]]], %[[M]], %[[HV]]
+func.func @expert_ffn_grad(%rows: tensor<16x16xf32>, %off: tensor<5xi32>, %drows: tensor<16x16xf32>,
+                           %w1: tensor<4x16x64xf32>, %w2: tensor<4x32x16xf32>)
+    -> (tensor<16x16xf32>, tensor<4x16x64xf32>, tensor<4x32x16xf32>) {
+  %g:3 = moe.expert_ffn_grad %rows, %off, %drows experts(%w1, %w2)
+      {activation = #moe.activation<swiglu>}
+      : (tensor<16x16xf32>, tensor<5xi32>, tensor<16x16xf32>, tensor<4x16x64xf32>, tensor<4x32x16xf32>)
+      -> (tensor<16x16xf32>, tensor<4x16x64xf32>, tensor<4x32x16xf32>)
+  return %g#0, %g#1, %g#2 : tensor<16x16xf32>, tensor<4x16x64xf32>, tensor<4x32x16xf32>
+}

@@ -7,7 +7,9 @@
 // MLIR's ExecutionEngine and compares every output with the steps written
 // out in C++ float arithmetic, in list order (docs/spec.md §3): bias, then
 // the activation (gated: act(gate) * up), the routed weight, rounding to
-// bf16/f16 (round to nearest even, carried on in f32). The steps that are
+// bf16/f16 (round to nearest even, carried on in f32); and the backward's
+// activation-gradient step (buildActivationGradEpilogue: dZ = dH act'(z),
+// H = round(act(z))) against act and act' in double. The steps that are
 // exact in f32 (bias, relu, routed weight, rounding) must give the same
 // bits; activations through exp/erf/tanh within a few ulps (their MLIR
 // polynomial expansions are not libm). The scalar and vector forms must
@@ -96,6 +98,28 @@ double act(Activation a, double x) {
   case Activation::silu:
   case Activation::swiglu:
     return x / (1 + std::exp(-x));
+  }
+  return 0;
+}
+
+/// act'(x) (docs/spec.md §9; relu'(0) = 0).
+double actDerivative(Activation a, double x) {
+  switch (a) {
+  case Activation::relu:
+    return x > 0 ? 1 : 0;
+  case Activation::gelu:
+  case Activation::geglu:
+    return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
+           x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+  case Activation::gelu_tanh: {
+    double c = std::sqrt(2 / M_PI), t = std::tanh(c * (x + 0.044715 * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x);
+  }
+  case Activation::silu:
+  case Activation::swiglu: {
+    double sg = 1 / (1 + std::exp(-x));
+    return sg * (1 + x * (1 - sg));
+  }
   }
   return 0;
 }
@@ -266,6 +290,115 @@ protected:
     }
   }
 
+  /// EpilogueStep::activationGrad over the inputs (dH = acc, z = bias, the
+  /// up half of z = biasUp), scalar or vector form: {dZ, dZ up, H}.
+  std::vector<std::vector<float>> runGrad(const GemmEpilogue &epilogue, int64_t lanes) {
+    OpBuilder ob(&context);
+    Location loc = ob.getUnknownLoc();
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    ob.setInsertionPointToEnd(module->getBody());
+    auto buf = MemRefType::get({kCount}, ob.getF32Type());
+    auto fn = func::FuncOp::create(ob, loc, "epilogue",
+                                   ob.getFunctionType({buf, buf, buf, buf, buf, buf}, {}));
+    fn->setAttr("llvm.emit_c_interface", ob.getUnitAttr());
+    Block *body = fn.addEntryBlock();
+    ImplicitLocOpBuilder b(loc, ob);
+    b.setInsertionPointToStart(body);
+    auto a = body->getArguments();
+    bool gated = epilogue.gatedGrad();
+    scf::ForOp::create(
+        b, arith::ConstantIndexOp::create(b, 0), arith::ConstantIndexOp::create(b, kCount),
+        arith::ConstantIndexOp::create(b, lanes), ValueRange{},
+        [&](OpBuilder &nested, Location l, Value i, ValueRange) {
+          ImplicitLocOpBuilder nb(l, nested);
+          auto vt = VectorType::get({lanes}, nb.getF32Type());
+          auto load = [&](Value m) -> Value {
+            if (lanes == 1)
+              return memref::LoadOp::create(nb, m, i);
+            return vector::LoadOp::create(nb, vt, m, i);
+          };
+          auto store = [&](Value v, Value m) {
+            if (lanes == 1)
+              memref::StoreOp::create(nb, v, m, i);
+            else
+              vector::StoreOp::create(nb, v, m, i);
+          };
+          ActivationGradValues r = buildActivationGradEpilogue(
+              nb, epilogue, load(a[0]), load(a[1]), gated ? load(a[2]) : Value());
+          store(r.dz, a[3]);
+          if (gated)
+            store(r.dzUp, a[4]);
+          store(r.h, a[5]);
+          scf::YieldOp::create(nb);
+        });
+    func::ReturnOp::create(b);
+    std::unique_ptr<ExecutionEngine> engine = moe_test::lowerAndJit(
+        *module, "convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,"
+                 "convert-math-to-libm,finalize-memref-to-llvm,convert-to-llvm,"
+                 "reconcile-unrealized-casts");
+    if (!engine)
+      return {};
+    std::vector<std::vector<float>> out(3, std::vector<float>(kCount, 0.0f));
+    std::vector<float> dh = in.acc, z = in.bias, zUp = in.biasUp;
+    float *ptrs[6] = {dh.data(), z.data(), zUp.data(), out[0].data(), out[1].data(),
+                      out[2].data()};
+    MemRef1D d[6];
+    MemRef1D *dp[6];
+    llvm::SmallVector<void *> packed;
+    for (int k = 0; k < 6; ++k) {
+      d[k] = {ptrs[k], ptrs[k], 0, kCount, 1};
+      dp[k] = &d[k];
+      packed.push_back(&dp[k]);
+    }
+    llvm::Error err = engine->invokePacked("_mlir_ciface_epilogue", packed);
+    EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+    return out;
+  }
+
+  /// The activation gradient against C++ (act and act' in double): dZ, dZ up
+  /// within `ulps` of the operands' scale (bit for bit when 0), H exactly
+  /// as the round of act(z) (gated: act(g) * u) computed the same way
+  /// within `ulps` before rounding (the rounding of a value within ulps of a
+  /// tie may differ: at most one unit of roundTo then); the scalar and
+  /// vector forms bit for bit.
+  void checkGrad(const GemmEpilogue &epilogue, int ulps) {
+    std::vector<std::vector<float>> scalar = runGrad(epilogue, 1);
+    std::vector<std::vector<float>> vec = runGrad(epilogue, kLanes);
+    ASSERT_EQ(scalar.size(), 3u);
+    ASSERT_EQ(vec.size(), 3u);
+    bool gated = epilogue.gatedGrad();
+    int bad = 0;
+    for (int64_t i = 0; i < kCount && bad < 5; ++i) {
+      double dh = in.acc[i], z = in.bias[i], u = in.biasUp[i];
+      double a = act(epilogue.activation, z), da = actDerivative(epilogue.activation, z);
+      double want[3] = {gated ? dh * u * da : dh * da, gated ? dh * a : 0.0,
+                        gated ? a * u : a};
+      for (int o = 0; o < 3; ++o) {
+        if (o == 1 && !gated)
+          continue;
+        if (bitsOf(scalar[o][i]) != bitsOf(vec[o][i])) {
+          ++bad;
+          ADD_FAILURE() << "output " << o << " element " << i << ": scalar " << scalar[o][i]
+                        << " != vector " << vec[o][i];
+        }
+        double scale = (1 + std::fabs(dh)) * (1 + std::fabs(z)) * (1 + std::fabs(u));
+        double tol = ulps * std::ldexp(scale, -23);
+        if (o == 2 && !epilogue.roundTo.isF32()) {
+          // One unit of bf16 / f16 at the value, plus the f32 tolerance.
+          int e;
+          std::frexp(std::fabs(want[2]) + 1e-30, &e);
+          tol += std::ldexp(1.0, e - (epilogue.roundTo.isBF16() ? 8 : 11));
+        }
+        if (ulps == 0 && o != 2 ? bitsOf(scalar[o][i]) != bitsOf(static_cast<float>(want[o]))
+                                : !(std::fabs(scalar[o][i] - want[o]) <= tol)) {
+          ++bad;
+          ADD_FAILURE() << "output " << o << " element " << i << ": " << scalar[o][i]
+                        << " vs " << want[o];
+        }
+      }
+    }
+  }
+
   MLIRContext context;
   Inputs in;
 };
@@ -340,6 +473,69 @@ TEST_F(GemmEpilogueIR, Activations) {
 TEST_F(GemmEpilogueIR, CombineIsNotElementWise) {
   // The combine step is the generator's: buildEpilogue leaves the value.
   check(steps({EpilogueStep::combine}), /*exact=*/true);
+}
+
+TEST_F(GemmEpilogueIR, ReluGradIsExact) {
+  // relu: dZ = dH or 0 and H = round(max(z, 0)), exact in f32.
+  GemmEpilogue e = steps({EpilogueStep::activationGrad});
+  e.activation = Activation::relu;
+  e.roundTo = Float32Type::get(&context);
+  checkGrad(e, /*ulps=*/0);
+  std::vector<std::vector<float>> out = runGrad(e, kLanes);
+  for (int64_t i = 0; i < kCount; ++i) {
+    float z = in.bias[i];
+    ASSERT_EQ(bitsOf(out[0][i]), bitsOf(z > 0 ? in.acc[i] : in.acc[i] * 0.0f)) << i;
+    ASSERT_EQ(bitsOf(out[2][i]), bitsOf(z > 0 ? z : 0.0f)) << i;
+  }
+}
+
+TEST_F(GemmEpilogueIR, ActivationGrads) {
+  for (Activation a : {Activation::gelu, Activation::gelu_tanh, Activation::silu,
+                       Activation::swiglu, Activation::geglu}) {
+    for (Type t : {Type(Float32Type::get(&context)), Type(BFloat16Type::get(&context))}) {
+      SCOPED_TRACE(stringifyActivation(a).str() + (t.isF32() ? " f32" : " bf16"));
+      GemmEpilogue e = steps({EpilogueStep::activationGrad});
+      e.activation = a;
+      e.roundTo = t;
+      checkGrad(e, /*ulps=*/16);
+    }
+  }
+}
+
+TEST_F(GemmEpilogueIR, ActivationGradRoundsHOnly) {
+  // H rounded to bf16 (GEMM2 read it so); dZ stays f32.
+  GemmEpilogue e = steps({EpilogueStep::activationGrad});
+  e.activation = Activation::silu;
+  e.roundTo = BFloat16Type::get(&context);
+  std::vector<std::vector<float>> out = runGrad(e, kLanes);
+  int unrounded = 0;
+  for (int64_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(bitsOf(out[2][i]) & 0xffffu, 0u) << "H " << i << " is not a bf16";
+    unrounded += (bitsOf(out[0][i]) & 0xffffu) != 0;
+  }
+  EXPECT_GT(unrounded, kCount / 2) << "dZ must not be rounded";
+}
+
+TEST(GemmEpilogue, ActivationGradIsAloneAndNotAWeightGradient) {
+  MLIRContext ctx;
+  Type f32 = Float32Type::get(&ctx);
+  GroupedGemmDesc d;
+  d.bTransposed = true;
+  d.aType = d.bType = d.cType = f32;
+  d.epilogue.then(EpilogueStep::activationGrad);
+  d.epilogue.activation = Activation::swiglu;
+  EXPECT_EQ(d.invalidReason(), "the activation-gradient step needs the type H is rounded to");
+  d.epilogue.roundTo = f32;
+  EXPECT_EQ(d.invalidReason(), "");
+  EXPECT_TRUE(d.epilogue.gatedGrad());
+  EXPECT_FALSE(d.gated()) << "B and the sum have N columns";
+  GroupedGemmDesc withBias = d;
+  withBias.epilogue.then(EpilogueStep::bias);
+  EXPECT_EQ(withBias.invalidReason(),
+            "the activation-gradient step is the epilogue's only step");
+  GroupedGemmDesc w = expertWeightGradient(false, f32, f32, f32);
+  w.epilogue = d.epilogue;
+  EXPECT_EQ(w.invalidReason(), "the weight-gradient form has no activation gradient");
 }
 
 TEST(GemmEpilogue, Description) {
