@@ -159,9 +159,11 @@ protected:
     in.out.assign(kCount, 0.0f);
   }
 
-  /// Runs `epilogue` over the inputs in scalar (`lanes` = 1) or vector form
-  /// and returns the outputs.
-  std::vector<float> run(const GemmEpilogue &epilogue, int64_t lanes) {
+  /// Builds func @epilogue over six memref<kCount x f32> whose loop runs
+  /// `body` at every index i (step `lanes`), JIT-compiles it and calls it on
+  /// the six buffers `ptrs`. False when it does not compile.
+  bool runLoop(int64_t lanes, float *const ptrs[6],
+               function_ref<void(ImplicitLocOpBuilder &, Value, ValueRange)> body) {
     OpBuilder ob(&context);
     Location loc = ob.getUnknownLoc();
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
@@ -170,52 +172,28 @@ protected:
     auto fn = func::FuncOp::create(ob, loc, "epilogue",
                                    ob.getFunctionType({buf, buf, buf, buf, buf, buf}, {}));
     fn->setAttr("llvm.emit_c_interface", ob.getUnitAttr());
-    Block *body = fn.addEntryBlock();
+    Block *entry = fn.addEntryBlock();
     ImplicitLocOpBuilder b(loc, ob);
-    b.setInsertionPointToStart(body);
-    auto a = body->getArguments();
-    Value c0 = arith::ConstantIndexOp::create(b, 0);
-    Value cN = arith::ConstantIndexOp::create(b, kCount);
-    Value step = arith::ConstantIndexOp::create(b, lanes);
-    scf::ForOp::create(b, c0, cN, step, ValueRange{},
-                       [&](OpBuilder &nested, Location l, Value i, ValueRange) {
-                         ImplicitLocOpBuilder nb(l, nested);
-                         auto vt = VectorType::get({lanes}, nb.getF32Type());
-                         auto load = [&](Value m) -> Value {
-                           if (lanes == 1)
-                             return memref::LoadOp::create(nb, m, i);
-                           return vector::LoadOp::create(nb, vt, m, i);
-                         };
-                         EpilogueValues v;
-                         v.acc = load(a[0]);
-                         v.accUp = load(a[1]);
-                         v.bias = load(a[2]);
-                         v.biasUp = load(a[3]);
-                         // The weight as the CPU passes it: one scalar per row.
-                         v.weight = memref::LoadOp::create(nb, a[4], i);
-                         Value r = buildEpilogue(nb, epilogue, v);
-                         if (lanes == 1)
-                           memref::StoreOp::create(nb, r, a[5], i);
-                         else
-                           vector::StoreOp::create(nb, r, a[5], i);
-                         scf::YieldOp::create(nb);
-                       });
+    b.setInsertionPointToStart(entry);
+    ValueRange args = entry->getArguments();
+    scf::ForOp::create(
+        b, arith::ConstantIndexOp::create(b, 0), arith::ConstantIndexOp::create(b, kCount),
+        arith::ConstantIndexOp::create(b, lanes), ValueRange{},
+        [&](OpBuilder &nested, Location l, Value i, ValueRange) {
+          ImplicitLocOpBuilder nb(l, nested);
+          body(nb, i, args);
+          scf::YieldOp::create(nb);
+        });
     func::ReturnOp::create(b);
-
     std::unique_ptr<ExecutionEngine> engine = moe_test::lowerAndJit(
         *module, "convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,"
                  "convert-math-to-libm,finalize-memref-to-llvm,convert-to-llvm,"
                  "reconcile-unrealized-casts");
     if (!engine)
-      return {};
-    std::vector<float> out(kCount, 0.0f);
-    std::vector<float> acc = in.acc, up = in.up, bias = in.bias, biasUp = in.biasUp,
-                       weight = in.weight;
+      return false;
     MemRef1D d[6];
-    float *ptrs[6] = {acc.data(), up.data(), bias.data(), biasUp.data(), weight.data(),
-                      out.data()};
-    llvm::SmallVector<void *> packed;
     MemRef1D *dp[6];
+    llvm::SmallVector<void *> packed;
     for (int k = 0; k < 6; ++k) {
       d[k] = {ptrs[k], ptrs[k], 0, kCount, 1};
       dp[k] = &d[k];
@@ -223,7 +201,42 @@ protected:
     }
     llvm::Error err = engine->invokePacked("_mlir_ciface_epilogue", packed);
     EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-    return out;
+    return true;
+  }
+
+  /// m[i] (scalar form, `lanes` = 1) or m[i .. i+lanes) (vector form), and
+  /// the store of such a value.
+  static Value loadAt(ImplicitLocOpBuilder &b, int64_t lanes, Value m, Value i) {
+    if (lanes == 1)
+      return memref::LoadOp::create(b, m, i);
+    return vector::LoadOp::create(b, VectorType::get({lanes}, b.getF32Type()), m, i);
+  }
+  static void storeAt(ImplicitLocOpBuilder &b, int64_t lanes, Value v, Value m, Value i) {
+    if (lanes == 1)
+      memref::StoreOp::create(b, v, m, i);
+    else
+      vector::StoreOp::create(b, v, m, i);
+  }
+
+  /// Runs `epilogue` over the inputs in scalar (`lanes` = 1) or vector form
+  /// and returns the outputs.
+  std::vector<float> run(const GemmEpilogue &epilogue, int64_t lanes) {
+    std::vector<float> out(kCount, 0.0f);
+    std::vector<float> acc = in.acc, up = in.up, bias = in.bias, biasUp = in.biasUp,
+                       weight = in.weight;
+    float *ptrs[6] = {acc.data(), up.data(), bias.data(), biasUp.data(), weight.data(),
+                      out.data()};
+    bool ok = runLoop(lanes, ptrs, [&](ImplicitLocOpBuilder &b, Value i, ValueRange a) {
+      EpilogueValues v;
+      v.acc = loadAt(b, lanes, a[0], i);
+      v.accUp = loadAt(b, lanes, a[1], i);
+      v.bias = loadAt(b, lanes, a[2], i);
+      v.biasUp = loadAt(b, lanes, a[3], i);
+      // The weight as the CPU passes it: one scalar per row.
+      v.weight = memref::LoadOp::create(b, a[4], i);
+      storeAt(b, lanes, buildEpilogue(b, epilogue, v), a[5], i);
+    });
+    return ok ? out : std::vector<float>();
   }
 
   /// The steps of `epilogue` in C++ (activations in double, rounded to f32).
@@ -293,66 +306,22 @@ protected:
   /// EpilogueStep::activationGrad over the inputs (dH = acc, z = bias, the
   /// up half of z = biasUp), scalar or vector form: {dZ, dZ up, H}.
   std::vector<std::vector<float>> runGrad(const GemmEpilogue &epilogue, int64_t lanes) {
-    OpBuilder ob(&context);
-    Location loc = ob.getUnknownLoc();
-    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-    ob.setInsertionPointToEnd(module->getBody());
-    auto buf = MemRefType::get({kCount}, ob.getF32Type());
-    auto fn = func::FuncOp::create(ob, loc, "epilogue",
-                                   ob.getFunctionType({buf, buf, buf, buf, buf, buf}, {}));
-    fn->setAttr("llvm.emit_c_interface", ob.getUnitAttr());
-    Block *body = fn.addEntryBlock();
-    ImplicitLocOpBuilder b(loc, ob);
-    b.setInsertionPointToStart(body);
-    auto a = body->getArguments();
     bool gated = epilogue.gatedGrad();
-    scf::ForOp::create(
-        b, arith::ConstantIndexOp::create(b, 0), arith::ConstantIndexOp::create(b, kCount),
-        arith::ConstantIndexOp::create(b, lanes), ValueRange{},
-        [&](OpBuilder &nested, Location l, Value i, ValueRange) {
-          ImplicitLocOpBuilder nb(l, nested);
-          auto vt = VectorType::get({lanes}, nb.getF32Type());
-          auto load = [&](Value m) -> Value {
-            if (lanes == 1)
-              return memref::LoadOp::create(nb, m, i);
-            return vector::LoadOp::create(nb, vt, m, i);
-          };
-          auto store = [&](Value v, Value m) {
-            if (lanes == 1)
-              memref::StoreOp::create(nb, v, m, i);
-            else
-              vector::StoreOp::create(nb, v, m, i);
-          };
-          ActivationGradValues r = buildActivationGradEpilogue(
-              nb, epilogue, load(a[0]), load(a[1]), gated ? load(a[2]) : Value());
-          store(r.dz, a[3]);
-          if (gated)
-            store(r.dzUp, a[4]);
-          store(r.h, a[5]);
-          scf::YieldOp::create(nb);
-        });
-    func::ReturnOp::create(b);
-    std::unique_ptr<ExecutionEngine> engine = moe_test::lowerAndJit(
-        *module, "convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,"
-                 "convert-math-to-libm,finalize-memref-to-llvm,convert-to-llvm,"
-                 "reconcile-unrealized-casts");
-    if (!engine)
-      return {};
     std::vector<std::vector<float>> out(3, std::vector<float>(kCount, 0.0f));
     std::vector<float> dh = in.acc, z = in.bias, zUp = in.biasUp;
-    float *ptrs[6] = {dh.data(), z.data(), zUp.data(), out[0].data(), out[1].data(),
-                      out[2].data()};
-    MemRef1D d[6];
-    MemRef1D *dp[6];
-    llvm::SmallVector<void *> packed;
-    for (int k = 0; k < 6; ++k) {
-      d[k] = {ptrs[k], ptrs[k], 0, kCount, 1};
-      dp[k] = &d[k];
-      packed.push_back(&dp[k]);
-    }
-    llvm::Error err = engine->invokePacked("_mlir_ciface_epilogue", packed);
-    EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
-    return out;
+    float *ptrs[6] = {dh.data(),     z.data(),      zUp.data(),
+                      out[0].data(), out[1].data(), out[2].data()};
+    bool ok = runLoop(lanes, ptrs, [&](ImplicitLocOpBuilder &b, Value i, ValueRange a) {
+      ActivationGradValues r =
+          buildActivationGradEpilogue(b, epilogue, loadAt(b, lanes, a[0], i),
+                                      loadAt(b, lanes, a[1], i),
+                                      gated ? loadAt(b, lanes, a[2], i) : Value());
+      storeAt(b, lanes, r.dz, a[3], i);
+      if (gated)
+        storeAt(b, lanes, r.dzUp, a[4], i);
+      storeAt(b, lanes, r.h, a[5], i);
+    });
+    return ok ? out : std::vector<std::vector<float>>();
   }
 
   /// The activation gradient against C++ (act and act' in double): dZ, dZ up
