@@ -17,14 +17,17 @@ using namespace mlir::moe;
 
 bool GemmEpilogue::has(EpilogueStep step) const { return llvm::is_contained(steps, step); }
 
+/// swiglu and geglu: the activation multiplies act(gate) by the up half.
+static bool isGatedActivation(Activation a) {
+  return a == Activation::swiglu || a == Activation::geglu;
+}
+
 bool GemmEpilogue::gated() const {
-  return has(EpilogueStep::activation) &&
-         (activation == Activation::swiglu || activation == Activation::geglu);
+  return has(EpilogueStep::activation) && isGatedActivation(activation);
 }
 
 bool GemmEpilogue::gatedGrad() const {
-  return has(EpilogueStep::activationGrad) &&
-         (activation == Activation::swiglu || activation == Activation::geglu);
+  return has(EpilogueStep::activationGrad) && isGatedActivation(activation);
 }
 
 GemmEpilogue &GemmEpilogue::then(EpilogueStep step) {

@@ -1751,21 +1751,16 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   Type elt = cast<MemRefType>(rows.getType()).getElementType();
   Type wElt = cast<MemRefType>(w1.getType()).getElementType();
   Activation act = activation.getValue();
-  bool gated = activation.isGated();
   Value numRows = memDim(b, rows, 0);
   Value width = memDim(b, w1, 2), hidden = memDim(b, w2, 1);
-  int64_t numGroupsPlus1 = cast<MemRefType>(offsets.getType()).getDimSize(0);
-  Value used = e.toIndex(memref::LoadOp::create(
-      b, offsets, ValueRange{ShapedType::isDynamic(numGroupsPlus1)
-                                 ? e.subi(memDim(b, offsets, 0), e.idx(1))
-                                 : e.idx(numGroupsPlus1 - 1)}));
 
   // A GEMM over the expert weights: their packed copy (packBackwardWeights)
   // where there is one, else the weights as they are.
   auto emitWeightsGemm = [&](const GroupedGemmDesc &desc, Value a, Value packedW, Value w,
-                             Value c, Value bias, int64_t amxPairs = 0) {
+                             Value c, Value bias, int64_t amxPairs = 0,
+                             Value activationOut = Value()) {
     emitBackwardGemm(b, site, desc, a, packedW ? packedW : w, offsets, c, bias,
-                     /*bPacked=*/static_cast<bool>(packedW), Value(), amxPairs);
+                     /*bPacked=*/static_cast<bool>(packedW), Value(), amxPairs, activationOut);
   };
 
   // z = rows W1 (+ b1), f32 (the pre-activation the forward rounded away).
@@ -1790,8 +1785,7 @@ static void emitExpertFFNBackward(ImplicitLocOpBuilder &b, const KernelSite &sit
   dhDesc.epilogue.then(EpilogueStep::activationGrad);
   dhDesc.epilogue.activation = act;
   dhDesc.epilogue.roundTo = elt;
-  emitBackwardGemm(b, site, dhDesc, dout, w2Transposed ? w2Transposed : w2, offsets, z, Value(),
-                   /*bPacked=*/static_cast<bool>(w2Transposed), Value(), packed.w2TAmxPairs, h);
+  emitWeightsGemm(dhDesc, dout, w2Transposed, w2, z, Value(), packed.w2TAmxPairs, h);
   // The weight gradients: variable-K grouped GEMMs over each group's rows,
   // the bias gradients (the groups' column sums of dout and dz) fused.
   emitBackwardGemm(b, site, expertWeightGradient(false, f32, f32, f32), h, dout, offsets, dw2,
