@@ -8,6 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/gpu/Host.h"
+#include "lowering/GroupedGemm.h"
+#include "lowering/Philox.h"
+#include "lowering/RoutingBuilder.h"
 #include "runtime/IndexErrors.h"
 
 #include "dialect/MoEOps.h"
@@ -270,12 +273,168 @@ LogicalResult convertSoftLayer(OpT op, Host &h) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// The backward ops (docs/spec.md §9): f32 cotangents in, f32 gradients out.
+//===----------------------------------------------------------------------===//
+
+LogicalResult convert(RouteGradOp op, Host &h) {
+  Value T = h.dim(op.getInput(), 0), D = h.dim(op.getInput(), 1);
+  Value E = h.dim(op.getRouterWeight(), 1);
+  Value x = h.upload(op.getInput()), wr = h.upload(op.getRouterWeight());
+  Value dlogits = h.upload(op.getLogitsGrad());
+  Type f32 = h.e.f32();
+  // All T rows as one group: dx = do Wr^T (Wr read transposed), dWr = x^T
+  // do with dbr, the column sums of do, as its row of ones.
+  Value offsets = h.oneGroup(T);
+  Host::Plan plan = h.tileMap(offsets, T, /*numExperts=*/1);
+  Value dx = h.alloc(f32, h.e.muli(T, D));
+  GroupedGemmDesc dxDesc;
+  dxDesc.bTransposed = true;
+  dxDesc.aType = f32;
+  dxDesc.bType = eltOf(wr);
+  dxDesc.cType = f32;
+  h.launch(h.lib.backwardGemm(dxDesc), {h.blocks(D, kTileN), plan.maxTiles}, kGemmThreads,
+           {dlogits, plan.sorted, plan.tileExpert, plan.numTiles, wr, wr, dx, h.dummyF32(), E, D,
+            plan.tileRows});
+  Value dwr = h.alloc(f32, h.e.muli(D, E)), dbr = h.alloc(f32, E);
+  h.launch(h.lib.weightGradGemm(expertWeightGradient(false, eltOf(x), f32, f32), true),
+           {h.blocks(E, kTileN), h.blocks(h.e.addi(D, h.e.idx(1)), kTileM), h.e.idx(1)},
+           kGemmThreads, {x, offsets, dlogits, dwr, dbr, D, E, T});
+  SmallVector<Value> results{h.download(dx, op.getInputGrad().getType(), {T, D}),
+                             h.download(dwr, op.getRouterWeightGrad().getType(), {D, E}),
+                             h.download(dbr, op.getRouterBiasGrad().getType(), {E})};
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
+LogicalResult convert(GateGradOp op, Host &h) {
+  int64_t k = op.getIndices().getType().getDimSize(1);
+  if (ShapedType::isDynamic(k))
+    return op.emitError("cannot lower to the GPU: the number of experts per token is dynamic");
+  Value T = h.dim(op.getLogits(), 0), E = h.dim(op.getLogits(), 1);
+  RoutingAttrInterface routing = op.getRouting();
+  // The routing variant of the forward gate (the CPU path's mapping); the
+  // selection bias and the groups only choose.
+  TokenRoutingKind kind = TokenRoutingKind::get(routing, op.getTraining(), false);
+  kind.loss = kind.loss && op.getAuxLossGrad();
+  using Mode = TokenRoutingKind::Mode;
+  Value key0 = h.e.ci32(0), key1 = h.e.ci32(0), lossGrad = h.e.cf32(0.0);
+  {
+    // Read on the host before the op's GPU work (see Host::start).
+    OpBuilder::InsertionGuard guard(h.b);
+    h.b.setInsertionPoint(h.start);
+    if (kind.mode == Mode::MoesartTraining && op.getSeed())
+      std::tie(key0, key1) = buildPhiloxKey(h.b, h.hostScalar(op.getSeed()));
+    if (kind.loss)
+      lossGrad = h.e.divf(h.e.mulf(h.hostScalar(op.getAuxLossGrad()),
+                                   h.e.cf32(routing.getRegularizerCoefficient())),
+                          h.e.toF32(h.dim(op.getLogits(), 0)));
+  }
+  auto topk = dyn_cast<TopKRoutingAttr>(routing);
+  Value scale = h.e.cf32(kind.production ? topk.getScale().convertToDouble() : 1.0);
+  Value logits = h.upload(op.getLogits()), indices = h.upload(op.getIndices());
+  Value dw = h.upload(op.getWeightsGrad());
+  Value dlogits = h.alloc(h.e.f32(), h.e.muli(T, E));
+  h.launch(h.lib.gateGrad(kind, eltOf(logits)), {h.blocks(T, kGateThreads)}, kGateThreads,
+           {logits, indices, dw, dlogits, T, E, h.e.idx(k), key0, key1, lossGrad, scale});
+  Value r = h.download(dlogits, op.getLogitsGrad().getType(), {T, E});
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(DispatchGradOp op, Host &h) {
+  Value T = h.dim(op.getPositions(), 0), K = h.dim(op.getPositions(), 1);
+  Value N = h.dim(op.getRowsGrad(), 0), D = h.dim(op.getRowsGrad(), 1);
+  Value drows = h.upload(op.getRowsGrad()), pos = h.upload(op.getPositions());
+  Value dx = h.alloc(h.e.f32(), h.e.muli(T, D));
+  // dx[t] = the token's rows summed in slot order: the reduce kernel.
+  SmallVector<Value> args{drows, pos, dx, T, K, D};
+  Value err = h.checkIndices ? h.errorWord() : Value();
+  if (err)
+    args.append({N, err});
+  h.launch(h.lib.reduce(false, eltOf(drows), eltOf(dx), err != nullptr),
+           {h.blocks(h.e.muli(T, D), kEltThreads)}, kEltThreads, args);
+  Value r = h.download(dx, op.getInputGrad().getType(), {T, D});
+  if (err)
+    h.reportIndexError(err, h.e.idx(1), /*numExperts=*/0);
+  h.releaseAll();
+  op->replaceAllUsesWith(ValueRange{r});
+  return success();
+}
+
+LogicalResult convert(ExpertFFNGradOp op, Host &h) {
+  int64_t numExperts = staticExperts(op.getW1());
+  if (ShapedType::isDynamic(numExperts))
+    return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
+  Value N = h.dim(op.getRows(), 0);
+  Value rows = h.upload(op.getRows()), offsets = h.upload(op.getOffsets());
+  Value dout = h.upload(op.getOutputGrad());
+  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
+                               op.getActivationAttr());
+  Value err = h.checkIndices ? h.errorWord() : Value();
+  Host::Plan plan = h.tileMap(offsets, N, numExperts, err);
+  Type f32 = h.e.f32();
+  Value E = h.e.idx(numExperts), W = h.dim(op.getW1(), 2);
+  Host::FFNGrads g;
+  g.drows = h.alloc(f32, h.e.muli(N, ex.D));
+  // Rows from offsets[E] on are zero.
+  gpu::MemsetOp::create(h.b, Type(), ValueRange{}, g.drows,
+                        arith::ConstantOp::create(h.b, h.b.getZeroAttr(f32)));
+  g.dw1 = h.alloc(f32, h.e.muli(E, h.e.muli(ex.D, W)));
+  g.dw2 = h.alloc(f32, h.e.muli(E, h.e.muli(ex.H, ex.D)));
+  if (op.getB1()) {
+    g.db1 = h.alloc(f32, h.e.muli(E, W));
+    g.db2 = h.alloc(f32, h.e.muli(E, ex.D));
+  }
+  h.ffnBackward(rows, offsets, plan, ex, numExperts, dout, N, g);
+  SmallVector<Value> results{h.download(g.drows, op.getRowsGrad().getType(), {N, ex.D}),
+                             h.download(g.dw1, op.getW1Grad().getType(), {E, ex.D, W}),
+                             h.download(g.dw2, op.getW2Grad().getType(), {E, ex.H, ex.D})};
+  if (g.db1) {
+    results.push_back(h.download(g.db1, op.getB1Grad().getType(), {E, W}));
+    results.push_back(h.download(g.db2, op.getB2Grad().getType(), {E, ex.D}));
+  }
+  if (err)
+    h.reportIndexError(err, h.e.idx(1), numExperts);
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
+LogicalResult convert(CombineGradOp op, Host &h) {
+  Value T = h.dim(op.getWeights(), 0), K = h.dim(op.getWeights(), 1);
+  Value N = h.dim(op.getExpertOutput(), 0), D = h.dim(op.getExpertOutput(), 1);
+  Value dy = h.upload(op.getOutputGrad()), out = h.upload(op.getExpertOutput());
+  Value w = h.upload(op.getWeights()), pos = h.upload(op.getPositions());
+  Type f32 = h.e.f32();
+  Value dout = h.alloc(f32, h.e.muli(N, D)), dw = h.alloc(f32, h.e.muli(T, K));
+  // Rows no kept assignment names are zero.
+  gpu::MemsetOp::create(h.b, Type(), ValueRange{}, dout,
+                        arith::ConstantOp::create(h.b, h.b.getZeroAttr(f32)));
+  SmallVector<Value> args{dy, out, w, pos, dout, dw, T, K, D, N};
+  Value err = h.checkIndices ? h.errorWord() : Value();
+  if (err)
+    args.push_back(err);
+  h.launch(h.lib.combineGrad(eltOf(out), eltOf(w), err != nullptr),
+           {h.blocks(h.e.muli(T, K), kEltThreads)}, kEltThreads, args);
+  SmallVector<Value> results{h.download(dout, op.getExpertOutputGrad().getType(), {N, D}),
+                             h.download(dw, op.getWeightsGrad().getType(), {T, K})};
+  if (err)
+    h.reportIndexError(err, h.e.idx(1), /*numExperts=*/0);
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
 } // namespace
 
 LogicalResult gpu_lowering::convertMoEOp(Operation *op, Host &h) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp, CombineOp,
-            FusedExpertsOp, SoftDispatchOp, SoftCombineOp>(
+            FusedExpertsOp, SoftDispatchOp, SoftCombineOp, RouteGradOp, GateGradOp,
+            DispatchGradOp, ExpertFFNGradOp, CombineGradOp>(
           [&](auto concrete) { return convert(concrete, h); })
       .Case<SoftLayerOp, FusedSoftExpertsOp>(
           [&](auto concrete) { return convertSoftLayer(concrete, h); })

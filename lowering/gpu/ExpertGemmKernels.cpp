@@ -397,16 +397,31 @@ void gpu_lowering::emitCombineEpilogue(IRB &e, const CombineEpilogue &c, Value t
   });
 }
 
-gpu::GPUFuncOp KernelLibrary::reduce(bool shared, Type rowsType, Type yType) {
+Value kernels::checkPosition(IRB &e, Value pos, Value kept, Value N, Value err) {
+  // Index check (Kernels.h, error words): -1 (dropped) or a row of the
+  // expert output; a bad position reads nothing and records the kind (the
+  // host zeroed the word before the launch; every writer stores the same
+  // value).
+  Value inRows = e.lt(pos, e.toI32(N));
+  e.ifThen(e.noti(e.ori(e.andi(kept, inRows), e.eq(pos, e.ci32(-1)))), [&](IRB &e) {
+    e.store(e.ci32(MOE_INDEX_BAD_POSITION), err, e.idx(0));
+  });
+  return e.andi(kept, inRows);
+}
+
+gpu::GPUFuncOp KernelLibrary::reduce(bool shared, Type rowsType, Type yType, bool check) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  assert(!(shared && check) && "the checked reduce is moe.dispatch_grad's");
   SmallVector<Type> args{flat(rowsType), flat(i32), flat(yType), ix, ix, ix};
   if (shared)
     args.push_back(flat(f32));
+  if (check)
+    args.append({ix, flat(i32)});
   return buildKernel(
       gpuModule,
-      (shared ? "moe_reduce_shared_kernel" : "moe_reduce_kernel") +
-          typeSuffix({rowsType, yType}),
+      std::string(shared ? "moe_reduce_shared" : "moe_reduce") + (check ? "_checked" : "") +
+          "_kernel" + typeSuffix({rowsType, yType}),
       args, {},
       kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
         Value rows = a[0], positions = a[1], y = a[2], T = a[3], K = a[4], D = a[5];
@@ -419,6 +434,8 @@ gpu::GPUFuncOp KernelLibrary::reduce(bool shared, Type rowsType, Type yType) {
           Value s = e.forLoop(e.idx(0), K, {init}, [&](IRB &e, Value k, ValueRange q) {
             Value pos = e.load(positions, e.addi(e.muli(t, K), k));
             Value kept = e.ge(pos, e.ci32(0));
+            if (check)
+              kept = checkPosition(e, pos, kept, a[6], a[7]);
             Value v = e.guardedLoad(kept, e.f32(), [&](IRB &e) {
               return loadF32(e, rows, e.addi(e.muli(e.toIndex(pos), D), d));
             });
@@ -456,20 +473,8 @@ gpu::GPUFuncOp KernelLibrary::combine(bool shared, Type outType, Type weightsTyp
             Value at = e.addi(e.muli(t, K), k);
             Value pos = e.load(positions, at);
             Value kept = e.ge(pos, e.ci32(0));
-            if (check) {
-              // Index check (Kernels.h, error words): -1 (dropped) or a row
-              // of the expert output; a bad position reads nothing and
-              // records the kind (the host zeroed the word before the
-              // launch; every writer stores the same value).
-              Value N = e.toI32(a[checkArgs]);
-              Value inRows = e.lt(pos, N);
-              e.ifThen(e.noti(e.ori(e.andi(kept, inRows), e.eq(pos, e.ci32(-1)))),
-                       [&](IRB &e) {
-                         e.store(e.ci32(MOE_INDEX_BAD_POSITION), a[checkArgs + 1],
-                                 e.idx(0));
-                       });
-              kept = e.andi(kept, inRows);
-            }
+            if (check)
+              kept = checkPosition(e, pos, kept, a[checkArgs], a[checkArgs + 1]);
             Value v = e.guardedLoad(kept, e.f32(), [&](IRB &e) {
               return e.mulf(loadF32(e, out, e.addi(e.muli(e.toIndex(pos), D), d)),
                             loadF32(e, w, at));

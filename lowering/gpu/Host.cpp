@@ -662,3 +662,60 @@ Value Host::softCombine(Value expertOut, Value cw, Value G, Value M, Value ES, V
          {cw, expertOut, y, G, M, ES, S, D});
   return y;
 }
+
+Value Host::oneGroup(Value rows) {
+  auto type = RankedTensorType::get({2}, e.i32());
+  return upload(tensor::FromElementsOp::create(b, type, ValueRange{e.ci32(0), e.toI32(rows)}));
+}
+
+void Host::ffnBackward(Value rows, Value offsets, const Plan &plan, const Experts &x,
+                       int64_t numExperts, Value dout, Value N, const FFNGrads &g) {
+  Type f32 = e.f32(), elt = eltOf(rows), wElt = eltOf(x.w1);
+  GemmEpilogue actGrad;
+  actGrad.then(EpilogueStep::activationGrad);
+  actGrad.activation = x.act;
+  actGrad.roundTo = elt;
+  Value W = actGrad.gatedGrad() ? e.muli(x.H, e.idx(2)) : x.H; // columns of W1[e]
+  Value E = e.idx(numExperts);
+  Value z = alloc(f32, e.muli(N, W)), hBuf = alloc(f32, e.muli(N, x.H));
+  auto rowGemm = [&](const GroupedGemmDesc &desc, Value a, Value w, Value bias, Value c,
+                     Value hOut, Value K, Value cols) {
+    launch(lib.backwardGemm(desc), {blocks(cols, kTileN), plan.maxTiles}, kGemmThreads,
+           {a, plan.sorted, plan.tileExpert, plan.numTiles, w, bias ? bias : w, c,
+            hOut ? hOut : dummyF32(), K, cols, plan.tileRows});
+  };
+  auto weightGrad = [&](Type aType, Value a, Value bm, Value c, Value bias, Value M,
+                        Value cols) {
+    Value rowsOfC = bias ? e.addi(M, e.idx(1)) : M;
+    launch(lib.weightGradGemm(expertWeightGradient(false, aType, f32, f32), bias != nullptr),
+           {blocks(cols, kTileN), blocks(rowsOfC, kTileM), E}, kGemmThreads,
+           {a, offsets, bm, c, bias ? bias : dummyF32(), M, cols, N});
+  };
+  // z = rows W1 (+ b1), f32: the pre-activation the forward rounded away.
+  GroupedGemmDesc zDesc;
+  zDesc.aType = elt;
+  zDesc.bType = wElt;
+  zDesc.cType = f32;
+  if (x.b1)
+    zDesc.epilogue.then(EpilogueStep::bias);
+  rowGemm(zDesc, rows, x.w1, x.b1, z, Value(), x.D, W);
+  // dH = dout W2^T, never stored: the epilogue turns z into dZ and writes h
+  // (rounded to the rows' type, the value GEMM2 read).
+  GroupedGemmDesc dhDesc;
+  dhDesc.bTransposed = true;
+  dhDesc.aType = f32;
+  dhDesc.bType = wElt;
+  dhDesc.cType = f32;
+  dhDesc.epilogue = actGrad;
+  rowGemm(dhDesc, dout, x.w2, Value(), z, hBuf, x.D, x.H);
+  // The weight gradients and (fused) the bias gradients.
+  weightGrad(f32, hBuf, dout, g.dw2, g.db2, x.H, x.D);
+  weightGrad(elt, rows, z, g.dw1, g.db1, x.D, W);
+  // drows = dZ W1^T.
+  GroupedGemmDesc dxDesc;
+  dxDesc.bTransposed = true;
+  dxDesc.aType = f32;
+  dxDesc.bType = wElt;
+  dxDesc.cType = f32;
+  rowGemm(dxDesc, z, x.w1, Value(), g.drows, Value(), W, x.D);
+}

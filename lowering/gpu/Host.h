@@ -250,6 +250,28 @@ public:
   Value sharedExpert(Value x, Value T, Value D, Value s1, Value s2, Value sg,
                      ActivationAttr act);
 
+  /// A one-group plan's offsets {0, rows} (device i32 [2]): the router's
+  /// and the shared expert's backward GEMMs run over all rows as one group.
+  Value oneGroup(Value rows);
+
+  /// The gradient buffers of ffnBackward (device, f32): drows [N, D]
+  /// (zeroed by the caller where no group has rows), dw1 [E, D, W], dw2
+  /// [E, H, D], and with expert biases db1 [E, W], db2 [E, D] (else null).
+  struct FFNGrads {
+    Value drows, dw1, dw2, db1, db2;
+  };
+  /// The expert FFN's backward (moe.expert_ffn_grad, docs/spec.md §9) over
+  /// `rows` [N, D] in group order, grouped by `offsets` (device i32 [E+1])
+  /// and tiled by `plan` (its tile map), for the cotangent `dout` [N, D]
+  /// f32: z = rows W1 + b1 recomputed; dH = dout W2^T with the activation's
+  /// backward in its epilogue (dZ into z in place, h = round(act(z)));
+  /// dW2 = h^T dout and dW1 = rows^T dZ as variable-K weight-gradient GEMMs
+  /// (the bias gradients their row of ones); drows = dZ W1^T. Five launches,
+  /// the CPU path's GEMMs and rounding points (ConvertMoEToCPU.cpp,
+  /// emitExpertFFNBackward).
+  void ffnBackward(Value rows, Value offsets, const Plan &plan, const Experts &x,
+                   int64_t numExperts, Value dout, Value N, const FFNGrads &grads);
+
   /// Soft MoE dispatch on the device: slot rows [E*G*S, D] and Cw.
   struct SoftFront {
     Value rows, combineWeights, G, M, D, ES, S;

@@ -123,6 +123,12 @@ Value sharedGateSigmoid(IRB &e, Value o);
 /// The linear thread index of a 1-D launch of kEltThreads-thread blocks.
 Value globalThread(IRB &e);
 
+/// The index check of a position `pos` (i32) read from an operand: it must
+/// be -1 (dropped) or a row below N (index); otherwise err[0] (i32[4], the
+/// op's error word) is set to MOE_INDEX_BAD_POSITION. Returns `kept`
+/// (pos >= 0) and pos < N: a bad position is never read.
+Value checkPosition(IRB &e, Value pos, Value kept, Value N, Value err);
+
 } // namespace mlir::moe::gpu_lowering::kernels
 
 #endif // MOE_LOWERING_GPU_KERNELSKELETON_H

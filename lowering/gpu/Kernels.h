@@ -217,8 +217,60 @@ public:
   /// (rowsOut, positions:i32, y, T, K, D[, shared]); 1-D over T*D. With
   /// `shared` the sum of a token starts at shared[t, :] (the shared expert's
   /// f32 output, docs/spec.md §3.1.1), as on the CPU path. The sum is f32,
-  /// rounded once to y's type.
-  gpu::GPUFuncOp reduce(bool shared, Type rows, Type y);
+  /// rounded once to y's type. Also moe.dispatch_grad (rows f32, no shared).
+  /// With `check` ("_checked", not with `shared`): (N, err:i32[4]) follow:
+  /// a position outside [-1, N) contributes nothing and sets err[0] =
+  /// MOE_INDEX_BAD_POSITION.
+  gpu::GPUFuncOp reduce(bool shared, Type rows, Type y, bool check = false);
+
+  //===--------------------------------------------------------------------===//
+  // The backward (docs/spec.md §9; ExpertGemmGradKernels.cpp,
+  // RoutingKernels.cpp). No float atomics: every gradient element is one
+  // thread's sum in a fixed order, so the results do not depend on the block
+  // schedule.
+  //===--------------------------------------------------------------------===//
+
+  /// A row GEMM of the backward over the tiles of a plan whose rows are in
+  /// group order (`desc`: rows direct, weights perGroup, reduction columns;
+  /// the router and the shared expert are one group of all rows):
+  /// C[r, n] = epilogue(sum_k A[r, k] B_g[k, n]) for every plan row r of
+  /// group g = tileExpert[tile], B_g = W[g] stored [K, N] or
+  /// (desc.bTransposed) [N, K]; each output a fused multiply-add chain in
+  /// ascending k. The epilogue is empty, {bias} (the recomputed z = rows W1
+  /// + b1, bias[g][n]) or {activationGrad} (dH = dOut W2^T: C holds z, [rows,
+  /// 2N] when gated, and receives dZ in place; hOut [rows, N] f32 receives H
+  /// = round(act(z)); buildActivationGradEpilogue). Padded plan rows store
+  /// nothing.
+  /// (A, sorted:i32, tileExpert:i32, numTiles:i32, W, bias, C, hOut, K, N,
+  /// tileRows); grid (ceil(N/kTileN), maxTiles). A of desc.aType, W and bias
+  /// of desc.bType, C and hOut f32.
+  gpu::GPUFuncOp backwardGemm(const GroupedGemmDesc &desc);
+  /// The weight gradient of `desc` (desc.weightGradient(); expertWeightGradient):
+  /// C[g][m, n] = sum_{r in group g} A[r, m] B[r, n], one fused multiply-add
+  /// chain per element in increasing r from the group's first row; a group
+  /// without rows (or with offsets outside [0, numRows], which the checked
+  /// tile map reports) gets exact zeros. With `biasGrad` the bias gradient
+  /// biasOut[g][n] = sum_r B[r, n] is the same GEMM's row M (A with a column
+  /// of ones: the same order, fma(1, b, s) = s + b exactly).
+  /// (A [rows, M], offsets:i32 [G+1], B [rows, N] f32, C [G, M, N] f32,
+  /// biasOut [G, N] f32, M, N, numRows); grid (ceil(N/kTileN),
+  /// ceil((M + biasGrad)/kTileM), G). A of desc.aType.
+  gpu::GPUFuncOp weightGradGemm(const GroupedGemmDesc &desc, bool biasGrad);
+  /// moe.combine_grad: (dy f32 [T, D], out [N, D], w [T, K], positions:i32
+  /// [T, K], dOut f32 [N, D], dW f32 [T, K], T, K, D, N); 1-D over T*K, one
+  /// thread per assignment: dOut[pos] = w * dy[t] and dW[t, i] = <dy[t],
+  /// out[pos]> (ascending d); a dropped assignment (-1) writes dW = 0 and no
+  /// row. With `check` ("_checked"): (err:i32[4]) follows (a position outside
+  /// [-1, N) sets err[0] = MOE_INDEX_BAD_POSITION and is dropped).
+  gpu::GPUFuncOp combineGrad(Type out, Type weights, bool check = false);
+  /// moe.gate_grad of routing variant `kind` (TokenRoutingKind::get, as on
+  /// the CPU path; buildTokenRoutingGrad): (logits [T, E] of `logits`,
+  /// indices:i32 [T, K], dW f32 [T, K], dLogits f32 [T, E], T, E, K,
+  /// key0:i32, key1:i32, lossGrad:f32, scale:f32); one thread per token, grid
+  /// ceil(T/kGateThreads). With kind.loss every token's lasso term has the
+  /// cotangent lossGrad (lambda / T times the aux loss's); `scale` is the
+  /// production router's routed scaling factor.
+  gpu::GPUFuncOp gateGrad(const TokenRoutingKind &kind, Type logits);
   /// (expertOut, weights, positions:i32, y, T, K, D[, shared]); 1-D over T*D.
   /// With `check` ("_checked"): (N, err:i32[4]) follow: a position outside
   /// [-1, N) contributes nothing and sets err[0] = MOE_INDEX_BAD_POSITION.

@@ -65,12 +65,11 @@ gpu::GPUFuncOp KernelLibrary::route(bool bias, Type data, Type out) {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::gate(const TokenRoutingKind &kind, Type biasType, bool router,
-                                   bool routerBias, Type routerData, bool sharedGate) {
+/// The name of the routing variant `kind` in its kernels' names ("topk",
+/// "moesart_train_small_random", "topk_sigmoid_nonorm_grouped", ...).
+static std::string routingVariantName(const TokenRoutingKind &kind) {
   using Mode = TokenRoutingKind::Mode;
-  MLIRContext *ctx = module.getContext();
-  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
-  std::string name = "moe_gate_kernel_";
+  std::string name;
   switch (kind.mode) {
   case Mode::Dense:
     name += "dense";
@@ -85,9 +84,8 @@ gpu::GPUFuncOp KernelLibrary::gate(const TokenRoutingKind &kind, Type biasType, 
     name += "moesart_train_" + stringifyMoesartAdjust(kind.adjust).str();
     break;
   }
-  const bool production = kind.production, loss = kind.loss;
-  assert((!production || kind.mode == Mode::TopK) && "production routers are top_k");
-  if (production) {
+  assert((!kind.production || kind.mode == Mode::TopK) && "production routers are top_k");
+  if (kind.production) {
     name += "_" + stringifyRouterScore(kind.score).str();
     if (!kind.normalize)
       name += "_nonorm";
@@ -96,6 +94,16 @@ gpu::GPUFuncOp KernelLibrary::gate(const TokenRoutingKind &kind, Type biasType, 
     if (kind.selectionBias)
       name += "_bias";
   }
+  return name;
+}
+
+gpu::GPUFuncOp KernelLibrary::gate(const TokenRoutingKind &kind, Type biasType, bool router,
+                                   bool routerBias, Type routerData, bool sharedGate) {
+  using Mode = TokenRoutingKind::Mode;
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  std::string name = "moe_gate_kernel_" + routingVariantName(kind);
+  const bool production = kind.production, loss = kind.loss;
   Type biasElt = biasType ? biasType : f32;
   if (production && kind.selectionBias)
     name += typeSuffix({biasElt});
@@ -397,3 +405,69 @@ gpu::GPUFuncOp KernelLibrary::lossReduce() {
 
 /// moe_tile_map_kernel: with the offsets of the (unpadded) expert groups in
 /// place, pad every group to `tileRows` (index) rows.
+
+gpu::GPUFuncOp KernelLibrary::gateGrad(const TokenRoutingKind &kind, Type logitsType) {
+  using Mode = TokenRoutingKind::Mode;
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  // The selection bias and the groups only choose: the backward of a
+  // production router does not depend on them.
+  TokenRoutingKind variant = kind;
+  variant.selectionBias = variant.grouped = false;
+  std::string name = "moe_gate_grad_kernel_" + routingVariantName(variant) +
+                     (kind.loss ? "_loss" : "") + typeSuffix({logitsType});
+  SmallVector<Type> args{flat(logitsType), flat(i32), flat(f32), flat(f32), ix, ix, ix,
+                         i32,              i32,       f32,       f32};
+  return buildKernel(
+      gpuModule, name, args, {}, kGateThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value logits = a[0], indices = a[1], dw = a[2], out = a[3], T = a[4], E = a[5];
+        Value K = a[6];
+        Value t = e.addi(e.muli(blockId(e, gpu::Dimension::x), e.idx(kGateThreads)),
+                         threadId(e));
+        e.ifThen(e.ult(t, T), [&](IRB &e) {
+          Value rowE = e.muli(t, E), rowK = e.muli(t, K);
+          TokenRoutingValues values;
+          values.experts = E;
+          values.k = K;
+          values.token = e.toI32(t);
+          if (kind.production)
+            values.scale = a[10];
+          if (kind.mode == Mode::MoesartTraining) {
+            values.key0 = a[7];
+            values.key1 = a[8];
+          }
+          if (kind.loss)
+            values.lossGrad = a[9];
+          // Built with the builder each callback gets (it may be inside a
+          // region buildTokenRoutingGrad opened).
+          auto logit = [&](ImplicitLocOpBuilder &b, Value ex) {
+            IRB ie(b);
+            return loadF32(ie, logits, ie.addi(rowE, ex));
+          };
+          auto loadIndex = [&](ImplicitLocOpBuilder &b, Value r) {
+            IRB ie(b);
+            return ie.load(indices, ie.addi(rowK, r));
+          };
+          auto weightGrad = [&](ImplicitLocOpBuilder &b, Value r) {
+            IRB ie(b);
+            return ie.load(dw, ie.addi(rowK, r));
+          };
+          auto loadGrad = [&](ImplicitLocOpBuilder &b, Value ex) {
+            IRB ie(b);
+            return ie.load(out, ie.addi(rowE, ex));
+          };
+          auto storeGrad = [&](ImplicitLocOpBuilder &b, Value ex, Value v) {
+            IRB ie(b);
+            ie.store(v, out, ie.addi(rowE, ex));
+          };
+          TokenRoutingGradStorage io;
+          io.logit = logit;
+          io.loadIndex = loadIndex;
+          io.weightGrad = weightGrad;
+          io.loadGrad = loadGrad;
+          io.storeGrad = storeGrad;
+          buildTokenRoutingGrad(e.b, kind, values, io);
+        });
+      });
+}

@@ -20,7 +20,10 @@ data is made (before rounding to a narrower type): AT is a flat index, or rR:
 token R of the first argument (the tokens, [T, D] or [G, M, D]), slice R of
 another argument's first dimension (an expert's weights). --print-bits
 prints every result as the bit patterns of its f32 values (printMemrefI32),
-so that runs can be compared bit for bit (compare-poisoned.py)."""
+so that runs can be compared bit for bit (compare-poisoned.py).
+--function NAME drives that public function instead of the first one (a
+gradient @f_vjp that --moe-generate-vjp added next to @f); a file that moe-opt
+printed (`module { ... }`) gets its @main inside the module."""
 import argparse
 import math
 import re
@@ -29,8 +32,9 @@ import sys
 ARG = re.compile(r'%([A-Za-z0-9_]+)\s*:\s*tensor<([^>]*)>')
 
 
-def parse(text):
-    m = re.search(r'func\.func\s+@([A-Za-z0-9_]+)\s*\((.*?)\)\s*->\s*\(?(.*?)\)?\s*\{',
+def parse(text, function=None):
+    fname = re.escape(function) if function else r'[A-Za-z0-9_]+'
+    m = re.search(r'func\.func\s+@(' + fname + r')\s*\((.*?)\)\s*->\s*\(?(.*?)\)?\s*\{',
                   text, re.S)
     if not m:
         sys.exit('make-driver: no public function found')
@@ -52,9 +56,15 @@ def main():
     p.add_argument('--round-through', choices=['bf16', 'f16'])
     p.add_argument('--poison', action='append', default=[])
     p.add_argument('--print-bits', action='store_true')
+    p.add_argument('--function')
     a = p.parse_args()
     text = open(a.input).read()
-    name, params, outs = parse(text)
+    # moe-opt's output wraps the functions in `module { ... }`: @main goes
+    # into the same module.
+    stripped = text.strip()
+    if stripped.startswith('module {') and stripped.endswith('}'):
+        text = stripped[len('module {'):-1]
+    name, params, outs = parse(text, a.function)
     poisons = {}
     for item in a.poison:
         pname, at, value = item.split(':')

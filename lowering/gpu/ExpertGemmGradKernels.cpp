@@ -1,0 +1,216 @@
+//===- ExpertGemmGradKernels.cpp - the backward's grouped GEMMs -----------===//
+//
+// KernelLibrary's CUDA-core kernels of the backward (Kernels.h, docs/spec.md
+// §9), next to the forward's grouped GEMMs (ExpertGemmKernels.cpp) and on the
+// same tiled skeleton (KernelSkeleton.h): the row GEMMs over a plan's tiles
+// (the recomputed z, dH = dOut W2^T with the activation's backward in its
+// epilogue, dX = dZ W1^T through the transposed weights), the variable-K
+// weight-gradient GEMMs with the bias gradient as one more output row, and
+// moe.combine_grad. Every output element is one thread's fused multiply-add
+// chain in ascending k (the CPU path's order), so no gradient depends on the
+// block schedule and no float atomics are needed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/gpu/KernelSkeleton.h"
+#include "lowering/GroupedGemm.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+#include <string>
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::gpu_lowering;
+using namespace mlir::moe::gpu_lowering::kernels;
+
+gpu::GPUFuncOp KernelLibrary::backwardGemm(const GroupedGemmDesc &desc) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  const GemmEpilogue &epilogue = desc.epilogue;
+  const bool actGrad = epilogue.has(EpilogueStep::activationGrad);
+  const bool bias = epilogue.has(EpilogueStep::bias);
+  const bool gated = epilogue.gatedGrad();
+  assert(desc.invalidReason().empty() && !desc.weightGradient() && !desc.gathered() &&
+         desc.weights == GemmWeights::perGroup && desc.cType.isF32() &&
+         !epilogue.has(EpilogueStep::activation) && !epilogue.has(EpilogueStep::routedWeight) &&
+         !epilogue.has(EpilogueStep::combine) && !epilogue.has(EpilogueStep::round) &&
+         "a row GEMM of the backward");
+  Type aType = desc.aType, wType = desc.bType;
+  std::string name = std::string("moe_bwd_gemm_kernel") + (desc.bTransposed ? "_bt" : "") +
+                     (bias ? "_bias" : "");
+  if (actGrad)
+    name += "_actgrad_" + stringifyActivation(epilogue.activation).str() + "_h" +
+            (epilogue.roundTo.isF32() ? std::string("_f32") : typeSuffix({epilogue.roundTo}));
+  name += typeSuffix({aType, wType});
+  SmallVector<Type> args{flat(aType), flat(i32), flat(i32), flat(i32), flat(wType), flat(wType),
+                         flat(f32),   flat(f32), ix,        ix,        ix};
+  return buildKernel(
+      gpuModule, name, args, gemmWorkgroup(ctx, 1), kGemmThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value A = a[0], sorted = a[1], tileExpert = a[2], numTiles = a[3], W = a[4];
+        Value biasBuf = a[5], C = a[6], hOut = a[7], K = a[8], N = a[9], tileRows = a[10];
+        Value bm = blockId(e, gpu::Dimension::y);
+        Value ex = e.toIndex(e.load(tileExpert, bm));
+        // C's row stride: a gated activation gradient's z holds both halves.
+        Value ldc = gated ? e.muli(N, e.idx(2)) : N;
+        GemmHooks h;
+        h.active = e.ult(bm, e.toIndex(e.load(numTiles, e.idx(0))));
+        h.tileRows = tileRows;
+        h.rowBase = e.muli(bm, tileRows);
+        h.kDim = K;
+        h.nDim = N;
+        h.aRow = [&](IRB &e, Value lr) { return e.load(sorted, e.addi(h.rowBase, lr)); };
+        h.aBuf = A;
+        h.aVecOk = multipleOf(e, K, kVec);
+        h.aIndex = [&](IRB &e, Value ar, Value k) { return e.addi(e.muli(ar, K), k); };
+        Value wBase = e.muli(ex, e.muli(K, N));
+        if (desc.bTransposed) {
+          // B[k, n] = W[g][n, k]: strided along n, staged element by element.
+          h.loadB = [&](IRB &e, Value k, Value n, int) {
+            return loadF32(e, W, e.addi(wBase, e.addi(e.muli(n, K), k)));
+          };
+        } else {
+          h.bBuf = W;
+          h.bVecOk = multipleOf(e, N, kVec);
+          h.bIndex = [&](IRB &e, Value k, Value n, int) {
+            return e.addi(wBase, e.addi(e.muli(k, N), n));
+          };
+        }
+        h.store = [&](IRB &e, Value, Value ar, Value n, ArrayRef<Value> acc) {
+          // Padded plan rows (-1) store nothing.
+          e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
+            Value r = e.toIndex(ar);
+            Value at = e.addi(e.muli(r, ldc), n);
+            if (actGrad) {
+              Value z = e.load(C, at);
+              Value zUp = gated ? e.load(C, e.addi(at, N)) : Value();
+              ActivationGradValues v = buildActivationGradEpilogue(e.b, epilogue, acc[0], z, zUp);
+              e.store(v.dz, C, at);
+              if (gated)
+                e.store(v.dzUp, C, e.addi(at, N));
+              e.store(v.h, hOut, e.addi(e.muli(r, N), n));
+              return;
+            }
+            EpilogueValues in;
+            in.acc = acc[0];
+            if (bias)
+              in.bias = loadF32(e, biasBuf, e.addi(e.muli(ex, N), n));
+            e.store(buildEpilogue(e.b, epilogue, in), C, at);
+          });
+        };
+        buildGemm(e, wg, h);
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::weightGradGemm(const GroupedGemmDesc &desc, bool biasGrad) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  assert(desc.invalidReason().empty() && desc.weightGradient() && !desc.gathered() &&
+         desc.bType.isF32() && desc.cType.isF32() && desc.epilogue.steps.empty() &&
+         "a weight gradient over rows in group order");
+  Type aType = desc.aType;
+  std::string name = std::string("moe_wgrad_gemm_kernel") + (biasGrad ? "_bias" : "") +
+                     typeSuffix({aType});
+  SmallVector<Type> args{flat(aType), flat(i32), flat(f32), flat(f32), flat(f32), ix, ix, ix};
+  return buildKernel(
+      gpuModule, name, args, gemmWorkgroup(ctx, 1), kGemmThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value A = a[0], offsets = a[1], B = a[2], C = a[3], biasOut = a[4];
+        Value M = a[5], N = a[6], numRows = a[7];
+        Value g = blockId(e, gpu::Dimension::z);
+        // The group's rows [begin, end): K of this block. Offsets outside
+        // [0, numRows] or decreasing (reported by the checked tile map) give
+        // an empty group: nothing out of bounds is read.
+        Value begin = e.load(offsets, g), end = e.load(offsets, e.addi(g, e.idx(1)));
+        Value rowsI32 = e.toI32(numRows);
+        Value valid = e.andi(e.andi(e.ge(begin, e.ci32(0)), e.ge(end, begin)),
+                             e.ge(rowsI32, end));
+        Value count = e.toIndex(e.select(valid, e.subi(end, begin), e.ci32(0)));
+        Value first = e.toIndex(e.select(valid, begin, e.ci32(0)));
+        // C's rows are A's columns (plus the row of ones of the bias).
+        Value rowsOfC = biasGrad ? e.addi(M, e.idx(1)) : M;
+        GemmHooks h;
+        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
+        h.kDim = count;
+        h.nDim = N;
+        h.aRow = [&](IRB &e, Value lr) {
+          Value m = e.addi(h.rowBase, lr);
+          return e.select(e.ult(m, rowsOfC), e.toI32(m), e.ci32(-1));
+        };
+        // A read transposed: A^T[m, k] = A[first + k, m] (strided along k).
+        h.loadA = [&](IRB &e, Value m, Value k) {
+          auto load = [&](IRB &e) {
+            return SmallVector<Value>{loadF32(e, A, e.addi(e.muli(e.addi(first, k), M), m))};
+          };
+          if (!biasGrad)
+            return load(e)[0];
+          return e.ifElse(
+              e.ult(m, M), {e.f32()}, load,
+              [&](IRB &e) { return SmallVector<Value>{e.cf32(1.0)}; })[0];
+        };
+        h.bBuf = B;
+        h.bVecOk = multipleOf(e, N, kVec);
+        h.bIndex = [&](IRB &e, Value k, Value n, int) {
+          return e.addi(e.muli(e.addi(first, k), N), n);
+        };
+        h.store = [&](IRB &e, Value, Value ar, Value n, ArrayRef<Value> acc) {
+          e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
+            Value m = e.toIndex(ar);
+            if (!biasGrad) {
+              e.store(acc[0], C, e.addi(e.muli(e.addi(e.muli(g, M), m), N), n));
+              return;
+            }
+            e.ifElse(
+                e.ult(m, M), {},
+                [&](IRB &e) {
+                  e.store(acc[0], C, e.addi(e.muli(e.addi(e.muli(g, M), m), N), n));
+                  return SmallVector<Value>{};
+                },
+                [&](IRB &e) {
+                  e.store(acc[0], biasOut, e.addi(e.muli(g, N), n));
+                  return SmallVector<Value>{};
+                });
+          });
+        };
+        buildGemm(e, wg, h);
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::combineGrad(Type outType, Type weightsType, bool check) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  SmallVector<Type> args{flat(f32), flat(outType), flat(weightsType), flat(i32), flat(f32),
+                         flat(f32), ix,            ix,                ix,        ix};
+  if (check)
+    args.push_back(flat(i32));
+  return buildKernel(
+      gpuModule,
+      std::string("moe_combine_grad") + (check ? "_checked" : "") + "_kernel" +
+          typeSuffix({outType, weightsType}),
+      args, {}, kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value dy = a[0], out = a[1], w = a[2], positions = a[3], dOut = a[4], dW = a[5];
+        Value T = a[6], K = a[7], D = a[8], N = a[9];
+        Value i = globalThread(e);
+        e.ifThen(e.ult(i, e.muli(T, K)), [&](IRB &e) {
+          Value t = e.divui(i, K);
+          Value pos = e.load(positions, i);
+          Value kept = e.ge(pos, e.ci32(0));
+          kept = check ? checkPosition(e, pos, kept, N, a[10]) : e.andi(kept, e.lt(pos, e.toI32(N)));
+          Value dot = e.ifElse(
+              kept, {e.f32()},
+              [&](IRB &e) {
+                Value wv = loadF32(e, w, i);
+                Value row = e.muli(e.toIndex(pos), D), tok = e.muli(t, D);
+                return e.forLoop(e.idx(0), D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange s) {
+                  Value g = e.load(dy, e.addi(tok, d));
+                  e.store(e.mulf(wv, g), dOut, e.addi(row, d));
+                  Value o = loadF32(e, out, e.addi(row, d));
+                  return SmallVector<Value>{e.addf(s[0], e.mulf(g, o))};
+                });
+              },
+              [&](IRB &e) { return SmallVector<Value>{e.cf32(0.0)}; })[0];
+          e.store(dot, dW, i);
+        });
+      });
+}
