@@ -86,7 +86,8 @@ namespace {
 /// moe.gate with the same num_experts, moe.expert_ffn on the rows and
 /// offsets of one moe.dispatch, moe.combine on the positions of a
 /// moe.dispatch and the output of a moe.expert_ffn of that dispatch's rows
-/// (what --moe-decompose and --moe-fuse write). Decided before any op is
+/// (what --moe-decompose and --moe-fuse write), and their adjoints on the
+/// same values (what --moe-generate-vjp writes). Decided before any op is
 /// converted.
 bool indexDataIsValidByConstruction(Operation *op) {
   auto fromGate = [](Value indices, int64_t numExperts) {
@@ -105,6 +106,23 @@ bool indexDataIsValidByConstruction(Operation *op) {
     auto d = c.getPositions().getDefiningOp<DispatchOp>();
     auto ffn = c.getExpertOutput().getDefiningOp<ExpertFFNOp>();
     return d && ffn && d.getPositions() == c.getPositions() && ffn.getRows() == d.getRows();
+  }
+  // The backward --moe-generate-vjp writes: the plan of the recomputed
+  // forward's moe.dispatch, rows of that dispatch's size.
+  if (auto g = dyn_cast<ExpertFFNGradOp>(op)) {
+    auto d = g.getOffsets().getDefiningOp<DispatchOp>();
+    return d && d.getOffsets() == g.getOffsets() && d.getRows() == g.getRows();
+  }
+  if (auto g = dyn_cast<CombineGradOp>(op)) {
+    auto d = g.getPositions().getDefiningOp<DispatchOp>();
+    auto ffn = g.getExpertOutput().getDefiningOp<ExpertFFNOp>();
+    return d && ffn && d.getPositions() == g.getPositions() && ffn.getRows() == d.getRows();
+  }
+  if (auto g = dyn_cast<DispatchGradOp>(op)) {
+    auto d = g.getPositions().getDefiningOp<DispatchOp>();
+    auto ffn = g.getRowsGrad().getDefiningOp<ExpertFFNGradOp>();
+    return d && ffn && d.getPositions() == g.getPositions() && ffn.getRows() == d.getRows() &&
+           ffn.getRowsGrad() == g.getRowsGrad();
   }
   return false;
 }

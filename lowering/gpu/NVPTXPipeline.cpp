@@ -260,11 +260,15 @@ static void addGpuLaunchPasses(OpPassManager &pm, const moe::NVPTXPipelineOption
   pm.nest<gpu::GPUModuleOp>().addPass(createMoEGPUKernelMath());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
   // 2. Host bufferization and deallocation (device buffers are managed by
   // convert-moe-to-gpu: bufferization.manual_deallocation); device-abi:
-  // results into the caller's device buffers.
+  // results into the caller's device buffers. No CSE before it, as on the
+  // CPU path (CpuPipeline.cpp): CSE would merge the late to_buffer of an
+  // upload into an earlier one and let an element-wise op in between reuse
+  // that tensor's buffer (found by a block's gradient, which reads x again
+  // after x + layer(x)).
   addHostBufferization(pm, options.resultsToOutParams || options.deviceAbi);
+  pm.addPass(createCSEPass());
   if (options.deviceAbi)
     pm.addPass(createMoEGPUDeviceABI());
   // 3. Launch placeholders -> gpu.launch_func.
