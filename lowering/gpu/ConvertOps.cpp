@@ -428,13 +428,63 @@ LogicalResult convert(CombineGradOp op, Host &h) {
   return success();
 }
 
+LogicalResult convert(SharedExpertGradOp op, Host &h) {
+  Value T = h.dim(op.getInput(), 0), D = h.dim(op.getInput(), 1);
+  Value x = h.upload(op.getInput()), dout = h.upload(op.getOutputGrad());
+  Value s1 = op.getSharedW1(), s2 = op.getSharedW2();
+  Host::Experts ex = h.sharedWeights(s1, s2, D, op.getActivationAttr());
+  Type f32 = h.e.f32();
+  // One group of all T rows (the CPU path's singleGroup).
+  Value offsets = h.oneGroup(T);
+  Host::Plan plan = h.tileMap(offsets, T, /*numExperts=*/1);
+  Value scaled = dout, dO, sg;
+  if (op.getSharedGate()) {
+    // The gate's backward needs f(x), the ungated output, recomputed with
+    // the forward's kernels.
+    sg = h.upload(op.getSharedGate());
+    Value logits = h.route(x, sg, Value(), T, D, h.e.idx(1));
+    Host::Plan forward = h.tileMap(offsets, T, /*numExperts=*/1, /*err=*/{},
+                                   h.bigTiles(h.mmaElt(x, ex, f32, Type())));
+    Value fx = h.alloc(f32, h.e.muli(T, D));
+    h.ffn(x, /*gather=*/false, forward, ex, fx);
+    scaled = h.alloc(f32, h.e.muli(T, D));
+    dO = h.alloc(f32, T);
+    h.launch(h.lib.sharedGateGrad(), {h.blocks(T, kEltThreads)}, kEltThreads,
+             {dout, fx, logits, scaled, dO, T, D});
+  }
+  Value W = h.dim(s1, 1);
+  Host::FFNGrads g;
+  g.drows = h.alloc(f32, h.e.muli(T, D)); // every row is a token
+  g.dw1 = h.alloc(f32, h.e.muli(D, W));
+  g.dw2 = h.alloc(f32, h.e.muli(ex.H, D));
+  h.ffnBackward(x, offsets, plan, ex, /*numExperts=*/1, scaled, T, g);
+  Value dsg;
+  if (sg) {
+    // dsg = x^T dO (one group, D x 1), then dx += dO sg^T.
+    dsg = h.alloc(f32, D);
+    h.launch(h.lib.weightGradGemm(expertWeightGradient(false, eltOf(x), f32, f32), false),
+             {h.e.idx(1), h.blocks(D, kTileM), h.e.idx(1)}, kGemmThreads,
+             {x, offsets, dO, dsg, h.dummyF32(), D, h.e.idx(1), T});
+    h.launch(h.lib.sharedGateInputGrad(eltOf(sg)), {h.blocks(h.e.muli(T, D), kEltThreads)},
+             kEltThreads, {g.drows, dO, sg, T, D});
+  }
+  SmallVector<Value> results{h.download(g.drows, op.getInputGrad().getType(), {T, D}),
+                             h.download(g.dw1, op.getSharedW1Grad().getType(), {D, W}),
+                             h.download(g.dw2, op.getSharedW2Grad().getType(), {ex.H, D})};
+  if (dsg)
+    results.push_back(h.download(dsg, op.getSharedGateGrad().getType(), {D, h.e.idx(1)}));
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
 } // namespace
 
 LogicalResult gpu_lowering::convertMoEOp(Operation *op, Host &h) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp, CombineOp,
             FusedExpertsOp, SoftDispatchOp, SoftCombineOp, RouteGradOp, GateGradOp,
-            DispatchGradOp, ExpertFFNGradOp, CombineGradOp>(
+            DispatchGradOp, ExpertFFNGradOp, CombineGradOp, SharedExpertGradOp>(
           [&](auto concrete) { return convert(concrete, h); })
       .Case<SoftLayerOp, FusedSoftExpertsOp>(
           [&](auto concrete) { return convertSoftLayer(concrete, h); })

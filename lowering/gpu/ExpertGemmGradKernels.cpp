@@ -214,3 +214,42 @@ gpu::GPUFuncOp KernelLibrary::combineGrad(Type outType, Type weightsType, bool c
         });
       });
 }
+
+gpu::GPUFuncOp KernelLibrary::sharedGateGrad() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_shared_gate_grad_kernel",
+      {flat(f32), flat(f32), flat(f32), flat(f32), flat(f32), ix, ix}, {}, kEltThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value dOut = a[0], f = a[1], o = a[2], scaled = a[3], dO = a[4], T = a[5], D = a[6];
+        Value t = globalThread(e);
+        e.ifThen(e.ult(t, T), [&](IRB &e) {
+          Value g = sharedGateSigmoid(e, e.load(o, t));
+          Value row = e.muli(t, D);
+          Value dot = e.forLoop(e.idx(0), D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange s) {
+            Value at = e.addi(row, d);
+            Value dy = e.load(dOut, at);
+            e.store(e.mulf(dy, g), scaled, at);
+            return SmallVector<Value>{e.addf(s[0], e.mulf(dy, e.load(f, at)))};
+          })[0];
+          e.store(e.mulf(dot, e.mulf(g, e.subf(e.cf32(1.0), g))), dO, t);
+        });
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::sharedGateInputGrad(Type sgType) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_shared_gate_input_grad_kernel" + typeSuffix({sgType}),
+      {flat(f32), flat(f32), flat(sgType), ix, ix}, {}, kEltThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value dx = a[0], dO = a[1], sg = a[2], T = a[3], D = a[4];
+        Value i = globalThread(e);
+        e.ifThen(e.ult(i, e.muli(T, D)), [&](IRB &e) {
+          Value t = e.divui(i, D), d = e.remui(i, D);
+          e.store(e.addf(e.load(dx, i), e.mulf(e.load(dO, t), loadF32(e, sg, d))), dx, i);
+        });
+      });
+}

@@ -593,9 +593,7 @@ Value Host::fusedExperts(Value x, Value indices, Value weights, Value T, Value K
 Value Host::sharedExpert(Value x, Value T, Value D, Value s1, Value s2, Value sg,
                          ActivationAttr act) {
   Experts ex = sharedWeights(s1, s2, D, act);
-  Value hostOffsets = tensor::FromElementsOp::create(
-      b, RankedTensorType::get({2}, e.i32()), ValueRange{e.ci32(0), e.toI32(T)});
-  Plan plan = tileMap(upload(hostOffsets), T, /*numExperts=*/1, /*err=*/{},
+  Plan plan = tileMap(oneGroup(T), T, /*numExperts=*/1, /*err=*/{},
                       bigTiles(mmaElt(x, ex, e.f32(), Type())));
   if (sg) {
     Value logits = route(x, upload(sg), Value(), T, D, e.idx(1));

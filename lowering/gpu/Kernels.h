@@ -263,6 +263,15 @@ public:
   /// row. With `check` ("_checked"): (err:i32[4]) follows (a position outside
   /// [-1, N) sets err[0] = MOE_INDEX_BAD_POSITION and is dropped).
   gpu::GPUFuncOp combineGrad(Type out, Type weights, bool check = false);
+  /// The gate of moe.shared_expert_grad (out = sigmoid(o) f(x)): (dOut f32
+  /// [T, D], f f32 [T, D] (the ungated output, recomputed), o f32 [T],
+  /// scaledOut f32 [T, D], dO f32 [T], T, D); one thread per token:
+  /// scaledOut = dOut g (the ungated FFN's cotangent) and dO = <dOut, f> g
+  /// (1 - g), g = sigmoid(o) (sharedGateSigmoid), the sum in ascending d.
+  gpu::GPUFuncOp sharedGateGrad();
+  /// (dx f32 [T, D], dO f32 [T], sg [D] of `sg`, T, D); 1-D over T*D: dx +=
+  /// dO sg^T (the gate's share of the input gradient).
+  gpu::GPUFuncOp sharedGateInputGrad(Type sg);
   /// moe.gate_grad of routing variant `kind` (TokenRoutingKind::get, as on
   /// the CPU path; buildTokenRoutingGrad): (logits [T, E] of `logits`,
   /// indices:i32 [T, K], dW f32 [T, K], dLogits f32 [T, E], T, E, K,
