@@ -319,25 +319,23 @@ LogicalResult convert(GateGradOp op, Host &h) {
   TokenRoutingKind kind = TokenRoutingKind::get(routing, op.getTraining(), false);
   kind.loss = kind.loss && op.getAuxLossGrad();
   using Mode = TokenRoutingKind::Mode;
-  Value key0 = h.e.ci32(0), key1 = h.e.ci32(0), lossGrad = h.e.cf32(0.0);
-  {
-    // Read on the host before the op's GPU work (see Host::start).
+  Value key0 = h.e.ci32(0), key1 = h.e.ci32(0);
+  if (kind.mode == Mode::MoesartTraining && op.getSeed()) {
+    // The key is read on the host before the op's GPU work (Host::start).
     OpBuilder::InsertionGuard guard(h.b);
     h.b.setInsertionPoint(h.start);
-    if (kind.mode == Mode::MoesartTraining && op.getSeed())
-      std::tie(key0, key1) = buildPhiloxKey(h.b, h.hostScalar(op.getSeed()));
-    if (kind.loss)
-      lossGrad = h.e.divf(h.e.mulf(h.hostScalar(op.getAuxLossGrad()),
-                                   h.e.cf32(routing.getRegularizerCoefficient())),
-                          h.e.toF32(h.dim(op.getLogits(), 0)));
+    std::tie(key0, key1) = buildPhiloxKey(h.b, h.hostScalar(op.getSeed()));
   }
+  // The aux loss's cotangent stays on the device (the kernel reads it).
+  Value aux = kind.loss ? h.upload(op.getAuxLossGrad()) : h.dummyF32();
+  Value lambda = h.e.cf32(kind.loss ? routing.getRegularizerCoefficient() : 0.0);
   auto topk = dyn_cast<TopKRoutingAttr>(routing);
   Value scale = h.e.cf32(kind.production ? topk.getScale().convertToDouble() : 1.0);
   Value logits = h.upload(op.getLogits()), indices = h.upload(op.getIndices());
   Value dw = h.upload(op.getWeightsGrad());
   Value dlogits = h.alloc(h.e.f32(), h.e.muli(T, E));
   h.launch(h.lib.gateGrad(kind, eltOf(logits)), {h.blocks(T, kGateThreads)}, kGateThreads,
-           {logits, indices, dw, dlogits, T, E, h.e.idx(k), key0, key1, lossGrad, scale});
+           {logits, indices, dw, dlogits, T, E, h.e.idx(k), key0, key1, aux, lambda, scale});
   Value r = h.download(dlogits, op.getLogitsGrad().getType(), {T, E});
   h.releaseAll();
   op->replaceAllUsesWith(ValueRange{r});

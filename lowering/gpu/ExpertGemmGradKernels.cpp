@@ -253,3 +253,13 @@ gpu::GPUFuncOp KernelLibrary::sharedGateInputGrad(Type sgType) {
         });
       });
 }
+
+gpu::GPUFuncOp KernelLibrary::oneGroupOffsets() {
+  MLIRContext *ctx = module.getContext();
+  Type i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  return buildKernel(gpuModule, "moe_one_group_offsets_kernel", {flat(i32), ix}, {}, 1,
+                     [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+                       e.store(e.ci32(0), a[0], e.idx(0));
+                       e.store(e.toI32(a[1]), a[0], e.idx(1));
+                     });
+}

@@ -250,8 +250,9 @@ public:
   Value sharedExpert(Value x, Value T, Value D, Value s1, Value s2, Value sg,
                      ActivationAttr act);
 
-  /// A one-group plan's offsets {0, rows} (device i32 [2]): the router's
-  /// and the shared expert's backward GEMMs run over all rows as one group.
+  /// A one-group plan's offsets {0, rows} (device i32 [2], written by a
+  /// kernel: no copy): the shared expert's GEMMs and the router's and the
+  /// shared expert's backward GEMMs run over all rows as one group.
   Value oneGroup(Value rows);
 
   /// The gradient buffers of ffnBackward (device, f32): drows [N, D]

@@ -263,6 +263,10 @@ public:
   /// row. With `check` ("_checked"): (err:i32[4]) follows (a position outside
   /// [-1, N) sets err[0] = MOE_INDEX_BAD_POSITION and is dropped).
   gpu::GPUFuncOp combineGrad(Type out, Type weights, bool check = false);
+  /// (offsets:i32 [2], rows); one thread: offsets = {0, rows}, the plan of
+  /// one group of all rows (the router's and the shared expert's backward),
+  /// written on the device so that a call copies nothing.
+  gpu::GPUFuncOp oneGroupOffsets();
   /// The gate of moe.shared_expert_grad (out = sigmoid(o) f(x)): (dOut f32
   /// [T, D], f f32 [T, D] (the ungated output, recomputed), o f32 [T],
   /// scaledOut f32 [T, D], dO f32 [T], T, D); one thread per token:
@@ -275,10 +279,11 @@ public:
   /// moe.gate_grad of routing variant `kind` (TokenRoutingKind::get, as on
   /// the CPU path; buildTokenRoutingGrad): (logits [T, E] of `logits`,
   /// indices:i32 [T, K], dW f32 [T, K], dLogits f32 [T, E], T, E, K,
-  /// key0:i32, key1:i32, lossGrad:f32, scale:f32); one thread per token, grid
-  /// ceil(T/kGateThreads). With kind.loss every token's lasso term has the
-  /// cotangent lossGrad (lambda / T times the aux loss's); `scale` is the
-  /// production router's routed scaling factor.
+  /// key0:i32, key1:i32, aux f32 [1], lambda:f32, scale:f32); one thread per
+  /// token, grid ceil(T/kGateThreads). With kind.loss every token's lasso
+  /// term has the cotangent aux[0] * lambda / T (aux: the aux loss's
+  /// cotangent, read on the device); `scale` is the production router's
+  /// routed scaling factor.
   gpu::GPUFuncOp gateGrad(const TokenRoutingKind &kind, Type logits);
   /// (expertOut, weights, positions:i32, y, T, K, D[, shared]); 1-D over T*D.
   /// With `check` ("_checked"): (N, err:i32[4]) follow: a position outside

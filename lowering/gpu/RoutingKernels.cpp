@@ -417,7 +417,7 @@ gpu::GPUFuncOp KernelLibrary::gateGrad(const TokenRoutingKind &kind, Type logits
   std::string name = "moe_gate_grad_kernel_" + routingVariantName(variant) +
                      (kind.loss ? "_loss" : "") + typeSuffix({logitsType});
   SmallVector<Type> args{flat(logitsType), flat(i32), flat(f32), flat(f32), ix, ix, ix,
-                         i32,              i32,       f32,       f32};
+                         i32,              i32,       flat(f32), f32,       f32};
   return buildKernel(
       gpuModule, name, args, {}, kGateThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
@@ -432,13 +432,13 @@ gpu::GPUFuncOp KernelLibrary::gateGrad(const TokenRoutingKind &kind, Type logits
           values.k = K;
           values.token = e.toI32(t);
           if (kind.production)
-            values.scale = a[10];
+            values.scale = a[11];
           if (kind.mode == Mode::MoesartTraining) {
             values.key0 = a[7];
             values.key1 = a[8];
           }
-          if (kind.loss)
-            values.lossGrad = a[9];
+          if (kind.loss) // lambda / T times the aux loss's cotangent
+            values.lossGrad = e.divf(e.mulf(e.load(a[9], e.idx(0)), a[10]), e.toF32(T));
           // Built with the builder each callback gets (it may be inside a
           // region buildTokenRoutingGrad opened).
           auto logit = [&](ImplicitLocOpBuilder &b, Value ex) {

@@ -89,8 +89,8 @@ llvm::cl::list<std::string> entries("entry",
                                     llvm::cl::value_desc("NAME"), llvm::cl::cat(category));
 llvm::cl::opt<bool> vjp("vjp",
                         llvm::cl::desc("Also export @f_vjp, the gradient (--moe-generate-vjp, "
-                                       "docs/spec.md 9), of every exported @f (cpu target "
-                                       "only); --entry=f_vjp alone exports just the gradient"),
+                                       "docs/spec.md 9), of every exported @f; "
+                                       "--entry=f_vjp alone exports just the gradient"),
                         llvm::cl::init(false), llvm::cl::cat(category));
 llvm::cl::opt<std::string> mcpu("mcpu",
                                 llvm::cl::desc("The host CPU the code is optimized for "
@@ -135,7 +135,7 @@ const char *const overview = R"(moe-compile: ahead-of-time shared libraries of m
 
 --vjp adds @f_vjp (--moe-generate-vjp) for every exported @f and exports it
 too; --entry=f_vjp where the file has only @f adds and exports that one
-(cpu target; the cuda target does not export gradients yet).
+(both targets; cuda: the backward's kernels, docs/gpu.md).
 
 For every exported public function @f, LIB.so exports
   int moe_f(void *const *args, void *const *results, const int64_t *dims, void *stream);
@@ -532,9 +532,6 @@ int runMain(int argc, char **argv) {
                                                           &mmaStages})
       if (option->getNumOccurrences())
         return fail("--" + option->ArgStr + " applies to --target=cuda only");
-  if (cuda && vjp)
-    return fail("--vjp applies to --target=cpu only (the cuda target does not export "
-                "gradients yet)");
   if (bigTileRows < 0)
     return fail("--big-tile-rows=" + llvm::Twine(int64_t(bigTileRows)) + " must be >= 0");
   if (wgmmaGroupsInFlight < 0 || wgmmaGroupsInFlight > 1)
@@ -656,9 +653,6 @@ int runMain(int argc, char **argv) {
       }
     }
     if (!bases.empty()) {
-      if (cuda)
-        return fail("--entry=" + bases.front() +
-                    "_vjp: the cuda target does not export gradients yet (use --target=cpu)");
       PassManager vjpPm(&context);
       moe::MoEGenerateVJPOptions options;
       options.entries.assign(bases.begin(), bases.end());
