@@ -1,0 +1,150 @@
+// REQUIRES: host-supports-nvptx
+// RUN: moe-opt %s -split-input-file --convert-moe-to-gpu --canonicalize | FileCheck %s
+//
+// The backward ops (docs/spec.md §9) on the GPU (docs/gpu.md, "The
+// backward"): the kernels each one launches, in order, with the buffers
+// that connect them. Operands that come from function arguments get the
+// checked variants (index checks, then moeRuntimeIndexError); a gradient
+// --moe-generate-vjp wrote (last split) needs none.
+
+// The expert FFN's backward: z = rows W1 + b1 (grid (ceil(96/64), maxTiles)),
+// dH = dOut W2^T with the activation's backward turning z into dZ and writing
+// h, dW2 = h^T dOut and dW1 = rows^T dZ (grid (ceil(N/64), ceil((M+1)/64), E):
+// the bias gradient is the row of ones), dRows = dZ W1^T.
+// CHECK-LABEL: func.func @expert_ffn_grad
+// CHECK:       call @__moe_launch_moe_tile_map_checked_kernel(
+// CHECK:       gpu.memset [[DROWS:%[a-z0-9_]+]], %{{[a-z0-9_]+}} : memref<?xf32>, f32
+// CHECK:       call @__moe_launch_moe_bwd_gemm_kernel_bias_bf16(%c2, %c8, %c1, %c256, %c1, %c1, [[ROWS:%[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[Z:%[a-z0-9_]+]], %{{[a-z0-9_]+}}, %c32, %c96, %c16)
+// CHECK-NEXT:  call @__moe_launch_moe_bwd_gemm_kernel_bt_actgrad_swiglu_h_bf16_f32_bf16(%c1, %c8, %c1, %c256, %c1, %c1, [[DOUT:%[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[Z]], [[H:%[a-z0-9_]+]], %c32, %c48, %c16)
+// CHECK-NEXT:  call @__moe_launch_moe_wgrad_gemm_kernel_bias(%c1, %c1, %c4, %c256, %c1, %c1, [[H]], [[OFF:%[a-z0-9_]+]], [[DOUT]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c48, %c32, %c64)
+// CHECK-NEXT:  call @__moe_launch_moe_wgrad_gemm_kernel_bias_bf16(%c2, %c1, %c4, %c256, %c1, %c1, [[ROWS]], [[OFF]], [[Z]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c32, %c96, %c64)
+// CHECK-NEXT:  call @__moe_launch_moe_bwd_gemm_kernel_bt_f32_bf16(%c1, %c8, %c1, %c256, %c1, %c1, [[Z]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[DROWS]], %{{[a-z0-9_]+}}, %c96, %c32, %c16)
+// CHECK:       func.call @moeRuntimeIndexError
+// CHECK-NOT:   moe.expert_ffn_grad
+func.func @expert_ffn_grad(%rows: tensor<64x32xbf16>, %off: tensor<5xi32>, %dout: tensor<64x32xf32>,
+    %w1: tensor<4x32x96xbf16>, %w2: tensor<4x48x32xbf16>, %b1: tensor<4x96xbf16>, %b2: tensor<4x32xbf16>)
+    -> (tensor<64x32xf32>, tensor<4x32x96xf32>, tensor<4x48x32xf32>, tensor<4x96xf32>, tensor<4x32xf32>) {
+  %dr, %dw1, %dw2, %db1, %db2 = moe.expert_ffn_grad %rows, %off, %dout experts(%w1, %w2) expert_biases(%b1, %b2)
+      {activation = #moe.activation<swiglu>}
+      : (tensor<64x32xbf16>, tensor<5xi32>, tensor<64x32xf32>, tensor<4x32x96xbf16>, tensor<4x48x32xbf16>,
+         tensor<4x96xbf16>, tensor<4x32xbf16>)
+      -> (tensor<64x32xf32>, tensor<4x32x96xf32>, tensor<4x48x32xf32>, tensor<4x96xf32>, tensor<4x32xf32>)
+  return %dr, %dw1, %dw2, %db1, %db2
+      : tensor<64x32xf32>, tensor<4x32x96xf32>, tensor<4x48x32xf32>, tensor<4x96xf32>, tensor<4x32xf32>
+}
+
+// -----
+
+// One thread per assignment (grid ceil(32*2/256)); the rows no assignment
+// names are zeroed first.
+// CHECK-LABEL: func.func @combine_grad
+// CHECK:       gpu.memset [[DOUT:%[a-z0-9_]+]], %{{[a-z0-9_]+}} : memref<?xf32>, f32
+// CHECK:       call @__moe_launch_moe_combine_grad_checked_kernel(%c1, %c1, %c1, %c256, %c1, %c1, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[DOUT]], %{{[a-z0-9_]+}}, %c32, %c2, %c16, %c64, %{{[a-z0-9_]+}})
+// CHECK:       func.call @moeRuntimeIndexError
+func.func @combine_grad(%dy: tensor<32x16xf32>, %out: tensor<64x16xf32>, %w: tensor<32x2xf32>,
+                        %pos: tensor<32x2xi32>) -> (tensor<64x16xf32>, tensor<32x2xf32>) {
+  %dout, %dw = moe.combine_grad %dy, %out, %w, %pos
+      : (tensor<32x16xf32>, tensor<64x16xf32>, tensor<32x2xf32>, tensor<32x2xi32>)
+      -> (tensor<64x16xf32>, tensor<32x2xf32>)
+  return %dout, %dw : tensor<64x16xf32>, tensor<32x2xf32>
+}
+
+// -----
+
+// The checked reduce: the token's rows summed in slot order.
+// CHECK-LABEL: func.func @dispatch_grad
+// CHECK:       call @__moe_launch_moe_reduce_checked_kernel(%c2, %c1, %c1, %c256, %c1, %c1, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c32, %c2, %c16, %c64, %{{[a-z0-9_]+}})
+// CHECK:       func.call @moeRuntimeIndexError
+func.func @dispatch_grad(%dr: tensor<64x16xf32>, %pos: tensor<32x2xi32>) -> tensor<32x16xf32> {
+  %dx = moe.dispatch_grad %dr, %pos : (tensor<64x16xf32>, tensor<32x2xi32>) -> tensor<32x16xf32>
+  return %dx : tensor<32x16xf32>
+}
+
+// -----
+
+// MOESART training: the Philox key of the seed read on the host, the aux
+// loss's cotangent read by the kernel, lambda = 1e-3.
+// CHECK-LABEL: func.func @gate_grad
+// CHECK:       call @__moe_launch_moe_gate_grad_kernel_moesart_train_small_random_loss(%c1, %c1, %c1, %c128, %c1, %c1, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c32, %c8, %c2, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}})
+// CHECK-NOT:   call @__moe_launch
+func.func @gate_grad(%o: tensor<32x8xf32>, %i: tensor<32x2xi32>, %dw: tensor<32x2xf32>,
+                     %seed: tensor<i64>, %daux: tensor<f32>) -> tensor<32x8xf32> {
+  %do = moe.gate_grad %o, %i, %dw seed(%seed) aux_loss_grad(%daux)
+      {routing = #moe.moesart<k = 2, adjust = small_random, trimmed_lasso = 1.0e-3>, training}
+      : (tensor<32x8xf32>, tensor<32x2xi32>, tensor<32x2xf32>, tensor<i64>, tensor<f32>)
+      -> tensor<32x8xf32>
+  return %do : tensor<32x8xf32>
+}
+
+// -----
+
+// All T rows as one group (its offsets written by a kernel): dx = do Wr^T,
+// then dWr = x^T do with dbr as its row of ones (grid (1, ceil(65/64), 1)).
+// CHECK-LABEL: func.func @route_grad
+// CHECK:       call @__moe_launch_moe_one_group_offsets_kernel(%c1, %c1, %c1, %c1, %c1, %c1, [[OFF:%[a-z0-9_]+]], [[T:%[a-z0-9_]+]])
+// CHECK:       call @__moe_launch_moe_tile_map_kernel(%c1, %c1, %c1, %c256, %c1, %c1, [[OFF]], %c1,
+// CHECK:       call @__moe_launch_moe_bwd_gemm_kernel_bt(
+// CHECK:       call @__moe_launch_moe_wgrad_gemm_kernel_bias(%c1, %c2, %c1, %c256, %c1, %c1, %{{[a-z0-9_]+}}, [[OFF]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c64, %c8, [[T]])
+func.func @route_grad(%x: tensor<?x64xf32>, %wr: tensor<64x8xf32>, %do: tensor<?x8xf32>)
+    -> (tensor<?x64xf32>, tensor<64x8xf32>, tensor<8xf32>) {
+  %dx, %dwr, %dbr = moe.route_grad %x, %wr, %do
+      : (tensor<?x64xf32>, tensor<64x8xf32>, tensor<?x8xf32>)
+      -> (tensor<?x64xf32>, tensor<64x8xf32>, tensor<8xf32>)
+  return %dx, %dwr, %dbr : tensor<?x64xf32>, tensor<64x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// The gate's backward with f(x) recomputed by the forward's GEMMs, the FFN's
+// backward on dOut * gate, dsg = x^T dO, dx += dO sg^T.
+// CHECK-LABEL: func.func @shared_expert_grad
+// CHECK:       call @__moe_launch_moe_route_kernel(
+// CHECK:       call @__moe_launch_moe_gemm1_kernel_gelu(
+// CHECK:       call @__moe_launch_moe_gemm2_kernel(
+// CHECK:       call @__moe_launch_moe_shared_gate_grad_kernel(%c1, %c1, %c1, %c256, %c1, %c1, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[SCALED:%[a-z0-9_]+]], [[DO:%[a-z0-9_]+]], %c16, %c32)
+// CHECK:       call @__moe_launch_moe_bwd_gemm_kernel(
+// CHECK-NEXT:  call @__moe_launch_moe_bwd_gemm_kernel_bt_actgrad_gelu_h_f32(%c1, %{{[a-z0-9_]+}}, %c1, %c256, %c1, %c1, [[SCALED]],
+// CHECK-NEXT:  call @__moe_launch_moe_wgrad_gemm_kernel(
+// CHECK-NEXT:  call @__moe_launch_moe_wgrad_gemm_kernel(
+// CHECK-NEXT:  call @__moe_launch_moe_bwd_gemm_kernel_bt(%c1, %{{[a-z0-9_]+}}, %c1, %c256, %c1, %c1, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[DX:%[a-z0-9_]+]],
+// CHECK:       call @__moe_launch_moe_wgrad_gemm_kernel(%c1, %c1, %c1, %c256, %c1, %c1, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[DO]],
+// CHECK-NEXT:  call @__moe_launch_moe_shared_gate_input_grad_kernel(%c2, %c1, %c1, %c256, %c1, %c1, [[DX]], [[DO]],
+func.func @shared_expert_grad(%x: tensor<16x32xf32>, %dout: tensor<16x32xf32>, %s1: tensor<32x64xf32>,
+                              %s2: tensor<64x32xf32>, %sg: tensor<32x1xf32>)
+    -> (tensor<16x32xf32>, tensor<32x64xf32>, tensor<64x32xf32>, tensor<32x1xf32>) {
+  %dx, %ds1, %ds2, %dsg = moe.shared_expert_grad %x, %dout shared(%s1, %s2) gate(%sg)
+      {activation = #moe.activation<gelu>}
+      : (tensor<16x32xf32>, tensor<16x32xf32>, tensor<32x64xf32>, tensor<64x32xf32>, tensor<32x1xf32>)
+      -> (tensor<16x32xf32>, tensor<32x64xf32>, tensor<64x32xf32>, tensor<32x1xf32>)
+  return %dx, %ds1, %ds2, %dsg : tensor<16x32xf32>, tensor<32x64xf32>, tensor<64x32xf32>, tensor<32x1xf32>
+}
+
+// -----
+
+// A gradient as --moe-generate-vjp writes it: the backward ops read the
+// plan of the recomputed forward's moe.dispatch, valid by construction, so
+// no kernel is checked and nothing is copied back to check.
+// CHECK-LABEL: func.func @f_vjp
+// CHECK-NOT:   _checked_kernel
+// CHECK-NOT:   moeRuntimeIndexError
+// CHECK:       call @__moe_launch_moe_combine_grad_kernel(
+// CHECK:       call @__moe_launch_moe_reduce_kernel(
+// CHECK:       call @__moe_launch_moe_gate_grad_kernel_topk(
+// CHECK-NOT:   _checked_kernel
+// CHECK-NOT:   moeRuntimeIndexError
+// CHECK:       return
+func.func @f_vjp(%arg0: tensor<37x64xf32>, %arg1: tensor<64x8xf32>, %arg2: tensor<8x64x96xf32>, %arg3: tensor<8x96x64xf32>, %arg4: tensor<37x64xf32>) -> (tensor<37x64xf32>, tensor<37x64xf32>, tensor<64x8xf32>, tensor<8x64x96xf32>, tensor<8x96x64xf32>) {
+  %0 = moe.route %arg0 router(%arg1) : (tensor<37x64xf32>, tensor<64x8xf32>) -> tensor<37x8xf32>
+  %weights, %indices = moe.gate %0 {routing = #moe.top_k<k = 2>} : (tensor<37x8xf32>) -> (tensor<37x2xf32>, tensor<37x2xi32>)
+  %rows, %offsets, %source_rows, %positions = moe.dispatch %arg0, %indices {num_experts = 8 : i64} : (tensor<37x64xf32>, tensor<37x2xi32>) -> (tensor<74x64xf32>, tensor<9xi32>, tensor<74xi32>, tensor<37x2xi32>)
+  %1 = moe.expert_ffn %rows, %offsets experts(%arg2, %arg3) {activation = #moe.activation<gelu>} : (tensor<74x64xf32>, tensor<9xi32>, tensor<8x64x96xf32>, tensor<8x96x64xf32>) -> tensor<74x64xf32>
+  %2 = moe.combine %1, %weights, %positions : (tensor<74x64xf32>, tensor<37x2xf32>, tensor<37x2xi32>) -> tensor<37x64xf32>
+  %expert_output_grad, %weights_grad = moe.combine_grad %arg4, %1, %weights, %positions : (tensor<37x64xf32>, tensor<74x64xf32>, tensor<37x2xf32>, tensor<37x2xi32>) -> (tensor<74x64xf32>, tensor<37x2xf32>)
+  %rows_grad, %w1_grad, %w2_grad = moe.expert_ffn_grad %rows, %offsets, %expert_output_grad experts(%arg2, %arg3) {activation = #moe.activation<gelu>} : (tensor<74x64xf32>, tensor<9xi32>, tensor<74x64xf32>, tensor<8x64x96xf32>, tensor<8x96x64xf32>) -> (tensor<74x64xf32>, tensor<8x64x96xf32>, tensor<8x96x64xf32>)
+  %3 = moe.dispatch_grad %rows_grad, %positions : (tensor<74x64xf32>, tensor<37x2xi32>) -> tensor<37x64xf32>
+  %4 = moe.gate_grad %0, %indices, %weights_grad {routing = #moe.top_k<k = 2>} : (tensor<37x8xf32>, tensor<37x2xi32>, tensor<37x2xf32>) -> tensor<37x8xf32>
+  %input_grad, %router_weight_grad, %router_bias_grad = moe.route_grad %arg0, %arg1, %4 : (tensor<37x64xf32>, tensor<64x8xf32>, tensor<37x8xf32>) -> (tensor<37x64xf32>, tensor<64x8xf32>, tensor<8xf32>)
+  %5 = arith.addf %3, %input_grad : tensor<37x64xf32>
+  return %2, %5, %router_weight_grad, %w1_grad, %w2_grad : tensor<37x64xf32>, tensor<37x64xf32>, tensor<64x8xf32>, tensor<8x64x96xf32>, tensor<8x96x64xf32>
+}
+
