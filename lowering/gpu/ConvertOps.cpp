@@ -476,13 +476,130 @@ LogicalResult convert(SharedExpertGradOp op, Host &h) {
   return success();
 }
 
+LogicalResult convert(SoftCombineGradOp op, Host &h) {
+  Value cwT = op.getCombineWeights();
+  Value G = h.dim(cwT, 0), M = h.dim(cwT, 1), S = h.dim(cwT, 3);
+  Value ES = h.e.muli(h.dim(cwT, 2), S), D = h.dim(op.getExpertOutput(), 1);
+  Value dy = h.upload(op.getOutputGrad()), out = h.upload(op.getExpertOutput());
+  Value cw = h.upload(cwT);
+  Type f32 = h.e.f32();
+  // dOut[slot row] = sum_m Cw[g, m, j] dy[g, m]: the slot kernel with Cw for
+  // the dispatch weights and dy for the tokens.
+  Value dOut = h.alloc(f32, h.e.muli(h.e.muli(ES, G), D));
+  h.launch(h.lib.softSlots(f32, f32, eltOf(cw)), {h.blocks(D, kTileN), h.blocks(ES, kTileM), G},
+           kGemmThreads, {cw, dy, dOut, G, M, ES, S, D});
+  // dCw[g, m, j] = <dy[g, m], out[slot row]>.
+  Value dCw = h.alloc(f32, h.e.muli(h.e.muli(G, M), ES));
+  h.launch(h.lib.softRowDots(f32, eltOf(out)), {h.blocks(ES, kTileN), h.blocks(M, kTileM), G},
+           kGemmThreads, {dy, out, dCw, G, M, ES, S, D});
+  SmallVector<Value> results{
+      h.download(dOut, op.getExpertOutputGrad().getType(), {h.e.muli(ES, G), D}),
+      h.download(dCw, op.getCombineWeightsGrad().getType(), {G, M, h.dim(cwT, 2), S})};
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
+LogicalResult convert(SoftDispatchGradOp op, Host &h) {
+  Value xT = op.getInput(), phiT = op.getSlots();
+  Value G = h.dim(xT, 0), M = h.dim(xT, 1), D = h.dim(xT, 2);
+  Value E = h.dim(phiT, 1), S = h.dim(phiT, 2), ES = h.e.muli(E, S);
+  Value GM = h.e.muli(G, M), n = h.e.muli(GM, ES);
+  bool normalize = op.getNormalize();
+  Type f32 = h.e.f32();
+  Value x = h.upload(xT), phi = h.upload(phiT);
+  // The forward's logits and softmaxes, recomputed by its kernels: L0 (the
+  // scale's gradient needs it), L = scale L0, Dw, Cw.
+  Value rx = h.dummyF32(), rphi = h.dummyF32();
+  if (normalize) {
+    rx = h.alloc(f32, GM);
+    rphi = h.alloc(f32, ES);
+    h.launch(h.lib.softNorms(eltOf(x)), {h.blocks(h.e.addi(GM, ES), kEltThreads)}, kEltThreads,
+             {x, phi, rx, rphi, GM, ES, D});
+  }
+  Value scale = h.e.cf32(1.0);
+  if (op.getScale()) {
+    OpBuilder::InsertionGuard guard(h.b);
+    h.b.setInsertionPoint(h.start); // read before the op's GPU work
+    scale = h.hostScalar(op.getScale());
+    if (!scale.getType().isF32())
+      scale = arith::ExtFOp::create(h.b, f32, scale);
+  }
+  auto logits = [&](Value s) {
+    Value L = h.alloc(f32, n);
+    h.launch(h.lib.softLogits(normalize, eltOf(x)), {h.blocks(ES, kTileN), h.blocks(GM, kTileM)},
+             kGemmThreads, {x, phi, rx, rphi, L, GM, ES, D, s});
+    return L;
+  };
+  Value L0 = logits(h.e.cf32(1.0));
+  Value L = op.getScale() ? logits(scale) : L0;
+  Value Dw = h.alloc(f32, n), Cw = h.alloc(f32, n);
+  h.launch(h.lib.softDispatchWeights(), {h.blocks(h.e.muli(G, ES), kEltThreads)}, kEltThreads,
+           {L, Dw, G, M, ES});
+  h.launch(h.lib.softCombineWeights(f32), {h.blocks(GM, kEltThreads)}, kEltThreads,
+           {L, Cw, G, M, ES});
+  // dL from the two softmaxes (the dispatch's first, then += the combine's).
+  Value dL = h.alloc(f32, n), direct;
+  if (Value dRowsT = op.getRowsGrad()) {
+    Value dRows = h.upload(dRowsT);
+    Value dDw = h.alloc(f32, n);
+    h.launch(h.lib.softRowDots(eltOf(x), f32), {h.blocks(ES, kTileN), h.blocks(M, kTileM), G},
+             kGemmThreads, {x, dRows, dDw, G, M, ES, S, D});
+    h.launch(h.lib.softmaxGrad(/*overTokens=*/true, /*accumulate=*/false),
+             {h.blocks(h.e.muli(G, ES), kEltThreads)}, kEltThreads, {Dw, dDw, dL, G, M, ES});
+    // The slot averages' own term: dx[g, m] = sum_j Dw[g, m, j] dRows[slot row].
+    direct = h.alloc(f32, h.e.muli(GM, D));
+    h.launch(h.lib.softCombine(f32, f32, f32), {h.blocks(D, kTileN), h.blocks(M, kTileM), G},
+             kGemmThreads, {Dw, dRows, direct, G, M, ES, S, D});
+  }
+  if (Value dCwT = op.getCombineWeightsGrad())
+    h.launch(h.lib.softmaxGrad(/*overTokens=*/false, /*accumulate=*/op.getRowsGrad() != nullptr),
+             {h.blocks(GM, kEltThreads)}, kEltThreads, {Cw, h.upload(dCwT), dL, G, M, ES});
+  if (!op.getRowsGrad() && !op.getCombineWeightsGrad())
+    gpu::MemsetOp::create(h.b, Type(), ValueRange{}, dL,
+                          arith::ConstantOp::create(h.b, h.b.getZeroAttr(f32)));
+  Value dScale;
+  if (op.getScale()) {
+    dScale = h.alloc(f32, h.e.idx(1));
+    h.launch(h.lib.softScaleGrad(), {h.e.idx(1)}, 1, {dL, L0, dScale, n});
+  }
+  // Through the logits' product (dL0 = scale dL), then the normalizations.
+  Value dx = h.alloc(f32, h.e.muli(GM, D)), dphi = h.alloc(f32, h.e.muli(D, ES));
+  h.launch(h.lib.softLogitsGrad(/*wrtSlots=*/false, normalize, eltOf(phi)),
+           {h.blocks(D, kTileN), h.blocks(GM, kTileM)}, kGemmThreads,
+           {phi, rphi, dL, dx, GM, ES, D, scale});
+  h.launch(h.lib.softLogitsGrad(/*wrtSlots=*/true, normalize, eltOf(x)),
+           {h.blocks(ES, kTileN), h.blocks(D, kTileM)}, kGemmThreads,
+           {x, rx, dL, dphi, GM, ES, D, scale});
+  if (normalize) {
+    h.launch(h.lib.softNormGrad(eltOf(x)), {h.blocks(GM, kEltThreads)}, kEltThreads,
+             {x, rx, dx, GM, D, D, h.e.idx(1)});
+    h.launch(h.lib.softNormGrad(eltOf(phi)), {h.blocks(ES, kEltThreads)}, kEltThreads,
+             {phi, rphi, dphi, ES, D, h.e.idx(1), ES});
+  }
+  if (direct) {
+    auto add = [](IRB &e, Value, ValueRange v) { return SmallVector<Value>{e.addf(v[0], v[1])}; };
+    h.launch(h.lib.elementwise("moe_soft_add_kernel", {f32, f32}, {f32}, add),
+             {h.blocks(h.e.muli(GM, D), kEltThreads)}, kEltThreads,
+             {direct, dx, dx, h.e.muli(GM, D)});
+  }
+  SmallVector<Value> results{h.download(dx, op.getInputGrad().getType(), {G, M, D}),
+                             h.download(dphi, op.getSlotsGrad().getType(), {D, E, S})};
+  if (dScale)
+    results.push_back(h.download(dScale, op.getScaleGrad().getType()));
+  h.releaseAll();
+  op->replaceAllUsesWith(results);
+  return success();
+}
+
 } // namespace
 
 LogicalResult gpu_lowering::convertMoEOp(Operation *op, Host &h) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp, CombineOp,
             FusedExpertsOp, SoftDispatchOp, SoftCombineOp, RouteGradOp, GateGradOp,
-            DispatchGradOp, ExpertFFNGradOp, CombineGradOp, SharedExpertGradOp>(
+            DispatchGradOp, ExpertFFNGradOp, CombineGradOp, SharedExpertGradOp,
+            SoftDispatchGradOp, SoftCombineGradOp>(
           [&](auto concrete) { return convert(concrete, h); })
       .Case<SoftLayerOp, FusedSoftExpertsOp>(
           [&](auto concrete) { return convertSoftLayer(concrete, h); })

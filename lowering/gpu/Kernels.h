@@ -303,10 +303,38 @@ public:
   gpu::GPUFuncOp softCombineWeights(Type cw);
   /// (Dw, x, rows, G, M, ES, S, D); grid (ceil(D/kTileN), ceil(ES/kTileM), G);
   /// the slot inputs rounded to `rows`.
-  gpu::GPUFuncOp softSlots(Type x, Type rows);
+  /// Also moe.soft_combine_grad's dOut (x = the f32 cotangent dy, A = the
+  /// combine weights of type `dw`; null: f32).
+  gpu::GPUFuncOp softSlots(Type x, Type rows, Type dw = {});
   /// (Cw, expertOut, y, G, M, ES, S, D); grid (ceil(D/kTileN),
   /// ceil(M/kTileM), G).
   gpu::GPUFuncOp softCombine(Type cw, Type out, Type y);
+
+  // The Soft MoE backward (SoftMoEKernels.cpp; docs/gpu.md "The backward").
+  /// (A [G, M, D], B [E*G*S, D], out f32 [G, M, E*S], G, M, ES, S, D); grid
+  /// (ceil(ES/kTileN), ceil(M/kTileM), G): out[g, m, j] = <A[g, m],
+  /// B[(e*G + g)*S + s]> (j = e*S + s), ascending d: the cotangents of the
+  /// combine weights (A = dy) and of the dispatch weights (A = x, B = the
+  /// slot rows' cotangent).
+  gpu::GPUFuncOp softRowDots(Type a, Type b);
+  /// (P, dP, dL, G, M, ES), f32: dL = P (dP - <P, dP>) (`accumulate`: dL +=)
+  /// over a softmax's entries, ascending: `overTokens` the dispatch softmax
+  /// (over m, one thread per (g, slot), 1-D over G*ES), else the combine
+  /// softmax (over the E*S slots, one thread per token, 1-D over G*M).
+  gpu::GPUFuncOp softmaxGrad(bool overTokens, bool accumulate);
+  /// (dL, L0, out [1], n), f32, one thread: out = sum_i dL[i] L0[i] in
+  /// ascending i (the scale's gradient).
+  gpu::GPUFuncOp softScaleGrad();
+  /// (t, r, dL f32 [GM, ES], out f32, GM, ES, D, scale:f32) with dL0 = scale
+  /// dL: `wrtSlots`: out [D, ES] = tn^T dL0 (t = x [GM, D]), grid
+  /// (ceil(ES/kTileN), ceil(D/kTileM)); else out [GM, D] = dL0 tn^T (t = Phi
+  /// [D, ES]), grid (ceil(D/kTileN), ceil(GM/kTileM)); tn = t normalized by r
+  /// (softNorms) when `normalize`.
+  gpu::GPUFuncOp softLogitsGrad(bool wrtSlots, bool normalize, Type t);
+  /// (t, r f32 [n], dt f32, n, D, strideI, strideD); 1-D over n: the
+  /// normalization's backward of vector i (elements i*strideI +
+  /// d*strideD): dt = r (dt - tn <tn, dt>), tn = t r[i], in place.
+  gpu::GPUFuncOp softNormGrad(Type t);
 
   /// (in_0, ..., in_{n-1}, out_0, ..., out_{m-1}, N): for i < N,
   /// (out_0[i], ..., out_{m-1}[i]) = body(i, in_0[i], ..., in_{n-1}[i]);

@@ -146,12 +146,15 @@ gpu::GPUFuncOp KernelLibrary::softCombineWeights(Type cw) {
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::softSlots(Type xType, Type rowsType) {
+gpu::GPUFuncOp KernelLibrary::softSlots(Type xType, Type rowsType, Type dwType) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  Type dw = dwType ? dwType : f32;
   return buildKernel(
-      gpuModule, "moe_soft_slots_kernel" + typeSuffix({xType, rowsType}),
-      {flat(f32), flat(xType), flat(rowsType), ix, ix, ix, ix, ix},
+      gpuModule,
+      "moe_soft_slots_kernel" + typeSuffix({xType, rowsType}) +
+          (dw.isF32() ? std::string() : "_w" + typeSuffix({dw})),
+      {flat(dw), flat(xType), flat(rowsType), ix, ix, ix, ix, ix},
       gemmWorkgroup(ctx, 1), kGemmThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value Dw = a[0], x = a[1], rows = a[2], G = a[3], M = a[4], ES = a[5], S = a[6],
@@ -167,7 +170,7 @@ gpu::GPUFuncOp KernelLibrary::softSlots(Type xType, Type rowsType) {
           return e.select(e.ult(j, ES), e.toI32(j), e.ci32(-1));
         };
         h.loadA = [&](IRB &e, Value j, Value m) {
-          return e.load(Dw, e.addi(e.muli(e.addi(e.muli(g, M), m), ES), j));
+          return loadF32(e, Dw, e.addi(e.muli(e.addi(e.muli(g, M), m), ES), j));
         };
         h.bBuf = x;
         h.bVecOk = multipleOf(e, D, kVec);
@@ -226,5 +229,180 @@ gpu::GPUFuncOp KernelLibrary::softCombine(Type cwType, Type outType, Type yType)
           });
         };
         buildGemm(e, wg, h);
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// The backward (moe.soft_dispatch_grad, moe.soft_combine_grad; docs/spec.md §9)
+//===----------------------------------------------------------------------===//
+
+/// The slot row of slot j = e*S + s of group g: (e*G + g)*S + s.
+static Value slotRow(IRB &e, Value j, Value g, Value G, Value S) {
+  return e.addi(e.muli(e.addi(e.muli(e.divui(j, S), G), g), S), e.remui(j, S));
+}
+
+gpu::GPUFuncOp KernelLibrary::softRowDots(Type aType, Type bType) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_soft_row_dots_kernel" + typeSuffix({aType, bType}),
+      {flat(aType), flat(bType), flat(f32), ix, ix, ix, ix, ix}, gemmWorkgroup(ctx, 1),
+      kGemmThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value A = a[0], B = a[1], out = a[2], G = a[3], M = a[4], ES = a[5], S = a[6],
+              D = a[7];
+        Value g = blockId(e, gpu::Dimension::z);
+        // Per group g: out[g, m, j] = sum_d A[g, m, d] B[slotRow(j), d].
+        GemmHooks h;
+        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
+        h.kDim = D;
+        h.nDim = ES;
+        h.aRow = [&](IRB &e, Value lr) {
+          Value m = e.addi(h.rowBase, lr);
+          return e.select(e.ult(m, M), e.toI32(m), e.ci32(-1));
+        };
+        h.aBuf = A;
+        h.aVecOk = multipleOf(e, D, kVec);
+        h.aIndex = [&](IRB &e, Value m, Value d) {
+          return e.addi(e.muli(e.addi(e.muli(g, M), m), D), d);
+        };
+        h.loadB = [&](IRB &e, Value d, Value j, int) {
+          return loadF32(e, B, e.addi(e.muli(slotRow(e, j, g, G, S), D), d));
+        };
+        h.store = [&](IRB &e, Value, Value ar, Value j, ArrayRef<Value> acc) {
+          e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
+            Value m = e.toIndex(ar);
+            e.store(acc[0], out, e.addi(e.muli(e.addi(e.muli(g, M), m), ES), j));
+          });
+        };
+        buildGemm(e, wg, h);
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::softmaxGrad(bool overTokens, bool accumulate) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  std::string name = std::string("moe_soft_softmax_grad_kernel_") +
+                     (overTokens ? "dispatch" : "combine") + (accumulate ? "_acc" : "");
+  return buildKernel(
+      gpuModule, name, {flat(f32), flat(f32), flat(f32), ix, ix, ix}, {}, kEltThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value P = a[0], dP = a[1], dL = a[2], G = a[3], M = a[4], ES = a[5];
+        Value i = globalThread(e);
+        // The dispatch softmax runs over a group's M tokens for each slot
+        // (one thread per (g, slot)), the combine softmax over a token's E*S
+        // slots (one thread per token).
+        Value n = overTokens ? M : ES;
+        Value lanes = overTokens ? e.muli(G, ES) : e.muli(G, M);
+        e.ifThen(e.ult(i, lanes), [&](IRB &e) {
+          auto at = [&](IRB &e, Value q) -> Value {
+            if (!overTokens)
+              return e.addi(e.muli(i, ES), q);
+            Value g = e.divui(i, ES), j = e.remui(i, ES);
+            return e.addi(e.muli(e.addi(e.muli(g, M), q), ES), j);
+          };
+          // dL = P (dP - <P, dP>), the sum in ascending order.
+          Value dot = e.forLoop(e.idx(0), n, {e.cf32(0.0)}, [&](IRB &e, Value q, ValueRange s) {
+            Value k = at(e, q);
+            return SmallVector<Value>{e.addf(s[0], e.mulf(e.load(P, k), e.load(dP, k)))};
+          })[0];
+          e.forEach(e.idx(0), n, e.idx(1), [&](IRB &e, Value q) {
+            Value k = at(e, q);
+            Value v = e.mulf(e.load(P, k), e.subf(e.load(dP, k), dot));
+            e.store(accumulate ? e.addf(e.load(dL, k), v) : v, dL, k);
+          });
+        });
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::softScaleGrad() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(gpuModule, "moe_soft_scale_grad_kernel",
+                     {flat(f32), flat(f32), flat(f32), ix}, {}, 1,
+                     [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+                       Value s = e.forLoop(e.idx(0), a[3], {e.cf32(0.0)},
+                                           [&](IRB &e, Value i, ValueRange q) {
+                                             return SmallVector<Value>{e.addf(
+                                                 q[0], e.mulf(e.load(a[0], i), e.load(a[1], i)))};
+                                           })[0];
+                       e.store(s, a[2], e.idx(0));
+                     });
+}
+
+gpu::GPUFuncOp KernelLibrary::softLogitsGrad(bool wrtSlots, bool normalize, Type data) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  std::string name = std::string("moe_soft_logits_grad_kernel_") + (wrtSlots ? "slots" : "input") +
+                     (normalize ? "_normalize" : "") + typeSuffix({data});
+  return buildKernel(
+      gpuModule, name, {flat(data), flat(f32), flat(f32), flat(f32), ix, ix, ix, f32},
+      gemmWorkgroup(ctx, 1), kGemmThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value t = a[0], r = a[1], dL = a[2], out = a[3], GM = a[4], ES = a[5], D = a[6];
+        Value scale = a[7];
+        // dL0 = scale dL as the operand is loaded; t is x (wrtSlots: dPhin =
+        // xn^T dL0, [D, ES], K = GM) or Phi (dXn = dL0 Phin^T, [GM, D], K =
+        // ES), normalized by r when `normalize` (docs/spec.md §9).
+        auto scaled = [&](IRB &e, Value row, Value j) {
+          return e.mulf(e.load(dL, e.addi(e.muli(row, ES), j)), scale);
+        };
+        GemmHooks h;
+        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
+        Value rows = wrtSlots ? D : GM;
+        h.kDim = wrtSlots ? GM : ES;
+        h.nDim = wrtSlots ? ES : D;
+        h.aRow = [&](IRB &e, Value lr) {
+          Value q = e.addi(h.rowBase, lr);
+          return e.select(e.ult(q, rows), e.toI32(q), e.ci32(-1));
+        };
+        if (wrtSlots) {
+          h.loadA = [&](IRB &e, Value d, Value gm) {
+            Value v = loadF32(e, t, e.addi(e.muli(gm, D), d));
+            return normalize ? e.mulf(v, e.load(r, gm)) : v;
+          };
+          h.loadB = [&](IRB &e, Value gm, Value j, int) { return scaled(e, gm, j); };
+        } else {
+          h.loadA = [&](IRB &e, Value gm, Value j) { return scaled(e, gm, j); };
+          h.loadB = [&](IRB &e, Value j, Value d, int) {
+            Value v = loadF32(e, t, e.addi(e.muli(d, ES), j));
+            return normalize ? e.mulf(v, e.load(r, j)) : v;
+          };
+        }
+        h.store = [&](IRB &e, Value, Value ar, Value n, ArrayRef<Value> acc) {
+          e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
+            e.store(acc[0], out, e.addi(e.muli(e.toIndex(ar), h.nDim), n));
+          });
+        };
+        buildGemm(e, wg, h);
+      });
+}
+
+gpu::GPUFuncOp KernelLibrary::softNormGrad(Type data) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_soft_norm_grad_kernel" + typeSuffix({data}),
+      {flat(data), flat(f32), flat(f32), ix, ix, ix, ix}, {}, kEltThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+        Value t = a[0], r = a[1], dt = a[2], n = a[3], D = a[4], strideI = a[5], strideD = a[6];
+        Value i = globalThread(e);
+        // Vector i of t (D elements at i*strideI + d*strideD), tn = t r[i]:
+        // dt = r (dtn - tn <tn, dtn>), in place.
+        e.ifThen(e.ult(i, n), [&](IRB &e) {
+          Value ri = e.load(r, i);
+          auto at = [&](IRB &e, Value d) {
+            return e.addi(e.muli(i, strideI), e.muli(d, strideD));
+          };
+          Value dot = e.forLoop(e.idx(0), D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange s) {
+            Value k = at(e, d);
+            Value tn = e.mulf(loadF32(e, t, k), ri);
+            return SmallVector<Value>{e.addf(s[0], e.mulf(tn, e.load(dt, k)))};
+          })[0];
+          e.forEach(e.idx(0), D, e.idx(1), [&](IRB &e, Value d) {
+            Value k = at(e, d);
+            Value tn = e.mulf(loadF32(e, t, k), ri);
+            e.store(e.mulf(ri, e.subf(e.load(dt, k), e.mulf(tn, dot))), dt, k);
+          });
+        });
       });
 }

@@ -148,3 +148,49 @@ func.func @f_vjp(%arg0: tensor<37x64xf32>, %arg1: tensor<64x8xf32>, %arg2: tenso
   return %2, %5, %router_weight_grad, %w1_grad, %w2_grad : tensor<37x64xf32>, tensor<37x64xf32>, tensor<64x8xf32>, tensor<8x64x96xf32>, tensor<8x96x64xf32>
 }
 
+// -----
+
+// Soft MoE: dOut by the slot kernel (Cw for the dispatch weights, dy for the
+// tokens), dCw by the row dots.
+// CHECK-LABEL: func.func @soft_combine_grad
+// CHECK:       call @__moe_launch_moe_soft_slots_kernel(%c1, %c1, %c2, %c256, %c1, %c1,
+// CHECK:       call @__moe_launch_moe_soft_row_dots_kernel(%c1, %c1, %c2, %c256, %c1, %c1,
+// CHECK-NOT:   call @__moe_launch
+func.func @soft_combine_grad(%dy: tensor<2x8x16xf32>, %out: tensor<16x16xf32>, %cw: tensor<2x8x4x2xf32>)
+    -> (tensor<16x16xf32>, tensor<2x8x4x2xf32>) {
+  %dout, %dcw = moe.soft_combine_grad %dy, %out, %cw
+      : (tensor<2x8x16xf32>, tensor<16x16xf32>, tensor<2x8x4x2xf32>) -> (tensor<16x16xf32>, tensor<2x8x4x2xf32>)
+  return %dout, %dcw : tensor<16x16xf32>, tensor<2x8x4x2xf32>
+}
+
+// -----
+
+// The logits (L0, then L = scale L0) and both softmaxes recomputed, dDw and
+// the dispatch softmax's backward, the slot averages' own term, the combine
+// softmax's backward accumulated, the scale's gradient (one thread), the
+// logits' product backward both ways, the normalizations' backward, the sum.
+// CHECK-LABEL: func.func @soft_dispatch_grad
+// CHECK:       call @__moe_launch_moe_soft_norms_kernel(
+// CHECK:       call @__moe_launch_moe_soft_logits_kernel_normalize(%c1, %c1, %c1, %c256, %c1, %c1, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[L0:%[a-z0-9_]+]],
+// CHECK:       call @__moe_launch_moe_soft_logits_kernel_normalize(
+// CHECK:       call @__moe_launch_moe_soft_dispatch_weights_kernel(
+// CHECK-NEXT:  call @__moe_launch_moe_soft_combine_weights_kernel(
+// CHECK:       call @__moe_launch_moe_soft_row_dots_kernel(
+// CHECK-NEXT:  call @__moe_launch_moe_soft_softmax_grad_kernel_dispatch(%c1, %c1, %c1, %c256, %c1, %c1, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[DL:%[a-z0-9_]+]],
+// CHECK:       call @__moe_launch_moe_soft_combine_kernel(
+// CHECK:       call @__moe_launch_moe_soft_softmax_grad_kernel_combine_acc(%c1, %c1, %c1, %c256, %c1, %c1, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[DL]],
+// CHECK:       call @__moe_launch_moe_soft_scale_grad_kernel(%c1, %c1, %c1, %c1, %c1, %c1, [[DL]], [[L0]],
+// CHECK:       call @__moe_launch_moe_soft_logits_grad_kernel_input_normalize(
+// CHECK-NEXT:  call @__moe_launch_moe_soft_logits_grad_kernel_slots_normalize(
+// CHECK-NEXT:  call @__moe_launch_moe_soft_norm_grad_kernel(
+// CHECK-NEXT:  call @__moe_launch_moe_soft_norm_grad_kernel(
+// CHECK-NEXT:  call @__moe_launch_moe_soft_add_kernel(
+func.func @soft_dispatch_grad(%x: tensor<2x8x16xf32>, %phi: tensor<16x4x2xf32>, %scale: tensor<f32>,
+                              %drows: tensor<16x16xf32>, %dcw: tensor<2x8x4x2xf32>)
+    -> (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>) {
+  %dx, %dphi, %dscale = moe.soft_dispatch_grad %x slots(%phi) scale(%scale)
+      rows_grad(%drows) combine_weights_grad(%dcw) {normalize}
+      : (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>, tensor<16x16xf32>, tensor<2x8x4x2xf32>)
+      -> (tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>)
+  return %dx, %dphi, %dscale : tensor<2x8x16xf32>, tensor<16x4x2xf32>, tensor<f32>
+}
