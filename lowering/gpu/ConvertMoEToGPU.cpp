@@ -1,7 +1,7 @@
 //===- ConvertMoEToGPU.cpp - moe ops -> GPU kernels + host code -----------===//
 //
-// `--convert-moe-to-gpu` rewrites every moe op (layers, chain ops, fused ops;
-// training and inference) into host code on tensors that moves the operands
+// `--convert-moe-to-gpu` rewrites every moe op (layers, chain ops, fused ops,
+// the backward ops; training and inference) into host code on tensors that moves the operands
 // to the device, launches the kernels of Kernels.h (built into
 // `gpu.module @moe_kernels`) and copies the results back:
 //

@@ -89,6 +89,12 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu", "::mlir::ModuleOp"> {
     activation in its epilogue, grouped GEMM 2 with the routed weight in its
     epilogue, and a fixed-order per-token reduction (no float atomics). Soft
     MoE: logits GEMM, both softmaxes, slot GEMM, expert GEMMs, combine GEMM.
+    The backward ops of `--moe-generate-vjp` (docs/spec.md §9) become the
+    backward's kernels (docs/gpu.md "The backward"): grouped GEMMs through
+    the transposed weights with the activation's backward in an epilogue,
+    variable-K weight-gradient GEMMs with the bias gradients as one more row,
+    the routing backward of the CPU path; every gradient summed in a fixed
+    order.
 
     Launches are emitted as calls to `@__moe_launch_<kernel>` declarations
     (see `--moe-gpu-materialize-launches`), so that the upstream buffer
