@@ -151,8 +151,7 @@ LogicalResult convert(ExpertFFNOp op, Host &h) {
                               h.bigTiles(h.mmaElt(rows, ex, outElt, Type())));
   Value out = h.alloc(outElt, h.e.muli(N, ex.D));
   // Rows from offsets[E] on are zero.
-  gpu::MemsetOp::create(h.b, Type(), ValueRange{}, out,
-                        arith::ConstantOp::create(h.b, h.b.getZeroAttr(outElt)));
+  h.zero(out);
   h.ffn(rows, /*gather=*/false, plan, ex, out);
   Value r = h.download(out, op.getOutput().getType(), {N, ex.D});
   if (err)
@@ -378,8 +377,7 @@ LogicalResult convert(ExpertFFNGradOp op, Host &h) {
   Host::FFNGrads g;
   g.drows = h.alloc(f32, h.e.muli(N, ex.D));
   // Rows from offsets[E] on are zero.
-  gpu::MemsetOp::create(h.b, Type(), ValueRange{}, g.drows,
-                        arith::ConstantOp::create(h.b, h.b.getZeroAttr(f32)));
+  h.zero(g.drows);
   g.dw1 = h.alloc(f32, h.e.muli(E, h.e.muli(ex.D, W)));
   g.dw2 = h.alloc(f32, h.e.muli(E, h.e.muli(ex.H, ex.D)));
   if (op.getB1()) {
@@ -409,8 +407,7 @@ LogicalResult convert(CombineGradOp op, Host &h) {
   Type f32 = h.e.f32();
   Value dout = h.alloc(f32, h.e.muli(N, D)), dw = h.alloc(f32, h.e.muli(T, K));
   // Rows no kept assignment names are zero.
-  gpu::MemsetOp::create(h.b, Type(), ValueRange{}, dout,
-                        arith::ConstantOp::create(h.b, h.b.getZeroAttr(f32)));
+  h.zero(dout);
   SmallVector<Value> args{dy, out, w, pos, dout, dw, T, K, D, N};
   Value err = h.checkIndices ? h.errorWord() : Value();
   if (err)
@@ -441,8 +438,10 @@ LogicalResult convert(SharedExpertGradOp op, Host &h) {
     // the forward's kernels.
     sg = h.upload(op.getSharedGate());
     Value logits = h.route(x, sg, Value(), T, D, h.e.idx(1));
-    Host::Plan forward = h.tileMap(offsets, T, /*numExperts=*/1, /*err=*/{},
-                                   h.bigTiles(h.mmaElt(x, ex, f32, Type())));
+    // The backward's plan serves unless the forward runs the wgmma tiles.
+    bool big = h.bigTiles(h.mmaElt(x, ex, f32, Type()));
+    Host::Plan forward =
+        big ? h.tileMap(offsets, T, /*numExperts=*/1, /*err=*/{}, /*big=*/true) : plan;
     Value fx = h.alloc(f32, h.e.muli(T, D));
     h.ffn(x, /*gather=*/false, forward, ex, fx);
     scaled = h.alloc(f32, h.e.muli(T, D));
@@ -556,8 +555,7 @@ LogicalResult convert(SoftDispatchGradOp op, Host &h) {
     h.launch(h.lib.softmaxGrad(/*overTokens=*/false, /*accumulate=*/op.getRowsGrad() != nullptr),
              {h.blocks(GM, kEltThreads)}, kEltThreads, {Cw, h.upload(dCwT), dL, G, M, ES});
   if (!op.getRowsGrad() && !op.getCombineWeightsGrad())
-    gpu::MemsetOp::create(h.b, Type(), ValueRange{}, dL,
-                          arith::ConstantOp::create(h.b, h.b.getZeroAttr(f32)));
+    h.zero(dL);
   Value dScale;
   if (op.getScale()) {
     dScale = h.alloc(f32, h.e.idx(1));

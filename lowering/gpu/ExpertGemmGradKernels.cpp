@@ -134,10 +134,7 @@ gpu::GPUFuncOp KernelLibrary::weightGradGemm(const GroupedGemmDesc &desc, bool b
         h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = count;
         h.nDim = N;
-        h.aRow = [&](IRB &e, Value lr) {
-          Value m = e.addi(h.rowBase, lr);
-          return e.select(e.ult(m, rowsOfC), e.toI32(m), e.ci32(-1));
-        };
+        h.boundRows(rowsOfC);
         // A read transposed: A^T[m, k] = A[first + k, m] (strided along k).
         h.loadA = [&](IRB &e, Value m, Value k) {
           auto load = [&](IRB &e) {
@@ -157,16 +154,17 @@ gpu::GPUFuncOp KernelLibrary::weightGradGemm(const GroupedGemmDesc &desc, bool b
         h.store = [&](IRB &e, Value, Value ar, Value n, ArrayRef<Value> acc) {
           e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
             Value m = e.toIndex(ar);
-            if (!biasGrad) {
+            // C[g, m, n]; with the bias, row M of the product is its gradient.
+            auto storeC = [&](IRB &e) {
               e.store(acc[0], C, e.addi(e.muli(e.addi(e.muli(g, M), m), N), n));
+              return SmallVector<Value>{};
+            };
+            if (!biasGrad) {
+              storeC(e);
               return;
             }
             e.ifElse(
-                e.ult(m, M), {},
-                [&](IRB &e) {
-                  e.store(acc[0], C, e.addi(e.muli(e.addi(e.muli(g, M), m), N), n));
-                  return SmallVector<Value>{};
-                },
+                e.ult(m, M), {}, storeC,
                 [&](IRB &e) {
                   e.store(acc[0], biasOut, e.addi(e.muli(g, N), n));
                   return SmallVector<Value>{};

@@ -40,11 +40,6 @@ SharedFold gpu_lowering::splitSharedTiles(IRB &e, Value blockRow, Value T, Value
   return f;
 }
 
-/// The A row of shared-tile row `p` (= the token): p, or -1 from T on.
-static Value sharedRow(IRB &e, Value p, Value T) {
-  return e.select(e.ult(p, T), e.toI32(p), e.ci32(-1));
-}
-
 gpu::GPUFuncOp KernelLibrary::gemm1(const GroupedGemmDesc &desc, bool foldShared) {
   MLIRContext *ctx = module.getContext();
   Type i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
@@ -110,7 +105,7 @@ gpu::GPUFuncOp KernelLibrary::gemm1(const GroupedGemmDesc &desc, bool foldShared
             return e.ifElse(
                 isShared, {e.i32()},
                 [&](IRB &e) {
-                  return SmallVector<Value>{sharedRow(e, e.addi(h.rowBase, lr), a[14])};
+                  return SmallVector<Value>{e.rowOrNone(e.addi(h.rowBase, lr), a[14])};
                 },
                 [&](IRB &e) { return SmallVector<Value>{planRow(e, lr)}; })[0];
           return planRow(e, lr);
@@ -239,7 +234,7 @@ gpu::GPUFuncOp KernelLibrary::gemm2(const GroupedGemmDesc &desc, bool shared, Ty
             return plan(e)[0];
           return e.ifElse(
               isShared, {e.i32()},
-              [&](IRB &e) { return SmallVector<Value>{sharedRow(e, p, Tn)}; }, plan)[0];
+              [&](IRB &e) { return SmallVector<Value>{e.rowOrNone(p, Tn)}; }, plan)[0];
         };
         h.aRow = rowOf;
         h.aBuf = hIn;
@@ -349,7 +344,7 @@ void gpu_lowering::emitCombineEpilogue(IRB &e, const CombineEpilogue &c, Value t
                            c.sharedTile, {e.i32()},
                            [&](IRB &e) {
                              return SmallVector<Value>{
-                                 e.select(e.ult(p, c.T), e.toI32(p), e.ci32(-1))};
+                                 e.rowOrNone(p, c.T)};
                            },
                            planToken)[0]
                     : planToken(e)[0];

@@ -157,9 +157,15 @@ Value Host::deviceView(Value view) {
   return view;
 }
 
+void Host::zero(Value buf) {
+  Type elt = cast<MemRefType>(buf.getType()).getElementType();
+  gpu::MemsetOp::create(b, Type(), ValueRange{}, buf,
+                        arith::ConstantOp::create(b, b.getZeroAttr(elt)));
+}
+
 Value Host::errorWord() {
   Value err = alloc(e.i32(), e.idx(4));
-  gpu::MemsetOp::create(b, Type(), ValueRange{}, err, e.ci32(0));
+  zero(err);
   return err;
 }
 

@@ -72,6 +72,8 @@ public:
   Value flatten(Value memref);
 
   Value alloc(Type elt, Value n);
+  /// Fills device buffer `buf` with zeros of its element type (a gpu.memset).
+  void zero(Value buf);
 
   Value upload(Value tensor);
 

@@ -37,6 +37,9 @@ public:
   Value ge(Value x, Value y) { return cmpi(arith::CmpIPredicate::sge, x, y); }
   Value eq(Value x, Value y) { return cmpi(arith::CmpIPredicate::eq, x, y); }
   Value noti(Value x) { return arith::XOrIOp::create(b, x, ci1(true)); }
+  /// Row `p` (index) as i32 when p < rows, else -1: the "no row" value of the
+  /// GEMM skeleton's gathers (a zero row, never loaded).
+  Value rowOrNone(Value p, Value rows) { return select(ult(p, rows), toI32(p), ci32(-1)); }
 
   Value load(Value m, Value i) { return memref::LoadOp::create(b, m, ValueRange{i}); }
   void store(Value v, Value m, Value i) { memref::StoreOp::create(b, v, m, ValueRange{i}); }

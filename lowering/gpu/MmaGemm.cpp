@@ -341,7 +341,7 @@ Value MmaGemmBuilder::aRowOf(Value lr) {
     return e.ifElse(
         isShared, {e.i32()},
         [&](IRB &e) {
-          return SmallVector<Value>{e.select(e.ult(p, numTokens), e.toI32(p), e.ci32(-1))};
+          return SmallVector<Value>{e.rowOrNone(p, numTokens)};
         },
         [&](IRB &e) { return SmallVector<Value>{planRowOf(p)}; })[0];
   return planRowOf(p);
@@ -620,7 +620,7 @@ void MmaGemmBuilder::epilogue(ArrayRef<Value> acc) {
                        isShared, {e.i32()},
                        [&](IRB &e) {
                          return SmallVector<Value>{
-                             e.select(e.ult(p, numTokens), e.toI32(p), e.ci32(-1))};
+                             e.rowOrNone(p, numTokens)};
                        },
                        [&](IRB &e) { return SmallVector<Value>{e.load(sorted, p)}; })[0]
                 : e.load(sorted, p);

@@ -73,10 +73,7 @@ gpu::GPUFuncOp KernelLibrary::softLogits(bool normalize, Type data) {
         h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = D;
         h.nDim = ES;
-        h.aRow = [&](IRB &e, Value lr) {
-          Value r = e.addi(h.rowBase, lr);
-          return e.select(e.ult(r, GM), e.toI32(r), e.ci32(-1));
-        };
+        h.boundRows(GM);
         h.loadA = [&](IRB &e, Value ar, Value k) {
           Value v = loadF32(e, x, e.addi(e.muli(ar, D), k));
           return normalize ? e.mulf(v, e.load(rx, ar)) : v;
@@ -165,10 +162,7 @@ gpu::GPUFuncOp KernelLibrary::softSlots(Type xType, Type rowsType, Type dwType) 
         h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = M;
         h.nDim = D;
-        h.aRow = [&](IRB &e, Value lr) {
-          Value j = e.addi(h.rowBase, lr);
-          return e.select(e.ult(j, ES), e.toI32(j), e.ci32(-1));
-        };
+        h.boundRows(ES);
         h.loadA = [&](IRB &e, Value j, Value m) {
           return loadF32(e, Dw, e.addi(e.muli(e.addi(e.muli(g, M), m), ES), j));
         };
@@ -206,10 +200,7 @@ gpu::GPUFuncOp KernelLibrary::softCombine(Type cwType, Type outType, Type yType)
         h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = ES;
         h.nDim = D;
-        h.aRow = [&](IRB &e, Value lr) {
-          Value m = e.addi(h.rowBase, lr);
-          return e.select(e.ult(m, M), e.toI32(m), e.ci32(-1));
-        };
+        h.boundRows(M);
         h.aBuf = Cw;
         h.aVecOk = multipleOf(e, ES, kVec);
         h.aIndex = [&](IRB &e, Value m, Value j) {
@@ -256,10 +247,7 @@ gpu::GPUFuncOp KernelLibrary::softRowDots(Type aType, Type bType) {
         h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = D;
         h.nDim = ES;
-        h.aRow = [&](IRB &e, Value lr) {
-          Value m = e.addi(h.rowBase, lr);
-          return e.select(e.ult(m, M), e.toI32(m), e.ci32(-1));
-        };
+        h.boundRows(M);
         h.aBuf = A;
         h.aVecOk = multipleOf(e, D, kVec);
         h.aIndex = [&](IRB &e, Value m, Value d) {
@@ -351,10 +339,7 @@ gpu::GPUFuncOp KernelLibrary::softLogitsGrad(bool wrtSlots, bool normalize, Type
         Value rows = wrtSlots ? D : GM;
         h.kDim = wrtSlots ? GM : ES;
         h.nDim = wrtSlots ? ES : D;
-        h.aRow = [&](IRB &e, Value lr) {
-          Value q = e.addi(h.rowBase, lr);
-          return e.select(e.ult(q, rows), e.toI32(q), e.ci32(-1));
-        };
+        h.boundRows(rows);
         if (wrtSlots) {
           h.loadA = [&](IRB &e, Value d, Value gm) {
             Value v = loadF32(e, t, e.addi(e.muli(gm, D), d));
