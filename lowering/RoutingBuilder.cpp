@@ -615,3 +615,29 @@ void mlir::moe::buildTokenRoutingGrad(ImplicitLocOpBuilder &b, const TokenRoutin
       addGrad(e, ex, arith::NegFOp::create(e.b, e.mulf(prob(e, ex), gdgSum)));
     });
 }
+
+void mlir::moe::buildTokenRoutingGrad(ImplicitLocOpBuilder &b, const TokenRoutingKind &kind,
+                                      const TokenRoutingValues &values,
+                                      const TokenRowAccess &rows, Value logits, Value indices,
+                                      Value weightsGrad, Value logitsGrad) {
+  auto logit = [&](ImplicitLocOpBuilder &b, Value ex) {
+    return RB(b).widenF32(rows.load(b, logits, values.experts, ex));
+  };
+  auto loadIndex = [&](ImplicitLocOpBuilder &b, Value r) { return rows.load(b, indices, values.k, r); };
+  auto weightGrad = [&](ImplicitLocOpBuilder &b, Value r) {
+    return rows.load(b, weightsGrad, values.k, r);
+  };
+  auto loadGrad = [&](ImplicitLocOpBuilder &b, Value ex) {
+    return rows.load(b, logitsGrad, values.experts, ex);
+  };
+  auto storeGrad = [&](ImplicitLocOpBuilder &b, Value ex, Value v) {
+    rows.store(b, v, logitsGrad, values.experts, ex);
+  };
+  TokenRoutingGradStorage io;
+  io.logit = logit;
+  io.loadIndex = loadIndex;
+  io.weightGrad = weightGrad;
+  io.loadGrad = loadGrad;
+  io.storeGrad = storeGrad;
+  buildTokenRoutingGrad(b, kind, values, io);
+}

@@ -128,6 +128,22 @@ void buildTokenRoutingGrad(ImplicitLocOpBuilder &b, const TokenRoutingKind &kind
                            const TokenRoutingValues &values,
                            const TokenRoutingGradStorage &storage);
 
+/// How a target addresses the token's row of a row-major [T, width] buffer:
+/// `load(b, buf, width, col)` reads buf[token, col], `store(b, v, buf, width,
+/// col)` writes it (width is E or K, index).
+struct TokenRowAccess {
+  function_ref<Value(ImplicitLocOpBuilder &, Value buf, Value width, Value col)> load;
+  function_ref<void(ImplicitLocOpBuilder &, Value v, Value buf, Value width, Value col)> store;
+};
+
+/// buildTokenRoutingGrad over the gate_grad op's buffers, each indexed by
+/// (token, column) through `rows`: `logits` [T, E] (any float type, read as
+/// f32), `indices` [T, K] i32, `weightsGrad` [T, K] f32 and `logitsGrad`
+/// [T, E] f32 (read and written).
+void buildTokenRoutingGrad(ImplicitLocOpBuilder &b, const TokenRoutingKind &kind,
+                           const TokenRoutingValues &values, const TokenRowAccess &rows,
+                           Value logits, Value indices, Value weightsGrad, Value logitsGrad);
+
 } // namespace moe
 } // namespace mlir
 

@@ -72,6 +72,10 @@ public:
   Value ori(Value x, Value y) { return arith::OrIOp::create(b, x, y); }
   Value toIndex(Value v) { return arith::IndexCastOp::create(b, b.getIndexType(), v); }
   Value toI32(Value v) { return arith::IndexCastOp::create(b, i32(), v); }
+  /// A float value as f32 (extended from bf16/f16; f32 as it is).
+  Value widenF32(Value v) {
+    return v.getType().isF32() ? v : arith::ExtFOp::create(b, f32(), v).getResult();
+  }
   /// index or i32 -> f32.
   Value toF32(Value v) {
     if (v.getType().isIndex())

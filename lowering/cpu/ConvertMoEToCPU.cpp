@@ -1896,29 +1896,15 @@ struct LowerGateGrad : public OpRewritePattern<GateGradOp> {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(forall.getBody());
       Value t = forall.getInductionVar(0);
-      auto logit = [&](ImplicitLocOpBuilder &b, Value ex) -> Value {
-        return cpu::toF32(b, memref::LoadOp::create(b, logits, ValueRange{t, ex}));
+      auto load = [&](ImplicitLocOpBuilder &b, Value buf, Value, Value col) -> Value {
+        return memref::LoadOp::create(b, buf, ValueRange{t, col});
       };
-      auto loadIndex = [&](ImplicitLocOpBuilder &b, Value r) -> Value {
-        return memref::LoadOp::create(b, indices, ValueRange{t, r});
+      auto store = [&](ImplicitLocOpBuilder &b, Value v, Value buf, Value, Value col) {
+        memref::StoreOp::create(b, v, buf, ValueRange{t, col});
       };
-      auto weightGrad = [&](ImplicitLocOpBuilder &b, Value r) -> Value {
-        return memref::LoadOp::create(b, dw, ValueRange{t, r});
-      };
-      auto loadGrad = [&](ImplicitLocOpBuilder &b, Value ex) -> Value {
-        return memref::LoadOp::create(b, out, ValueRange{t, ex});
-      };
-      auto storeGrad = [&](ImplicitLocOpBuilder &b, Value ex, Value x) {
-        memref::StoreOp::create(b, x, out, ValueRange{t, ex});
-      };
-      TokenRoutingGradStorage io;
-      io.logit = logit;
-      io.loadIndex = loadIndex;
-      io.weightGrad = weightGrad;
-      io.loadGrad = loadGrad;
-      io.storeGrad = storeGrad;
       values.token = e.toI32(t);
-      buildTokenRoutingGrad(b, kind, values, io);
+      buildTokenRoutingGrad(b, kind, values, TokenRowAccess{load, store}, logits, indices, dw,
+                            out);
     });
     rewriter.replaceOp(op, asTensor(b, dlogits, op.getLogitsGrad().getType()));
     return success();

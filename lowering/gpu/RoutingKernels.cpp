@@ -43,10 +43,7 @@ gpu::GPUFuncOp KernelLibrary::route(bool bias, Type data, Type out) {
         h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = D;
         h.nDim = E;
-        h.aRow = [&](IRB &e, Value lr) {
-          Value t = e.addi(h.rowBase, lr);
-          return e.select(e.ult(t, T), e.toI32(t), e.ci32(-1));
-        };
+        h.boundRows(T);
         h.aBuf = x;
         h.aVecOk = multipleOf(e, D, kVec);
         h.aIndex = [&](IRB &e, Value ar, Value k) { return e.addi(e.muli(ar, D), k); };
@@ -426,7 +423,6 @@ gpu::GPUFuncOp KernelLibrary::gateGrad(const TokenRoutingKind &kind, Type logits
         Value t = e.addi(e.muli(blockId(e, gpu::Dimension::x), e.idx(kGateThreads)),
                          threadId(e));
         e.ifThen(e.ult(t, T), [&](IRB &e) {
-          Value rowE = e.muli(t, E), rowK = e.muli(t, K);
           TokenRoutingValues values;
           values.experts = E;
           values.k = K;
@@ -440,34 +436,17 @@ gpu::GPUFuncOp KernelLibrary::gateGrad(const TokenRoutingKind &kind, Type logits
           if (kind.loss) // lambda / T times the aux loss's cotangent
             values.lossGrad = e.divf(e.mulf(e.load(a[9], e.idx(0)), a[10]), e.toF32(T));
           // Built with the builder each callback gets (it may be inside a
-          // region buildTokenRoutingGrad opened).
-          auto logit = [&](ImplicitLocOpBuilder &b, Value ex) {
+          // region buildTokenRoutingGrad opened); the buffers are flat.
+          auto load = [&](ImplicitLocOpBuilder &b, Value buf, Value width, Value col) {
             IRB ie(b);
-            return loadF32(ie, logits, ie.addi(rowE, ex));
+            return ie.load(buf, ie.addi(ie.muli(t, width), col));
           };
-          auto loadIndex = [&](ImplicitLocOpBuilder &b, Value r) {
+          auto store = [&](ImplicitLocOpBuilder &b, Value v, Value buf, Value width, Value col) {
             IRB ie(b);
-            return ie.load(indices, ie.addi(rowK, r));
+            ie.store(v, buf, ie.addi(ie.muli(t, width), col));
           };
-          auto weightGrad = [&](ImplicitLocOpBuilder &b, Value r) {
-            IRB ie(b);
-            return ie.load(dw, ie.addi(rowK, r));
-          };
-          auto loadGrad = [&](ImplicitLocOpBuilder &b, Value ex) {
-            IRB ie(b);
-            return ie.load(out, ie.addi(rowE, ex));
-          };
-          auto storeGrad = [&](ImplicitLocOpBuilder &b, Value ex, Value v) {
-            IRB ie(b);
-            ie.store(v, out, ie.addi(rowE, ex));
-          };
-          TokenRoutingGradStorage io;
-          io.logit = logit;
-          io.loadIndex = loadIndex;
-          io.weightGrad = weightGrad;
-          io.loadGrad = loadGrad;
-          io.storeGrad = storeGrad;
-          buildTokenRoutingGrad(e.b, kind, values, io);
+          buildTokenRoutingGrad(e.b, kind, values, TokenRowAccess{load, store}, logits, indices,
+                                dw, out);
         });
       });
 }
