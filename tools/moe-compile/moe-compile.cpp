@@ -233,6 +233,31 @@ std::optional<DimSource> tieDim(func::FuncOp func, Value value, int64_t d, int d
     return d == 0 ? same(op.getLogits(), 0) : std::nullopt;
   if (auto op = dyn_cast<moe::SoftCombineOp>(def))
     return d < 2 ? same(op.getCombineWeights(), d) : same(op.getExpertOutput(), 1);
+  if (auto op = dyn_cast<moe::DispatchOp>(def))
+    return value == op.getPositions() ? same(op.getIndices(), d) : std::nullopt;
+  // The backward ops (--vjp): a gradient has its primal's shape.
+  if (auto op = dyn_cast<moe::RouteGradOp>(def))
+    return value == op.getInputGrad() ? same(op.getInput(), d) : std::nullopt;
+  if (auto op = dyn_cast<moe::GateGradOp>(def))
+    return same(op.getLogits(), d);
+  if (auto op = dyn_cast<moe::DispatchGradOp>(def))
+    return d == 0 ? same(op.getPositions(), 0) : same(op.getRowsGrad(), 1);
+  if (auto op = dyn_cast<moe::ExpertFFNGradOp>(def))
+    return value == op.getRowsGrad() ? same(op.getRows(), d) : std::nullopt;
+  if (auto op = dyn_cast<moe::SharedExpertGradOp>(def))
+    return value == op.getInputGrad() ? same(op.getInput(), d) : std::nullopt;
+  if (auto op = dyn_cast<moe::CombineGradOp>(def))
+    return value == op.getExpertOutputGrad() ? same(op.getExpertOutput(), d)
+                                             : same(op.getWeights(), d);
+  if (auto op = dyn_cast<moe::SoftDispatchGradOp>(def))
+    return value == op.getInputGrad() ? same(op.getInput(), d) : std::nullopt;
+  if (auto op = dyn_cast<moe::SoftCombineGradOp>(def))
+    return value == op.getExpertOutputGrad() ? same(op.getExpertOutput(), d)
+                                             : same(op.getCombineWeights(), d);
+  // Element-wise ops on tensors (the casts and sums the gradient adds):
+  // a result has the shape of its first operand.
+  if (def->hasTrait<OpTrait::Elementwise>() && def->getNumOperands() > 0)
+    return same(def->getOperand(0), d);
   return std::nullopt;
 }
 
@@ -601,8 +626,15 @@ int runMain(int argc, char **argv) {
   // Constructors (the cuda kernels' module load) in .init_array, which the
   // dynamic loader runs; .ctors would need crtbegin.o.
   targetOptions.UseInitArray = true;
+  // x86-64: the medium code model, so that data over 64 KiB (the CPU
+  // kernels' packed-weight caches: 5.6 GiB for a Mixtral layer in f32) goes
+  // to .lbss, addressed with 64-bit offsets; the small model's 32-bit
+  // PC-relative references cannot reach past 2 GiB and the link fails.
+  std::optional<llvm::CodeModel::Model> codeModel;
+  if (triple.getArch() == llvm::Triple::x86_64)
+    codeModel = llvm::CodeModel::Medium;
   std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
-      triple, cpuName, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
+      triple, cpuName, features, targetOptions, llvm::Reloc::PIC_, codeModel,
       llvm::CodeGenOptLevel::Aggressive));
   if (!machine)
     return fail("cannot create a target machine for " + triple.str() + " (--mcpu=" + mcpu + ")");

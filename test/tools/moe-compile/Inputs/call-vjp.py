@@ -1,7 +1,9 @@
 """Calls moe_FUNC of a cpu library with the arguments moe-run saved
 (--save-args=ARGS: ARGS/arg<I>.npy, bf16 as exact f32) and compares every
 result with the .npy moe-run wrote for it (--output; bf16 as exact f32):
-byte-identical, since both run the same lowering on this CPU. Prints the
+byte-identical, since both run the same lowering on this CPU. Dynamic
+dimensions (`?`) take the saved arguments' sizes (passed as dims in order of
+appearance) and the expected files' for the results. Prints the
 signature, then `result #I: identical (N elements)` or the first
 difference (exit status 1).
 Usage: call-vjp.py LIB.so FUNC ARGS_DIR EXPECTED_0.npy EXPECTED_1.npy ..."""
@@ -18,8 +20,8 @@ ELT = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i64": np.int64,
 
 
 def tensors(text):
-    return [([int(d) for d in shape.split("x") if d], elt)
-            for shape, elt in re.findall(r"tensor<((?:[0-9]+x)*)([a-z0-9]+)>", text)]
+    return [([-1 if d == "?" else int(d) for d in shape.split("x") if d], elt)
+            for shape, elt in re.findall(r"tensor<((?:(?:[0-9]+|\?)x)*)([a-z0-9]+)>", text)]
 
 
 lib = ctypes.CDLL(lib_path)
@@ -28,19 +30,24 @@ lib.moe_last_error.restype = ctypes.c_char_p
 signature = getattr(lib, "moe_%s_signature" % func)().decode()
 print(signature)
 ins, outs = signature.split("->")
-args = []
+args, sizes = [], []
 for i, (dims, elt) in enumerate(tensors(ins)):
     a = np.load(os.path.join(args_dir, "arg%d.npy" % i))
     if elt == "bf16":
         a = (np.ascontiguousarray(a, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    sizes += [a.shape[j] for j, d in enumerate(dims) if d == -1]
+    dims = [a.shape[j] if d == -1 else d for j, d in enumerate(dims)]
     args.append(np.ascontiguousarray(a.reshape(dims), dtype=ELT[elt]))
+shapes = [[np.load(p, mmap_mode="r").shape[j] if d == -1 else d for j, d in enumerate(dims)]
+          for (dims, _), p in zip(tensors(outs), expected)]
 res = [np.full(d, 0x7fc0 if e == "bf16" else np.nan, dtype=ELT[e]) if e in ("f32", "f16", "bf16")
-       else np.zeros(d, dtype=ELT[e]) for d, e in tensors(outs)]
+       else np.zeros(d, dtype=ELT[e]) for d, (_, e) in zip(shapes, tensors(outs))]
 if len(res) != len(expected):
     sys.exit("call-vjp.py: %d results, %d expected files" % (len(res), len(expected)))
 argv = (ctypes.c_void_p * len(args))(*[a.ctypes.data for a in args])
 resv = (ctypes.c_void_p * len(res))(*[r.ctypes.data for r in res])
-rc = getattr(lib, "moe_" + func)(argv, resv, None, None)
+dimv = (ctypes.c_int64 * max(1, len(sizes)))(*sizes)
+rc = getattr(lib, "moe_" + func)(argv, resv, dimv if sizes else None, None)
 if rc != 0:
     sys.exit("rc=%d %s" % (rc, lib.moe_last_error().decode()))
 for i, (r, (_, elt), path) in enumerate(zip(res, tensors(outs), expected)):
