@@ -47,6 +47,17 @@ void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
 
 } // namespace
 
+double fillScale(const ValueInfo &info, const std::vector<int64_t> &shape) {
+  if (!info.param)
+    return 1.0;
+  int64_t fanIn = 1;
+  if (shape.size() >= 2)
+    fanIn = shape[shape.size() - 2];
+  else if (shape.size() == 1)
+    fanIn = shape[0];
+  return 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fanIn, 1)));
+}
+
 void fillRandomValues(HostTensor &tensor, const ValueInfo &info,
                       uint64_t streamSeed, uint64_t userSeed) {
   // The fan-in below is that of the concrete shape (after --dynamic-size).
@@ -68,16 +79,7 @@ void fillRandomValues(HostTensor &tensor, const ValueInfo &info,
   default:
     break;
   }
-  double scale = 1.0;
-  if (info.param) {
-    const auto &shape = tensor.shape();
-    int64_t fanIn = 1;
-    if (shape.size() >= 2)
-      fanIn = shape[shape.size() - 2];
-    else if (shape.size() == 1)
-      fanIn = shape[0];
-    scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fanIn, 1)));
-  }
+  const double scale = fillScale(info, tensor.shape());
   // Element i takes outputs 2i+1 and 2i+2 of the argument's stream, and
   // splitmix64's state after j outputs is seed + j * gamma: every chunk
   // starts its own generator there, so the values do not depend on how the

@@ -41,6 +41,11 @@ struct SplitMix64 {
   }
 };
 
+/// The factor --fill-random gives argument `info` of concrete shape `shape`:
+/// 1 for inputs and rank-0 parameters, 1/sqrt(fan-in) for the others (K of
+/// [.., K, N], N of [N]).
+double fillScale(const ValueInfo &info, const std::vector<int64_t> &shape);
+
 /// Fills `tensor` (argument `info`, already allocated with its concrete
 /// shape) from the stream seeded with `streamSeed`; integer tensors get
 /// `userSeed` (--seed) in every element. Spread over the threads; the

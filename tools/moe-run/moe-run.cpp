@@ -48,6 +48,9 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -334,7 +337,10 @@ follows (X: lowering plus JIT compilation in milliseconds, %.3f), and with
 bfloat16), f16 results as f16, the others in their own dtype.
 --save-args=DIR writes the arguments as they were bound (DIR/arg<I>.npy, I
 the argument's position, same dtypes as --output), so a --fill-random run
-can be repeated elsewhere from files.
+can be repeated elsewhere from files, and DIR/args.json: per argument its
+file, type, dtype, concrete shape and "from" ("file", "seed" for integers,
+or "fill-random" with its "stream" seed in hex and its "scale"), enough to
+regenerate a filled argument with the generator above instead of copying it.
 
 The CPU path lowers with moe's cpu pipeline (results as out-parameters, or
 returned when a result is dynamically shaped) and JIT-compiles at -O3; the
@@ -807,6 +813,13 @@ struct BoundArguments {
   std::vector<bool> presliced;
   /// SPMD: parameter bytes read.
   uint64_t paramBytesRead = 0;
+  /// How --fill-random made argument i (its stream seed and scale), for
+  /// --save-args's args.json; none for bound, integer or SPMD-sliced ones.
+  struct Fill {
+    uint64_t stream;
+    double scale;
+  };
+  std::vector<std::optional<Fill>> fills = std::vector<std::optional<Fill>>(tensors.size());
 };
 
 /// Allocates argument `arg` with the shape of `tensor` and copies `tensor`
@@ -993,8 +1006,12 @@ void fillRandomArguments(const Signature &sig, BoundArguments &args) {
   SplitMix64 master(seed);
   for (const ValueInfo &arg : sig.arguments) {
     uint64_t streamSeed = master.next();
-    if (!args.bound[arg.index])
-      fillRandomValues(args.tensors[arg.index], arg, streamSeed, seed);
+    if (args.bound[arg.index])
+      continue;
+    fillRandomValues(args.tensors[arg.index], arg, streamSeed, seed);
+    if (arg.dtype != io::DType::I32 && arg.dtype != io::DType::I64)
+      args.fills[arg.index] = BoundArguments::Fill{
+          streamSeed, ::moe::run::fillScale(arg, args.tensors[arg.index].shape())};
   }
 }
 
@@ -1015,8 +1032,10 @@ void sliceSpmdArguments(Signature &sig, const SpmdSplit &split,
                         BoundArguments &args) {
   for (ValueInfo &arg : sig.arguments) {
     arg.shape = split.localShapes[arg.index];
-    if (split.arguments[arg.index] && !args.presliced[arg.index])
+    if (split.arguments[arg.index] && !args.presliced[arg.index]) {
       args.tensors[arg.index] = spmd::slice(args.tensors[arg.index]);
+      args.fills[arg.index].reset();
+    }
   }
   if (spmdVerbose)
     llvm::errs() << ("moe-run: " + spmd::messagePrefix() + "read " +
@@ -1024,10 +1043,51 @@ void sliceSpmdArguments(Signature &sig, const SpmdSplit &split,
                      " parameter bytes\n");
 }
 
+/// --save-args's DIR/args.json: for each argument its file, type, concrete
+/// shape and, when --fill-random made it, its stream seed (hex: 64 bits)
+/// and scale, so another program can regenerate the values (--help has the
+/// generator) instead of shipping them.
+std::string argumentsJson(const Signature &sig, const BoundArguments &args) {
+  llvm::json::Array list;
+  for (const ValueInfo &arg : sig.arguments) {
+    llvm::json::Object entry;
+    entry["file"] = "arg" + std::to_string(arg.index) + ".npy";
+    entry["type"] = arg.typeString;
+    entry["dtype"] = io::dtypeName(arg.dtype);
+    llvm::json::Array shape;
+    for (int64_t d : args.tensors[arg.index].shape())
+      shape.push_back(d);
+    entry["shape"] = std::move(shape);
+    if (const auto &fill = args.fills[arg.index]) {
+      entry["from"] = "fill-random";
+      entry["stream"] = "0x" + llvm::utohexstr(fill->stream, /*LowerCase=*/true);
+      entry["scale"] = fill->scale;
+    } else {
+      entry["from"] = args.bound[arg.index] ? "file" : "seed";
+    }
+    list.push_back(std::move(entry));
+  }
+  llvm::json::Object root;
+  root["arguments"] = std::move(list);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+  return text;
+}
+
 /// --save-args: writes every argument, as bound, to DIR/arg<I>.npy (bf16 as
-/// f32). Prints the error and returns false on failure.
-bool saveArguments(const std::vector<HostTensor> &arguments) {
+/// f32), and DIR/args.json (argumentsJson). Prints the error and returns
+/// false on failure.
+bool saveArguments(const Signature &sig, const BoundArguments &args) {
   const ::moe::run::CommandLineFiles files = commandLineFiles();
+  const std::vector<HostTensor> &arguments = args.tensors;
+  llvm::SmallString<256> jsonPath(files.saveArgs);
+  llvm::sys::path::append(jsonPath, "args.json");
+  std::string json = argumentsJson(sig, args);
+  if (auto error = writeFileAtomically(std::string(jsonPath),
+                                       std::vector<uint8_t>(json.begin(), json.end()),
+                                       "--save-args"))
+    return failStep(*error);
   for (auto [i, argument] : llvm::enumerate(arguments)) {
     auto path = saveArgPath(files, i);
     if (!path)
@@ -1216,7 +1276,7 @@ int runMain(int argc, char **argv) {
   }
   if (!split.localShapes.empty())
     sliceSpmdArguments(sig, split, args);
-  if (!saveArgs.empty() && !saveArguments(args.tensors))
+  if (!saveArgs.empty() && !saveArguments(sig, args))
     return 1;
 
   // Compile and run.

@@ -7,7 +7,12 @@ scale, rounded to f32. Compares sampled elements (both sides of the 65536-
 element chunks moe-run fills in parallel) with the .npy files exactly.
 
 usage: check-fill-random.py SEED SCALE0 FILE0.npy [SCALE1 FILE1.npy ...]
+       check-fill-random.py --args-json SEED DIR/args.json SCALE0 [SCALE1 ...]
+(the second form: --save-args's args.json records, for argument #i, the
+stream seed the generator gives it and the scale given here, and its shape
+matches its file's.)
 """
+import json
 import math
 import struct
 import sys
@@ -41,7 +46,25 @@ def read_f32(path):
     return body
 
 
+def check_json():
+    seed, path, scales = int(sys.argv[2]), sys.argv[3], [float(x) for x in sys.argv[4:]]
+    entries = json.load(open(path))["arguments"]
+    if len(entries) != len(scales):
+        sys.exit(f"{path}: {len(entries)} arguments, expected {len(scales)}")
+    for i, (entry, scale) in enumerate(zip(entries, scales)):
+        want = output(seed, i + 1)
+        if entry["from"] != "fill-random" or int(entry["stream"], 16) != want:
+            sys.exit(f"{path}: argument #{i}: {entry} does not record stream {want:#x}")
+        if entry["scale"] != scale:
+            sys.exit(f"{path}: argument #{i}: scale {entry['scale']!r}, expected {scale!r}")
+        if entry["file"] != f"arg{i}.npy":
+            sys.exit(f"{path}: argument #{i}: file {entry['file']}")
+    print(f"args.json: {len(entries)} arguments record the documented streams and scales")
+
+
 def main():
+    if sys.argv[1] == "--args-json":
+        return check_json()
     seed = int(sys.argv[1])
     pairs = sys.argv[2:]
     checked = 0
