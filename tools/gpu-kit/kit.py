@@ -36,10 +36,15 @@ counted from this process's start; a few seconds are kept for the summary):
     fused form, the MOESART gate, the bf16 prefill cases) against the CPU
     path's outputs that the prepare step stored: f32 results within 1e-4 *
     max|expected|, bf16/f16 within 1e-2 * max|expected| (docs/gpu.md
-    explains the bound), integer results (chosen experts) identical;
+    explains the bound), integer results (chosen experts) identical; the
+    training cases (form vjp) are each spec example's gradient f_vjp
+    against the CPU path's; arguments the kit holds as stream seeds are
+    regenerated (fill_random.py) and checked against prepare's digests;
 (b) benchmarks, one group at a time, in this order: the yardsticks (device
     copy bandwidth, torch's bf16 matmul rate), the bf16 layer at the decode
-    token counts, then at the prefill ones (T >= 1024), then the other
+    token counts, then at the prefill ones (T >= 1024), the bf16 training
+    step (manifest bench.train: our mixtral_vjp, torch eager autograd and
+    the Triton train_step; TFLOP/s, % of the matmul rate, ratios), then the other
     token counts and dtypes, then the variants of manifest bench.variants
     (each: other moe-compile flags, a dtype, its token counts): ms, % of
     bandwidth (decode T) or % of the matmul rate, the default build's time
@@ -58,7 +63,7 @@ Fault injection (tests only): MOE_KIT_INJECT=KIND:TASK[,KIND:TASK...] with
 KIND crash (the worker gets SIGSEGV), hang (it sleeps), error (the call
 raises) at the call of TASK, or hang-after (a benchmark group hangs after
 our library's timing, in the references): a case NAME (both forms) or NAME/FORM,
-load:LIB (its first contact), bench:yardsticks, bench:DTYPE:T=N,
+load:LIB (its first contact), bench:yardsticks, bench:DTYPE:T=N, train:DTYPE:T=N,
 variant:NAME.
 """
 import ast
@@ -152,7 +157,7 @@ def maybe_inject(task, late=False):
 def read_npy(path):
     """A .npy (version 1-3, little-endian, C order) as a CPU torch tensor."""
     npy = {"<f4": torch.float32, "<f2": torch.float16, "<i4": torch.int32,
-           "<i8": torch.int64, "|b1": torch.bool}
+           "<i8": torch.int64, "|b1": torch.bool, "<i2": torch.int16}
     with open(path, "rb") as f:
         data = f.read()
     if data[:6] != b"\x93NUMPY":
@@ -169,7 +174,10 @@ def read_npy(path):
     shape = tuple(header["shape"])
     body = bytearray(data[start + hlen:])
     t = torch.frombuffer(body, dtype=dtype) if body else torch.empty(0, dtype=dtype)
-    return t[: math.prod(shape)].reshape(shape)
+    t = t[: math.prod(shape)].reshape(shape)
+    if path.endswith(".bf16.npy"):  # bf16 values as their 16 bits (pack_case.py)
+        t = t.view(torch.bfloat16)
+    return t
 
 
 def tdtype(name):
@@ -266,6 +274,24 @@ class Worker:
                 rows.append("clocks: not reported by the driver (run.log has nvidia-smi's)")
         return {"rows": rows}
 
+    def case_args(self, task, fn):
+        """The arguments of a case: read from the kit, or regenerated from
+        their stream seeds (fill_random.py) and checked against prepare's
+        digest. Returns (tensors on DEVICE, regenerated count, names of the
+        regenerated ones whose digest differs)."""
+        import fill_random
+        args, regenerated, differ = [], 0, []
+        for i, (spec, (_, dt)) in enumerate(zip(task["args"], fn.args)):
+            if isinstance(spec, dict):
+                t = fill_random.argument(spec["regen"], self.manifest.get("seed", 1))
+                regenerated += 1
+                if fill_random.digest(t) != spec["sha256"]:
+                    differ.append(f"arg{i}")
+            else:
+                t = read_npy(os.path.join(self.kit, spec))
+            args.append(t.to(tdtype(dt)).to(DEVICE))
+        return args, regenerated, differ
+
     def zeros_for(self, fn, T):
         """Inputs for a first call: x with T rows, every other argument zero."""
         args = []
@@ -279,8 +305,7 @@ class Worker:
         fn = self.function(task["lib"], task["entry"])
         if task.get("args"):
             step("read arguments")
-            args = [read_npy(os.path.join(self.kit, p)).to(tdtype(dt)).to(DEVICE)
-                    for p, (_, dt) in zip(task["args"], fn.args)]
+            args = self.case_args(task, fn)[0]
         else:
             args = self.zeros_for(fn, 1)
         # The dynamic size of the results: the first dynamic argument dimension.
@@ -302,8 +327,7 @@ class Worker:
         step(f"load {task['lib']}")
         fn = self.function(task["lib"], task["entry"])
         step("read arguments")
-        args = [read_npy(os.path.join(self.kit, p)).to(tdtype(dt)).to(DEVICE)
-                for p, (_, dt) in zip(task["args"], fn.args)]
+        args, regenerated, differ = self.case_args(task, fn)
         expected = [read_npy(os.path.join(self.kit, p)) for p in task["expected"]]
         for call in (1, 2):  # the second call: steady state
             step(f"call {call} of {task['lib']}")
@@ -319,7 +343,11 @@ class Worker:
             ok, err = compare(res, exp, dt)
             ok_all &= ok
             rows.append(f"{task['case']:<34} {task['form']:<6} {'#' + str(i):<8} {dt:<5} {err:>12}  {'ok' if ok else 'FAIL'}")
+        if differ:
+            rows.append(f"{task['case']:<34} {task['form']:<6} regenerated {', '.join(differ)} differ from "
+                        "the build machine's (sha256): compared anyway")
         return {"rows": rows, "ok": ok_all,
+                "data": {"regenerated": regenerated, "differ": len(differ)},
                 "reason": None if ok_all else "results differ from the CPU path beyond the tolerance"}
 
     # --------------------------------------------------------- benchmarks
@@ -408,6 +436,73 @@ class Worker:
                f"{ratio} {gratio} {torch_ms / ms:9.2f} {err:8.1e}")
         return {"rows": [row], "notes": notes, "data": {"ms": ms}}
 
+    def train(self, task):
+        """The training step at T tokens: our layer's gradient (mixtral_vjp:
+        y and every gradient in one call, the forward recomputed inside),
+        torch eager autograd (forward + backward) and the Triton training
+        anchor (triton_moe.train_step) on the same weights, x and dy."""
+        spec = self.manifest["bench"]
+        tr = spec["train"]
+        dt, T, k = tr["dtype"], task["T"], spec["k"]
+        step(f"generate {dt} weights")
+        wr, w1, w2 = self.bench_weights(dt)
+        fn = self.function(tr["lib"], tr["entry"])
+        x = self.bench_x(T, dt)
+        g = torch.Generator(device=DEVICE).manual_seed(20261204 + T)
+        dy = torch.randn(x.shape, device=DEVICE, generator=g).to(x.dtype)
+        outs = [torch.empty([T if d == -1 else d for d in shape], dtype=tdtype(rdt), device=DEVICE)
+                for shape, rdt in fn.results]
+        args = [x, wr, w1, w2, dy]
+        step(f"call of {task['lib']} at T={T}")
+        maybe_inject(task)
+        ms = timed(lambda: fn(args, outs))
+        sync()
+        step_flops = 3 * flops(spec, T)  # forward + the two backward products
+        emit(partial={"rows": [f"{T:>5} {ms:9.3f} (the rest of the row did not finish)"],
+                      "data": {"ms": ms}})
+        step("torch eager autograd")
+        maybe_inject(task, late=True)
+        leaves = [t.detach().clone().requires_grad_() for t in (x, wr, w1, w2)]
+
+        def torch_step():
+            for leaf in leaves:
+                leaf.grad = None
+            y = torch_eager(*leaves, k)
+            y.backward(dy)
+            return y
+
+        y_ref = torch_step().detach()
+        refs = [y_ref] + [leaf.grad for leaf in leaves]
+        # The largest relative difference from torch over y and the four
+        # gradients (bf16 results: the bf16 tolerance applies).
+        err = max(float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
+                  for a, b in zip(outs, refs))
+        torch_ms = timed(torch_step)
+        del leaves, refs
+        triton_ms = None
+        notes = []
+        if DEVICE == "cuda":
+            try:
+                step("triton training anchor (import)")
+                import triton_moe  # noqa: E402 (needs triton)
+                step("triton training anchor")
+                got = triton_moe.train_step(x, wr, w1, w2, dy, k)
+                terr = max(float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
+                           for a, b in zip(got, outs))
+                notes.append(f"triton training anchor at T={T}: max rel diff from ours {terr:.1e}")
+                del got
+                triton_ms = timed(lambda: triton_moe.train_step(x, wr, w1, w2, dy, k))
+            except Exception as ex:
+                notes.append(f"triton training anchor failed at T={T}: {oneline(ex)}")
+                if not healthy():
+                    raise
+        tflops = step_flops / (ms * 1e-3) / 1e12
+        tri = f"{triton_ms:9.3f}" if triton_ms else f"{'n/a':>9}"
+        ratio = f"{triton_ms / ms:10.2f}" if triton_ms else f"{'n/a':>10}"
+        row = (f"{T:>5} {ms:9.3f} {torch_ms:9.3f} {tri} {tflops:8.3g} {pct(tflops, task.get('tflops')):>6} "
+               f"{ratio} {torch_ms / ms:9.2f} {err:8.1e}")
+        return {"rows": [row], "notes": notes, "data": {"ms": ms}}
+
     def variant(self, task):
         spec = self.manifest["bench"]
         v = task["variant"]
@@ -457,6 +552,8 @@ class Worker:
             return self.bench_row(task)
         if kind == "variant":
             return self.variant(task)
+        if kind == "train":
+            return self.train(task)
         raise ValueError(f"unknown task kind {kind}")
 
 
@@ -811,6 +908,8 @@ class Driver:
                 libs.setdefault(spec["libs"][dt], {"entry": spec["entry"], "args": None})
             for v in spec.get("variants", []):
                 libs.setdefault(v["lib"], {"entry": spec["entry"], "args": None})
+            if spec.get("train"):
+                libs.setdefault(spec["train"]["lib"], {"entry": spec["train"]["entry"], "args": None})
         for lib, info in libs.items():
             is_case = info["args"] is not None
             if self.only == "bench" and is_case:
@@ -840,6 +939,13 @@ class Driver:
                         first = False
                     groups.append({"id": f"bench:{dt}:T={T}", "kind": "bench", "section": "bench",
                                    "dtype": dt, "T": T, "lib": spec["libs"][dt], "est": est})
+            train = spec.get("train")
+            for T in (train["tokens"] if train else []):
+                # torch autograd and the Triton step (its first call compiles
+                # four kernels) besides ours
+                groups.append({"id": f"train:{train['dtype']}:T={T}", "kind": "train", "section": "train",
+                               "dtype": train["dtype"], "T": T, "lib": train["lib"],
+                               "est": 20 if T < 4096 else 30})
             for v in spec.get("variants", []):
                 variants.append({"id": "variant:" + v["name"], "kind": "variant", "section": "variants",
                                  "variant": v, "lib": v["lib"], "est": 4 * len(v["tokens"]) + 2})
@@ -853,6 +959,8 @@ class Driver:
         def priority(g):
             if g["kind"] == "yardsticks":
                 return (0, 0, 0)
+            if g["kind"] == "train":  # after the first dtype's prefill rows
+                return (2, 1, g["T"])
             first = g["dtype"] == spec["dtypes"][0]
             T = g["T"]
             if T in decode:
@@ -966,6 +1074,10 @@ class Driver:
             nc = sum(1 for r in cs if r and r["status"] == "not-compiled")
             sk = sum(1 for r in cs if r and r["status"] == "skipped")
             L.append(f"correctness: {fails} failure(s), {nc} case(s) the target cannot compile, {sk} skipped")
+            regen = sum(r["data"].get("regenerated", 0) for r in cs if r)
+            differ = sum(r["data"].get("differ", 0) for r in cs if r)
+            L.append(f"inputs: {regen} argument(s) regenerated from their seeds (fill_random.py), "
+                     f"{differ} differ from the build machine's digest")
         spec = m.get("bench", {})
         if any(t["section"] == "bench" for t in self.tasks):
             L.append("== benchmarks (Mixtral shape: D=%d H=%d E=%d top-%d SwiGLU; weights on the device)"
@@ -989,6 +1101,15 @@ class Driver:
             L.append("%mm: FLOPs / time / the bf16 matmul rate (the prefill goal: >= 70); triton/moe >= 1.0 is the anchor goal")
             L.append("(the whole Triton layer: torch routing and plan + its two GEMMs); tgemm/moe: the Triton GEMMs alone,")
             L.append("routing precomputed - the strict comparison. Times: median per call, back-to-back calls between CUDA events.")
+        if any(t["section"] == "train" for t in self.tasks):
+            L.append("== training step (bf16: forward + backward, y and the gradients of x, wr, w1, w2; same inputs)")
+            L.append(f"{'T':>5} {'moe-ms':>9} {'torch-ms':>9} {'triton-ms':>9} {'TFLOP/s':>8} {'%mm':>6} "
+                     f"{'triton/moe':>10} {'torch/moe':>9} {'rel-err':>8}")
+            L += self.rows_of("train", lambda t, r: f"{t['T']:>5} {r['status'].upper()}: {r['reason']}")
+            L.append("moe: the compiled mixtral_vjp (one call: the forward recomputed, then the backward kernels);")
+            L.append("torch: eager autograd of the same layer; triton: tools/gpu-kit/triton_moe.py train_step. TFLOP/s:")
+            L.append("3 x the forward's FLOPs / moe time; %mm: of the bf16 matmul rate; rel-err: largest max|moe - torch|")
+            L.append("/ max|torch| over y and the four gradients (the notes above give the Triton step's difference).")
         if any(t["section"] == "variants" for t in self.tasks):
             L.append("== variants (the layer compiled with other flags, on the default's inputs)")
             L.append(f"{'variant':<20} {'dtype':<5} {'T':>5} {'ms':>9} {'rate':>10} {'default/var':>11} {'max|diff|':>12}")

@@ -7,14 +7,19 @@
 #                 case and the bf16 prefill cases (wgmma at sm_90a, 64- and
 #                 128-row tiles): layer.so and fused.so (moe-compile --target=cuda of
 #                 the example and of its --moe-decompose --moe-fuse form),
-#                 the arguments (argI.npy, seeded by moe-run --fill-random)
-#                 and the CPU path's results (outI.npy, moe-run --device=cpu)
+#                 the arguments (argI.npy, seeded by moe-run --fill-random;
+#                 those over 64 KiB as stream seeds that kit.py regenerates
+#                 with fill_random.py) and the CPU path's results (outI.npy,
+#                 moe-run --device=cpu; bf16 values as 16 bits, .bf16.npy);
+#                 for each spec example also vjp/ (the gradient f_vjp: its
+#                 library, arguments and the CPU path's results)
 #   bench/        the Mixtral-shaped layer in bf16 and f32 (any token count;
 #                 D=64, H=128 on the cpu dry run) and its variants (the
 #                 layer with other moe-compile flags: one `variant` line
 #                 each, below); the weights are generated on the GPU
 #                 machine from a seed
-#   kit.py, triton_moe.py, run.sh, manifest.json
+#                 the layer's gradient (mixtral_vjp) for the training step
+#   kit.py, triton_moe.py, fill_random.py, run.sh, manifest.json
 # and checks that the folder stays under 60 MiB.
 #
 # Note for the first sm_90a run: the wgmma kernels keep one wgmma group in
@@ -53,52 +58,74 @@ done
 rm -rf "$KIT"
 mkdir -p "$KIT/lib" "$KIT/cases" "$KIT/bench"
 cp -L "$BUILD/lib/libMoECudaRuntime.so" "$KIT/lib/"
-cp "$ROOT/tools/gpu-kit/kit.py" "$ROOT/tools/gpu-kit/triton_moe.py" \
+cp "$ROOT/tools/gpu-kit/kit.py" "$ROOT/tools/gpu-kit/triton_moe.py" "$ROOT/tools/gpu-kit/fill_random.py" \
    "$ROOT/tools/gpu-kit/run.sh" "$KIT/"
 
-compile() { # SRC OUT
+compile() { # SRC OUT [FLAG...]
+  local src="$1" out="$2"; shift 2
   if [ "$TARGET" = cuda ]; then
-    "$BIN/moe-compile" "$1" -o "$2" --target=cuda --chip="$CHIP"
+    "$BIN/moe-compile" "$src" -o "$out" --target=cuda --chip="$CHIP" "$@"
   else
-    "$BIN/moe-compile" "$1" -o "$2" --target=cpu
+    "$BIN/moe-compile" "$src" -o "$out" --target=cpu "$@"
   fi
 }
 
 CASES_JSON=()
+# One case folder: the arguments and the CPU path's results of ENTRY of SRC,
+# packed by pack_case.py (arguments over 64 KiB that --fill-random made are
+# regenerated on the GPU machine from their stream seeds, bf16 values stored
+# as 16 bits); prints the case's "args" and "expected" JSON.
+case_data() { # DIR SRC ENTRY
+  local dir="$1" src="$2" entry="$3"
+  mkdir -p "$dir"
+  # The number of results: one checksum line each.
+  local n i outs=()
+  n="$("$BIN/moe-run" "$src" --entry="$entry" --device=cpu --fill-random --seed="$SEED" \
+        --dynamic-size=37 | grep -c '^result #')"
+  for ((i = 0; i < n; i++)); do outs+=("--output=$dir/out$i.npy"); done
+  "$BIN/moe-run" "$src" --entry="$entry" --device=cpu --fill-random --seed="$SEED" \
+    --dynamic-size=37 --save-args="$dir" "${outs[@]}" > /dev/null
+  python3 "$ROOT/tools/gpu-kit/pack_case.py" "$KIT" "$dir" "$n"
+}
+
+# A case the target cannot compile (e.g. a host matmul on a layer result on
+# cuda) is listed with moe-compile's one-line reason; kit.py reports it.
+case_lib() { # NAME FORM SRC LIB [FLAG...] -> the reason it did not compile, or ""
+  local name="$1" form="$2" src="$3" lib="$4"; shift 4
+  if ! compile "$src" "$lib" "$@" 2> "$lib.err"; then
+    echo "prepare: $name ($form) not compiled: $(head -1 "$lib.err")" >&2
+    head -1 "$lib.err" | sed 's/\\/\\\\/g; s/"/\\"/g'
+  fi
+  rm -f "$lib.err"
+}
+
+case_json() { # NAME FORM ENTRY LIB WHY DATA
+  CASES_JSON+=("{\"name\": \"$1\", \"form\": \"$2\", \"entry\": \"$3\", \"lib\": \"$4\", \"not_compiled\": \"$5\", ${6:1:-1}}")
+}
+
 add_case() { # NAME FILE
   local name="$1" src="$2" dir="$KIT/cases/$1"
-  mkdir -p "$dir"
-  local entry
+  local entry data form input why
   entry="$(sed -n 's/^func\.func @\([A-Za-z0-9_]*\).*/\1/p' "$src" | head -1)"
-  # The number of results: one checksum line each.
-  local n
-  n="$("$BIN/moe-run" "$src" --device=cpu --fill-random --seed="$SEED" \
-        --dynamic-size=37 | grep -c '^result #')"
-  local outs=() expected=()
-  for ((i = 0; i < n; i++)); do
-    outs+=("--output=$dir/out$i.npy")
-    expected+=("\"cases/$name/out$i.npy\"")
-  done
-  "$BIN/moe-run" "$src" --device=cpu --fill-random --seed="$SEED" \
-    --dynamic-size=37 --save-args="$dir" "${outs[@]}" > /dev/null
-  local args=() a
-  for a in "$dir"/arg*.npy; do args+=("$a"); done
-  local nargs=${#args[@]} arglist=() j
-  for ((j = 0; j < nargs; j++)); do arglist+=("\"cases/$name/arg$j.npy\""); done
+  data="$(case_data "$dir" "$src" "$entry")"
   "$BIN/moe-opt" "$src" --moe-decompose --moe-fuse -o "$dir/fused.mlir"
-  local form input why
   for form in layer fused; do
     input="$src"; [ "$form" = fused ] && input="$dir/fused.mlir"
-    # A case the target cannot compile (e.g. a host matmul on a layer result on
-    # cuda) is listed with moe-compile's one-line reason; kit.py reports it.
-    why=""
-    if ! compile "$input" "$dir/$form.so" 2> "$dir/$form.err"; then
-      why="$(head -1 "$dir/$form.err" | sed 's/\\/\\\\/g; s/"/\\"/g')"
-      echo "prepare: $name ($form) not compiled: $why" >&2
-    fi
-    rm -f "$dir/$form.err"
-    CASES_JSON+=("{\"name\": \"$name\", \"form\": \"$form\", \"entry\": \"$entry\", \"lib\": \"cases/$name/$form.so\", \"not_compiled\": \"$why\", \"args\": [$(IFS=,; echo "${arglist[*]}")], \"expected\": [$(IFS=,; echo "${expected[*]}")]}")
+    why="$(case_lib "$name" "$form" "$input" "$dir/$form.so")"
+    case_json "$name" "$form" "$entry" "cases/$name/$form.so" "$why" "$data"
   done
+}
+
+# The training case of a spec example: its gradient f_vjp (moe-compile
+# --entry=f_vjp: the backward's kernels) against the CPU path's f_vjp, on
+# f's arguments and a cotangent per result.
+add_vjp_case() { # NAME FILE
+  local name="$1" src="$2" dir="$KIT/cases/$1/vjp"
+  local entry data why
+  entry="$(sed -n 's/^func\.func @\([A-Za-z0-9_]*\).*/\1/p' "$src" | head -1)_vjp"
+  data="$(case_data "$dir" "$src" "$entry")"
+  why="$(case_lib "$name" vjp "$src" "$dir/vjp.so" --entry="$entry")"
+  case_json "$name" vjp "$entry" "cases/$name/vjp/vjp.so" "$why" "$data"
 }
 
 for src in "$ROOT"/test/examples/*.mlir "$ROOT/tools/gpu-kit/cases/moesart_gate.mlir" \
@@ -108,14 +135,19 @@ for src in "$ROOT"/test/examples/*.mlir "$ROOT/tools/gpu-kit/cases/moesart_gate.
   echo "prepare: $name"
   add_case "$name" "$src"
 done
+for src in "$ROOT"/test/examples/*.mlir; do
+  name="$(basename "$src" .mlir)"
+  echo "prepare: $name (vjp)"
+  add_vjp_case "$name" "$src"
+done
 
 # The benchmark layer: Mixtral-shaped on cuda; on the cpu dry run the same
 # layer at a small shape (D=64, H=128), so the bench and variants tables of
 # kit.py run here too.
 if [ "$TARGET" = cuda ]; then
-  D=4096 H=14336 TOKENS="1, 16, 128, 1024, 4096"
+  D=4096 H=14336 TOKENS="1, 16, 128, 1024, 4096" TRAIN_TOKENS="1024, 4096"
 else
-  D=64 H=128 TOKENS="1, 16, 64, 1024"
+  D=64 H=128 TOKENS="1, 16, 64, 1024" TRAIN_TOKENS="64"
 fi
 mkdir -p "$KIT/bench/src"
 bench_src() { # DTYPE -> the layer's .mlir at the kit's shape
@@ -128,6 +160,10 @@ for dt in bf16 f32; do
   echo "prepare: bench mixtral $dt"
   compile "$(bench_src $dt)" "$KIT/bench/mixtral_$dt.so"
 done
+# The training step: the bf16 layer's gradient alone (forward recomputed
+# inside, docs/gpu.md "The backward"), timed by kit.py at TRAIN_TOKENS.
+echo "prepare: bench mixtral bf16 training step (mixtral_vjp)"
+compile "$(bench_src bf16)" "$KIT/bench/mixtral_bf16_vjp.so" --entry=mixtral_vjp
 
 # Variants: the layer compiled with other moe-compile flags, timed by kit.py
 # at the token counts given, next to the default build on the same inputs
@@ -189,6 +225,7 @@ commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "            \"tokens\": [$TOKENS], \"dtypes\": [\"bf16\", \"f32\"],"
   echo "            \"libs\": {\"bf16\": \"bench/mixtral_bf16.so\", \"f32\": \"bench/mixtral_f32.so\"},"
   echo "            \"decode_tokens\": [1, 16],"
+  echo "            \"train\": {\"lib\": \"bench/mixtral_bf16_vjp.so\", \"entry\": \"mixtral_vjp\", \"dtype\": \"bf16\", \"tokens\": [$TRAIN_TOKENS]},"
   echo "            \"variants\": ["
   for ((i = 0; i < ${#VARIANTS_JSON[@]}; i++)); do
     sep=","; [ $i -eq $((${#VARIANTS_JSON[@]} - 1)) ] && sep=""

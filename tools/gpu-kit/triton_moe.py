@@ -8,7 +8,7 @@ compiler never uses it.
 Layout (the moe dialect's, docs/spec.md §2-§3): x [T, D], wr [D, E], w1 [E, D, 2H]
 (gate columns [0, H), up columns [H, 2H)), w2 [E, H, D].
 
-Kernels:
+Kernels of the forward:
   * _gemm1_swiglu: h[r] = silu(x[t] W1g[e]) * (x[t] W1u[e]) for every routed
     row r = (token t, slot j) of expert e, both projections accumulated in
     the same K loop (two accumulators), so u never goes to memory;
@@ -16,6 +16,19 @@ Kernels:
   then y[t] = sum_j o[t, j] (one torch reduction, f32), rounded once.
 Row tiles are ordered in groups of GROUP_M over the column tiles, so
 consecutive programs reuse an expert's weight columns from L2.
+
+The training step (train_step: forward and backward of the layer, the
+kit's training anchor) keeps the pre-activations z = [x W1g | x W1u] of
+every routed row (SAVE_Z) and the unweighted rows p = h W2, then:
+  * dp[r] = w[r] dy[t], dw[r] = <dy[t], p[r]> (torch);
+  * _gemm_bt with SWIGLU_BWD: dh = dp W2[e]^T, the SwiGLU backward in the
+    epilogue (dz = [dh u silu'(g) | dh silu(g)]), dh never stored;
+  * _gemm_bt: dx rows = dz W1[e]^T, summed over a token's k rows (torch);
+  * _wgrad: dW2[e] = h_e^T dp_e and dW1[e] = x_e^T dz_e, one program per
+    (output tile, expert) walking the expert's rows (variable K, no
+    atomics, as ScatterMoE's and MegaBlocks' weight gradients);
+  * the routing backward (softmax over the top-k, the router's product) in
+    torch.
 """
 import torch
 import triton
@@ -33,11 +46,11 @@ def _tile_ids(pid, num_m, num_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _gemm1_swiglu(x_ptr, w1_ptr, h_ptr, rows_ptr, tile_expert_ptr, num_rows,
-                  num_m, D, H, stride_x, stride_we, stride_wk, stride_h,
+def _gemm1_swiglu(x_ptr, w1_ptr, h_ptr, z_ptr, rows_ptr, tile_expert_ptr, num_rows,
+                  num_m, D, H, stride_x, stride_we, stride_wk, stride_h, stride_z,
                   TOPK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                   BK: tl.constexpr, GROUP_M: tl.constexpr,
-                  PRECISION: tl.constexpr):
+                  PRECISION: tl.constexpr, SAVE_Z: tl.constexpr):
     pid_m, pid_n = _tile_ids(tl.program_id(0), num_m, tl.cdiv(H, BN), GROUP_M)
     expert = tl.load(tile_expert_ptr + pid_m)
     if expert < 0:
@@ -67,6 +80,10 @@ def _gemm1_swiglu(x_ptr, w1_ptr, h_ptr, rows_ptr, tile_expert_ptr, num_rows,
     h = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
     out = h_ptr + rows[:, None] * stride_h + offs_n[None, :]
     tl.store(out, h.to(h_ptr.dtype.element_ty), mask=valid[:, None] & n_ok[None, :])
+    if SAVE_Z:  # training: the pre-activations [gate | up] for the backward
+        z = z_ptr + rows[:, None] * stride_z + offs_n[None, :]
+        tl.store(z, acc_g.to(z_ptr.dtype.element_ty), mask=valid[:, None] & n_ok[None, :])
+        tl.store(z + H, acc_u.to(z_ptr.dtype.element_ty), mask=valid[:, None] & n_ok[None, :])
 
 
 @triton.jit
@@ -123,6 +140,12 @@ def align(idx, E, BM):
     """Rows r = t*k + j sorted by expert (stable), each expert's group padded
     to BM: (rows [num_m*BM] with num_rows marking padding, tile_expert
     [num_m] with -1 beyond the last group)."""
+    return align_groups(idx, E, BM)[:3]
+
+
+def align_groups(idx, E, BM):
+    """align() and each expert's padded group in `rows`: (..., starts [E],
+    padded sizes [E]), int32."""
     flat = idx.reshape(-1)
     num_rows = flat.numel()
     order = torch.argsort(flat, stable=True).to(torch.int32)
@@ -143,7 +166,7 @@ def align(idx, E, BM):
     tiles = torch.arange(max_tiles, device=idx.device)
     tile_expert = torch.searchsorted(ends, tiles, right=True)
     tile_expert = torch.where(tile_expert < E, tile_expert, -1).to(torch.int32)
-    return rows, tile_expert, max_tiles
+    return rows, tile_expert, max_tiles, starts.to(torch.int32), padded.to(torch.int32)
 
 
 def plan(x, wr, w1, k):
@@ -165,10 +188,11 @@ def experts(x, w1, w2, k, routing):
     precision = "ieee" if x.dtype == torch.float32 else "tf32"
     h = torch.empty((T * k, H), dtype=x.dtype, device=x.device)
     grid1 = (num_m * triton.cdiv(H, BN),)
-    _gemm1_swiglu[grid1](x, w1, h, rows, tile_expert, T * k, num_m, D, H,
-                         x.stride(0), w1.stride(0), w1.stride(1), h.stride(0),
+    _gemm1_swiglu[grid1](x, w1, h, h, rows, tile_expert, T * k, num_m, D, H,
+                         x.stride(0), w1.stride(0), w1.stride(1), h.stride(0), 0,
                          TOPK=k, BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M,
-                         PRECISION=precision, num_warps=warps, num_stages=stages)
+                         PRECISION=precision, SAVE_Z=False, num_warps=warps,
+                         num_stages=stages)
     o = torch.empty((T * k, D), dtype=torch.float32, device=x.device)
     grid2 = (num_m * triton.cdiv(D, BN),)
     _gemm2_weighted[grid2](h, w2, o, rows, tile_expert, weights.reshape(-1),
@@ -182,3 +206,147 @@ def experts(x, w1, w2, k, routing):
 def fused_moe(x, wr, w1, w2, k):
     """The whole layer: routing, plan, both GEMMs, the slot sum."""
     return experts(x, w1, w2, k, plan(x, wr, w1, k))
+
+
+@triton.jit
+def _gemm_bt(a_ptr, b_ptr, c_ptr, z_ptr, rows_ptr, tile_expert_ptr, num_rows, num_m,
+             K, N, stride_a, stride_be, stride_bn, stride_c, stride_z,
+             SWIGLU_BWD: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+             BK: tl.constexpr, GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
+    """C[r, n] = sum_k A[r, k] B[e][n, k] over the routed rows r of expert e
+    (B transposed: the backward through an expert weight). SWIGLU_BWD: C is
+    dh; stores dz = [dh u silu'(g) | dh silu(g)] from z = [g | u] instead."""
+    pid_m, pid_n = _tile_ids(tl.program_id(0), num_m, tl.cdiv(N, BN), GROUP_M)
+    expert = tl.load(tile_expert_ptr + pid_m)
+    if expert < 0:
+        return
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    rows = tl.load(rows_ptr + offs_m)
+    valid = rows < num_rows
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    n_ok = offs_n < N
+    offs_k = tl.arange(0, BK)
+    a_ptrs = a_ptr + rows[:, None] * stride_a + offs_k[None, :]
+    b_ptrs = b_ptr + expert * stride_be + offs_n[None, :] * stride_bn + offs_k[:, None]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        k_ok = offs_k < K - k0
+        a = tl.load(a_ptrs, mask=valid[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_ptrs += BK
+        b_ptrs += BK
+    mask = valid[:, None] & n_ok[None, :]
+    out = c_ptr + rows[:, None] * stride_c + offs_n[None, :]
+    if SWIGLU_BWD:
+        zp = z_ptr + rows[:, None] * stride_z + offs_n[None, :]
+        g = tl.load(zp, mask=mask, other=0.0).to(tl.float32)
+        u = tl.load(zp + N, mask=mask, other=0.0).to(tl.float32)
+        sig = 1.0 / (1.0 + tl.exp(-g))
+        tl.store(out, (acc * u * (sig + g * sig * (1.0 - sig))).to(c_ptr.dtype.element_ty), mask=mask)
+        tl.store(out + N, (acc * g * sig).to(c_ptr.dtype.element_ty), mask=mask)
+    else:
+        tl.store(out, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _wgrad(a_ptr, b_ptr, c_ptr, rows_ptr, starts_ptr, sizes_ptr, num_rows, M, N,
+           stride_a, stride_b, stride_ce, stride_cm, A_TOKENS: tl.constexpr,
+           TOPK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+           PRECISION: tl.constexpr):
+    """C[e][m, n] = sum over expert e's routed rows r of A[a(r), m] B[r, n],
+    a(r) = r // TOPK (x's token) with A_TOKENS, else r; one program per
+    (C tile, expert), the rows in a fixed order (no atomics)."""
+    e = tl.program_id(1)
+    num_n = tl.cdiv(N, BN)
+    pid_m = tl.program_id(0) // num_n
+    pid_n = tl.program_id(0) % num_n
+    start = tl.load(starts_ptr + e)
+    size = tl.load(sizes_ptr + e)
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    m_ok = offs_m < M
+    n_ok = offs_n < N
+    offs_p = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for p0 in range(0, size, BK):
+        p_ok = offs_p < size - p0
+        rows = tl.load(rows_ptr + start + p0 + offs_p, mask=p_ok, other=num_rows)
+        valid = rows < num_rows
+        if A_TOKENS:
+            a_rows = rows // TOPK
+        else:
+            a_rows = rows
+        a = tl.load(a_ptr + a_rows[None, :] * stride_a + offs_m[:, None],
+                    mask=m_ok[:, None] & valid[None, :], other=0.0)
+        b = tl.load(b_ptr + rows[:, None] * stride_b + offs_n[None, :],
+                    mask=valid[:, None] & n_ok[None, :], other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    out = c_ptr + e * stride_ce + offs_m[:, None] * stride_cm + offs_n[None, :]
+    tl.store(out, acc.to(c_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+def _wgrad_config(dtype):
+    """(BM, BN, BK, warps, stages) of the weight gradients."""
+    if dtype == torch.float32:
+        return 64, 64, 32, 4, 3
+    return 128, 128, 32, 8, 3
+
+
+def train_step(x, wr, w1, w2, dy, k):
+    """Forward and backward of the layer for the output cotangent dy:
+    (y, dx, dwr, dw1, dw2), every gradient in its parameter's dtype."""
+    T, D = x.shape
+    E, H = w1.shape[0], w1.shape[2] // 2
+    R = T * k
+    weights, idx = route(x, wr, k)
+    BM, BN, BK, GROUP_M, warps, stages = _config(R, x.dtype)
+    rows, tile_expert, num_m, starts, sizes = align_groups(idx, E, BM)
+    precision = "ieee" if x.dtype == torch.float32 else "tf32"
+    # Forward, keeping z and the unweighted rows p.
+    h = torch.empty((R, H), dtype=x.dtype, device=x.device)
+    z = torch.empty((R, 2 * H), dtype=x.dtype, device=x.device)
+    _gemm1_swiglu[(num_m * triton.cdiv(H, BN),)](
+        x, w1, h, z, rows, tile_expert, R, num_m, D, H, x.stride(0), w1.stride(0),
+        w1.stride(1), h.stride(0), z.stride(0), TOPK=k, BM=BM, BN=BN, BK=BK,
+        GROUP_M=GROUP_M, PRECISION=precision, SAVE_Z=True, num_warps=warps,
+        num_stages=stages)
+    p = torch.empty((R, D), dtype=torch.float32, device=x.device)
+    ones = torch.ones(R, dtype=torch.float32, device=x.device)
+    _gemm2_weighted[(num_m * triton.cdiv(D, BN),)](
+        h, w2, p, rows, tile_expert, ones, R, num_m, H, D, h.stride(0), w2.stride(0),
+        w2.stride(1), p.stride(0), BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M,
+        PRECISION=precision, num_warps=warps, num_stages=stages)
+    w = weights.reshape(R, 1)
+    y = (w * p).view(T, k, D).sum(dim=1).to(x.dtype)
+    # Backward.
+    dyr = dy.float().repeat_interleave(k, dim=0)
+    dw = (dyr * p).sum(dim=1).view(T, k)
+    dp = (w * dyr).to(x.dtype)
+    dz = torch.empty((R, 2 * H), dtype=x.dtype, device=x.device)
+    _gemm_bt[(num_m * triton.cdiv(H, BN),)](
+        dp, w2, dz, z, rows, tile_expert, R, num_m, D, H, dp.stride(0), w2.stride(0),
+        w2.stride(1), dz.stride(0), z.stride(0), SWIGLU_BWD=True, BM=BM, BN=BN, BK=BK,
+        GROUP_M=GROUP_M, PRECISION=precision, num_warps=warps, num_stages=stages)
+    dxr = torch.empty((R, D), dtype=torch.float32, device=x.device)
+    _gemm_bt[(num_m * triton.cdiv(D, BN),)](
+        dz, w1, dxr, dz, rows, tile_expert, R, num_m, 2 * H, D, dz.stride(0),
+        w1.stride(0), w1.stride(1), dxr.stride(0), 0, SWIGLU_BWD=False, BM=BM, BN=BN,
+        BK=BK, GROUP_M=GROUP_M, PRECISION=precision, num_warps=warps, num_stages=stages)
+    WM, WN, WK, wwarps, wstages = _wgrad_config(x.dtype)
+    dw2 = torch.empty_like(w2)
+    _wgrad[(triton.cdiv(H, WM) * triton.cdiv(D, WN), E)](
+        h, dp, dw2, rows, starts, sizes, R, H, D, h.stride(0), dp.stride(0), dw2.stride(0),
+        dw2.stride(1), A_TOKENS=False, TOPK=k, BM=WM, BN=WN, BK=WK, PRECISION=precision,
+        num_warps=wwarps, num_stages=wstages)
+    dw1 = torch.empty_like(w1)
+    _wgrad[(triton.cdiv(D, WM) * triton.cdiv(2 * H, WN), E)](
+        x, dz, dw1, rows, starts, sizes, R, D, 2 * H, x.stride(0), dz.stride(0),
+        dw1.stride(0), dw1.stride(1), A_TOKENS=True, TOPK=k, BM=WM, BN=WN, BK=WK,
+        PRECISION=precision, num_warps=wwarps, num_stages=wstages)
+    # The routing backward: softmax over the selected logits, then x wr.
+    dtop = weights * (dw - (weights * dw).sum(dim=1, keepdim=True))
+    dlogits = torch.zeros((T, E), dtype=torch.float32, device=x.device).scatter_(1, idx, dtop)
+    dwr = (x.float().t() @ dlogits).to(wr.dtype)
+    dx = (dxr.view(T, k, D).sum(dim=1) + dlogits @ wr.float().t()).to(x.dtype)
+    return y, dx, dwr, dw1, dw2
