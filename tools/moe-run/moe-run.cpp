@@ -41,6 +41,7 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/ADT/STLExtras.h"
@@ -502,6 +503,20 @@ bool addRequestedVjp(ModuleOp module) {
   if (failed(pm.run(module))) {
     fail("cannot differentiate @" + base + " in " + inputFile +
          " (the error above) to run @" + name.str());
+    return false;
+  }
+  return true;
+}
+
+/// Drops what the entry does not use (the other public functions, e.g. @f
+/// next to @f_vjp, and whatever only they call), so that only the entry is
+/// lowered and compiled. Prints the error and returns false on failure.
+bool keepOnlyEntry(ModuleOp module, func::FuncOp entry) {
+  PassManager pm(module.getContext());
+  pm.addPass(createSymbolPrivatizePass({entry.getName().str()}));
+  pm.addPass(createSymbolDCEPass());
+  if (failed(pm.run(module))) {
+    fail("cannot drop the functions other than @" + entry.getName().str());
     return false;
   }
   return true;
@@ -1246,6 +1261,8 @@ int runMain(int argc, char **argv) {
     return 1;
   func::FuncOp func = findEntry(*module);
   if (!func)
+    return 1;
+  if (!keepOnlyEntry(*module, func))
     return 1;
   Signature sig;
   if (!recordSignature(func, sig))
