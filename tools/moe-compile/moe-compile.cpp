@@ -35,6 +35,7 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -744,6 +745,9 @@ int runMain(int argc, char **argv) {
   PassManager pm(&context, module->getOperationName());
   if (failed(applyPassManagerCLOptions(pm)))
     return fail("invalid pass manager options");
+  // What no exported function uses is not lowered (e.g. @f next to an
+  // exported @f_vjp).
+  pm.addPass(createSymbolDCEPass());
   if (cuda) {
     if (failed(moe::buildNVPTXPipeline(pm, nvptx, [&](const llvm::Twine &message) {
           fail(message);
