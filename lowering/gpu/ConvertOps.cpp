@@ -412,8 +412,8 @@ LogicalResult convert(CombineGradOp op, Host &h) {
   Value err = h.checkIndices ? h.errorWord() : Value();
   if (err)
     args.push_back(err);
-  h.launch(h.lib.combineGrad(eltOf(out), eltOf(w), err != nullptr),
-           {h.blocks(h.e.muli(T, K), kEltThreads)}, kEltThreads, args);
+  h.launch(h.lib.combineGrad(eltOf(out), eltOf(w), err != nullptr), {h.e.muli(T, K)},
+           kCombineGradThreads, args);
   SmallVector<Value> results{h.download(dout, op.getExpertOutputGrad().getType(), {N, D}),
                              h.download(dw, op.getWeightsGrad().getType(), {T, K})};
   if (err)

@@ -182,34 +182,47 @@ gpu::GPUFuncOp KernelLibrary::combineGrad(Type outType, Type weightsType, bool c
                          flat(f32), ix,            ix,                ix,        ix};
   if (check)
     args.push_back(flat(i32));
+  constexpr int64_t threads = kCombineGradThreads;
   return buildKernel(
       gpuModule,
       std::string("moe_combine_grad") + (check ? "_checked" : "") + "_kernel" +
           typeSuffix({outType, weightsType}),
-      args, {}, kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+      args, {workgroup(ctx, threads, f32)}, threads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value dy = a[0], out = a[1], w = a[2], positions = a[3], dOut = a[4], dW = a[5];
-        Value T = a[6], K = a[7], D = a[8], N = a[9];
-        Value i = globalThread(e);
-        e.ifThen(e.ult(i, e.muli(T, K)), [&](IRB &e) {
-          Value t = e.divui(i, K);
-          Value pos = e.load(positions, i);
-          Value kept = e.ge(pos, e.ci32(0));
-          kept = check ? checkPosition(e, pos, kept, N, a[10]) : e.andi(kept, e.lt(pos, e.toI32(N)));
-          Value dot = e.ifElse(
-              kept, {e.f32()},
-              [&](IRB &e) {
-                Value wv = loadF32(e, w, i);
-                Value row = e.muli(e.toIndex(pos), D), tok = e.muli(t, D);
-                return e.forLoop(e.idx(0), D, {e.cf32(0.0)}, [&](IRB &e, Value d, ValueRange s) {
-                  Value g = e.load(dy, e.addi(tok, d));
-                  e.store(e.mulf(wv, g), dOut, e.addi(row, d));
-                  Value o = loadF32(e, out, e.addi(row, d));
-                  return SmallVector<Value>{e.addf(s[0], e.mulf(g, o))};
-                });
-              },
-              [&](IRB &e) { return SmallVector<Value>{e.cf32(0.0)}; })[0];
-          e.store(dot, dW, i);
-        });
+        Value K = a[7], D = a[8], N = a[9];
+        // Assignment i = (t, k) is block i (uniform: every branch on it is
+        // taken by the whole block, so the barriers below are reached).
+        Value i = blockId(e, gpu::Dimension::x), tid = threadId(e);
+        Value t = e.divui(i, K);
+        Value pos = e.load(positions, i);
+        Value kept = e.ge(pos, e.ci32(0));
+        kept = check ? checkPosition(e, pos, kept, N, a[10]) : e.andi(kept, e.lt(pos, e.toI32(N)));
+        Value part = e.ifElse(
+            kept, {f32},
+            [&](IRB &e) {
+              Value wv = loadF32(e, w, i);
+              Value row = e.muli(e.toIndex(pos), D), tok = e.muli(t, D);
+              return e.forLoop(tid, D, e.idx(threads), {e.cf32(0.0)},
+                               [&](IRB &e, Value d, ValueRange s) {
+                                 Value g = e.load(dy, e.addi(tok, d));
+                                 e.store(e.mulf(wv, g), dOut, e.addi(row, d));
+                                 Value o = loadF32(e, out, e.addi(row, d));
+                                 return SmallVector<Value>{e.addf(s[0], e.mulf(g, o))};
+                               });
+            },
+            [&](IRB &e) { return SmallVector<Value>{e.cf32(0.0)}; })[0];
+        // The threads' partial sums, added pairwise in a fixed order.
+        Value sums = wg[0];
+        e.store(part, sums, tid);
+        barrier(e);
+        for (int64_t half = threads / 2; half >= 1; half /= 2) {
+          e.ifThen(e.ult(tid, e.idx(half)), [&](IRB &e) {
+            e.store(e.addf(e.load(sums, tid), e.load(sums, e.addi(tid, e.idx(half)))), sums, tid);
+          });
+          barrier(e);
+        }
+        e.ifThen(e.eq(tid, e.idx(0)), [&](IRB &e) { e.store(e.load(sums, e.idx(0)), dW, i); });
       });
 }
 

@@ -111,6 +111,7 @@ constexpr int64_t kRouteDepth = 128;   // its staged depth chunk of x (16 x 128 
 constexpr int64_t kRouteWeights = 4096; // its staged chunk of Wr (f32; depth 4096/E)
 constexpr int64_t kAlignThreads = 256; // one block
 constexpr int64_t kEltThreads = 256;   // element-wise kernels
+constexpr int64_t kCombineGradThreads = 128; // moe.combine_grad: one block per assignment
 
 class IRB;
 
@@ -257,10 +258,12 @@ public:
   /// ceil((M + biasGrad)/kTileM), G). A of desc.aType.
   gpu::GPUFuncOp weightGradGemm(const GroupedGemmDesc &desc, bool biasGrad);
   /// moe.combine_grad: (dy f32 [T, D], out [N, D], w [T, K], positions:i32
-  /// [T, K], dOut f32 [N, D], dW f32 [T, K], T, K, D, N); 1-D over T*K, one
-  /// thread per assignment: dOut[pos] = w * dy[t] and dW[t, i] = <dy[t],
-  /// out[pos]> (ascending d); a dropped assignment (-1) writes dW = 0 and no
-  /// row. With `check` ("_checked"): (err:i32[4]) follows (a position outside
+  /// [T, K], dOut f32 [N, D], dW f32 [T, K], T, K, D, N); one block of
+  /// kCombineGradThreads per assignment (grid T*K), its threads striding over
+  /// d (coalesced rows): dOut[pos] = w * dy[t] and dW[t, i] = <dy[t],
+  /// out[pos]>, each thread's partial sum in ascending d, the block's added
+  /// in a fixed tree order (deterministic); a dropped assignment (-1) writes
+  /// dW = 0 and no row. With `check` ("_checked"): (err:i32[4]) follows (a position outside
   /// [-1, N) sets err[0] = MOE_INDEX_BAD_POSITION and is dropped).
   gpu::GPUFuncOp combineGrad(Type out, Type weights, bool check = false);
   /// (offsets:i32 [2], rows); one thread: offsets = {0, rows}, the plan of

@@ -35,11 +35,11 @@ func.func @expert_ffn_grad(%rows: tensor<64x32xbf16>, %off: tensor<5xi32>, %dout
 
 // -----
 
-// One thread per assignment (grid ceil(32*2/256)); the rows no assignment
-// names are zeroed first.
+// One block of 128 threads per assignment (grid 32*2); the rows no
+// assignment names are zeroed first.
 // CHECK-LABEL: func.func @combine_grad
 // CHECK:       gpu.memset [[DOUT:%[a-z0-9_]+]], %{{[a-z0-9_]+}} : memref<?xf32>, f32
-// CHECK:       call @__moe_launch_moe_combine_grad_checked_kernel(%c1, %c1, %c1, %c256, %c1, %c1, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[DOUT]], %{{[a-z0-9_]+}}, %c32, %c2, %c16, %c64, %{{[a-z0-9_]+}})
+// CHECK:       call @__moe_launch_moe_combine_grad_checked_kernel(%c64, %c1, %c1, %c128, %c1, %c1, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[DOUT]], %{{[a-z0-9_]+}}, %c32, %c2, %c16, %c64, %{{[a-z0-9_]+}})
 // CHECK:       func.call @moeRuntimeIndexError
 func.func @combine_grad(%dy: tensor<32x16xf32>, %out: tensor<64x16xf32>, %w: tensor<32x2xf32>,
                         %pos: tensor<32x2xi32>) -> (tensor<64x16xf32>, tensor<32x2xf32>) {
