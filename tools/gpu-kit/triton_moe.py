@@ -12,7 +12,7 @@ Kernels of the forward:
   * _gemm1_swiglu: h[r] = silu(x[t] W1g[e]) * (x[t] W1u[e]) for every routed
     row r = (token t, slot j) of expert e, both projections accumulated in
     the same K loop (two accumulators), so u never goes to memory;
-  * _gemm2_weighted: o[r] = w[r] * (h[r] W2[e]);
+  * _row_gemm (WEIGHTED): o[r] = w[r] * (h[r] W2[e]);
   then y[t] = sum_j o[t, j] (one torch reduction, f32), rounded once.
 Row tiles are ordered in groups of GROUP_M over the column tiles, so
 consecutive programs reuse an expert's weight columns from L2.
@@ -21,9 +21,11 @@ The training step (train_step: forward and backward of the layer, the
 kit's training anchor) keeps the pre-activations z = [x W1g | x W1u] of
 every routed row (SAVE_Z) and the unweighted rows p = h W2, then:
   * dp[r] = w[r] dy[t], dw[r] = <dy[t], p[r]> (torch);
-  * _gemm_bt with SWIGLU_BWD: dh = dp W2[e]^T, the SwiGLU backward in the
-    epilogue (dz = [dh u silu'(g) | dh silu(g)]), dh never stored;
-  * _gemm_bt: dx rows = dz W1[e]^T, summed over a token's k rows (torch);
+  * _row_gemm with W2's strides swapped and SWIGLU_BWD: dh = dp W2[e]^T,
+    the SwiGLU backward in the epilogue (dz = [dh u silu'(g) | dh silu(g)]),
+    dh never stored;
+  * _row_gemm with W1's strides swapped: dx rows = dz W1[e]^T, summed over
+    a token's k rows (torch);
   * _wgrad: dW2[e] = h_e^T dp_e and dW1[e] = x_e^T dz_e, one program per
     (output tile, expert) walking the expert's rows (variable K, no
     atomics, as ScatterMoE's and MegaBlocks' weight gradients);
@@ -87,12 +89,18 @@ def _gemm1_swiglu(x_ptr, w1_ptr, h_ptr, z_ptr, rows_ptr, tile_expert_ptr, num_ro
 
 
 @triton.jit
-def _gemm2_weighted(h_ptr, w2_ptr, o_ptr, rows_ptr, tile_expert_ptr,
-                    row_weight_ptr, num_rows, num_m, H, D, stride_h,
-                    stride_we, stride_wk, stride_o, BM: tl.constexpr,
-                    BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                    PRECISION: tl.constexpr):
-    pid_m, pid_n = _tile_ids(tl.program_id(0), num_m, tl.cdiv(D, BN), GROUP_M)
+def _row_gemm(a_ptr, b_ptr, c_ptr, z_ptr, rows_ptr, tile_expert_ptr, row_weight_ptr,
+              num_rows, num_m, K, N, stride_a, stride_be, stride_bk, stride_bn,
+              stride_c, stride_z, WEIGHTED: tl.constexpr, SWIGLU_BWD: tl.constexpr,
+              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+              GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
+    """C[r, n] = sum_k A[r, k] B[e][k, n] over the routed rows r of expert e,
+    B[e][k, n] at b + e stride_be + k stride_bk + n stride_bn (so a
+    transposed weight is the same kernel with its strides swapped).
+    WEIGHTED: C[r] *= row_weight[r] (the forward's second GEMM).
+    SWIGLU_BWD: C is dh, and the kernel stores dz = [dh u silu'(g) |
+    dh silu(g)] from z = [g | u] instead (the backward through W2)."""
+    pid_m, pid_n = _tile_ids(tl.program_id(0), num_m, tl.cdiv(N, BN), GROUP_M)
     expert = tl.load(tile_expert_ptr + pid_m)
     if expert < 0:
         return
@@ -100,22 +108,33 @@ def _gemm2_weighted(h_ptr, w2_ptr, o_ptr, rows_ptr, tile_expert_ptr,
     rows = tl.load(rows_ptr + offs_m)
     valid = rows < num_rows
     offs_n = pid_n * BN + tl.arange(0, BN)
-    n_ok = offs_n < D
+    n_ok = offs_n < N
     offs_k = tl.arange(0, BK)
-    a_ptrs = h_ptr + rows[:, None] * stride_h + offs_k[None, :]
-    b_ptrs = w2_ptr + expert * stride_we + offs_k[:, None] * stride_wk + offs_n[None, :]
+    a_ptrs = a_ptr + rows[:, None] * stride_a + offs_k[None, :]
+    b_ptrs = (b_ptr + expert * stride_be + offs_k[:, None] * stride_bk
+              + offs_n[None, :] * stride_bn)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, H, BK):
-        k_ok = offs_k < H - k0
+    for k0 in range(0, K, BK):
+        k_ok = offs_k < K - k0
         a = tl.load(a_ptrs, mask=valid[:, None] & k_ok[None, :], other=0.0)
         b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += BK
-        b_ptrs += BK * stride_wk
-    weight = tl.load(row_weight_ptr + rows, mask=valid, other=0.0)
-    acc = acc * weight[:, None]
-    out = o_ptr + rows[:, None] * stride_o + offs_n[None, :]
-    tl.store(out, acc, mask=valid[:, None] & n_ok[None, :])
+        b_ptrs += BK * stride_bk
+    mask = valid[:, None] & n_ok[None, :]
+    out = c_ptr + rows[:, None] * stride_c + offs_n[None, :]
+    if WEIGHTED:
+        weight = tl.load(row_weight_ptr + rows, mask=valid, other=0.0)
+        acc = acc * weight[:, None]
+    if SWIGLU_BWD:
+        zp = z_ptr + rows[:, None] * stride_z + offs_n[None, :]
+        g = tl.load(zp, mask=mask, other=0.0).to(tl.float32)
+        u = tl.load(zp + N, mask=mask, other=0.0).to(tl.float32)
+        sig = 1.0 / (1.0 + tl.exp(-g))
+        tl.store(out, (acc * u * (sig + g * sig * (1.0 - sig))).to(c_ptr.dtype.element_ty), mask=mask)
+        tl.store(out + N, (acc * g * sig).to(c_ptr.dtype.element_ty), mask=mask)
+    else:
+        tl.store(out, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
 def _config(rows, dtype):
@@ -195,58 +214,16 @@ def experts(x, w1, w2, k, routing):
                          num_stages=stages)
     o = torch.empty((T * k, D), dtype=torch.float32, device=x.device)
     grid2 = (num_m * triton.cdiv(D, BN),)
-    _gemm2_weighted[grid2](h, w2, o, rows, tile_expert, weights.reshape(-1),
-                           T * k, num_m, H, D, h.stride(0), w2.stride(0),
-                           w2.stride(1), o.stride(0), BM=BM, BN=BN, BK=BK,
-                           GROUP_M=GROUP_M, PRECISION=precision,
-                           num_warps=warps, num_stages=stages)
+    _row_gemm[grid2](h, w2, o, o, rows, tile_expert, weights.reshape(-1), T * k, num_m, H, D,
+                     h.stride(0), w2.stride(0), w2.stride(1), w2.stride(2), o.stride(0), 0,
+                     WEIGHTED=True, SWIGLU_BWD=False, BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M,
+                     PRECISION=precision, num_warps=warps, num_stages=stages)
     return o.view(T, k, D).sum(dim=1).to(x.dtype)
 
 
 def fused_moe(x, wr, w1, w2, k):
     """The whole layer: routing, plan, both GEMMs, the slot sum."""
     return experts(x, w1, w2, k, plan(x, wr, w1, k))
-
-
-@triton.jit
-def _gemm_bt(a_ptr, b_ptr, c_ptr, z_ptr, rows_ptr, tile_expert_ptr, num_rows, num_m,
-             K, N, stride_a, stride_be, stride_bn, stride_c, stride_z,
-             SWIGLU_BWD: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-             BK: tl.constexpr, GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
-    """C[r, n] = sum_k A[r, k] B[e][n, k] over the routed rows r of expert e
-    (B transposed: the backward through an expert weight). SWIGLU_BWD: C is
-    dh; stores dz = [dh u silu'(g) | dh silu(g)] from z = [g | u] instead."""
-    pid_m, pid_n = _tile_ids(tl.program_id(0), num_m, tl.cdiv(N, BN), GROUP_M)
-    expert = tl.load(tile_expert_ptr + pid_m)
-    if expert < 0:
-        return
-    offs_m = pid_m * BM + tl.arange(0, BM)
-    rows = tl.load(rows_ptr + offs_m)
-    valid = rows < num_rows
-    offs_n = pid_n * BN + tl.arange(0, BN)
-    n_ok = offs_n < N
-    offs_k = tl.arange(0, BK)
-    a_ptrs = a_ptr + rows[:, None] * stride_a + offs_k[None, :]
-    b_ptrs = b_ptr + expert * stride_be + offs_n[None, :] * stride_bn + offs_k[:, None]
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        k_ok = offs_k < K - k0
-        a = tl.load(a_ptrs, mask=valid[:, None] & k_ok[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        a_ptrs += BK
-        b_ptrs += BK
-    mask = valid[:, None] & n_ok[None, :]
-    out = c_ptr + rows[:, None] * stride_c + offs_n[None, :]
-    if SWIGLU_BWD:
-        zp = z_ptr + rows[:, None] * stride_z + offs_n[None, :]
-        g = tl.load(zp, mask=mask, other=0.0).to(tl.float32)
-        u = tl.load(zp + N, mask=mask, other=0.0).to(tl.float32)
-        sig = 1.0 / (1.0 + tl.exp(-g))
-        tl.store(out, (acc * u * (sig + g * sig * (1.0 - sig))).to(c_ptr.dtype.element_ty), mask=mask)
-        tl.store(out + N, (acc * g * sig).to(c_ptr.dtype.element_ty), mask=mask)
-    else:
-        tl.store(out, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -312,11 +289,11 @@ def train_step(x, wr, w1, w2, dy, k):
         GROUP_M=GROUP_M, PRECISION=precision, SAVE_Z=True, num_warps=warps,
         num_stages=stages)
     p = torch.empty((R, D), dtype=torch.float32, device=x.device)
-    ones = torch.ones(R, dtype=torch.float32, device=x.device)
-    _gemm2_weighted[(num_m * triton.cdiv(D, BN),)](
-        h, w2, p, rows, tile_expert, ones, R, num_m, H, D, h.stride(0), w2.stride(0),
-        w2.stride(1), p.stride(0), BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M,
-        PRECISION=precision, num_warps=warps, num_stages=stages)
+    _row_gemm[(num_m * triton.cdiv(D, BN),)](
+        h, w2, p, p, rows, tile_expert, p, R, num_m, H, D, h.stride(0), w2.stride(0),
+        w2.stride(1), w2.stride(2), p.stride(0), 0, WEIGHTED=False, SWIGLU_BWD=False,
+        BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, PRECISION=precision, num_warps=warps,
+        num_stages=stages)
     w = weights.reshape(R, 1)
     y = (w * p).view(T, k, D).sum(dim=1).to(x.dtype)
     # Backward.
@@ -324,15 +301,19 @@ def train_step(x, wr, w1, w2, dy, k):
     dw = (dyr * p).sum(dim=1).view(T, k)
     dp = (w * dyr).to(x.dtype)
     dz = torch.empty((R, 2 * H), dtype=x.dtype, device=x.device)
-    _gemm_bt[(num_m * triton.cdiv(H, BN),)](
-        dp, w2, dz, z, rows, tile_expert, R, num_m, D, H, dp.stride(0), w2.stride(0),
-        w2.stride(1), dz.stride(0), z.stride(0), SWIGLU_BWD=True, BM=BM, BN=BN, BK=BK,
-        GROUP_M=GROUP_M, PRECISION=precision, num_warps=warps, num_stages=stages)
+    # dh = dp W2[e]^T (B[e][k=d, n=h] = w2[e, h, d]), the SwiGLU backward in
+    # the epilogue; then dx rows = dz W1[e]^T (B[e][k=c, n=d] = w1[e, d, c]).
+    _row_gemm[(num_m * triton.cdiv(H, BN),)](
+        dp, w2, dz, z, rows, tile_expert, dz, R, num_m, D, H, dp.stride(0), w2.stride(0),
+        w2.stride(2), w2.stride(1), dz.stride(0), z.stride(0), WEIGHTED=False,
+        SWIGLU_BWD=True, BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, PRECISION=precision,
+        num_warps=warps, num_stages=stages)
     dxr = torch.empty((R, D), dtype=torch.float32, device=x.device)
-    _gemm_bt[(num_m * triton.cdiv(D, BN),)](
-        dz, w1, dxr, dz, rows, tile_expert, R, num_m, 2 * H, D, dz.stride(0),
-        w1.stride(0), w1.stride(1), dxr.stride(0), 0, SWIGLU_BWD=False, BM=BM, BN=BN,
-        BK=BK, GROUP_M=GROUP_M, PRECISION=precision, num_warps=warps, num_stages=stages)
+    _row_gemm[(num_m * triton.cdiv(D, BN),)](
+        dz, w1, dxr, dxr, rows, tile_expert, dxr, R, num_m, 2 * H, D, dz.stride(0),
+        w1.stride(0), w1.stride(2), w1.stride(1), dxr.stride(0), 0, WEIGHTED=False,
+        SWIGLU_BWD=False, BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, PRECISION=precision,
+        num_warps=warps, num_stages=stages)
     WM, WN, WK, wwarps, wstages = _wgrad_config(x.dtype)
     dw2 = torch.empty_like(w2)
     _wgrad[(triton.cdiv(H, WM) * triton.cdiv(D, WN), E)](
