@@ -78,10 +78,17 @@ CASES_JSON=()
 case_data() { # DIR SRC ENTRY
   local dir="$1" src="$2" entry="$3"
   mkdir -p "$dir"
-  # The number of results: one checksum line each.
-  local n i outs=()
-  n="$("$BIN/moe-run" "$src" --entry="$entry" --device=cpu --fill-random --seed="$SEED" \
-        --dynamic-size=37 | grep -c '^result #')"
+  # The number of results, from the entry's type (moe-opt; for ENTRY = f_vjp
+  # after --moe-generate-vjp adds it), without running it.
+  local n i outs=() vjp=()
+  [[ "$entry" == *_vjp ]] && vjp=(--moe-generate-vjp="entries=${entry%_vjp}")
+  n="$("$BIN/moe-opt" "$src" "${vjp[@]}" --symbol-privatize=exclude="$entry" --symbol-dce \
+        | python3 -c '
+import re, sys
+m = re.search(r"func\.func @[\w$.]+\(.*?\)\s*->\s*(\(.*?\)|tensor<[^>]*>)\s*(?:attributes|\{)",
+              sys.stdin.read(), re.S)
+print(len(re.findall(r"tensor<", m.group(1))) if m else 0)')"
+  [ "$n" -gt 0 ] || { echo "prepare: cannot read the results of @$entry in $src" >&2; exit 1; }
   for ((i = 0; i < n; i++)); do outs+=("--output=$dir/out$i.npy"); done
   "$BIN/moe-run" "$src" --entry="$entry" --device=cpu --fill-random --seed="$SEED" \
     --dynamic-size=37 --save-args="$dir" "${outs[@]}" > /dev/null
