@@ -633,11 +633,6 @@ void mlir::moe::buildTokenRoutingGrad(ImplicitLocOpBuilder &b, const TokenRoutin
   auto storeGrad = [&](ImplicitLocOpBuilder &b, Value ex, Value v) {
     rows.store(b, v, logitsGrad, values.experts, ex);
   };
-  TokenRoutingGradStorage io;
-  io.logit = logit;
-  io.loadIndex = loadIndex;
-  io.weightGrad = weightGrad;
-  io.loadGrad = loadGrad;
-  io.storeGrad = storeGrad;
-  buildTokenRoutingGrad(b, kind, values, io);
+  buildTokenRoutingGrad(b, kind, values,
+                        TokenRoutingGradStorage{logit, loadIndex, weightGrad, loadGrad, storeGrad});
 }

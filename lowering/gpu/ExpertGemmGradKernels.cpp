@@ -131,10 +131,9 @@ gpu::GPUFuncOp KernelLibrary::weightGradGemm(const GroupedGemmDesc &desc, bool b
         // C's rows are A's columns (plus the row of ones of the bias).
         Value rowsOfC = biasGrad ? e.addi(M, e.idx(1)) : M;
         GemmHooks h;
-        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = count;
         h.nDim = N;
-        h.boundRows(rowsOfC);
+        h.boundRows(e, rowsOfC);
         // A read transposed: A^T[m, k] = A[first + k, m] (strided along k).
         h.loadA = [&](IRB &e, Value m, Value k) {
           auto load = [&](IRB &e) {

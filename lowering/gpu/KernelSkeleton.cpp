@@ -64,6 +64,11 @@ Value threadId(IRB &e) { return gpu::ThreadIdOp::create(e.b, gpu::Dimension::x);
 Value blockId(IRB &e, gpu::Dimension d) { return gpu::BlockIdOp::create(e.b, d); }
 void barrier(IRB &e) { gpu::BarrierOp::create(e.b); }
 
+void GemmHooks::boundRows(IRB &e, Value rows) {
+  rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
+  aRow = [base = rowBase, rows](IRB &e, Value lr) { return e.rowOrNone(e.addi(base, lr), rows); };
+}
+
 //===----------------------------------------------------------------------===//
 // Element types
 //===----------------------------------------------------------------------===//

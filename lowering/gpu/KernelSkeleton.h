@@ -54,11 +54,10 @@ struct GemmHooks {
   /// Runs after the epilogue, in every thread (`tileM`: the tile's rows).
   std::function<void(IRB &, int64_t tileM)> finish;
 
-  /// aRow for an ungathered A of `rows` rows: tile row lr is A row
-  /// rowBase + lr, none from `rows` on (set rowBase first).
-  void boundRows(Value rows) {
-    aRow = [base = rowBase, rows](IRB &e, Value lr) { return e.rowOrNone(e.addi(base, lr), rows); };
-  }
+  /// An ungathered A of `rows` rows in kTileM-row tiles along block_id.y:
+  /// rowBase = block_id.y * kTileM, and tile row lr is A row rowBase + lr,
+  /// none from `rows` on.
+  void boundRows(IRB &e, Value rows);
 };
 
 /// A kernel argument: a 1-D dynamic memref of `elt`.

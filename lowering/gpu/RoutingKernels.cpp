@@ -40,10 +40,9 @@ gpu::GPUFuncOp KernelLibrary::route(bool bias, Type data, Type out) {
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
         Value x = a[0], wr = a[1], br = a[2], logits = a[3], T = a[4], D = a[5], E = a[6];
         GemmHooks h;
-        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = D;
         h.nDim = E;
-        h.boundRows(T);
+        h.boundRows(e, T);
         h.aBuf = x;
         h.aVecOk = multipleOf(e, D, kVec);
         h.aIndex = [&](IRB &e, Value ar, Value k) { return e.addi(e.muli(ar, D), k); };

@@ -70,10 +70,9 @@ gpu::GPUFuncOp KernelLibrary::softLogits(bool normalize, Type data) {
         Value x = a[0], phi = a[1], rx = a[2], rphi = a[3], L = a[4], GM = a[5], ES = a[6],
               D = a[7], scale = a[8];
         GemmHooks h;
-        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = D;
         h.nDim = ES;
-        h.boundRows(GM);
+        h.boundRows(e, GM);
         h.loadA = [&](IRB &e, Value ar, Value k) {
           Value v = loadF32(e, x, e.addi(e.muli(ar, D), k));
           return normalize ? e.mulf(v, e.load(rx, ar)) : v;
@@ -143,6 +142,11 @@ gpu::GPUFuncOp KernelLibrary::softCombineWeights(Type cw) {
       });
 }
 
+/// The slot row of slot j = e*S + s of group g: (e*G + g)*S + s.
+static Value slotRow(IRB &e, Value j, Value g, Value G, Value S) {
+  return e.addi(e.muli(e.addi(e.muli(e.divui(j, S), G), g), S), e.remui(j, S));
+}
+
 gpu::GPUFuncOp KernelLibrary::softSlots(Type xType, Type rowsType, Type dwType) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
@@ -159,10 +163,9 @@ gpu::GPUFuncOp KernelLibrary::softSlots(Type xType, Type rowsType, Type dwType) 
         Value g = blockId(e, gpu::Dimension::z);
         // Per group g: X~[j, :] = sum_m Dw[g, m, j] x[g, m, :] (j = e*S + s).
         GemmHooks h;
-        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = M;
         h.nDim = D;
-        h.boundRows(ES);
+        h.boundRows(e, ES);
         h.loadA = [&](IRB &e, Value j, Value m) {
           return loadF32(e, Dw, e.addi(e.muli(e.addi(e.muli(g, M), m), ES), j));
         };
@@ -173,9 +176,7 @@ gpu::GPUFuncOp KernelLibrary::softSlots(Type xType, Type rowsType, Type dwType) 
         };
         h.store = [&](IRB &e, Value, Value ar, Value d, ArrayRef<Value> acc) {
           e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
-            Value j = e.toIndex(ar);
-            Value ex = e.divui(j, S), s = e.remui(j, S);
-            Value row = e.addi(e.muli(e.addi(e.muli(ex, G), g), S), s);
+            Value row = slotRow(e, e.toIndex(ar), g, G, S);
             // The slot inputs, rounded to the rows' element type (docs/spec.md §2-§3).
             storeF32(e, acc[0], rows, e.addi(e.muli(row, D), d));
           });
@@ -197,10 +198,9 @@ gpu::GPUFuncOp KernelLibrary::softCombine(Type cwType, Type outType, Type yType)
         Value g = blockId(e, gpu::Dimension::z);
         // Per group g: y[m, :] = sum_j Cw[g, m, j] Y~[(e*G + g)*S + s, :].
         GemmHooks h;
-        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = ES;
         h.nDim = D;
-        h.boundRows(M);
+        h.boundRows(e, M);
         h.aBuf = Cw;
         h.aVecOk = multipleOf(e, ES, kVec);
         h.aIndex = [&](IRB &e, Value m, Value j) {
@@ -209,9 +209,7 @@ gpu::GPUFuncOp KernelLibrary::softCombine(Type cwType, Type outType, Type yType)
         h.bBuf = out;
         h.bVecOk = multipleOf(e, D, kVec);
         h.bIndex = [&](IRB &e, Value j, Value d, int) {
-          Value ex = e.divui(j, S), s = e.remui(j, S);
-          Value row = e.addi(e.muli(e.addi(e.muli(ex, G), g), S), s);
-          return e.addi(e.muli(row, D), d);
+          return e.addi(e.muli(slotRow(e, j, g, G, S), D), d);
         };
         h.store = [&](IRB &e, Value, Value ar, Value d, ArrayRef<Value> acc) {
           e.ifThen(e.ge(ar, e.ci32(0)), [&](IRB &e) {
@@ -227,11 +225,6 @@ gpu::GPUFuncOp KernelLibrary::softCombine(Type cwType, Type outType, Type yType)
 // The backward (moe.soft_dispatch_grad, moe.soft_combine_grad; docs/spec.md §9)
 //===----------------------------------------------------------------------===//
 
-/// The slot row of slot j = e*S + s of group g: (e*G + g)*S + s.
-static Value slotRow(IRB &e, Value j, Value g, Value G, Value S) {
-  return e.addi(e.muli(e.addi(e.muli(e.divui(j, S), G), g), S), e.remui(j, S));
-}
-
 gpu::GPUFuncOp KernelLibrary::softRowDots(Type aType, Type bType) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
@@ -244,10 +237,9 @@ gpu::GPUFuncOp KernelLibrary::softRowDots(Type aType, Type bType) {
         Value g = blockId(e, gpu::Dimension::z);
         // Per group g: out[g, m, j] = sum_d A[g, m, d] B[slotRow(j), d].
         GemmHooks h;
-        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         h.kDim = D;
         h.nDim = ES;
-        h.boundRows(M);
+        h.boundRows(e, M);
         h.aBuf = A;
         h.aVecOk = multipleOf(e, D, kVec);
         h.aIndex = [&](IRB &e, Value m, Value d) {
@@ -335,11 +327,10 @@ gpu::GPUFuncOp KernelLibrary::softLogitsGrad(bool wrtSlots, bool normalize, Type
           return e.mulf(e.load(dL, e.addi(e.muli(row, ES), j)), scale);
         };
         GemmHooks h;
-        h.rowBase = e.muli(blockId(e, gpu::Dimension::y), e.idx(kTileM));
         Value rows = wrtSlots ? D : GM;
         h.kDim = wrtSlots ? GM : ES;
         h.nDim = wrtSlots ? ES : D;
-        h.boundRows(rows);
+        h.boundRows(e, rows);
         if (wrtSlots) {
           h.loadA = [&](IRB &e, Value d, Value gm) {
             Value v = loadF32(e, t, e.addi(e.muli(gm, D), d));
