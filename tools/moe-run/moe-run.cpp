@@ -1062,11 +1062,12 @@ void sliceSpmdArguments(Signature &sig, const SpmdSplit &split,
 /// shape and, when --fill-random made it, its stream seed (hex: 64 bits)
 /// and scale, so another program can regenerate the values (--help has the
 /// generator) instead of shipping them.
-std::string argumentsJson(const Signature &sig, const BoundArguments &args) {
+std::string argumentsJson(const Signature &sig, const BoundArguments &args,
+                          const std::vector<std::string> &files) {
   llvm::json::Array list;
   for (const ValueInfo &arg : sig.arguments) {
     llvm::json::Object entry;
-    entry["file"] = "arg" + std::to_string(arg.index) + ".npy";
+    entry["file"] = files[arg.index];
     entry["type"] = arg.typeString;
     entry["dtype"] = io::dtypeName(arg.dtype);
     llvm::json::Array shape;
@@ -1091,22 +1092,17 @@ std::string argumentsJson(const Signature &sig, const BoundArguments &args) {
 }
 
 /// --save-args: writes every argument, as bound, to DIR/arg<I>.npy (bf16 as
-/// f32), and DIR/args.json (argumentsJson). Prints the error and returns
+/// f32), then DIR/args.json (argumentsJson). Prints the error and returns
 /// false on failure.
 bool saveArguments(const Signature &sig, const BoundArguments &args) {
   const ::moe::run::CommandLineFiles files = commandLineFiles();
   const std::vector<HostTensor> &arguments = args.tensors;
-  llvm::SmallString<256> jsonPath(files.saveArgs);
-  llvm::sys::path::append(jsonPath, "args.json");
-  std::string json = argumentsJson(sig, args);
-  if (auto error = writeFileAtomically(std::string(jsonPath),
-                                       std::vector<uint8_t>(json.begin(), json.end()),
-                                       "--save-args"))
-    return failStep(*error);
+  std::vector<std::string> names;
   for (auto [i, argument] : llvm::enumerate(arguments)) {
     auto path = saveArgPath(files, i);
     if (!path)
       return failStep(llvm::toString(path.takeError()));
+    names.push_back(llvm::sys::path::filename(*path).str());
     io::Tensor tensor = argument.toTensor();
     if (tensor.dtype == io::DType::BF16) {
       auto converted = io::convertTensor(tensor, io::DType::F32);
@@ -1120,6 +1116,13 @@ bool saveArguments(const Signature &sig, const BoundArguments &args) {
     if (auto error = writeFileAtomically(*path, *bytes, "--save-args"))
       return failStep(*error);
   }
+  llvm::SmallString<256> jsonPath(files.saveArgs);
+  llvm::sys::path::append(jsonPath, "args.json");
+  std::string json = argumentsJson(sig, args, names);
+  if (auto error = writeFileAtomically(std::string(jsonPath),
+                                       std::vector<uint8_t>(json.begin(), json.end()),
+                                       "--save-args"))
+    return failStep(*error);
   return true;
 }
 
