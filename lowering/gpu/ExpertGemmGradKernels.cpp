@@ -174,6 +174,21 @@ gpu::GPUFuncOp KernelLibrary::weightGradGemm(const GroupedGemmDesc &desc, bool b
       });
 }
 
+gpu::GPUFuncOp KernelLibrary::splitTerms(Type t) {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
+  return buildKernel(gpuModule, "moe_split_terms_kernel" + typeSuffix({t}),
+                     {flat(f32), flat(t), flat(t), ix}, {}, kEltThreads,
+                     [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+                       Value i = globalThread(e);
+                       e.ifThen(e.ult(i, a[3]), [&](IRB &e) {
+                         auto [hi, lo] = e.splitTerms(e.load(a[0], i), t);
+                         e.store(hi, a[1], i);
+                         e.store(lo, a[2], i);
+                       });
+                     });
+}
+
 gpu::GPUFuncOp KernelLibrary::combineGrad(Type outType, Type weightsType, bool check) {
   MLIRContext *ctx = module.getContext();
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);

@@ -682,6 +682,8 @@ void Host::ffnBackward(Value rows, Value offsets, const Plan &plan, const Expert
   actGrad.roundTo = elt;
   Value W = actGrad.gatedGrad() ? e.muli(x.H, e.idx(2)) : x.H; // columns of W1[e]
   Value E = e.idx(numExperts);
+  if (mmaElt(rows, x, f32, Type()) == MmaElt::bf16)
+    return ffnBackwardMma(rows, offsets, plan, x, numExperts, dout, N, g);
   Value z = alloc(f32, e.muli(N, W)), hBuf = alloc(f32, e.muli(N, x.H));
   auto rowGemm = [&](const GroupedGemmDesc &desc, Value a, Value w, Value bias, Value c,
                      Value hOut, Value K, Value cols) {
@@ -723,4 +725,68 @@ void Host::ffnBackward(Value rows, Value offsets, const Plan &plan, const Expert
   dxDesc.bType = wElt;
   dxDesc.cType = f32;
   rowGemm(dxDesc, z, x.w1, Value(), g.drows, Value(), W, x.D);
+}
+
+void Host::ffnBackwardMma(Value rows, Value offsets, const Plan &plan, const Experts &x,
+                          int64_t numExperts, Value dout, Value N, const FFNGrads &g) {
+  // The steps of ffnBackward on bf16 tensor cores (MmaGemm.h, rowGrad and
+  // weightGrad): the f32 cotangents dout and dZ enter as two bf16 terms
+  // each (IRB::splitTerms), h is kept in bf16 (the value GEMM2 read).
+  Type f32 = e.f32(), t = eltOf(rows);
+  GemmEpilogue actGrad;
+  actGrad.then(EpilogueStep::activationGrad);
+  actGrad.activation = x.act;
+  actGrad.roundTo = t;
+  Value W = actGrad.gatedGrad() ? e.muli(x.H, e.idx(2)) : x.H;
+  Value E = e.idx(numExperts);
+  Value z = alloc(f32, e.muli(N, W)), h = alloc(t, e.muli(N, x.H));
+  Value dzHi = alloc(t, e.muli(N, W)), dzLo = alloc(t, e.muli(N, W));
+  Value nD = e.muli(N, x.D);
+  Value doHi = alloc(t, nD), doLo = alloc(t, nD);
+  launch(lib.splitTerms(t), {blocks(nD, kEltThreads)}, kEltThreads, {dout, doHi, doLo, nD});
+  GroupedGemmDesc zDesc;
+  zDesc.aType = t;
+  zDesc.bType = t;
+  zDesc.cType = f32;
+  if (x.b1)
+    zDesc.epilogue.then(EpilogueStep::bias);
+  GroupedGemmDesc dhDesc;
+  dhDesc.bTransposed = true;
+  dhDesc.aType = f32;
+  dhDesc.bType = t;
+  dhDesc.cType = f32;
+  dhDesc.epilogue = actGrad;
+  GroupedGemmDesc dxDesc = dhDesc;
+  dxDesc.epilogue = GemmEpilogue();
+  forRowTile(plan, [&](int64_t tileM) {
+    auto rowGemm = [&](const GroupedGemmDesc &desc, Value a, Value aLo, Value w, Value bias,
+                       Value c, Value K, Value cols) {
+      MmaGemmConfig config = *MmaGemmConfig::ofBackward(desc);
+      config.tileM = tileM;
+      launch(buildMmaGemm(lib.getModule(), config), {blocks(cols, kMmaTileN), plan.maxTiles},
+             config.threads(),
+             {a, plan.sorted, aLo, plan.tileExpert, plan.numTiles, w, bias ? bias : w, c, K, cols,
+              h, dzHi, dzLo});
+    };
+    // z = rows W1 (+ b1), f32: the pre-activation the forward rounded away.
+    rowGemm(zDesc, rows, rows, x.w1, x.b1, z, x.D, W);
+    // dH = dout W2^T, never stored: the epilogue turns z into dZ (its two
+    // terms) and writes h.
+    rowGemm(dhDesc, doHi, doLo, x.w2, Value(), z, x.D, x.H);
+    // drows = dZ W1^T.
+    rowGemm(dxDesc, dzHi, dzLo, x.w1, Value(), g.drows, W, x.D);
+  });
+  // The weight gradients and (fused) the bias gradients.
+  auto weightGrad = [&](Value a, Value bHi, Value bLo, Value c, Value bias, Value M,
+                        Value cols) {
+    MmaGemmConfig config = *MmaGemmConfig::ofBackward(expertWeightGradient(false, t, f32, f32));
+    config.tileM = kMmaWeightGradTileM;
+    config.bias = bias != nullptr;
+    Value rowsOfC = bias ? e.addi(M, e.idx(1)) : M;
+    launch(buildMmaGemm(lib.getModule(), config),
+           {blocks(cols, kMmaTileN), blocks(rowsOfC, kMmaWeightGradTileM), E}, config.threads(),
+           {a, offsets, bHi, bLo, c, bias ? bias : dummyF32(), M, cols, N});
+  };
+  weightGrad(h, doHi, doLo, g.dw2, g.db2, x.H, x.D);
+  weightGrad(rows, dzHi, dzLo, g.dw1, g.db1, x.D, W);
 }

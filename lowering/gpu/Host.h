@@ -272,8 +272,13 @@ public:
   /// (the bias gradients their row of ones); drows = dZ W1^T. Five launches,
   /// the CPU path's GEMMs and rounding points (ConvertMoEToCPU.cpp,
   /// emitExpertFFNBackward).
+  /// With bf16 rows and weights and tensor cores (mmaElt), the same steps
+  /// on the tensor-core kernels (ffnBackwardMma; MmaGemm.h, rowGrad and
+  /// weightGrad): dout and dZ enter the GEMMs as two bf16 terms each.
   void ffnBackward(Value rows, Value offsets, const Plan &plan, const Experts &x,
                    int64_t numExperts, Value dout, Value N, const FFNGrads &grads);
+  void ffnBackwardMma(Value rows, Value offsets, const Plan &plan, const Experts &x,
+                      int64_t numExperts, Value dout, Value N, const FFNGrads &grads);
 
   /// Soft MoE dispatch on the device: slot rows [E*G*S, D] and Cw.
   struct SoftFront {

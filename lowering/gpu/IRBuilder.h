@@ -94,6 +94,23 @@ public:
     (void)types;
     return SmallVector<Value>(ifOp.getResults().begin(), ifOp.getResults().end());
   }
+  /// An f32 value x as two terms of type `t` (bf16): hi = t(x) and lo =
+  /// t(x - hi), rounded to nearest even, so hi + lo = x to within 2^-16 |x|
+  /// and a product of either term with a `t` value is exact in f32 (the
+  /// split operands of the backward's tensor-core GEMMs, MmaGemm.h). When hi
+  /// is not finite lo is 0, so an infinite or NaN x stays what it is.
+  std::pair<Value, Value> splitTerms(Value x, Type t) {
+    Value hi = arith::TruncFOp::create(b, t, x);
+    Value wide = arith::ExtFOp::create(b, x.getType(), hi);
+    Value finite = cmpf(arith::CmpFPredicate::ONE, math::AbsFOp::create(b, wide),
+                        arith::ConstantOp::create(
+                            b, b.getFloatAttr(x.getType(), APFloat::getInf(APFloat::IEEEsingle())))
+                            .getResult());
+    Value lo = arith::TruncFOp::create(b, t, arith::SubFOp::create(b, x, wide));
+    Value zero = arith::ConstantOp::create(b, b.getFloatAttr(t, 0.0));
+    return {hi, arith::SelectOp::create(b, finite, lo, zero)};
+  }
+
   /// `cond ? load(m, i) : zero` without reading out of bounds.
   Value guardedLoad(Value cond, Type type, function_ref<Value(IRB &)> load) {
     Value zero = isa<FloatType>(type)

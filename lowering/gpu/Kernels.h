@@ -257,6 +257,10 @@ public:
   /// biasOut [G, N] f32, M, N, numRows); grid (ceil(N/kTileN),
   /// ceil((M + biasGrad)/kTileM), G). A of desc.aType.
   gpu::GPUFuncOp weightGradGemm(const GroupedGemmDesc &desc, bool biasGrad);
+  /// An f32 matrix as the two terms of `t` the backward's tensor-core GEMMs
+  /// read (IRB::splitTerms): (x f32 [n], hi:t [n], lo:t [n], n); grid
+  /// ceil(n / kEltThreads) of kEltThreads.
+  gpu::GPUFuncOp splitTerms(Type t);
   /// moe.combine_grad: (dy f32 [T, D], out [N, D], w [T, K], positions:i32
   /// [T, K], dOut f32 [N, D], dW f32 [T, K], T, K, D, N); one block of
   /// kCombineGradThreads per assignment (grid T*K), its threads striding over

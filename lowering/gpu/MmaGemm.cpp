@@ -69,8 +69,54 @@ MmaGemmConfig MmaGemmConfig::of(const GroupedGemmDesc &d) {
   return c;
 }
 
+std::optional<MmaGemmConfig> MmaGemmConfig::ofBackward(const GroupedGemmDesc &d) {
+  if (!d.invalidReason().empty() || d.gathered() || !d.cType.isF32())
+    return std::nullopt;
+  MmaGemmConfig c;
+  if (d.weightGradient()) {
+    // bf16 rows A, the f32 cotangent rows B as two bf16 terms.
+    if (!d.aType.isBF16() || !d.bType.isF32() || !d.epilogue.steps.empty())
+      return std::nullopt;
+    c.kind = Kind::weightGrad;
+    return c;
+  }
+  const GemmEpilogue &ep = d.epilogue;
+  if (!d.bType.isBF16() || d.weights != GemmWeights::perGroup ||
+      !(d.aType.isBF16() || d.aType.isF32()) || ep.has(EpilogueStep::activation) ||
+      ep.has(EpilogueStep::routedWeight) || ep.has(EpilogueStep::combine) ||
+      ep.has(EpilogueStep::round) ||
+      (ep.has(EpilogueStep::activationGrad) && !ep.roundTo.isBF16()))
+    return std::nullopt;
+  c.kind = Kind::rowGrad;
+  c.bTransposed = d.bTransposed;
+  c.splitA = d.aType.isF32();
+  c.bias = ep.has(EpilogueStep::bias);
+  c.actGrad = ep.has(EpilogueStep::activationGrad);
+  if (c.actGrad)
+    c.act = ep.activation;
+  return c;
+}
+
 GroupedGemmDesc MmaGemmConfig::desc(MLIRContext *ctx) const {
   Type t = mmaElementType(ctx, elt);
+  Type f32 = Float32Type::get(ctx);
+  if (kind == Kind::weightGrad)
+    return expertWeightGradient(false, t, f32, f32);
+  if (kind == Kind::rowGrad) {
+    GroupedGemmDesc d;
+    d.aType = splitA ? f32 : t;
+    d.bType = t;
+    d.cType = f32;
+    d.bTransposed = bTransposed;
+    if (bias)
+      d.epilogue.then(EpilogueStep::bias);
+    if (actGrad) {
+      d.epilogue.then(EpilogueStep::activationGrad);
+      d.epilogue.activation = act;
+      d.epilogue.roundTo = t;
+    }
+    return d;
+  }
   if (kind == Kind::gemm1)
     return expertGemm1(gather, act, bias, t, t, t);
   return expertGemm2(bias, weighted, combine, t, t, outF32 ? Float32Type::get(ctx) : t);
@@ -78,7 +124,17 @@ GroupedGemmDesc MmaGemmConfig::desc(MLIRContext *ctx) const {
 
 std::string MmaGemmConfig::name() const {
   std::string n = "moe_mma_";
-  if (kind == Kind::gemm1) {
+  if (kind == Kind::rowGrad) {
+    n += "rowgrad";
+    if (bTransposed)
+      n += "_bt";
+    if (splitA)
+      n += "_split";
+    if (actGrad)
+      n += "_actgrad_" + stringifyActivation(act).str();
+  } else if (kind == Kind::weightGrad) {
+    n += "wgrad";
+  } else if (kind == Kind::gemm1) {
     n += "gemm1_";
     if (gather)
       n += "gather_";
@@ -153,6 +209,32 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
               if (c.name() == fullName)
                 return c;
             }
+        // The backward's kinds (mma.sync only, no split-K).
+        for (bool bT : {false, true})
+          if (!wgmma && !splitK)
+          for (bool split : {false, true})
+            for (uint32_t a = 0; a <= getMaxEnumValForActivation() + 1; ++a) {
+              c = MmaGemmConfig();
+              c.elt = elt;
+              c.tileM = tileM;
+              c.bias = bias;
+              c.wgmma = wgmma;
+              c.splitK = splitK;
+              c.stages = stages;
+              c.kind = Kind::rowGrad;
+              c.bTransposed = bT;
+              c.splitA = split;
+              c.actGrad = a > 0;
+              if (c.actGrad)
+                c.act = *symbolizeActivation(a - 1);
+              if (c.name() == fullName)
+                return c;
+            }
+        c.bTransposed = c.splitA = c.actGrad = false;
+        c.act = Activation::relu;
+        c.kind = Kind::weightGrad;
+        if (!wgmma && !splitK && c.name() == fullName)
+          return c;
         c = MmaGemmConfig();
         c.wgmma = wgmma;
         c.splitK = splitK;
@@ -237,8 +319,10 @@ struct Geometry {
   int64_t warpsM, warpsN, warpM, warpN, mTiles, nTiles;
   int64_t threads, stages;
   int64_t aStride, bStride; // elements per A / B row in shared memory
-  int64_t aStage() const { return tileM * aStride; }
-  int64_t bStage() const { return kMmaTileK * bStride; }
+  int64_t aTerm, bTerm;     // elements of one term of a stage (MmaGemmConfig)
+  int64_t aStageElems, bStageElems;
+  int64_t aStage() const { return aStageElems; }
+  int64_t bStage() const { return bStageElems; }
   int64_t accIndex(int part, int64_t mt, int64_t nt, int64_t i) const {
     return ((part * mTiles + mt) * nTiles + nt) * M16N8K16::kCRegs + i;
   }
@@ -252,6 +336,10 @@ struct Geometry {
     stages = c.numStages();
     aStride = c.aStride();
     bStride = c.bStride();
+    aTerm = c.aTermElems();
+    bTerm = c.bTermElems();
+    aStageElems = c.aStageElems();
+    bStageElems = c.bStageElems();
     if (c.wgmma) {
       // One m64n128k16 per warpgroup and k16 step: warp w of warpgroup v
       // owns rows 64 v + 16 w .. 64 v + 16 w + 15 of every column
@@ -312,6 +400,10 @@ private:
   Value A, Bw, bias, out, K, N, W, pidM, rowBase, n0, ex, wBase, aligned;
   // The folded shared expert (foldShared): this block's tiles are its rows.
   Value isShared, numTokens;
+  // The backward (rowGrad, weightGrad): the split terms' second buffers,
+  // rowGrad's outputs of the activation gradient, weightGrad's group (its
+  // rows first .. first + K), C's rows M and the bias gradient.
+  Value aLo, bLo, hOut, dzHi, dzLo, M, first, group, biasOut;
 
   Value idx(int64_t v) { return e.idx(v); }
   /// The first argument of the folded shared expert's (MmaGemm.h).
@@ -329,6 +421,7 @@ private:
   void issueStage(Value kt, Value stage);
   SmallVector<Value> computeStage(Value stage, ValueRange acc);
   void epilogue(ArrayRef<Value> acc);
+  void epilogueBackward(ArrayRef<Value> acc);
   void finishSplitK(ArrayRef<Value> acc, Value z, Value S, Value pidN, Value gx,
                     function_ref<void(ArrayRef<Value>)> finish);
   Value alignedTo16(Value memref);
@@ -392,15 +485,18 @@ Value MmaGemmBuilder::alignedTo16(Value memref) {
 
 /// Issues the loads of k-tile `kt` into pipeline stage `stage`: 16-byte
 /// cp.async chunks (zero-filled outside the matrices) when `aligned`, else
-/// element loads and shared-memory stores.
+/// element loads and shared-memory stores. A split operand's two terms go
+/// to the two halves of its stage (hi first).
 void MmaGemmBuilder::issueStage(Value kt, Value stage) {
   constexpr int64_t kChunk = 8; // elements of 16 bytes
   Value k0 = e.muli(kt, idx(kMmaTileK));
   Value c8 = idx(kChunk);
-  auto copy = [&](Value src, Value srcIndex, Value dst, Value dstIndex, Value valid,
-                  function_ref<Value(IRB &, Value)> elementValid) {
+  // `element(e, h)`: element h of the chunk on the element-load path;
+  // `async`: whether the chunk may take the cp.async path.
+  auto copyWith = [&](Value async, Value src, Value srcIndex, Value dst, Value dstIndex,
+                      Value valid, function_ref<Value(IRB &, Value)> element) {
     e.ifElse(
-        aligned, {},
+        async, {},
         [&](IRB &e) {
           // Out-of-range chunks read nothing (src-size 0) from a valid address.
           Value n = e.select(valid, c8, idx(0));
@@ -424,16 +520,83 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
         [&](IRB &e) {
           for (int64_t h = 0; h < kChunk; ++h) {
             Value hv = e.idx(h);
-            Value v = e.guardedLoad(elementValid(e, hv), T, [&](IRB &e) {
-              return e.load(src, e.addi(srcIndex, hv));
-            });
-            e.store(v, dst, e.addi(dstIndex, hv));
+            e.store(element(e, hv), dst, e.addi(dstIndex, hv));
           }
           return SmallVector<Value>{};
         });
   };
+  auto copy = [&](Value src, Value srcIndex, Value dst, Value dstIndex, Value valid,
+                  function_ref<Value(IRB &, Value)> elementValid) {
+    copyWith(aligned, src, srcIndex, dst, dstIndex, valid, [&](IRB &e, Value h) {
+      return e.guardedLoad(elementValid(e, h), T,
+                           [&](IRB &e) { return e.load(src, e.addi(srcIndex, h)); });
+    });
+  };
+  // The terms of a split operand: (buffer, element offset in the stage).
+  auto terms = [&](Value hi, Value lo, bool split, int64_t termElems) {
+    SmallVector<std::pair<Value, int64_t>, 2> t{{hi, 0}};
+    if (split)
+      t.push_back({lo, termElems});
+    return t;
+  };
+  Value aBase = e.muli(stage, idx(g.aStage())), bBase = e.muli(stage, idx(g.bStage()));
 
-  // A: tileM rows x kMmaTileK columns = tileM * 4 chunks.
+  if (c.kind == MmaGemmConfig::Kind::weightGrad) {
+    // A^T, k-major: kMmaTileK rows (the group's rows first + k) of tileM
+    // columns m = A's columns, and with the bias gradient column M of ones
+    // (row M of the product); k past the group's rows reads zeros.
+    int64_t rowChunks = g.tileM / kChunk, aChunks = kMmaTileK * rowChunks;
+    for (int64_t q = 0; q * g.threads < aChunks; ++q) {
+      Value ch = e.addi(tid, idx(q * g.threads));
+      auto body = [&](IRB &e) {
+        Value kr = e.divui(ch, idx(rowChunks));
+        Value mc = e.muli(e.remui(ch, idx(rowChunks)), c8);
+        Value k = e.addi(k0, kr), m = e.addi(rowBase, mc);
+        Value kOk = e.ult(k, K);
+        Value srcIndex = e.addi(e.muli(e.addi(first, e.select(kOk, k, idx(0))), M), m);
+        Value dstIndex = e.addi(aBase, e.addi(e.muli(kr, idx(g.aStride)), mc));
+        // The chunk holding column M of the ones takes the element path
+        // (cp.async cannot write them; the other chunks are A's or zeros).
+        Value async = aligned;
+        if (c.bias)
+          async = e.andi(async, e.noti(e.andi(e.ule(m, M), e.ult(M, e.addi(m, c8)))));
+        copyWith(async, A, srcIndex, aSmem, dstIndex, e.andi(kOk, e.ult(m, M)),
+                 [&](IRB &e, Value h) {
+                   Value col = e.addi(m, h);
+                   Value v = e.guardedLoad(e.andi(kOk, e.ult(col, M)), T, [&](IRB &e) {
+                     return e.load(A, e.addi(srcIndex, h));
+                   });
+                   if (!c.bias)
+                     return v;
+                   Value one = arith::ConstantOp::create(e.b, e.b.getFloatAttr(T, 1.0));
+                   return e.select(e.andi(kOk, e.eq(col, M)), one, v);
+                 });
+      };
+      if ((q + 1) * g.threads > aChunks)
+        e.ifThen(e.ult(ch, idx(aChunks)), body);
+      else
+        body(e);
+    }
+    // B: the group's rows of the cotangent, kMmaTileK x kMmaTileN, both terms.
+    int64_t bRowChunks = kMmaTileN / kChunk, bChunks = kMmaTileK * bRowChunks;
+    for (int64_t q = 0; q * g.threads < bChunks; ++q) {
+      Value ch = e.addi(tid, idx(q * g.threads));
+      Value kr = e.divui(ch, idx(bRowChunks));
+      Value nc = e.muli(e.remui(ch, idx(bRowChunks)), c8);
+      Value k = e.addi(k0, kr), n = e.addi(n0, nc);
+      Value kOk = e.ult(k, K);
+      Value srcIndex = e.addi(e.muli(e.addi(first, e.select(kOk, k, idx(0))), N), n);
+      for (auto [buf, off] : terms(Bw, bLo, true, g.bTerm)) {
+        Value dstIndex =
+            e.addi(bBase, e.addi(idx(off), e.addi(e.muli(kr, idx(g.bStride)), nc)));
+        copy(buf, srcIndex, bSmem, dstIndex, e.andi(kOk, e.ult(n, N)),
+             [&](IRB &e, Value h) { return e.andi(kOk, e.ult(e.addi(n, h), N)); });
+      }
+    }
+    return;
+  }
+
+  // A: tileM rows x kMmaTileK columns = tileM * 4 chunks (per term).
   int64_t aChunks = g.tileM * (kMmaTileK / kChunk);
   for (int64_t q = 0; q * g.threads < aChunks; ++q) {
     Value ch = e.addi(tid, idx(q * g.threads));
@@ -445,14 +608,34 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
       Value rowOk = e.ge(ar, e.ci32(0));
       Value arIdx = e.toIndex(e.select(rowOk, ar, e.ci32(0)));
       Value srcIndex = e.addi(e.muli(arIdx, K), k);
-      Value dstIndex = e.addi(e.muli(stage, idx(g.aStage())), aIndex(r, col));
-      copy(A, srcIndex, aSmem, dstIndex, e.andi(rowOk, e.ult(k, K)),
-           [&](IRB &e, Value h) { return e.andi(rowOk, e.ult(e.addi(k, h), K)); });
+      for (auto [buf, off] : terms(A, aLo, c.splitA, g.aTerm)) {
+        Value dstIndex = e.addi(aBase, e.addi(idx(off), aIndex(r, col)));
+        copy(buf, srcIndex, aSmem, dstIndex, e.andi(rowOk, e.ult(k, K)),
+             [&](IRB &e, Value h) { return e.andi(rowOk, e.ult(e.addi(k, h), K)); });
+      }
     };
     if ((q + 1) * g.threads > aChunks)
       e.ifThen(e.ult(ch, idx(aChunks)), body);
     else
       body(e);
+  }
+
+  if (c.bTransposed) {
+    // B = W[g]^T: kMmaTileN rows n of W[g] ([N, K], k-contiguous), kMmaTileK
+    // columns k each, staged n-major.
+    int64_t rowChunks = kMmaTileK / kChunk, bChunks = kMmaTileN * rowChunks;
+    for (int64_t q = 0; q * g.threads < bChunks; ++q) {
+      Value ch = e.addi(tid, idx(q * g.threads));
+      Value nr = e.divui(ch, idx(rowChunks));
+      Value kc = e.muli(e.remui(ch, idx(rowChunks)), c8);
+      Value n = e.addi(n0, nr), k = e.addi(k0, kc);
+      Value nOk = e.ult(n, N);
+      Value srcIndex = e.addi(wBase, e.addi(e.muli(e.select(nOk, n, idx(0)), K), k));
+      Value dstIndex = e.addi(bBase, e.addi(e.muli(nr, idx(g.bStride)), kc));
+      copy(Bw, srcIndex, bSmem, dstIndex, e.andi(nOk, e.ult(k, K)),
+           [&](IRB &e, Value h) { return e.andi(nOk, e.ult(e.addi(k, h), K)); });
+    }
+    return;
   }
 
   // B: kMmaTileK rows x kMmaTileN columns (part p's columns at p * tileN).
@@ -468,7 +651,7 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
     Value srcIndex =
         e.addi(wBase, e.addi(e.muli(e.select(kOk, k, idx(0)), W),
                              e.addi(e.muli(part, N), col)));
-    Value dstIndex = e.addi(e.muli(stage, idx(g.bStage())), bIndex(kr, e.muli(cc, c8)));
+    Value dstIndex = e.addi(bBase, bIndex(kr, e.muli(cc, c8)));
     copy(Bw, srcIndex, bSmem, dstIndex, e.andi(kOk, e.ult(col, N)),
          [&](IRB &e, Value h) { return e.andi(kOk, e.ult(e.addi(col, h), N)); });
   }
@@ -476,10 +659,16 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
 
 /// The MMAs of one stage: for each k16 step, A fragments by ldmatrix.x4, B
 /// fragments by ldmatrix.x4.trans (two n8 tiles per load), then mma.sync.
+/// A k-major A^T (weightGrad) is read with .trans, an n-major B
+/// (bTransposed) without; a split operand gives two fragments, each met by
+/// the other operand's (hi, then lo).
 SmallVector<Value> MmaGemmBuilder::computeStage(Value stage, ValueRange accIn) {
   SmallVector<Value> acc(accIn.begin(), accIn.end());
   Type i32 = e.i32();
   Value l16 = e.remui(lane, idx(16)), hi8 = e.muli(e.divui(lane, idx(16)), idx(8));
+  // Lanes 8-15 and 24-31: the second matrix of each pair (the .trans A^T
+  // and non-.trans B address orders).
+  Value l8 = e.remui(lane, idx(8)), odd8 = e.muli(e.remui(e.divui(lane, idx(8)), idx(2)), idx(8));
   Value aBase = e.muli(stage, idx(g.aStage())), bBase = e.muli(stage, idx(g.bStage()));
   auto operand = [&](Value frag, int64_t i) -> Value {
     Value v = vector::ExtractOp::create(b, frag, ArrayRef<int64_t>{i});
@@ -490,50 +679,70 @@ SmallVector<Value> MmaGemmBuilder::computeStage(Value stage, ValueRange accIn) {
   NVVM::MMATypes ptxType = c.elt == MmaElt::bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
   Type f32 = e.f32();
   Type resType = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+  const bool wgrad = c.kind == MmaGemmConfig::Kind::weightGrad;
+  const int64_t aTerms = c.splitA ? 2 : 1, bTerms = c.splitB() ? 2 : 1;
 
   for (int64_t kk = 0; kk < kMmaTileK; kk += M16N8K16::K) {
     // A: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15),
     // (rows 8-15, k 8-15) = registers a0a1, a2a3, a4a5, a6a7. Lane l gives
-    // row l % 16, column 8 * (l / 16).
-    SmallVector<SmallVector<Value, 4>> aFrag;
-    for (int64_t mt = 0; mt < g.mTiles; ++mt) {
-      Value row = e.addi(e.addi(e.muli(wm, idx(g.warpM)), idx(mt * M16N8K16::M)), l16);
-      Value at = e.addi(aBase, e.addi(e.muli(row, idx(g.aStride)), e.addi(idx(kk), hi8)));
-      Value frag = nvgpu::LdMatrixOp::create(b, VectorType::get({4, 2}, T), aSmem,
-                                             ValueRange{at}, false, 4);
-      SmallVector<Value, 4> regs;
-      for (int64_t r = 0; r < M16N8K16::kARegs; ++r)
-        regs.push_back(operand(frag, r));
-      aFrag.push_back(regs);
-    }
+    // row l % 16, column 8 * (l / 16); from A^T stored k-major (.trans):
+    // k row 8 * (l / 16) + l % 8, m column 8 * ((l / 8) % 2).
+    SmallVector<SmallVector<SmallVector<Value, 4>>> aFrag(aTerms); // [term][mt]
+    for (int64_t t = 0; t < aTerms; ++t)
+      for (int64_t mt = 0; mt < g.mTiles; ++mt) {
+        Value row0 = e.addi(e.muli(wm, idx(g.warpM)), idx(mt * M16N8K16::M));
+        Value at = wgrad ? e.addi(e.muli(e.addi(idx(kk), e.addi(hi8, l8)), idx(g.aStride)),
+                                  e.addi(row0, odd8))
+                         : e.addi(e.muli(e.addi(row0, l16), idx(g.aStride)),
+                                  e.addi(idx(kk), hi8));
+        at = e.addi(aBase, e.addi(idx(t * g.aTerm), at));
+        Value frag = nvgpu::LdMatrixOp::create(b, VectorType::get({4, 2}, T), aSmem,
+                                               ValueRange{at}, wgrad, 4);
+        SmallVector<Value, 4> regs;
+        for (int64_t r = 0; r < M16N8K16::kARegs; ++r)
+          regs.push_back(operand(frag, r));
+        aFrag[t].push_back(regs);
+      }
     // B (row-major k x n in shared memory), transposed by ldmatrix:
     // matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15),
     // (k 8-15, n 8-15) = b0b1, b2b3 of n-tile 2q, then of n-tile 2q+1. Lane l
-    // gives k row l % 16, column 8 * (l / 16).
+    // gives k row l % 16, column 8 * (l / 16). From B stored n-major
+    // (bTransposed, no .trans): n row 8 * (l / 16) + l % 8, k column
+    // 8 * ((l / 8) % 2).
     for (int part = 0; part < g.parts; ++part) {
       for (int64_t q = 0; q < g.nTiles / 2; ++q) {
-        Value krow = e.addi(idx(kk), l16);
-        Value col = e.addi(
-            e.addi(idx(part * g.tileN + q * 16), e.muli(wn, idx(g.warpN))), hi8);
-        Value at = e.addi(bBase, e.addi(e.muli(krow, idx(g.bStride)), col));
-        Value frag = nvgpu::LdMatrixOp::create(b, VectorType::get({4, 2}, T), bSmem,
-                                               ValueRange{at}, true, 4);
+        Value col0 = e.addi(idx(part * g.tileN + q * 16), e.muli(wn, idx(g.warpN)));
+        SmallVector<Value, 2> frags;
+        for (int64_t t = 0; t < bTerms; ++t) {
+          Value at = c.bTransposed
+                         ? e.addi(e.muli(e.addi(col0, e.addi(hi8, l8)), idx(g.bStride)),
+                                  e.addi(idx(kk), odd8))
+                         : e.addi(e.muli(e.addi(idx(kk), l16), idx(g.bStride)),
+                                  e.addi(col0, hi8));
+          at = e.addi(bBase, e.addi(idx(t * g.bTerm), at));
+          frags.push_back(nvgpu::LdMatrixOp::create(b, VectorType::get({4, 2}, T), bSmem,
+                                                    ValueRange{at}, !c.bTransposed, 4));
+        }
         for (int64_t half = 0; half < 2; ++half) {
           int64_t nt = 2 * q + half;
-          SmallVector<Value, 2> bRegs{operand(frag, 2 * half), operand(frag, 2 * half + 1)};
-          for (int64_t mt = 0; mt < g.mTiles; ++mt) {
-            SmallVector<Value, 4> cRegs;
-            for (int64_t i = 0; i < M16N8K16::kCRegs; ++i)
-              cRegs.push_back(acc[g.accIndex(part, mt, nt, i)]);
-            auto mma = NVVM::MmaOp::create(
-                b, resType, aFrag[mt], bRegs, cRegs, {M16N8K16::M, M16N8K16::N, M16N8K16::K},
-                std::nullopt, std::nullopt,
-                std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
-                std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
-            for (int64_t i = 0; i < M16N8K16::kCRegs; ++i)
-              acc[g.accIndex(part, mt, nt, i)] =
-                  LLVM::ExtractValueOp::create(b, mma, ArrayRef<int64_t>{i});
-          }
+          SmallVector<SmallVector<Value, 2>, 2> bRegs;
+          for (int64_t tb = 0; tb < bTerms; ++tb)
+            bRegs.push_back({operand(frags[tb], 2 * half), operand(frags[tb], 2 * half + 1)});
+          for (int64_t mt = 0; mt < g.mTiles; ++mt)
+            for (int64_t ta = 0; ta < aTerms; ++ta)
+              for (int64_t tb = 0; tb < bTerms; ++tb) {
+                SmallVector<Value, 4> cRegs;
+                for (int64_t i = 0; i < M16N8K16::kCRegs; ++i)
+                  cRegs.push_back(acc[g.accIndex(part, mt, nt, i)]);
+                auto mma = NVVM::MmaOp::create(
+                    b, resType, aFrag[ta][mt], bRegs[tb], cRegs,
+                    {M16N8K16::M, M16N8K16::N, M16N8K16::K}, std::nullopt, std::nullopt,
+                    std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
+                    std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+                for (int64_t i = 0; i < M16N8K16::kCRegs; ++i)
+                  acc[g.accIndex(part, mt, nt, i)] =
+                      LLVM::ExtractValueOp::create(b, mma, ArrayRef<int64_t>{i});
+              }
         }
       }
     }
@@ -685,6 +894,69 @@ void MmaGemmBuilder::epilogue(ArrayRef<Value> acc) {
     }
 }
 
+/// The backward's epilogues from the accumulator fragments (the layout of
+/// epilogue()): rowGrad stores row r = rows[lr] of C (+ bias), or with
+/// actGrad turns z into dZ (split into its two terms) and writes h;
+/// weightGrad stores rows m < M of C[group] and row M as the bias gradient.
+void MmaGemmBuilder::epilogueBackward(ArrayRef<Value> acc) {
+  Type f32 = e.f32();
+  const bool wgrad = c.kind == MmaGemmConfig::Kind::weightGrad;
+  const bool gated = c.actGrad && epilogueDesc.gatedGrad();
+  for (int64_t mt = 0; mt < g.mTiles; ++mt)
+    for (int64_t rh = 0; rh < 2; ++rh) {
+      Value lr = e.addi(e.addi(e.muli(wm, idx(g.warpM)),
+                               idx(mt * M16N8K16::M + M16N8K16::cRowOffset(2 * rh))),
+                        groupID);
+      // weightGrad: C's row m; rowGrad: A's (and C's) row r, -1 for padding.
+      Value m = e.addi(rowBase, lr);
+      Value r = wgrad ? Value() : e.load(rows, lr);
+      for (int64_t nt = 0; nt < g.nTiles; ++nt)
+        for (int64_t ch = 0; ch < 2; ++ch) {
+          int64_t i = 2 * rh + ch;
+          Value n = e.addi(e.addi(n0, e.addi(e.muli(wn, idx(g.warpN)),
+                                             idx(nt * M16N8K16::N + M16N8K16::cColOffset(i)))),
+                           e.muli(tig, idx(2)));
+          Value v = acc[g.accIndex(0, mt, nt, i)];
+          if (wgrad) {
+            e.ifThen(e.andi(e.ult(n, N), e.ult(m, M)), [&](IRB &e) {
+              e.store(v, out, e.addi(e.muli(e.addi(e.muli(group, M), m), N), n));
+            });
+            if (c.bias)
+              e.ifThen(e.andi(e.ult(n, N), e.eq(m, M)), [&](IRB &e) {
+                e.store(v, biasOut, e.addi(e.muli(group, N), n));
+              });
+            continue;
+          }
+          e.ifThen(e.andi(e.ult(n, N), e.ge(r, e.ci32(0))), [&](IRB &e) {
+            Value row = e.toIndex(r);
+            if (c.actGrad) {
+              Value ldz = gated ? e.muli(N, idx(2)) : N;
+              Value at = e.addi(e.muli(row, ldz), n);
+              Value zUp = gated ? e.load(out, e.addi(at, N)) : Value();
+              ActivationGradValues dv =
+                  buildActivationGradEpilogue(e.b, epilogueDesc, v, e.load(out, at), zUp);
+              auto storeTerms = [&](Value x, Value at) {
+                auto [hi, lo] = e.splitTerms(x, T);
+                e.store(hi, dzHi, at);
+                e.store(lo, dzLo, at);
+              };
+              storeTerms(dv.dz, at);
+              if (gated)
+                storeTerms(dv.dzUp, e.addi(at, N));
+              // h is already rounded to T: exact.
+              e.store(arith::TruncFOp::create(e.b, T, dv.h), hOut, e.addi(e.muli(row, N), n));
+              return;
+            }
+            EpilogueValues in;
+            in.acc = v;
+            if (c.bias)
+              in.bias = arith::ExtFOp::create(e.b, f32, e.load(bias, e.addi(e.muli(ex, N), n)));
+            e.store(buildEpilogue(e.b, epilogueDesc, in), out, e.addi(e.muli(row, N), n));
+          });
+        }
+    }
+}
+
 /// Split-K: with S > 1 every block stores its f32 partial tile (thread
 /// tid's accumulator i at slot + i * kMmaThreads + tid of the workspace, so
 /// the stores are coalesced and the same thread reads the slot back),
@@ -756,13 +1028,34 @@ void MmaGemmBuilder::finishSplitK(ArrayRef<Value> acc, Value z, Value S, Value p
 
 void MmaGemmBuilder::build() {
   bool gemm1 = c.kind == MmaGemmConfig::Kind::gemm1;
+  const bool wgrad = c.kind == MmaGemmConfig::Kind::weightGrad;
+  const bool backward = wgrad || c.kind == MmaGemmConfig::Kind::rowGrad;
+  Value tileExpert, numTiles, offsets, numRows;
   A = args[0];
-  Value tileExpert = args[3], numTiles = args[4];
-  Bw = args[5];
-  bias = args[6];
-  out = args[7];
-  K = args[8];
-  N = args[9];
+  if (wgrad) {
+    offsets = args[1];
+    Bw = args[2];
+    bLo = args[3];
+    out = args[4];
+    biasOut = args[5];
+    M = args[6];
+    N = args[7];
+    numRows = args[8];
+  } else {
+    tileExpert = args[3];
+    numTiles = args[4];
+    Bw = args[5];
+    bias = args[6];
+    out = args[7];
+    K = args[8];
+    N = args[9];
+    if (c.kind == MmaGemmConfig::Kind::rowGrad) {
+      aLo = args[2];
+      hOut = args[10];
+      dzHi = args[11];
+      dzLo = args[12];
+    }
+  }
   W = gemm1 ? e.muli(N, idx(g.parts)) : N; // columns of one expert's matrix
 
   tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
@@ -789,7 +1082,21 @@ void MmaGemmBuilder::build() {
   Value pidN = e.divui(inGroup, groupRows);
   n0 = e.muli(pidN, idx(g.tileN));
 
-  Value active = e.ult(pidM, e.toIndex(e.load(numTiles, idx(0))));
+  Value active;
+  if (wgrad) {
+    // The group's rows [begin, end): K of this block. Offsets outside
+    // [0, numRows] or decreasing (reported by the checked tile map) give an
+    // empty group: nothing out of bounds is read.
+    group = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+    Value begin = e.load(offsets, group), end = e.load(offsets, e.addi(group, idx(1)));
+    Value valid = e.andi(e.andi(e.ge(begin, e.ci32(0)), e.ge(end, begin)),
+                         e.ge(e.toI32(numRows), end));
+    K = e.toIndex(e.select(valid, e.subi(end, begin), e.ci32(0)));
+    first = e.toIndex(e.select(valid, begin, e.ci32(0)));
+    active = e.ult(e.muli(pidM, idx(g.tileM)), c.bias ? e.addi(M, idx(1)) : M);
+  } else {
+    active = e.ult(pidM, e.toIndex(e.load(numTiles, idx(0))));
+  }
   Value tile = pidM;
   isShared = e.ci1(false);
   Value rowsOut = out; // gemm2's routed rows (the combine reads them)
@@ -818,17 +1125,24 @@ void MmaGemmBuilder::build() {
   }
   e.ifThen(active, [&](IRB &) {
     rowBase = e.muli(tile, idx(g.tileM));
-    ex = e.toIndex(e.guardedLoad(e.noti(isShared), e.i32(),
-                                 [&](IRB &e) { return e.load(tileExpert, tile); }));
-    wBase = e.muli(ex, e.muli(K, W));
     // 16-byte cp.async needs 16-byte aligned chunks: row lengths that are
     // multiples of 8 elements and 16-byte aligned buffers (checked at run
     // time; otherwise the same pipeline with element loads).
-    aligned = e.andi(e.andi(e.eq(e.remui(K, idx(8)), idx(0)), e.eq(e.remui(N, idx(8)), idx(0))),
-                     e.andi(alignedTo16(A), alignedTo16(Bw)));
-
-    e.ifThen(e.ult(tid, idx(g.tileM)), [&](IRB &e) { e.store(aRowOf(tid), rows, tid); });
-    gpu::BarrierOp::create(b);
+    auto multipleOf8 = [&](Value v) { return e.eq(e.remui(v, idx(8)), idx(0)); };
+    if (wgrad) {
+      aligned = e.andi(e.andi(multipleOf8(M), multipleOf8(N)),
+                       e.andi(alignedTo16(A), e.andi(alignedTo16(Bw), alignedTo16(bLo))));
+    } else {
+      ex = e.toIndex(e.guardedLoad(e.noti(isShared), e.i32(),
+                                   [&](IRB &e) { return e.load(tileExpert, tile); }));
+      wBase = e.muli(ex, e.muli(K, W));
+      aligned = e.andi(e.andi(multipleOf8(K), multipleOf8(N)),
+                       e.andi(alignedTo16(A), alignedTo16(Bw)));
+      if (c.splitA)
+        aligned = e.andi(aligned, alignedTo16(aLo));
+      e.ifThen(e.ult(tid, idx(g.tileM)), [&](IRB &e) { e.store(aRowOf(tid), rows, tid); });
+      gpu::BarrierOp::create(b);
+    }
 
     // The k-tiles of this block: all of them, or with split-K the slice
     // z of S (ceil(numK / S) tiles each; the last slices may be short or
@@ -919,6 +1233,8 @@ void MmaGemmBuilder::build() {
     }
     NVVM::CpAsyncWaitGroupOp::create(b, 0);
     auto finish = [&](ArrayRef<Value> sums) {
+      if (backward)
+        return epilogueBackward(sums);
       epilogue(sums);
       if (c.combine) {
         // The fused layer's combine, shared with the CUDA-core GEMM2: the
@@ -958,10 +1274,24 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
   Type T = mmaElementType(ctx, c.elt);
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
   bool gemm1 = c.kind == MmaGemmConfig::Kind::gemm1;
-  SmallVector<Type> args{flat(T),   flat(i32), gemm1 ? flat(i32) : flat(f32),
-                         flat(i32), flat(i32), flat(T),
-                         flat(T),   gemm1 || !c.outF32 ? flat(T) : flat(f32),
-                         ix,        ix};
+  [[maybe_unused]] bool backward = c.kind == MmaGemmConfig::Kind::rowGrad ||
+                  c.kind == MmaGemmConfig::Kind::weightGrad;
+  assert((!backward || (c.elt == MmaElt::bf16 && !c.wgmma && !c.splitK && !c.foldShared &&
+                        !c.combine && c.tileM <= 64)) &&
+         "the backward's tensor-core GEMMs are bf16 mma.sync kernels");
+  assert((!c.bTransposed && !c.splitA && !c.actGrad) ||
+         c.kind == MmaGemmConfig::Kind::rowGrad);
+  SmallVector<Type> args;
+  if (c.kind == MmaGemmConfig::Kind::rowGrad)
+    args = {flat(T), flat(i32), flat(T), flat(i32), flat(i32), flat(T), flat(T),
+            flat(f32), ix, ix, flat(T), flat(T), flat(T)};
+  else if (c.kind == MmaGemmConfig::Kind::weightGrad)
+    args = {flat(T), flat(i32), flat(T), flat(T), flat(f32), flat(f32), ix, ix, ix};
+  else
+    args = {flat(T),   flat(i32), gemm1 ? flat(i32) : flat(f32),
+            flat(i32), flat(i32), flat(T),
+            flat(T),   gemm1 || !c.outF32 ? flat(T) : flat(f32),
+            ix,        ix};
   assert((!c.combine || (!gemm1 && c.outF32)) && "the combine sums gemm2's f32 rows");
   assert((!c.shared || c.combine) && "the shared output goes with the combine");
   if (c.combine) {

@@ -80,6 +80,8 @@ constexpr int64_t kMmaStagesM16 = 4;
 constexpr int64_t kSplitKTargetBlocks = 512;
 constexpr int64_t kSplitKMinTiles = 8;
 constexpr int64_t kMmaPad = 8;        // shared-memory row padding (elements)
+/// The rows of C (A's columns) per block of the weight-gradient GEMMs.
+constexpr int64_t kMmaWeightGradTileM = 64;
 constexpr int64_t kMmaGroupM = 8;     // M-tiles per group of the tile order
 
 /// The element type of the tensor-core GEMMs' operands.
@@ -88,7 +90,12 @@ enum class MmaElt { bf16, f16 };
 /// One tensor-core GEMM kernel variant. Its name encodes it (name() and
 /// parse() are inverse), so test passes can build a kernel from its name.
 struct MmaGemmConfig {
-  enum class Kind { gemm1, gemm2 };
+  /// gemm1 and gemm2: the forward's two GEMMs. rowGrad and weightGrad: the
+  /// backward's (docs/gpu.md, "Tensor cores in the backward"): a row GEMM
+  /// over the plan's tiles (the recomputed z, dH with the activation's
+  /// backward in its epilogue, dX through the transposed weights) and a
+  /// variable-K weight gradient over each group's rows.
+  enum class Kind { gemm1, gemm2, rowGrad, weightGrad };
   Kind kind = Kind::gemm1;
   MmaElt elt = MmaElt::bf16;
   int64_t tileM = 64; // the routing plan's tile: 16, 32, 64, or 128 (wgmma)
@@ -134,6 +141,20 @@ struct MmaGemmConfig {
   /// epilogue (docs/gpu.md, "Split-K"). Extra arguments after all others:
   /// (workspace:f32, counters:i32, counterBase, S).
   bool splitK = false;
+  /// rowGrad: B is the transpose of the expert's matrix W[g] ([N, K] in
+  /// memory, k-contiguous rows: staged as n rows, read by ldmatrix without
+  /// .trans).
+  bool bTransposed = false;
+  /// rowGrad: A is an f32 operand given as two bf16 terms, hi = bf16(a) and
+  /// lo = bf16(a - hi) (splitF32 of Kernels.h), both staged; every B
+  /// fragment meets both (two mma.sync per step, hi first). The sum of the
+  /// two terms is a to within 2^-16 |a|, and their products with bf16
+  /// values are exact in f32. weightGrad's B (the f32 cotangent rows) is
+  /// always given that way.
+  bool splitA = false;
+  /// rowGrad: the epilogue is EpilogueStep::activationGrad of `act`: C
+  /// holds z, the split dZ and h (bf16) are written (MmaGemm.h, buildMmaGemm).
+  bool actGrad = false;
   /// cp.async pipeline stages; 0: the default (defaultStages()). A
   /// non-default value is part of the name (`_s<N>`).
   int64_t stages = 0;
@@ -151,12 +172,28 @@ struct MmaGemmConfig {
   /// Elements per row of a stage in shared memory: mma.sync pads rows by
   /// kMmaPad (ldmatrix without bank conflicts), wgmma's core matrices are
   /// dense.
-  int64_t aStride() const { return wgmma ? kMmaTileK : kMmaTileK + kMmaPad; }
-  int64_t bStride() const { return wgmma ? kMmaTileN : kMmaTileN + kMmaPad; }
-  /// Elements of one stage of A (tileM x kMmaTileK) and of B (kMmaTileK x
-  /// kMmaTileN, all parts).
-  int64_t aStageElems() const { return tileM * aStride(); }
-  int64_t bStageElems() const { return kMmaTileK * bStride(); }
+  /// weightGrad stages A^T k-major (kMmaTileK rows of tileM m), rowGrad
+  /// with bTransposed stages B n-major (kMmaTileN rows of kMmaTileK k).
+  int64_t aStride() const {
+    if (kind == Kind::weightGrad)
+      return tileM + kMmaPad;
+    return wgmma ? kMmaTileK : kMmaTileK + kMmaPad;
+  }
+  int64_t bStride() const {
+    if (bTransposed)
+      return kMmaTileK + kMmaPad;
+    return wgmma ? kMmaTileN : kMmaTileN + kMmaPad;
+  }
+  /// Elements of one term of a stage of A (tileM x kMmaTileK) and of B
+  /// (kMmaTileK x kMmaTileN, all parts); a split operand's stage holds two
+  /// (hi, then lo).
+  int64_t aTermElems() const {
+    return (kind == Kind::weightGrad ? kMmaTileK : tileM) * aStride();
+  }
+  int64_t bTermElems() const { return (bTransposed ? kMmaTileN : kMmaTileK) * bStride(); }
+  bool splitB() const { return kind == Kind::weightGrad; }
+  int64_t aStageElems() const { return aTermElems() * (splitA ? 2 : 1); }
+  int64_t bStageElems() const { return bTermElems() * (splitB() ? 2 : 1); }
   /// Every shared buffer of the kernel is a view of its dynamic shared
   /// memory (`gpu.dynamic_shared_memory` + `memref.view`), at these byte
   /// offsets (-1: absent); `bytes` is what the kernel's launches ask for
@@ -192,6 +229,11 @@ struct MmaGemmConfig {
   /// wgmma, stages, split-K) and the shared-expert fold stay at their
   /// defaults.
   static MmaGemmConfig of(const GroupedGemmDesc &desc);
+  /// The backward's variant that computes `desc`: a row GEMM (bf16 B; A
+  /// bf16, or f32 taken as split terms; f32 C) or a weight gradient (bf16
+  /// A, f32 B taken as split terms, f32 C). nullopt when no tensor-core
+  /// variant computes it (f16: an f32 cotangent does not fit f16's range).
+  static std::optional<MmaGemmConfig> ofBackward(const GroupedGemmDesc &desc);
   /// What this variant computes (the inverse of `of`).
   GroupedGemmDesc desc(MLIRContext *ctx) const;
 };
@@ -216,6 +258,18 @@ std::optional<MmaElt> mmaEltOf(Type type);
 /// counterBase, S) follow; grid (ceil(N / tileN), maxTiles, S); the tile
 /// counters must be 0 at the launch (the last block of a tile leaves its
 /// counter at S: the align kernel zeroes them every call).
+/// rowGrad: (a:T, sorted:i32, aLo:T, tileExpert:i32, numTiles:i32, w:T,
+/// b:T, c:f32, K, N, h:T, dzHi:T, dzLo:T); grid (ceil(N / kMmaTileN),
+/// maxTiles). Row r = sorted[p] of A (a, and aLo with splitA) gives row r of
+/// C: c[r, n] = A[r] B[:, n] (+ b[g, n]); with actGrad, c holds z ([R, 2N]
+/// gated, else [R, N]) and the epilogue writes dZ as two terms into dzHi
+/// and dzLo (z's shape) and h[r, n] (T). The unused buffers may be any of
+/// their type.
+/// weightGrad: (a:T, offsets:i32 [G+1], bHi:T, bLo:T, c:f32 [G, M, N],
+/// bias:f32 [G, N], M, N, numRows); grid (ceil(N / kMmaTileN), ceil((M +
+/// bias) / tileM), G): c[g] = A[rows of g]^T B[rows of g], summed over the
+/// group's rows in k-tiles of kMmaTileK; with `bias` row M of the product
+/// (a column of ones in A) is bias[g].
 /// maxTiles blocks of the y dimension are the plan's tiles of tileM rows.
 /// With `foldShared`, gemm1: (s1:T [D, Ws], hs:T [>= ceil(T/tileM) tileM, Hs],
 /// Hs, T) follow and the grid is (ceil(max(H, Hs) / tileN), ceil(T/tileM) +

@@ -7,18 +7,21 @@
 // checked variants (index checks, then moeRuntimeIndexError); a gradient
 // --moe-generate-vjp wrote (last split) needs none.
 
-// The expert FFN's backward: z = rows W1 + b1 (grid (ceil(96/64), maxTiles)),
-// dH = dOut W2^T with the activation's backward turning z into dZ and writing
-// h, dW2 = h^T dOut and dW1 = rows^T dZ (grid (ceil(N/64), ceil((M+1)/64), E):
-// the bias gradient is the row of ones), dRows = dZ W1^T.
+// The expert FFN's backward, bf16 on tensor cores (MmaGemm.h, rowGrad and
+// weightGrad; the f32 cotangents as two bf16 terms): dOut split into its
+// terms; z = rows W1 + b1 (grid (ceil(96/128), maxTiles), 128 threads); dH =
+// dOut W2^T with the activation's backward turning z into dZ's terms and
+// writing h; dRows = dZ W1^T; dW2 = h^T dOut and dW1 = rows^T dZ (grid
+// (ceil(N/128), ceil((M+1)/64), E): the bias gradient is the row of ones).
 // CHECK-LABEL: func.func @expert_ffn_grad
 // CHECK:       call @__moe_launch_moe_tile_map_checked_kernel(
 // CHECK:       gpu.memset [[DROWS:%[a-z0-9_]+]], %{{[a-z0-9_]+}} : memref<?xf32>, f32
-// CHECK:       call @__moe_launch_moe_bwd_gemm_kernel_bias_bf16(%c2, %c8, %c1, %c256, %c1, %c1, [[ROWS:%[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[Z:%[a-z0-9_]+]], %{{[a-z0-9_]+}}, %c32, %c96, %c16)
-// CHECK-NEXT:  call @__moe_launch_moe_bwd_gemm_kernel_bt_actgrad_swiglu_h_bf16_f32_bf16(%c1, %c8, %c1, %c256, %c1, %c1, [[DOUT:%[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[Z]], [[H:%[a-z0-9_]+]], %c32, %c48, %c16)
-// CHECK-NEXT:  call @__moe_launch_moe_wgrad_gemm_kernel_bias(%c1, %c1, %c4, %c256, %c1, %c1, [[H]], [[OFF:%[a-z0-9_]+]], [[DOUT]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c48, %c32, %c64)
-// CHECK-NEXT:  call @__moe_launch_moe_wgrad_gemm_kernel_bias_bf16(%c2, %c1, %c4, %c256, %c1, %c1, [[ROWS]], [[OFF]], [[Z]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c32, %c96, %c64)
-// CHECK-NEXT:  call @__moe_launch_moe_bwd_gemm_kernel_bt_f32_bf16(%c1, %c8, %c1, %c256, %c1, %c1, [[Z]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[DROWS]], %{{[a-z0-9_]+}}, %c96, %c32, %c16)
+// CHECK:       call @__moe_launch_moe_split_terms_kernel_bf16(%c8, %c1, %c1, %c256, %c1, %c1, [[DOUT:%[a-z0-9_]+]], [[DOHI:%[a-z0-9_]+]], [[DOLO:%[a-z0-9_]+]], %c2048)
+// CHECK-NEXT:  call @__moe_launch_moe_mma_rowgrad_bias_bf16_m16(%c1, %c8, %c1, %c128, %c1, %c1, [[ROWS:%[a-z0-9_]+]], %{{[a-z0-9_]+}}, [[ROWS]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[Z:%[a-z0-9_]+]], %c32, %c96, [[H:%[a-z0-9_]+]], [[DZHI:%[a-z0-9_]+]], [[DZLO:%[a-z0-9_]+]])
+// CHECK-NEXT:  call @__moe_launch_moe_mma_rowgrad_bt_split_actgrad_swiglu_bf16_m16(%c1, %c8, %c1, %c128, %c1, %c1, [[DOHI]], %{{[a-z0-9_]+}}, [[DOLO]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[Z]], %c32, %c48, [[H]], [[DZHI]], [[DZLO]])
+// CHECK-NEXT:  call @__moe_launch_moe_mma_rowgrad_bt_split_bf16_m16(%c1, %c8, %c1, %c128, %c1, %c1, [[DZHI]], %{{[a-z0-9_]+}}, [[DZLO]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, [[DROWS]], %c96, %c32,
+// CHECK-NEXT:  call @__moe_launch_moe_mma_wgrad_bias_bf16_m64(%c1, %c1, %c4, %c128, %c1, %c1, [[H]], [[OFF:%[a-z0-9_]+]], [[DOHI]], [[DOLO]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c48, %c32, %c64)
+// CHECK-NEXT:  call @__moe_launch_moe_mma_wgrad_bias_bf16_m64(%c1, %c1, %c4, %c128, %c1, %c1, [[ROWS]], [[OFF]], [[DZHI]], [[DZLO]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %c32, %c96, %c64)
 // CHECK:       func.call @moeRuntimeIndexError
 // CHECK-NOT:   moe.expert_ffn_grad
 func.func @expert_ffn_grad(%rows: tensor<64x32xbf16>, %off: tensor<5xi32>, %dout: tensor<64x32xf32>,

@@ -22,12 +22,13 @@
 // difference is a wrong fragment, address, stage or tail.
 //
 // REQUIRES: openmp-runtime
-// RUN: moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.bf16.ll.mlir
+// RUN: cat %s %S/Inputs/mma-plan.mlir > %t.src.mlir
+// RUN: moe-opt %t.src.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.bf16.ll.mlir
 // RUN: mlir-runner %t.bf16.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.bf16.ref
 // RUN: mlir-runner %t.bf16.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.bf16.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.bf16.gpu | FileCheck %s
 // The same cases in f16.
-// RUN: sed -e 's/bf16/f16/g' %s > %t.f16.mlir
+// RUN: sed -e 's/bf16/f16/g' %t.src.mlir > %t.f16.mlir
 // RUN: moe-opt %t.f16.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.f16.ll.mlir
 // RUN: mlir-runner %t.f16.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.f16.ref
 // RUN: mlir-runner %t.f16.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.f16.gpu
@@ -37,7 +38,7 @@
 // core-matrix stages, matrix descriptors, wgmma.mma_async m64n128k16;
 // emulated from the PTX ISA layouts, WarpLayouts.h); cases 3, 4 and 6 keep
 // their 16- and 32-row mma.sync kernels. Same plain loops, bit for bit.
-// RUN: sed -e 's/_m64\([(}]\)/_m64_wgmma\1/g' %s > %t.wgmma.mlir
+// RUN: sed -e 's/_m64\([(}]\)/_m64_wgmma\1/g' %t.src.mlir > %t.wgmma.mlir
 // RUN: moe-opt %t.wgmma.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.wgmma.ll.mlir
 // RUN: mlir-runner %t.wgmma.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.wgmma.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.wgmma.gpu | FileCheck %s
@@ -48,7 +49,7 @@
 // rows (expert 0's 150 rows are a full tile and a 22-row tile, 4 tiles and
 // 3 inactive ones), the blocks 256 threads; the plain loops of case 7 read
 // h at that plan's padded positions. Bit for bit again.
-// RUN: sed -e 's/_m64\([(}]\)/_m128_wgmma\1/g' -e '/_m128_wgmma(%%gx/s/%%c1, %%c128, %%c1, %%c1,/%%c1, %%c256, %%c1, %%c1,/' -e 's/%%c32, %%c64 : index/%%c32, %%c128 : index/' -e 's/%%c16, %%c64 : index/%%c16, %%c128 : index/' -e 's/@ref2(%%H24, %%D40, %%c64,/@ref2(%%H24, %%D40, %%c128,/' %s > %t.m128.mlir
+// RUN: sed -e 's/_m64\([(}]\)/_m128_wgmma\1/g' -e '/_m128_wgmma(%%gx/s/%%c1, %%c128, %%c1, %%c1,/%%c1, %%c256, %%c1, %%c1,/' -e 's/%%c32, %%c64 : index/%%c32, %%c128 : index/' -e 's/%%c16, %%c64 : index/%%c16, %%c128 : index/' -e 's/@ref2(%%H24, %%D40, %%c64,/@ref2(%%H24, %%D40, %%c128,/' %t.src.mlir > %t.m128.mlir
 // RUN: moe-opt %t.m128.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.m128.ll.mlir
 // RUN: mlir-runner %t.m128.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.m128.ref
 // RUN: mlir-runner %t.m128.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.m128.gpu
@@ -86,114 +87,11 @@
 // M128: nvvm.wgmma.mma_async
 // M128-LABEL: gpu.func @moe_mma_gemm2_bf16_m128_wgmma(
 
-func.func private @printMemrefF32(memref<*xf32>)
-
 func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm1_gather_swiglu_bias_bf16_m64}
 func.func private @__moe_launch_moe_mma_gemm1_gather_gelu_bias_bf16_m64(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm1_gather_gelu_bias_bf16_m64}
 func.func private @__moe_launch_moe_mma_gemm1_relu_bf16_m32(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm1_relu_bf16_m32}
 func.func private @__moe_launch_moe_mma_gemm2_weighted_bias_bf16_m16_outf32(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xf32>, index, index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm2_weighted_bias_bf16_m16_outf32}
 func.func private @__moe_launch_moe_mma_gemm2_bf16_m64(index, index, index, index, index, index, memref<?xbf16>, memref<?xi32>, memref<?xf32>, memref<?xi32>, memref<?xi32>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, index, index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm2_bf16_m64}
-
-// Rows: 167 assignments, expert e owns a contiguous run (150, 7, 10).
-func.func @count(%e: index) -> index {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %n0 = arith.constant 150 : index
-  %n1 = arith.constant 7 : index
-  %n2 = arith.constant 10 : index
-  %is0 = arith.cmpi eq, %e, %c0 : index
-  %is1 = arith.cmpi eq, %e, %c1 : index
-  %a = arith.select %is1, %n1, %n2 : index
-  %r = arith.select %is0, %n0, %a : index
-  return %r : index
-}
-
-/// n values sin(i * freq) * scale, rounded to bf16.
-func.func @fill(%n: index, %freq: f32, %scale: f32) -> memref<?xbf16> {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %m = memref.alloc(%n) : memref<?xbf16>
-  scf.for %i = %c0 to %n step %c1 {
-    %ii = arith.index_cast %i : index to i64
-    %f = arith.sitofp %ii : i64 to f32
-    %g = arith.mulf %f, %freq : f32
-    %s = math.sin %g : f32
-    %v = arith.mulf %s, %scale : f32
-    %t = arith.truncf %v : f32 to bf16
-    memref.store %t, %m[%i] : memref<?xbf16>
-  }
-  return %m : memref<?xbf16>
-}
-
-func.func @fillF32(%n: index, %freq: f32) -> memref<?xf32> {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %m = memref.alloc(%n) : memref<?xf32>
-  scf.for %i = %c0 to %n step %c1 {
-    %ii = arith.index_cast %i : index to i64
-    %f = arith.sitofp %ii : i64 to f32
-    %g = arith.mulf %f, %freq : f32
-    %s = math.cos %g : f32
-    memref.store %s, %m[%i] : memref<?xf32>
-  }
-  return %m : memref<?xf32>
-}
-
-/// The routing plan for tiles of %tm rows: sorted (padded position -> row
-/// or -1), tileExpert, numTiles, and per row its position and expert. Three
-/// inactive tiles follow the used ones (maxTiles = numTiles + 3).
-func.func @plan(%tm: index) -> (memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xindex>, memref<?xindex>, index) {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c3 = arith.constant 3 : index
-  %R = arith.constant 167 : index
-  %m1 = arith.constant -1 : i32
-  %z = arith.constant 0 : i32
-  %used = scf.for %e = %c0 to %c3 step %c1 iter_args(%t = %c0) -> index {
-    %n = func.call @count(%e) : (index) -> index
-    %k = arith.ceildivui %n, %tm : index
-    %t2 = arith.addi %t, %k : index
-    scf.yield %t2 : index
-  }
-  %maxTiles = arith.addi %used, %c3 : index
-  %pMax = arith.muli %maxTiles, %tm : index
-  %sorted = memref.alloc(%pMax) : memref<?xi32>
-  %tileExpert = memref.alloc(%maxTiles) : memref<?xi32>
-  %numTiles = memref.alloc(%c1) : memref<?xi32>
-  %pos = memref.alloc(%R) : memref<?xindex>
-  %exOf = memref.alloc(%R) : memref<?xindex>
-  scf.for %p = %c0 to %pMax step %c1 {
-    memref.store %m1, %sorted[%p] : memref<?xi32>
-  }
-  scf.for %t = %c0 to %maxTiles step %c1 {
-    memref.store %z, %tileExpert[%t] : memref<?xi32>
-  }
-  %r1:2 = scf.for %e = %c0 to %c3 step %c1 iter_args(%pbase = %c0, %rbase = %c0) -> (index, index) {
-    %n = func.call @count(%e) : (index) -> index
-    %ei = arith.index_cast %e : index to i32
-    scf.for %j = %c0 to %n step %c1 {
-      %p = arith.addi %pbase, %j : index
-      %r = arith.addi %rbase, %j : index
-      %ri = arith.index_cast %r : index to i32
-      memref.store %ri, %sorted[%p] : memref<?xi32>
-      memref.store %p, %pos[%r] : memref<?xindex>
-      memref.store %e, %exOf[%r] : memref<?xindex>
-    }
-    %k = arith.ceildivui %n, %tm : index
-    %t0 = arith.divui %pbase, %tm : index
-    scf.for %t = %c0 to %k step %c1 {
-      %ti = arith.addi %t0, %t : index
-      memref.store %ei, %tileExpert[%ti] : memref<?xi32>
-    }
-    %kp = arith.muli %k, %tm : index
-    %pnext = arith.addi %pbase, %kp : index
-    %rnext = arith.addi %rbase, %n : index
-    scf.yield %pnext, %rnext : index, index
-  }
-  %nt = arith.index_cast %used : index to i32
-  memref.store %nt, %numTiles[%c0] : memref<?xi32>
-  return %sorted, %tileExpert, %numTiles, %pos, %exOf, %maxTiles : memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?xindex>, memref<?xindex>, index
-}
 
 /// sourceRows: assignment r reads token r / 2.
 func.func @sources() -> memref<?xi32> {
@@ -278,12 +176,6 @@ func.func @biasAt(%b: memref<?xbf16>, %hasBias: i1, %e: index, %col: index, %W: 
     scf.yield %z : f32
   }
   return %r : f32
-}
-
-func.func @print(%m: memref<?xf32>) {
-  %u = memref.cast %m : memref<?xf32> to memref<*xf32>
-  func.call @printMemrefF32(%u) : (memref<*xf32>) -> ()
-  return
 }
 
 // Inputs of a case: x [84 tokens, D] (or the 167 dispatched rows when not
@@ -416,19 +308,6 @@ func.func @gatherRows(%h: memref<?xbf16>, %pos: memref<?xindex>, %H: index) -> m
       %l = arith.addi %k, %n : index
       memref.store %f, %out[%l] : memref<?xf32>
     }
-  }
-  return %out : memref<?xf32>
-}
-
-func.func @toF32(%m: memref<?xbf16>) -> memref<?xf32> {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %n = memref.dim %m, %c0 : memref<?xbf16>
-  %out = memref.alloc(%n) : memref<?xf32>
-  scf.for %i = %c0 to %n step %c1 {
-    %v = memref.load %m[%i] : memref<?xbf16>
-    %f = arith.extf %v : bf16 to f32
-    memref.store %f, %out[%i] : memref<?xf32>
   }
   return %out : memref<?xf32>
 }
