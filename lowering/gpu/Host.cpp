@@ -763,6 +763,9 @@ void Host::ffnBackwardMma(Value rows, Value offsets, const Plan &plan, const Exp
                        Value c, Value K, Value cols) {
       MmaGemmConfig config = *MmaGemmConfig::ofBackward(desc);
       config.tileM = tileM;
+      // sm_90a: the 64-row tiles on wgmma, as the forward's.
+      config.wgmma = this->config.usesWgmma() && tileM >= warp_layout::Wgmma::M;
+      config.wgmmaGroupsInFlight = this->config.getGroupsInFlight();
       launch(buildMmaGemm(lib.getModule(), config), {blocks(cols, kMmaTileN), plan.maxTiles},
              config.threads(),
              {a, plan.sorted, aLo, plan.tileExpert, plan.numTiles, w, bias ? bias : w, c, K, cols,
@@ -782,6 +785,8 @@ void Host::ffnBackwardMma(Value rows, Value offsets, const Plan &plan, const Exp
     MmaGemmConfig config = *MmaGemmConfig::ofBackward(expertWeightGradient(false, t, f32, f32));
     config.tileM = kMmaWeightGradTileM;
     config.bias = bias != nullptr;
+    config.wgmma = this->config.usesWgmma();
+    config.wgmmaGroupsInFlight = this->config.getGroupsInFlight();
     Value rowsOfC = bias ? e.addi(M, e.idx(1)) : M;
     launch(buildMmaGemm(lib.getModule(), config),
            {blocks(cols, kMmaTileN), blocks(rowsOfC, kMmaWeightGradTileM), E}, config.threads(),

@@ -211,7 +211,7 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
             }
         // The backward's kinds (mma.sync only, no split-K).
         for (bool bT : {false, true})
-          if (!wgmma && !splitK)
+          if (!splitK)
           for (bool split : {false, true})
             for (uint32_t a = 0; a <= getMaxEnumValForActivation() + 1; ++a) {
               c = MmaGemmConfig();
@@ -221,6 +221,7 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
               c.wgmma = wgmma;
               c.splitK = splitK;
               c.stages = stages;
+              c.wgmmaGroupsInFlight = inFlight;
               c.kind = Kind::rowGrad;
               c.bTransposed = bT;
               c.splitA = split;
@@ -233,7 +234,8 @@ std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
         c.bTransposed = c.splitA = c.actGrad = false;
         c.act = Activation::relu;
         c.kind = Kind::weightGrad;
-        if (!wgmma && !splitK && c.name() == fullName)
+        c.wgmma = wgmma;
+        if (!splitK && c.name() == fullName)
           return c;
         c = MmaGemmConfig();
         c.wgmma = wgmma;
@@ -463,6 +465,16 @@ Value MmaGemmBuilder::planRowOf(Value p) {
 // bytes; B MN-major, core (n/8, k/8) at ((k/8) * kMmaTileN/8 + n/8) * 64, so
 // SBO = 128 bytes and LBO = kMmaTileN * 16 bytes.
 Value MmaGemmBuilder::aIndex(Value r, Value k) {
+  if (c.kind == MmaGemmConfig::Kind::weightGrad) {
+    // A^T k-major. wgmma: the MN-major canonical layout, core (m/8, k/8) at
+    // ((k/8) * tileM/8 + m/8) * 64, its rows 8 consecutive m of one k: SBO =
+    // 128 bytes, LBO = tileM * 16 bytes, as for the K-major A.
+    if (!c.wgmma)
+      return e.addi(e.muli(k, idx(g.aStride)), r);
+    Value core = e.addi(e.muli(e.divui(k, idx(8)), idx(g.tileM / 8)), e.divui(r, idx(8)));
+    return e.addi(e.addi(e.muli(core, idx(64)), e.muli(e.remui(k, idx(8)), idx(8))),
+                  e.remui(r, idx(8)));
+  }
   if (!c.wgmma)
     return e.addi(e.muli(r, idx(g.aStride)), k);
   Value core = e.addi(e.muli(e.divui(k, idx(8)), idx(g.tileM / 8)), e.divui(r, idx(8)));
@@ -472,7 +484,16 @@ Value MmaGemmBuilder::aIndex(Value r, Value k) {
 
 Value MmaGemmBuilder::bIndex(Value k, Value n) {
   if (!c.wgmma)
-    return e.addi(e.muli(k, idx(g.bStride)), n);
+    return c.bTransposed ? e.addi(e.muli(n, idx(g.bStride)), k)
+                         : e.addi(e.muli(k, idx(g.bStride)), n);
+  if (c.bTransposed) {
+    // K-major B (B = W^T): core (n/8, k/8) at ((k/8) * kMmaTileN/8 + n/8) *
+    // 64, its rows 8 consecutive k of one n: SBO = 128 bytes, LBO =
+    // kMmaTileN * 16 bytes, as for the MN-major B.
+    Value core = e.addi(e.muli(e.divui(k, idx(8)), idx(kMmaTileN / 8)), e.divui(n, idx(8)));
+    return e.addi(e.addi(e.muli(core, idx(64)), e.muli(e.remui(n, idx(8)), idx(8))),
+                  e.remui(k, idx(8)));
+  }
   Value core = e.addi(e.muli(e.divui(k, idx(8)), idx(kMmaTileN / 8)), e.divui(n, idx(8)));
   return e.addi(e.addi(e.muli(core, idx(64)), e.muli(e.remui(k, idx(8)), idx(8))),
                 e.remui(n, idx(8)));
@@ -554,7 +575,7 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
         Value k = e.addi(k0, kr), m = e.addi(rowBase, mc);
         Value kOk = e.ult(k, K);
         Value srcIndex = e.addi(e.muli(e.addi(first, e.select(kOk, k, idx(0))), M), m);
-        Value dstIndex = e.addi(aBase, e.addi(e.muli(kr, idx(g.aStride)), mc));
+        Value dstIndex = e.addi(aBase, aIndex(mc, kr));
         // The chunk holding column M of the ones takes the element path
         // (cp.async cannot write them; the other chunks are A's or zeros).
         Value async = aligned;
@@ -587,8 +608,7 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
       Value kOk = e.ult(k, K);
       Value srcIndex = e.addi(e.muli(e.addi(first, e.select(kOk, k, idx(0))), N), n);
       for (auto [buf, off] : terms(Bw, bLo, true, g.bTerm)) {
-        Value dstIndex =
-            e.addi(bBase, e.addi(idx(off), e.addi(e.muli(kr, idx(g.bStride)), nc)));
+        Value dstIndex = e.addi(bBase, e.addi(idx(off), bIndex(kr, nc)));
         copy(buf, srcIndex, bSmem, dstIndex, e.andi(kOk, e.ult(n, N)),
              [&](IRB &e, Value h) { return e.andi(kOk, e.ult(e.addi(n, h), N)); });
       }
@@ -631,7 +651,7 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
       Value n = e.addi(n0, nr), k = e.addi(k0, kc);
       Value nOk = e.ult(n, N);
       Value srcIndex = e.addi(wBase, e.addi(e.muli(e.select(nOk, n, idx(0)), K), k));
-      Value dstIndex = e.addi(bBase, e.addi(e.muli(nr, idx(g.bStride)), kc));
+      Value dstIndex = e.addi(bBase, bIndex(kc, nr));
       copy(Bw, srcIndex, bSmem, dstIndex, e.andi(nOk, e.ult(k, K)),
            [&](IRB &e, Value h) { return e.andi(nOk, e.ult(e.addi(k, h), K)); });
     }
@@ -783,10 +803,23 @@ Value MmaGemmBuilder::computeStageWgmma(Value stage, Value acc) {
   // This thread's warpgroup reads the A rows 64 v .. 64 v + 63 of the
   // stage (the same B for both warpgroups of a 128-row tile).
   Value firstRow = e.muli(e.divui(tid, idx(W::kWarpgroupSize)), idx(W::M));
-  for (int64_t kk = 0; kk < kMmaTileK; kk += W::K) {
-    Value aOff = e.muli(e.addi(e.muli(stage, idx(g.aStage())), aIndex(firstRow, idx(kk))),
+  // B MN-major ("row": transposed) from a [k][n] stage, K-major ("col")
+  // from the n-major stage of a transposed B; a split A's two terms are two
+  // wgmmas of the same k16 step on the same B (hi first).
+  // The weight gradient's A^T is MN-major ("col": transposed) and its B's
+  // two terms two wgmmas of each step on the same A.
+  NVVM::MMALayout layoutB = c.bTransposed ? NVVM::MMALayout::col : NVVM::MMALayout::row;
+  NVVM::MMALayout layoutA = c.kind == MmaGemmConfig::Kind::weightGrad ? NVVM::MMALayout::col
+                                                                      : NVVM::MMALayout::row;
+  const int64_t aTerms = c.splitA ? 2 : 1, bTerms = c.splitB() ? 2 : 1;
+  for (int64_t kk = 0; kk < kMmaTileK; kk += W::K)
+    for (int64_t term = 0; term < aTerms * bTerms; ++term) {
+    int64_t ta = term / bTerms, tb = term % bTerms;
+    Value aOff = e.muli(e.addi(e.muli(stage, idx(g.aStage())),
+                               e.addi(idx(ta * g.aTerm), aIndex(firstRow, idx(kk)))),
                         idx(eltBytes));
-    Value bOff = e.muli(e.addi(e.muli(stage, idx(g.bStage())), bIndex(idx(kk), idx(0))),
+    Value bOff = e.muli(e.addi(e.muli(stage, idx(g.bStage())),
+                               e.addi(idx(tb * g.bTerm), bIndex(idx(kk), idx(0)))),
                         idx(eltBytes));
     Value descA = descriptor(aSmem, aOff, /*lbo=*/g.tileM * W::kCoreRowBytes,
                              /*sbo=*/W::kCoreRows * W::kCoreRowBytes);
@@ -800,9 +833,9 @@ Value MmaGemmBuilder::computeStageWgmma(Value stage, Value acc) {
         NVVM::WGMMAScaleOutAttr::get(ctx, NVVM::WGMMAScaleOut::one),
         NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
         NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
-        NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
-        NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row), NVVM::MMAIntOverflowAttr());
-  }
+        NVVM::MMALayoutAttr::get(ctx, layoutA),
+        NVVM::MMALayoutAttr::get(ctx, layoutB), NVVM::MMAIntOverflowAttr());
+    }
   NVVM::WgmmaGroupSyncAlignedOp::create(b);
   NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(c.wgmmaGroupsInFlight));
   return acc;
@@ -1276,9 +1309,10 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
   bool gemm1 = c.kind == MmaGemmConfig::Kind::gemm1;
   [[maybe_unused]] bool backward = c.kind == MmaGemmConfig::Kind::rowGrad ||
                   c.kind == MmaGemmConfig::Kind::weightGrad;
-  assert((!backward || (c.elt == MmaElt::bf16 && !c.wgmma && !c.splitK && !c.foldShared &&
-                        !c.combine && c.tileM <= 64)) &&
-         "the backward's tensor-core GEMMs are bf16 mma.sync kernels");
+  assert((!backward ||
+          (c.elt == MmaElt::bf16 && !c.splitK && !c.foldShared && !c.combine &&
+           (c.kind == MmaGemmConfig::Kind::rowGrad || (c.wgmma ? c.tileM == 64 : c.tileM <= 64)))) &&
+         "the backward's tensor-core GEMMs are bf16 kernels (the weight gradient: 64-row wgmma tiles)");
   assert((!c.bTransposed && !c.splitA && !c.actGrad) ||
          c.kind == MmaGemmConfig::Kind::rowGrad);
   SmallVector<Type> args;

@@ -176,12 +176,12 @@ struct MmaGemmConfig {
   /// with bTransposed stages B n-major (kMmaTileN rows of kMmaTileK k).
   int64_t aStride() const {
     if (kind == Kind::weightGrad)
-      return tileM + kMmaPad;
+      return wgmma ? tileM : tileM + kMmaPad;
     return wgmma ? kMmaTileK : kMmaTileK + kMmaPad;
   }
   int64_t bStride() const {
     if (bTransposed)
-      return kMmaTileK + kMmaPad;
+      return wgmma ? kMmaTileK : kMmaTileK + kMmaPad;
     return wgmma ? kMmaTileN : kMmaTileN + kMmaPad;
   }
   /// Elements of one term of a stage of A (tileM x kMmaTileK) and of B

@@ -37,6 +37,24 @@
 // RUN:   moe-opt %t.src.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
 // RUN:   | mlir-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.shuffled.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.ref %t.shuffled.gpu | FileCheck %s
+// The 64-row kernels on sm_90a's wgmma (the stages in the canonical
+// core-matrix layouts: B = W^T K-major for the row GEMMs, A^T MN-major for
+// the weight gradients; a split operand's terms two wgmmas of each k16
+// step): the same bits.
+// RUN: sed -e 's/grad\(_[a-z0-9_]*\)\{0,1\}_m64\([(}]\)/grad\1_m64_wgmma\2/g' %t.src.mlir > %t.wgmma.mlir
+// RUN: moe-opt %t.wgmma.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN:   | mlir-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.wgmma.gpu
+// RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.ref %t.wgmma.gpu | FileCheck %s
+// RUN: moe-opt %t.wgmma.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=WGMMA
+// WGMMA-LABEL: gpu.func @moe_mma_rowgrad_bt_split_bf16_m64_wgmma(
+// WGMMA: %[[HI:.*]] = nvvm.wgmma.mma_async {{.*}} B[<bf16>, <one>, <col>]
+// WGMMA-NOT: nvvm.wgmma.mma_async
+// WGMMA: nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %[[HI]], {{.*}} B[<bf16>, <one>, <col>]
+// WGMMA-LABEL: gpu.func @moe_mma_wgrad_bias_bf16_m64_wgmma(
+// WGMMA: %[[HI:.*]] = nvvm.wgmma.mma_async {{.*}} A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// WGMMA-NOT: nvvm.wgmma.mma_async
+// WGMMA: nvvm.wgmma.mma_async %{{.*}}, %{{.*}}, %[[HI]], {{.*}} A[<bf16>, <one>, <col>]
+//
 // The kernels' structure: the operands' ldmatrix forms and the two MMAs of
 // a split step.
 // RUN: moe-opt %t.src.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=IR

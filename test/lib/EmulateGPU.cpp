@@ -226,7 +226,8 @@ struct WgSite {
   Operation *op; // only compared, never dereferenced after the issue
   int64_t n;
   Type T;
-  bool bMnMajor, accumulate;
+  // MN-major (transposed) operands: A with layout col, B with layout row.
+  bool aMnMajor, bMnMajor, accumulate;
 };
 
 class WarpOpEmulator {
@@ -240,6 +241,7 @@ public:
     for (NVVM::WgmmaMmaAsyncOp op : wgSites)
       this->wgSites.push_back({op, op.getShape().getN(),
                                operandType(op.getContext(), op.getTypeA()),
+                               op.getLayoutA() == NVVM::MMALayout::col,
                                op.getLayoutB() == NVVM::MMALayout::row,
                                op.getScaleD() == NVVM::WGMMAScaleOut::one});
   }
@@ -570,7 +572,7 @@ private:
           Value col = e.addi(t2, e.addi(e.muli(c8, e.divui(i, c4)), e.remui(i, c2)));
           Value start = op.accumulate ? e.load(wg.acc, e.addi(record, i)) : e.cf32(0.0);
           Value d = e.forLoop(e.idx(0), e.idx(W::K), {start}, [&](IRB &e, Value k, ValueRange acc) {
-            Value av = element(e, a, elementIndex(e, a, /*mnMajor=*/false, row, k));
+            Value av = element(e, a, elementIndex(e, a, op.aMnMajor, row, k));
             Value bv = element(e, bm, elementIndex(e, bm, op.bMnMajor, col, k));
             return SmallVector<Value>{e.addf(acc[0], e.mulf(av, bv))};
           })[0];
@@ -639,10 +641,9 @@ private:
     int64_t n = shape.getN();
     if (shape.getM() != W::M || shape.getK() != W::K || n % 8 != 0 || n / 2 > maxHalfN || !T ||
         op.getTypeB() != op.getTypeA() || op.getTypeD() != NVVM::WGMMATypes::f32 ||
-        op.getScaleA() != NVVM::WGMMAScaleIn::one || op.getScaleB() != NVVM::WGMMAScaleIn::one ||
-        op.getLayoutA() != NVVM::MMALayout::row)
+        op.getScaleA() != NVVM::WGMMAScaleIn::one || op.getScaleB() != NVVM::WGMMAScaleIn::one)
       return op.emitError("host emulation of nvvm.wgmma.mma_async supports m64nNk16 with "
-                          "bf16/f16 operands, f32 accumulators, unscaled, A row-major");
+                          "bf16/f16 operands, f32 accumulators, unscaled");
     int64_t site = llvm::find_if(wgSites, [&](const WgSite &w) { return w.op == op; }) -
                    wgSites.begin();
     std::string name = "#" + std::to_string(site);
@@ -656,16 +657,17 @@ private:
     if (!a.buf || !bm.buf)
       return op.emitError("host emulation of nvvm.wgmma.mma_async: no workgroup buffer of "
                           "the operand type");
+    bool aMnMajor = op.getLayoutA() == NVVM::MMALayout::col;
     bool bMnMajor = op.getLayoutB() == NVVM::MMALayout::row;
     // (c) The operands' generic-proxy writes were fenced by their writers.
-    Value unfenced = e.ori(unfencedIn(e, a, /*mnMajor=*/false, W::M),
+    Value unfenced = e.ori(unfencedIn(e, a, aMnMajor, W::M),
                            unfencedIn(e, bm, bMnMajor, n));
     failUnless(e, module(), e.noti(unfenced),
                          wgError(op, name + " reads shared memory written through the generic "
                                             "proxy (st.shared, cp.async) with no later "
                                             "fence.proxy.async by the writing thread"));
     // The operands are read from now until retirement.
-    markReaders(e, a, /*mnMajor=*/false, W::M, 1);
+    markReaders(e, a, aMnMajor, W::M, 1);
     markReaders(e, bm, bMnMajor, n, 1);
     // The record: site, group, descriptors, input and D at issue.
     Value issued = wgLoad(e, kIssued);
@@ -745,7 +747,7 @@ private:
       e.ifThen(e.eq(site, e.idx(i)), [&](IRB &e) {
         Type T = op.T;
         Operand a = decode(e, T, descA, "A"), bm = decode(e, T, descB, "B");
-        markReaders(e, a, /*mnMajor=*/false, wl::Wgmma::M, -1);
+        markReaders(e, a, op.aMnMajor, wl::Wgmma::M, -1);
         markReaders(e, bm, op.bMnMajor, op.n, -1);
         Value same = computeD(e, op, a, bm, accBase, /*compare=*/true);
         failUnless(e, module(), same,
