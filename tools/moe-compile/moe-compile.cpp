@@ -6,7 +6,8 @@
 // Lowers the public functions of a moe module with --moe-cpu-pipeline
 // (target cpu) or --moe-nvptx-pipeline with device-abi and a fatbin of the
 // cubin (ptxas) and the PTX (target cuda), adds one C entry point per
-// function (the ABI of docs/aot.md: moe_<f>, moe_<f>_signature), emits an
+// function (the ABI of docs/aot.md: moe_<f>, moe_<f>_signature,
+// moe_<f>_result_shapes), emits an
 // object file for the host with LLVM and links LIB.so with ld.lld against
 // libc/libm, the static support archives (runtime/aot) and, for cuda,
 // libMoECudaRuntime.so (RUNPATH $ORIGIN). LIB.so needs no LLVM or MLIR.
@@ -141,6 +142,7 @@ too; --entry=f_vjp where the file has only @f adds and exports that one
 For every exported public function @f, LIB.so exports
   int moe_f(void *const *args, void *const *results, const int64_t *dims, void *stream);
   const char *moe_f_signature(void);
+  const char *moe_f_result_shapes(void);  /* e.g. "$0x16;8": dims[0] x 16, then 8 */
   const char *moe_last_error(void);
 (docs/aot.md). cpu: host buffers; cuda: device buffers and a CUstream, with
 libMoECudaRuntime.so next to LIB.so (RUNPATH $ORIGIN) or on the loader path.
@@ -348,7 +350,8 @@ LogicalResult buildWrapper(ModuleOp module, const Entry &entry, bool cuda) {
                               << " not found";
   std::string exported = "moe_" + fname;
   std::string signatureName = exported + "_signature";
-  for (StringRef taken : {StringRef(exported), StringRef(signatureName)})
+  std::string shapesName = exported + "_result_shapes";
+  for (StringRef taken : {StringRef(exported), StringRef(signatureName), StringRef(shapesName)})
     if (module.lookupSymbol(taken))
       return module.emitError() << "moe-compile: " << entry.name << " would be exported as "
                                 << taken << ", but the module already has a symbol of that name";
@@ -382,6 +385,29 @@ LogicalResult buildWrapper(ModuleOp module, const Entry &entry, bool cuda) {
     std::string text = entry.signature;
     text.push_back('\0');
     Value s = LLVM::createGlobalString(loc, b, "__moe_aot_signature_" + fname, text,
+                                       LLVM::Linkage::Internal);
+    LLVM::ReturnOp::create(b, loc, s);
+  }
+
+  // const char *moe_f_result_shapes(void): every result's sizes, results
+  // separated by ';', sizes by 'x', each a decimal static size or `$i` for
+  // dims[i] (docs/aot.md, "The C ABI").
+  {
+    auto fn = LLVM::LLVMFuncOp::create(b, loc, shapesName, LLVM::LLVMFunctionType::get(ptr, {}));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(fn.addEntryBlock(b));
+    std::string text;
+    for (auto [i, buf] : llvm::enumerate(entry.results)) {
+      if (i > 0)
+        text += ";";
+      for (auto [d, size] : llvm::enumerate(buf.sizes)) {
+        if (d > 0)
+          text += "x";
+        text += size >= 0 ? std::to_string(size) : "$" + std::to_string(-2 - size);
+      }
+    }
+    text.push_back('\0');
+    Value s = LLVM::createGlobalString(loc, b, "__moe_aot_result_shapes_" + fname, text,
                                        LLVM::Linkage::Internal);
     LLVM::ReturnOp::create(b, loc, s);
   }
@@ -785,7 +811,7 @@ int runMain(int argc, char **argv) {
     StringRef n = gv.getName();
     bool isExported = llvm::any_of(exported, [&](const Entry &e) {
       std::string base = "moe_" + e.name.substr(1);
-      return n == base || n == base + "_signature";
+      return n == base || n == base + "_signature" || n == base + "_result_shapes";
     });
     if (!isExported)
       gv.setVisibility(llvm::GlobalValue::HiddenVisibility);

@@ -3,9 +3,10 @@
 result with the .npy moe-run wrote for it (--output; bf16 as exact f32):
 byte-identical, since both run the same lowering on this CPU. Dynamic
 dimensions (`?`) take the saved arguments' sizes (passed as dims in order of
-appearance) and the expected files' for the results. Prints the
-signature, then `result #I: identical (N elements)` or the first
-difference (exit status 1).
+appearance); the results are sized by the library's moe_FUNC_result_shapes
+(a size, or `$i`: dims[i]). Prints the signature and the result shapes,
+then `result #I: identical (N elements)` or the first difference (exit
+status 1).
 Usage: call-vjp.py LIB.so FUNC ARGS_DIR EXPECTED_0.npy EXPECTED_1.npy ..."""
 import ctypes
 import os
@@ -38,8 +39,11 @@ for i, (dims, elt) in enumerate(tensors(ins)):
     sizes += [a.shape[j] for j, d in enumerate(dims) if d == -1]
     dims = [a.shape[j] if d == -1 else d for j, d in enumerate(dims)]
     args.append(np.ascontiguousarray(a.reshape(dims), dtype=ELT[elt]))
-shapes = [[np.load(p, mmap_mode="r").shape[j] if d == -1 else d for j, d in enumerate(dims)]
-          for (dims, _), p in zip(tensors(outs), expected)]
+getattr(lib, "moe_%s_result_shapes" % func).restype = ctypes.c_char_p
+shape_text = getattr(lib, "moe_%s_result_shapes" % func)().decode()
+print(shape_text)
+shapes = [[sizes[int(d[1:])] if d.startswith("$") else int(d) for d in r.split("x") if d]
+          for r in shape_text.split(";")]
 res = [np.full(d, 0x7fc0 if e == "bf16" else np.nan, dtype=ELT[e]) if e in ("f32", "f16", "bf16")
        else np.zeros(d, dtype=ELT[e]) for d, (_, e) in zip(shapes, tensors(outs))]
 if len(res) != len(expected):
