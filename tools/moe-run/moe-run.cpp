@@ -431,6 +431,17 @@ std::optional<std::string> describeType(Type type, ValueInfo &info) {
 // Backends
 //===----------------------------------------------------------------------===//
 
+/// The chip moe-run compiles for on the detected GPU: sm_XY of its compute
+/// capability, except that 9.0 gets sm_90a. The arch-specific instructions of
+/// sm_90a (wgmma.mma_async, docs/gpu.md "wgmma (sm_90a)") run on exactly
+/// compute capability 9.0, which is the device found, so the prefill GEMMs
+/// take wgmma as `moe-compile --chip=sm_90a` does (before, an H100 ran the
+/// sm_90 mma.sync kernels under moe-run). Empty, with `why`, on failure.
+std::string deviceChip(std::string *why) {
+  std::string chip = moeCudaChip(why);
+  return chip == "sm_90" ? "sm_90a" : chip;
+}
+
 /// Chooses the backend for --device. Returns nullptr after printing the
 /// error. `note` receives a line to print once the run starts (auto's choice).
 std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
@@ -455,7 +466,7 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
       fail("--device=cuda: " + ::moe::run::stripRuntimePrefix(why));
       return nullptr;
     }
-    std::string chip = moeCudaChip(&why);
+    std::string chip = deviceChip(&why);
     if (chip.empty()) {
       fail("--device=cuda: " + ::moe::run::stripRuntimePrefix(why));
       return nullptr;
@@ -466,7 +477,7 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   case Device::Auto: {
     std::string why;
     if (moeCudaAvailable(&why)) {
-      std::string chip = moeCudaChip(&why);
+      std::string chip = deviceChip(&why);
       if (!chip.empty()) {
         note = "moe-run: device auto: using cuda (" + moeCudaDeviceName() + ", " +
                chip + ")";
