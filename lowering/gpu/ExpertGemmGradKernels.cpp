@@ -174,19 +174,57 @@ gpu::GPUFuncOp KernelLibrary::weightGradGemm(const GroupedGemmDesc &desc, bool b
       });
 }
 
-gpu::GPUFuncOp KernelLibrary::splitTerms(Type t) {
+gpu::GPUFuncOp KernelLibrary::splitTerms(Type t, bool scaled) {
   MLIRContext *ctx = module.getContext();
-  Type f32 = Float32Type::get(ctx), ix = IndexType::get(ctx);
-  return buildKernel(gpuModule, "moe_split_terms_kernel" + typeSuffix({t}),
-                     {flat(f32), flat(t), flat(t), ix}, {}, kEltThreads,
-                     [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  SmallVector<Type> args{flat(f32), flat(t), flat(t), ix};
+  if (scaled)
+    args.push_back(flat(i32));
+  return buildKernel(gpuModule,
+                     std::string("moe_split_terms") + (scaled ? "_scaled" : "") + "_kernel" +
+                         typeSuffix({t}),
+                     args, {}, kEltThreads, [&](IRB &e, ValueRange a, ArrayRef<BlockArgument>) {
                        Value i = globalThread(e);
+                       Value s = scaled ? e.splitScale(e.load(a[4], e.idx(0))).first : Value();
                        e.ifThen(e.ult(i, a[3]), [&](IRB &e) {
-                         auto [hi, lo] = e.splitTerms(e.load(a[0], i), t);
+                         Value x = e.load(a[0], i);
+                         auto [hi, lo] = e.splitTerms(scaled ? e.mulf(x, s) : x, t);
                          e.store(hi, a[1], i);
                          e.store(lo, a[2], i);
                        });
                      });
+}
+
+gpu::GPUFuncOp KernelLibrary::absMaxBits() {
+  MLIRContext *ctx = module.getContext();
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
+  return buildKernel(
+      gpuModule, "moe_absmax_bits_kernel", {flat(f32), flat(i32), ix},
+      {workgroup(ctx, kEltThreads, i32)}, kEltThreads,
+      [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
+        Value x = a[0], maxBits = a[1], n = a[2], tid = threadId(e);
+        Value stride = e.muli(gpu::GridDimOp::create(e.b, gpu::Dimension::x), e.idx(kEltThreads));
+        Value m = e.forLoop(globalThread(e), n, stride, {e.ci32(0)},
+                            [&](IRB &e, Value i, ValueRange s) {
+                              return SmallVector<Value>{arith::MaxSIOp::create(
+                                  e.b, s[0], e.finiteAbsBits(e.load(x, i)))};
+                            })[0];
+        Value buf = wg[0];
+        e.store(m, buf, tid);
+        barrier(e);
+        for (int64_t half = kEltThreads / 2; half >= 1; half /= 2) {
+          e.ifThen(e.ult(tid, e.idx(half)), [&](IRB &e) {
+            e.store(arith::MaxSIOp::create(e.b, e.load(buf, tid),
+                                           e.load(buf, e.addi(tid, e.idx(half)))),
+                    buf, tid);
+          });
+          barrier(e);
+        }
+        e.ifThen(e.eq(tid, e.idx(0)), [&](IRB &e) {
+          memref::AtomicRMWOp::create(e.b, arith::AtomicRMWKind::maxs, e.load(buf, e.idx(0)),
+                                      maxBits, ValueRange{e.idx(0)});
+        });
+      });
 }
 
 gpu::GPUFuncOp KernelLibrary::combineGrad(Type outType, Type weightsType, bool check) {

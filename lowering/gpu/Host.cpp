@@ -682,7 +682,7 @@ void Host::ffnBackward(Value rows, Value offsets, const Plan &plan, const Expert
   actGrad.roundTo = elt;
   Value W = actGrad.gatedGrad() ? e.muli(x.H, e.idx(2)) : x.H; // columns of W1[e]
   Value E = e.idx(numExperts);
-  if (mmaElt(rows, x, f32, Type()) == MmaElt::bf16)
+  if (mmaElt(rows, x, f32, Type()))
     return ffnBackwardMma(rows, offsets, plan, x, numExperts, dout, N, g);
   Value z = alloc(f32, e.muli(N, W)), hBuf = alloc(f32, e.muli(N, x.H));
   auto rowGemm = [&](const GroupedGemmDesc &desc, Value a, Value w, Value bias, Value c,
@@ -729,10 +729,14 @@ void Host::ffnBackward(Value rows, Value offsets, const Plan &plan, const Expert
 
 void Host::ffnBackwardMma(Value rows, Value offsets, const Plan &plan, const Experts &x,
                           int64_t numExperts, Value dout, Value N, const FFNGrads &g) {
-  // The steps of ffnBackward on bf16 tensor cores (MmaGemm.h, rowGrad and
-  // weightGrad): the f32 cotangents dout and dZ enter as two bf16 terms
-  // each (IRB::splitTerms), h is kept in bf16 (the value GEMM2 read).
+  // The steps of ffnBackward on bf16/f16 tensor cores (MmaGemm.h, rowGrad
+  // and weightGrad): the f32 cotangents dout and dZ enter as two terms of
+  // the data type each (IRB::splitTerms), h is kept in that type (the
+  // value GEMM2 read). f16 terms are those of the cotangent times a power
+  // of two chosen from its largest finite magnitude (scaledSplit), so dZ
+  // is split by its own launches once all of it is known.
   Type f32 = e.f32(), t = eltOf(rows);
+  const bool scaled = t.isF16();
   GemmEpilogue actGrad;
   actGrad.then(EpilogueStep::activationGrad);
   actGrad.activation = x.act;
@@ -743,7 +747,23 @@ void Host::ffnBackwardMma(Value rows, Value offsets, const Plan &plan, const Exp
   Value dzHi = alloc(t, e.muli(N, W)), dzLo = alloc(t, e.muli(N, W));
   Value nD = e.muli(N, x.D);
   Value doHi = alloc(t, nD), doLo = alloc(t, nD);
-  launch(lib.splitTerms(t), {blocks(nD, kEltThreads)}, kEltThreads, {dout, doHi, doLo, nD});
+  // f16: the largest finite |dout| and |dZ| (as bits), max-ed from 0.
+  Value doMax, dzMax;
+  auto splitScaled = [&](Value a, Value hi, Value lo, Value n, Value maxBits) {
+    Value grid = arith::MaxUIOp::create(
+        b, arith::MinUIOp::create(b, blocks(n, kEltThreads), e.idx(kAbsMaxBlocks)), e.idx(1));
+    zero(maxBits);
+    launch(lib.absMaxBits(), {grid}, kEltThreads, {a, maxBits, n});
+    launch(lib.splitTerms(t, /*scaled=*/true), {blocks(n, kEltThreads)}, kEltThreads,
+           {a, hi, lo, n, maxBits});
+  };
+  if (scaled) {
+    doMax = alloc(e.i32(), e.idx(1));
+    dzMax = alloc(e.i32(), e.idx(1));
+    splitScaled(dout, doHi, doLo, nD, doMax);
+  } else {
+    launch(lib.splitTerms(t), {blocks(nD, kEltThreads)}, kEltThreads, {dout, doHi, doLo, nD});
+  }
   GroupedGemmDesc zDesc;
   zDesc.aType = t;
   zDesc.bType = t;
@@ -760,38 +780,46 @@ void Host::ffnBackwardMma(Value rows, Value offsets, const Plan &plan, const Exp
   dxDesc.epilogue = GemmEpilogue();
   forRowTile(plan, [&](int64_t tileM) {
     auto rowGemm = [&](const GroupedGemmDesc &desc, Value a, Value aLo, Value w, Value bias,
-                       Value c, Value K, Value cols) {
+                       Value c, Value K, Value cols, Value aMax = Value()) {
       MmaGemmConfig config = *MmaGemmConfig::ofBackward(desc);
       config.tileM = tileM;
       // sm_90a: the 64-row tiles on wgmma, as the forward's.
       config.wgmma = this->config.usesWgmma() && tileM >= warp_layout::Wgmma::M;
       config.wgmmaGroupsInFlight = this->config.getGroupsInFlight();
+      SmallVector<Value> args{a,  plan.sorted, aLo, plan.tileExpert, plan.numTiles, w,
+                              bias ? bias : w, c, K, cols, h, dzHi, dzLo};
+      if (config.scaledSplit())
+        args.push_back(aMax);
       launch(buildMmaGemm(lib.getModule(), config), {blocks(cols, kMmaTileN), plan.maxTiles},
-             config.threads(),
-             {a, plan.sorted, aLo, plan.tileExpert, plan.numTiles, w, bias ? bias : w, c, K, cols,
-              h, dzHi, dzLo});
+             config.threads(), args);
     };
     // z = rows W1 (+ b1), f32: the pre-activation the forward rounded away.
     rowGemm(zDesc, rows, rows, x.w1, x.b1, z, x.D, W);
     // dH = dout W2^T, never stored: the epilogue turns z into dZ (its two
     // terms) and writes h.
-    rowGemm(dhDesc, doHi, doLo, x.w2, Value(), z, x.D, x.H);
+    rowGemm(dhDesc, doHi, doLo, x.w2, Value(), z, x.D, x.H, doMax);
+    // f16: the epilogue left dZ in f32 in z; its terms with its own scale.
+    if (scaled)
+      splitScaled(z, dzHi, dzLo, e.muli(N, W), dzMax);
     // drows = dZ W1^T.
-    rowGemm(dxDesc, dzHi, dzLo, x.w1, Value(), g.drows, W, x.D);
+    rowGemm(dxDesc, dzHi, dzLo, x.w1, Value(), g.drows, W, x.D, dzMax);
   });
   // The weight gradients and (fused) the bias gradients.
   auto weightGrad = [&](Value a, Value bHi, Value bLo, Value c, Value bias, Value M,
-                        Value cols) {
+                        Value cols, Value bMax) {
     MmaGemmConfig config = *MmaGemmConfig::ofBackward(expertWeightGradient(false, t, f32, f32));
     config.tileM = kMmaWeightGradTileM;
     config.bias = bias != nullptr;
     config.wgmma = this->config.usesWgmma();
     config.wgmmaGroupsInFlight = this->config.getGroupsInFlight();
     Value rowsOfC = bias ? e.addi(M, e.idx(1)) : M;
+    SmallVector<Value> args{a, offsets, bHi, bLo, c, bias ? bias : dummyF32(), M, cols, N};
+    if (config.scaledSplit())
+      args.push_back(bMax);
     launch(buildMmaGemm(lib.getModule(), config),
            {blocks(cols, kMmaTileN), blocks(rowsOfC, kMmaWeightGradTileM), E}, config.threads(),
-           {a, offsets, bHi, bLo, c, bias ? bias : dummyF32(), M, cols, N});
+           args);
   };
-  weightGrad(h, doHi, doLo, g.dw2, g.db2, x.H, x.D);
-  weightGrad(rows, dzHi, dzLo, g.dw1, g.db1, x.D, W);
+  weightGrad(h, doHi, doLo, g.dw2, g.db2, x.H, x.D, doMax);
+  weightGrad(rows, dzHi, dzLo, g.dw1, g.db1, x.D, W, dzMax);
 }

@@ -111,6 +111,39 @@ public:
     return {hi, arith::SelectOp::create(b, finite, lo, zero)};
   }
 
+  /// The bits of |x| as an i32 when x is finite, else 0. Non-negative
+  /// floats order as their bit patterns do, so the largest finite
+  /// magnitude of a tensor is an integer maximum (exact and independent of
+  /// the order of the reduction; KernelLibrary::absMaxBits).
+  Value finiteAbsBits(Value x) {
+    Value a = math::AbsFOp::create(b, x);
+    Value inf = arith::ConstantOp::create(
+        b, b.getFloatAttr(x.getType(), APFloat::getInf(APFloat::IEEEsingle())));
+    Value finite = cmpf(arith::CmpFPredicate::OLT, a, inf);
+    Value bits = arith::BitcastOp::create(b, b.getI32Type(), a);
+    return arith::SelectOp::create(b, finite, bits, ci32(0));
+  }
+  /// The power-of-two scale s, and 1/s, that an f32 tensor whose largest
+  /// finite magnitude has the bits `maxBits` (finiteAbsBits) is multiplied
+  /// by before it is split into f16 terms (the f16 backward's split
+  /// operands, MmaGemm.h): s * max lies in [2^13, 2^14), far inside f16's
+  /// range, with s and 1/s normal f32 numbers (s in [2^-126, 2^126]); 1
+  /// when the maximum is 0 or subnormal. Multiplying by either is exact.
+  std::pair<Value, Value> splitScale(Value maxBits) {
+    Type f32 = b.getF32Type();
+    Value biased = arith::AndIOp::create(
+        b, arith::ShRUIOp::create(b, maxBits, ci32(23)), ci32(255));
+    // max in [2^(biased-127), 2^(biased-126)): s = 2^(140 - biased).
+    Value exp = arith::SubIOp::create(b, ci32(140), biased);
+    exp = arith::MaxSIOp::create(b, arith::MinSIOp::create(b, exp, ci32(126)), ci32(-126));
+    exp = arith::SelectOp::create(b, eq(biased, ci32(0)), ci32(0), exp);
+    auto pow2 = [&](Value e) {
+      Value bits = arith::ShLIOp::create(b, arith::AddIOp::create(b, e, ci32(127)), ci32(23));
+      return arith::BitcastOp::create(b, f32, bits).getResult();
+    };
+    return {pow2(exp), pow2(arith::SubIOp::create(b, ci32(0), exp))};
+  }
+
   /// `cond ? load(m, i) : zero` without reading out of bounds.
   Value guardedLoad(Value cond, Type type, function_ref<Value(IRB &)> load) {
     Value zero = isa<FloatType>(type)

@@ -111,6 +111,9 @@ constexpr int64_t kRouteDepth = 128;   // its staged depth chunk of x (16 x 128 
 constexpr int64_t kRouteWeights = 4096; // its staged chunk of Wr (f32; depth 4096/E)
 constexpr int64_t kAlignThreads = 256; // one block
 constexpr int64_t kEltThreads = 256;   // element-wise kernels
+/// The most blocks of KernelLibrary::absMaxBits (each thread strides over
+/// the grid; one atomic per block): enough to fill an H100/H200 (132 SMs).
+constexpr int64_t kAbsMaxBlocks = 528;
 constexpr int64_t kCombineGradThreads = 128; // moe.combine_grad: one block per assignment
 
 class IRB;
@@ -259,8 +262,18 @@ public:
   gpu::GPUFuncOp weightGradGemm(const GroupedGemmDesc &desc, bool biasGrad);
   /// An f32 matrix as the two terms of `t` the backward's tensor-core GEMMs
   /// read (IRB::splitTerms): (x f32 [n], hi:t [n], lo:t [n], n); grid
-  /// ceil(n / kEltThreads) of kEltThreads.
-  gpu::GPUFuncOp splitTerms(Type t);
+  /// ceil(n / kEltThreads) of kEltThreads. With `scaled` (the f16 terms,
+  /// "_scaled"): (maxBits:i32 [1]) follows, the largest finite |x| that
+  /// absMaxBits found, and the terms are those of x * s, s the power of two
+  /// of IRB::splitScale (the GEMMs multiply their sums by 1/s).
+  gpu::GPUFuncOp splitTerms(Type t, bool scaled = false);
+  /// The largest finite |x| of an f32 vector as its bits (IRB::finiteAbsBits),
+  /// max-ed into maxBits[0], which must hold 0 (or a smaller maximum) at the
+  /// launch: (x f32 [n], maxBits:i32 [1], n); any grid of kEltThreads
+  /// (threads stride over the grid, each block's maximum is reduced in
+  /// shared memory and max-ed into maxBits by one integer atomic: the result
+  /// does not depend on the order). The f16 backward's split scales.
+  gpu::GPUFuncOp absMaxBits();
   /// moe.combine_grad: (dy f32 [T, D], out [N, D], w [T, K], positions:i32
   /// [T, K], dOut f32 [N, D], dW f32 [T, K], T, K, D, N); one block of
   /// kCombineGradThreads per assignment (grid T*K), its threads striding over

@@ -74,20 +74,24 @@ std::optional<MmaGemmConfig> MmaGemmConfig::ofBackward(const GroupedGemmDesc &d)
     return std::nullopt;
   MmaGemmConfig c;
   if (d.weightGradient()) {
-    // bf16 rows A, the f32 cotangent rows B as two bf16 terms.
-    if (!d.aType.isBF16() || !d.bType.isF32() || !d.epilogue.steps.empty())
+    // bf16/f16 rows A, the f32 cotangent rows B as two terms of that type.
+    std::optional<MmaElt> elt = mmaEltOf(d.aType);
+    if (!elt || !d.bType.isF32() || !d.epilogue.steps.empty())
       return std::nullopt;
     c.kind = Kind::weightGrad;
+    c.elt = *elt;
     return c;
   }
   const GemmEpilogue &ep = d.epilogue;
-  if (!d.bType.isBF16() || d.weights != GemmWeights::perGroup ||
-      !(d.aType.isBF16() || d.aType.isF32()) || ep.has(EpilogueStep::activation) ||
+  std::optional<MmaElt> elt = mmaEltOf(d.bType);
+  if (!elt || d.weights != GemmWeights::perGroup ||
+      !(d.aType == d.bType || d.aType.isF32()) || ep.has(EpilogueStep::activation) ||
       ep.has(EpilogueStep::routedWeight) || ep.has(EpilogueStep::combine) ||
       ep.has(EpilogueStep::round) ||
-      (ep.has(EpilogueStep::activationGrad) && !ep.roundTo.isBF16()))
+      (ep.has(EpilogueStep::activationGrad) && ep.roundTo != d.bType))
     return std::nullopt;
   c.kind = Kind::rowGrad;
+  c.elt = *elt;
   c.bTransposed = d.bTransposed;
   c.splitA = d.aType.isF32();
   c.bias = ep.has(EpilogueStep::bias);
@@ -406,6 +410,9 @@ private:
   // rowGrad's outputs of the activation gradient, weightGrad's group (its
   // rows first .. first + K), C's rows M and the bias gradient.
   Value aLo, bLo, hOut, dzHi, dzLo, M, first, group, biasOut;
+  // f16 split operands (MmaGemmConfig::scaledSplit): the bits of the split
+  // tensor's largest finite magnitude, whose scale the sums are divided by.
+  Value splitMax;
 
   Value idx(int64_t v) { return e.idx(v); }
   /// The first argument of the folded shared expert's (MmaGemm.h).
@@ -935,6 +942,9 @@ void MmaGemmBuilder::epilogueBackward(ArrayRef<Value> acc) {
   Type f32 = e.f32();
   const bool wgrad = c.kind == MmaGemmConfig::Kind::weightGrad;
   const bool gated = c.actGrad && epilogueDesc.gatedGrad();
+  // f16: the split operand was scaled by s before it was split; the sums
+  // are scaled back by 1/s (exact: a power of two).
+  Value unscale = splitMax ? e.splitScale(e.load(splitMax, idx(0))).second : Value();
   for (int64_t mt = 0; mt < g.mTiles; ++mt)
     for (int64_t rh = 0; rh < 2; ++rh) {
       Value lr = e.addi(e.addi(e.muli(wm, idx(g.warpM)),
@@ -950,6 +960,8 @@ void MmaGemmBuilder::epilogueBackward(ArrayRef<Value> acc) {
                                              idx(nt * M16N8K16::N + M16N8K16::cColOffset(i)))),
                            e.muli(tig, idx(2)));
           Value v = acc[g.accIndex(0, mt, nt, i)];
+          if (unscale)
+            v = e.mulf(v, unscale);
           if (wgrad) {
             e.ifThen(e.andi(e.ult(n, N), e.ult(m, M)), [&](IRB &e) {
               e.store(v, out, e.addi(e.muli(e.addi(e.muli(group, M), m), N), n));
@@ -968,7 +980,11 @@ void MmaGemmBuilder::epilogueBackward(ArrayRef<Value> acc) {
               Value zUp = gated ? e.load(out, e.addi(at, N)) : Value();
               ActivationGradValues dv =
                   buildActivationGradEpilogue(e.b, epilogueDesc, v, e.load(out, at), zUp);
+              // bf16: dZ as its two terms; f16: dZ in f32 in place of z
+              // (its terms need the scale of all of dZ: Host splits it).
               auto storeTerms = [&](Value x, Value at) {
+                if (c.elt == MmaElt::f16)
+                  return e.store(x, out, at);
                 auto [hi, lo] = e.splitTerms(x, T);
                 e.store(hi, dzHi, at);
                 e.store(lo, dzLo, at);
@@ -1074,6 +1090,8 @@ void MmaGemmBuilder::build() {
     M = args[6];
     N = args[7];
     numRows = args[8];
+    if (c.scaledSplit())
+      splitMax = args[9];
   } else {
     tileExpert = args[3];
     numTiles = args[4];
@@ -1087,6 +1105,8 @@ void MmaGemmBuilder::build() {
       hOut = args[10];
       dzHi = args[11];
       dzLo = args[12];
+      if (c.scaledSplit())
+        splitMax = args[13];
     }
   }
   W = gemm1 ? e.muli(N, idx(g.parts)) : N; // columns of one expert's matrix
@@ -1310,9 +1330,9 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
   [[maybe_unused]] bool backward = c.kind == MmaGemmConfig::Kind::rowGrad ||
                   c.kind == MmaGemmConfig::Kind::weightGrad;
   assert((!backward ||
-          (c.elt == MmaElt::bf16 && !c.splitK && !c.foldShared && !c.combine &&
+          (!c.splitK && !c.foldShared && !c.combine &&
            (c.kind == MmaGemmConfig::Kind::rowGrad || (c.wgmma ? c.tileM == 64 : c.tileM <= 64)))) &&
-         "the backward's tensor-core GEMMs are bf16 kernels (the weight gradient: 64-row wgmma tiles)");
+         "the backward's tensor-core GEMMs have no split-K or fold (the weight gradient: 64-row wgmma tiles)");
   assert((!c.bTransposed && !c.splitA && !c.actGrad) ||
          c.kind == MmaGemmConfig::Kind::rowGrad);
   SmallVector<Type> args;
@@ -1326,6 +1346,8 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
             flat(i32), flat(i32), flat(T),
             flat(T),   gemm1 || !c.outF32 ? flat(T) : flat(f32),
             ix,        ix};
+  if (c.scaledSplit()) // the split operand's largest finite magnitude (bits)
+    args.push_back(flat(i32));
   assert((!c.combine || (!gemm1 && c.outF32)) && "the combine sums gemm2's f32 rows");
   assert((!c.shared || c.combine) && "the shared output goes with the combine");
   if (c.combine) {

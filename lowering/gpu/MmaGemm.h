@@ -192,6 +192,16 @@ struct MmaGemmConfig {
   }
   int64_t bTermElems() const { return (bTransposed ? kMmaTileN : kMmaTileK) * bStride(); }
   bool splitB() const { return kind == Kind::weightGrad; }
+  /// f16 split operands: f16's range cannot hold an f32 cotangent, so the
+  /// split operand is multiplied by a power of two s (IRB::splitScale of
+  /// its largest finite magnitude, found by KernelLibrary::absMaxBits)
+  /// before it is split, and the sums by 1/s in the epilogue; the kernel
+  /// takes (maxBits:i32 [1]) after its other arguments. bf16 has f32's
+  /// exponent range and needs no scale.
+  bool scaledSplit() const {
+    return elt == MmaElt::f16 &&
+           (kind == Kind::weightGrad || (kind == Kind::rowGrad && splitA));
+  }
   int64_t aStageElems() const { return aTermElems() * (splitA ? 2 : 1); }
   int64_t bStageElems() const { return bTermElems() * (splitB() ? 2 : 1); }
   /// Every shared buffer of the kernel is a view of its dynamic shared
@@ -229,10 +239,11 @@ struct MmaGemmConfig {
   /// wgmma, stages, split-K) and the shared-expert fold stay at their
   /// defaults.
   static MmaGemmConfig of(const GroupedGemmDesc &desc);
-  /// The backward's variant that computes `desc`: a row GEMM (bf16 B; A
-  /// bf16, or f32 taken as split terms; f32 C) or a weight gradient (bf16
-  /// A, f32 B taken as split terms, f32 C). nullopt when no tensor-core
-  /// variant computes it (f16: an f32 cotangent does not fit f16's range).
+  /// The backward's variant that computes `desc`: a row GEMM (bf16/f16 B;
+  /// A of B's type, or f32 taken as split terms; f32 C) or a weight
+  /// gradient (bf16/f16 A, f32 B taken as split terms, f32 C); f16 split
+  /// terms are scaled (scaledSplit). nullopt when no tensor-core variant
+  /// computes it.
   static std::optional<MmaGemmConfig> ofBackward(const GroupedGemmDesc &desc);
   /// What this variant computes (the inverse of `of`).
   GroupedGemmDesc desc(MLIRContext *ctx) const;
@@ -270,6 +281,10 @@ std::optional<MmaElt> mmaEltOf(Type type);
 /// bias) / tileM), G): c[g] = A[rows of g]^T B[rows of g], summed over the
 /// group's rows in k-tiles of kMmaTileK; with `bias` row M of the product
 /// (a column of ones in A) is bias[g].
+/// f16 (scaledSplit): (maxBits:i32 [1]) follows, and the sums are
+/// multiplied by 1/s of IRB::splitScale(maxBits); an f16 rowGrad with
+/// actGrad writes dZ in f32 into c, in place of z (Host splits it with the
+/// scale of all of dZ), not into dzHi/dzLo.
 /// maxTiles blocks of the y dimension are the plan's tiles of tileM rows.
 /// With `foldShared`, gemm1: (s1:T [D, Ws], hs:T [>= ceil(T/tileM) tileM, Hs],
 /// Hs, T) follow and the grid is (ceil(max(H, Hs) / tileN), ceil(T/tileM) +

@@ -1,5 +1,12 @@
 // REQUIRES: host-supports-nvptx
 // RUN: moe-opt %s -split-input-file --convert-moe-to-gpu --canonicalize | FileCheck %s
+// Each maximum of the f16 backward is zeroed right before its reduction:
+// RUN: moe-opt %s -split-input-file --convert-moe-to-gpu --canonicalize \
+// RUN:   | grep -B1 '@__moe_launch_moe_absmax_bits_kernel(' | FileCheck %s --check-prefix=ZERO
+// ZERO:      gpu.memset [[M:%[a-z0-9_]+]], %c0_i32 : memref<?xi32>, i32
+// ZERO-NEXT: call @__moe_launch_moe_absmax_bits_kernel({{.*}}, [[M]], %c2048)
+// ZERO:      gpu.memset [[M2:%[a-z0-9_]+]], %c0_i32 : memref<?xi32>, i32
+// ZERO-NEXT: call @__moe_launch_moe_absmax_bits_kernel({{.*}}, [[M2]], %c6144)
 //
 // The backward ops (docs/spec.md §9) on the GPU (docs/gpu.md, "The
 // backward"): the kernels each one launches, in order, with the buffers
@@ -31,6 +38,37 @@ func.func @expert_ffn_grad(%rows: tensor<64x32xbf16>, %off: tensor<5xi32>, %dout
       {activation = #moe.activation<swiglu>}
       : (tensor<64x32xbf16>, tensor<5xi32>, tensor<64x32xf32>, tensor<4x32x96xbf16>, tensor<4x48x32xbf16>,
          tensor<4x96xbf16>, tensor<4x32xbf16>)
+      -> (tensor<64x32xf32>, tensor<4x32x96xf32>, tensor<4x48x32xf32>, tensor<4x96xf32>, tensor<4x32xf32>)
+  return %dr, %dw1, %dw2, %db1, %db2
+      : tensor<64x32xf32>, tensor<4x32x96xf32>, tensor<4x48x32xf32>, tensor<4x96xf32>, tensor<4x32xf32>
+}
+
+// -----
+
+// f16 on tensor cores: f16 cannot hold an f32 cotangent, so dOut and dZ are
+// split as the terms of x * s, s a power of two of their largest finite
+// magnitude (MmaGemm.h, scaledSplit): dOut's maximum (its bits, from 0),
+// its scaled terms; the dH GEMM leaves dZ in f32 in z; dZ's maximum and
+// terms; each GEMM that reads split terms takes their maximum last (and
+// divides its sums by s).
+// CHECK-LABEL: func.func @expert_ffn_grad_f16(
+// CHECK:       call @__moe_launch_moe_absmax_bits_kernel({{.*}}, [[DOUT:%[a-z0-9_]+]], [[DOMAX:%[a-z0-9_]+]], %c2048)
+// CHECK-NEXT:  call @__moe_launch_moe_split_terms_scaled_kernel_f16({{.*}}, [[DOUT]], [[DOHI:%[a-z0-9_]+]], [[DOLO:%[a-z0-9_]+]], %c2048, [[DOMAX]])
+// CHECK-NEXT:  call @__moe_launch_moe_mma_rowgrad_bias_f16_m16({{.*}}, [[Z:%[a-z0-9_]+]], %c32, %c96, [[H:%[a-z0-9_]+]], [[DZHI:%[a-z0-9_]+]], [[DZLO:%[a-z0-9_]+]])
+// CHECK-NEXT:  call @__moe_launch_moe_mma_rowgrad_bt_split_actgrad_swiglu_f16_m16({{.*}}, [[DOHI]], %{{[a-z0-9_]+}}, [[DOLO]], {{.*}}, [[Z]], %c32, %c48, [[H]], [[DZHI]], [[DZLO]], [[DOMAX]])
+// CHECK-NEXT:  gpu.memset
+// CHECK-NEXT:  call @__moe_launch_moe_absmax_bits_kernel({{.*}}, [[Z]], [[DZMAX:%[a-z0-9_]+]], %c6144)
+// CHECK-NEXT:  call @__moe_launch_moe_split_terms_scaled_kernel_f16({{.*}}, [[Z]], [[DZHI]], [[DZLO]], %c6144, [[DZMAX]])
+// CHECK-NEXT:  call @__moe_launch_moe_mma_rowgrad_bt_split_f16_m16({{.*}}, [[DZHI]], %{{[a-z0-9_]+}}, [[DZLO]], {{.*}}, %c96, %c32, {{.*}}, [[DZMAX]])
+// CHECK-NEXT:  call @__moe_launch_moe_mma_wgrad_bias_f16_m64({{.*}}, [[H]], [[OFF:%[a-z0-9_]+]], [[DOHI]], [[DOLO]], {{.*}}, %c48, %c32, %c64, [[DOMAX]])
+// CHECK-NEXT:  call @__moe_launch_moe_mma_wgrad_bias_f16_m64({{.*}}, [[OFF]], [[DZHI]], [[DZLO]], {{.*}}, %c32, %c96, %c64, [[DZMAX]])
+func.func @expert_ffn_grad_f16(%rows: tensor<64x32xf16>, %off: tensor<5xi32>, %dout: tensor<64x32xf32>,
+    %w1: tensor<4x32x96xf16>, %w2: tensor<4x48x32xf16>, %b1: tensor<4x96xf16>, %b2: tensor<4x32xf16>)
+    -> (tensor<64x32xf32>, tensor<4x32x96xf32>, tensor<4x48x32xf32>, tensor<4x96xf32>, tensor<4x32xf32>) {
+  %dr, %dw1, %dw2, %db1, %db2 = moe.expert_ffn_grad %rows, %off, %dout experts(%w1, %w2) expert_biases(%b1, %b2)
+      {activation = #moe.activation<swiglu>}
+      : (tensor<64x32xf16>, tensor<5xi32>, tensor<64x32xf32>, tensor<4x32x96xf16>, tensor<4x48x32xf16>,
+         tensor<4x96xf16>, tensor<4x32xf16>)
       -> (tensor<64x32xf32>, tensor<4x32x96xf32>, tensor<4x48x32xf32>, tensor<4x96xf32>, tensor<4x32xf32>)
   return %dr, %dw1, %dw2, %db1, %db2
       : tensor<64x32xf32>, tensor<4x32x96xf32>, tensor<4x48x32xf32>, tensor<4x96xf32>, tensor<4x32xf32>

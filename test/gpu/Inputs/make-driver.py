@@ -21,6 +21,8 @@ token R of the first argument (the tokens, [T, D] or [G, M, D]), slice R of
 another argument's first dimension (an expert's weights). --print-bits
 prints every result as the bit patterns of its f32 values (printMemrefI32),
 so that runs can be compared bit for bit (compare-poisoned.py).
+--scale NAME:FACTOR (repeatable) multiplies the data of the argument %NAME
+by FACTOR (a gradient's cotangent far from 1, say).
 --function NAME drives that public function instead of the first one (a
 gradient @f_vjp that --moe-generate-vjp added next to @f); a file that moe-opt
 printed (`module { ... }`) gets its @main inside the module."""
@@ -57,6 +59,7 @@ def main():
     p.add_argument('--poison', action='append', default=[])
     p.add_argument('--print-bits', action='store_true')
     p.add_argument('--function')
+    p.add_argument('--scale', action='append', default=[])
     a = p.parse_args()
     text = open(a.input).read()
     # moe-opt's output wraps the functions in `module { ... }`: @main goes
@@ -73,6 +76,12 @@ def main():
         if bits is None or not index:
             sys.exit(f'make-driver: bad --poison {item}')
         poisons.setdefault(index[0], []).append((at, bits))
+    factors = {}
+    for item in a.scale:
+        pname, _, factor = item.partition(':')
+        if pname not in [n for n, _ in params]:
+            sys.exit(f'make-driver: bad --scale {item}')
+        factors[pname] = float(factor)
     lines = ['func.func private @printMemrefF32(memref<*xf32>)',
              'func.func private @printMemrefI32(memref<*xi32>)', '',
              'func.func @main() {']
@@ -92,6 +101,7 @@ def main():
             scale = 1.0 / math.sqrt(shape[0])
         else:
             scale = 0.1
+        scale *= factors.get(pname, 1.0)
         freq = 0.0371 + 0.0917 * i
         static = 'x'.join(str(s) for s in shape)
         f32t = f'tensor<{static + "x" if shape else ""}f32>'

@@ -11,6 +11,12 @@
 #ifndef MOE_TEST_UNIT_LOWERING_JITTESTUTIL_H
 #define MOE_TEST_UNIT_LOWERING_JITTESTUTIL_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -50,6 +56,27 @@ inline void registerJitTranslations(mlir::MLIRContext &context) {
 
 /// Lowers `module` with the textual upstream `pipeline` and JIT-compiles it;
 /// null, with a test failure that says why, when either step fails.
+/// A fresh module in `context` (translations registered, the scalar-code
+/// dialects loaded) holding one public function `name` of `type` with the C
+/// interface (`_mlir_ciface_<name>`); `b` is left at the start of its body,
+/// which the caller fills and terminates.
+inline mlir::func::FuncOp createJitFunction(mlir::MLIRContext &context,
+                                            mlir::OwningOpRef<mlir::ModuleOp> &module,
+                                            mlir::OpBuilder &b, llvm::StringRef name,
+                                            mlir::FunctionType type) {
+  registerJitTranslations(context);
+  context.loadDialect<mlir::func::FuncDialect, mlir::arith::ArithDialect,
+                      mlir::math::MathDialect, mlir::memref::MemRefDialect,
+                      mlir::scf::SCFDialect, mlir::LLVM::LLVMDialect>();
+  mlir::Location loc = b.getUnknownLoc();
+  module = mlir::ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  auto fn = mlir::func::FuncOp::create(b, loc, name, type);
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  b.setInsertionPointToStart(fn.addEntryBlock());
+  return fn;
+}
+
 inline std::unique_ptr<mlir::ExecutionEngine> lowerAndJit(mlir::ModuleOp module,
                                                           llvm::StringRef pipeline) {
   mlir::PassManager pm(module.getContext());

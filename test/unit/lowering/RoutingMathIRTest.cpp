@@ -70,21 +70,13 @@ protected:
   static void SetUpTestSuite() { moe_test::initJit(); }
 
   void SetUp() override {
-    moe_test::registerJitTranslations(context);
-    context.loadDialect<func::FuncDialect, arith::ArithDialect, math::MathDialect,
-                        memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect>();
     // func @routing(%in, %exp, %log, %sigmoid: memref<?xf32>)
     OpBuilder b(&context);
     Location loc = b.getUnknownLoc();
-    module = ModuleOp::create(loc);
-    b.setInsertionPointToEnd(module->getBody());
     auto type = MemRefType::get({ShapedType::kDynamic}, b.getF32Type());
-    auto fn = func::FuncOp::create(b, loc, "routing",
-                                   b.getFunctionType({type, type, type, type}, {}));
-    fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-    Block *body = fn.addEntryBlock();
-    b.setInsertionPointToStart(body);
-    auto args = body->getArguments();
+    auto fn = moe_test::createJitFunction(context, module, b, "routing",
+                                          b.getFunctionType({type, type, type, type}, {}));
+    auto args = fn.getArguments();
     Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
     Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
     Value n = memref::DimOp::create(b, loc, args[0], 0);
