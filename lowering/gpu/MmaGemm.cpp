@@ -980,10 +980,11 @@ void MmaGemmBuilder::epilogueBackward(ArrayRef<Value> acc) {
               Value zUp = gated ? e.load(out, e.addi(at, N)) : Value();
               ActivationGradValues dv =
                   buildActivationGradEpilogue(e.b, epilogueDesc, v, e.load(out, at), zUp);
-              // bf16: dZ as its two terms; f16: dZ in f32 in place of z
-              // (its terms need the scale of all of dZ: Host splits it).
+              // dZ as its two terms; with a scaled split (f16) dZ in f32 in
+              // place of z (its terms need the scale of all of dZ: Host
+              // splits it).
               auto storeTerms = [&](Value x, Value at) {
-                if (c.elt == MmaElt::f16)
+                if (c.scaledSplit())
                   return e.store(x, out, at);
                 auto [hi, lo] = e.splitTerms(x, T);
                 e.store(hi, dzHi, at);
