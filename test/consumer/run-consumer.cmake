@@ -46,7 +46,8 @@ endfunction()
 file(REMOVE_RECURSE "${WORK_DIR}")
 run("cmake --install" ${CMAKE_COMMAND} --install "${MOE_BINARY_DIR}" --prefix "${prefix}")
 foreach(f
-    bin/moe-opt bin/moe-run
+    bin/moe-opt bin/moe-run bin/moe-import bin/moe-compile
+    lib/moe-mlir/libMoEAotSupport.a lib/moe-mlir/libMoEAotCudaSupport.a
     lib/libMoEMLIR.so lib/libMoEMLIRCAPI.so lib/libMoEPlugin.so lib/libMoECudaRuntime.so
     lib/cmake/MoEMLIR/MoEMLIRConfig.cmake
     lib/cmake/MoEMLIR/MoEMLIRConfigVersion.cmake
@@ -68,8 +69,10 @@ foreach(f
     message(FATAL_ERROR "cmake --install did not install ${f}")
   endif()
 endforeach()
-# Shared libraries only, and no build-tree leftovers.
+# Shared libraries only (but moe-compile's own support archives), and no
+# build-tree leftovers.
 file(GLOB_RECURSE static_libs "${prefix}/*.a")
+list(FILTER static_libs EXCLUDE REGEX "/lib/moe-mlir/libMoEAot(Cuda)?Support\\.a$")
 file(GLOB_RECURSE cpp_sources "${prefix}/*.cpp")
 file(GLOB_RECURSE cmake_junk LIST_DIRECTORIES true "${prefix}/*")
 list(FILTER cmake_junk INCLUDE REGEX "/CMakeFiles(/|$)")
@@ -88,6 +91,18 @@ run("installed plugin in the stock mlir-opt" "${LLVM_TOOLS_DIR}/mlir-opt"
     "--load-pass-plugin=${prefix}/lib/libMoEPlugin.so" "${example}"
     "--pass-pipeline=builtin.module(moe-dense-to-moesart{k=2},moe-decompose)")
 expect("installed plugin" "${out}" "moe.gate" "#moe.moesart<k = 2")
+
+# The installed moe-compile (its support archives from the prefix) and the
+# Python package: moe_mlir.compile from <prefix>/lib/python3.X/site-packages
+# writes and loads a library (no torch needed to compile).
+file(GLOB site "${prefix}/lib/python3*/site-packages")
+if(NOT site OR NOT EXISTS "${site}/moe_mlir/__init__.py")
+  message(FATAL_ERROR "cmake --install did not install the Python package moe_mlir")
+endif()
+run("installed moe-compile" "${prefix}/bin/moe-compile" "${example}" -o "${WORK_DIR}/dense.so" --target=cpu)
+run("installed moe_mlir" ${CMAKE_COMMAND} -E env "PYTHONPATH=${site}" "MOE_MLIR_CACHE=${WORK_DIR}/cache"
+    python3 "${MOE_SOURCE_DIR}/test/consumer/python-package.py" "${example}")
+expect("installed moe_mlir" "${out}" "moe_mlir: ${prefix}/bin/moe-compile ['forward']")
 
 # 3. Configure and build the consumer against the prefix alone (no MLIR_DIR:
 #    the package finds MLIR itself).

@@ -13,6 +13,8 @@ Commands:
   snippets.py extract FILE NAME [-o OUT] the block's text
   snippets.py run FILE NAME --root DIR  runs a sh block with bash -e in DIR
                                         (DIR holds the links build/ and test/),
+                                        a python block with this interpreter
+                                        in DIR (PYTHONPATH=DIR/build/python),
                                         an mlir block through DIR/build/bin/
                                         moe-opt (it must verify),
                                         or a transcript: each "$ CMD" line
@@ -126,6 +128,17 @@ def run(path, name, root):
         return
     if lang in ("c", "cpp", "cmake"):
         sys.exit(f"snippets: {path}:{line} '{name}' is {lang}: extract it and build it")
+    if lang == "python":
+        # Python: run by this interpreter in DIR with the build tree's
+        # package importable (PYTHONPATH=build/python, as docs/python.md says).
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [os.path.join(root, "build", "python")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        result = subprocess.run([sys.executable, "-"], input="\n".join(body) + "\n",
+                                text=True, cwd=root, env=env)
+        if result.returncode:
+            sys.exit(f"snippets: {path}:{line} '{name}' failed with exit code {result.returncode}")
+        return
     if not is_transcript(body):
         script = "\n".join(body) + "\n"
         result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script],

@@ -2,7 +2,10 @@
 # tools/CMakeLists.txt once every installed target exists).
 #
 # Layout under CMAKE_INSTALL_PREFIX:
-#   bin/moe-opt, bin/moe-run
+#   bin/moe-opt, bin/moe-run, bin/moe-import, bin/moe-compile
+#   lib/moe-mlir/libMoEAot*Support.a  what moe-compile links into the
+#                              libraries it writes (docs/aot.md)
+#   lib/python3.X/site-packages/moe_mlir  the Python package (tools/python)
 #   lib/libMoEMLIR.so          C++ API (MoEMLIR::MoEMLIR)
 #   lib/libMoEMLIRCAPI.so      C API   (MoEMLIR::MoECAPI)
 #   lib/libMoEPlugin.so        mlir-opt dialect + pass plugin (MoEMLIR::MoEPlugin)
@@ -32,14 +35,18 @@ set_target_properties(${MOE_INSTALLED_LIBS} PROPERTIES
 if(TARGET MoECudaRuntime)
   list(APPEND MOE_INSTALLED_LIBS MoECudaRuntime)
 endif()
-set_target_properties(moe-opt moe-run moe-import PROPERTIES
+set_target_properties(moe-opt moe-run moe-import moe-compile PROPERTIES
   INSTALL_RPATH "\$ORIGIN/../lib;${LLVM_LIBRARY_DIR}")
 
-install(TARGETS ${MOE_INSTALLED_LIBS} moe-opt moe-run moe-import
+install(TARGETS ${MOE_INSTALLED_LIBS} moe-opt moe-run moe-import moe-compile
   EXPORT MoEMLIRTargets
   RUNTIME DESTINATION bin
   LIBRARY DESTINATION lib
   ARCHIVE DESTINATION lib)
+# moe-compile's support archives: private to it (not a CMake target of the
+# package); the installed moe-compile looks for them here first.
+install(FILES $<TARGET_FILE:MoEAotSupport> $<TARGET_FILE:MoEAotCudaSupport>
+  DESTINATION lib/moe-mlir)
 
 # Public headers, their generated .h.inc, and the ODS sources (for projects
 # that use the moe attributes in their own ODS): the files directly in

@@ -545,6 +545,21 @@ std::optional<std::string> findLld() {
   return std::nullopt;
 }
 
+/// A file moe-compile links into LIB.so: in an installed tree beside the
+/// tool (`<prefix>/bin/moe-compile` finds `<prefix>/lib/<installRel>`), else
+/// at its build-tree path (compiled in).
+std::string supportFile(const char *buildPath, llvm::StringRef installRel) {
+  static int anchor;
+  std::string exe = llvm::sys::fs::getMainExecutable("moe-compile", &anchor);
+  if (!exe.empty()) {
+    llvm::SmallString<256> installed(llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
+    llvm::sys::path::append(installed, "lib", installRel);
+    if (llvm::sys::fs::exists(installed))
+      return installed.str().str();
+  }
+  return buildPath;
+}
+
 /// The directories of the host's libc/libm for ld.lld.
 std::vector<std::string> systemLibraryDirs(const llvm::Triple &triple) {
   std::vector<std::string> dirs;
@@ -668,11 +683,16 @@ int runMain(int argc, char **argv) {
   std::optional<std::string> lld = findLld();
   if (!lld)
     return fail("ld.lld not found (install lld-22, or set MOE_LLD=/path/to/ld.lld)");
-  for (const char *lib : {MOE_AOT_SUPPORT_LIB, MOE_AOT_CUDA_SUPPORT_LIB})
+  const std::string aotSupport =
+      supportFile(MOE_AOT_SUPPORT_LIB, "moe-mlir/libMoEAotSupport.a");
+  const std::string aotCudaSupport =
+      supportFile(MOE_AOT_CUDA_SUPPORT_LIB, "moe-mlir/libMoEAotCudaSupport.a");
+  const std::string cudaRuntime = supportFile(MOE_CUDA_RUNTIME_LIB, "libMoECudaRuntime.so");
+  for (const std::string &lib : {aotSupport, aotCudaSupport})
     if (!llvm::sys::fs::exists(lib))
-      return fail(llvm::Twine("support library ") + lib + " not found (build moe-mlir first)");
-  if (cuda && !llvm::sys::fs::exists(MOE_CUDA_RUNTIME_LIB))
-    return fail(llvm::Twine("runtime library ") + MOE_CUDA_RUNTIME_LIB + " not found");
+      return fail("support library " + lib + " not found (build moe-mlir first)");
+  if (cuda && !llvm::sys::fs::exists(cudaRuntime))
+    return fail("runtime library " + cudaRuntime + " not found");
 
   DialectRegistry registry;
   moe::registerAllMoE(registry);
@@ -843,13 +863,13 @@ int runMain(int argc, char **argv) {
                                     "-soname", llvm::sys::path::filename(outputFile).str(),
                                     objectPath};
   if (cuda) {
-    linkArgs.push_back(MOE_AOT_CUDA_SUPPORT_LIB);
-    linkArgs.push_back(MOE_AOT_SUPPORT_LIB);
-    linkArgs.push_back(MOE_CUDA_RUNTIME_LIB);
+    linkArgs.push_back(aotCudaSupport);
+    linkArgs.push_back(aotSupport);
+    linkArgs.push_back(cudaRuntime);
     linkArgs.push_back("-rpath");
     linkArgs.push_back("$ORIGIN");
   } else {
-    linkArgs.push_back(MOE_AOT_SUPPORT_LIB);
+    linkArgs.push_back(aotSupport);
   }
   for (const std::string &dir : systemLibraryDirs(triple))
     linkArgs.push_back("-L" + dir);

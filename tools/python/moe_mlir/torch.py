@@ -1,0 +1,215 @@
+"""torch.nn.Modules over compiled moe-mlir layers (docs/python.md).
+
+MoELayer and SoftMoELayer compile their layer once (moe_mlir.compile: the
+forward @f and its gradient @f_vjp, cached on disk), keep the weights as
+nn.Parameters, and run forward and backward in the compiled code through a
+torch.autograd.Function.
+"""
+try:
+    import torch
+except ImportError:
+    raise ImportError("moe_mlir.torch needs PyTorch (Debian: apt install python3-torch); "
+                      "moe_mlir itself (compile) works without it") from None
+
+from . import _layers, compile as _compile
+
+__all__ = ["MoELayer", "SoftMoELayer"]
+
+_DTYPE = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+
+
+class _Apply(torch.autograd.Function):
+    """y = f(x, [seed], *params); the backward is f_vjp, which recomputes the
+    forward (same routing: same seed) and returns every gradient at once."""
+
+    @staticmethod
+    def forward(ctx, module, x, seed, *params):
+        fn, vjp = module._functions(seed is not None, x)
+        args = [x] + ([seed] if seed is not None else []) + list(params)
+        out = fn(*args)
+        ctx.module, ctx.training_fn = module, seed is not None
+        ctx.save_for_backward(x, seed if seed is not None else torch.empty(0), *params)
+        return out
+
+    @staticmethod
+    def backward(ctx, *grads):
+        x, seed, *params = ctx.saved_tensors
+        training = ctx.training_fn
+        _, vjp = ctx.module._functions(training, x)
+        cot = []
+        for g, ty in zip(grads, vjp.arguments[len(vjp.arguments) - len(grads):]):
+            if g is None:
+                g = torch.zeros([ctx.module._dyn(s, x) for s in ty.shape],
+                                dtype=ty.torch_dtype(), device=x.device)
+            cot.append(g.to(ty.torch_dtype()).contiguous())
+        args = [x] + ([seed] if training else []) + list(params) + cot
+        out = vjp(*args)
+        out = out if isinstance(out, tuple) else (out,)
+        n_results = len(grads)
+        dx, *dparams = out[n_results:]
+        # Every float argument has a gradient, in argument order; a
+        # parameter that is not trained (the selection bias) gets None.
+        dparams = [d if p.requires_grad else None for d, p in zip(dparams, params)]
+        return (None, dx, None, *dparams)
+
+
+class _CompiledLayer(torch.nn.Module):
+    """The common part: parameters from a list of _layers.Param, a compiled
+    library per (target, chip), the call through _Apply."""
+
+    def __init__(self, params, dtype, device, chip):
+        super().__init__()
+        if dtype not in _DTYPE:
+            raise ValueError(f"dtype must be torch.float32, torch.bfloat16 or torch.float16, not {dtype}")
+        self._params, self._chip = params, chip
+        self._libraries = {}
+        self._names = []
+        for p in params:
+            attr = p.name.replace(".", "_")
+            t = torch.empty(p.shape, dtype=_TORCH[p.element], device=device)
+            with torch.no_grad():
+                if p.init == "normal":
+                    t.normal_(0.0, _layers.init_scale(p))
+                elif p.init == "one":
+                    t.fill_(1.0)
+                else:
+                    t.zero_()
+            if p.trainable:
+                self.register_parameter(attr, torch.nn.Parameter(t))
+            else:
+                self.register_buffer(attr, t)
+            self._names.append(attr)
+
+    def _tensors(self):
+        return [getattr(self, n) for n in self._names]
+
+    def _target(self):
+        device = self._tensors()[0].device
+        if device.type != "cuda":
+            return "cpu", None
+        chip = self._chip
+        if chip is None:  # the device's own: sm_90a on a Hopper (wgmma)
+            major, minor = torch.cuda.get_device_capability(device)
+            chip = "sm_90a" if (major, minor) == (9, 0) else "sm_%d%d" % (major, minor)
+        return "cuda", chip
+
+    def _functions(self, training, x):
+        """(@f, @f_vjp) of the layer function for this call (_text)."""
+        target, chip = self._target()
+        text = self._text(training, x)
+        key = (target, chip, text)
+        if key not in self._libraries:
+            lib = _compile(text, target=target, chip=chip, vjp=True)
+            self._libraries[key] = (lib["f"], lib["f_vjp"])
+        return self._libraries[key]
+
+    @staticmethod
+    def _dyn(size, x):
+        return x.shape[0] if size is None else size
+
+    def _run(self, x, seed):
+        params = self._tensors()
+        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):
+            return _Apply.apply(self, x, seed, *params)
+        fn, _ = self._functions(seed is not None, x)
+        return fn(*([x] + ([seed] if seed is not None else []) + params))
+
+
+_TORCH = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
+class MoELayer(_CompiledLayer):
+    """A token-choice MoE layer (moe.layer, docs/spec.md 3.1 and 3.1.1),
+    compiled. x: [..., d_model] of the layer's dtype; returns y of x's shape,
+    or (y, aux_loss) for routing='moesart' (aux_loss: the trimmed lasso in
+    training mode, a zero tensor in eval mode).
+
+    routing: 'dense', 'top_k' (k; score 'softmax'|'sigmoid', normalize,
+    scale, groups, group_k, selection_bias) or 'moesart' (k >= 2; adjust
+    'small_random'|'zero'|'large'; trimmed_lasso). activation: gelu,
+    gelu_tanh, relu, silu, swiglu, geglu. Optional router_bias,
+    expert_bias, a shared expert of width shared_hidden (with shared_gate),
+    capacity_factor.
+
+    Parameters (their spec names with '_' for '.'): router_weight [D, E],
+    router_bias [E], experts_w1 [E, D, H] ([E, D, 2H] gated), experts_w2
+    [E, H, D], experts_b1, experts_b2, shared_w1, shared_w2, shared_gate;
+    router_selection_bias [E] (f32) is a buffer: DeepSeek updates it outside
+    gradient descent.
+
+    last_seed: the seed of the last training-mode MOESART call (an int), drawn
+    from torch's default generator."""
+
+    def __init__(self, d_model, d_hidden, num_experts, routing="top_k", k=2,
+                 activation="gelu", *, dtype=torch.float32, device="cpu", chip=None,
+                 **options):
+        if routing == "dense":
+            k = None
+        moesart = routing == "moesart"
+        common = dict(d_model=d_model, d_hidden=d_hidden, num_experts=num_experts,
+                      routing=routing, k=k, activation=activation,
+                      dtype=_DTYPE.get(dtype, "f32"), **options)
+        eval_text, params = _layers.layer_function("f", **common)
+        self._texts = {False: eval_text}
+        if moesart:
+            self._texts[True], _ = _layers.layer_function("f", training=True, **common)
+        super().__init__(params, dtype, device, chip)
+        self.d_model, self.dtype, self.moesart = d_model, dtype, moesart
+        self.last_seed = None
+
+    def _text(self, training, x):
+        return self._texts[training]
+
+    def forward(self, x):
+        if x.shape[-1:] != (self.d_model,):
+            raise ValueError(f"MoELayer: x has shape {list(x.shape)}, the last "
+                             f"dimension must be d_model = {self.d_model}")
+        lead = x.shape[:-1]
+        flat = x.reshape(-1, self.d_model)
+        if not flat.is_contiguous():
+            flat = flat.contiguous()
+        if self.moesart and self.training:
+            # A fresh seed per call from torch's default generator: a run is
+            # reproducible under torch.manual_seed.
+            seed = torch.randint(0, 2**62, (), dtype=torch.int64)
+            self.last_seed = int(seed)
+            y, aux = self._run(flat, seed.to(flat.device))
+            return y.reshape(*lead, self.d_model), aux
+        y = self._run(flat, None)
+        y = y.reshape(*lead, self.d_model)
+        if self.moesart:
+            return y, torch.zeros((), dtype=torch.float32, device=y.device)
+        return y
+
+
+class SoftMoELayer(_CompiledLayer):
+    """A Soft MoE layer (moe.soft_layer, docs/spec.md 3.2), compiled.
+    x: [G, M, d_model] (G groups of M = group_size tokens; M is fixed when
+    the layer is built, G is free); returns y of x's shape.
+
+    Parameters: router_phi [D, E, S], router_scale [] (learned_scale),
+    experts_w1, experts_w2, experts_b1, experts_b2 (expert_bias)."""
+
+    def __init__(self, d_model, d_hidden, num_experts, slots_per_expert=1, *, group_size,
+                 activation="gelu", normalize=False, learned_scale=False, expert_bias=False,
+                 dtype=torch.float32, device="cpu", chip=None):
+        self._options = dict(
+            d_model=d_model, d_hidden=d_hidden, num_experts=num_experts,
+            slots_per_expert=slots_per_expert, group_size=group_size, activation=activation,
+            dtype=_DTYPE.get(dtype, "f32"), normalize=normalize, learned_scale=learned_scale,
+            expert_bias=expert_bias)
+        _, params = _layers.soft_layer_function("f", groups=1, **self._options)
+        super().__init__(params, dtype, device, chip)
+        self.d_model, self.group_size, self.dtype = d_model, group_size, dtype
+
+    def _text(self, training, x):
+        # The group count is static in the compiled function (the gradient
+        # of moe.soft_layer needs it: moe-compile cannot size a dynamic one),
+        # so each group count is one library (compiled once, then cached).
+        return _layers.soft_layer_function("f", groups=x.shape[0], **self._options)[0]
+
+    def forward(self, x):
+        if x.dim() != 3 or x.shape[1:] != (self.group_size, self.d_model):
+            raise ValueError(f"SoftMoELayer: x has shape {list(x.shape)}, it must be "
+                             f"[groups, {self.group_size}, {self.d_model}]")
+        return self._run(x if x.is_contiguous() else x.contiguous(), None)
