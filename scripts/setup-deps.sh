@@ -10,7 +10,7 @@ PKGS=(
   clang-22 lld-22
   libgtest-dev
   libomp-22-dev
-  python3-numpy python3-psutil python3-torch
+  python3-numpy python3-psutil python3-torch python3-matplotlib
   libopenmpi-dev openmpi-bin
 )
 # Extra packages for optional jobs, e.g. `setup-deps.sh libclang-rt-22-dev`.

@@ -207,12 +207,15 @@ if _mpirun and getattr(config, "moe_have_mpi", "") in ("TRUE", "ON", "1", "YES")
         "--bind-to none", "--mca btl self,vader",
         "--mca btl_vader_single_copy_mechanism none"])))
 
-# The GPU check kit's run step (tools/gpu-kit/kit.py) needs torch; where the
-# lit Python has it, the kit is dry-run on the cpu target.
+# The GPU check kit's run step (tools/gpu-kit/kit.py) and the moe_mlir.torch
+# tests (test/python) need torch; where the lit Python has it, they run (the
+# kit dry-run on the cpu target). The training comparison's picture needs
+# matplotlib (python3-matplotlib).
 import subprocess as _subprocess
-try:
-    _subprocess.run([_sys.executable, "-c", "import torch"], check=True,
-                    capture_output=True, timeout=120)
-    config.available_features.add("python-torch")
-except Exception:
-    pass
+for _module, _feature in (("torch", "python-torch"), ("matplotlib", "python-matplotlib")):
+    try:
+        _subprocess.run([_sys.executable, "-c", "import " + _module], check=True,
+                        capture_output=True, timeout=120)
+        config.available_features.add(_feature)
+    except Exception:
+        pass

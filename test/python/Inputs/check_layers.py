@@ -1,5 +1,5 @@
 """Every MoELayer / SoftMoELayer configuration named on the command line
-against the plain torch layer (plain_moe.py): y, and the gradients of x
+against the plain torch layer (tools/train/plain_moe.py): y, and the gradients of x
 and of every parameter for a random cotangent. Prints one line per
 configuration; exit code 1 at the first one out of tolerance.
 
@@ -13,13 +13,11 @@ in training mode, the aux loss's term: the gradients' scale is taken as at
 least 1e-2, so such a gradient is checked within 5e-6 absolute (the aux
 loss's gradient itself is checked at full precision by
 moesart-small_random, trimmed_lasso = 0.1)."""
-import os
 import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))
-import plain_moe  # noqa: E402
+import plain_moe  # noqa: E402  (tools/train, on PYTHONPATH)
 from moe_mlir.torch import MoELayer, SoftMoELayer  # noqa: E402
 
 D, H, E = 16, 24, 4

@@ -21,13 +21,11 @@ seed: MOESART in training mode under torch.manual_seed is reproducible
 
 nograd: under torch.no_grad() no gradient function is recorded and y is the
 same as with autograd."""
-import os
 import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))
-import plain_moe  # noqa: E402
+import plain_moe  # noqa: E402  (tools/train, on PYTHONPATH)
 from moe_mlir.torch import MoELayer  # noqa: E402
 
 D, H, E = 16, 24, 4

@@ -11,7 +11,10 @@ except ImportError:
     raise ImportError("moe_mlir.torch needs PyTorch (Debian: apt install python3-torch); "
                       "moe_mlir itself (compile) works without it") from None
 
-from . import _layers, compile as _compile
+import os
+import re
+
+from . import Error as _Error, _layers, compile as _compile
 
 __all__ = ["MoELayer", "SoftMoELayer"]
 
@@ -57,18 +60,20 @@ class _CompiledLayer(torch.nn.Module):
     """The common part: parameters from a list of _layers.Param, a compiled
     library per (target, chip), the call through _Apply."""
 
-    def __init__(self, params, dtype, device, chip):
+    def __init__(self, params, dtype, device, chip, values=None, entry="f"):
         super().__init__()
         if dtype not in _DTYPE:
             raise ValueError(f"dtype must be torch.float32, torch.bfloat16 or torch.float16, not {dtype}")
-        self._params, self._chip = params, chip
+        self._params, self._chip, self._entry = params, chip, entry
         self._libraries = {}
         self._names = []
         for p in params:
             attr = p.name.replace(".", "_")
             t = torch.empty(p.shape, dtype=_TORCH[p.element], device=device)
             with torch.no_grad():
-                if p.init == "normal":
+                if values is not None:
+                    t.copy_(values[p.name])
+                elif p.init == "normal":
                     t.normal_(0.0, _layers.init_scale(p))
                 elif p.init == "one":
                     t.fill_(1.0)
@@ -99,8 +104,8 @@ class _CompiledLayer(torch.nn.Module):
         text = self._text(training, x)
         key = (target, chip, text)
         if key not in self._libraries:
-            lib = _compile(text, target=target, chip=chip, vjp=True)
-            self._libraries[key] = (lib["f"], lib["f_vjp"])
+            lib = _compile(text, target=target, chip=chip, vjp=True, entries=[self._entry])
+            self._libraries[key] = (lib[self._entry], lib[self._entry + "_vjp"])
         return self._libraries[key]
 
     @staticmethod
@@ -159,6 +164,47 @@ class MoELayer(_CompiledLayer):
 
     def _text(self, training, x):
         return self._texts[training]
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint, layer, *, dtype=None, device="cpu", chip=None):
+        """The MoE layer of index `layer` of a Hugging Face checkpoint (a
+        directory, as moe-import reads it): its routing, activation and
+        shared expert as moe-import writes them, its weights read from the
+        checkpoint (memory-mapped, assembled as #moe.checkpoint says) into
+        Parameters named after the layer function's arguments (wr, w1, w2,
+        ...; a selection bias is a buffer). dtype: None keeps the
+        checkpoint's type, else torch.float32/bfloat16/float16."""
+        import subprocess
+        import tempfile
+        from . import _checkpoint, tool
+        names = {None: "auto", torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+        if dtype not in names:
+            raise ValueError(f"dtype must be None, torch.float32, torch.bfloat16 or torch.float16, not {dtype}")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "layer.mlir")
+            r = subprocess.run([tool("moe-import"), os.fspath(checkpoint), "-o", out,
+                                "--layers=%d" % layer, "--dtype=" + names[dtype]],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise _Error("MoELayer.from_checkpoint: " + (r.stderr.strip() or r.stdout.strip()))
+            with open(out) as f:
+                text = f.read()
+        entry = "layer_%d" % layer
+        args = _checkpoint.parameters(text, entry)
+        m = re.search(r"selection_bias\(%(\w+)\)", text)
+        bias = m.group(1) if m else None
+        ckpt = _checkpoint.Checkpoint(os.fspath(checkpoint))
+        params, values = [], {}
+        for ssa, shape, element, tensors, transpose in args:
+            params.append(_layers.Param(ssa, shape, element, trainable=ssa != bias))
+            values[ssa] = _checkpoint.assemble(ckpt, shape, element, tensors, transpose)
+        x_type = re.search(r"func\.func @%s\(%%\w+:\s*tensor<\?x(\d+)x(\w+)>" % entry, text)
+        layer_dtype = _TORCH[x_type.group(2)]
+        self = cls.__new__(cls)
+        _CompiledLayer.__init__(self, params, layer_dtype, device, chip, values=values, entry=entry)
+        self._texts = {False: text}
+        self.d_model, self.dtype, self.moesart, self.last_seed = int(x_type.group(1)), layer_dtype, False, None
+        return self
 
     def forward(self, x):
         if x.shape[-1:] != (self.d_model,):

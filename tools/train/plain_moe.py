@@ -1,6 +1,8 @@
 """Plain PyTorch implementations of moe.layer and moe.soft_layer, written
 from docs/spec.md (sections 3.1, 3.1.1, 3.2) with torch ops only: the
-independent reference of the moe_mlir.torch tests. Its gradients are
+independent reference of the moe_mlir.torch tests (test/python) and the
+plain-PyTorch twin of the training comparison (compare.py). It shares no
+code with moe_mlir. Its gradients are
 torch autograd's, with the discrete choices (the chosen experts, MOESART's
 sampled set and index j, the K largest g) held fixed as spec section 9 says.
 
