@@ -44,7 +44,10 @@ counted from this process's start; a few seconds are kept for the summary):
     copy bandwidth, torch's bf16 matmul rate), the bf16 layer at the decode
     token counts, then at the prefill ones (T >= 1024), the bf16 training
     step (manifest bench.train: our mixtral_vjp, torch eager autograd and
-    the Triton train_step; TFLOP/s, % of the matmul rate, ratios), then the other
+    the Triton train_step; TFLOP/s, % of the matmul rate, ratios), the
+    PyTorch layer (manifest bench.torch_layer: moe_mlir.torch.MoELayer on the
+    device's tensors, forward + backward, against the plain torch layer of
+    tools/train/plain_moe.py), then the other
     token counts and dtypes, then the variants of manifest bench.variants
     (each: other moe-compile flags, a dtype, its token counts): ms, % of
     bandwidth (decode T) or % of the matmul rate, the default build's time
@@ -64,6 +67,7 @@ KIND crash (the worker gets SIGSEGV), hang (it sleeps), error (the call
 raises) at the call of TASK, or hang-after (a benchmark group hangs after
 our library's timing, in the references): a case NAME (both forms) or NAME/FORM,
 load:LIB (its first contact), bench:yardsticks, bench:DTYPE:T=N, train:DTYPE:T=N,
+torch:DTYPE:T=N,
 variant:NAME.
 """
 import ast
@@ -509,6 +513,71 @@ class Worker:
                f"{ratio} {torch_ms / ms:9.2f} {err:8.1e}")
         return {"rows": [row], "notes": notes, "data": {"ms": ms}}
 
+    def torch_layer(self, task):
+        """moe_mlir.torch.MoELayer (the package in python/, its library
+        prepared by moe-compile and loaded with moe_mlir.load) on the
+        device's tensors at T tokens: y and the gradients of x and of the
+        three weights (forward + backward), against the plain torch layer
+        (plain_moe.py: torch autograd, f32 computations from the bf16 values)
+        on the bench weights; the time of each (forward + backward)."""
+        spec = self.manifest["bench"]
+        tl = spec["torch_layer"]
+        dt, T = tl["dtype"], task["T"]
+        step("import moe_mlir (python/)")
+        sys.path.insert(0, os.path.join(self.kit, "python"))
+        import moe_mlir  # noqa: E402
+        import plain_moe  # noqa: E402
+        from moe_mlir.torch import MoELayer  # noqa: E402
+        step(f"generate {dt} weights")
+        wr, w1, w2 = self.bench_weights(dt)
+        step(f"load {tl['lib']} (moe_mlir.load)")
+        lib = moe_mlir.load(os.path.join(self.kit, tl["lib"]), target="cuda" if DEVICE == "cuda" else "cpu")
+        layer = MoELayer(spec["D"], spec["H"], spec["E"], routing="top_k", k=spec["k"],
+                         activation="swiglu", dtype=tdtype(dt), device=DEVICE, library=lib)
+        with torch.no_grad():
+            layer.router_weight.copy_(wr)
+            layer.experts_w1.copy_(w1)
+            layer.experts_w2.copy_(w2)
+        x = self.bench_x(T, dt).requires_grad_()
+        g = torch.Generator(device=DEVICE).manual_seed(20261205 + T)
+        dy = torch.randn(x.shape, device=DEVICE, generator=g).to(x.dtype)
+        ours_params = [x, layer.router_weight, layer.experts_w1, layer.experts_w2]
+        plain = {"router.weight": wr.detach().clone().requires_grad_(),
+                 "experts.w1": w1.detach().clone().requires_grad_(),
+                 "experts.w2": w2.detach().clone().requires_grad_()}
+        cfg = dict(routing="top_k", k=spec["k"], activation="swiglu")
+
+        def ours():
+            y = layer(x)
+            return [y] + list(torch.autograd.grad(y, ours_params, dy))
+
+        def reference():
+            y = plain_moe.layer(x, plain, cfg)
+            return [y] + list(torch.autograd.grad(y, [x] + list(plain.values()), dy))
+
+        step(f"MoELayer forward + backward at T={T}")
+        maybe_inject(task)
+        got = ours()
+        sync()
+        ms = timed(ours)
+        emit(partial={"rows": [f"{dt:<5} {T:>5} {ms:9.3f} (the rest of the row did not finish)"],
+                      "data": {"ms": ms}})
+        step("plain torch layer forward + backward")
+        maybe_inject(task, late=True)
+        want = reference()
+        errs = [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
+                for a, b in zip(got, want)]
+        plain_ms = timed(reference)
+        row = (f"{dt:<5} {T:>5} {ms:9.3f} {plain_ms:9.3f} {plain_ms / ms:9.2f} {errs[0]:8.1e} "
+               f"{max(errs[1:]):8.1e}")
+        # bf16 bounds: y within 1e-2 of max|y| (the correctness cases'), the
+        # gradients within 3e-2 (docs/spec.md section 9).
+        if not (errs[0] <= 1e-2 and max(errs[1:]) <= 3e-2):
+            emit(partial={"rows": [row], "data": {"ms": ms}})
+            raise RuntimeError(f"y-err {errs[0]:.1e} or grad-err {max(errs[1:]):.1e} above the bounds "
+                               f"(1e-2, 3e-2)")
+        return {"rows": [row], "data": {"ms": ms}}
+
     def variant(self, task):
         spec = self.manifest["bench"]
         v = task["variant"]
@@ -560,6 +629,8 @@ class Worker:
             return self.variant(task)
         if kind == "train":
             return self.train(task)
+        if kind == "torch":
+            return self.torch_layer(task)
         raise ValueError(f"unknown task kind {kind}")
 
 
@@ -916,6 +987,8 @@ class Driver:
                 libs.setdefault(v["lib"], {"entry": spec["entry"], "args": None})
             if spec.get("train"):
                 libs.setdefault(spec["train"]["lib"], {"entry": spec["train"]["entry"], "args": None})
+            if spec.get("torch_layer"):
+                libs.setdefault(spec["torch_layer"]["lib"], {"entry": "f", "args": None})
         for lib, info in libs.items():
             is_case = info["args"] is not None
             if self.only == "bench" and is_case:
@@ -952,6 +1025,12 @@ class Driver:
                 groups.append({"id": f"train:{train['dtype']}:T={T}", "kind": "train", "section": "train",
                                "dtype": train["dtype"], "T": T, "lib": train["lib"],
                                "est": 20 if T < 4096 else 30})
+            tl = spec.get("torch_layer")
+            for T in (tl["tokens"] if tl else []):
+                # the package's MoELayer (forward + backward) and the plain
+                # torch layer's autograd (its f32 copies of the weights)
+                groups.append({"id": f"torch:{tl['dtype']}:T={T}", "kind": "torch", "section": "torch",
+                               "dtype": tl["dtype"], "T": T, "lib": tl["lib"], "est": 10})
             for v in spec.get("variants", []):
                 variants.append({"id": "variant:" + v["name"], "kind": "variant", "section": "variants",
                                  "variant": v, "lib": v["lib"], "est": 4 * len(v["tokens"]) + 2})
@@ -967,6 +1046,8 @@ class Driver:
                 return (0, 0, 0)
             if g["kind"] == "train":  # after the first dtype's prefill rows
                 return (2, 1, g["T"])
+            if g["kind"] == "torch":  # then the PyTorch layer
+                return (2, 2, g["T"])
             first = g["dtype"] == spec["dtypes"][0]
             T = g["T"]
             if T in decode:
@@ -1116,6 +1197,13 @@ class Driver:
             L.append("torch: eager autograd of the same layer; triton: tools/gpu-kit/triton_moe.py train_step. TFLOP/s:")
             L.append("3 x the forward's FLOPs / moe time; %mm: of the bf16 matmul rate; rel-err: largest max|moe - torch|")
             L.append("/ max|torch| over y and the four gradients (the notes above give the Triton step's difference).")
+        if any(t["section"] == "torch" for t in self.tasks):
+            L.append("== PyTorch layer (moe_mlir.torch.MoELayer on the device's tensors: forward + backward)")
+            L.append(f"{'dtype':<5} {'T':>5} {'moe-ms':>9} {'plain-ms':>9} {'plain/moe':>9} {'y-err':>8} {'grad-err':>8}")
+            L += self.rows_of("torch", lambda t, r: f"{t['dtype']:<5} {t['T']:>5} {r['status'].upper()}: {r['reason']}")
+            L.append("moe: the layer's compiled @f then @f_vjp through torch.autograd (the package, python/);")
+            L.append("plain: tools/train/plain_moe.py with torch autograd (f32 math from the bf16 values); errors:")
+            L.append("max|moe - plain| / max|plain| of y and the largest over the gradients of x, wr, w1, w2.")
         if any(t["section"] == "variants" for t in self.tasks):
             L.append("== variants (the layer compiled with other flags, on the default's inputs)")
             L.append(f"{'variant':<20} {'dtype':<5} {'T':>5} {'ms':>9} {'rate':>10} {'default/var':>11} {'max|diff|':>12}")

@@ -18,7 +18,10 @@
 #                 layer with other moe-compile flags: one `variant` line
 #                 each, below); the weights are generated on the GPU
 #                 machine from a seed
-#                 the layer's gradient (mixtral_vjp) for the training step
+#                 the layer's gradient (mixtral_vjp) for the training step,
+#                 and the same layer as moe_mlir.torch.MoELayer compiles it
+#                 (torch_layer_bf16.so: @f and @f_vjp)
+#   python/       the moe_mlir package and tools/train/plain_moe.py
 #   kit.py, triton_moe.py, fill_random.py, run.sh, manifest.json
 # and checks that the folder stays under 60 MiB.
 #
@@ -152,9 +155,9 @@ done
 # layer at a small shape (D=64, H=128), so the bench and variants tables of
 # kit.py run here too.
 if [ "$TARGET" = cuda ]; then
-  D=4096 H=14336 TOKENS="1, 16, 128, 1024, 4096" TRAIN_TOKENS="1024, 4096"
+  D=4096 H=14336 TOKENS="1, 16, 128, 1024, 4096" TRAIN_TOKENS="1024, 4096" TORCH_TOKENS="1024"
 else
-  D=64 H=128 TOKENS="1, 16, 64, 1024" TRAIN_TOKENS="64"
+  D=64 H=128 TOKENS="1, 16, 64, 1024" TRAIN_TOKENS="64" TORCH_TOKENS="64"
 fi
 mkdir -p "$KIT/bench/src"
 bench_src() { # DTYPE -> the layer's .mlir at the kit's shape
@@ -171,6 +174,27 @@ done
 # inside, docs/gpu.md "The backward"), timed by kit.py at TRAIN_TOKENS.
 echo "prepare: bench mixtral bf16 training step (mixtral_vjp)"
 compile "$(bench_src bf16)" "$KIT/bench/mixtral_bf16_vjp.so" --entry=mixtral_vjp
+
+# The PyTorch layer (docs/python.md): moe_mlir.torch.MoELayer on the
+# device's tensors, forward and backward in bf16, against the plain torch
+# layer (tools/train/plain_moe.py) on the bench weights, timed by kit.py at
+# TORCH_TOKENS. The GPU machine has no compiler: the layer's @f and @f_vjp
+# (its own MLIR, from the package) are compiled here and loaded there with
+# moe_mlir.load; the package goes in python/ (its lib/ is the kit's).
+echo "prepare: bench torch MoELayer bf16 (moe_mlir)"
+mkdir -p "$KIT/python"
+cp -rL "$BUILD/python/moe_mlir" "$KIT/python/"
+rm -rf "$KIT/python/moe_mlir/__pycache__"
+cp "$ROOT/tools/train/plain_moe.py" "$KIT/python/"
+PYTHONPATH="$BUILD/python" python3 - "$KIT/bench/src/torch_layer_bf16.mlir" "$D" "$H" <<'PY'
+import sys
+from moe_mlir import _layers
+text, _ = _layers.layer_function("f", d_model=int(sys.argv[2]), d_hidden=int(sys.argv[3]),
+                                 num_experts=8, routing="top_k", k=2, activation="swiglu",
+                                 dtype="bf16")
+open(sys.argv[1], "w").write(text)
+PY
+compile "$KIT/bench/src/torch_layer_bf16.mlir" "$KIT/bench/torch_layer_bf16.so" --vjp
 
 # Variants: the layer compiled with other moe-compile flags, timed by kit.py
 # at the token counts given, next to the default build on the same inputs
@@ -233,6 +257,7 @@ commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "            \"libs\": {\"bf16\": \"bench/mixtral_bf16.so\", \"f32\": \"bench/mixtral_f32.so\"},"
   echo "            \"decode_tokens\": [1, 16],"
   echo "            \"train\": {\"lib\": \"bench/mixtral_bf16_vjp.so\", \"entry\": \"mixtral_vjp\", \"dtype\": \"bf16\", \"tokens\": [$TRAIN_TOKENS]},"
+  echo "            \"torch_layer\": {\"lib\": \"bench/torch_layer_bf16.so\", \"dtype\": \"bf16\", \"tokens\": [$TORCH_TOKENS]},"
   echo "            \"variants\": ["
   for ((i = 0; i < ${#VARIANTS_JSON[@]}; i++)); do
     sep=","; [ $i -eq $((${#VARIANTS_JSON[@]} - 1)) ] && sep=""

@@ -48,6 +48,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
@@ -144,6 +146,7 @@ For every exported public function @f, LIB.so exports
   const char *moe_f_signature(void);
   const char *moe_f_result_shapes(void);  /* e.g. "$0x16;8": dims[0] x 16, then 8 */
   const char *moe_last_error(void);
+and const char *moe_source_sha256(void) (the SHA-256 of FILE.mlir's bytes)
 (docs/aot.md). cpu: host buffers; cuda: device buffers and a CUstream, with
 libMoECudaRuntime.so next to LIB.so (RUNPATH $ORIGIN) or on the loader path.
 Every error is one line on stderr and exit code 1.
@@ -705,6 +708,12 @@ int runMain(int argc, char **argv) {
   auto file = openInputFile(inputFile, &openError);
   if (!file)
     return fail(openError.empty() ? "cannot open " + inputFile : openError);
+  // moe_source_sha256(): the input's bytes, so that a caller holding the
+  // source (moe_mlir.torch.MoELayer with a prepared library) can check that
+  // the library is the one compiled from it.
+  const std::string sourceDigest = llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(
+                                                   file->getBuffer())),
+                                               /*LowerCase=*/true);
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
@@ -816,6 +825,22 @@ int runMain(int argc, char **argv) {
   for (const Entry &e : exported)
     if (failed(buildWrapper(*module, e, cuda)))
       return 1;
+  if (module->lookupSymbol("moe_source_sha256"))
+    return fail("the module already has a symbol moe_source_sha256, which LIB.so exports");
+  {
+    // const char *moe_source_sha256(void)
+    OpBuilder b(&context);
+    b.setInsertionPointToEnd(module->getBody());
+    Location loc = module->getLoc();
+    auto ptr = LLVM::LLVMPointerType::get(&context);
+    auto fn = LLVM::LLVMFuncOp::create(b, loc, "moe_source_sha256",
+                                       LLVM::LLVMFunctionType::get(ptr, {}));
+    b.setInsertionPointToStart(fn.addEntryBlock(b));
+    Value s = LLVM::createGlobalString(loc, b, "__moe_aot_source_sha256",
+                                       sourceDigest + std::string(1, '\0'),
+                                       LLVM::Linkage::Internal);
+    LLVM::ReturnOp::create(b, loc, s);
+  }
 
   // LLVM IR, optimized for the host.
   llvm::LLVMContext llvmContext;
@@ -829,7 +854,7 @@ int runMain(int argc, char **argv) {
     if (gv.isDeclaration() || gv.hasLocalLinkage())
       continue;
     StringRef n = gv.getName();
-    bool isExported = llvm::any_of(exported, [&](const Entry &e) {
+    bool isExported = n == "moe_source_sha256" || llvm::any_of(exported, [&](const Entry &e) {
       std::string base = "moe_" + e.name.substr(1);
       return n == base || n == base + "_signature" || n == base + "_result_shapes";
     });

@@ -7,7 +7,8 @@ torch autograd's, with the discrete choices (the chosen experts, MOESART's
 sampled set and index j, the K largest g) held fixed as spec section 9 says.
 
 Computations are in f32; for bf16/f16 layers the values are rounded to the
-layer's type where section 3 rounds them (h, Soft MoE's slot inputs, y)."""
+layer's type where section 3 rounds them (h, Soft MoE's slot inputs, y).
+The tensors may be on any device (the GPU kit runs it on CUDA)."""
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -55,7 +56,7 @@ def moesart_sample(g, k, seed):
     """The sampled sets S_t (spec 3.1: k draws without replacement, in f32)
     and the index j of small_random, per token."""
     sets, js = [], []
-    gn = g.detach().to(torch.float32).numpy()
+    gn = g.detach().to(torch.float32).cpu().numpy()
     for t in range(gn.shape[0]):
         p = gn[t].astype(np.float32).copy()
         chosen = []
@@ -92,8 +93,9 @@ def layer(x, p, cfg, seed=None):
     if "router.bias" in q:
         o = o + q["router.bias"]
     g = torch.softmax(o, dim=-1)
-    weights = torch.zeros(T, E)
-    aux = torch.zeros(())
+    dev = x.device
+    weights = torch.zeros(T, E, device=dev)
+    aux = torch.zeros((), device=dev)
     if routing == "dense":
         weights = g
     elif routing == "top_k":
@@ -105,7 +107,7 @@ def layer(x, p, cfg, seed=None):
             per = E // groups
             gs = c.reshape(T, groups, per).topk(min(2, per), dim=-1).values.sum(-1)
             keep = gs.topk(gk, dim=-1).indices
-            allowed = torch.zeros(T, groups, dtype=torch.bool)
+            allowed = torch.zeros(T, groups, dtype=torch.bool, device=dev)
             allowed.scatter_(1, keep, True)
             c = c.masked_fill(~allowed.repeat_interleave(per, dim=1), float("-inf"))
         idx = c.topk(k, dim=-1).indices
@@ -123,7 +125,7 @@ def layer(x, p, cfg, seed=None):
         adjust = cfg.get("adjust", "small_random")
         rows = []
         for t in range(T):
-            S = torch.tensor(sets[t])
+            S = torch.tensor(sets[t], device=dev)
             gS, oS = g[t, S], o[t, S]
             if adjust == "small_random":
                 off = torch.log(torch.clamp((k - 1) * (gS + 1e-10), min=1e-10))
@@ -133,14 +135,15 @@ def layer(x, p, cfg, seed=None):
                 w = torch.softmax(oS - torch.log(torch.clamp(k * (gS + 1e-10), min=1e-10)), -1)
             else:
                 w = gS / gS.sum()
-            rows.append(torch.zeros(E).scatter(0, S, w))
+            rows.append(torch.zeros(E, device=dev).scatter(0, S, w))
         weights = torch.stack(rows)
         lam = cfg.get("trimmed_lasso", 1e-3)
         aux = lam * (1 - g.topk(k, dim=-1).values.sum(-1)).mean()
     H = q["experts.w2"].shape[1]
     y = torch.zeros_like(x)
     for e in range(E):
-        rows = (weights[:, e] != 0).nonzero().flatten() if routing != "dense" else torch.arange(T)
+        rows = (weights[:, e] != 0).nonzero().flatten() if routing != "dense" else \
+            torch.arange(T, device=dev)
         if len(rows) == 0:
             continue
         u = x[rows] @ q["experts.w1"][e]
@@ -169,7 +172,7 @@ def soft_layer(x, p, cfg):
     q = {n: v.to(torch.float32) for n, v in p.items()}
     phi = q["router.phi"]
     D, E, S = phi.shape
-    scale = q.get("router.scale", torch.ones(()))
+    scale = q.get("router.scale", torch.ones((), device=x.device))
     xn, phin = x, phi
     if cfg.get("normalize", False):
         xn = x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)

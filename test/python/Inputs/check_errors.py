@@ -50,3 +50,14 @@ case("layer parameter", lambda: layer(torch.randn(3, 16)))
 case("layer routing", lambda: MoELayer(16, 8, 4, routing="topk"))
 case("layer k", lambda: MoELayer(16, 8, 4, routing="top_k", k=5))
 case("layer dtype option", lambda: MoELayer(16, 8, 4, dtype=torch.float64))
+# A prepared library (moe_mlir.load) for another layer: the layer says so.
+other = moe_mlir.compile(MoELayer(16, 8, 4, routing="top_k", k=2, activation="relu").text(), vjp=True)
+case("layer library", lambda: MoELayer(16, 8, 4, routing="top_k", k=2, activation="gelu",
+                                       library=moe_mlir.load(other.path)))
+case("layer library target", lambda: MoELayer(16, 8, 4, routing="top_k", k=2, activation="relu",
+                                              library=moe_mlir.load(other.path, target="cuda")))
+no_vjp = moe_mlir.compile(MoELayer(16, 8, 4, routing="top_k", k=2, activation="relu").text())
+case("layer library without vjp", lambda: MoELayer(16, 8, 4, routing="top_k", k=2, activation="relu",
+                                                   library=moe_mlir.load(no_vjp.path)))
+case("load missing", lambda: moe_mlir.load("/nonexistent/lib.so"))
+case("load not a library", lambda: moe_mlir.load(__file__))

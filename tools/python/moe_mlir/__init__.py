@@ -18,7 +18,7 @@ import tempfile
 
 from . import _paths
 
-__all__ = ["Error", "Library", "Function", "compile", "cache_dir", "tool"]
+__all__ = ["Error", "Library", "Function", "compile", "load", "cache_dir", "tool"]
 
 
 class Error(RuntimeError):
@@ -113,6 +113,23 @@ def compile(source, target="cpu", chip=None, entries=None, vjp=False, mcpu=None)
             os.replace(out, lib_path)  # atomic: concurrent compilers agree
     lib = Library(lib_path, target, _argument_names(text))
     lib.from_cache = hit
+    return lib
+
+
+def load(path, target="cpu"):
+    """Loads a library that moe-compile wrote (for example on a machine
+    without the compiler: a GPU machine running a prepared library).
+    target: the --target it was compiled for ("cpu" or "cuda")."""
+    if target not in ("cpu", "cuda"):
+        raise ValueError(f"moe_mlir.load: target must be 'cpu' or 'cuda', not {target!r}")
+    if not os.path.exists(path):
+        raise Error(f"moe_mlir.load: {path} does not exist")
+    with open(path, "rb") as f:  # the exported names, from the dynamic string table
+        found = re.findall(rb"\0moe_([A-Za-z_][\w$.]*)_signature\0", f.read())
+    lib = Library(os.path.abspath(path), target, {n.decode(): [] for n in found})
+    lib.from_cache = False
+    if not lib.functions:
+        raise Error(f"moe_mlir.load: {path} exports no moe function (not a moe-compile library?)")
     return lib
 
 
@@ -214,7 +231,8 @@ class Library:
     """A library written by moe-compile, loaded. `lib.NAME` (or lib["NAME"])
     is the Function of the exported @NAME; `lib.functions` lists them;
     `lib.path` is the file, `lib.from_cache` whether compile() found it in
-    the cache."""
+    the cache, `lib.source_sha256` the SHA-256 (hex) of the MLIR it was
+    compiled from."""
 
     def __init__(self, path, target, argument_names=None):
         global _runtime
@@ -229,6 +247,10 @@ class Library:
         except OSError as e:
             raise Error(f"moe_mlir: cannot load {path}: {e}") from None
         self._last_error = _TEXT(("moe_last_error", self._dll))
+        # The SHA-256 of the source moe-compile compiled (None for a library
+        # of a moe-compile without it).
+        self.source_sha256 = (_TEXT(("moe_source_sha256", self._dll))().decode()
+                              if hasattr(self._dll, "moe_source_sha256") else None)
         names = argument_names or {}
         self.functions = {}
         for name in self._exported_names(list(names)):

@@ -199,5 +199,12 @@ def soft_layer_function(name, *, groups, d_model, d_hidden, num_experts, slots_p
     return text, params
 
 
+def signature(params, d_model, dtype):
+    """The function type of layer_function's @f (inference form), as
+    moe_f_signature() prints it."""
+    xt = "tensor<?x%dx%s>" % (d_model, dtype)
+    return "(%s) -> %s" % (", ".join([xt] + [p.type() for p in params]), xt)
+
+
 def init_scale(p):
     return 1.0 / math.sqrt(p.fan_in) if p.fan_in else 1.0

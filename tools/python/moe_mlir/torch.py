@@ -99,7 +99,10 @@ class _CompiledLayer(torch.nn.Module):
         return "cuda", chip
 
     def _functions(self, training, x):
-        """(@f, @f_vjp) of the layer function for this call (_text)."""
+        """(@f, @f_vjp) of the layer function for this call (_text): from
+        the library given to the constructor, else compiled (and cached)."""
+        if getattr(self, "_library", None) is not None:
+            return self._prebuilt()
         target, chip = self._target()
         text = self._text(training, x)
         key = (target, chip, text)
@@ -142,12 +145,17 @@ class MoELayer(_CompiledLayer):
     router_selection_bias [E] (f32) is a buffer: DeepSeek updates it outside
     gradient descent.
 
+    library: a Library (moe_mlir.load) that already holds this layer's @f
+    and @f_vjp, compiled with --vjp from exactly text() (e.g. on another
+    machine); its signature and its source's SHA-256 are checked. Not for
+    routing='moesart'.
+
     last_seed: the seed of the last training-mode MOESART call (an int), drawn
     from torch's default generator."""
 
     def __init__(self, d_model, d_hidden, num_experts, routing="top_k", k=2,
                  activation="gelu", *, dtype=torch.float32, device="cpu", chip=None,
-                 **options):
+                 library=None, **options):
         if routing == "dense":
             k = None
         moesart = routing == "moesart"
@@ -161,8 +169,45 @@ class MoELayer(_CompiledLayer):
         super().__init__(params, dtype, device, chip)
         self.d_model, self.dtype, self.moesart = d_model, dtype, moesart
         self.last_seed = None
+        self._library = library
+        if library is not None:
+            if moesart:
+                raise ValueError("library= is for layers without a training-mode function "
+                                 "(routing='moesart' compiles two)")
+            self._signature = _layers.signature(params, d_model, common["dtype"])
+            self._prebuilt()  # check it now
+
+    def _prebuilt(self):
+        """(@f, @f_vjp) of the library given to the constructor, checked
+        against the layer's signature."""
+        lib, want = self._library, self._signature
+        target = self._target()[0]
+        if lib.target != target:
+            raise ValueError(f"MoELayer: the library {lib.path} is for target {lib.target}, "
+                             f"the parameters are on a {target} device")
+        for name in ("f", "f_vjp"):
+            if name not in lib.functions:
+                raise ValueError(f"MoELayer: the library {lib.path} exports no @{name} "
+                                 f"(compile the layer's @f with --vjp)")
+        if lib["f"].signature != want:
+            raise ValueError(f"MoELayer: the library {lib.path} was compiled for @f {lib['f'].signature}, "
+                             f"this layer is {want}")
+        # Same types are not the same layer (routing, activation): the
+        # library must come from this layer's own text.
+        import hashlib
+        digest = hashlib.sha256(self._texts[False].encode()).hexdigest()
+        if lib.source_sha256 != digest:
+            raise ValueError(f"MoELayer: the library {lib.path} was not compiled from this layer's "
+                             f"MLIR (MoELayer.text(): source SHA-256 {digest[:16]}..., the library's "
+                             f"{(lib.source_sha256 or 'unknown')[:16]}...; same types, another layer?)")
+        return lib["f"], lib["f_vjp"]
 
     def _text(self, training, x):
+        return self._texts[training]
+
+    def text(self, training=False):
+        """The MLIR of the layer's function @f (training=True: the
+        training-mode one of a MOESART layer), as compiled."""
         return self._texts[training]
 
     @classmethod
