@@ -25,7 +25,6 @@ using namespace mlir;
 
 void moe::buildTestEmulatedToLLVM(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
-  pm.addPass(createCanonicalizerPass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertOpenMPToLLVMPass());
   pm.addPass(memref::createExpandStridedMetadataPass());

@@ -52,6 +52,18 @@ def rounded(v, dtype):
     return v if dtype == torch.float32 else v.to(dtype).to(torch.float32)
 
 
+def expert(x, q, e, cfg, hidden, dtype):
+    """f_e(x) of spec section 3 (h rounded to the layer's type)."""
+    u = x @ q["experts.w1"][e]
+    if "experts.b1" in q:
+        u = u + q["experts.b1"][e]
+    h = rounded(act(cfg.get("activation", "gelu"), u, hidden), dtype)
+    f = h @ q["experts.w2"][e]
+    if "experts.b2" in q:
+        f = f + q["experts.b2"][e]
+    return f
+
+
 def moesart_sample(g, k, seed):
     """The sampled sets S_t (spec 3.1: k draws without replacement, in f32)
     and the index j of small_random, per token."""
@@ -146,13 +158,7 @@ def layer(x, p, cfg, seed=None):
             torch.arange(T, device=dev)
         if len(rows) == 0:
             continue
-        u = x[rows] @ q["experts.w1"][e]
-        if "experts.b1" in q:
-            u = u + q["experts.b1"][e]
-        h = rounded(act(cfg.get("activation", "gelu"), u, H), dtype)
-        f = h @ q["experts.w2"][e]
-        if "experts.b2" in q:
-            f = f + q["experts.b2"][e]
+        f = expert(x[rows], q, e, cfg, H, dtype)
         y = y.index_add(0, rows, weights[rows, e:e + 1] * f)
     if "shared.w1" in q:
         Hs = q["shared.w2"].shape[0]
@@ -185,13 +191,6 @@ def soft_layer(x, p, cfg):
     H = q["experts.w2"].shape[1]
     outs = []
     for e in range(E):
-        u = slots[:, e] @ q["experts.w1"][e]
-        if "experts.b1" in q:
-            u = u + q["experts.b1"][e]
-        h = rounded(act(cfg.get("activation", "gelu"), u, H), dtype)
-        f = h @ q["experts.w2"][e]
-        if "experts.b2" in q:
-            f = f + q["experts.b2"][e]
-        outs.append(f)
+        outs.append(expert(slots[:, e], q, e, cfg, H, dtype))
     ys = torch.stack(outs, dim=1)  # [G, E, S, D]
     return rounded(torch.einsum("gmes,gesd->gmd", combine, ys), dtype)

@@ -32,6 +32,16 @@ class Param:
         return "tensor<%s>" % "x".join([str(s) for s in self.shape] + [self.element])
 
 
+def _check_common(activation, dtype, **sizes):
+    for n, v in sizes.items():
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{n} must be a positive int, not {v!r}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, not {activation!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
+
+
 def _routing_attr(routing, k, num_experts, score, normalize, scale, groups, group_k,
                   adjust, trimmed_lasso):
     if routing not in ROUTINGS:
@@ -76,13 +86,7 @@ def layer_function(name, *, d_model, d_hidden, num_experts, routing="top_k", k=N
     training mode), then the Params in order; its results: y, then the aux
     loss (tensor<f32>) in training mode."""
     D, H, E = d_model, d_hidden, num_experts
-    for n, v in (("d_model", D), ("d_hidden", H), ("num_experts", E)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{n} must be a positive int, not {v!r}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, not {activation!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
+    _check_common(activation, dtype, d_model=D, d_hidden=H, num_experts=E)
     if selection_bias and routing != "top_k":
         raise ValueError("selection_bias is for routing='top_k' (docs/spec.md 3.1.1)")
     if shared_gate and not shared_hidden:
@@ -155,14 +159,8 @@ def soft_layer_function(name, *, groups, d_model, d_hidden, num_experts, slots_p
     """(MLIR text, [Param]) for a moe.soft_layer over x: tensor<GxMxDxT>
     (G = groups groups of M = group_size tokens)."""
     D, H, E, S, M = d_model, d_hidden, num_experts, slots_per_expert, group_size
-    for n, v in (("d_model", D), ("d_hidden", H), ("num_experts", E),
-                 ("slots_per_expert", S), ("group_size", M), ("groups", groups)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{n} must be a positive int, not {v!r}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, not {activation!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
+    _check_common(activation, dtype, d_model=D, d_hidden=H, num_experts=E,
+                  slots_per_expert=S, group_size=M, groups=groups)
     g = 2 if activation in GATED else 1
     T = dtype
     params = [Param("router.phi", [D, E, S], T, fan_in=D)]
