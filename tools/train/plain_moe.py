@@ -9,6 +9,8 @@ sampled set and index j, the K largest g) held fixed as spec section 9 says.
 Computations are in f32; for bf16/f16 layers the values are rounded to the
 layer's type where section 3 rounds them (h, Soft MoE's slot inputs, y).
 The tensors may be on any device (the GPU kit runs it on CUDA)."""
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -153,9 +155,17 @@ def layer(x, p, cfg, seed=None):
         aux = lam * (1 - g.topk(k, dim=-1).values.sum(-1)).mean()
     H = q["experts.w2"].shape[1]
     y = torch.zeros_like(x)
+    capacity = None
+    if cfg.get("capacity_factor") is not None:
+        # GShard: ceil(cf * T * k / E) rows per expert, in token order; the
+        # assignments beyond it contribute nothing (weights not renormalized).
+        per_token = E if routing == "dense" else k
+        capacity = math.ceil(cfg["capacity_factor"] * T * per_token / E)
     for e in range(E):
         rows = (weights[:, e] != 0).nonzero().flatten() if routing != "dense" else \
             torch.arange(T, device=dev)
+        if capacity is not None:
+            rows = rows[:capacity]
         if len(rows) == 0:
             continue
         f = expert(x[rows], q, e, cfg, H, dtype)

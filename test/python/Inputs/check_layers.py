@@ -38,6 +38,8 @@ CONFIGS = {
                                  router_bias=True, expert_bias=True, trimmed_lasso=0.1),
     "moesart-zero": dict(routing="moesart", k=3, activation="gelu", adjust="zero"),
     "moesart-large": dict(routing="moesart", k=2, activation="swiglu", adjust="large"),
+    "top2-capacity": dict(routing="top_k", k=2, activation="gelu", capacity_factor=0.75),
+    "moesart-capacity": dict(routing="moesart", k=2, activation="relu", capacity_factor=0.6),
     "top2-bf16": dict(routing="top_k", k=2, activation="swiglu", dtype=torch.bfloat16),
     "top2-f16": dict(routing="top_k", k=2, activation="gelu", expert_bias=True,
                      dtype=torch.float16),
