@@ -241,6 +241,8 @@ std::optional<DimSource> tieDim(func::FuncOp func, Value value, int64_t d, int d
     return d < 2 ? same(op.getCombineWeights(), d) : same(op.getExpertOutput(), 1);
   if (auto op = dyn_cast<moe::DispatchOp>(def))
     return value == op.getPositions() ? same(op.getIndices(), d) : std::nullopt;
+  if (auto op = dyn_cast<moe::SoftDispatchOp>(def)) // combine_weights: [G, M, E, S]
+    return value == op.getCombineWeights() && d == 0 ? same(op.getInput(), 0) : std::nullopt;
   // The backward ops (--vjp): a gradient has its primal's shape.
   if (auto op = dyn_cast<moe::RouteGradOp>(def))
     return value == op.getInputGrad() ? same(op.getInput(), d) : std::nullopt;

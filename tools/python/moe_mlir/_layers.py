@@ -153,14 +153,15 @@ def layer_function(name, *, d_model, d_hidden, num_experts, routing="top_k", k=N
     return text, params
 
 
-def soft_layer_function(name, *, groups, d_model, d_hidden, num_experts, slots_per_expert=1,
+def soft_layer_function(name, *, groups=None, d_model, d_hidden, num_experts, slots_per_expert=1,
                         group_size, activation="gelu", dtype="f32", normalize=False,
                         learned_scale=False, expert_bias=False):
     """(MLIR text, [Param]) for a moe.soft_layer over x: tensor<GxMxDxT>
-    (G = groups groups of M = group_size tokens)."""
+    (G groups of M = group_size tokens; G dynamic unless `groups` is
+    given)."""
     D, H, E, S, M = d_model, d_hidden, num_experts, slots_per_expert, group_size
     _check_common(activation, dtype, d_model=D, d_hidden=H, num_experts=E,
-                  slots_per_expert=S, group_size=M, groups=groups)
+                  slots_per_expert=S, group_size=M, **({} if groups is None else {"groups": groups}))
     g = 2 if activation in GATED else 1
     T = dtype
     params = [Param("router.phi", [D, E, S], T, fan_in=D)]
@@ -171,7 +172,7 @@ def soft_layer_function(name, *, groups, d_model, d_hidden, num_experts, slots_p
     if expert_bias:
         params += [Param("experts.b1", [E, g * H], T, init="zeros"),
                    Param("experts.b2", [E, D], T, init="zeros")]
-    xt = "tensor<%dx%dx%dx%s>" % (groups, M, D, T)
+    xt = "tensor<%sx%dx%dx%s>" % ("?" if groups is None else groups, M, D, T)
     args = ["%x: " + xt]
     ssa = {}
     for i, p in enumerate(params):

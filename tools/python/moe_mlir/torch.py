@@ -276,7 +276,8 @@ class MoELayer(_CompiledLayer):
 class SoftMoELayer(_CompiledLayer):
     """A Soft MoE layer (moe.soft_layer, docs/spec.md 3.2), compiled.
     x: [G, M, d_model] (G groups of M = group_size tokens; M is fixed when
-    the layer is built, G is free); returns y of x's shape.
+    the layer is built, G is dynamic in the compiled function); returns y of
+    x's shape.
 
     Parameters: router_phi [D, E, S], router_scale [] (learned_scale),
     experts_w1, experts_w2, experts_b1, experts_b2 (expert_bias)."""
@@ -289,15 +290,12 @@ class SoftMoELayer(_CompiledLayer):
             slots_per_expert=slots_per_expert, group_size=group_size, activation=activation,
             dtype=_DTYPE.get(dtype, "f32"), normalize=normalize, learned_scale=learned_scale,
             expert_bias=expert_bias)
-        _, params = _layers.soft_layer_function("f", groups=1, **self._options)
+        self._source, params = _layers.soft_layer_function("f", **self._options)
         super().__init__(params, dtype, device, chip)
         self.d_model, self.group_size, self.dtype = d_model, group_size, dtype
 
     def _text(self, training, x):
-        # The group count is static in the compiled function (the gradient
-        # of moe.soft_layer needs it: moe-compile cannot size a dynamic one),
-        # so each group count is one library (compiled once, then cached).
-        return _layers.soft_layer_function("f", groups=x.shape[0], **self._options)[0]
+        return self._source  # the group count is dynamic: one library for all
 
     def forward(self, x):
         if x.dim() != 3 or x.shape[1:] != (self.group_size, self.d_model):
