@@ -343,6 +343,19 @@ bool recordEntry(func::FuncOp func, Entry &entry) {
   return true;
 }
 
+/// Appends `const char *name(void)` returning `text` (a NUL-terminated
+/// internal global `global`) at the insertion point of `b`.
+void buildStringGetter(OpBuilder &b, Location loc, StringRef name, StringRef global,
+                       std::string text) {
+  OpBuilder::InsertionGuard guard(b);
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  auto fn = LLVM::LLVMFuncOp::create(b, loc, name, LLVM::LLVMFunctionType::get(ptr, {}));
+  b.setInsertionPointToStart(fn.addEntryBlock(b));
+  text.push_back('\0');
+  Value s = LLVM::createGlobalString(loc, b, global, text, LLVM::Linkage::Internal);
+  LLVM::ReturnOp::create(b, loc, s);
+}
+
 /// Builds the exported entry points of `entry` in the lowered (LLVM
 /// dialect) module.
 LogicalResult buildWrapper(ModuleOp module, const Entry &entry, bool cuda) {
@@ -382,25 +395,12 @@ LogicalResult buildWrapper(ModuleOp module, const Entry &entry, bool cuda) {
   }
 
   // const char *moe_f_signature(void)
-  {
-    auto fn = LLVM::LLVMFuncOp::create(b, loc, exported + "_signature",
-                                       LLVM::LLVMFunctionType::get(ptr, {}));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(fn.addEntryBlock(b));
-    std::string text = entry.signature;
-    text.push_back('\0');
-    Value s = LLVM::createGlobalString(loc, b, "__moe_aot_signature_" + fname, text,
-                                       LLVM::Linkage::Internal);
-    LLVM::ReturnOp::create(b, loc, s);
-  }
+  buildStringGetter(b, loc, signatureName, "__moe_aot_signature_" + fname, entry.signature);
 
   // const char *moe_f_result_shapes(void): every result's sizes, results
   // separated by ';', sizes by 'x', each a decimal static size or `$i` for
   // dims[i] (docs/aot.md, "The C ABI").
   {
-    auto fn = LLVM::LLVMFuncOp::create(b, loc, shapesName, LLVM::LLVMFunctionType::get(ptr, {}));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(fn.addEntryBlock(b));
     std::string text;
     for (auto [i, buf] : llvm::enumerate(entry.results)) {
       if (i > 0)
@@ -411,10 +411,7 @@ LogicalResult buildWrapper(ModuleOp module, const Entry &entry, bool cuda) {
         text += size >= 0 ? std::to_string(size) : "$" + std::to_string(-2 - size);
       }
     }
-    text.push_back('\0');
-    Value s = LLVM::createGlobalString(loc, b, "__moe_aot_result_shapes_" + fname, text,
-                                       LLVM::Linkage::Internal);
-    LLVM::ReturnOp::create(b, loc, s);
+    buildStringGetter(b, loc, shapesName, "__moe_aot_result_shapes_" + fname, text);
   }
 
   // int moe_f(void *const *args, void *const *results, const int64_t *dims, void *stream)
@@ -830,18 +827,10 @@ int runMain(int argc, char **argv) {
   if (module->lookupSymbol("moe_source_sha256"))
     return fail("the module already has a symbol moe_source_sha256, which LIB.so exports");
   {
-    // const char *moe_source_sha256(void)
     OpBuilder b(&context);
     b.setInsertionPointToEnd(module->getBody());
-    Location loc = module->getLoc();
-    auto ptr = LLVM::LLVMPointerType::get(&context);
-    auto fn = LLVM::LLVMFuncOp::create(b, loc, "moe_source_sha256",
-                                       LLVM::LLVMFunctionType::get(ptr, {}));
-    b.setInsertionPointToStart(fn.addEntryBlock(b));
-    Value s = LLVM::createGlobalString(loc, b, "__moe_aot_source_sha256",
-                                       sourceDigest + std::string(1, '\0'),
-                                       LLVM::Linkage::Internal);
-    LLVM::ReturnOp::create(b, loc, s);
+    buildStringGetter(b, module->getLoc(), "moe_source_sha256", "__moe_aot_source_sha256",
+                      sourceDigest);
   }
 
   // LLVM IR, optimized for the host.
