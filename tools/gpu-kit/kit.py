@@ -524,7 +524,9 @@ class Worker:
         tl = spec["torch_layer"]
         dt, T = tl["dtype"], task["T"]
         step("import moe_mlir (python/)")
-        sys.path.insert(0, os.path.join(self.kit, "python"))
+        package = os.path.join(self.kit, "python")
+        if package not in sys.path:  # once per worker (one group per T)
+            sys.path.insert(0, package)
         import moe_mlir  # noqa: E402
         import plain_moe  # noqa: E402
         from moe_mlir.torch import MoELayer  # noqa: E402

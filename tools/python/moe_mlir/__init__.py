@@ -171,10 +171,12 @@ class TensorType:
             raise Error(f"moe_mlir: element type {self.element} has no torch dtype")
         self.shape = [None if p == "?" else int(p) for p in parts[:-1]]
         self.text = text.strip()
+        self._dtype = None
 
     def torch_dtype(self):
-        torch = _torch()
-        return getattr(torch, _ELEMENT[self.element])
+        if self._dtype is None:  # looked up once: every call checks it
+            self._dtype = getattr(_torch(), _ELEMENT[self.element])
+        return self._dtype
 
     def __repr__(self):
         return self.text
@@ -255,9 +257,10 @@ class Library:
         self.functions = {}
         for name in self._exported_names(list(names)):
             own = names.get(name)
-            if own is None and name.endswith("_vjp") and name[:-4] in names:
-                base = names[name[:-4]]  # f's arguments, then the cotangents
-                own = base + ["cotangent of result %d" % i for i in range(64)]
+            primal = self.functions.get(name[:-4]) if name.endswith("_vjp") else None
+            if own is None and primal is not None:  # f's arguments, then the cotangents
+                own = names[primal.name] + ["cotangent of result %d" % i
+                                            for i in range(len(primal.results))]
             self.functions[name] = Function(self, name, own)
 
     def _exported_names(self, candidates):
@@ -301,18 +304,14 @@ class Function:
         self.arguments, self.results = _parse_signature(self.signature)
         self._result_shapes = _parse_result_shapes(
             _TEXT(("moe_%s_result_shapes" % name, dll))().decode(), len(self.results))
+        # The arguments' names in the source (None where unknown).
         names = list(argument_names or [])
-        if len(names) > len(self.arguments):
-            names = names[:len(self.arguments)]
-        if len(names) != len(self.arguments):
-            names = []
-        self.argument_names = [names[i] if names else "#%d" % i
-                               for i in range(len(self.arguments))]
+        self.argument_names = names if len(names) == len(self.arguments) else \
+            [None] * len(self.arguments)
 
     def _what(self, i):
         n = self.argument_names[i]
-        return f"@{self.name} argument {i} ({n})" if not n.startswith("#") else \
-            f"@{self.name} argument {i}"
+        return f"@{self.name} argument {i}" + (f" ({n})" if n else "")
 
     def __call__(self, *args):
         torch = _torch()
@@ -356,10 +355,7 @@ class Function:
         arg_ptrs = (ctypes.c_void_p * max(1, len(args)))(*[a.data_ptr() for a in args])
         res_ptrs = (ctypes.c_void_p * max(1, len(outs)))(*[o.data_ptr() for o in outs])
         dim_arr = (ctypes.c_int64 * len(dims))(*dims) if dims else None
-        stream = None
-        if cuda:
-            with torch.cuda.device(device):
-                stream = torch.cuda.current_stream().cuda_stream
+        stream = torch.cuda.current_stream(device).cuda_stream if cuda else None
         if self._entry(arg_ptrs, res_ptrs, dim_arr, stream) != 0:
             raise Error(self.library.last_error())
         return outs[0] if len(outs) == 1 else tuple(outs)

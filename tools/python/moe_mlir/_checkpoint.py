@@ -15,7 +15,6 @@ import torch
 
 _DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16,
            "F64": torch.float64, "I64": torch.int64, "I32": torch.int32}
-_ELEMENT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
 class Checkpoint:
@@ -83,8 +82,9 @@ def parameters(text, function):
     return out
 
 
-def assemble(ckpt, shape, element, names, transpose):
-    """One parameter by the #moe.checkpoint rule."""
+def assemble(ckpt, shape, dtype, names, transpose):
+    """One parameter by the #moe.checkpoint rule, converted to `dtype` (the
+    argument's element type as a torch dtype)."""
     per_expert = "{e}" in names[0]
 
     def one(e):
@@ -102,4 +102,4 @@ def assemble(ckpt, shape, element, names, transpose):
     if list(value.shape) != shape:
         raise ValueError(f"{', '.join(names)}: assembled shape {list(value.shape)}, "
                          f"the layer takes {shape}")
-    return value.to(_ELEMENT[element]).contiguous()
+    return value.to(dtype).contiguous()

@@ -42,6 +42,34 @@ def _check_common(activation, dtype, **sizes):
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}")
 
 
+def _expert_params(E, D, H, g, T, expert_bias):
+    """The experts' W1 [E, D, g*H], W2 [E, H, D] and, with expert_bias,
+    b1 [E, g*H], b2 [E, D]."""
+    params = [Param("experts.w1", [E, D, g * H], T, fan_in=D),
+              Param("experts.w2", [E, H, D], T, fan_in=H)]
+    if expert_bias:
+        params += [Param("experts.b1", [E, g * H], T, init="zeros"),
+                   Param("experts.b2", [E, D], T, init="zeros")]
+    return params
+
+
+def _param_args(params):
+    """The function arguments of the parameters (`%pI: type {moe.param}`)
+    and {parameter name: its SSA name}."""
+    args, ssa = [], {}
+    for i, p in enumerate(params):
+        ssa[p.name] = "%%p%d" % i
+        args.append('%s: %s {moe.param = "%s"}' % (ssa[p.name], p.type(), p.name))
+    return args, ssa
+
+
+def _expert_clauses(ssa, expert_bias):
+    out = ["experts(%s, %s)" % (ssa["experts.w1"], ssa["experts.w2"])]
+    if expert_bias:
+        out.append("expert_biases(%s, %s)" % (ssa["experts.b1"], ssa["experts.b2"]))
+    return out
+
+
 def _routing_attr(routing, k, num_experts, score, normalize, scale, groups, group_k,
                   adjust, trimmed_lasso):
     if routing not in ROUTINGS:
@@ -102,11 +130,7 @@ def layer_function(name, *, d_model, d_hidden, num_experts, routing="top_k", k=N
         params.append(Param("router.bias", [E], T, init="zeros"))
     if selection_bias:
         params.append(Param("router.selection_bias", [E], "f32", init="zeros", trainable=False))
-    params += [Param("experts.w1", [E, D, g * H], T, fan_in=D),
-               Param("experts.w2", [E, H, D], T, fan_in=H)]
-    if expert_bias:
-        params += [Param("experts.b1", [E, g * H], T, init="zeros"),
-                   Param("experts.b2", [E, D], T, init="zeros")]
+    params += _expert_params(E, D, H, g, T, expert_bias)
     if shared_hidden:
         params += [Param("shared.w1", [D, g * shared_hidden], T, fan_in=D),
                    Param("shared.w2", [shared_hidden, D], T, fan_in=shared_hidden)]
@@ -114,20 +138,13 @@ def layer_function(name, *, d_model, d_hidden, num_experts, routing="top_k", k=N
             params.append(Param("shared.gate", [D, 1], T, fan_in=D))
 
     xt = "tensor<?x%dx%s>" % (D, T)
-    args = ["%x: " + xt]
-    if training:
-        args.append("%seed: tensor<i64>")
-    ssa = {}
-    for i, p in enumerate(params):
-        ssa[p.name] = "%%p%d" % i
-        args.append('%s: %s {moe.param = "%s"}' % (ssa[p.name], p.type(), p.name))
+    param_args, ssa = _param_args(params)
+    args = ["%x: " + xt] + (["%seed: tensor<i64>"] if training else []) + param_args
     ops = ["router(%s%s)" % (ssa["router.weight"],
                              ", " + ssa["router.bias"] if router_bias else "")]
     if selection_bias:
         ops.append("selection_bias(%s)" % ssa["router.selection_bias"])
-    ops.append("experts(%s, %s)" % (ssa["experts.w1"], ssa["experts.w2"]))
-    if expert_bias:
-        ops.append("expert_biases(%s, %s)" % (ssa["experts.b1"], ssa["experts.b2"]))
+    ops += _expert_clauses(ssa, expert_bias)
     if shared_hidden:
         ops.append("shared(%s, %s)" % (ssa["shared.w1"], ssa["shared.w2"]))
         if shared_gate:
@@ -153,37 +170,27 @@ def layer_function(name, *, d_model, d_hidden, num_experts, routing="top_k", k=N
     return text, params
 
 
-def soft_layer_function(name, *, groups=None, d_model, d_hidden, num_experts, slots_per_expert=1,
+def soft_layer_function(name, *, d_model, d_hidden, num_experts, slots_per_expert=1,
                         group_size, activation="gelu", dtype="f32", normalize=False,
                         learned_scale=False, expert_bias=False):
-    """(MLIR text, [Param]) for a moe.soft_layer over x: tensor<GxMxDxT>
-    (G groups of M = group_size tokens; G dynamic unless `groups` is
-    given)."""
+    """(MLIR text, [Param]) for a moe.soft_layer over x: tensor<?xMxDxT>
+    (a dynamic number of groups of M = group_size tokens)."""
     D, H, E, S, M = d_model, d_hidden, num_experts, slots_per_expert, group_size
     _check_common(activation, dtype, d_model=D, d_hidden=H, num_experts=E,
-                  slots_per_expert=S, group_size=M, **({} if groups is None else {"groups": groups}))
+                  slots_per_expert=S, group_size=M)
     g = 2 if activation in GATED else 1
     T = dtype
     params = [Param("router.phi", [D, E, S], T, fan_in=D)]
     if learned_scale:
         params.append(Param("router.scale", [], T, init="one"))
-    params += [Param("experts.w1", [E, D, g * H], T, fan_in=D),
-               Param("experts.w2", [E, H, D], T, fan_in=H)]
-    if expert_bias:
-        params += [Param("experts.b1", [E, g * H], T, init="zeros"),
-                   Param("experts.b2", [E, D], T, init="zeros")]
-    xt = "tensor<%sx%dx%dx%s>" % ("?" if groups is None else groups, M, D, T)
-    args = ["%x: " + xt]
-    ssa = {}
-    for i, p in enumerate(params):
-        ssa[p.name] = "%%p%d" % i
-        args.append('%s: %s {moe.param = "%s"}' % (ssa[p.name], p.type(), p.name))
+    params += _expert_params(E, D, H, g, T, expert_bias)
+    xt = "tensor<?x%dx%dx%s>" % (M, D, T)
+    param_args, ssa = _param_args(params)
+    args = ["%x: " + xt] + param_args
     ops = ["slots(%s)" % ssa["router.phi"]]
     if learned_scale:
         ops.append("scale(%s)" % ssa["router.scale"])
-    ops.append("experts(%s, %s)" % (ssa["experts.w1"], ssa["experts.w2"]))
-    if expert_bias:
-        ops.append("expert_biases(%s, %s)" % (ssa["experts.b1"], ssa["experts.b2"]))
+    ops += _expert_clauses(ssa, expert_bias)
     attrs = ["activation = #moe.activation<%s>" % activation]
     if normalize:
         attrs.append("normalize")

@@ -14,11 +14,13 @@ except ImportError:
 import os
 import re
 
-from . import Error as _Error, _layers, compile as _compile
+from . import _ELEMENT, Error as _Error, _layers, compile as _compile
 
 __all__ = ["MoELayer", "SoftMoELayer"]
 
-_DTYPE = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+# The layers' element types: MLIR name <-> torch dtype.
+_TORCH = {e: getattr(torch, _ELEMENT[e]) for e in _layers.DTYPES}
+_DTYPE = {t: e for e, t in _TORCH.items()}
 
 
 class _Apply(torch.autograd.Function):
@@ -27,7 +29,7 @@ class _Apply(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, module, x, seed, *params):
-        fn, vjp = module._functions(seed is not None, x)
+        fn, _ = module._functions(seed is not None)
         args = [x] + ([seed] if seed is not None else []) + list(params)
         out = fn(*args)
         ctx.module, ctx.training_fn = module, seed is not None
@@ -38,7 +40,7 @@ class _Apply(torch.autograd.Function):
     def backward(ctx, *grads):
         x, seed, *params = ctx.saved_tensors
         training = ctx.training_fn
-        _, vjp = ctx.module._functions(training, x)
+        _, vjp = ctx.module._functions(training)
         cot = []
         for g, ty in zip(grads, vjp.arguments[len(vjp.arguments) - len(grads):]):
             if g is None:
@@ -57,14 +59,18 @@ class _Apply(torch.autograd.Function):
 
 
 class _CompiledLayer(torch.nn.Module):
-    """The common part: parameters from a list of _layers.Param, a compiled
-    library per (target, chip), the call through _Apply."""
+    """The common part: parameters from a list of _layers.Param, the layer's
+    MLIR per mode (texts: {training: text}), its functions per (target,
+    chip, mode), compiled or from a prepared library, the call through
+    _Apply."""
 
-    def __init__(self, params, dtype, device, chip, values=None, entry="f"):
+    def __init__(self, texts, params, dtype, device, chip, values=None, entry="f",
+                 library=None):
         super().__init__()
         if dtype not in _DTYPE:
             raise ValueError(f"dtype must be torch.float32, torch.bfloat16 or torch.float16, not {dtype}")
-        self._params, self._chip, self._entry = params, chip, entry
+        self._texts, self._params, self._chip, self._entry = texts, params, chip, entry
+        self._library = library
         self._libraries = {}
         self._names = []
         for p in params:
@@ -98,17 +104,19 @@ class _CompiledLayer(torch.nn.Module):
             chip = "sm_90a" if (major, minor) == (9, 0) else "sm_%d%d" % (major, minor)
         return "cuda", chip
 
-    def _functions(self, training, x):
-        """(@f, @f_vjp) of the layer function for this call (_text): from
-        the library given to the constructor, else compiled (and cached)."""
-        if getattr(self, "_library", None) is not None:
-            return self._prebuilt()
+    def _functions(self, training):
+        """(@f, @f_vjp) of the layer function of the mode, for the device the
+        parameters are on: from the library given to the constructor
+        (checked once per target), else compiled (and cached)."""
         target, chip = self._target()
-        text = self._text(training, x)
-        key = (target, chip, text)
+        key = (target, chip, training)
         if key not in self._libraries:
-            lib = _compile(text, target=target, chip=chip, vjp=True, entries=[self._entry])
-            self._libraries[key] = (lib[self._entry], lib[self._entry + "_vjp"])
+            if self._library is not None:
+                self._libraries[key] = self._prebuilt(target)
+            else:
+                lib = _compile(self._texts[training], target=target, chip=chip, vjp=True,
+                               entries=[self._entry])
+                self._libraries[key] = (lib[self._entry], lib[self._entry + "_vjp"])
         return self._libraries[key]
 
     @staticmethod
@@ -119,11 +127,8 @@ class _CompiledLayer(torch.nn.Module):
         params = self._tensors()
         if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):
             return _Apply.apply(self, x, seed, *params)
-        fn, _ = self._functions(seed is not None, x)
+        fn, _ = self._functions(seed is not None)
         return fn(*([x] + ([seed] if seed is not None else []) + params))
-
-
-_TORCH = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
 class MoELayer(_CompiledLayer):
@@ -162,26 +167,24 @@ class MoELayer(_CompiledLayer):
         common = dict(d_model=d_model, d_hidden=d_hidden, num_experts=num_experts,
                       routing=routing, k=k, activation=activation,
                       dtype=_DTYPE.get(dtype, "f32"), **options)
+        if moesart and library is not None:
+            raise ValueError("library= is for layers without a training-mode function "
+                             "(routing='moesart' compiles two)")
         eval_text, params = _layers.layer_function("f", **common)
-        self._texts = {False: eval_text}
+        texts = {False: eval_text}
         if moesart:
-            self._texts[True], _ = _layers.layer_function("f", training=True, **common)
-        super().__init__(params, dtype, device, chip)
+            texts[True], _ = _layers.layer_function("f", training=True, **common)
+        super().__init__(texts, params, dtype, device, chip, library=library)
         self.d_model, self.dtype, self.moesart = d_model, dtype, moesart
         self.last_seed = None
-        self._library = library
         if library is not None:
-            if moesart:
-                raise ValueError("library= is for layers without a training-mode function "
-                                 "(routing='moesart' compiles two)")
             self._signature = _layers.signature(params, d_model, common["dtype"])
-            self._prebuilt()  # check it now
+            self._functions(False)  # check it now
 
-    def _prebuilt(self):
+    def _prebuilt(self, target):
         """(@f, @f_vjp) of the library given to the constructor, checked
-        against the layer's signature."""
+        against the layer's signature and source for `target`."""
         lib, want = self._library, self._signature
-        target = self._target()[0]
         if lib.target != target:
             raise ValueError(f"MoELayer: the library {lib.path} is for target {lib.target}, "
                              f"the parameters are on a {target} device")
@@ -202,9 +205,6 @@ class MoELayer(_CompiledLayer):
                              f"{(lib.source_sha256 or 'unknown')[:16]}...; same types, another layer?)")
         return lib["f"], lib["f_vjp"]
 
-    def _text(self, training, x):
-        return self._texts[training]
-
     def text(self, training=False):
         """The MLIR of the layer's function @f (training=True: the
         training-mode one of a MOESART layer), as compiled."""
@@ -222,7 +222,7 @@ class MoELayer(_CompiledLayer):
         import subprocess
         import tempfile
         from . import _checkpoint, tool
-        names = {None: "auto", torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+        names = {None: "auto", **_DTYPE}
         if dtype not in names:
             raise ValueError(f"dtype must be None, torch.float32, torch.bfloat16 or torch.float16, not {dtype}")
         with tempfile.TemporaryDirectory() as tmp:
@@ -242,12 +242,12 @@ class MoELayer(_CompiledLayer):
         params, values = [], {}
         for ssa, shape, element, tensors, transpose in args:
             params.append(_layers.Param(ssa, shape, element, trainable=ssa != bias))
-            values[ssa] = _checkpoint.assemble(ckpt, shape, element, tensors, transpose)
+            values[ssa] = _checkpoint.assemble(ckpt, shape, _TORCH[element], tensors, transpose)
         x_type = re.search(r"func\.func @%s\(%%\w+:\s*tensor<\?x(\d+)x(\w+)>" % entry, text)
         layer_dtype = _TORCH[x_type.group(2)]
         self = cls.__new__(cls)
-        _CompiledLayer.__init__(self, params, layer_dtype, device, chip, values=values, entry=entry)
-        self._texts = {False: text}
+        _CompiledLayer.__init__(self, {False: text}, params, layer_dtype, device, chip,
+                                values=values, entry=entry)
         self.d_model, self.dtype, self.moesart, self.last_seed = int(x_type.group(1)), layer_dtype, False, None
         return self
 
@@ -285,17 +285,14 @@ class SoftMoELayer(_CompiledLayer):
     def __init__(self, d_model, d_hidden, num_experts, slots_per_expert=1, *, group_size,
                  activation="gelu", normalize=False, learned_scale=False, expert_bias=False,
                  dtype=torch.float32, device="cpu", chip=None):
-        self._options = dict(
-            d_model=d_model, d_hidden=d_hidden, num_experts=num_experts,
+        text, params = _layers.soft_layer_function(
+            "f", d_model=d_model, d_hidden=d_hidden, num_experts=num_experts,
             slots_per_expert=slots_per_expert, group_size=group_size, activation=activation,
             dtype=_DTYPE.get(dtype, "f32"), normalize=normalize, learned_scale=learned_scale,
             expert_bias=expert_bias)
-        self._source, params = _layers.soft_layer_function("f", **self._options)
-        super().__init__(params, dtype, device, chip)
+        # The group count is dynamic in the text: one library for every G.
+        super().__init__({False: text}, params, dtype, device, chip)
         self.d_model, self.group_size, self.dtype = d_model, group_size, dtype
-
-    def _text(self, training, x):
-        return self._source  # the group count is dynamic: one library for all
 
     def forward(self, x):
         if x.dim() != 3 or x.shape[1:] != (self.group_size, self.d_model):
