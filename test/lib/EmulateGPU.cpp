@@ -357,15 +357,22 @@ private:
     e.store(op.getIndices()[0], s.rowAddr, tid);
     barrier(e);
     Value warpBase = e.subi(tid, lane(e)), g = groupID(e), t2 = e.muli(tig(e), e.idx(2));
-    SmallVector<Value> elems;
-    for (int64_t j = 0; j < numTiles; ++j)
+    // Row by row (vector.insert of a vector<2xT>): a 2-D vector.from_elements
+    // has no lowering to LLVM unless every use folds it away.
+    Value result = arith::ConstantOp::create(
+        e.b, resType, DenseElementsAttr::get(resType, e.b.getZeroAttr(resType.getElementType())));
+    auto rowType = VectorType::get({2}, resType.getElementType());
+    for (int64_t j = 0; j < numTiles; ++j) {
+      SmallVector<Value> elems;
       for (int64_t h = 0; h < 2; ++h) {
         Value across = e.addi(t2, e.idx(h));
         Value row = op.getTranspose() ? across : g, col = op.getTranspose() ? g : across;
         Value owner = e.addi(warpBase, e.addi(e.idx(wl::LdMatrix::addressLane(j, 0)), row));
         elems.push_back(e.load(mem, e.addi(e.load(s.rowAddr, owner), col)));
       }
-    Value result = vector::FromElementsOp::create(e.b, resType, elems);
+      result = vector::InsertOp::create(e.b, vector::FromElementsOp::create(e.b, rowType, elems),
+                                        result, ArrayRef<int64_t>{j});
+    }
     barrier(e);
     op.getRes().replaceAllUsesWith(result);
     op.erase();
@@ -393,6 +400,53 @@ private:
       T = e.b.getF16Type();
     else
       return op.emitError("host emulation of nvvm.mma.sync supports bf16 and f16 only");
+    // One helper function per operand kind, called at every site: inlined,
+    // the ~100 ops of each of a kernel's many mma sites made the emulated
+    // module several times larger and its LLVM compilation as much slower.
+    SmallVector<Value> args{tid, s.mmaA, s.mmaB};
+    llvm::append_range(args, op.getOperandA());
+    llvm::append_range(args, op.getOperandB());
+    llvm::append_range(args, op.getOperandC());
+    auto call = func::CallOp::create(e.b, mmaHelper(op, T, args), args);
+    Value result = LLVM::PoisonOp::create(e.b, op.getRes().getType());
+    for (int64_t i = 0; i < L::kCRegs; ++i)
+      result = LLVM::InsertValueOp::create(e.b, result, call.getResult(i), ArrayRef<int64_t>{i});
+    op.getRes().replaceAllUsesWith(result);
+    op.erase();
+    return success();
+  }
+
+  /// The warp's m16n8k16 (`T` multiplicands, f32 accumulators) as a private
+  /// function of (tid, scratch A, scratch B, A regs, B regs, C regs) -> D
+  /// regs: each thread writes its fragments of A and B into the warp's
+  /// scratch, the warp meets at a barrier, each thread computes its D
+  /// elements, and the warp meets again before the scratch is reused.
+  func::FuncOp mmaHelper(NVVM::MmaOp op, Type T, ValueRange args) {
+    using L = wl::M16N8K16;
+    auto module = parallel->getParentOfType<ModuleOp>();
+    auto kind = [](Value v) { return isa<IntegerType>(v.getType()) ? "i" : "v"; };
+    std::string name = (llvm::Twine("__moe_emulated_mma_m16n8k16_") +
+                        (T.isBF16() ? "bf16_" : "f16_") + kind(op.getOperandA()[0]) +
+                        kind(op.getOperandB()[0]))
+                           .str();
+    if (auto f = module.lookupSymbol<func::FuncOp>(name))
+      return f;
+    MLIRContext *ctx = module.getContext();
+    Type f32 = Float32Type::get(ctx);
+    OpBuilder mb(ctx);
+    mb.setInsertionPointToEnd(module.getBody());
+    auto f = func::FuncOp::create(
+        mb, op.getLoc(), name,
+        mb.getFunctionType(ValueRange(args).getTypes(), SmallVector<Type>(L::kCRegs, f32)));
+    f.setPrivate();
+    Block *body = f.addEntryBlock();
+    mb.setInsertionPointToStart(body);
+    ImplicitLocOpBuilder ib(op.getLoc(), mb);
+    IRB e(ib);
+    Value t = body->getArgument(0), mmaA = body->getArgument(1), mmaB = body->getArgument(2);
+    auto regs = body->getArguments().drop_front(3);
+    auto aRegs = regs.take_front(L::kARegs), bRegs = regs.drop_front(L::kARegs).take_front(L::kBRegs),
+         cRegs = regs.drop_front(L::kARegs + L::kBRegs);
     auto element = [&](Value reg, int64_t h) -> Value {
       Value v = reg;
       if (isa<IntegerType>(v.getType())) // two 16-bit elements, the first in the low half
@@ -400,35 +454,33 @@ private:
       Value x = vector::ExtractOp::create(e.b, v, ArrayRef<int64_t>{h});
       return arith::ExtFOp::create(e.b, f32, x);
     };
-    Value warp = e.divui(tid, e.idx(wl::kWarpSize));
+    Value laneId = e.remui(t, e.idx(wl::kWarpSize));
+    Value warp = e.divui(t, e.idx(wl::kWarpSize));
     Value aBase = e.muli(warp, e.idx(L::M * L::K)), bBase = e.muli(warp, e.idx(L::K * L::N));
-    Value g = groupID(e), t2 = e.muli(tig(e), e.idx(2));
+    Value g = e.divui(laneId, e.idx(4)), t2 = e.muli(e.remui(laneId, e.idx(4)), e.idx(2));
     for (int64_t i = 0; i < 2 * L::kARegs; ++i) {
       Value row = e.addi(g, e.idx(L::aRowOffset(i))), col = e.addi(t2, e.idx(L::aColOffset(i)));
-      e.store(element(op.getOperandA()[i / 2], i % 2), s.mmaA,
+      e.store(element(aRegs[i / 2], i % 2), mmaA,
               e.addi(aBase, e.addi(e.muli(row, e.idx(L::K)), col)));
     }
     for (int64_t i = 0; i < 2 * L::kBRegs; ++i) {
       Value k = e.addi(t2, e.idx(L::bKOffset(i)));
-      e.store(element(op.getOperandB()[i / 2], i % 2), s.mmaB,
-              e.addi(bBase, e.addi(e.muli(k, e.idx(L::N)), g)));
+      e.store(element(bRegs[i / 2], i % 2), mmaB, e.addi(bBase, e.addi(e.muli(k, e.idx(L::N)), g)));
     }
     barrier(e);
-    Value result = LLVM::PoisonOp::create(e.b, op.getRes().getType());
+    SmallVector<Value> d;
     for (int64_t i = 0; i < L::kCRegs; ++i) {
       Value row = e.addi(g, e.idx(L::cRowOffset(i))), col = e.addi(t2, e.idx(L::cColOffset(i)));
-      Value d = e.forLoop(e.idx(0), e.idx(L::K), {op.getOperandC()[i]},
-                          [&](IRB &e, Value k, ValueRange acc) {
-                            Value a = e.load(s.mmaA, e.addi(aBase, e.addi(e.muli(row, e.idx(L::K)), k)));
-                            Value bv = e.load(s.mmaB, e.addi(bBase, e.addi(e.muli(k, e.idx(L::N)), col)));
-                            return SmallVector<Value>{e.addf(acc[0], e.mulf(a, bv))};
-                          })[0];
-      result = LLVM::InsertValueOp::create(e.b, result, d, ArrayRef<int64_t>{i});
+      d.push_back(e.forLoop(e.idx(0), e.idx(L::K), {cRegs[i]},
+                            [&](IRB &e, Value k, ValueRange acc) {
+                              Value a = e.load(mmaA, e.addi(aBase, e.addi(e.muli(row, e.idx(L::K)), k)));
+                              Value bv = e.load(mmaB, e.addi(bBase, e.addi(e.muli(k, e.idx(L::N)), col)));
+                              return SmallVector<Value>{e.addf(acc[0], e.mulf(a, bv))};
+                            })[0]);
     }
     barrier(e);
-    op.getRes().replaceAllUsesWith(result);
-    op.erase();
-    return success();
+    func::ReturnOp::create(e.b, d);
+    return f;
   }
 
   //===--------------------------------------------------------------------===//
@@ -887,12 +939,12 @@ Value emitMix64(ImplicitLocOpBuilder &b, Value z) {
 /// insertion point set in `b`. Returns the block ids (x, y, z) of the
 /// iteration. `shuffle` runs them in the permutation that a Fisher-Yates
 /// shuffle (swaps i <-> j for i = n-1 .. 1, j = mix64(key + i golden) mod
-/// (i + 1), key = mix64(seed + (launchNo + 1) golden)) makes of 0..n-1,
-/// built in a host buffer before the loop and freed after it: a pure
-/// function of seed, launch number and grid, the same on every run.
+/// (i + 1), key = mix64(seed + (launchNo + 1) golden), `shuffleKey`, an
+/// i64 value) makes of 0..n-1, built in a host buffer before the loop and
+/// freed after it: a pure function of seed, launch number and grid, the same
+/// on every run.
 gpu::KernelDim3 emitBlockLoop(OpBuilder &b, Location loc, gpu::KernelDim3 grid,
-                              moe::EmulatedBlockOrder order, uint64_t seed,
-                              unsigned launchNo) {
+                              moe::EmulatedBlockOrder order, Value shuffleKey) {
   ImplicitLocOpBuilder ib(loc, b);
   IRB e(ib);
   Value gxy = e.muli(grid.x, grid.y);
@@ -903,14 +955,13 @@ gpu::KernelDim3 emitBlockLoop(OpBuilder &b, Location loc, gpu::KernelDim3 grid,
     perm = memref::AllocOp::create(ib, MemRefType::get({ShapedType::kDynamic}, ib.getIndexType()),
                                    ValueRange{n});
     e.forEach(e.idx(0), n, e.idx(1), [&](IRB &e, Value i) { e.store(i, perm, i); });
-    uint64_t key = mix64(seed + (uint64_t(launchNo) + 1) * kGolden);
     // k = 1 .. n, i = n - k: n-1 down to 0 (i = 0 swaps with itself).
     e.forEach(e.idx(1), e.addi(n, e.idx(1)), e.idx(1), [&](IRB &e, Value k) {
       Value i = e.subi(n, k);
       Value i64i = arith::IndexCastUIOp::create(e.b, i64, i);
       Value h = emitMix64(
           e.b, arith::AddIOp::create(
-                   e.b, arith::ConstantOp::create(e.b, e.b.getI64IntegerAttr(int64_t(key))),
+                   e.b, shuffleKey,
                    arith::MulIOp::create(
                        e.b, i64i,
                        arith::ConstantOp::create(e.b, e.b.getI64IntegerAttr(int64_t(kGolden))))));
@@ -986,7 +1037,7 @@ LogicalResult dynamicSharedViews(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel
 
 LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
                             func::FuncOp threadNum, moe::EmulatedBlockOrder order,
-                            uint64_t seed, unsigned launchNo) {
+                            Value shuffleKey) {
   OpBuilder b(launch);
   Location loc = launch.getLoc();
   if (kernel.getBody().getBlocks().size() != 1)
@@ -995,7 +1046,7 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
   gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
   gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
   // The blocks, one after another in the order of the block-order option.
-  gpu::KernelDim3 ids = emitBlockLoop(b, loc, grid, order, seed, launchNo);
+  gpu::KernelDim3 ids = emitBlockLoop(b, loc, grid, order, shuffleKey);
   Value bz = ids.z, by = ids.y, bx = ids.x;
   // Workgroup memory: one buffer per block.
   SmallVector<Value> workgroup;
@@ -1288,6 +1339,46 @@ LogicalResult emulateLaunch(gpu::LaunchFuncOp launch, gpu::GPUFuncOp kernel,
   return success();
 }
 
+/// The emulation of `kernel`'s launches as one private function of the
+/// launch's grid and block sizes (index), its dynamic shared memory size
+/// (i32, when the launch passes one), the block order's shuffle key (i64)
+/// and the kernel operands: every launch of the kernel calls it, so a kernel
+/// launched several times is emulated (and compiled by LLVM) once.
+FailureOr<func::FuncOp> emulatedKernel(ModuleOp module, gpu::LaunchFuncOp launch,
+                                       gpu::GPUFuncOp kernel, func::FuncOp threadNum,
+                                       moe::EmulatedBlockOrder order) {
+  bool dynamicShared = static_cast<bool>(launch.getDynamicSharedMemorySize());
+  std::string name = (llvm::Twine("__moe_emulated_") + launch.getKernelModuleName().getValue() +
+                      "_" + launch.getKernelName().getValue() + (dynamicShared ? "_dsm" : ""))
+                         .str();
+  if (auto f = module.lookupSymbol<func::FuncOp>(name))
+    return f;
+  MLIRContext *ctx = module.getContext();
+  Location loc = launch.getLoc();
+  OpBuilder b(ctx);
+  Type index = b.getIndexType();
+  SmallVector<Type> types(6, index);
+  if (dynamicShared)
+    types.push_back(b.getI32Type());
+  types.push_back(b.getI64Type());
+  llvm::append_range(types, launch.getKernelOperands().getTypes());
+  b.setInsertionPointToEnd(module.getBody());
+  auto f = func::FuncOp::create(b, loc, name, b.getFunctionType(types, {}));
+  f.setPrivate();
+  Block *body = f.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  auto args = body->getArguments();
+  gpu::KernelDim3 grid{args[0], args[1], args[2]}, block{args[3], args[4], args[5]};
+  Value dsm = dynamicShared ? args[6] : Value();
+  Value key = args[dynamicShared ? 7 : 6];
+  auto inner = gpu::LaunchFuncOp::create(b, loc, kernel, grid, block, dsm,
+                                         args.drop_front(dynamicShared ? 8 : 7));
+  func::ReturnOp::create(b, loc);
+  if (failed(emulateLaunch(inner, kernel, threadNum, order, key)))
+    return failure();
+  return f;
+}
+
 struct EmulateGPUPass : public moe::impl::MoETestEmulateGPUBase<EmulateGPUPass> {
   using MoETestEmulateGPUBase::MoETestEmulateGPUBase;
   void runOnOperation() override {
@@ -1333,8 +1424,22 @@ struct EmulateGPUPass : public moe::impl::MoETestEmulateGPUBase<EmulateGPUPass> 
           return (void)(launch.emitError("kernel not found"), signalPassFailure());
         if (!threadNum)
           threadNum = ompThreadNum(module);
-        if (failed(emulateLaunch(launch, kernel, threadNum, blockOrder, seed, launchNo++)))
+        if (launch.getAsyncToken() || !launch.getAsyncDependencies().empty())
+          return (void)(op->emitError("emulation expects synchronous GPU ops"), signalPassFailure());
+        FailureOr<func::FuncOp> emulated =
+            emulatedKernel(module, launch, kernel, threadNum, blockOrder);
+        if (failed(emulated))
           return signalPassFailure();
+        SmallVector<Value> args{launch.getGridSizeX(),  launch.getGridSizeY(),
+                                launch.getGridSizeZ(),  launch.getBlockSizeX(),
+                                launch.getBlockSizeY(), launch.getBlockSizeZ()};
+        if (Value dsm = launch.getDynamicSharedMemorySize())
+          args.push_back(dsm);
+        uint64_t key = mix64(seed + (uint64_t(launchNo++) + 1) * kGolden);
+        args.push_back(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(key))));
+        llvm::append_range(args, launch.getKernelOperands());
+        func::CallOp::create(b, loc, *emulated, args);
+        launch.erase();
       }
     }
     // The index checks' report (convert-moe-to-gpu's check-indices): the
