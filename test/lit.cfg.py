@@ -30,6 +30,13 @@ except ImportError:
 path = os.pathsep.join([config.moe_tools_dir, config.llvm_tools_dir,
                         config.environment.get("PATH", os.environ["PATH"])])
 config.environment["PATH"] = path
+# moe-run compiles at LLVM -O0 in the tests (--opt-level's default comes from
+# MOE_RUN_OPT_LEVEL): the results are the same bits at every level (no
+# fast-math flags; test/tools/moe-run/opt-level.test checks it), and a small
+# gradient compiles in about a third of the time. Run the suite with
+# MOE_RUN_OPT_LEVEL=3 to test the default level everywhere.
+config.environment["MOE_RUN_OPT_LEVEL"] = os.environ.get("MOE_RUN_OPT_LEVEL", "0")
+
 # Sanitizer builds: fail on the first report, and keep leak checks on.
 for var in ["ASAN_OPTIONS", "UBSAN_OPTIONS"]:
     if var in os.environ:

@@ -155,6 +155,9 @@ struct CpuBackendOptions {
   /// Register the JIT's perf and GDB event listeners (they write perf
   /// jitdump files and debug directories); off unless asked for.
   bool jitDebugListeners = false;
+  /// LLVM optimization level of the JIT (--opt-level): the IR pipeline's
+  /// O-level and the code generator's (None, Less, Default, Aggressive).
+  unsigned optLevel = 3;
 };
 
 /// The host backend: moe::buildCpuPipeline (results as out-parameters, or

@@ -201,18 +201,20 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
     tmBuilder->setCPU(options.cpu);
     tmBuilder->getFeatures() = llvm::SubtargetFeatures();
   }
-  tmBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  // --opt-level (3 by default): the code generator's level too.
+  auto codeGenLevel = static_cast<llvm::CodeGenOptLevel>(options.optLevel);
+  tmBuilder->setCodeGenOptLevel(codeGenLevel);
   auto targetMachine = tmBuilder->createTargetMachine();
   if (!targetMachine)
     return llvm::createStringError("cannot create a target machine for the host: " +
                                    llvm::toString(targetMachine.takeError()));
   hostMachine = std::move(*targetMachine);
-  auto transformer = makeOptimizingTransformer(/*optLevel=*/3,
+  auto transformer = makeOptimizingTransformer(/*optLevel=*/options.optLevel,
                                                /*sizeLevel=*/0,
                                                /*targetMachine=*/hostMachine.get());
   ExecutionEngineOptions engineOptions;
   engineOptions.transformer = transformer;
-  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  engineOptions.jitCodeGenOptLevel = codeGenLevel;
   engineOptions.sharedLibPaths = libs;
   // Upstream registers both listeners by default; the perf one leaves a
   // jitdump file and a ~/.debug/jit (or /tmp/.debug/jit) folder per run.
