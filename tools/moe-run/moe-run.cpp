@@ -206,7 +206,7 @@ llvm::cl::opt<int> optLevel(
                    "the IR pipeline (O0..O3) and the code generator (None, "
                    "Less, Default, Aggressive). Default 3, or "
                    "$MOE_RUN_OPT_LEVEL when set. Lower levels compile faster "
-                   "(a small gradient at 0: about a third of the time) and run "
+                   "(a small gradient at 0: under half the time) and run "
                    "slower; the results are the same bits (the lowered code "
                    "carries no fast-math flags, so no level reassociates or "
                    "contracts)"),
