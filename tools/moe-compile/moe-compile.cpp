@@ -128,6 +128,13 @@ llvm::cl::opt<int64_t> mmaStages(
     llvm::cl::desc("cuda: cp.async pipeline stages of the prefill tensor-core GEMMs, 2 to 8 "
                    "(0 = the defaults: 3 for mma.sync, 4 for wgmma; docs/gpu.md)"),
     llvm::cl::init(0), llvm::cl::value_desc("N"), llvm::cl::cat(category));
+llvm::cl::opt<int> optLevel(
+    "opt-level",
+    llvm::cl::desc("LLVM optimization level of the host code, 0 to 3: the IR pipeline "
+                   "(O0..O3) and the code generator (default 3, or $MOE_COMPILE_OPT_LEVEL "
+                   "when set); lower levels compile faster and run slower, with the same "
+                   "results bit for bit (the lowered code has no fast-math flags)"),
+    llvm::cl::init(-1), llvm::cl::value_desc("N"), llvm::cl::cat(category));
 llvm::cl::opt<bool> keepObject("keep-object",
                                llvm::cl::desc("Also keep the object file (LIB.so.o)"),
                                llvm::cl::init(false), llvm::cl::cat(category));
@@ -603,6 +610,17 @@ int runMain(int argc, char **argv) {
         return fail("--" + option->ArgStr + " applies to --target=cuda only");
   if (bigTileRows < 0)
     return fail("--big-tile-rows=" + llvm::Twine(int64_t(bigTileRows)) + " must be >= 0");
+  unsigned level = 3;
+  if (optLevel.getNumOccurrences()) {
+    if (optLevel < 0 || optLevel > 3)
+      return fail("--opt-level must be 0, 1, 2 or 3, got " + llvm::Twine(int(optLevel)));
+    level = optLevel;
+  } else if (const char *env = std::getenv("MOE_COMPILE_OPT_LEVEL"); env && *env) {
+    StringRef text(env);
+    if (text.size() != 1 || text[0] < '0' || text[0] > '3')
+      return fail("MOE_COMPILE_OPT_LEVEL must be 0, 1, 2 or 3, got '" + text + "'");
+    level = text[0] - '0';
+  }
   if (wgmmaGroupsInFlight < 0 || wgmmaGroupsInFlight > 1)
     return fail("--wgmma-groups-in-flight=" + llvm::Twine(int64_t(wgmmaGroupsInFlight)) +
                 " must be 0 or 1");
@@ -679,7 +697,7 @@ int runMain(int argc, char **argv) {
     codeModel = llvm::CodeModel::Medium;
   std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
       triple, cpuName, features, targetOptions, llvm::Reloc::PIC_, codeModel,
-      llvm::CodeGenOptLevel::Aggressive));
+      static_cast<llvm::CodeGenOptLevel>(level)));
   if (!machine)
     return fail("cannot create a target machine for " + triple.str() + " (--mcpu=" + mcpu + ")");
   std::optional<std::string> lld = findLld();
@@ -852,7 +870,7 @@ int runMain(int argc, char **argv) {
     if (!isExported)
       gv.setVisibility(llvm::GlobalValue::HiddenVisibility);
   }
-  auto optimize = makeOptimizingTransformer(3, 0, machine.get());
+  auto optimize = makeOptimizingTransformer(level, 0, machine.get());
   if (llvm::Error err = optimize(llvmModule.get()))
     return fail("LLVM optimization failed: " + llvm::toString(std::move(err)));
 

@@ -94,7 +94,10 @@ def compile(source, target="cpu", chip=None, entries=None, vjp=False, mcpu=None)
         args.append("--mcpu=" + mcpu)
     for e in entries or []:
         args.append("--entry=" + e)
-    key = hashlib.sha256("\0".join([_tool_identity(compiler)] + args + [text]).encode()).hexdigest()
+    # moe-compile reads its default --opt-level from the environment.
+    level = "MOE_COMPILE_OPT_LEVEL=" + os.environ.get("MOE_COMPILE_OPT_LEVEL", "")
+    key = hashlib.sha256("\0".join([_tool_identity(compiler), level] + args + [text])
+                         .encode()).hexdigest()
     folder = cache_dir()
     lib_path = os.path.join(folder, key[:32] + ".so")
     hit = os.path.exists(lib_path)
