@@ -152,7 +152,10 @@ _mlir_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
 config.substitutions.append(("%mlir_runner_libs", ",".join(
     [os.path.join(_mlir_lib_dir, lib) for lib in
      ["libmlir_c_runner_utils.so", "libmlir_runner_utils.so"]] +
-    [os.path.join(config.moe_obj_root, "lib", "libMoECpuRuntime.so")])))
+    [os.path.join(config.moe_obj_root, "lib", lib) for lib in
+     # The moe CPU runtime; the binary memref dumps of make-driver.py
+     # --dump=binary (test/lib/MemrefDump.cpp).
+     ["libMoECpuRuntime.so", "libMoETestMemrefDump.so"]])))
 # An emulated block is an `omp.parallel` of blockDim threads (128 or 256)
 # whose barriers are `omp.barrier`: the tests run it on the fibers of
 # libMoEEmulationOpenMP.so (test/lib/EmulationOpenMP.cpp) instead of libomp,

@@ -5,7 +5,11 @@
 // without a GPU, so the kernels' numerics can be compared with the CPU path:
 //
 // * gpu.alloc / gpu.dealloc / gpu.memcpy / gpu.memset -> memref ops;
-// * gpu.launch_func -> a loop over the blocks (option block-order: in
+// * gpu.launch_func -> a call of the kernel's emulation, one private
+//   function per kernel (so a kernel launched several times is emulated and
+//   compiled once) of the grid and block sizes, the dynamic shared memory
+//   size, the shuffle key and the kernel operands: a loop over the blocks
+//   (option block-order: in
 //   ascending linear block id x + gx (y + gy z), `forward`, the default;
 //   descending, `reverse`; or `shuffle`, a permutation of the linear ids
 //   that is a pure function of option `seed` and the launch's position in
@@ -24,7 +28,8 @@
 //   documented semantics (WarpLayouts.h): nvgpu.ldmatrix (every lane
 //   publishes its row address in a per-block scratch buffer, a barrier, every
 //   lane reads its elements from the rows the owning lanes gave, a barrier),
-//   nvvm.mma.sync m16n8k16 (every lane scatters its A and B fragment elements
+//   nvvm.mma.sync m16n8k16 (a call of one helper function per operand kind:
+//   every lane scatters its A and B fragment elements
 //   into per-warp 16x16 and 16x8 matrices, a barrier, every lane computes its
 //   own C/D elements as C + sum over k in ascending order in f32, a barrier),
 //   and cp.async: nvgpu.device_async_copy is queued per thread, commit groups

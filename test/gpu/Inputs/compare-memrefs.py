@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Compares the numbers printed by printMemrefF32 in two files (the CPU path
-and the emulated GPU path): same shapes, and every pair within an absolute
+and the emulated GPU path), or written by moeTestDumpF32 (make-driver.py
+--dump=binary: a `moe-dump f32 sizes=[...]` line, the raw words, a newline,
+per memref; test/lib/MemrefDump.cpp): same shapes, and every pair within an absolute
 tolerance of atol + rtol * |reference|. Prints the largest difference.
 
 --dtype bf16|f16 uses the bounds of `moe-ref compare --dtype` (derived in
@@ -24,9 +26,37 @@ BLANK = str.maketrans('[],', '   ')
 NUM = re.compile(r'[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)')
 
 
+def dumps(data):
+    """The memrefs of a moeTestDump file: [(sizes text, values)]."""
+    out, at = [], 0
+    while at < len(data):
+        end = data.index(b'\n', at)
+        m = re.fullmatch(rb'moe-dump (f32|i32) sizes=\[([^\]]*)\]', data[at:end])
+        if not m:
+            sys.exit(f'compare: not a moe-dump header at byte {at}')
+        sizes = m.group(2).decode()
+        n = math.prod(int(d) for d in sizes.replace(',', ' ').split())
+        raw = data[end + 1:end + 1 + 4 * n]
+        if len(raw) != 4 * n:
+            sys.exit('compare: a moe-dump memref ends early')
+        if np is not None:
+            values = np.frombuffer(raw, dtype=np.float32 if m.group(1) == b'f32' else np.int32)
+            values = values.astype(np.float64)
+        else:
+            import array
+            values = array.array('f' if m.group(1) == b'f32' else 'i', raw).tolist()
+        out.append((sizes, values))
+        at = end + 1 + 4 * n + 1  # the newline after the words
+    return out
+
+
 def memrefs(path):
+    with open(path, 'rb') as f:
+        data = f.read()
+    if data.startswith(b'moe-dump '):
+        return dumps(data)
     out = []
-    for block in open(path).read().split('Unranked Memref')[1:]:
+    for block in data.decode().split('Unranked Memref')[1:]:
         head, _, data = block.partition('data =')
         sizes = re.search(r'sizes = \[([^\]]*)\]', head).group(1)
         if np is not None:

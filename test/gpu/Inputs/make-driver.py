@@ -23,6 +23,10 @@ prints every result as the bit patterns of its f32 values (printMemrefI32),
 so that runs can be compared bit for bit (compare-poisoned.py).
 --scale NAME:FACTOR (repeatable) multiplies the data of the argument %NAME
 by FACTOR (a gradient's cotangent far from 1, say).
+--dump=binary writes the results with moeTestDumpF32/I32
+(test/lib/MemrefDump.cpp, in %mlir_runner_libs: a header line and the raw
+words) instead of printMemrefF32/I32's text, which compare-memrefs.py also
+reads and which is slow to print and parse for millions of values.
 --function NAME drives that public function instead of the first one (a
 gradient @f_vjp that --moe-generate-vjp added next to @f); a file that moe-opt
 printed (`module { ... }`) gets its @main inside the module."""
@@ -58,6 +62,7 @@ def main():
     p.add_argument('--round-through', choices=['bf16', 'f16'])
     p.add_argument('--poison', action='append', default=[])
     p.add_argument('--print-bits', action='store_true')
+    p.add_argument('--dump', choices=['text', 'binary'], default='text')
     p.add_argument('--function')
     p.add_argument('--scale', action='append', default=[])
     a = p.parse_args()
@@ -82,8 +87,9 @@ def main():
         if pname not in [n for n, _ in params]:
             sys.exit(f'make-driver: bad --scale {item}')
         factors[pname] = float(factor)
-    lines = ['func.func private @printMemrefF32(memref<*xf32>)',
-             'func.func private @printMemrefI32(memref<*xi32>)', '',
+    printer = 'moeTestDump' if a.dump == 'binary' else 'printMemref'
+    lines = [f'func.func private @{printer}F32(memref<*xf32>)',
+             f'func.func private @{printer}I32(memref<*xi32>)', '',
              'func.func @main() {']
     vals = []
     for i, (pname, t) in enumerate(params):
@@ -182,7 +188,7 @@ def main():
         mty = 'memref' + ty[len('tensor'):]
         lines.append(f'  %b{j} = bufferization.to_buffer {v} : {ty} to {mty}')
         lines.append(f'  %u{j} = memref.cast %b{j} : {mty} to memref<*x{elt}>')
-        lines.append(f'  func.call @printMemref{elt.upper()}(%u{j}) : (memref<*x{elt}>) -> ()')
+        lines.append(f'  func.call @{printer}{elt.upper()}(%u{j}) : (memref<*x{elt}>) -> ()')
     lines += ['  return', '}']
     sys.stdout.write(text + '\n' + '\n'.join(lines) + '\n')
 
