@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/diagnostics/OneLineDiagnostic.h"
+#include "tools/diagnostics/OptLevel.h"
 #include "dialect/MoEDialect.h"
 #include "dialect/MoEOps.h"
 #include "lowering/cpu/Passes.h"
@@ -610,17 +611,11 @@ int runMain(int argc, char **argv) {
         return fail("--" + option->ArgStr + " applies to --target=cuda only");
   if (bigTileRows < 0)
     return fail("--big-tile-rows=" + llvm::Twine(int64_t(bigTileRows)) + " must be >= 0");
-  unsigned level = 3;
-  if (optLevel.getNumOccurrences()) {
-    if (optLevel < 0 || optLevel > 3)
-      return fail("--opt-level must be 0, 1, 2 or 3, got " + llvm::Twine(int(optLevel)));
-    level = optLevel;
-  } else if (const char *env = std::getenv("MOE_COMPILE_OPT_LEVEL"); env && *env) {
-    StringRef text(env);
-    if (text.size() != 1 || text[0] < '0' || text[0] > '3')
-      return fail("MOE_COMPILE_OPT_LEVEL must be 0, 1, 2 or 3, got '" + text + "'");
-    level = text[0] - '0';
-  }
+  llvm::Expected<unsigned> resolvedLevel = mlir::moe::tools::resolveOptLevel(
+      optLevel, optLevel.getNumOccurrences() != 0, "MOE_COMPILE_OPT_LEVEL");
+  if (!resolvedLevel)
+    return fail(llvm::toString(resolvedLevel.takeError()));
+  unsigned level = *resolvedLevel;
   if (wgmmaGroupsInFlight < 0 || wgmmaGroupsInFlight > 1)
     return fail("--wgmma-groups-in-flight=" + llvm::Twine(int64_t(wgmmaGroupsInFlight)) +
                 " must be 0 or 1");

@@ -19,6 +19,7 @@
 #include "tools/moe-run/Progress.h"
 #include "tools/moe-run/RandomFill.h"
 #include "tools/diagnostics/OneLineDiagnostic.h"
+#include "tools/diagnostics/OptLevel.h"
 
 #include "dialect/MoEAttrs.h"
 #include "dialect/MoEDialect.h"
@@ -465,20 +466,13 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   cpuOptions.amx = cpuAmx;
   cpuOptions.cpu = cpuName;
   cpuOptions.jitDebugListeners = jitDebugListeners;
-  if (optLevel.getNumOccurrences()) {
-    if (optLevel < 0 || optLevel > 3) {
-      fail("--opt-level must be 0, 1, 2 or 3, got " + std::to_string(optLevel));
-      return nullptr;
-    }
-    cpuOptions.optLevel = optLevel;
-  } else if (const char *env = std::getenv("MOE_RUN_OPT_LEVEL"); env && *env) {
-    llvm::StringRef text(env);
-    if (text.size() != 1 || text[0] < '0' || text[0] > '3') {
-      fail("MOE_RUN_OPT_LEVEL must be 0, 1, 2 or 3, got '" + text.str() + "'");
-      return nullptr;
-    }
-    cpuOptions.optLevel = text[0] - '0';
+  llvm::Expected<unsigned> level = mlir::moe::tools::resolveOptLevel(
+      optLevel, optLevel.getNumOccurrences() != 0, "MOE_RUN_OPT_LEVEL");
+  if (!level) {
+    fail(llvm::toString(level.takeError()));
+    return nullptr;
   }
+  cpuOptions.optLevel = *level;
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
   cpuOptions.sharedLibs.push_back(MOE_RUN_ASYNC_RUNTIME);
   cpuOptions.sharedLibs.push_back(MOE_RUN_CPU_RUNTIME);

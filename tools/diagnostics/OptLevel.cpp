@@ -1,0 +1,24 @@
+//===- OptLevel.cpp - the tools' --opt-level ------------------------------===//
+
+#include "tools/diagnostics/OptLevel.h"
+
+#include <cstdlib>
+#include <string>
+
+llvm::Expected<unsigned> mlir::moe::tools::resolveOptLevel(int flag, bool given,
+                                                           llvm::StringRef envVar) {
+  if (given) {
+    if (flag < 0 || flag > 3)
+      return llvm::createStringError("--opt-level must be 0, 1, 2 or 3, got " +
+                                     std::to_string(flag));
+    return static_cast<unsigned>(flag);
+  }
+  const char *env = std::getenv(envVar.str().c_str());
+  if (!env || !*env)
+    return 3u;
+  llvm::StringRef text(env);
+  if (text.size() != 1 || text[0] < '0' || text[0] > '3')
+    return llvm::createStringError(envVar.str() + " must be 0, 1, 2 or 3, got '" + text.str() +
+                                   "'");
+  return static_cast<unsigned>(text[0] - '0');
+}
