@@ -1374,10 +1374,11 @@ FailureOr<func::FuncOp> emulatedKernel(ModuleOp module, gpu::LaunchFuncOp launch
   b.setInsertionPointToStart(body);
   auto args = body->getArguments();
   gpu::KernelDim3 grid{args[0], args[1], args[2]}, block{args[3], args[4], args[5]};
-  Value dsm = dynamicShared ? args[6] : Value();
-  Value key = args[dynamicShared ? 7 : 6];
-  auto inner = gpu::LaunchFuncOp::create(b, loc, kernel, grid, block, dsm,
-                                         args.drop_front(dynamicShared ? 8 : 7));
+  unsigned next = 6;
+  Value dsm = dynamicShared ? args[next++] : Value();
+  Value key = args[next++];
+  auto inner =
+      gpu::LaunchFuncOp::create(b, loc, kernel, grid, block, dsm, args.drop_front(next));
   func::ReturnOp::create(b, loc);
   if (failed(emulateLaunch(inner, kernel, threadNum, order, key)))
     return failure();

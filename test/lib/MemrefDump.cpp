@@ -12,6 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -20,41 +22,14 @@ namespace {
 
 template <typename T>
 void dump(const char *name, int64_t rank, void *descriptor) {
-  // A ranked descriptor: base, aligned, offset, sizes[rank], strides[rank].
-  auto *words = static_cast<int64_t *>(descriptor);
-  T *aligned = reinterpret_cast<T *>(words[1]);
-  int64_t offset = words[2];
-  const int64_t *sizes = words + 3, *strides = words + 3 + rank;
-  int64_t count = 1;
+  // MLIR's view of the descriptor: sizes, strides, row-major iteration.
+  DynamicMemRefType<T> m(UnrankedMemRefType<T>{rank, descriptor});
   std::printf("moe-dump %s sizes=[", name);
-  for (int64_t d = 0; d < rank; ++d) {
-    std::printf(d ? ", %lld" : "%lld", static_cast<long long>(sizes[d]));
-    count *= sizes[d];
-  }
+  for (int64_t d = 0; d < m.rank; ++d)
+    std::printf(d ? ", %lld" : "%lld", static_cast<long long>(m.sizes[d]));
   std::printf("]\n");
-  // Row-major element order whatever the strides; contiguous rows are
-  // written in one call.
-  std::vector<int64_t> index(rank, 0);
-  int64_t inner = rank ? sizes[rank - 1] : 1;
-  bool unitInner = rank == 0 || strides[rank - 1] == 1;
-  std::vector<T> row(unitInner ? 0 : inner);
-  for (int64_t done = 0; done < count; done += inner) {
-    int64_t at = offset;
-    for (int64_t d = 0; d + 1 < rank; ++d)
-      at += index[d] * strides[d];
-    if (unitInner) {
-      std::fwrite(aligned + at, sizeof(T), inner, stdout);
-    } else {
-      for (int64_t j = 0; j < inner; ++j)
-        row[j] = aligned[at + j * strides[rank - 1]];
-      std::fwrite(row.data(), sizeof(T), inner, stdout);
-    }
-    for (int64_t d = rank - 2; d >= 0; --d) {
-      if (++index[d] < sizes[d])
-        break;
-      index[d] = 0;
-    }
-  }
+  std::vector<T> values(m.begin(), m.end());
+  std::fwrite(values.data(), sizeof(T), values.size(), stdout);
   std::printf("\n");
   std::fflush(stdout);
 }

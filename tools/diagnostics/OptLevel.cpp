@@ -2,7 +2,10 @@
 
 #include "tools/diagnostics/OptLevel.h"
 
+#include "llvm/Support/CodeGen.h"
+
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 llvm::Expected<unsigned> mlir::moe::tools::resolveOptLevel(int flag, bool given,
@@ -17,8 +20,11 @@ llvm::Expected<unsigned> mlir::moe::tools::resolveOptLevel(int flag, bool given,
   if (!env || !*env)
     return 3u;
   llvm::StringRef text(env);
-  if (text.size() != 1 || text[0] < '0' || text[0] > '3')
+  std::optional<llvm::CodeGenOptLevel> level;
+  if (text.size() == 1)
+    level = llvm::CodeGenOpt::parseLevel(text[0]);
+  if (!level)
     return llvm::createStringError(envVar.str() + " must be 0, 1, 2 or 3, got '" + text.str() +
                                    "'");
-  return static_cast<unsigned>(text[0] - '0');
+  return static_cast<unsigned>(*level);
 }

@@ -692,7 +692,7 @@ int runMain(int argc, char **argv) {
     codeModel = llvm::CodeModel::Medium;
   std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
       triple, cpuName, features, targetOptions, llvm::Reloc::PIC_, codeModel,
-      static_cast<llvm::CodeGenOptLevel>(level)));
+      *llvm::CodeGenOpt::getLevel(level)));
   if (!machine)
     return fail("cannot create a target machine for " + triple.str() + " (--mcpu=" + mcpu + ")");
   std::optional<std::string> lld = findLld();

@@ -202,7 +202,7 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
     tmBuilder->getFeatures() = llvm::SubtargetFeatures();
   }
   // --opt-level (3 by default): the code generator's level too.
-  auto codeGenLevel = static_cast<llvm::CodeGenOptLevel>(options.optLevel);
+  llvm::CodeGenOptLevel codeGenLevel = *llvm::CodeGenOpt::getLevel(options.optLevel);
   tmBuilder->setCodeGenOptLevel(codeGenLevel);
   auto targetMachine = tmBuilder->createTargetMachine();
   if (!targetMachine)
