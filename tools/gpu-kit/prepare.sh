@@ -38,7 +38,11 @@
 #              A100), MOE_KIT_SEED (default 1), MOE_KIT_TARGET (default
 #              cuda; cpu makes a dry-run kit of cpu-target libraries that
 #              kit.py runs on the build machine with torch on the CPU,
-#              correctness only).
+#              correctness only), MOE_KIT_CASES (default: every case; else
+#              the cases to make, separated by spaces: NAME for a case's
+#              layer and fused forms, NAME/vjp for its gradient, e.g.
+#              "top2_swiglu top2_swiglu/vjp" to rerun one quickly; the
+#              benchmark libraries are always made).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 KIT="${1:-$ROOT/build-gpukit}"
@@ -57,6 +61,19 @@ BIN="$BUILD/bin"
 for tool in moe-opt moe-run moe-compile; do
   [ -x "$BIN/$tool" ] || { echo "prepare: $BIN/$tool is missing" >&2; exit 1; }
 done
+
+LAYER_SRCS=("$ROOT"/test/examples/*.mlir "$ROOT/tools/gpu-kit/cases/moesart_gate.mlir"
+            "$ROOT/tools/gpu-kit/cases/prefill_bf16.mlir"
+            "$ROOT/tools/gpu-kit/cases/prefill_big_bf16.mlir")
+VJP_SRCS=("$ROOT"/test/examples/*.mlir)
+# MOE_KIT_CASES: every name must be a case.
+KNOWN=" "
+for src in "${LAYER_SRCS[@]}"; do KNOWN+="$(basename "$src" .mlir) "; done
+for src in "${VJP_SRCS[@]}"; do KNOWN+="$(basename "$src" .mlir)/vjp "; done
+for c in ${MOE_KIT_CASES:-}; do
+  [[ "$KNOWN" == *" $c "* ]] || { echo "prepare: MOE_KIT_CASES: no case '$c' (the cases:$KNOWN)" >&2; exit 1; }
+done
+wanted() { [ -z "${MOE_KIT_CASES:-}" ] || [[ " $MOE_KIT_CASES " == *" $1 "* ]]; }
 
 rm -rf "$KIT"
 mkdir -p "$KIT/lib" "$KIT/cases" "$KIT/bench"
@@ -138,15 +155,15 @@ add_vjp_case() { # NAME FILE
   case_json "$name" vjp "$entry" "cases/$name/vjp/vjp.so" "$why" "$data"
 }
 
-for src in "$ROOT"/test/examples/*.mlir "$ROOT/tools/gpu-kit/cases/moesart_gate.mlir" \
-           "$ROOT/tools/gpu-kit/cases/prefill_bf16.mlir" \
-           "$ROOT/tools/gpu-kit/cases/prefill_big_bf16.mlir"; do
+for src in "${LAYER_SRCS[@]}"; do
   name="$(basename "$src" .mlir)"
+  wanted "$name" || continue
   echo "prepare: $name"
   add_case "$name" "$src"
 done
-for src in "$ROOT"/test/examples/*.mlir; do
+for src in "${VJP_SRCS[@]}"; do
   name="$(basename "$src" .mlir)"
+  wanted "$name/vjp" || continue
   echo "prepare: $name (vjp)"
   add_vjp_case "$name" "$src"
 done
