@@ -115,17 +115,64 @@ func::FuncOp ompThreadNum(ModuleOp module) {
 using moe::gpu_lowering::IRB;
 namespace wl = moe::gpu_lowering::warp_layout;
 
-/// Ends the emulated run unless `ok`: the message as one line on stderr
-/// and exit status 1 (cf.assert's message goes through buffered stdout and
-/// is lost when it aborts). For the checks of the emulation.
+/// The function that ends an emulated run, created once per module:
+///   llvm.func internal @__moe_emulation_fail(%msg: !llvm.ptr, %len: i64)
+/// writes the message (one line) to stderr and exits with status 1; when
+/// several threads fail, the first one reports and exits, the others wait
+/// for the exit (cf.assert's message goes through buffered stdout and is
+/// lost when it aborts). Out of line and noinline, so that each check costs
+/// the kernels one conditional call rather than the reporting code.
+LLVM::LLVMFuncOp emulationFail(ModuleOp module, Location loc) {
+  constexpr llvm::StringLiteral name = "__moe_emulation_fail";
+  if (auto f = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
+    return f;
+  MLIRContext *ctx = module.getContext();
+  Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
+  Type ptr = LLVM::LLVMPointerType::get(ctx);
+  Type voidTy = LLVM::LLVMVoidType::get(ctx);
+  OpBuilder mb(ctx);
+  mb.setInsertionPointToStart(module.getBody());
+  FailureOr<LLVM::LLVMFuncOp> write = LLVM::lookupOrCreateFn(mb, module, "write", {i32, ptr, i64}, i64);
+  FailureOr<LLVM::LLVMFuncOp> exit = LLVM::lookupOrCreateFn(mb, module, "_exit", {i32}, voidTy);
+  FailureOr<LLVM::LLVMFuncOp> pause = LLVM::lookupOrCreateFn(mb, module, "pause", {}, i32);
+  assert(succeeded(write) && succeeded(exit) && succeeded(pause) && "libc's signatures");
+  constexpr llvm::StringLiteral flagName = "__moe_emulation_failed";
+  auto flag = LLVM::GlobalOp::create(mb, loc, i32, /*isConstant=*/false, LLVM::Linkage::Internal,
+                                     flagName, mb.getI32IntegerAttr(0));
+  auto fn = LLVM::LLVMFuncOp::create(mb, loc, name, LLVM::LLVMFunctionType::get(voidTy, {ptr, i64}),
+                                     LLVM::Linkage::Internal);
+  fn.setNoInline(true);
+  Block *entry = fn.addEntryBlock(mb);
+  Block *report = new Block(), *wait = new Block();
+  fn.getBody().push_back(report);
+  fn.getBody().push_back(wait);
+  OpBuilder b = OpBuilder::atBlockEnd(entry);
+  auto c32 = [&](int32_t v) { return LLVM::ConstantOp::create(b, loc, i32, v); };
+  Value old = LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::xchg,
+                                        LLVM::AddressOfOp::create(b, loc, flag), c32(1),
+                                        LLVM::AtomicOrdering::seq_cst);
+  Value first = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, old, c32(0));
+  LLVM::CondBrOp::create(b, loc, first, report, wait);
+  b.setInsertionPointToEnd(report);
+  LLVM::CallOp::create(b, loc, *write, ValueRange{c32(2), entry->getArgument(0), entry->getArgument(1)});
+  LLVM::CallOp::create(b, loc, *exit, ValueRange{c32(1)});
+  LLVM::UnreachableOp::create(b, loc);
+  // The others wait for the first one's exit (pause returns on a signal).
+  b.setInsertionPointToEnd(wait);
+  LLVM::CallOp::create(b, loc, *pause, ValueRange{});
+  LLVM::BrOp::create(b, loc, wait);
+  return fn;
+}
+
+/// Ends the emulated run unless `ok` (emulationFail): the message as one
+/// line on stderr and exit status 1. For the checks of the emulation.
 void failUnless(IRB &e, ModuleOp module, Value ok, StringRef msg) {
   e.ifThen(e.noti(ok), [&](IRB &e) {
     MLIRContext *ctx = e.b.getContext();
-    Type i8 = IntegerType::get(ctx, 8), i32 = IntegerType::get(ctx, 32),
-         i64 = IntegerType::get(ctx, 64);
-    Type ptr = LLVM::LLVMPointerType::get(ctx);
+    Type i8 = IntegerType::get(ctx, 8), i64 = IntegerType::get(ctx, 64);
     std::string line = (msg + "\n").str();
-    // The message: a private constant global at the top of the module.
+    // The message: a private constant global at the top of the module
+    // (built detached, then inserted by the symbol table).
     OpBuilder mb(ctx);
     StringAttr value = mb.getStringAttr(line);
     LLVM::GlobalOp global;
@@ -138,39 +185,9 @@ void failUnless(IRB &e, ModuleOp module, Value ok, StringRef msg) {
                                       "__moe_emulation_error", value);
       SymbolTable(module).insert(global, module.getBody()->begin()); // renamed if taken
     }
-    mb.setInsertionPointToStart(module.getBody());
-    Value text = LLVM::AddressOfOp::create(e.b, global);
-    FailureOr<LLVM::LLVMFuncOp> write =
-        LLVM::lookupOrCreateFn(mb, module, "write", {i32, ptr, i64}, i64);
-    FailureOr<LLVM::LLVMFuncOp> exit =
-        LLVM::lookupOrCreateFn(mb, module, "_exit", {i32}, LLVM::LLVMVoidType::get(ctx));
-    FailureOr<LLVM::LLVMFuncOp> pause = LLVM::lookupOrCreateFn(mb, module, "pause", {}, i32);
-    assert(succeeded(write) && succeeded(exit) && succeeded(pause) && "libc's signatures");
-    // One line even when several threads fail: the first one reports and
-    // exits, the others wait for the exit.
-    constexpr llvm::StringLiteral flagName = "__moe_emulation_failed";
-    auto flag = module.lookupSymbol<LLVM::GlobalOp>(flagName);
-    if (!flag)
-      flag = LLVM::GlobalOp::create(mb, e.b.getLoc(), i32, /*isConstant=*/false,
-                                    LLVM::Linkage::Internal, flagName, mb.getI32IntegerAttr(0));
-    Value first = e.eq(
-        LLVM::AtomicRMWOp::create(e.b, LLVM::AtomicBinOp::xchg, LLVM::AddressOfOp::create(e.b, flag),
-                                  arith::ConstantIntOp::create(e.b, i32, 1),
-                                  LLVM::AtomicOrdering::seq_cst),
-        arith::ConstantIntOp::create(e.b, i32, 0));
-    e.ifElse(
-        first, {},
-        [&](IRB &e) {
-          LLVM::CallOp::create(e.b, *write,
-                               ValueRange{arith::ConstantIntOp::create(e.b, i32, 2), text,
-                                          arith::ConstantIntOp::create(e.b, i64, line.size())});
-          LLVM::CallOp::create(e.b, *exit, ValueRange{arith::ConstantIntOp::create(e.b, i32, 1)});
-          return SmallVector<Value>{};
-        },
-        [&](IRB &e) {
-          LLVM::CallOp::create(e.b, *pause, ValueRange{});
-          return SmallVector<Value>{};
-        });
+    LLVM::CallOp::create(e.b, emulationFail(module, e.b.getLoc()),
+                         ValueRange{LLVM::AddressOfOp::create(e.b, global),
+                                    arith::ConstantIntOp::create(e.b, i64, line.size())});
   });
 }
 
