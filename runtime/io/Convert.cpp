@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/io/Internal.h"
+#include "runtime/io/Quantized.h"
 #include "runtime/io/TensorIO.h"
 
 #include <cstring>
@@ -213,6 +214,9 @@ Result<Tensor> convertTensor(const Tensor &tensor, DType target) {
       break;
     case DType::I64:
       x = fromInteger(loadLE<int64_t>(src + 8 * i));
+      break;
+    case DType::F8E4M3:
+      x = decode(floatBits(fp8E4M3ToFloat(src[i])), kF32);
       break;
     }
     uint32_t bits = encode(x, targetFormat);

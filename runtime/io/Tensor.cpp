@@ -29,6 +29,8 @@ size_t elementSize(DType dtype) {
     return 4;
   case DType::I64:
     return 8;
+  case DType::F8E4M3:
+    return 1;
   }
   return 0;
 }
@@ -45,6 +47,8 @@ const char *dtypeName(DType dtype) {
     return "i32";
   case DType::I64:
     return "i64";
+  case DType::F8E4M3:
+    return "f8E4M3FN";
   }
   return "?";
 }
@@ -61,6 +65,8 @@ const char *safetensorsDTypeName(DType dtype) {
     return "I32";
   case DType::I64:
     return "I64";
+  case DType::F8E4M3:
+    return "F8_E4M3";
   }
   return "?";
 }
@@ -77,13 +83,15 @@ const char *npyDescr(DType dtype) {
     return "<i4";
   case DType::I64:
     return "<i8";
+  case DType::F8E4M3:
+    return nullptr;
   }
   return nullptr;
 }
 
 std::optional<DType> parseDType(std::string_view name) {
-  static const DType all[] = {DType::F32, DType::F16, DType::BF16, DType::I32,
-                              DType::I64};
+  static const DType all[] = {DType::F32, DType::F16, DType::BF16,
+                              DType::I32, DType::I64, DType::F8E4M3};
   for (DType d : all)
     if (name == dtypeName(d) || name == safetensorsDTypeName(d))
       return d;

@@ -113,20 +113,24 @@ private:
 // Element types and tensors
 //===----------------------------------------------------------------------===//
 
-enum class DType : uint8_t { F32, F16, BF16, I32, I64 };
+/// F8E4M3: the 8-bit float of FP8 checkpoints (OCP E4M3, "e4m3fn": 1 sign,
+/// 4 exponent bits with bias 7, 3 fraction bits, no infinities, S.1111.111
+/// is NaN, largest finite 448), a storage type: runtime/io/Quantized.h.
+enum class DType : uint8_t { F32, F16, BF16, I32, I64, F8E4M3 };
 
-/// Size of one element in bytes (4, 2, 2, 4, 8).
+/// Size of one element in bytes (4, 2, 2, 4, 8, 1).
 size_t elementSize(DType dtype);
-/// MLIR spelling: "f32", "f16", "bf16", "i32", "i64".
+/// MLIR spelling: "f32", "f16", "bf16", "i32", "i64", "f8E4M3FN".
 const char *dtypeName(DType dtype);
-/// safetensors spelling: "F32", "F16", "BF16", "I32", "I64".
+/// safetensors spelling: "F32", "F16", "BF16", "I32", "I64", "F8_E4M3".
 const char *safetensorsDTypeName(DType dtype);
 /// numpy descr written to .npy files: "<f4", "<f2", "<i4", "<i8"; nullptr for
-/// BF16 (numpy has no bfloat16 type).
+/// BF16 and F8E4M3 (numpy has no such type).
 const char *npyDescr(DType dtype);
 /// Accepts the MLIR and the safetensors spellings.
 std::optional<DType> parseDType(std::string_view name);
-/// True for F32, F16, BF16.
+/// True for F32, F16, BF16 (the element types of the IR's tensors; F8E4M3 is
+/// a storage type that convertTensor widens exactly).
 bool isFloatType(DType dtype);
 
 /// "[2, 3]" ("[]" for a 0-d shape).
@@ -198,7 +202,8 @@ uint16_t floatToBFloat16Bits(float value);
 float bfloat16BitsToFloat(uint16_t bits);
 
 /// Converts a tensor to the element type `target`, which must be F32, F16 or
-/// BF16; the source may have any dtype. Widening float conversions are exact;
+/// BF16; the source may have any dtype. Widening float conversions (F8E4M3
+/// to any of them included) are exact;
 /// narrowing ones and integer -> float round to nearest, ties to even (with
 /// a single rounding, also for I64 -> F16/BF16). Converting to the same dtype
 /// copies. The source must be valid (see Tensor::validate).

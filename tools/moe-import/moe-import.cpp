@@ -178,6 +178,17 @@ public:
     out = std::string(v->asString());
     return std::nullopt;
   }
+  /// The `quant_method` of a `quantization_config` ("" when it has none or
+  /// is not an object); std::nullopt without a quantization_config.
+  std::optional<std::string> quantMethod() const {
+    auto q = root.find("quantization_config");
+    if (!q || q->isNull())
+      return std::nullopt;
+    if (!q->isObject())
+      return std::string();
+    auto m = q->find("quant_method");
+    return m && m->isString() ? std::string(m->asString()) : std::string();
+  }
   std::optional<Failure> getIntList(const char *key,
                                     std::set<int64_t> &out) const {
     auto v = root.find(key);
@@ -243,6 +254,12 @@ std::optional<Failure> describeModel(const Config &cfg, Model &m) {
     return Failure{cfg.where("model_type") + " is '" + t +
                    "', which moe-import does not know (supported: mixtral, "
                    "qwen2_moe, qwen3_moe, olmoe, deepseek_v3)"};
+  // Quantized weights (FP8 block-scaled, GPTQ, AWQ, compressed-tensors):
+  // runtime/io/Quantized.h decodes them, the layers cannot take them yet.
+  if (std::optional<std::string> method = cfg.quantMethod())
+    return Failure{cfg.where("quantization_config") + " (quant_method '" +
+                   *method + "'): quantized checkpoints are not supported yet "
+                   "(docs/quantization.md); import a bf16 or f32 checkpoint"};
   if ((f = cfg.getInt("hidden_size", m.hidden, std::nullopt, 1)) ||
       (f = cfg.getInt("num_hidden_layers", m.layers, std::nullopt, 1)) ||
       (f = cfg.getInt("num_experts_per_tok", m.topK, std::nullopt, 1)))

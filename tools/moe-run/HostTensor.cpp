@@ -2,6 +2,8 @@
 
 #include "tools/moe-run/Backend.h"
 
+#include "runtime/io/Quantized.h"
+
 #include <cstring>
 
 namespace moe {
@@ -61,6 +63,8 @@ double HostTensor::elementAsDouble(int64_t i) const {
     std::memcpy(&v, p, sizeof(v));
     return static_cast<double>(v);
   }
+  case io::DType::F8E4M3:
+    return io::fp8E4M3ToFloat(*p);
   }
   return 0;
 }

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/io/Quantized.h"
 #include "runtime/io/TensorIO.h"
 
 #include <cerrno>
@@ -165,6 +166,9 @@ void printValues(const Tensor &t) {
       std::printf(" %" PRId64, v);
       break;
     }
+    case DType::F8E4M3:
+      std::printf(" %g", fp8E4M3ToFloat(*p));
+      break;
     }
   }
   std::printf("\n");

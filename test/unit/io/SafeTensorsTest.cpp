@@ -318,7 +318,7 @@ TEST(SafeTensorsValidation, NotAnObject) {
 }
 
 TEST(SafeTensorsValidation, UnknownDType) {
-  for (const char *dtype : {"F64", "I8", "U8", "BOOL", "F8_E4M3", "f32", ""}) {
+  for (const char *dtype : {"F64", "I8", "U8", "BOOL", "F8_E5M2", "f32", ""}) {
     std::string h = std::string(R"({"layer.w":{"dtype":")") + dtype +
                     R"(","shape":[1],"data_offsets":[0,4]}})";
     EXPECT_TRUE(rejects(image(h, f32Data({1})),
