@@ -87,6 +87,17 @@ Status expect(const Tensor &t, std::string_view name, const char *field,
   return Status::success();
 }
 
+/// Checks that `t` is valid and 2-D; `expected` describes its shape.
+Status check2D(const Tensor &t, std::string_view name, const char *field,
+               const char *expected) {
+  const std::string label = std::string(name) + "." + field;
+  if (Status s = t.validate(label); !s)
+    return s;
+  if (t.shape.size() != 2)
+    return Error{label + ": shape " + formatShape(t.shape) + ", expected " + expected};
+  return Status::success();
+}
+
 /// Element i of a scale tensor (F32, BF16 or F16), widened exactly.
 float scaleAt(const Tensor &t, int64_t i) {
   switch (t.dtype) {
@@ -146,10 +157,8 @@ Result<Tensor> dequantizeFp8Block(const Tensor &weight, const Tensor &scale,
                                   std::string_view name) {
   if (Status s = checkPositive(name, "block size", std::min(blockN, blockK)); !s)
     return s;
-  if (Status s = weight.validate(std::string(name) + ".weight"); !s)
+  if (Status s = check2D(weight, name, "weight", "[N, K]"); !s)
     return s;
-  if (weight.shape.size() != 2)
-    return fail(name, ".weight: shape " + formatShape(weight.shape) + ", expected [N, K]");
   const int64_t n = weight.shape[0], k = weight.shape[1];
   if (Status s = expect(weight, name, "weight", {DType::F8E4M3}, {n, k}); !s)
     return s;
@@ -171,10 +180,8 @@ Result<Tensor> dequantizeGptq(const Tensor &qweight, const Tensor &qzeros,
                               int64_t group, std::string_view name) {
   if (Status s = checkPositive(name, "group size", group); !s)
     return s;
-  if (Status s = qweight.validate(std::string(name) + ".qweight"); !s)
+  if (Status s = check2D(qweight, name, "qweight", "[K/8, N]"); !s)
     return s;
-  if (qweight.shape.size() != 2)
-    return fail(name, ".qweight: shape " + formatShape(qweight.shape) + ", expected [K/8, N]");
   const int64_t k = 8 * qweight.shape[0], n = qweight.shape[1];
   if (Status s = expect(qweight, name, "qweight", {DType::I32}, qweight.shape); !s)
     return s;
@@ -218,14 +225,10 @@ Result<Tensor> dequantizeAwq(const Tensor &qweight, const Tensor &qzeros,
                              std::string_view name) {
   if (Status s = checkPositive(name, "group size", group); !s)
     return s;
-  if (Status s = scales.validate(std::string(name) + ".scales"); !s)
+  if (Status s = check2D(scales, name, "scales", "[K/group, N]"); !s)
     return s;
-  if (scales.shape.size() != 2)
-    return fail(name, ".scales: shape " + formatShape(scales.shape) + ", expected [K/group, N]");
-  if (Status s = qweight.validate(std::string(name) + ".qweight"); !s)
+  if (Status s = check2D(qweight, name, "qweight", "[K, N/8]"); !s)
     return s;
-  if (qweight.shape.size() != 2)
-    return fail(name, ".qweight: shape " + formatShape(qweight.shape) + ", expected [K, N/8]");
   const int64_t k = qweight.shape[0], n = scales.shape[1];
   const int64_t words = ceilDiv(n, 8), groups = ceilDiv(k, group);
   if (Status s = expect(qweight, name, "qweight", {DType::I32}, {k, words}); !s)
@@ -259,10 +262,8 @@ Result<Tensor> dequantizePackQuantized(const Tensor &packed,
     return s;
   if (Status s = checkPositive(name, "K", k); !s)
     return s;
-  if (Status s = packed.validate(std::string(name) + ".weight_packed"); !s)
+  if (Status s = check2D(packed, name, "weight_packed", "[N, K/8]"); !s)
     return s;
-  if (packed.shape.size() != 2)
-    return fail(name, ".weight_packed: shape " + formatShape(packed.shape) + ", expected [N, K/8]");
   const int64_t n = packed.shape[0], words = ceilDiv(k, 8), groups = ceilDiv(k, group);
   if (Status s = expect(packed, name, "weight_packed", {DType::I32}, {n, words}); !s)
     return s;
