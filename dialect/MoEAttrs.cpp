@@ -28,6 +28,11 @@ parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
                       bool &transpose);
 static void printCheckpointParams(AsmPrinter &printer,
                                   ArrayRef<StringAttr> names, bool transpose);
+static ParseResult parseQuantParams(AsmParser &parser, QuantKind &kind,
+                                    SmallVector<int64_t> &block, int64_t &group,
+                                    bool &zeroPoint);
+static void printQuantParams(AsmPrinter &printer, QuantKind kind,
+                             ArrayRef<int64_t> block, int64_t group, bool zeroPoint);
 
 #define GET_ATTRDEF_CLASSES
 #include "dialect/MoEAttrs.cpp.inc"
@@ -318,4 +323,107 @@ LogicalResult GpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
 GpuConfigAttr GpuConfigAttr::getDefault(MLIRContext *context) {
   return GpuConfigAttr::get(context, GpuEngine::mma_sync, /*bigTileRows=*/0, /*splitK=*/0,
                             /*stages=*/0, /*groupsInFlight=*/1);
+}
+
+//===----------------------------------------------------------------------===//
+// QuantAttr
+//===----------------------------------------------------------------------===//
+
+static ParseResult parseQuantParams(AsmParser &parser, QuantKind &kind,
+                                    SmallVector<int64_t> &block, int64_t &group,
+                                    bool &zeroPoint) {
+  StringRef keyword;
+  SMLoc at = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<QuantKind> parsed = symbolizeQuantKind(keyword);
+  if (!parsed)
+    return parser.emitError(at) << "expected a quantization format (fp8_e4m3 or int4), got '"
+                                << keyword << "'";
+  kind = *parsed;
+  group = 0;
+  zeroPoint = false;
+  while (succeeded(parser.parseOptionalComma())) {
+    SMLoc fieldAt = parser.getCurrentLocation();
+    if (parser.parseKeyword(&keyword))
+      return failure();
+    if (keyword == "block") {
+      if (parser.parseEqual() ||
+          parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+            int64_t v;
+            if (parser.parseInteger(v))
+              return failure();
+            block.push_back(v);
+            return success();
+          }))
+        return failure();
+    } else if (keyword == "group") {
+      if (parser.parseEqual() || parser.parseInteger(group))
+        return failure();
+    } else if (keyword == "zero_point") {
+      zeroPoint = true;
+    } else {
+      return parser.emitError(fieldAt)
+             << "expected 'block', 'group' or 'zero_point', got '" << keyword << "'";
+    }
+  }
+  return success();
+}
+
+static void printQuantParams(AsmPrinter &printer, QuantKind kind,
+                             ArrayRef<int64_t> block, int64_t group, bool zeroPoint) {
+  printer << stringifyQuantKind(kind);
+  if (!block.empty()) {
+    printer << ", block = [";
+    llvm::interleaveComma(block, printer);
+    printer << "]";
+  }
+  if (group)
+    printer << ", group = " << group;
+  if (zeroPoint)
+    printer << ", zero_point";
+}
+
+LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                QuantKind kind, ArrayRef<int64_t> block, int64_t group,
+                                bool zeroPoint) {
+  if (kind == QuantKind::fp8_e4m3) {
+    if (block.size() != 2)
+      return emitError() << "#moe.quant<fp8_e4m3> needs block = [BK, BN] (two sizes), got "
+                         << block.size() << " size(s)";
+    if (block[0] < 1 || block[1] < 1)
+      return emitError() << "#moe.quant<fp8_e4m3> block sizes must be >= 1, got ["
+                         << block[0] << ", " << block[1] << "]";
+    if (group || zeroPoint)
+      return emitError() << "#moe.quant<fp8_e4m3> takes no group or zero_point (one scale "
+                            "per block)";
+    return success();
+  }
+  if (!block.empty())
+    return emitError() << "#moe.quant<int4> takes no block (one scale per group of k)";
+  if (group < 1)
+    return emitError() << "#moe.quant<int4> needs group = G >= 1, got " << group;
+  return success();
+}
+
+Type QuantAttr::getStorageType() const {
+  if (getKind() == QuantKind::fp8_e4m3)
+    return Float8E4M3FNType::get(getContext());
+  return IntegerType::get(getContext(), 4);
+}
+
+SmallVector<int64_t> QuantAttr::getScaleShape(ArrayRef<int64_t> weightShape) const {
+  auto ceilDiv = [](int64_t a, int64_t b) {
+    return ShapedType::isDynamic(a) ? ShapedType::kDynamic : (a + b - 1) / b;
+  };
+  SmallVector<int64_t> shape(weightShape);
+  if (shape.size() != 3)
+    return shape;
+  if (getKind() == QuantKind::fp8_e4m3) {
+    shape[1] = ceilDiv(shape[1], getBlock()[0]);
+    shape[2] = ceilDiv(shape[2], getBlock()[1]);
+  } else {
+    shape[1] = ceilDiv(shape[1], getGroup());
+  }
+  return shape;
 }

@@ -50,6 +50,14 @@ def MoE_GpuEngine : I32EnumAttr<"GpuEngine",
   let genSpecializedAttr = 0;
 }
 
+def MoE_QuantKind : I32EnumAttr<"QuantKind",
+    "the storage format of quantized expert weights", [
+      I32EnumAttrCase<"fp8_e4m3", 0>,
+      I32EnumAttrCase<"int4", 1>]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
 def MoE_Regularizer : I32EnumAttr<"Regularizer",
     "auxiliary-loss regularizer of a routing policy", [
       I32EnumAttrCase<"none", 0>,
@@ -277,6 +285,50 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
   let extraClassDeclaration = [{
     /// Whether the names contain the expert placeholder `{e}`.
     bool isPerExpert() const;
+  }];
+}
+
+def MoE_QuantAttr : MoE_Attr<"Quant", "quant"> {
+  let summary = "how a layer's expert weights are quantized";
+  let description = [{
+    The attribute `quant` of a `moe.layer` whose expert weights `w1` and
+    `w2` are stored quantized (docs/spec.md §2.1, docs/quantization.md): the
+    weights' element type is the format's storage type, and the layer takes
+    their scales, `expert_scales(%s1, %s2)` (f32), and with `zero_point`
+    their zero points, `expert_zero_points(%z1, %z2)` (i4). A weight of
+    shape `[E, K, N]` (`w1: [E, D, H or 2H]`, `w2: [E, H, D]`) dequantizes
+    to `W[e][k][n]`:
+
+    * `#moe.quant<fp8_e4m3, block = [BK, BN]>`: storage `f8E4M3FN`, one
+      scale per block of BK x BN weights: scales `[E, ceil(K/BK),
+      ceil(N/BN)]`, `W = q * s[e][k/BK][n/BN]` (DeepSeek-V3's 128 x 128
+      blocks).
+    * `#moe.quant<int4, group = G>`: storage `i4`, read as unsigned (0..15),
+      one scale per group of G consecutive k: scales `[E, ceil(K/G), N]`,
+      `W = (q - 8) * s[e][k/G][n]` (symmetric).
+    * `#moe.quant<int4, group = G, zero_point>`: the same with a zero point
+      per scale: `W = (q - z[e][k/G][n]) * s[e][k/G][n]` (GPTQ, AWQ).
+
+    Each product is of two exact factors, rounded once to f32; the rest of
+    the layer computes as for its element type (docs/spec.md §2).
+
+    Verified: fp8 takes `block` (two sizes >= 1) and neither `group` nor
+    `zero_point`; int4 takes `group` (>= 1) and no `block`.
+  }];
+  let parameters = (ins
+    EnumParameter<MoE_QuantKind>:$kind,
+    OptionalArrayRefParameter<"int64_t", "fp8: block sizes [BK, BN]">:$block,
+    DefaultValuedParameter<"int64_t", "0", "int4: group size along K">:$group,
+    DefaultValuedParameter<"bool", "false", "int4: zero points given">:$zero_point);
+  // `<fp8_e4m3, block = [128, 128]>`, `<int4, group = 128, zero_point>`.
+  let assemblyFormat = "`<` custom<QuantParams>($kind, $block, $group, $zero_point) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The weights' element type: f8E4M3FN or i4.
+    ::mlir::Type getStorageType() const;
+    /// The shape of the scales (and zero points) of a weight of shape
+    /// [E, K, N]; dynamic sizes stay dynamic.
+    ::llvm::SmallVector<int64_t> getScaleShape(::llvm::ArrayRef<int64_t> weightShape) const;
   }];
 }
 

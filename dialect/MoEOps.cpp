@@ -302,6 +302,73 @@ bool LayerOp::isCausal() {
   return (*this)->hasAttr(MoEDialect::getCausalAttrName());
 }
 
+LogicalResult LayerOp::checkNotQuantized(StringRef what) {
+  if (!isQuantized())
+    return success();
+  return emitOpError() << "has quantized expert weights (" << getQuantAttr() << "), which "
+                       << what << " does not support yet (docs/quantization.md)";
+}
+
+/// The operands of a quantized layer (docs/spec.md §2.1): the weights'
+/// storage type, the scales and zero points and their shapes.
+static LogicalResult verifyQuantization(LayerOp op) {
+  QuantAttr quant = op.getQuantAttr();
+  // The generic form can give one of a pair.
+  if (static_cast<bool>(op.getW1Scale()) != static_cast<bool>(op.getW2Scale()))
+    return op.emitOpError() << "has " << (op.getW1Scale() ? "w1_scale without w2_scale" : "w2_scale without w1_scale")
+                            << ": scales come in pairs, expert_scales(s1, s2)";
+  if (static_cast<bool>(op.getW1ZeroPoint()) != static_cast<bool>(op.getW2ZeroPoint()))
+    return op.emitOpError() << "has "
+                            << (op.getW1ZeroPoint() ? "w1_zero_point without w2_zero_point"
+                                                    : "w2_zero_point without w1_zero_point")
+                            << ": zero points come in pairs, expert_zero_points(z1, z2)";
+  auto weights = {std::make_pair(StringRef("w1"), op.getW1()),
+                  std::make_pair(StringRef("w2"), op.getW2())};
+  if (!quant) {
+    if (op.getW1Scale() || op.getW1ZeroPoint())
+      return op.emitOpError() << "has expert_" << (op.getW1Scale() ? "scales" : "zero_points")
+                              << " but no 'quant' attribute saying how w1 and w2 are quantized";
+    return success();
+  }
+  Type storage = quant.getStorageType();
+  for (auto [name, w] : weights) {
+    Type elt = cast<RankedTensorType>(w.getType()).getElementType();
+    if (elt != storage)
+      return op.emitOpError() << name << " has element type " << elt << ", but " << quant
+                              << " stores weights as " << storage;
+  }
+  if (!op.getW1Scale())
+    return op.emitOpError() << "is quantized (" << quant
+                            << ") and needs expert_scales(%s1, %s2), the f32 scales of w1 and w2";
+  if (quant.getZeroPoint() != static_cast<bool>(op.getW1ZeroPoint()))
+    return op.emitOpError() << (quant.getZeroPoint()
+                                    ? "is quantized with zero_point and needs "
+                                      "expert_zero_points(%z1, %z2)"
+                                    : "has expert_zero_points, but its 'quant' attribute has "
+                                      "no zero_point");
+  auto check = [&](StringRef name, Value weight, StringRef what, Value v) -> LogicalResult {
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
+    SmallVector<int64_t> want =
+        quant.getScaleShape(cast<RankedTensorType>(weight.getType()).getShape());
+    for (auto [d, pair] : llvm::enumerate(llvm::zip(shape, want))) {
+      auto [have, expected] = pair;
+      if (!ShapedType::isDynamic(have) && !ShapedType::isDynamic(expected) && have != expected)
+        return op.emitOpError() << what << " of " << name << " has " << v.getType()
+                                << ", but " << quant << " gives " << name << " " << what
+                                << " size " << expected << " in dimension " << d;
+    }
+    return success();
+  };
+  if (failed(check("w1", op.getW1(), "the scale", op.getW1Scale())) ||
+      failed(check("w2", op.getW2(), "the scale", op.getW2Scale())))
+    return failure();
+  if (op.getW1ZeroPoint() &&
+      (failed(check("w1", op.getW1(), "the zero point", op.getW1ZeroPoint())) ||
+       failed(check("w2", op.getW2(), "the zero point", op.getW2ZeroPoint()))))
+    return failure();
+  return success();
+}
+
 LogicalResult LayerOp::verify() {
   ShapeChecker check(*this);
   Named input{"input", getInput()}, routerWeight{"router_weight", getRouterWeight()},
@@ -311,8 +378,13 @@ LogicalResult LayerOp::verify() {
   Named selectionBias{"selection_bias", getSelectionBias()},
       sharedW1{"shared_w1", getSharedW1()}, sharedW2{"shared_w2", getSharedW2()},
       sharedGate{"shared_gate", getSharedGate()};
-  if (failed(check.elementTypes({input, routerWeight, routerBias, w1, w2, b1, b2, sharedW1,
-                                 sharedW2, sharedGate, output})))
+  // Quantized weights have their storage type; the other floating-point
+  // operands share one element type.
+  Named noValue{"", Value()};
+  if (failed(check.elementTypes({input, routerWeight, routerBias, isQuantized() ? noValue : w1,
+                                 isQuantized() ? noValue : w2, b1, b2, sharedW1, sharedW2,
+                                 sharedGate, output})) ||
+      failed(verifyQuantization(*this)))
     return failure();
 
   auto inputType = getInput().getType();

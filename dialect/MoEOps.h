@@ -35,6 +35,16 @@ inline void copyLoweringConfig(Operation *from, Operation *to) {
     if (Attribute config = from->getAttr(name))
       to->setAttr(name, config);
 }
+/// Fails with one error on the first quantized `moe.layer` under `root`
+/// (LayerOp::checkNotQuantized): for the passes and lowerings that do not
+/// handle quantized expert weights yet; `what` names the pass.
+inline LogicalResult rejectQuantizedLayers(Operation *root, StringRef what) {
+  WalkResult result = root->walk([&](LayerOp layer) {
+    return failed(layer.checkNotQuantized(what)) ? WalkResult::interrupt()
+                                                 : WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
 } // namespace moe
 } // namespace mlir
 

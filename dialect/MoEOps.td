@@ -56,8 +56,16 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments, InferTypeOpAd
     `gate_t = sigmoid(x_t sg)` with `shared_gate(%sg)` (`[D, 1]`) and 1
     without it (several shared experts are one wider shared FFN).
 
+    Quantized expert weights (docs/spec.md §2.1): with the attribute
+    `quant = #moe.quant<...>`, `w1` and `w2` have the format's storage type
+    (f8E4M3FN or i4) and the layer takes their f32 scales,
+    `expert_scales(%s1, %s2)`, and, for `#moe.quant<int4, ..., zero_point>`,
+    their i4 zero points, `expert_zero_points(%z1, %z2)`, shaped as the
+    attribute says. Passes and lowerings that do not handle them yet reject
+    such a layer with one error.
+
     All floating-point operands and the result `y` share one element type
-    (f32, f16 or bf16); shapes may be static or dynamic, and every relation
+    (f32, f16 or bf16; quantized weights excepted); shapes may be static or dynamic, and every relation
     between known sizes (D, E, H or 2H, bias lengths, `1 <= k <= E`, the
     group rules, shared expert widths) is verified.
 
@@ -85,8 +93,12 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments, InferTypeOpAd
     MoE_Data2D<"[D, E]">:$router_weight,
     Optional<MoE_FloatTensorOfRank<1, "[E]">>:$router_bias,
     Optional<MoE_FloatTensorOfRank<1, "[E]">>:$selection_bias,
-    MoE_W1Tensor:$w1,
-    MoE_W2Tensor:$w2,
+    MoE_LayerW1Tensor:$w1,
+    MoE_LayerW2Tensor:$w2,
+    Optional<MoE_QuantScaleTensor>:$w1_scale,
+    Optional<MoE_QuantScaleTensor>:$w2_scale,
+    Optional<MoE_ZeroPointTensor>:$w1_zero_point,
+    Optional<MoE_ZeroPointTensor>:$w2_zero_point,
     Optional<MoE_B1Tensor>:$b1,
     Optional<MoE_B2Tensor>:$b2,
     Optional<MoE_Data2D<"[D, Hs] (gated: [D, 2Hs])">>:$shared_w1,
@@ -96,7 +108,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments, InferTypeOpAd
     MoE_RoutingAttrInterface:$routing,
     MoE_ActivationAttr:$activation,
     UnitAttr:$training,
-    OptionalAttr<F64Attr>:$capacity_factor);
+    OptionalAttr<F64Attr>:$capacity_factor,
+    OptionalAttr<MoE_QuantAttr>:$quant);
   let results = (outs
     MoE_Data2D<"[T, D]">:$output,
     Optional<MoE_AuxLossTensor>:$aux_loss);
@@ -105,6 +118,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments, InferTypeOpAd
     $input `router` `(` $router_weight (`,` $router_bias^)? `)`
     (`selection_bias` `(` $selection_bias^ `)`)?
     `experts` `(` $w1 `,` $w2 `)`
+    (`expert_scales` `(` $w1_scale^ `,` $w2_scale `)`)?
+    (`expert_zero_points` `(` $w1_zero_point^ `,` $w2_zero_point `)`)?
     (`expert_biases` `(` $b1^ `,` $b2 `)`)?
     (`shared` `(` $shared_w1^ `,` $shared_w2 `)`)?
     (`shared_gate` `(` $shared_gate^ `)`)?
@@ -119,6 +134,11 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments, InferTypeOpAd
     int64_t getNumExperts();
     /// Whether the layer carries the `moe.causal` marker.
     bool isCausal();
+    /// Whether its expert weights are quantized (the `quant` attribute).
+    bool isQuantized() { return static_cast<bool>(getQuantAttr()); }
+    /// Fails with one error on the layer when it is quantized: `what` (a
+    /// pass or lowering) does not support quantized expert weights yet.
+    ::mlir::LogicalResult checkNotQuantized(::llvm::StringRef what);
   }];
 }
 

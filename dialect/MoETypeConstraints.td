@@ -48,6 +48,16 @@ class MoE_I32TensorOfRank<int rank, string layout>
 class MoE_Data2D<string layout> : MoE_FloatTensorOfRank<2, layout>;
 class MoE_Data3D<string layout> : MoE_FloatTensorOfRank<3, layout>;
 def MoE_W1Tensor : MoE_FloatTensorOfRank<3, "[E, D, H] (gated: [E, D, 2H])">;
+/// A layer's expert weights may also be stored quantized (#moe.quant):
+/// f8E4M3FN or i4.
+def MoE_WeightElement : AnyTypeOf<[F32, F16, BF16, F8E4M3FN, I<4>],
+                                  "f32, f16, bf16, f8E4M3FN or i4">;
+def MoE_LayerW1Tensor : MoE_TensorOfRank<MoE_WeightElement, 3, "[E, D, H] (gated: [E, D, 2H])">;
+def MoE_LayerW2Tensor : MoE_TensorOfRank<MoE_WeightElement, 3, "[E, H, D]">;
+/// The scales and zero points of quantized weights (#moe.quant).
+def MoE_QuantScaleTensor : MoE_F32TensorOfRank<3, "[E, K/BK or K/G, N/BN or N]">;
+def MoE_I4Element : AnyTypeOf<[I<4>], "i4">;
+def MoE_ZeroPointTensor : MoE_TensorOfRank<MoE_I4Element, 3, "[E, K/G, N]">;
 def MoE_W2Tensor : MoE_FloatTensorOfRank<3, "[E, H, D]">;
 def MoE_B1Tensor : MoE_FloatTensorOfRank<2, "[E, H] (gated: [E, 2H])">;
 def MoE_B2Tensor : MoE_FloatTensorOfRank<2, "[E, D]">;

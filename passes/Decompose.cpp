@@ -143,6 +143,8 @@ struct MoEDecomposePass : public moe::impl::MoEDecomposeBase<MoEDecomposePass> {
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
                             << " at " << getOperation()->getLoc() << "\n");
+    if (failed(rejectQuantizedLayers(getOperation(), "--moe-decompose")))
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     populateDecompositionPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

@@ -128,6 +128,8 @@ struct MoEDenseToSoftPass : public moe::impl::MoEDenseToSoftBase<MoEDenseToSoftP
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
                             << " at " << getOperation()->getLoc() << "\n");
+    if (failed(rejectQuantizedLayers(getOperation(), "--moe-dense-to-soft")))
+      return signalPassFailure();
     if (slotsPerExpert < 1) {
       emitError(getOperation()->getLoc())
           << "moe-dense-to-soft: slots-per-expert must be >= 1, got "

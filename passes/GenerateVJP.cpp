@@ -205,6 +205,8 @@ struct MoEGenerateVJPPass : public moe::impl::MoEGenerateVJPBase<MoEGenerateVJPP
   using Base::Base;
 
   void runOnOperation() override {
+    if (failed(rejectQuantizedLayers(getOperation(), "--moe-generate-vjp")))
+      return signalPassFailure();
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
     SmallVector<func::FuncOp> functions;

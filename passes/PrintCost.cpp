@@ -764,6 +764,8 @@ struct MoEPrintCostPass : public moe::impl::MoEPrintCostBase<MoEPrintCostPass> {
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
                             << " at " << getOperation()->getLoc() << "\n");
+    if (failed(rejectQuantizedLayers(getOperation(), "--moe-print-cost")))
+      return signalPassFailure();
     std::vector<Row> rows;
     getOperation()->walk<WalkOrder::PreOrder>([&](Operation *op) {
       if (auto layer = dyn_cast<LayerOp>(op))

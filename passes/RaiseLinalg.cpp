@@ -911,10 +911,13 @@ static LayerOp build(RewriterBase &rw, Location loc, Type resultType, const Laye
   if (biases)
     b1 = b1s.size() == 1 ? b1s[0] : tensor::ConcatOp::create(rw, loc, 1, b1s).getResult();
   return LayerOp::create(rw, loc, resultType, /*aux_loss=*/Type(), l.x, wr, br,
-                         /*selection_bias=*/Value(), w1, w2, b1, b2, /*shared_w1=*/Value(),
+                         /*selection_bias=*/Value(), w1, w2, /*w1_scale=*/Value(),
+                         /*w2_scale=*/Value(), /*w1_zero_point=*/Value(),
+                         /*w2_zero_point=*/Value(), b1, b2, /*shared_w1=*/Value(),
                          /*shared_w2=*/Value(), /*shared_gate=*/Value(), /*seed=*/Value(),
                          DenseRoutingAttr::get(ctx), ActivationAttr::get(ctx, l.act),
-                         /*training=*/UnitAttr(), /*capacity_factor=*/FloatAttr());
+                         /*training=*/UnitAttr(), /*capacity_factor=*/FloatAttr(),
+                         /*quant=*/QuantAttr());
 }
 
 /// Raises the dense layer ending at a weighted sum over the experts.

@@ -298,6 +298,8 @@ struct MoEShardExpertsPass
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
                             << getOperation()->getName() << " at "
                             << getOperation()->getLoc() << "\n");
+    if (failed(rejectQuantizedLayers(getOperation(), "--moe-shard-experts")))
+      return signalPassFailure();
     ModuleOp module = getOperation();
     if (ranks < 1) {
       module.emitError() << "--moe-shard-experts: option 'ranks' must be >= 1, got "

@@ -2186,6 +2186,8 @@ struct ConvertMoEToCPUPass
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
                             << " at " << getOperation()->getLoc() << "\n");
+    if (failed(rejectQuantizedLayers(getOperation(), "the CPU lowering (--convert-moe-to-cpu)")))
+      return signalPassFailure();
     Operation *root = getOperation();
     // Soft MoE and hand-written gates still compute in f32 only: say so.
     WalkResult unsupported = root->walk([](Operation *op) {

@@ -78,7 +78,7 @@ func.func @router_bias_rank(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %br: te
 // -----
 
 func.func @w1_rank(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<64x32xf32>, %w2: tensor<4x32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op operand #2 must be 3-D tensor [E, D, H] (gated: [E, D, 2H]) of f32, f16 or bf16, but got 'tensor<64x32xf32>'}}
+  // expected-error @+1 {{'moe.layer' op operand #2 must be 3-D tensor [E, D, H] (gated: [E, D, 2H]) of f32, f16, bf16, f8E4M3FN or i4, but got 'tensor<64x32xf32>'}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<64x32xf32>, tensor<4x32x64xf32>) -> tensor<8x64xf32>
   return
@@ -87,7 +87,7 @@ func.func @w1_rank(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<64x3
 // -----
 
 func.func @w2_rank(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<32x64xf32>) {
-  // expected-error @+1 {{'moe.layer' op operand #3 must be 3-D tensor [E, H, D] of f32, f16 or bf16, but got 'tensor<32x64xf32>'}}
+  // expected-error @+1 {{'moe.layer' op operand #3 must be 3-D tensor [E, H, D] of f32, f16, bf16, f8E4M3FN or i4, but got 'tensor<32x64xf32>'}}
   %y = moe.layer %x router(%wr) experts(%w1, %w2) {routing = #moe.dense, activation = #moe.activation<relu>}
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<32x64xf32>) -> tensor<8x64xf32>
   return
@@ -215,7 +215,7 @@ func.func @b2_experts(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4
 // The custom form cannot express a lone bias; the generic form can.
 func.func @b1_without_b2(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>, %b1: tensor<4x32xf32>) {
   // expected-error @+1 {{'moe.layer' op has b1 without b2: expert biases come in pairs, expert_biases(b1, b2)}}
-  %y = "moe.layer"(%x, %wr, %w1, %w2, %b1) <{activation = #moe.activation<relu>, routing = #moe.dense, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0>}>
+  %y = "moe.layer"(%x, %wr, %w1, %w2, %b1) <{activation = #moe.activation<relu>, routing = #moe.dense, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0>}>
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>, tensor<4x32xf32>) -> tensor<8x64xf32>
   return
 }
@@ -224,7 +224,7 @@ func.func @b1_without_b2(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tenso
 
 func.func @b2_without_b1(%x: tensor<8x64xf32>, %wr: tensor<64x4xf32>, %w1: tensor<4x64x32xf32>, %w2: tensor<4x32x64xf32>, %b2: tensor<4x64xf32>) {
   // expected-error @+1 {{'moe.layer' op has b2 without b1: expert biases come in pairs, expert_biases(b1, b2)}}
-  %y = "moe.layer"(%x, %wr, %w1, %w2, %b2) <{activation = #moe.activation<relu>, routing = #moe.dense, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0>}>
+  %y = "moe.layer"(%x, %wr, %w1, %w2, %b2) <{activation = #moe.activation<relu>, routing = #moe.dense, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0>}>
          : (tensor<8x64xf32>, tensor<64x4xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32>, tensor<4x64xf32>) -> tensor<8x64xf32>
   return
 }
