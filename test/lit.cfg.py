@@ -40,6 +40,14 @@ config.environment["MOE_RUN_OPT_LEVEL"] = os.environ.get("MOE_RUN_OPT_LEVEL", "0
 # test/tools/moe-compile/opt-level.test): a gradient library compiles about 3x
 # faster at 0.
 config.environment["MOE_COMPILE_OPT_LEVEL"] = os.environ.get("MOE_COMPILE_OPT_LEVEL", "0")
+# moe-run keeps its compiled objects in one folder of the build for the whole
+# suite (--cache-dir's MOE_RUN_CACHE_DIR; test/tools/moe-run/cache-dir.test):
+# the tests that run one module several times (clean and poisoned inputs,
+# the ranks of an MPI job) compile it once. The key includes moe-run's
+# build, so a rebuilt moe-run never reuses an object; delete the folder to
+# reclaim its space.
+config.environment["MOE_RUN_CACHE_DIR"] = os.environ.get(
+    "MOE_RUN_CACHE_DIR", os.path.join(config.moe_obj_root, "test", "moe-run-cache"))
 
 # Sanitizer builds: fail on the first report, and keep leak checks on.
 for var in ["ASAN_OPTIONS", "UBSAN_OPTIONS"]:

@@ -158,6 +158,8 @@ struct CpuBackendOptions {
   /// LLVM optimization level of the JIT (--opt-level): the IR pipeline's
   /// O-level and the code generator's (None, Less, Default, Aggressive).
   unsigned optLevel = 3;
+  /// cpu: a folder of compiled objects (--cache-dir; empty: no cache).
+  std::string cacheDir;
 };
 
 /// The host backend: moe::buildCpuPipeline (results as out-parameters, or

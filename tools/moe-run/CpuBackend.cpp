@@ -23,7 +23,18 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
+#include "llvm/ExecutionEngine/SectionMemoryManager.h"
+#include "llvm/Support/DynamicLibrary.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
@@ -32,7 +43,12 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 using namespace mlir;
 
@@ -68,6 +84,8 @@ public:
   const char *name() const override { return "cpu"; }
 
 private:
+  bool usesObjectCache() const override { return true; }
+
   llvm::Error buildPipeline(OpPassManager &pm,
                             bool resultsToOutParams) override {
     mlir::moe::CpuPipelineOptions pipelineOptions;
@@ -139,6 +157,34 @@ llvm::Expected<HostTensor> copyReturned(const int64_t *words,
 
 } // namespace
 
+/// An exclusive lock on a file of the cache folder (flock), held while one
+/// process looks up or writes an object, so that processes compiling the
+/// same module wait for the first instead of compiling it too.
+class ObjectCacheLock {
+public:
+  static llvm::Expected<std::unique_ptr<ObjectCacheLock>> acquire(const std::string &path) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return llvm::createStringError("--cache-dir: cannot open " + path + ": " +
+                                     std::strerror(errno));
+    while (::flock(fd, LOCK_EX) != 0) {
+      if (errno == EINTR)
+        continue;
+      std::string message = std::strerror(errno);
+      ::close(fd);
+      return llvm::createStringError("--cache-dir: cannot lock " + path + ": " + message);
+    }
+    return std::unique_ptr<ObjectCacheLock>(new ObjectCacheLock(fd));
+  }
+  ~ObjectCacheLock() { ::close(fd); } // closing releases the lock
+  ObjectCacheLock(const ObjectCacheLock &) = delete;
+  ObjectCacheLock &operator=(const ObjectCacheLock &) = delete;
+
+private:
+  explicit ObjectCacheLock(int fd) : fd(fd) {}
+  int fd;
+};
+
 llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   signature = sig;
   returnsResults = sig.hasDynamicResults();
@@ -166,16 +212,6 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
                     BoolAttr::get(ctx, false));
   }
 
-  auto loweredOr = lower(module, /*resultsToOutParams=*/!returnsResults);
-  if (!loweredOr)
-    return loweredOr.takeError();
-  ModuleOp lowered = *loweredOr;
-  if (options.dumpLowered) {
-    lowered.print(llvm::outs());
-    llvm::outs() << "\n";
-    llvm::outs().flush();
-  }
-
   static bool targetsInitialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
@@ -183,12 +219,9 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   }();
   (void)targetsInitialized;
 
-  std::vector<llvm::StringRef> libs;
-  for (const std::string &lib : options.sharedLibs) {
+  for (const std::string &lib : options.sharedLibs)
     if (!llvm::sys::fs::exists(lib))
       return llvm::createStringError("runtime library " + lib + " not found");
-    libs.push_back(lib);
-  }
   // Optimize for the host CPU: with its TargetMachine the loop vectorizer
   // knows the vector width and costs (without one it barely vectorizes).
   auto tmBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
@@ -204,6 +237,50 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   // --opt-level (3 by default): the code generator's level too.
   llvm::CodeGenOptLevel codeGenLevel = *llvm::CodeGenOpt::getLevel(options.optLevel);
   tmBuilder->setCodeGenOptLevel(codeGenLevel);
+
+  // --cache-dir: the object of an identical compilation, when there is one
+  // (one process compiles, the others wait on the key's lock: the ranks of
+  // an MPI job compile once).
+  std::string cachePath;
+  std::unique_ptr<ObjectCacheLock> cacheLock;
+  // Not with --dump-lowered or --jit-debug-listeners: they are about the
+  // compilation itself.
+  if (!options.cacheDir.empty() && usesObjectCache() && !options.dumpLowered &&
+      !options.jitDebugListeners) {
+    llvm::Expected<std::string> key = objectCacheKey(module, *tmBuilder);
+    if (!key)
+      return key.takeError();
+    if (std::error_code ec = llvm::sys::fs::create_directories(options.cacheDir))
+      return llvm::createStringError("--cache-dir=" + options.cacheDir +
+                                     ": cannot create the folder: " + ec.message());
+    llvm::SmallString<256> path(options.cacheDir);
+    llvm::sys::path::append(path, *key + ".o");
+    cachePath = std::string(path);
+    llvm::Expected<std::unique_ptr<ObjectCacheLock>> lock =
+        ObjectCacheLock::acquire(cachePath + ".lock");
+    if (!lock)
+      return lock.takeError();
+    cacheLock = std::move(*lock);
+    if (auto object = llvm::MemoryBuffer::getFile(cachePath, /*IsText=*/false,
+                                                  /*RequiresNullTerminator=*/false)) {
+      if (llvm::Error err = loadCachedObject(std::move(*object), *tmBuilder))
+        llvm::consumeError(std::move(err)); // unusable: compiled again below
+      else
+        return llvm::Error::success();
+    }
+  }
+
+  auto loweredOr = lower(module, /*resultsToOutParams=*/!returnsResults);
+  if (!loweredOr)
+    return loweredOr.takeError();
+  ModuleOp lowered = *loweredOr;
+  if (options.dumpLowered) {
+    lowered.print(llvm::outs());
+    llvm::outs() << "\n";
+    llvm::outs().flush();
+  }
+
+  std::vector<llvm::StringRef> libs(options.sharedLibs.begin(), options.sharedLibs.end());
   auto targetMachine = tmBuilder->createTargetMachine();
   if (!targetMachine)
     return llvm::createStringError("cannot create a target machine for the host: " +
@@ -216,6 +293,7 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   engineOptions.transformer = transformer;
   engineOptions.jitCodeGenOptLevel = codeGenLevel;
   engineOptions.sharedLibPaths = libs;
+  engineOptions.enableObjectDump = !cachePath.empty();
   // Upstream registers both listeners by default; the perf one leaves a
   // jitdump file and a ~/.debug/jit (or /tmp/.debug/jit) folder per run.
   engineOptions.enableGDBNotificationListener = options.jitDebugListeners;
@@ -235,7 +313,120 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
     return llvm::createStringError("JIT compilation failed: " +
                                    llvm::toString(fn.takeError()));
   entry = *fn;
+  if (!cachePath.empty()) {
+    // Written whole under another name, then renamed: a reader never sees
+    // a partial object.
+    std::string partial = cachePath + ".partial";
+    engine->dumpToObjectFile(partial);
+    if (std::error_code ec = llvm::sys::fs::rename(partial, cachePath))
+      return llvm::createStringError("--cache-dir=" + options.cacheDir + ": cannot write " +
+                                     cachePath + ": " + ec.message());
+  }
   return llvm::Error::success();
+}
+
+/// What determines the compiled object, hashed (SHA-256, hex): a format
+/// tag, the LLVM version, this executable (size and modification time: a
+/// rebuilt moe-run compiles anew), the target (triple, CPU, features,
+/// level), the lowering pipeline as text (every pass option), the entry and
+/// its calling convention, and the module as parsed, locations included
+/// (they reach the run-time error messages).
+llvm::Expected<std::string>
+JitBackend::objectCacheKey(ModuleOp module, const llvm::orc::JITTargetMachineBuilder &target) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "moe-run object cache 1\n" << LLVM_VERSION_STRING << "\n";
+  std::string exe = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
+  llvm::sys::fs::file_status status;
+  if (exe.empty() || llvm::sys::fs::status(exe, status))
+    return llvm::createStringError("--cache-dir: cannot read this executable's status");
+  os << exe << " " << status.getSize() << " "
+     << status.getLastModificationTime().time_since_epoch().count() << "\n";
+  os << target.getTargetTriple().str() << " " << target.getCPU() << " "
+     << target.getFeatures().getString() << " O" << options.optLevel << "\n";
+  PassManager pm(module.getContext(), module.getOperationName());
+  if (llvm::Error err = buildPipeline(pm, !returnsResults))
+    return std::move(err);
+  pm.printAsTextualPipeline(os);
+  os << "\n" << signature.name << " " << returnsResults << "\n";
+  module->print(os, OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*prettyForm=*/false));
+  llvm::SHA256 hash;
+  hash.update(text);
+  return llvm::toHex(hash.final(), /*LowerCase=*/true);
+}
+
+/// Links a cached object into a JIT of its own, with the symbols the
+/// ExecutionEngine would give it: the runtime libraries' (those with an
+/// `__mlir_execution_engine_init` hook register theirs through it, the
+/// others are searched) and the process's.
+llvm::Error JitBackend::loadCachedObject(std::unique_ptr<llvm::MemoryBuffer> object,
+                                         const llvm::orc::JITTargetMachineBuilder &target) {
+  // Linked as the ExecutionEngine links what it compiles (RuntimeDyld, its
+  // sections allocated by a SectionMemoryManager, close enough together
+  // for the code model's 32-bit offsets).
+  auto jit = llvm::orc::LLJITBuilder()
+                 .setJITTargetMachineBuilder(target)
+                 .setObjectLinkingLayerCreator([](llvm::orc::ExecutionSession &session)
+                                                   -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+                   return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+                       session, [](const llvm::MemoryBuffer &) {
+                         return std::make_unique<llvm::SectionMemoryManager>();
+                       });
+                 })
+                 .create();
+  if (!jit)
+    return jit.takeError();
+  llvm::orc::JITDylib &main = (*jit)->getMainJITDylib();
+  const char prefix = (*jit)->getDataLayout().getGlobalPrefix();
+  llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(), (*jit)->getDataLayout());
+  std::vector<void (*)()> destroyHooks;
+  for (const std::string &path : options.sharedLibs) {
+    std::string error;
+    auto lib = llvm::sys::DynamicLibrary::getPermanentLibrary(path.c_str(), &error);
+    if (!lib.isValid())
+      return llvm::createStringError("cannot load " + path + ": " + error);
+    auto init = reinterpret_cast<ExecutionEngine::LibraryInitFn>(
+        lib.getAddressOfSymbol(ExecutionEngine::kLibraryInitFnName));
+    auto destroy = reinterpret_cast<ExecutionEngine::LibraryDestroyFn>(
+        lib.getAddressOfSymbol(ExecutionEngine::kLibraryDestroyFnName));
+    if (init && destroy) {
+      llvm::StringMap<void *> exported;
+      init(exported);
+      llvm::orc::SymbolMap symbols;
+      for (auto &entry : exported)
+        symbols[mangle(entry.getKey())] = {llvm::orc::ExecutorAddr::fromPtr(entry.getValue()),
+                                           llvm::JITSymbolFlags::Exported};
+      if (llvm::Error err = main.define(llvm::orc::absoluteSymbols(std::move(symbols))))
+        return err;
+      destroyHooks.push_back(destroy);
+    } else {
+      main.addGenerator(
+          std::make_unique<llvm::orc::DynamicLibrarySearchGenerator>(lib, prefix));
+    }
+  }
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);
+  if (!process)
+    return process.takeError();
+  main.addGenerator(std::move(*process));
+  if (llvm::Error err = (*jit)->addObjectFile(std::move(object)))
+    return err;
+  auto fn = (*jit)->lookup("_mlir__mlir_ciface_" + signature.name);
+  if (!fn)
+    return fn.takeError();
+  entry = fn->toPtr<void (*)(void **)>();
+  cachedJit = std::move(*jit);
+  libraryDestroyHooks = std::move(destroyHooks);
+  return llvm::Error::success();
+}
+
+JitBackend::~JitBackend() {
+  engine.reset();
+  // The runtime libraries first (the async runtime joins its worker
+  // threads, which may still be returning into the JIT's code), then the
+  // code: the ExecutionEngine's order.
+  for (void (*destroy)() : libraryDestroyHooks)
+    destroy();
+  cachedJit.reset();
 }
 
 llvm::Error JitBackend::runPipeline(ModuleOp module, bool resultsToOutParams) {

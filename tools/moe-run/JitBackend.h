@@ -47,6 +47,8 @@
 #include "tools/moe-run/Backend.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Error.h"
@@ -55,6 +57,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace moe {
@@ -107,6 +110,7 @@ private:
 class JitBackend : public Backend {
 public:
   explicit JitBackend(const CpuBackendOptions &options) : options(options) {}
+  ~JitBackend() override;
   llvm::Error compile(mlir::ModuleOp module,
                       const Signature &signature) override;
   llvm::Error run(std::vector<HostTensor> &arguments,
@@ -129,6 +133,9 @@ protected:
                                     bool resultsToOutParams) = 0;
   /// Whether the backend can return results (dynamically shaped ones).
   virtual bool canReturnResults() const { return true; }
+  /// Whether --cache-dir applies (the compiled object has no global
+  /// constructors to run: the cpu backend).
+  virtual bool usesObjectCache() const { return false; }
   /// Checked after every run (asynchronous device errors surface here).
   virtual llvm::Error afterRun() { return llvm::Error::success(); }
 
@@ -139,10 +146,21 @@ private:
   llvm::Error runReturningResults(std::vector<HostTensor> &arguments,
                                   std::vector<HostTensor> &results);
 
+  /// --cache-dir: the key of the compilation (what determines the object),
+  /// and loading a cached object instead of compiling.
+  llvm::Expected<std::string> objectCacheKey(mlir::ModuleOp module,
+                                             const llvm::orc::JITTargetMachineBuilder &target);
+  llvm::Error loadCachedObject(std::unique_ptr<llvm::MemoryBuffer> object,
+                               const llvm::orc::JITTargetMachineBuilder &target);
+
   /// The results come back as descriptors (see the file comment).
   bool returnsResults = false;
   std::unique_ptr<llvm::TargetMachine> hostMachine;
   std::unique_ptr<mlir::ExecutionEngine> engine;
+  /// A cached object's JIT (instead of `engine`), and the runtime
+  /// libraries' `__mlir_execution_engine_destroy` hooks to call after it.
+  std::unique_ptr<llvm::orc::LLJIT> cachedJit;
+  std::vector<void (*)()> libraryDestroyHooks;
   void (*entry)(void **) = nullptr;
 };
 

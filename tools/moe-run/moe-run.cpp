@@ -213,6 +213,16 @@ llvm::cl::opt<int> optLevel(
                    "contracts)"),
     llvm::cl::value_desc("N"), llvm::cl::init(-1), llvm::cl::cat(runCategory));
 
+llvm::cl::opt<std::string> cacheDir(
+    "cache-dir",
+    llvm::cl::desc("cpu: keep the compiled code in DIR and reuse it when the same module is "
+                   "run again with the same flags (the key: the module as parsed, the "
+                   "lowering pipeline with its options, the opt level, the CPU and its "
+                   "features, moe-run's build); processes compiling the same module wait "
+                   "for the first (the ranks of an MPI job compile once). Default: "
+                   "$MOE_RUN_CACHE_DIR when set, else no cache. Nothing is evicted"),
+    llvm::cl::value_desc("DIR"), llvm::cl::cat(runCategory));
+
 llvm::cl::opt<bool> timing(
     "timing",
     llvm::cl::desc("Print 'compile-ms: X', the time of lowering and JIT "
@@ -473,6 +483,10 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
     return nullptr;
   }
   cpuOptions.optLevel = *level;
+  if (cacheDir.getNumOccurrences())
+    cpuOptions.cacheDir = cacheDir;
+  else if (const char *env = std::getenv("MOE_RUN_CACHE_DIR"))
+    cpuOptions.cacheDir = env;
   cpuOptions.sharedLibs.push_back(MOE_RUN_C_RUNNER_UTILS);
   cpuOptions.sharedLibs.push_back(MOE_RUN_ASYNC_RUNTIME);
   cpuOptions.sharedLibs.push_back(MOE_RUN_CPU_RUNTIME);
