@@ -329,8 +329,10 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
 /// tag, the LLVM version, this executable (size and modification time: a
 /// rebuilt moe-run compiles anew), the target (triple, CPU, features,
 /// level), the lowering pipeline as text (every pass option), the entry and
-/// its calling convention, and the module as parsed, locations included
-/// (they reach the run-time error messages).
+/// its calling convention, and the module as parsed, without its locations
+/// (the same module from another file is the same compilation: the lowered
+/// code reports run-time errors by kind, test/tools/moe-run/cache-dir.test
+/// checks that no source path reaches it).
 llvm::Expected<std::string>
 JitBackend::objectCacheKey(ModuleOp module, const llvm::orc::JITTargetMachineBuilder &target) {
   std::string text;
@@ -349,7 +351,7 @@ JitBackend::objectCacheKey(ModuleOp module, const llvm::orc::JITTargetMachineBui
     return std::move(err);
   pm.printAsTextualPipeline(os);
   os << "\n" << signature.name << " " << returnsResults << "\n";
-  module->print(os, OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*prettyForm=*/false));
+  module->print(os, OpPrintingFlags().enableDebugInfo(/*enable=*/false));
   llvm::SHA256 hash;
   hash.update(text);
   return llvm::toHex(hash.final(), /*LowerCase=*/true);
