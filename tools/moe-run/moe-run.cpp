@@ -367,7 +367,8 @@ or "fill-random" with its "stream" seed in hex and its "scale"), enough to
 regenerate a filled argument with the generator above instead of copying it.
 
 The CPU path lowers with moe's cpu pipeline (results as out-parameters, or
-returned when a result is dynamically shaped) and JIT-compiles at -O3; the
+returned when a result is dynamically shaped) and JIT-compiles at
+--opt-level (default -O3), or links the object --cache-dir kept; the
 function never writes into its argument buffers.
 
 Errors: one line on stderr starting with "moe-run: ", exit code 1.
