@@ -9,7 +9,8 @@
 //    dynamic or changed, one of the five element types);
 //  * the .safetensors reader (SafeTensorsFile::fromBuffer), then every
 //    tensor is read (raw and converted to f32/f16/bf16) and bound as a
-//    --params tensor (bindParamTensor) to an argument type as above;
+//    --params tensor (bindParamTensor) to an argument type as above, and the
+//    tensors go through the quantized formats' decoders (Quantized.h);
 //  * the sharded-checkpoint index parser (parseSafeTensorsIndex) and the JSON
 //    parser under it (json::Document, whose tree is walked);
 //  * checkpoint assembly, when the input is a bundle (moe-run's binding of a
@@ -30,6 +31,7 @@
 
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Json.h"
+#include "runtime/io/Quantized.h"
 #include "runtime/io/TensorIO.h"
 #include "tools/moe-run/Binding.h"
 
@@ -210,6 +212,33 @@ void fuzzNpy(const uint8_t *data, size_t size) {
     finding("npy: re-encoded tensor differs: " + again.error());
 }
 
+/// The quantized formats' decoders (runtime/io/Quantized.h) on the accepted
+/// tensors, in name order, as weight, scale, zeros and g_idx, with block
+/// and group sizes from `h`: each decodes or refuses with a message.
+void fuzzQuantized(const std::map<std::string, Tensor> &tensors, uint64_t h) {
+  std::vector<const Tensor *> t;
+  for (const auto &entry : tensors)
+    t.push_back(&entry.second);
+  if (t.size() < 2)
+    return;
+  const Tensor &a = *t[0], &b = *t[1], &c = t.size() > 2 ? *t[2] : *t[1];
+  const Tensor *gIdx = t.size() > 3 ? t[3] : nullptr;
+  const int64_t block = 1 + static_cast<int64_t>(h % 200),
+                other = 1 + static_cast<int64_t>((h >> 8) % 200),
+                group = 1 + static_cast<int64_t>((h >> 16) % 256),
+                k = 1 + static_cast<int64_t>((h >> 24) % 4096);
+  auto check = [&](const Result<Tensor> &r, const char *what) {
+    if (!r.ok() && r.error().empty())
+      finding(std::string(what) + ": refusal without a message");
+    if (r.ok())
+      checkTensor(*r, what);
+  };
+  check(dequantizeFp8Block(a, b, block, other, "fuzz"), "fp8 block");
+  check(dequantizeGptq(a, b, c, gIdx, group, "fuzz"), "gptq");
+  check(dequantizeAwq(a, b, c, group, "fuzz"), "awq");
+  check(dequantizePackQuantized(a, b, k, group, "fuzz"), "pack-quantized");
+}
+
 void fuzzSafeTensors(const uint8_t *data, size_t size) {
   Result<SafeTensorsFile> file = SafeTensorsFile::fromBuffer(
       std::vector<uint8_t>(data, data + size), "fuzz.safetensors");
@@ -255,6 +284,7 @@ void fuzzSafeTensors(const uint8_t *data, size_t size) {
     tensors.emplace(info.name, tensor.take());
   }
   (void)file->names();
+  fuzzQuantized(tensors, hashBytes(data, std::min<size_t>(size, 64)));
   // Round trip: encode what was read (the metadata too) and read it again.
   Result<std::vector<uint8_t>> encoded =
       encodeSafeTensors(tensors, file->metadata(), "fuzz.safetensors");
