@@ -23,7 +23,7 @@
 // COST: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-print-cost does not support yet
 // CPU: error: 'moe.layer' op has quantized expert weights ({{.*}}), which the CPU lowering (--convert-moe-to-cpu) does not support yet
 // GPU: error: 'moe.layer' op has quantized expert weights ({{.*}}), which the GPU lowering (--convert-moe-to-gpu) does not support yet
-// TOOL: moe-run: @layer: argument #2 (%arg2) has element type i4 (tensor<4x16x8xi4>); moe-run supports f32, f16, bf16, i32 and i64
+// TOOL: moe-run: @layer: argument #2 (%arg2) has element type i4 (tensor<4x16x8xi4>); moe-run supports f32, f16, bf16, i32, i64 and f8E4M3FN
 // TOOL-NOT: moe-run
 //
 // KEEP-LABEL: func.func @layer

@@ -188,6 +188,44 @@ void Experts::verify() const {
         sizeMsg("b2", b2.size(), E * D));
 }
 
+double fp8E4M3Value(uint8_t code) {
+  const double sign = (code & 0x80) ? -1.0 : 1.0;
+  const int exponent = (code >> 3) & 0xF, mantissa = code & 0x7;
+  if (exponent == 0xF && mantissa == 0x7)
+    return std::numeric_limits<double>::quiet_NaN();
+  if (exponent == 0)
+    return sign * std::ldexp(double(mantissa) / 8.0, -6);
+  return sign * std::ldexp(1.0 + double(mantissa) / 8.0, exponent - 7);
+}
+
+void quantizeFp8Block(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
+                      int64_t blockK, int64_t blockN, uint8_t (*encode)(float),
+                      std::vector<uint8_t> &codes, std::vector<float> &scales) {
+  check(int64_t(w.size()) == E * K * N && blockK >= 1 && blockN >= 1,
+        "quantizeFp8Block: sizes");
+  const int64_t KB = (K + blockK - 1) / blockK, NB = (N + blockN - 1) / blockN;
+  codes.assign(w.size(), 0);
+  scales.assign(size_t(E * KB * NB), 1.0f);
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t kb = 0; kb < KB; ++kb)
+      for (int64_t nb = 0; nb < NB; ++nb) {
+        const int64_t k0 = kb * blockK, k1 = std::min(K, k0 + blockK);
+        const int64_t n0 = nb * blockN, n1 = std::min(N, n0 + blockN);
+        double amax = 0;
+        for (int64_t k = k0; k < k1; ++k)
+          for (int64_t n = n0; n < n1; ++n)
+            amax = std::max(amax, std::fabs(double(w[size_t((e * K + k) * N + n)])));
+        const float s = amax > 0 ? float(amax / 448.0) : 1.0f;
+        scales[size_t((e * KB + kb) * NB + nb)] = s;
+        for (int64_t k = k0; k < k1; ++k)
+          for (int64_t n = n0; n < n1; ++n) {
+            const size_t i = size_t((e * K + k) * N + n);
+            codes[i] = encode(w[i] / s);
+            w[i] = float(fp8E4M3Value(codes[i]) * double(s));
+          }
+      }
+}
+
 void expertForward(const Experts &ex, int64_t e, const double *x,
                    double *out) {
   check(e >= 0 && e < ex.numExperts, "expert index out of range");
@@ -614,8 +652,10 @@ namespace {
 /// The experts with every weight rounded to their element type.
 Experts roundedExperts(const Experts &ex) {
   Experts r = ex;
-  roundAll(r.elementType, r.w1);
-  roundAll(r.elementType, r.w2);
+  if (!r.quantizedWeights) {
+    roundAll(r.elementType, r.w1);
+    roundAll(r.elementType, r.w2);
+  }
   roundAll(r.elementType, r.b1);
   roundAll(r.elementType, r.b2);
   return r;

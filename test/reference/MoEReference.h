@@ -154,6 +154,10 @@ struct Experts {
   ElementType elementType = ElementType::F32;
   std::vector<float> w1; // [E, D, H] or [E, D, 2H] when gated
   std::vector<float> w2; // [E, H, D]
+  /// Quantized expert weights (docs/spec.md §2.1): w1 and w2 hold the
+  /// dequantized f32 values (quantizeFp8Block), which are not values of T
+  /// and are not rounded to it.
+  bool quantizedWeights = false;
   std::vector<float> b1; // empty, or [E, H] / [E, 2H] when gated
   std::vector<float> b2; // empty, or [E, D]
 
@@ -162,6 +166,21 @@ struct Experts {
   /// Aborts with a message when a size does not match.
   void verify() const;
 };
+
+/// The value of an OCP E4M3 (f8E4M3FN) code, decoded from its fields
+/// (sign, 4 exponent bits of bias 7, 3 mantissa bits; exponent 0 is
+/// subnormal, S.1111.111 is NaN, there are no infinities).
+double fp8E4M3Value(uint8_t code);
+
+/// Block-scaled FP8 quantization of one weight tensor [E, K, N] (docs/spec.md
+/// §2.1, #moe.quant<fp8_e4m3, block = [BK, BN]>) for test data: per expert
+/// and block, the f32 scale s = max|w| / 448 (1 for an all-zero block) and
+/// the codes q = E4M3(w / s) (nearest, from `encode`); `w` is replaced by
+/// the dequantized weights, q * s computed exactly in double and rounded
+/// once to f32. `scales` receives [E, ceil(K/BK), ceil(N/BN)].
+void quantizeFp8Block(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
+                      int64_t blockK, int64_t blockN, uint8_t (*encode)(float),
+                      std::vector<uint8_t> &codes, std::vector<float> &scales);
 
 /// f_e(x) for one row: x has D doubles, out receives D doubles. For T =
 /// bf16/f16 h is rounded to T (the weights are used as they are).

@@ -9,6 +9,7 @@
 
 #include "tools/moe-run/RandomFill.h"
 
+#include "runtime/io/Quantized.h"
 #include "runtime/io/TensorIO.h"
 
 #include "llvm/Support/Parallel.h"
@@ -39,6 +40,9 @@ void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
       std::memcpy(out + 2 * i, &h, 2);
       break;
     }
+    case io::DType::F8E4M3:
+      out[i] = io::floatToFp8E4M3(v);
+      break;
     default:
       break;
     }
@@ -48,7 +52,8 @@ void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
 } // namespace
 
 double fillScale(const ValueInfo &info, const std::vector<int64_t> &shape) {
-  if (!info.param)
+  // Quantized weights: their f32 scales carry the magnitude.
+  if (!info.param || info.dtype == io::DType::F8E4M3)
     return 1.0;
   int64_t fanIn = 1;
   if (shape.size() >= 2)

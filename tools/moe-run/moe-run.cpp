@@ -342,6 +342,8 @@ with u1, u2 uniform in (0, 1] built from the top 53 bits of two successive
                                          D for [D,E] and [E,D,H], H for [E,H,D])
   parameters of rank 1, shape [N]:       scale 1/sqrt(N)
   parameters of rank 0:                  scale 1
+  f8E4M3FN arguments (quantized weights): scale 1 (their scales, f32
+                                         parameters, carry the magnitude)
 (the shape after --dynamic-size is applied).
 Integer arguments (e.g. a tensor<i64> seed) get the value of --seed in every
 element (truncated to 32 bits for i32).
@@ -360,7 +362,7 @@ follows (X: lowering plus JIT compilation in milliseconds, %.3f), and with
 --output writes results as .npy: bf16 results as f32 (exact; numpy has no
 bfloat16), f16 results as f16, the others in their own dtype.
 --save-args=DIR writes the arguments as they were bound (DIR/arg<I>.npy, I
-the argument's position, same dtypes as --output), so a --fill-random run
+the argument's position, same dtypes as --output; f8E4M3FN as exact f32), so a --fill-random run
 can be repeated elsewhere from files, and DIR/args.json: per argument its
 file, type, dtype, concrete shape and "from" ("file", "seed" for integers,
 or "fill-random" with its "stream" seed in hex and its "scale"), enough to
@@ -423,6 +425,9 @@ std::optional<io::DType> toDType(Type type) {
     return io::DType::I32;
   if (type.isSignlessInteger(64))
     return io::DType::I64;
+  // The storage type of FP8 quantized expert weights (docs/spec.md §2.1).
+  if (isa<Float8E4M3FNType>(type))
+    return io::DType::F8E4M3;
   return std::nullopt;
 }
 
@@ -433,11 +438,11 @@ std::optional<std::string> describeType(Type type, ValueInfo &info) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return "has type " + info.typeString +
-           "; moe-run supports ranked tensors of f32, f16, bf16, i32 and i64";
+           "; moe-run supports ranked tensors of f32, f16, bf16, i32, i64 and f8E4M3FN";
   auto dtype = toDType(tensor.getElementType());
   if (!dtype)
     return "has element type " + debugString(tensor.getElementType()) + " (" +
-           info.typeString + "); moe-run supports f32, f16, bf16, i32 and i64";
+           info.typeString + "); moe-run supports f32, f16, bf16, i32, i64 and f8E4M3FN";
   info.dtype = *dtype;
   for (int64_t d : tensor.getShape())
     info.shape.push_back(ShapedType::isDynamic(d) ? ValueInfo::kDynamic : d);
@@ -1150,7 +1155,7 @@ bool saveArguments(const Signature &sig, const BoundArguments &args) {
       return failStep(llvm::toString(path.takeError()));
     names.push_back(llvm::sys::path::filename(*path).str());
     io::Tensor tensor = argument.toTensor();
-    if (tensor.dtype == io::DType::BF16) {
+    if (tensor.dtype == io::DType::BF16 || tensor.dtype == io::DType::F8E4M3) {
       auto converted = io::convertTensor(tensor, io::DType::F32);
       if (!converted)
         return failStep(converted.error());
@@ -1238,7 +1243,7 @@ bool writeOutputs(const std::vector<HostTensor> &results) {
   ProgressStep step("writing --output", progressOptions());
   for (auto [path, result] : llvm::zip(outputPaths, results)) {
     io::Tensor tensor = result.toTensor();
-    if (tensor.dtype == io::DType::BF16) {
+    if (tensor.dtype == io::DType::BF16 || tensor.dtype == io::DType::F8E4M3) {
       auto converted = io::convertTensor(tensor, io::DType::F32);
       if (!converted)
         return failStep(converted.error());

@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/io/Quantized.h"
 #include "runtime/io/TensorIO.h"
 #include "test/reference/MoEReference.h"
 #include "test/reference/MoEReferenceGrad.h"
@@ -722,7 +723,8 @@ const std::set<std::string> layerValued = {
     "adjust", "lambda", "seed-value", "capacity-factor", "data-seed", "names",
     "params", "input", "seed-input", "expected", "expected-loss",
     "min-margin", "layers", "slots", "group-size", "soft-layers", "dtype",
-    "score", "scale", "groups", "group-k", "shared-hidden", "vjp", "poison"};
+    "score", "scale", "groups", "group-k", "shared-hidden", "vjp", "poison",
+    "quant"};
 const std::set<std::string> layerFlags = {"training", "router-bias", "expert-biases",
                                           "normalize", "no-normalize", "selection-bias",
                                           "shared-gate", "vjp-aux-only"};
@@ -815,6 +817,26 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   const double minMargin = args.real("min-margin", 1e-6);
   const uint64_t dataSeed = args.seed("data-seed");
 
+  // --quant fp8_e4m3:BK,BN (docs/spec.md §2.1, 'layer' only).
+  int64_t quantBlockK = 0, quantBlockN = 0;
+  if (args.has("quant")) {
+    if (mode != LayerMode::Layer)
+      die("--quant is a 'layer' option");
+    if (args.has("vjp") || args.has("poison"))
+      die("--quant: no --vjp or --poison with quantized weights");
+    const std::string q = args.str("quant");
+    const std::string prefix = "fp8_e4m3:";
+    std::vector<std::string> sizes;
+    if (q.compare(0, prefix.size(), prefix) == 0)
+      sizes = splitList(q.substr(prefix.size()));
+    if (sizes.size() != 2)
+      die("--quant: '" + q + "' is not fp8_e4m3:BK,BN");
+    quantBlockK = Args::parseInt(sizes[0], "--quant");
+    quantBlockN = Args::parseInt(sizes[1], "--quant");
+    if (quantBlockK < 1 || quantBlockN < 1)
+      die("--quant: the block sizes must be >= 1");
+  }
+
   // docs/spec.md §3.1.1 parts ('layer' only).
   const bool selectionBias = args.flag("selection-bias");
   const int64_t sharedHidden = args.has("shared-hidden") ? args.positiveInt("shared-hidden") : 0;
@@ -862,6 +884,18 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       ref::addRandomProductionParts(in, selectionBias, sharedHidden, sharedGate, dataSeed);
     std::vector<std::string> layerNames(names.begin() + l * perLayer,
                                         names.begin() + (l + 1) * perLayer);
+    // Quantized expert weights: the codes and scales are written, the
+    // reference computes with the dequantized weights.
+    std::vector<uint8_t> codes1, codes2;
+    std::vector<float> scales1, scales2;
+    if (quantBlockK > 0) {
+      ref::Experts &ex = in.experts;
+      ex.quantizedWeights = true;
+      ref::quantizeFp8Block(ex.w1, E, D, ex.w1Cols(), quantBlockK, quantBlockN,
+                            io::floatToFp8E4M3, codes1, scales1);
+      ref::quantizeFp8Block(ex.w2, E, H, D, quantBlockK, quantBlockN,
+                            io::floatToFp8E4M3, codes2, scales2);
+    }
     std::vector<NamedTensor> tensors = layerTensors(layerNames, in);
     if (l == 0) {
       tensors.push_back({"x", {T, D}, &in.x, dtype});
@@ -872,6 +906,22 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       in.x = x;
     }
     addParams(params, tensors);
+    if (quantBlockK > 0)
+      for (const NamedTensor &nt : tensors) {
+        const bool isW1 = nt.values == &in.experts.w1;
+        if (!isW1 && nt.values != &in.experts.w2)
+          continue;
+        const std::vector<uint8_t> &codes = isW1 ? codes1 : codes2;
+        const int64_t K = nt.shape[1], N = nt.shape[2];
+        params[nt.name] = io::Tensor(io::DType::F8E4M3, nt.shape, codes);
+        if (!params
+                 .emplace(nt.name + "_scale",
+                          f32Tensor({E, (K + quantBlockK - 1) / quantBlockK,
+                                     (N + quantBlockN - 1) / quantBlockN},
+                                    isW1 ? scales1 : scales2))
+                 .second)
+          die("--names: '" + nt.name + "_scale' is given twice");
+      }
 
     std::string label = block ? format("layer %" PRId64 ": ", l) : "";
     ref::LayerResult res;
@@ -924,6 +974,10 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       x = res.y;
     }
   }
+  if (quantBlockK > 0)
+    std::printf("expert weights F8_E4M3 with F32 scales <name>_scale per block "
+                "of %" PRId64 " x %" PRId64 " (docs/spec.md §2.1)\n",
+                quantBlockK, quantBlockN);
   if (dtype != ref::ElementType::F32)
     std::printf("element type %s (parameters %s, x and y f32 .npy holding "
                 "%s values)\n",
@@ -1797,6 +1851,12 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   cotangent, scalar f32), and f32 gradients grad_x and grad_NAME for each
   parameter NAME of --names, in the parameters' shapes. --vjp-aux-only
   (with --training): dy is zero, only the aux loss has a cotangent.
+  --quant fp8_e4m3:BK,BN: w1 and w2 quantized per block of BK x BN (their
+  [in, out] dims, docs/spec.md §2.1): written as F8_E4M3 codes under their
+  names and F32 scales under NAME_scale [E, ceil(K/BK), ceil(N/BN)] (scale
+  max|w|/448 per block); the reference computes with the dequantized
+  weights (each q * s exact in double, rounded once to f32), never rounded
+  to --dtype. Not with --vjp or --poison.
 moe-ref block --layers N (default 2) + the layer options (no training)
     [--soft-layers L1,L2,... [--slots S] [--group-size M] [--normalize]]
     [--vjp PREFIX (no soft layers)]

@@ -1,0 +1,97 @@
+//===- QuantTest.cpp - the reference's FP8 dequantization ----------------===//
+//
+// fp8E4M3Value against values worked out by hand from the OCP E4M3 table,
+// and quantizeFp8Block's exact properties (docs/spec.md §2.1).
+//
+//===----------------------------------------------------------------------===//
+
+#include "test/reference/MoEReference.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace moe::ref;
+
+namespace {
+
+TEST(Fp8E4M3Value, HandWorkedCodes) {
+  EXPECT_EQ(fp8E4M3Value(0x38), 1.0);          // 0.0111.000: 2^0
+  EXPECT_EQ(fp8E4M3Value(0x3C), 1.5);          // 0.0111.100
+  EXPECT_EQ(fp8E4M3Value(0x7E), 448.0);        // 0.1111.110: the largest
+  EXPECT_EQ(fp8E4M3Value(0xFE), -448.0);
+  EXPECT_EQ(fp8E4M3Value(0x08), 1.0 / 64);     // 0.0001.000: smallest normal
+  EXPECT_EQ(fp8E4M3Value(0x07), 7.0 / 512);    // 0.0000.111: subnormal
+  EXPECT_EQ(fp8E4M3Value(0x01), 1.0 / 512);    // 0.0000.001: smallest
+  EXPECT_EQ(fp8E4M3Value(0x81), -1.0 / 512);
+  EXPECT_EQ(fp8E4M3Value(0x00), 0.0);
+  EXPECT_TRUE(std::signbit(fp8E4M3Value(0x80)));
+  EXPECT_EQ(fp8E4M3Value(0x78), 256.0);        // 0.1111.000: 2^8, not inf
+  EXPECT_TRUE(std::isnan(fp8E4M3Value(0x7F))); // S.1111.111 only
+  EXPECT_TRUE(std::isnan(fp8E4M3Value(0xFF)));
+}
+
+// A stand-in encoder for the test: nearest code by search over all 254
+// finite codes (ties to the lower code; the property below does not care).
+uint8_t nearestCode(float v) {
+  uint8_t best = 0;
+  for (int c = 0; c < 256; ++c) {
+    double x = fp8E4M3Value(uint8_t(c));
+    if (std::isnan(x))
+      continue;
+    if (std::fabs(x - v) < std::fabs(fp8E4M3Value(best) - v))
+      best = uint8_t(c);
+  }
+  return best;
+}
+
+TEST(QuantizeFp8Block, ScalesCodesAndPartialBlocks) {
+  // E = 2, K = 5, N = 3 in blocks of 2 x 2: 3 x 2 blocks per expert, the
+  // last row and column of blocks partial.
+  const int64_t E = 2, K = 5, N = 3;
+  std::vector<float> w(E * K * N);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = float(std::sin(0.7 * double(i) + 0.3)) * float(1 + i % 4);
+  w[7] = 0; // any value: the properties hold for every element
+  const std::vector<float> original = w;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  quantizeFp8Block(w, E, K, N, 2, 2, nearestCode, codes, scales);
+  ASSERT_EQ(scales.size(), size_t(E * 3 * 2));
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) {
+        const size_t i = size_t((e * K + k) * N + n);
+        const float s = scales[size_t((e * 3 + k / 2) * 2 + n / 2)];
+        // The weight is q * s rounded once to f32.
+        EXPECT_EQ(w[i], float(fp8E4M3Value(codes[i]) * double(s))) << i;
+        // Within half a step of E4M3 (relative 2^-4, or the subnormal
+        // step 2^-10 * s) of the original.
+        EXPECT_LE(std::fabs(double(w[i]) - original[i]),
+                  std::fabs(original[i]) / 16 + s / 1024.0 + 1e-7)
+            << i;
+      }
+  // Each block's largest |w| is encoded as +-448: s = max / 448.
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t kb = 0; kb < 3; ++kb)
+      for (int64_t nb = 0; nb < 2; ++nb) {
+        double amax = 0;
+        for (int64_t k = kb * 2; k < std::min<int64_t>(K, kb * 2 + 2); ++k)
+          for (int64_t n = nb * 2; n < std::min<int64_t>(N, nb * 2 + 2); ++n)
+            amax = std::max(amax, std::fabs(double(original[size_t((e * K + k) * N + n)])));
+        EXPECT_EQ(scales[size_t((e * 3 + kb) * 2 + nb)], float(amax / 448.0));
+      }
+}
+
+TEST(QuantizeFp8Block, ZeroBlockHasScaleOne) {
+  std::vector<float> w(4, 0.0f);
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  quantizeFp8Block(w, 1, 2, 2, 2, 2, nearestCode, codes, scales);
+  ASSERT_EQ(scales.size(), 1u);
+  EXPECT_EQ(scales[0], 1.0f);
+  for (float v : w)
+    EXPECT_EQ(v, 0.0f);
+}
+
+} // namespace
