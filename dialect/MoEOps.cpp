@@ -302,16 +302,18 @@ bool LayerOp::isCausal() {
   return (*this)->hasAttr(MoEDialect::getCausalAttrName());
 }
 
-LogicalResult LayerOp::checkNotQuantized(StringRef what) {
-  if (!isQuantized())
+LogicalResult moe::checkNotQuantized(Operation *op, QuantAttr quant, StringRef what) {
+  if (!quant)
     return success();
-  return emitOpError() << "has quantized expert weights (" << getQuantAttr() << "), which "
-                       << what << " does not support yet (docs/quantization.md)";
+  return op->emitOpError() << "has quantized expert weights (" << quant << "), which " << what
+                           << " does not support yet (docs/quantization.md)";
 }
 
-/// The operands of a quantized layer (docs/spec.md §2.1): the weights'
+/// The operands of an op with quantized expert weights (docs/spec.md
+/// §2.1; moe.layer, moe.expert_ffn, moe.fused_experts): the weights'
 /// storage type, the scales and zero points and their shapes.
-static LogicalResult verifyQuantization(LayerOp op) {
+template <typename OpT>
+static LogicalResult verifyQuantization(OpT op) {
   QuantAttr quant = op.getQuantAttr();
   // The generic form can give one of a pair.
   if (static_cast<bool>(op.getW1Scale()) != static_cast<bool>(op.getW2Scale()))
@@ -617,8 +619,12 @@ LogicalResult ExpertFFNOp::verify() {
   // before the one rounding of y (what the layer does; expert parallelism
   // exchanges these rows, docs/expert-parallelism.md).
   bool f32Output = getOutput().getType().getElementType().isF32();
-  if (failed(check.elementTypes(
-          {rows, w1, w2, b1, b2, f32Output ? Named{"output", Value()} : output})))
+  // Quantized weights have their storage type (docs/spec.md §2.1).
+  Named noValue{"", Value()};
+  if (failed(check.elementTypes({rows, isQuantized() ? noValue : w1,
+                                 isQuantized() ? noValue : w2, b1, b2,
+                                 f32Output ? noValue : output})) ||
+      failed(verifyQuantization(*this)))
     return failure();
   int64_t groups = getOffsets().getType().getDimSize(0);
   int64_t numExperts = ShapedType::isDynamic(groups) ? groups : groups - 1;
@@ -738,8 +744,10 @@ LogicalResult FusedExpertsOp::verify() {
   Named input{"input", getInput()}, indices{"indices", getIndices()},
       weights{"weights", getWeights()}, w1{"w1", getW1()}, w2{"w2", getW2()},
       b1{"b1", getB1()}, b2{"b2", getB2()}, output{"output", getOutput()};
-  if (failed(check.elementTypes({input, w1, w2, b1, b2, output})) ||
-      failed(check.routingType(weights, input)))
+  Named noValue{"", Value()};
+  if (failed(check.elementTypes({input, isQuantized() ? noValue : w1,
+                                 isQuantized() ? noValue : w2, b1, b2, output})) ||
+      failed(verifyQuantization(*this)) || failed(check.routingType(weights, input)))
     return failure();
   auto x = getInput().getType();
   int64_t tokens = x.getDimSize(0), modelDim = x.getDimSize(1);

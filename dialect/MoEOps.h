@@ -13,6 +13,14 @@
 #include "dialect/MoEAdjointInterface.h"
 #include "dialect/MoEDialect.h"
 
+namespace mlir {
+namespace moe {
+/// One error on `op` when `quant` is set: `what` (a pass or lowering) does
+/// not support quantized expert weights yet (the ops' checkNotQuantized).
+LogicalResult checkNotQuantized(Operation *op, QuantAttr quant, StringRef what);
+} // namespace moe
+} // namespace mlir
+
 #define GET_OP_CLASSES
 #include "dialect/MoEOps.h.inc"
 
@@ -35,13 +43,20 @@ inline void copyLoweringConfig(Operation *from, Operation *to) {
     if (Attribute config = from->getAttr(name))
       to->setAttr(name, config);
 }
-/// Fails with one error on the first quantized `moe.layer` under `root`
-/// (LayerOp::checkNotQuantized): for the passes and lowerings that do not
-/// handle quantized expert weights yet; `what` names the pass.
+/// Fails with one error on the first op under `root` with quantized expert
+/// weights (moe.layer, moe.expert_ffn, moe.fused_experts; their
+/// checkNotQuantized): for the passes and lowerings that do not handle
+/// them yet; `what` names the pass.
 inline LogicalResult rejectQuantizedLayers(Operation *root, StringRef what) {
-  WalkResult result = root->walk([&](LayerOp layer) {
-    return failed(layer.checkNotQuantized(what)) ? WalkResult::interrupt()
-                                                 : WalkResult::advance();
+  WalkResult result = root->walk([&](Operation *op) {
+    LogicalResult ok = success();
+    if (auto layer = dyn_cast<LayerOp>(op))
+      ok = layer.checkNotQuantized(what);
+    else if (auto ffn = dyn_cast<ExpertFFNOp>(op))
+      ok = ffn.checkNotQuantized(what);
+    else if (auto fused = dyn_cast<FusedExpertsOp>(op))
+      ok = fused.checkNotQuantized(what);
+    return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
   });
   return failure(result.wasInterrupted());
 }

@@ -15,6 +15,18 @@ include "dialect/MoETypeConstraints.td"
 // moe.layer
 //===----------------------------------------------------------------------===//
 
+// The ops that hold expert weights, which may be quantized (docs/spec.md
+// §2.1): moe.layer, moe.expert_ffn, moe.fused_experts.
+defvar MoE_QuantizedExpertsDecls = [{
+    /// Whether its expert weights are quantized (the `quant` attribute).
+    bool isQuantized() { return static_cast<bool>(getQuantAttr()); }
+    /// Fails with one error on the op when it is quantized: `what` (a pass
+    /// or lowering) does not support quantized expert weights yet.
+    ::mlir::LogicalResult checkNotQuantized(::llvm::StringRef what) {
+      return ::mlir::moe::checkNotQuantized(getOperation(), getQuantAttr(), what);
+    }
+}];
+
 def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments, InferTypeOpAdaptorWithIsCompatible,
     DeclareOpInterfaceMethods<ReifyRankedShapedTypeOpInterface, ["reifyResultShapes"]>]> {
   let summary = "a token-choice Mixture-of-Experts layer";
@@ -129,16 +141,11 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments, InferTypeOpAd
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
 
-  let extraClassDeclaration = [{
+  let extraClassDeclaration = MoE_QuantizedExpertsDecls # [{
     /// Number of experts E, or ShapedType::kDynamic.
     int64_t getNumExperts();
     /// Whether the layer carries the `moe.causal` marker.
     bool isCausal();
-    /// Whether its expert weights are quantized (the `quant` attribute).
-    bool isQuantized() { return static_cast<bool>(getQuantAttr()); }
-    /// Fails with one error on the layer when it is quantized: `what` (a
-    /// pass or lowering) does not support quantized expert weights yet.
-    ::mlir::LogicalResult checkNotQuantized(::llvm::StringRef what);
   }];
 }
 
@@ -343,17 +350,25 @@ def MoE_ExpertFFNOp : MoE_Op<"expert_ffn", [Pure, DeclareOpInterfaceMethods<MoE_
     ```
   }];
   let arguments = (ins MoE_Data2D<"[N, D]">:$rows, MoE_OffsetsTensor:$offsets,
-                       MoE_W1Tensor:$w1, MoE_W2Tensor:$w2,
+                       MoE_LayerW1Tensor:$w1, MoE_LayerW2Tensor:$w2,
+                       Optional<MoE_QuantScaleTensor>:$w1_scale,
+                       Optional<MoE_QuantScaleTensor>:$w2_scale,
+                       Optional<MoE_ZeroPointTensor>:$w1_zero_point,
+                       Optional<MoE_ZeroPointTensor>:$w2_zero_point,
                        Optional<MoE_B1Tensor>:$b1, Optional<MoE_B2Tensor>:$b2,
-                       MoE_ActivationAttr:$activation);
+                       MoE_ActivationAttr:$activation,
+                       OptionalAttr<MoE_QuantAttr>:$quant);
   let results = (outs MoE_Data2D<"[N, D]">:$output);
   let assemblyFormat = [{
     $rows `,` $offsets `experts` `(` $w1 `,` $w2 `)`
+    (`expert_scales` `(` $w1_scale^ `,` $w2_scale `)`)?
+    (`expert_zero_points` `(` $w1_zero_point^ `,` $w2_zero_point `)`)?
     (`expert_biases` `(` $b1^ `,` $b2 `)`)?
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
+  let extraClassDeclaration = MoE_QuantizedExpertsDecls;
 }
 
 def MoE_SharedExpertOp : MoE_Op<"shared_expert", [Pure, DeclareOpInterfaceMethods<MoE_AdjointOpInterface, ["buildAdjoint"]>,
@@ -499,21 +514,29 @@ def MoE_FusedExpertsOp : MoE_Op<"fused_experts", [Pure, AttrSizedOperandSegments
   let arguments = (ins MoE_Data2D<"[T, D]">:$input,
                        MoE_I32TensorOfRank<2, "[T, K]">:$indices,
                        MoE_Data2D<"[T, K]">:$weights,
-                       MoE_W1Tensor:$w1, MoE_W2Tensor:$w2,
+                       MoE_LayerW1Tensor:$w1, MoE_LayerW2Tensor:$w2,
+                       Optional<MoE_QuantScaleTensor>:$w1_scale,
+                       Optional<MoE_QuantScaleTensor>:$w2_scale,
+                       Optional<MoE_ZeroPointTensor>:$w1_zero_point,
+                       Optional<MoE_ZeroPointTensor>:$w2_zero_point,
                        Optional<MoE_B1Tensor>:$b1, Optional<MoE_B2Tensor>:$b2,
                        Optional<MoE_F32TensorOfRank<2, "[T, D]">>:$shared_output,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
                        MoE_ActivationAttr:$activation,
-                       OptionalAttr<F64Attr>:$capacity_factor);
+                       OptionalAttr<F64Attr>:$capacity_factor,
+                       OptionalAttr<MoE_QuantAttr>:$quant);
   let results = (outs MoE_Data2D<"[T, D]">:$output);
   let assemblyFormat = [{
     $input `,` $indices `,` $weights `experts` `(` $w1 `,` $w2 `)`
+    (`expert_scales` `(` $w1_scale^ `,` $w2_scale `)`)?
+    (`expert_zero_points` `(` $w1_zero_point^ `,` $w2_zero_point `)`)?
     (`expert_biases` `(` $b1^ `,` $b2 `)`)?
     (`shared_output` `(` $shared_output^ `)`)?
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
+  let extraClassDeclaration = MoE_QuantizedExpertsDecls;
 }
 
 def MoE_FusedSoftExpertsOp : MoE_Op<"fused_soft_experts", [Pure, AttrSizedOperandSegments,

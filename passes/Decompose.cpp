@@ -82,8 +82,9 @@ struct DecomposeLayer : public OpRewritePattern<LayerOp> {
                                        op.getCapacityFactorAttr());
     auto ffn = ExpertFFNOp::create(rewriter, loc, dispatch.getRows().getType(),
                                    dispatch.getRows(), dispatch.getOffsets(),
-                                   op.getW1(), op.getW2(), op.getB1(), op.getB2(),
-                                   op.getActivationAttr());
+                                   op.getW1(), op.getW2(), op.getW1Scale(), op.getW2Scale(),
+                                   op.getW1ZeroPoint(), op.getW2ZeroPoint(), op.getB1(),
+                                   op.getB2(), op.getActivationAttr(), op.getQuantAttr());
     // The shared expert runs on every token; its f32 output joins the sum
     // before y is rounded.
     Value shared;
@@ -129,8 +130,9 @@ struct DecomposeSoftLayer : public OpRewritePattern<SoftLayerOp> {
         op.getSlots(), op.getScale(), op.getNormalize());
     auto ffn = ExpertFFNOp::create(rewriter, loc, dispatch.getRows().getType(),
                                    dispatch.getRows(), dispatch.getOffsets(),
-                                   op.getW1(), op.getW2(), op.getB1(), op.getB2(),
-                                   op.getActivationAttr());
+                                   op.getW1(), op.getW2(), Value(), Value(), Value(), Value(),
+                                   op.getB1(), op.getB2(), op.getActivationAttr(),
+                                   QuantAttr());
     copyLoweringConfig(op, ffn);
     rewriter.replaceOpWithNewOp<SoftCombineOp>(op, op.getOutput().getType(),
                                                ffn.getOutput(),
@@ -143,8 +145,6 @@ struct MoEDecomposePass : public moe::impl::MoEDecomposeBase<MoEDecomposePass> {
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
                             << " at " << getOperation()->getLoc() << "\n");
-    if (failed(rejectQuantizedLayers(getOperation(), "--moe-decompose")))
-      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     populateDecompositionPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

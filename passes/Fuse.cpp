@@ -101,8 +101,9 @@ struct FuseTokenChoice : public OpRewritePattern<CombineOp> {
     auto fused = rewriter.replaceOpWithNewOp<FusedExpertsOp>(
         combine, combine.getOutput().getType(), dispatch.getInput(),
         dispatch.getIndices(), combine.getWeights(), ffn.getW1(), ffn.getW2(),
+        ffn.getW1Scale(), ffn.getW2Scale(), ffn.getW1ZeroPoint(), ffn.getW2ZeroPoint(),
         ffn.getB1(), ffn.getB2(), combine.getSharedOutput(), dispatch.getNumExpertsAttr(),
-        ffn.getActivationAttr(), dispatch.getCapacityFactorAttr());
+        ffn.getActivationAttr(), dispatch.getCapacityFactorAttr(), ffn.getQuantAttr());
     copyLoweringConfig(ffn, fused);
     rewriter.eraseOp(ffn);
     rewriter.eraseOp(dispatch);

@@ -48,7 +48,9 @@ struct UnfuseExperts : public OpRewritePattern<FusedExpertsOp> {
                                        op.getNumExpertsAttr(), op.getCapacityFactorAttr());
     auto ffn = ExpertFFNOp::create(rewriter, loc, dispatch.getRows().getType(),
                                    dispatch.getRows(), dispatch.getOffsets(), op.getW1(),
-                                   op.getW2(), op.getB1(), op.getB2(), op.getActivationAttr());
+                                   op.getW2(), op.getW1Scale(), op.getW2Scale(),
+                                   op.getW1ZeroPoint(), op.getW2ZeroPoint(), op.getB1(),
+                                   op.getB2(), op.getActivationAttr(), op.getQuantAttr());
     copyLoweringConfig(op, ffn);
     rewriter.replaceOpWithNewOp<CombineOp>(op, op.getOutput().getType(), ffn.getOutput(),
                                            op.getWeights(), dispatch.getPositions(),

@@ -246,8 +246,9 @@ struct LayerBuilder {
     // each token's sum is rounded once at home, as in the layer.
     auto outRowsType = RankedTensorType::get({dyn, modelDim}, f32);
     auto ffn = ExpertFFNOp::create(b, outRowsType, recv.getResult(), localOffsets,
-                                   layer.getW1(), layer.getW2(), layer.getB1(),
-                                   layer.getB2(), layer.getActivationAttr());
+                                   layer.getW1(), layer.getW2(), Value(), Value(), Value(),
+                                   Value(), layer.getB1(), layer.getB2(),
+                                   layer.getActivationAttr(), QuantAttr());
     // Back to the tokens' ranks, at their dispatch positions; rows a
     // capacity dropped stay zero (they add +0 to the token's sum).
     Value numDispatched = tensor::DimOp::create(b, dispatch.getRows(), 0);

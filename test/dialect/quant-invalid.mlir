@@ -168,3 +168,41 @@ func.func @f(%x: tensor<4x16xf32>, %wr: tensor<16x2xf32>, %w1: tensor<2x16x8xi4>
          : (tensor<4x16xf32>, tensor<16x2xf32>, tensor<2x16x8xi4>, tensor<2x8x16xi4>, tensor<2x2x8xf32>, tensor<2x1x16xf32>, tensor<2x1x16xi4>) -> tensor<4x16xf32>
   return %y : tensor<4x16xf32>
 }
+
+// -----
+
+// The chain ops that hold expert weights verify them as moe.layer does:
+// moe.expert_ffn with a scale of the wrong shape.
+func.func @f(%rows: tensor<8x16xf32>, %off: tensor<3xi32>, %w1: tensor<2x16x8xf8E4M3FN>,
+             %w2: tensor<2x8x16xf8E4M3FN>, %s1: tensor<2x1x8xf32>, %s2: tensor<2x1x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{'moe.expert_ffn' op the scale of w1 has 'tensor<2x1x8xf32>', but #moe.quant<fp8_e4m3, block = [8, 4]> gives w1 the scale size 2 in dimension 1}}
+  %y = moe.expert_ffn %rows, %off experts(%w1, %w2) expert_scales(%s1, %s2)
+         {activation = #moe.activation<relu>, quant = #moe.quant<fp8_e4m3, block = [8, 4]>}
+         : (tensor<8x16xf32>, tensor<3xi32>, tensor<2x16x8xf8E4M3FN>, tensor<2x8x16xf8E4M3FN>, tensor<2x1x8xf32>, tensor<2x1x16xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+// moe.fused_experts with quantized weights and no scales.
+func.func @f(%x: tensor<4x16xf32>, %i: tensor<4x1xi32>, %w: tensor<4x1xf32>,
+             %w1: tensor<2x16x8xf8E4M3FN>, %w2: tensor<2x8x16xf8E4M3FN>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'moe.fused_experts' op is quantized (#moe.quant<fp8_e4m3, block = [16, 16]>) and needs expert_scales(%s1, %s2), the f32 scales of w1 and w2}}
+  %y = moe.fused_experts %x, %i, %w experts(%w1, %w2)
+         {num_experts = 2 : i64, activation = #moe.activation<relu>, quant = #moe.quant<fp8_e4m3, block = [16, 16]>}
+         : (tensor<4x16xf32>, tensor<4x1xi32>, tensor<4x1xf32>, tensor<2x16x8xf8E4M3FN>, tensor<2x8x16xf8E4M3FN>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// moe.fused_experts with f8 weights but no 'quant' attribute: the weights
+// must then have the element type of the data.
+func.func @f(%x: tensor<4x16xf32>, %i: tensor<4x1xi32>, %w: tensor<4x1xf32>,
+             %w1: tensor<2x16x8xf8E4M3FN>, %w2: tensor<2x8x16xf8E4M3FN>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'moe.fused_experts' op w1 has element type 'f8E4M3FN', but input has 'f32' (all floating-point operands of one op share one element type)}}
+  %y = moe.fused_experts %x, %i, %w experts(%w1, %w2)
+         {num_experts = 2 : i64, activation = #moe.activation<relu>}
+         : (tensor<4x16xf32>, tensor<4x1xi32>, tensor<4x1xf32>, tensor<2x16x8xf8E4M3FN>, tensor<2x8x16xf8E4M3FN>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}

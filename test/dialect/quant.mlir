@@ -59,3 +59,29 @@ func.func @int4_symmetric(%x: tensor<4x16xf16>, %wr: tensor<16x2xf16>,
             tensor<2x1x48xf32>, tensor<2x2x16xf32>) -> tensor<4x16xf16>
   return %y : tensor<4x16xf16>
 }
+
+// The chain ops that hold expert weights take them too (--moe-decompose and
+// --moe-fuse pass them on): moe.expert_ffn and moe.fused_experts.
+// CHECK-LABEL: func.func @chain
+// CHECK: moe.expert_ffn %{{[a-z0-9]+}}, %{{[a-z0-9]+}} experts(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}) expert_scales(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}) {
+// CHECK-SAME: quant = #moe.quant<fp8_e4m3, block = [8, 4]>
+// CHECK: moe.fused_experts %{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %{{[a-z0-9]+}} experts(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}) expert_scales(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}) expert_zero_points(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}) {
+// CHECK-SAME: quant = #moe.quant<int4, group = 8, zero_point>
+func.func @chain(%rows: tensor<8x16xbf16>, %off: tensor<3xi32>, %w1: tensor<2x16x8xf8E4M3FN>,
+                 %w2: tensor<2x8x16xf8E4M3FN>, %s1: tensor<2x2x2xf32>, %s2: tensor<2x1x4xf32>,
+                 %x: tensor<4x16xf32>, %i: tensor<4x1xi32>, %w: tensor<4x1xf32>,
+                 %q1: tensor<2x16x8xi4>, %q2: tensor<2x8x16xi4>, %t1: tensor<2x2x8xf32>,
+                 %t2: tensor<2x1x16xf32>, %z1: tensor<2x2x8xi4>, %z2: tensor<2x1x16xi4>)
+    -> (tensor<8x16xf32>, tensor<4x16xf32>) {
+  %a = moe.expert_ffn %rows, %off experts(%w1, %w2) expert_scales(%s1, %s2)
+         {activation = #moe.activation<relu>, quant = #moe.quant<fp8_e4m3, block = [8, 4]>}
+         : (tensor<8x16xbf16>, tensor<3xi32>, tensor<2x16x8xf8E4M3FN>, tensor<2x8x16xf8E4M3FN>,
+            tensor<2x2x2xf32>, tensor<2x1x4xf32>) -> tensor<8x16xf32>
+  %b = moe.fused_experts %x, %i, %w experts(%q1, %q2) expert_scales(%t1, %t2)
+         expert_zero_points(%z1, %z2)
+         {num_experts = 2 : i64, activation = #moe.activation<relu>,
+          quant = #moe.quant<int4, group = 8, zero_point>}
+         : (tensor<4x16xf32>, tensor<4x1xi32>, tensor<4x1xf32>, tensor<2x16x8xi4>, tensor<2x8x16xi4>,
+            tensor<2x2x8xf32>, tensor<2x1x16xf32>, tensor<2x2x8xi4>, tensor<2x1x16xi4>) -> tensor<4x16xf32>
+  return %a, %b : tensor<8x16xf32>, tensor<4x16xf32>
+}

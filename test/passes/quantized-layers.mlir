@@ -1,10 +1,17 @@
 // Quantized layers (#moe.quant, docs/spec.md §2.1) in the passes and
 // lowerings that do not handle them yet: one error naming the pass, on the
-// layer; and the ones that carry them: --moe-dense-to-moesart changes the
-// routing only, --canonicalize keeps the scales.
+// layer (or the chain op that holds the weights); and the ones that carry
+// them: --moe-decompose and --moe-fuse pass the scales, zero points and
+// the attribute on to moe.expert_ffn and moe.fused_experts,
+// --moe-dense-to-moesart changes the routing only, --canonicalize keeps the
+// scales.
 //
-// RUN: not moe-opt %s --moe-decompose 2>&1 | FileCheck %s --check-prefix=DECOMPOSE
+// RUN: moe-opt %s --moe-decompose | FileCheck %s --check-prefix=DECOMPOSE
+// RUN: moe-opt %s --moe-decompose --moe-fuse | FileCheck %s --check-prefix=FUSE
 // RUN: not moe-opt %s --moe-generate-vjp 2>&1 | FileCheck %s --check-prefix=VJP
+// RUN: moe-opt %s --moe-decompose | not moe-opt --moe-generate-vjp 2>&1 | FileCheck %s --check-prefix=VJP-CHAIN
+// RUN: moe-opt %s --moe-decompose --moe-fuse | not moe-opt --moe-generate-vjp 2>&1 | FileCheck %s --check-prefix=VJP-FUSED
+// RUN: moe-opt %s --moe-decompose --moe-fuse | not moe-opt --moe-nvptx-pipeline="chip=sm_90a features=+ptx80 format=isa" 2>&1 | FileCheck %s --check-prefix=GPU-FUSED
 // RUN: not moe-opt %s --moe-shard-experts=ranks=2 2>&1 | FileCheck %s --check-prefix=SHARD
 // RUN: not moe-opt %s --moe-dense-to-soft 2>&1 | FileCheck %s --check-prefix=SOFT
 // RUN: not moe-opt %s --moe-print-cost 2>&1 | FileCheck %s --check-prefix=COST
@@ -15,8 +22,15 @@
 // moe-run cannot bind the storage types yet (one line, exit 1):
 // RUN: not moe-run %s --fill-random --device=cpu 2>&1 | FileCheck %s --check-prefix=TOOL
 //
-// DECOMPOSE: quantized-layers.mlir:[[#@LINE+19]]:8: error: 'moe.layer' op has quantized expert weights (#moe.quant<int4, group = 8, zero_point>), which --moe-decompose does not support yet (docs/quantization.md)
-// DECOMPOSE-NOT: error
+// DECOMPOSE-LABEL: func.func @layer
+// DECOMPOSE:      moe.dispatch
+// DECOMPOSE-NEXT: moe.expert_ffn %rows, %offsets experts(%arg2, %arg3) expert_scales(%arg4, %arg5) expert_zero_points(%arg6, %arg7) {activation = #moe.activation<relu>, quant = #moe.quant<int4, group = 8, zero_point>}
+// DECOMPOSE-NEXT: moe.combine
+// FUSE-LABEL: func.func @layer
+// FUSE:       moe.fused_experts %arg0, %indices, %weights experts(%arg2, %arg3) expert_scales(%arg4, %arg5) expert_zero_points(%arg6, %arg7) {activation = #moe.activation<relu>, num_experts = 4 : i64, quant = #moe.quant<int4, group = 8, zero_point>}
+// VJP-CHAIN: error: 'moe.expert_ffn' op has quantized expert weights (#moe.quant<int4, group = 8, zero_point>), which --moe-generate-vjp does not support yet
+// VJP-FUSED: error: 'moe.fused_experts' op has quantized expert weights (#moe.quant<int4, group = 8, zero_point>), which --moe-generate-vjp does not support yet
+// GPU-FUSED: error: 'moe.fused_experts' op has quantized expert weights ({{.*}}), which the GPU lowering (--convert-moe-to-gpu) does not support yet
 // VJP: error: 'moe.layer' op has quantized expert weights (#moe.quant<int4, group = 8, zero_point>), which --moe-generate-vjp does not support yet
 // SHARD: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-shard-experts does not support yet
 // SOFT: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-dense-to-soft does not support yet
