@@ -84,6 +84,11 @@ std::string GroupedGemmDesc::invalidReason() const {
   }
   if (gated() && bTransposed)
     return "a gated GEMM reads B's gate and up columns untransposed";
+  if (format == WeightFormat::fp8Block &&
+      (weights != GemmWeights::perGroup || reduction != GemmReduction::columns || bTransposed ||
+       blockK < 1 || blockN < 1))
+    return "FP8 block-scaled weights are expert weights [G, K, N] of a forward GEMM, with "
+           "both block sizes";
   if (epilogue.has(EpilogueStep::round) && !epilogue.roundTo)
     return "the round step needs its type";
   if (epilogue.has(EpilogueStep::activationGrad)) {

@@ -37,6 +37,8 @@
 // in f32 in increasing k, the epilogue computes in f32 and the result is
 // rounded once to C's element type when it is stored.
 //
+// Quantized B (WeightFormat::fp8Block) is dequantized exactly to f32 as it
+// is loaded, before the products.
 // Adding a variant (a transposed operand, a weight-gradient GEMM whose K is
 // a group's row count, packed weights with scales) is a new field here and
 // its implementation in each generator.
@@ -76,7 +78,12 @@ enum class GemmReduction : uint8_t {
 
 /// How B's elements are stored.
 enum class WeightFormat : uint8_t {
-  dense, // B's element type, row-major [K, N]
+  dense,    // B's element type, row-major [K, N]
+  /// FP8 E4M3 codes (f8E4M3FN), row-major [K, N] per group, with one f32
+  /// scale per block of blockK x blockN (docs/spec.md §2.1): B[k][n] =
+  /// q[k][n] * s[k / blockK][n / blockN], rounded once to f32, as B is
+  /// loaded. (A gated GEMM's up column N + n has the scale of column N + n.)
+  fp8Block,
 };
 
 /// One step of an epilogue. The steps run in the order of the list, on the
@@ -132,6 +139,8 @@ struct GroupedGemmDesc {
   WeightFormat format = WeightFormat::dense;
   /// B stored as its transpose, [N, K] (per group with perGroup).
   bool bTransposed = false;
+  /// WeightFormat::fp8Block: the block sizes along K and N.
+  int64_t blockK = 0, blockN = 0;
   /// Element types of A, B (and the bias), C: f32, bf16 or f16.
   Type aType, bType, cType;
   GemmEpilogue epilogue;
@@ -139,6 +148,7 @@ struct GroupedGemmDesc {
   bool gathered() const { return rows == GemmRows::gathered; }
   bool gated() const { return epilogue.gated(); }
   bool weightGradient() const { return reduction == GemmReduction::groupRows; }
+  bool quantized() const { return format != WeightFormat::dense; }
   /// Why this is not a grouped GEMM the file comment defines (empty: it is).
   /// The weight-gradient form takes B by plan row, untransposed, and no
   /// gated activation, routed weight or combine (each belongs to a row).

@@ -508,10 +508,17 @@ static Value widenToF32(ImplicitLocOpBuilder &b, const KernelSite &site, Value a
 /// `rowMap` (optional) is GEMM1's gather; `rowScale` (optional, f32 per plan
 /// row) is the routed weight; `out` receives the result in its own element
 /// type.
+/// With `quant` (#moe.quant<fp8_e4m3>, docs/spec.md §2.1), w1 and w2 hold
+/// E4M3 codes and s1, s2 their block scales: the GEMMs dequantize B exactly
+/// as they load it (cpu::GroupedGemm::bScales) and compute in f32, the
+/// tokens widened to f32 as for bf16/f16 data without the dot product.
 static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value a,
                           Value rowMap, Value offsets, Value w1, Value w2, Value b1, Value b2,
                           ActivationAttr activation, Value numRows, Value rowScale,
-                          Value out) {
+                          Value out, Value s1 = Value(), Value s2 = Value(),
+                          QuantAttr quant = QuantAttr()) {
+  assert((!quant || (quant.getKind() == QuantKind::fp8_e4m3 && s1 && s2)) &&
+         "the CPU lowering dequantizes FP8 block-scaled weights only");
   Type elt = cast<MemRefType>(a.getType()).getElementType();
   Activation act = activation.getValue();
   bool gated = activation.isGated();
@@ -543,35 +550,60 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
                                       getElementTypeOrSelf(a.getType()), wElt, elt);
   GroupedGemmDesc desc2 = expertGemm2(b2 != nullptr, rowScale != nullptr, /*combine=*/false,
                                       elt, wElt, getElementTypeOrSelf(out.getType()));
+  // FP8: the block sizes, and whether every vector the micro-kernels load
+  // lies in one block (then one scale per vector; GEMM1's up columns start
+  // at H, so gated GEMMs need H to be a multiple of the vector too).
+  bool vectorScale1 = false, vectorScale2 = false;
+  std::string quantSuffix1, quantSuffix2;
+  if (quant) {
+    for (GroupedGemmDesc *d : {&desc1, &desc2}) {
+      d->format = WeightFormat::fp8Block;
+      d->blockK = quant.getBlock()[0];
+      d->blockN = quant.getBlock()[1];
+    }
+    int64_t lanes = site.config.getLanes();
+    int64_t hidden = cast<MemRefType>(w2.getType()).getDimSize(1);
+    bool aligned = desc1.blockN % lanes == 0;
+    vectorScale1 = aligned && (!gated || (!ShapedType::isDynamic(hidden) && hidden % lanes == 0));
+    vectorScale2 = aligned;
+    std::string blocks = "_fp8b" + std::to_string(desc1.blockK) + "x" + std::to_string(desc1.blockN);
+    quantSuffix1 = blocks + (vectorScale1 ? "_vs" : "");
+    quantSuffix2 = blocks + (vectorScale2 ? "_vs" : "");
+  }
   KernelArgs args1{a, w1k, offsets, h};
-  std::optional<unsigned> mapAt = args1.addOptional(rowMap), bias1At = args1.addOptional(b1);
+  std::optional<unsigned> mapAt = args1.addOptional(rowMap), bias1At = args1.addOptional(b1),
+                          scales1At = args1.addOptional(s1);
   std::string name1 = site.kernelName("__moe_cpu_gemm1_" + stringifyActivation(act) +
                                       (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
                                       (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : "") +
                                       (pairs1 ? "_amx" + std::to_string(pairs1) : "") +
-                                      (widen2 ? "_hround" : ""));
+                                      (widen2 ? "_hround" : "") + quantSuffix1);
   kernel(b, site, name1, args1, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     cpu::GroupedGemm gemm = groupedGemmOf(b, desc1, v, packed1, dot1, site.config);
     gemm.amx = pairs1 > 0;
     gemm.amxPairs = pairs1;
     gemm.aRowMap = KernelArgs::at(v, mapAt);
     gemm.bias = KernelArgs::at(v, bias1At);
+    gemm.bScales = KernelArgs::at(v, scales1At);
+    gemm.fp8VectorScale = vectorScale1;
     cpu::emitGroupedGemm(b, gemm);
   });
 
   KernelArgs args2{h, w2k, offsets, out};
   std::optional<unsigned> scaleAt = args2.addOptional(rowScale),
-                          bias2At = args2.addOptional(b2);
+                          bias2At = args2.addOptional(b2), scales2At = args2.addOptional(s2);
   std::string name2 =
       site.kernelName(Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
                       (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") + (dot2 ? "_bf16dot" : "") +
-                      (pairs2 ? "_amx" + std::to_string(pairs2) : ""));
+                      (pairs2 ? "_amx" + std::to_string(pairs2) : "") + quantSuffix2);
   kernel(b, site, name2, args2, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     cpu::GroupedGemm gemm = groupedGemmOf(b, desc2, v, packed2, dot2, site.config);
     gemm.amx = pairs2 > 0;
     gemm.amxPairs = pairs2;
     gemm.rowWeights = KernelArgs::at(v, scaleAt);
     gemm.bias = KernelArgs::at(v, bias2At);
+    gemm.bScales = KernelArgs::at(v, scales2At);
+    gemm.fp8VectorScale = vectorScale2;
     cpu::emitGroupedGemm(b, gemm);
   });
 }
@@ -965,7 +997,9 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
                   asBuffer(b, op.getW1()), asBuffer(b, op.getW2()),
                   op.getB1() ? asBuffer(b, op.getB1()) : Value(),
                   op.getB2() ? asBuffer(b, op.getB2()) : Value(), op.getActivationAttr(),
-                  numRows, Value(), out);
+                  numRows, Value(), out,
+                  op.getW1Scale() ? asBuffer(b, op.getW1Scale()) : Value(),
+                  op.getW2Scale() ? asBuffer(b, op.getW2Scale()) : Value(), op.getQuantAttr());
     rewriter.replaceOp(op, asTensor(b, out, outType));
     return success();
   }
@@ -1170,7 +1204,9 @@ struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
                   asBuffer(b, op.getW1()), asBuffer(b, op.getW2()),
                   op.getB1() ? asBuffer(b, op.getB1()) : Value(),
                   op.getB2() ? asBuffer(b, op.getB2()) : Value(), op.getActivationAttr(),
-                  keptRows, asBuffer(b, placed[1]), out);
+                  keptRows, asBuffer(b, placed[1]), out,
+                  op.getW1Scale() ? asBuffer(b, op.getW1Scale()) : Value(),
+                  op.getW2Scale() ? asBuffer(b, op.getW2Scale()) : Value(), op.getQuantAttr());
     // Per token: the sum of its rows in routing order, rounded once.
     auto outType = cast<RankedTensorType>(op.getOutput().getType());
     Value y = allocBuffer(b, {OpFoldResult(tokens), e.dimOfr(x, 1)}, outType.getElementType());
@@ -2186,9 +2222,21 @@ struct ConvertMoEToCPUPass
   void runOnOperation() override {
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
                             << " at " << getOperation()->getLoc() << "\n");
-    if (failed(rejectQuantizedLayers(getOperation(), "the CPU lowering (--convert-moe-to-cpu)")))
-      return signalPassFailure();
     Operation *root = getOperation();
+    // Quantized expert weights: FP8 block-scaled ones are dequantized in
+    // the GEMMs; int4 is not lowered yet.
+    WalkResult int4 = root->walk([](Operation *op) {
+      auto quant = op->getAttrOfType<QuantAttr>("quant");
+      if (!quant || quant.getKind() != QuantKind::int4 ||
+          !isa<LayerOp, ExpertFFNOp, FusedExpertsOp>(op))
+        return WalkResult::advance();
+      op->emitOpError() << "has int4 expert weights (" << quant
+                        << "), which the CPU lowering (--convert-moe-to-cpu) does not support "
+                           "yet; it lowers #moe.quant<fp8_e4m3, ...> (docs/quantization.md)";
+      return WalkResult::interrupt();
+    });
+    if (int4.wasInterrupted())
+      return signalPassFailure();
     // Soft MoE and hand-written gates still compute in f32 only: say so.
     WalkResult unsupported = root->walk([](Operation *op) {
       bool f32Only = isa<SoftLayerOp, SoftDispatchOp, SoftCombineOp, FusedSoftExpertsOp,

@@ -143,11 +143,74 @@ void emitEpilogue(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Va
     storeVector(b, v, g.c, {row, col}, mask);
 }
 
+/// FP8 E4M3 codes (vector<L x f8E4M3FN>) as f32 values times `scale`
+/// (vector<L x f32>), exactly as docs/spec.md §2.1 defines them: the code's
+/// 7 magnitude bits shifted left by 7 are the f16 of q * 2^-8 (E4M3's bias
+/// is 7, f16's 15; subnormals included), the sign moves to bit 15, and
+/// S.1111.111 (NaN) becomes the f16 NaN; the f16 widens exactly to f32,
+/// * 256 gives q exactly, and * s rounds q * s once to f32.
+Value dequantizeFp8(ImplicitLocOpBuilder &b, Value codes, Value scale) {
+  int64_t lanes = cast<VectorType>(codes.getType()).getDimSize(0);
+  auto i8v = VectorType::get({lanes}, b.getI8Type());
+  auto i16v = VectorType::get({lanes}, b.getI16Type());
+  auto f16v = VectorType::get({lanes}, b.getF16Type());
+  VectorType f32v = f32Vec(b, lanes);
+  auto splat = [&](int64_t c) -> Value {
+    return arith::ConstantOp::create(
+        b, i16v, DenseElementsAttr::get(i16v, b.getIntegerAttr(b.getI16Type(), c)));
+  };
+  Value x = arith::ExtUIOp::create(b, i16v, arith::BitcastOp::create(b, i8v, codes));
+  Value magnitude = arith::AndIOp::create(b, x, splat(0x7F));
+  Value sign = arith::ShLIOp::create(b, arith::AndIOp::create(b, x, splat(0x80)), splat(8));
+  Value bits = arith::OrIOp::create(b, arith::ShLIOp::create(b, magnitude, splat(7)), sign);
+  Value nan = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, magnitude, splat(0x7F));
+  bits = arith::SelectOp::create(b, nan, splat(0x7E00), bits);
+  Value half = arith::BitcastOp::create(b, f16v, bits);
+  Value f = arith::ExtFOp::create(b, f32v, half);
+  Value q = arith::MulFOp::create(
+      b, f, arith::ConstantOp::create(b, f32v, DenseElementsAttr::get(f32v, 256.0f)));
+  return arith::MulFOp::create(b, q, scale);
+}
+
+/// The scales of B's vector (k, col..col+L-1) of an FP8 block-scaled GEMM:
+/// s[group][k / blockK][n / blockN] per lane n, one broadcast load when
+/// the vector lies in one block (fp8VectorScale). Columns past B's last
+/// (masked or zero-padded lanes) read the last block's scale.
+Value fp8ScaleVector(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value k,
+                     Value col, int64_t lanes) {
+  Value kb = arith::DivUIOp::create(b, k, cIdx(b, g.desc.blockK));
+  Value lastBlock =
+      arith::SubIOp::create(b, memref::DimOp::create(b, g.bScales, 2), cIdx(b, 1));
+  auto blockOf = [&](Value n) {
+    return minIdx(b, arith::DivUIOp::create(b, n, cIdx(b, g.desc.blockN)), lastBlock);
+  };
+  VectorType vt = f32Vec(b, lanes);
+  if (g.fp8VectorScale)
+    return vector::BroadcastOp::create(
+        b, vt, memref::LoadOp::create(b, g.bScales, ValueRange{group, kb, blockOf(col)}));
+  Value v = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, 1.0f));
+  for (int64_t l = 0; l < lanes; ++l) {
+    Value n = arith::AddIOp::create(b, col, cIdx(b, l));
+    Value s = memref::LoadOp::create(b, g.bScales, ValueRange{group, kb, blockOf(n)});
+    v = vector::InsertOp::create(b, s, v, ArrayRef<int64_t>{l});
+  }
+  return v;
+}
+
 /// B's vector (k, col..col+L-1) as f32, zero where `mask` is off: one masked
 /// load of a row, or with a transposed B ([.., N, K]) L scalar loads down a
 /// column (the masked lanes read column `col`, which exists, and give 0).
 Value loadBVector(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value k,
                   Value col, Value mask) {
+  if (g.desc.format == WeightFormat::fp8Block) {
+    // Masked lanes read the code 0 (the value 0).
+    int64_t lanes = cast<VectorType>(mask.getType()).getDimSize(0);
+    Type elt = cast<MemRefType>(g.b.getType()).getElementType();
+    auto vt = VectorType::get({lanes}, elt);
+    Value zero = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, b.getZeroAttr(elt)));
+    Value codes = vector::MaskedLoadOp::create(b, vt, g.b, bIndices(g.b, group, k, col), mask, zero);
+    return dequantizeFp8(b, codes, fp8ScaleVector(b, g, group, k, col, lanes));
+  }
   if (!g.desc.bTransposed)
     return loadF32Vector(b, g.b, bIndices(g.b, group, k, col), mask);
   int64_t lanes = cast<VectorType>(mask.getType()).getDimSize(0);
@@ -440,8 +503,12 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
               Value vec = vector::LoadOp::create(
                   nb, VectorType::get({lanes}, elt), g.b,
                   ValueRange{group, panel, k, cIdx(nb, v * lanes)});
-              bVecs.push_back(elt.isF32() ? vec
-                                          : arith::ExtFOp::create(nb, vt, vec).getResult());
+              if (g.desc.format == WeightFormat::fp8Block)
+                bVecs.push_back(dequantizeFp8(
+                    nb, vec, fp8ScaleVector(nb, g, group, k, bCols[v], lanes)));
+              else
+                bVecs.push_back(elt.isF32() ? vec
+                                            : arith::ExtFOp::create(nb, vt, vec).getResult());
               continue;
             }
             if (g.bPackedRows) {
@@ -538,6 +605,9 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
          "the weight gradient reads B by plan row, over groups");
   assert((!g.desc.bTransposed || !g.bf16Dot || g.bPacked) &&
          "an unpacked transposed B is read element by element");
+  assert((g.desc.format == WeightFormat::dense ||
+          (g.bScales && !g.bf16Dot && !g.amx && !g.bPackedRows)) &&
+         "FP8 weights are dequantized on the FMA path, with their scales");
   const int64_t tileCols = g.config.getTileColumns(g.gated());
   // AMX: tiles of 16 rows (the configuration's verifier makes row_block a
   // multiple of 16), and no smaller tail tile: the tile unit computes 16

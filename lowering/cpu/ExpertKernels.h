@@ -112,6 +112,14 @@ struct GroupedGemm {
   Value activationOut;
   /// B is in the packed layout of emitPackWeights (then rank 4).
   bool bPacked = false;
+  /// WeightFormat::fp8Block: the scales, memref<G x KB x NB x f32> (B's
+  /// [G, K, N] in blocks of the description's blockK x blockN), read as B
+  /// is dequantized.
+  Value bScales;
+  /// WeightFormat::fp8Block: every vector of L columns that the micro-kernel
+  /// loads lies in one block (blockN a multiple of L and, gated, H too): one
+  /// scale per vector instead of one per lane.
+  bool fp8VectorScale = false;
   /// The weight gradient: B (one row per plan row) is in the layout of
   /// emitPackRows, memref<panels x P x W x f32>.
   bool bPackedRows = false;

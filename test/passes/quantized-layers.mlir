@@ -35,7 +35,7 @@
 // SHARD: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-shard-experts does not support yet
 // SOFT: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-dense-to-soft does not support yet
 // COST: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-print-cost does not support yet
-// CPU: error: 'moe.layer' op has quantized expert weights ({{.*}}), which the CPU lowering (--convert-moe-to-cpu) does not support yet
+// CPU: quantized-layers.mlir:[[#@LINE+13]]:8: error: 'moe.layer' op has int4 expert weights (#moe.quant<int4, group = 8, zero_point>), which the CPU lowering (--convert-moe-to-cpu) does not support yet; it lowers #moe.quant<fp8_e4m3, ...> (docs/quantization.md)
 // GPU: error: 'moe.layer' op has quantized expert weights ({{.*}}), which the GPU lowering (--convert-moe-to-gpu) does not support yet
 // TOOL: moe-run: @layer: argument #2 (%arg2) has element type i4 (tensor<4x16x8xi4>); moe-run supports f32, f16, bf16, i32, i64 and f8E4M3FN
 // TOOL-NOT: moe-run
