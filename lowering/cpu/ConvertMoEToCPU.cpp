@@ -447,14 +447,30 @@ static bool canPack(const KernelSite &site, Value w) {
 
 /// `transposed`: `w` [G, N, K] is packed as its transpose (the backward's
 /// dX = dZ W^T reads the forward's weights so).
+/// With `scales` (FP8 block-scaled weights of `quant`), their panel scales
+/// are packed too (cpu::declarePackedScales) and returned in `packedScales`.
 static Value prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site, Value w,
-                            bool gated, bool vnni, bool transposed = false) {
+                            bool gated, bool vnni, bool transposed = false,
+                            Value scales = Value(), QuantAttr quant = QuantAttr(),
+                            Value *packedScales = nullptr) {
   cpu::PackedWeights pw =
       cpu::declarePackedWeights(b, site.module, w, site.config, gated, vnni, transposed);
+  int64_t blockK = quant ? quant.getBlock()[0] : 0, blockN = quant ? quant.getBlock()[1] : 0;
+  SmallVector<Value> args{w, pw.packed, pw.key};
+  std::string blocks;
+  if (scales) {
+    Value ps = cpu::declarePackedScales(b, site.module, w, site.config, gated, blockK);
+    *packedScales = ps;
+    args.append({scales, ps});
+    blocks = "_fp8b" + std::to_string(blockK) + "x" + std::to_string(blockN);
+  }
   std::string name = site.kernelName(Twine("__moe_cpu_pack") + (gated ? "_gated" : "") +
-                                     (vnni ? "_vnni" : "") + (transposed ? "_transposed" : ""));
-  kernel(b, site, name, {w, pw.packed, pw.key}, [&](ImplicitLocOpBuilder &b, ValueRange v) {
-    cpu::emitPackWeights(b, v[0], v[1], v[2], site.config, gated, vnni, transposed);
+                                     (vnni ? "_vnni" : "") + (transposed ? "_transposed" : "") +
+                                     blocks);
+  kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
+    cpu::emitPackWeights(b, v[0], v[1], v[2], site.config, gated, vnni, transposed,
+                         v.size() > 3 ? v[3] : Value(), v.size() > 3 ? v[4] : Value(), blockK,
+                         blockN);
   });
   return pw.packed;
 }
@@ -527,8 +543,13 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   bool dot = site.config.getBf16Dot() && elt.isBF16() &&
              cast<MemRefType>(w1.getType()).getElementType().isBF16();
   bool dot1 = dot && packed1, dot2 = dot && packed2;
-  Value w1k = packed1 ? prepareWeights(b, site, w1, gated, dot1) : w1;
-  Value w2k = packed2 ? prepareWeights(b, site, w2, /*gated=*/false, dot2) : w2;
+  // FP8 packed: the panels hold the codes and the scales become panel
+  // scales (applied per block of K); unpacked: each weight is dequantized
+  // exactly as it is loaded.
+  Value s1k = s1, s2k = s2;
+  Value w1k = packed1 ? prepareWeights(b, site, w1, gated, dot1, false, s1, quant, &s1k) : w1;
+  Value w2k = packed2 ? prepareWeights(b, site, w2, /*gated=*/false, dot2, false, s2, quant, &s2k)
+                      : w2;
   // Left operands of a narrow type reach the FMA micro-kernels as f32: the
   // tokens widened once, and h kept in f32 after its rounding to the
   // element type (the same values; the dot product reads them narrow).
@@ -567,12 +588,13 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     vectorScale1 = aligned && (!gated || (!ShapedType::isDynamic(hidden) && hidden % lanes == 0));
     vectorScale2 = aligned;
     std::string blocks = "_fp8b" + std::to_string(desc1.blockK) + "x" + std::to_string(desc1.blockN);
-    quantSuffix1 = blocks + (vectorScale1 ? "_vs" : "");
-    quantSuffix2 = blocks + (vectorScale2 ? "_vs" : "");
+    // Packed panels carry a scale per column and block: no per-vector choice.
+    quantSuffix1 = blocks + (vectorScale1 && !packed1 ? "_vs" : "");
+    quantSuffix2 = blocks + (vectorScale2 && !packed2 ? "_vs" : "");
   }
   KernelArgs args1{a, w1k, offsets, h};
   std::optional<unsigned> mapAt = args1.addOptional(rowMap), bias1At = args1.addOptional(b1),
-                          scales1At = args1.addOptional(s1);
+                          scales1At = args1.addOptional(s1k);
   std::string name1 = site.kernelName("__moe_cpu_gemm1_" + stringifyActivation(act) +
                                       (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
                                       (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : "") +
@@ -591,7 +613,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
 
   KernelArgs args2{h, w2k, offsets, out};
   std::optional<unsigned> scaleAt = args2.addOptional(rowScale),
-                          bias2At = args2.addOptional(b2), scales2At = args2.addOptional(s2);
+                          bias2At = args2.addOptional(b2), scales2At = args2.addOptional(s2k);
   std::string name2 =
       site.kernelName(Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
                       (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") + (dot2 ? "_bf16dot" : "") +

@@ -172,6 +172,28 @@ Value dequantizeFp8(ImplicitLocOpBuilder &b, Value codes, Value scale) {
   return arith::MulFOp::create(b, q, scale);
 }
 
+/// FP8 E4M3 codes (vector<L x f8E4M3FN>) as the f32 values q * 2^-8, in
+/// three integer steps and one conversion: the code sign-extended to i16
+/// and shifted left by 7 holds the sign in bit 15, a copy of it in bit 14
+/// and the 7 magnitude bits below: clearing bit 14 leaves the f16 of
+/// q * 2^-8 (vpmovsxbw, vpsllw, vpand, vcvtph2ps). The NaN code gives the
+/// finite 1.875 * 2^0: the packed panel scales carry NaN for it
+/// (declarePackedScales).
+Value fp8TimesTwoToMinus8(ImplicitLocOpBuilder &b, Value codes) {
+  int64_t lanes = cast<VectorType>(codes.getType()).getDimSize(0);
+  auto i8v = VectorType::get({lanes}, b.getI8Type());
+  auto i16v = VectorType::get({lanes}, b.getI16Type());
+  auto f16v = VectorType::get({lanes}, b.getF16Type());
+  auto splat = [&](int64_t c) -> Value {
+    return arith::ConstantOp::create(
+        b, i16v, DenseElementsAttr::get(i16v, b.getIntegerAttr(b.getI16Type(), c)));
+  };
+  Value x = arith::ExtSIOp::create(b, i16v, arith::BitcastOp::create(b, i8v, codes));
+  Value bits = arith::AndIOp::create(b, arith::ShLIOp::create(b, x, splat(7)), splat(0xBFFF));
+  Value half = arith::BitcastOp::create(b, f16v, bits);
+  return arith::ExtFOp::create(b, f32Vec(b, lanes), half);
+}
+
 /// The scales of B's vector (k, col..col+L-1) of an FP8 block-scaled GEMM:
 /// s[group][k / blockK][n / blockN] per lane n, one broadcast load when
 /// the vector lies in one block (fp8VectorScale). Columns past B's last
@@ -425,6 +447,55 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
   if (g.amx) {
     assert(lanes == 16 && microRows <= 16 && "AMX micro-tiles are 16 rows of 16-lane vectors");
     accs = emitAmxProducts(b, g, group, panel, row0, microRows, microVecs);
+  } else if (g.desc.format == WeightFormat::fp8Block && g.bPacked) {
+    // FP8 from packed panels: per block of K, the partial sums of a * (q *
+    // 2^-8) from the codes (fp8TimesTwoToMinus8), then the block's panel
+    // scales (s * 256, or NaN for a column with a NaN code) times the
+    // partial sums are added to the accumulators: the scale once per
+    // block, as the block-scaled kernels do (docs/spec.md §2.1). LLVM keeps
+    // the partial sums in registers and the accumulators around the
+    // block's loop.
+    const int64_t blockK = g.desc.blockK;
+    Value numBlocks = ceilDiv(b, kEnd, blockK);
+    auto outer = scf::ForOp::create(
+        b, cIdx(b, 0), numBlocks, cIdx(b, 1), init,
+        [&](OpBuilder &outerBuilder, Location loc, Value kb, ValueRange acc) {
+          ImplicitLocOpBuilder ob(loc, outerBuilder);
+          Value k0 = arith::MulIOp::create(ob, kb, cIdx(ob, blockK));
+          Value k1 = minIdx(ob, kEnd, arith::AddIOp::create(ob, k0, cIdx(ob, blockK)));
+          auto inner = scf::ForOp::create(
+              ob, k0, k1, cIdx(ob, 1), init,
+              [&](OpBuilder &nested, Location loc, Value k, ValueRange part) {
+                ImplicitLocOpBuilder nb(loc, nested);
+                prefetchPanelRow(nb, g.b, group, panel, k, prefetchRows, microVecs * lanes);
+                Type elt = cast<MemRefType>(g.b.getType()).getElementType();
+                SmallVector<Value> bVecs;
+                for (int64_t v = 0; v < microVecs; ++v)
+                  bVecs.push_back(fp8TimesTwoToMinus8(
+                      nb, vector::LoadOp::create(nb, VectorType::get({lanes}, elt), g.b,
+                                                 ValueRange{group, panel, k,
+                                                            cIdx(nb, v * lanes)})));
+                SmallVector<Value> next;
+                for (int64_t i = 0; i < microRows; ++i) {
+                  Value aVec = broadcastF32(nb, g.a, aRows[i], k, lanes);
+                  for (int64_t v = 0; v < microVecs; ++v)
+                    next.push_back(
+                        vector::FMAOp::create(nb, aVec, bVecs[v], part[i * microVecs + v]));
+                }
+                scf::YieldOp::create(nb, next);
+              });
+          SmallVector<Value> scales;
+          for (int64_t v = 0; v < microVecs; ++v)
+            scales.push_back(vector::LoadOp::create(
+                ob, vt, g.bScales, ValueRange{group, panel, kb, cIdx(ob, v * lanes)}));
+          SmallVector<Value> next;
+          for (int64_t i = 0; i < microRows; ++i)
+            for (int64_t v = 0; v < microVecs; ++v)
+              next.push_back(vector::FMAOp::create(ob, inner.getResult(i * microVecs + v),
+                                                   scales[v], acc[i * microVecs + v]));
+          scf::YieldOp::create(ob, next);
+        });
+    accs.assign(outer.getResults().begin(), outer.getResults().end());
   } else if (g.bf16Dot) {
     // AVX512_BF16: one vdpbf16ps per (row, vector) adds the products of a
     // pair of k (B packed pairwise, VNNI layout), exact products and one f32
@@ -503,12 +574,8 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
               Value vec = vector::LoadOp::create(
                   nb, VectorType::get({lanes}, elt), g.b,
                   ValueRange{group, panel, k, cIdx(nb, v * lanes)});
-              if (g.desc.format == WeightFormat::fp8Block)
-                bVecs.push_back(dequantizeFp8(
-                    nb, vec, fp8ScaleVector(nb, g, group, k, bCols[v], lanes)));
-              else
-                bVecs.push_back(elt.isF32() ? vec
-                                            : arith::ExtFOp::create(nb, vt, vec).getResult());
+              bVecs.push_back(elt.isF32() ? vec
+                                          : arith::ExtFOp::create(nb, vt, vec).getResult());
               continue;
             }
             if (g.bPackedRows) {
@@ -747,8 +814,118 @@ PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symb
           memref::GetGlobalOp::create(b, keyType, keyGlobal.getSymName())};
 }
 
+/// The panel scales of declarePackedScales from `scales` (memref<G x KB x
+/// NB x f32>) and the codes `w` (memref<G x K x N x f8E4M3FN>): every (group,
+/// panel) on its own core; a column's NaN codes are found by reading its
+/// codes once (packing runs once per weight buffer).
+static void emitPackScales(ImplicitLocOpBuilder &b, Value w, Value scales, Value packed,
+                           CpuConfigAttr config, bool gated, int64_t blockK, int64_t blockN) {
+  auto dim = [&](Value m, int64_t i) -> Value { return memref::DimOp::create(b, m, i); };
+  const int64_t width = config.getMicroVectors() * config.getLanes();
+  const int64_t tile = config.getTileColumns(gated);
+  Value red = dim(w, 1), cols = dim(w, 2);
+  Value outCols = gated ? arith::DivSIOp::create(b, cols, cIdx(b, 2)).getResult() : cols;
+  Value blocks = dim(packed, 2);
+  scf::ParallelOp::create(
+      b, ValueRange{cIdx(b, 0), cIdx(b, 0)}, ValueRange{dim(w, 0), dim(packed, 1)},
+      ValueRange{cIdx(b, 1), cIdx(b, 1)}, [&](OpBuilder &pb, Location loc, ValueRange ivs) {
+        ImplicitLocOpBuilder ib(loc, pb);
+        Value grp = ivs[0], p = ivs[1];
+        Value base = arith::MulIOp::create(ib, p, cIdx(ib, tile));
+        scf::ForOp::create(
+            ib, cIdx(ib, 0), blocks, cIdx(ib, 1), ValueRange{},
+            [&](OpBuilder &kbBuilder, Location loc, Value kb, ValueRange) {
+              ImplicitLocOpBuilder kbb(loc, kbBuilder);
+              Value k0 = arith::MulIOp::create(kbb, kb, cIdx(kbb, blockK));
+              Value k1 = minIdx(kbb, red, arith::AddIOp::create(kbb, k0, cIdx(kbb, blockK)));
+              scf::ForOp::create(
+                  kbb, cIdx(kbb, 0), cIdx(kbb, width), cIdx(kbb, 1), ValueRange{},
+                  [&](OpBuilder &cBuilder, Location loc, Value c, ValueRange) {
+                ImplicitLocOpBuilder cb(loc, cBuilder);
+                // Gated panels: W/2 gate columns, then the W/2 matching up ones.
+                Value out = arith::AddIOp::create(cb, base, c);
+                Value n = out;
+                if (gated) {
+                  Value half = cIdx(cb, width / 2);
+                  Value up = arith::CmpIOp::create(cb, arith::CmpIPredicate::sge, c, half);
+                  out = arith::SelectOp::create(cb, up, arith::SubIOp::create(cb, out, half), out);
+                  n = arith::SelectOp::create(cb, up, arith::AddIOp::create(cb, out, outCols), out);
+                }
+                Value valid = arith::CmpIOp::create(cb, arith::CmpIPredicate::slt, out, outCols);
+                auto value = scf::IfOp::create(
+                    cb, valid,
+                    [&](OpBuilder &thenBuilder, Location loc) {
+                      ImplicitLocOpBuilder tb(loc, thenBuilder);
+                      Value s = memref::LoadOp::create(
+                          tb, scales,
+                          ValueRange{grp, kb, arith::DivUIOp::create(tb, n, cIdx(tb, blockN))});
+                      Value scaled = arith::MulFOp::create(
+                          tb, s, arith::ConstantOp::create(tb, tb.getF32FloatAttr(256.0f)));
+                      auto scan = scf::ForOp::create(
+                          tb, k0, k1, cIdx(tb, 1),
+                          ValueRange{arith::ConstantOp::create(tb, tb.getBoolAttr(false))},
+                          [&](OpBuilder &kBuilder, Location loc, Value k, ValueRange any) {
+                            ImplicitLocOpBuilder kb2(loc, kBuilder);
+                            Value code = arith::BitcastOp::create(
+                                kb2, kb2.getI8Type(),
+                                memref::LoadOp::create(kb2, w, ValueRange{grp, k, n}));
+                            Value mag = arith::AndIOp::create(
+                                kb2, code,
+                                arith::ConstantOp::create(kb2, kb2.getI8IntegerAttr(0x7F)));
+                            Value isNan = arith::CmpIOp::create(
+                                kb2, arith::CmpIPredicate::eq, mag,
+                                arith::ConstantOp::create(kb2, kb2.getI8IntegerAttr(0x7F)));
+                            scf::YieldOp::create(
+                                kb2, ValueRange{arith::OrIOp::create(kb2, any[0], isNan)});
+                          });
+                      Value nan = arith::ConstantOp::create(
+                          tb, tb.getF32FloatAttr(std::numeric_limits<float>::quiet_NaN()));
+                      scf::YieldOp::create(
+                          tb, ValueRange{arith::SelectOp::create(tb, scan.getResult(0), nan,
+                                                                 scaled)});
+                    },
+                    [&](OpBuilder &elseBuilder, Location loc) {
+                      scf::YieldOp::create(elseBuilder, loc,
+                                           ValueRange{arith::ConstantOp::create(
+                                               elseBuilder, loc,
+                                               elseBuilder.getF32FloatAttr(0.0f))});
+                    });
+                memref::StoreOp::create(cb, value.getResult(0), packed,
+                                        ValueRange{grp, p, kb, c});
+                scf::YieldOp::create(cb);
+              });
+              scf::YieldOp::create(kbb);
+            });
+      });
+}
+
+Value cpu::declarePackedScales(ImplicitLocOpBuilder &b, Operation *symbolTableOp, Value w,
+                               CpuConfigAttr config, bool gated, int64_t blockK) {
+  auto srcType = cast<MemRefType>(w.getType());
+  assert(srcType.getRank() == 3 && srcType.hasStaticShape() && "static [G, K, N] weights");
+  int64_t groups = srcType.getDimSize(0), red = srcType.getDimSize(1),
+          cols = srcType.getDimSize(2);
+  int64_t outCols = gated ? cols / 2 : cols;
+  int64_t tile = config.getTileColumns(gated);
+  int64_t panelWidth = config.getMicroVectors() * config.getLanes();
+  auto type = MemRefType::get(
+      {groups, (outCols + tile - 1) / tile, (red + blockK - 1) / blockK, panelWidth},
+      b.getF32Type());
+  Location loc = b.getLoc();
+  SymbolTable symbols(symbolTableOp);
+  OpBuilder top(symbolTableOp->getContext());
+  top.setInsertionPointToStart(&symbolTableOp->getRegion(0).front());
+  auto global = memref::GlobalOp::create(
+      top, loc, StringAttr::get(b.getContext(), "__moe_cpu_packed_scales"),
+      StringAttr::get(b.getContext(), "private"), TypeAttr::get(type), top.getUnitAttr(),
+      /*constant=*/UnitAttr(), top.getI64IntegerAttr(64));
+  symbols.insert(global); // renames on collision
+  return memref::GetGlobalOp::create(b, type, global.getSymName());
+}
+
 void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
-                          CpuConfigAttr config, bool gated, bool vnni, bool transposed) {
+                          CpuConfigAttr config, bool gated, bool vnni, bool transposed,
+                          Value scales, Value packedScales, int64_t blockK, int64_t blockN) {
   const int64_t lanes = config.getLanes();
   const int64_t microVecs = config.getMicroVectors();
   Type elt = cast<MemRefType>(w.getType()).getElementType();
@@ -792,6 +969,35 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
         scf::YieldOp::create(nb, ValueRange{mixed});
       });
   Value hash = hashLoop.getResult(0);
+  // FP8: the scales' buffer and 64 sampled scales are part of the key.
+  if (scales) {
+    Value sTotal = arith::MulIOp::create(
+        b, dim(scales, 0), arith::MulIOp::create(b, dim(scales, 1), dim(scales, 2)));
+    Value sPlane = arith::MulIOp::create(b, dim(scales, 1), dim(scales, 2));
+    Value sStep = arith::MaxSIOp::create(b, arith::DivSIOp::create(b, sTotal, cIdx(b, 64)),
+                                         cIdx(b, 1));
+    Value prime = arith::ConstantOp::create(b, b.getI64IntegerAttr(0x100000001b3));
+    Value sAddress = arith::IndexCastOp::create(
+        b, i64, memref::ExtractAlignedPointerAsIndexOp::create(b, scales));
+    Value seeded = arith::MulIOp::create(b, arith::XOrIOp::create(b, hash, sAddress), prime);
+    auto scaleHash = scf::ForOp::create(
+        b, cIdx(b, 0), minIdx(b, sTotal, cIdx(b, 64)), cIdx(b, 1), ValueRange{seeded},
+        [&](OpBuilder &nested, Location loc, Value s, ValueRange acc) {
+          ImplicitLocOpBuilder nb(loc, nested);
+          Value lin = arith::MulIOp::create(nb, s, sStep);
+          Value grp = arith::DivSIOp::create(nb, lin, sPlane);
+          Value rem = arith::RemSIOp::create(nb, lin, sPlane);
+          Value kb = arith::DivSIOp::create(nb, rem, dim(scales, 2));
+          Value nb2 = arith::RemSIOp::create(nb, rem, dim(scales, 2));
+          Value v = memref::LoadOp::create(nb, scales, ValueRange{grp, kb, nb2});
+          Value bits = arith::ExtUIOp::create(
+              nb, i64, arith::BitcastOp::create(nb, nb.getI32Type(), v));
+          scf::YieldOp::create(
+              nb, ValueRange{arith::MulIOp::create(nb, arith::XOrIOp::create(nb, acc[0], bits),
+                                                   prime)});
+        });
+    hash = scaleHash.getResult(0);
+  }
   Value sameAddress = arith::CmpIOp::create(
       b, arith::CmpIPredicate::eq, memref::LoadOp::create(b, key, ValueRange{cIdx(b, 0)}),
       address);
@@ -876,6 +1082,8 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
                 scf::YieldOp::create(rb);
               });
         });
+    if (scales)
+      emitPackScales(nb, w, scales, packedScales, config, gated, blockK, blockN);
     memref::StoreOp::create(nb, address, key, ValueRange{cIdx(nb, 0)});
     memref::StoreOp::create(nb, hash, key, ValueRange{cIdx(nb, 1)});
     scf::YieldOp::create(nb);

@@ -112,9 +112,10 @@ struct GroupedGemm {
   Value activationOut;
   /// B is in the packed layout of emitPackWeights (then rank 4).
   bool bPacked = false;
-  /// WeightFormat::fp8Block: the scales, memref<G x KB x NB x f32> (B's
-  /// [G, K, N] in blocks of the description's blockK x blockN), read as B
-  /// is dequantized.
+  /// WeightFormat::fp8Block: the scales. Unpacked B: memref<G x KB x NB x
+  /// f32> (B's [G, K, N] in blocks of the description's blockK x blockN),
+  /// each weight dequantized exactly as it is loaded. Packed B: the panel
+  /// scales of declarePackedScales, applied to each block's partial sums.
   Value bScales;
   /// WeightFormat::fp8Block: every vector of L columns that the micro-kernel
   /// loads lies in one block (blockN a multiple of L and, gated, H too): one
@@ -169,10 +170,22 @@ struct PackedWeights {
 PackedWeights declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp,
                                    Value w, CpuConfigAttr config, bool gated,
                                    bool vnni = false, bool transposed = false);
-/// Checks the key and repacks `w` into `packed` when it is stale.
+/// FP8 block-scaled weights (WeightFormat::fp8Block): the scales of the
+/// packed panels, one f32 per (group, panel, block of K, panel column),
+/// memref<G x P x ceil(K / blockK) x W x f32>: for the weight column n the
+/// panel column holds, s[g][kb][n / blockN] * 256, or NaN when a code of
+/// that column in block kb is NaN (S.1111.111), 0 for padding. The
+/// micro-kernel multiplies each block's partial sums of a * q * 2^-8 by it.
+/// Declared next to the weights' panels (declarePackedWeights).
+Value declarePackedScales(ImplicitLocOpBuilder &b, Operation *symbolTableOp, Value w,
+                          CpuConfigAttr config, bool gated, int64_t blockK);
+/// Checks the key and repacks `w` into `packed` when it is stale. With
+/// `scales` (FP8: memref<G x KB x NB x f32>), also packs them into
+/// `packedScales` (declarePackedScales), and the key covers them too.
 void emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
                      CpuConfigAttr config, bool gated, bool vnni = false,
-                     bool transposed = false);
+                     bool transposed = false, Value scales = Value(),
+                     Value packedScales = Value(), int64_t blockK = 0, int64_t blockN = 0);
 
 /// The weight gradient's right operand `src` (memref<P x N>, one row per
 /// plan row) copied as f32 into `packed` (memref<panels x P x W x f32>, W

@@ -1,51 +1,83 @@
 // RUN: moe-opt %s --convert-moe-to-cpu | FileCheck %s
+// RUN: moe-opt %s --convert-moe-to-cpu=pack-weights=false | FileCheck %s --check-prefix=UNPACKED
 // RUN: moe-opt %s --moe-cpu-pipeline -o /dev/null
 //
 // FP8 block-scaled expert weights (#moe.quant<fp8_e4m3>, docs/spec.md §2.1)
-// on the CPU: the E4M3 codes are packed into the micro-kernels' panels as
-// bytes (a quarter of f32's), and both GEMMs dequantize a panel vector as
-// they load it: the 7 magnitude bits shifted left by 7 and the sign into
-// bit 15 give the f16 of q * 2^-8, S.1111.111 becomes the f16 NaN (0x7E00 =
-// 32256), the f16 widens to f32, * 256 gives q, * s rounds q * s once.
-// GEMM2's vectors (blocks of 32 columns, 16 lanes) each lie in one block:
-// one scale, broadcast; GEMM1's up columns start at H = 24, so its scales
-// are read per lane (vector.insert). The kernel names carry the blocks.
+// on the CPU (docs/quantization.md, "On the CPU").
+//
+// Packed (the default): the pack kernel copies the E4M3 codes into the
+// micro-kernels' panels as bytes and builds the panel scales, s * 256 per
+// column and block of K, NaN (0x7FC00000) where the column has a NaN code
+// (S.1111.111: & 127 == 127) in the block. The GEMMs loop over the blocks
+// of K: the codes sign-extended, << 7 and & 0xBFFF (49151) are the f16 of
+// q * 2^-8, widened to f32 and summed with FMAs; each block's partial sums
+// times its panel scales are added to the accumulators.
 
 // CHECK-LABEL: func.func @forward
+// CHECK: call @__moe_cpu_pack_gated_fp8b16x32_v512
+// CHECK: call @__moe_cpu_pack_fp8b16x32_v512
 // CHECK: call @__moe_cpu_gemm1_swiglu_gather_packed_fp8b16x32_v512
-// CHECK: call @__moe_cpu_gemm2_scaled_packed_fp8b16x32_vs_v512
+// CHECK: call @__moe_cpu_gemm2_scaled_packed_fp8b16x32_v512
 
-// CHECK-LABEL: func.func private @__moe_cpu_pack_gated
-// CHECK: memref<?x?x?x?xf8E4M3FN
+// CHECK-LABEL: func.func private @__moe_cpu_pack_gated_fp8b16x32_v512
+// CHECK: vector.maskedload {{.*}} into vector<16xf8E4M3FN>
+// CHECK: %[[S:.*]] = memref.load %{{.*}} : memref<?x?x?xf32, {{.*}}>
+// CHECK-NEXT: %[[C256:.*]] = arith.constant 2.560000e+02 : f32
+// CHECK-NEXT: %[[SCALED:.*]] = arith.mulf %[[S]], %[[C256]] : f32
+// CHECK: %[[CODE:.*]] = arith.bitcast %{{.*}} : f8E4M3FN to i8
+// CHECK-NEXT: %[[C127:.*]] = arith.constant 127 : i8
+// CHECK-NEXT: %[[MAG:.*]] = arith.andi %[[CODE]], %[[C127]] : i8
+// CHECK-NEXT: arith.constant 127 : i8
+// CHECK-NEXT: arith.cmpi eq, %[[MAG]]
+// CHECK: %[[NAN:.*]] = arith.constant 0x7FC00000 : f32
+// CHECK-NEXT: arith.select %{{.*}}, %[[NAN]], %[[SCALED]] : f32
 
 // CHECK-LABEL: func.func private @__moe_cpu_gemm1_swiglu_gather_packed_fp8b16x32_v512
-// CHECK: vector.load %{{.*}} : memref<?x?x?x?xf8E4M3FN, {{.*}}>, vector<16xf8E4M3FN>
-// CHECK: arith.divui %{{.*}}, %c16{{.*}} : index
-// CHECK: memref.load
-// CHECK: vector.insert %{{.*}} [15] : f32 into vector<16xf32>
-// CHECK-NEXT: arith.bitcast %{{.*}} : vector<16xf8E4M3FN> to vector<16xi8>
-// CHECK-NEXT: arith.extui %{{.*}} : vector<16xi8> to vector<16xi16>
-// CHECK:      %[[MAG:.*]] = arith.andi %{{.*}}, %{{.*}} : vector<16xi16>
-// CHECK:      %[[SIGN:.*]] = arith.shli
-// CHECK:      %[[SHIFTED:.*]] = arith.shli %[[MAG]]
-// CHECK-NEXT: %[[BITS:.*]] = arith.ori %[[SHIFTED]], %[[SIGN]]
-// CHECK-NEXT: arith.constant dense<127> : vector<16xi16>
-// CHECK-NEXT: %[[NAN:.*]] = arith.cmpi eq, %[[MAG]]
-// CHECK-NEXT: %[[QNAN:.*]] = arith.constant dense<32256> : vector<16xi16>
-// CHECK-NEXT: %[[SEL:.*]] = arith.select %[[NAN]], %[[QNAN]], %[[BITS]]
-// CHECK-NEXT: %[[HALF:.*]] = arith.bitcast %[[SEL]] : vector<16xi16> to vector<16xf16>
-// CHECK-NEXT: %[[F:.*]] = arith.extf %[[HALF]] : vector<16xf16> to vector<16xf32>
-// CHECK-NEXT: %[[C256:.*]] = arith.constant dense<2.560000e+02> : vector<16xf32>
-// CHECK-NEXT: %[[Q:.*]] = arith.mulf %[[F]], %[[C256]]
-// CHECK-NEXT: arith.mulf %[[Q]], %{{.*}} : vector<16xf32>
+// CHECK: %{{.*}}:24 = scf.for %[[KB:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
+// CHECK: %{{.*}}:24 = scf.for %[[K:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
+// CHECK: %[[CODES:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[K]], %{{.*}}] : memref<?x?x?x?xf8E4M3FN, {{.*}}>, vector<16xf8E4M3FN>
+// CHECK-NEXT: %[[I8:.*]] = arith.bitcast %[[CODES]] : vector<16xf8E4M3FN> to vector<16xi8>
+// CHECK-NEXT: %[[I16:.*]] = arith.extsi %[[I8]] : vector<16xi8> to vector<16xi16>
+// CHECK-NEXT: %[[C7:.*]] = arith.constant dense<7> : vector<16xi16>
+// CHECK-NEXT: %[[SH:.*]] = arith.shli %[[I16]], %[[C7]] : vector<16xi16>
+// CHECK-NEXT: %[[MASK:.*]] = arith.constant dense<-16385> : vector<16xi16>
+// CHECK-NEXT: %[[BITS:.*]] = arith.andi %[[SH]], %[[MASK]] : vector<16xi16>
+// CHECK-NEXT: %[[HALF:.*]] = arith.bitcast %[[BITS]] : vector<16xi16> to vector<16xf16>
+// CHECK-NEXT: arith.extf %[[HALF]] : vector<16xf16> to vector<16xf32>
 // CHECK: vector.fma
+// CHECK: scf.yield
+// CHECK: %[[PS:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[KB]], %{{.*}}] : memref<?x?x?x?xf32, {{.*}}>, vector<16xf32>
+// CHECK: vector.fma %{{.*}}, %[[PS]], %{{.*}} : vector<16xf32>
 
-// CHECK-LABEL: func.func private @__moe_cpu_gemm2_scaled_packed_fp8b16x32_vs_v512
-// CHECK: vector.load %{{.*}} : memref<?x?x?x?xf8E4M3FN, {{.*}}>, vector<16xf8E4M3FN>
-// CHECK: %[[S:.*]] = memref.load %{{.*}} : memref<?x?x?xf32, {{.*}}>
-// CHECK-NEXT: %[[SV:.*]] = vector.broadcast %[[S]] : f32 to vector<16xf32>
-// CHECK-NEXT: arith.bitcast %{{.*}} : vector<16xf8E4M3FN> to vector<16xi8>
-// CHECK: vector.fma
+// Unpacked (pack-weights=false): each weight is dequantized exactly as it
+// is loaded (q * s rounded once to f32): the 7 magnitude bits << 7 and the
+// sign into bit 15, the NaN code to the f16 NaN (0x7E00 = 32256), widened,
+// * 256 gives q, * s. GEMM2's vectors (blocks of 32 columns, 16 lanes) each
+// lie in one block: one scale, broadcast (`_vs`); GEMM1's up columns start
+// at H = 24, so its scales are read per lane (vector.insert).
+// UNPACKED-LABEL: func.func private @__moe_cpu_gemm1_swiglu_gather_fp8b16x32_v512
+// UNPACKED: vector.maskedload {{.*}} into vector<16xf8E4M3FN>
+// UNPACKED: vector.insert %{{.*}} [15] : f32 into vector<16xf32>
+// UNPACKED-NEXT: arith.bitcast %{{.*}} : vector<16xf8E4M3FN> to vector<16xi8>
+// UNPACKED-NEXT: arith.extui %{{.*}} : vector<16xi8> to vector<16xi16>
+// UNPACKED:      %[[MAG:.*]] = arith.andi %{{.*}}, %{{.*}} : vector<16xi16>
+// UNPACKED:      %[[SIGN:.*]] = arith.shli
+// UNPACKED:      %[[SHIFTED:.*]] = arith.shli %[[MAG]]
+// UNPACKED-NEXT: %[[BITS:.*]] = arith.ori %[[SHIFTED]], %[[SIGN]]
+// UNPACKED-NEXT: arith.constant dense<127> : vector<16xi16>
+// UNPACKED-NEXT: %[[NAN:.*]] = arith.cmpi eq, %[[MAG]]
+// UNPACKED-NEXT: %[[QNAN:.*]] = arith.constant dense<32256> : vector<16xi16>
+// UNPACKED-NEXT: %[[SEL:.*]] = arith.select %[[NAN]], %[[QNAN]], %[[BITS]]
+// UNPACKED-NEXT: %[[HALF:.*]] = arith.bitcast %[[SEL]] : vector<16xi16> to vector<16xf16>
+// UNPACKED-NEXT: %[[F:.*]] = arith.extf %[[HALF]] : vector<16xf16> to vector<16xf32>
+// UNPACKED-NEXT: %[[C256:.*]] = arith.constant dense<2.560000e+02> : vector<16xf32>
+// UNPACKED-NEXT: %[[Q:.*]] = arith.mulf %[[F]], %[[C256]]
+// UNPACKED-NEXT: arith.mulf %[[Q]], %{{.*}} : vector<16xf32>
+// UNPACKED: vector.fma
+// UNPACKED-LABEL: func.func private @__moe_cpu_gemm2_scaled_fp8b16x32_vs_v512
+// UNPACKED: %[[S:.*]] = memref.load %{{.*}} : memref<?x?x?xf32, {{.*}}>
+// UNPACKED-NEXT: vector.broadcast %[[S]] : f32 to vector<16xf32>
+// UNPACKED: vector.fma
 
 func.func @forward(%x: tensor<?x40xf32>, %wr: tensor<40x4xf32>,
                    %w1: tensor<4x40x48xf8E4M3FN>, %w2: tensor<4x24x40xf8E4M3FN>,

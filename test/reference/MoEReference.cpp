@@ -214,7 +214,8 @@ void quantizeFp8Block(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
         double amax = 0;
         for (int64_t k = k0; k < k1; ++k)
           for (int64_t n = n0; n < n1; ++n)
-            amax = std::max(amax, std::fabs(double(w[size_t((e * K + k) * N + n)])));
+            if (std::isfinite(w[size_t((e * K + k) * N + n)]))
+              amax = std::max(amax, std::fabs(double(w[size_t((e * K + k) * N + n)])));
         const float s = amax > 0 ? float(amax / 448.0) : 1.0f;
         scales[size_t((e * KB + kb) * NB + nb)] = s;
         for (int64_t k = k0; k < k1; ++k)

@@ -174,7 +174,8 @@ double fp8E4M3Value(uint8_t code);
 
 /// Block-scaled FP8 quantization of one weight tensor [E, K, N] (docs/spec.md
 /// §2.1, #moe.quant<fp8_e4m3, block = [BK, BN]>) for test data: per expert
-/// and block, the f32 scale s = max|w| / 448 (1 for an all-zero block) and
+/// and block, the f32 scale s = max|w| / 448 over its finite weights (1 for
+/// a block without a nonzero one) and
 /// the codes q = E4M3(w / s) (nearest, from `encode`); `w` is replaced by
 /// the dequantized weights, q * s computed exactly in double and rounded
 /// once to f32. `scales` receives [E, ceil(K/BK), ceil(N/BN)].

@@ -822,8 +822,8 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   if (args.has("quant")) {
     if (mode != LayerMode::Layer)
       die("--quant is a 'layer' option");
-    if (args.has("vjp") || args.has("poison"))
-      die("--quant: no --vjp or --poison with quantized weights");
+    if (args.has("vjp"))
+      die("--quant: no --vjp with quantized weights");
     const std::string q = args.str("quant");
     const std::string prefix = "fp8_e4m3:";
     std::vector<std::string> sizes;
@@ -884,18 +884,8 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       ref::addRandomProductionParts(in, selectionBias, sharedHidden, sharedGate, dataSeed);
     std::vector<std::string> layerNames(names.begin() + l * perLayer,
                                         names.begin() + (l + 1) * perLayer);
-    // Quantized expert weights: the codes and scales are written, the
-    // reference computes with the dequantized weights.
     std::vector<uint8_t> codes1, codes2;
     std::vector<float> scales1, scales2;
-    if (quantBlockK > 0) {
-      ref::Experts &ex = in.experts;
-      ex.quantizedWeights = true;
-      ref::quantizeFp8Block(ex.w1, E, D, ex.w1Cols(), quantBlockK, quantBlockN,
-                            io::floatToFp8E4M3, codes1, scales1);
-      ref::quantizeFp8Block(ex.w2, E, H, D, quantBlockK, quantBlockN,
-                            io::floatToFp8E4M3, codes2, scales2);
-    }
     std::vector<NamedTensor> tensors = layerTensors(layerNames, in);
     if (l == 0) {
       tensors.push_back({"x", {T, D}, &in.x, dtype});
@@ -904,6 +894,17 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       x0 = x = in.x;
     } else {
       in.x = x;
+    }
+    // Quantized expert weights (after --poison: a NaN weight becomes the NaN
+    // code): the codes and scales are written, the reference computes with
+    // the dequantized weights.
+    if (quantBlockK > 0) {
+      ref::Experts &ex = in.experts;
+      ex.quantizedWeights = true;
+      ref::quantizeFp8Block(ex.w1, E, D, ex.w1Cols(), quantBlockK, quantBlockN,
+                            io::floatToFp8E4M3, codes1, scales1);
+      ref::quantizeFp8Block(ex.w2, E, H, D, quantBlockK, quantBlockN,
+                            io::floatToFp8E4M3, codes2, scales2);
     }
     addParams(params, tensors);
     if (quantBlockK > 0)
@@ -1856,7 +1857,8 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   names and F32 scales under NAME_scale [E, ceil(K/BK), ceil(N/BN)] (scale
   max|w|/448 per block); the reference computes with the dequantized
   weights (each q * s exact in double, rounded once to f32), never rounded
-  to --dtype. Not with --vjp or --poison.
+  to --dtype. --poison applies before the quantization (a NaN weight
+  becomes the NaN code, an infinity saturates to +-448). Not with --vjp.
 moe-ref block --layers N (default 2) + the layer options (no training)
     [--soft-layers L1,L2,... [--slots S] [--group-size M] [--normalize]]
     [--vjp PREFIX (no soft layers)]
