@@ -763,7 +763,34 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
                       emitMicroTile(rb2, withA, group, row0, microRows, rowEnd, col0, kBegin, kEnd);
                       scf::YieldOp::create(rb2);
                     });
-                if (small >= 1 && small < microRows)
+                // Quantized weights: a row tail of 1 (decode: one token per
+                // expert) has its own 1-row tile, since the weights' decoding
+                // is shared by the rows and the FMAs of missing rows are not
+                // (a third micro-kernel only where it pays).
+                if (small >= 1 && small < microRows && g.desc.quantized()) {
+                  Value one = arith::CmpIOp::create(cb2, arith::CmpIPredicate::eq, tail,
+                                                    cIdx(cb2, 1));
+                  scf::IfOp::create(
+                      cb2, smallTail,
+                      [&](OpBuilder &tailBuilder, Location loc) {
+                        ImplicitLocOpBuilder tb(loc, tailBuilder);
+                        scf::IfOp::create(
+                            tb, one,
+                            [&](OpBuilder &oneBuilder, Location loc) {
+                              ImplicitLocOpBuilder ob(loc, oneBuilder);
+                              emitMicroTile(ob, withA, group, bigEnd, 1, rowEnd, col0, kBegin,
+                                            kEnd);
+                              scf::YieldOp::create(ob);
+                            },
+                            [&](OpBuilder &smallBuilder, Location loc) {
+                              ImplicitLocOpBuilder sb(loc, smallBuilder);
+                              emitMicroTile(sb, withA, group, bigEnd, small, rowEnd, col0,
+                                            kBegin, kEnd);
+                              scf::YieldOp::create(sb);
+                            });
+                        scf::YieldOp::create(tb);
+                      });
+                } else if (small >= 1 && small < microRows)
                   scf::IfOp::create(cb2, smallTail, [&](OpBuilder &tailBuilder, Location loc) {
                     ImplicitLocOpBuilder tb(loc, tailBuilder);
                     emitMicroTile(tb, withA, group, bigEnd, small, rowEnd, col0, kBegin, kEnd);
