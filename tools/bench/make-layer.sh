@@ -13,13 +13,18 @@
 #   --dynamic      the token dimension is dynamic: tensor<?xD> (same as T=?)
 #   --layers=N     N layers chained in one function, x -> layer -> layer ...,
 #                  each with its own parameters "layers.I.*" (default 1)
+#   --quant=fp8:BK,BN
+#                  the expert weights FP8 block-scaled (#moe.quant<fp8_e4m3,
+#                  block = [BK, BN]>, docs/spec.md §2.1): w1 and w2 are
+#                  f8E4M3FN with their f32 scales (moe.param "...w1_scale",
+#                  "...w2_scale"); not with --fused
 #   --fused        the body is only moe.fused_experts (the expert phase, no
 #                  router or gate): the function takes the expert indices
 #                  [T, K] i32 and routing weights [T, K] first (inputs, bind
 #                  them with --input), then x (an input), then w1 and w2
 set -euo pipefail
 
-ACT=swiglu ROUTING=top_k TY=f32 DYNAMIC=0 LAYERS=1 FUSED=0
+ACT=swiglu ROUTING=top_k TY=f32 DYNAMIC=0 LAYERS=1 FUSED=0 QUANT=
 while [ $# -gt 0 ]; do
   case "$1" in
     --act=*) ACT="${1#*=}" ;;
@@ -28,6 +33,7 @@ while [ $# -gt 0 ]; do
     --dynamic) DYNAMIC=1 ;;
     --layers=*) LAYERS="${1#*=}" ;;
     --fused) FUSED=1 ;;
+    --quant=fp8:*) QUANT="${1#--quant=fp8:}" ;;
     --) shift; break ;;
     -*) echo "make-layer.sh: unknown option $1" >&2; exit 1 ;;
     *) break ;;
@@ -35,7 +41,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ $# -ne 5 ]; then
-  echo "usage: make-layer.sh [--act=A] [--routing=top_k|dense] [--dtype=f32|bf16|f16] [--dynamic] [--layers=N] [--fused] T D H E K" >&2
+  echo "usage: make-layer.sh [--act=A] [--routing=top_k|dense] [--dtype=f32|bf16|f16] [--dynamic] [--layers=N] [--quant=fp8:BK,BN] [--fused] T D H E K" >&2
   exit 1
 fi
 T=$1 D=$2 H=$3 E=$4 K=$5
@@ -56,6 +62,20 @@ XT="tensor<${T}x${D}x${TY}>"
 WRT="tensor<${D}x${E}x${TY}>"
 W1T="tensor<${E}x${D}x${H1}x${TY}>"
 W2T="tensor<${E}x${H}x${D}x${TY}>"
+# FP8 block-scaled experts: the codes and their scales [E, ceil(K/BK), ceil(N/BN)].
+SCALES="" QATTR="" S1T="" S2T=""
+if [ -n "$QUANT" ]; then
+  BK="${QUANT%,*}" BN="${QUANT#*,}"
+  case "$BK,$BN" in
+    *[!0-9,]* | ,* | *, | 0,* | *,0) echo "make-layer.sh: --quant=fp8:BK,BN takes two sizes >= 1" >&2; exit 1 ;;
+  esac
+  [ "$FUSED" = 1 ] && { echo "make-layer.sh: --quant is not a --fused option" >&2; exit 1; }
+  W1T="tensor<${E}x${D}x${H1}xf8E4M3FN>"
+  W2T="tensor<${E}x${H}x${D}xf8E4M3FN>"
+  S1T="tensor<${E}x$(((D + BK - 1) / BK))x$(((H1 + BN - 1) / BN))xf32>"
+  S2T="tensor<${E}x$(((H + BK - 1) / BK))x$(((D + BN - 1) / BN))xf32>"
+  QATTR=", quant = #moe.quant<fp8_e4m3, block = [${BK}, ${BN}]>"
+fi
 
 if [ "$FUSED" = 1 ]; then
   IT="tensor<${T}x${K}xi32>"
@@ -74,6 +94,14 @@ MLIR
 fi
 
 layer() { # layer INDEX IN OUT
+  if [ -n "$QUANT" ]; then
+    cat <<MLIR
+  %$3 = moe.layer %$2 router(%wr$1) experts(%w1_$1, %w2_$1) expert_scales(%s1_$1, %s2_$1)
+         {routing = ${ROUTE}, activation = #moe.activation<${ACT}>${QATTR}}
+         : (${XT}, ${WRT}, ${W1T}, ${W2T}, ${S1T}, ${S2T}) -> ${XT}
+MLIR
+    return
+  fi
   cat <<MLIR
   %$3 = moe.layer %$2 router(%wr$1) experts(%w1_$1, %w2_$1)
          {routing = ${ROUTE}, activation = #moe.activation<${ACT}>}
@@ -87,7 +115,7 @@ if [ "$LAYERS" = 1 ]; then
 func.func @forward(%x: ${XT},
                    %wr0: ${WRT} {moe.param = "gate.weight"},
                    %w1_0: ${W1T} {moe.param = "experts.gate_up"},
-                   %w2_0: ${W2T} {moe.param = "experts.down"}) -> ${XT} {
+                   %w2_0: ${W2T} {moe.param = "experts.down"}$([ -n "$QUANT" ] && printf ',\n                   %%s1_0: %s {moe.param = "experts.gate_up_scale"},\n                   %%s2_0: %s {moe.param = "experts.down_scale"}' "$S1T" "$S2T")) -> ${XT} {
 MLIR
   layer 0 x y
   echo "  return %y : ${XT}"
@@ -101,7 +129,13 @@ for ((i = 0; i < LAYERS; i++)); do
   [ $i -eq $((LAYERS - 1)) ] && sep=") -> ${XT} {"
   echo "    %wr$i: ${WRT} {moe.param = \"layers.$i.gate.weight\"},"
   echo "    %w1_$i: ${W1T} {moe.param = \"layers.$i.experts.w1\"},"
-  echo "    %w2_$i: ${W2T} {moe.param = \"layers.$i.experts.w2\"}$sep"
+  if [ -n "$QUANT" ]; then
+    echo "    %w2_$i: ${W2T} {moe.param = \"layers.$i.experts.w2\"},"
+    echo "    %s1_$i: ${S1T} {moe.param = \"layers.$i.experts.w1_scale\"},"
+    echo "    %s2_$i: ${S2T} {moe.param = \"layers.$i.experts.w2_scale\"}$sep"
+  else
+    echo "    %w2_$i: ${W2T} {moe.param = \"layers.$i.experts.w2\"}$sep"
+  fi
 done
 prev=x
 for ((i = 0; i < LAYERS; i++)); do

@@ -1,0 +1,129 @@
+"""CPU benchmark of quantized expert weights (issue 25, item 6): bf16 and
+FP8 block-scaled (#moe.quant<fp8_e4m3, block = [128, 128]>) layers through
+moe-run at decode (T = 1, 16) and prefill, side by side in one run with the
+machine's read bandwidth (cpu_moe_bench.py's bandwidth worker, numpy).
+Called by tools/bench/cpu-quant-bench.sh, which documents the options;
+prints figures only, no pass/fail.
+
+Decode rows chain several layers (--layers) with their own weights, so that
+the experts a call reads are not left in the caches by the previous call;
+"weight bytes" is what one call reads: per layer, the experts that T tokens
+of top-k routing reach (E * (1 - (1 - k/E)^T) of them, uniform routing),
+each D x 3H weights (gated) at 2 bytes (bf16) or 1 byte plus its scales
+(FP8), and "%bw" those bytes per ms against the read bandwidth.
+"""
+import argparse
+import datetime
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpu_moe_bench as base  # noqa: E402
+
+
+def expected_experts(E, K, T):
+    return E * (1.0 - (1.0 - float(K) / E) ** T)
+
+
+def weight_bytes(kind, D, H, E, K, T, block=128):
+    experts = expected_experts(E, K, T)
+    per = D * 3 * H
+    if kind == "bf16":
+        return experts * per * 2
+    scales = (-(-D // block)) * (-(-2 * H // block)) + (-(-H // block)) * (-(-D // block))
+    return experts * (per + 4 * scales)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--quick", action="store_true",
+                    help="small shapes, few runs (a smoke test, not figures)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    ap.add_argument("--python", default=os.environ.get("MOE_BENCH_PYTHON"))
+    ap.add_argument("--mcpu", default=None, help="moe-run --mcpu=NAME")
+    opt = ap.parse_args()
+    q = opt.quick
+    tmp = tempfile.mkdtemp(prefix="moe-quant-bench-")
+    start = time.perf_counter()
+
+    model, ncpu, flags = base.machine_info()
+    yn = lambda f: "yes" if f in flags else "no"
+    print("cpu-quant-bench  %s" % datetime.datetime.now().astimezone()
+          .strftime("%Y-%m-%d %H:%M %Z"))
+    print("machine: %s, %d cores, avx512f %s, avx512_bf16 %s, avx2 %s, f16c %s"
+          % (model, ncpu, yn("avx512f"), yn("avx512_bf16"), yn("avx2"), yn("f16c")))
+    mr = base.MoeRun(opt.bin, tmp)
+    extra = ["--mcpu=%s" % opt.mcpu] if opt.mcpu else []
+    if opt.mcpu:
+        print("moe-run --mcpu=%s" % opt.mcpu)
+
+    np_py = base.find_python("numpy", opt.python)
+    bw = None
+    if np_py:
+        bw, err = base.run_worker(np_py, "bandwidth",
+                                  {"bytes": (1 << 28) if q else (1 << 30),
+                                   "reps": 2 if q else 5},
+                                  {"OPENBLAS_NUM_THREADS": str(ncpu)},
+                                  script=os.path.join(os.path.dirname(
+                                      os.path.abspath(__file__)), "cpu_moe_bench.py"))
+        if bw is None:
+            print("bandwidth worker failed: %s" % err)
+    if bw:
+        print("read bandwidth: %.1f GB/s (%s, best of several)" % (bw["gbps"], bw["method"]))
+    else:
+        print("read bandwidth: n/a (no python3 with numpy)")
+
+    # (shape name, D, H, E, K, [(T, layers, runs)])
+    if q:
+        shapes = [("tiny", 256, 128, 16, 4, [(1, 2, 3), (16, 2, 3), (64, 1, 2)])]
+    else:
+        shapes = [
+            ("qwen3-30b-a3b", 2048, 768, 128, 8, [(1, 4, 30), (16, 4, 20), (512, 1, 3)]),
+            ("mixtral/4", 1024, 3584, 8, 2, [(1, 8, 30), (16, 8, 20), (512, 1, 3)]),
+        ]
+    print()
+    print("%-14s %5s %6s %-5s %10s %12s %7s %9s" % (
+        "shape", "T", "layers", "type", "ms/layer", "GB/s weights", "%bw", "x bf16"))
+    for name, D, H, E, K, rows in shapes:
+        for T, layers, runs in rows:
+            res = {}
+            for kind in ("bf16", "fp8"):
+                opts = ["--dtype=bf16", "--dynamic", "--layers=%d" % layers]
+                if kind == "fp8":
+                    opts.append("--quant=fp8:128,128")
+                path = base.generate(opt.root, tmp, "%s_%s_%d" % (name.replace("/", "_"), kind, T),
+                                     T, D, H, E, K, opts)
+                r = mr.run(path, runs, ["--dynamic-size=%d" % T] + extra)
+                res[kind] = r
+                if "ms" not in r:
+                    print("%-14s %5d %6d %-5s %s" % (name, T, layers, kind,
+                                                     "error: " + r.get("error", "?")))
+                    continue
+                ms = r["ms"] / layers
+                wb = weight_bytes(kind, D, H, E, K, T)
+                gbs = wb / (ms * 1e-3) / 1e9
+                pct = "%.0f%%" % (100.0 * gbs / bw["gbps"]) if bw else "n/a"
+                ratio = ""
+                if kind == "fp8" and "ms" in res.get("bf16", {}):
+                    ratio = "%.2f" % (r["ms"] / res["bf16"]["ms"])
+                print("%-14s %5d %6d %-5s %10.3f %12.1f %7s %9s" % (
+                    name, T, layers, kind, ms, gbs, pct, ratio))
+    print()
+    print("ms/layer: moe-run's median of the timed runs over the layers of the "
+          "chain; weight bytes: the experts T tokens reach (uniform routing "
+          "estimate) per layer; x bf16: the FP8 time over the bf16 time.")
+    print("total %.0f s" % (time.perf_counter() - start))
+    if opt.keep:
+        print("kept: %s" % tmp)
+    else:
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
