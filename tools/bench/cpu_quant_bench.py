@@ -56,6 +56,10 @@ def main():
           .strftime("%Y-%m-%d %H:%M %Z"))
     print("machine: %s, %d cores, avx512f %s, avx512_bf16 %s, avx2 %s, f16c %s"
           % (model, ncpu, yn("avx512f"), yn("avx512_bf16"), yn("avx2"), yn("f16c")))
+    try:
+        print("load average at start: %.2f" % os.getloadavg()[0])
+    except OSError:
+        pass
     mr = base.MoeRun(opt.bin, tmp)
     extra = ["--mcpu=%s" % opt.mcpu] if opt.mcpu else []
     if opt.mcpu:
@@ -116,6 +120,10 @@ def main():
     print("ms/layer: moe-run's median of the timed runs over the layers of the "
           "chain; weight bytes: the experts T tokens reach (uniform routing "
           "estimate) per layer; x bf16: the FP8 time over the bf16 time.")
+    try:
+        print("load average at end: %.2f" % os.getloadavg()[0])
+    except OSError:
+        pass
     print("total %.0f s" % (time.perf_counter() - start))
     if opt.keep:
         print("kept: %s" % tmp)
