@@ -317,7 +317,8 @@ const char *const overview =
     R"(moe-run: compile and run one function of a moe module
 
 Arguments. The entry's arguments must be ranked tensors of f32, f16, bf16,
-i32 or i64. Arguments with {moe.param = "NAME"} are parameters, bound by name
+i32, i64 or f8E4M3FN (FP8 quantized expert weights, docs/spec.md §2.1:
+bound from F8_E4M3 tensors of --params, or by --fill-random). Arguments with {moe.param = "NAME"} are parameters, bound by name
 from --params; the others are inputs, bound in order by --input. Arguments
 with {moe.param = #moe.checkpoint<["NAME", ...], transpose>} are assembled
 once, at load, from the tensors of the --params files (memory-mapped):
