@@ -773,33 +773,29 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
                 // expert) has its own 1-row tile, since the weights' decoding
                 // is shared by the rows and the FMAs of missing rows are not
                 // (a third micro-kernel only where it pays).
-                if (small >= 1 && small < microRows && g.desc.quantized()) {
-                  Value one = arith::CmpIOp::create(cb2, arith::CmpIPredicate::eq, tail,
-                                                    cIdx(cb2, 1));
-                  scf::IfOp::create(
-                      cb2, smallTail,
-                      [&](OpBuilder &tailBuilder, Location loc) {
-                        ImplicitLocOpBuilder tb(loc, tailBuilder);
-                        scf::IfOp::create(
-                            tb, one,
-                            [&](OpBuilder &oneBuilder, Location loc) {
-                              ImplicitLocOpBuilder ob(loc, oneBuilder);
-                              emitMicroTile(ob, withA, group, bigEnd, 1, rowEnd, col0, kBegin,
-                                            kEnd);
-                              scf::YieldOp::create(ob);
-                            },
-                            [&](OpBuilder &smallBuilder, Location loc) {
-                              ImplicitLocOpBuilder sb(loc, smallBuilder);
-                              emitMicroTile(sb, withA, group, bigEnd, small, rowEnd, col0,
-                                            kBegin, kEnd);
-                              scf::YieldOp::create(sb);
-                            });
-                        scf::YieldOp::create(tb);
-                      });
-                } else if (small >= 1 && small < microRows)
+                if (small >= 1 && small < microRows)
                   scf::IfOp::create(cb2, smallTail, [&](OpBuilder &tailBuilder, Location loc) {
                     ImplicitLocOpBuilder tb(loc, tailBuilder);
-                    emitMicroTile(tb, withA, group, bigEnd, small, rowEnd, col0, kBegin, kEnd);
+                    auto tile = [&](ImplicitLocOpBuilder &at, int64_t rows) {
+                      emitMicroTile(at, withA, group, bigEnd, rows, rowEnd, col0, kBegin, kEnd);
+                      scf::YieldOp::create(at);
+                    };
+                    if (!g.desc.quantized()) {
+                      tile(tb, small);
+                      return;
+                    }
+                    Value one = arith::CmpIOp::create(tb, arith::CmpIPredicate::eq, tail,
+                                                      cIdx(tb, 1));
+                    scf::IfOp::create(
+                        tb, one,
+                        [&](OpBuilder &oneBuilder, Location loc) {
+                          ImplicitLocOpBuilder ob(loc, oneBuilder);
+                          tile(ob, 1);
+                        },
+                        [&](OpBuilder &smallBuilder, Location loc) {
+                          ImplicitLocOpBuilder sb(loc, smallBuilder);
+                          tile(sb, small);
+                        });
                     scf::YieldOp::create(tb);
                   });
                 scf::YieldOp::create(cb2);
@@ -956,6 +952,39 @@ Value cpu::declarePackedScales(ImplicitLocOpBuilder &b, Operation *symbolTableOp
   return memref::GetGlobalOp::create(b, type, global.getSymName());
 }
 
+/// The key hash of packed operands: `seed` mixed (FNV-1a steps) with the
+/// bits of 64 elements sampled evenly from `m`, seen as [groups, rows,
+/// cols]; `at` maps (group, row, col) to m's indices.
+static Value hashSamples(ImplicitLocOpBuilder &b, Value m, Value groups, Value rows, Value cols,
+                         Value seed,
+                         function_ref<SmallVector<Value>(Value, Value, Value)> at) {
+  Type i64 = b.getI64Type();
+  Value plane = arith::MulIOp::create(b, rows, cols);
+  Value total = arith::MulIOp::create(b, groups, plane);
+  Value samples = minIdx(b, total, cIdx(b, 64));
+  Value step = arith::MaxSIOp::create(b, arith::DivSIOp::create(b, total, cIdx(b, 64)),
+                                      cIdx(b, 1));
+  Type bitsType =
+      b.getIntegerType(cast<MemRefType>(m.getType()).getElementType().getIntOrFloatBitWidth());
+  auto loop = scf::ForOp::create(
+      b, cIdx(b, 0), samples, cIdx(b, 1), ValueRange{seed},
+      [&](OpBuilder &nested, Location loc, Value s, ValueRange acc) {
+        ImplicitLocOpBuilder nb(loc, nested);
+        Value lin = arith::MulIOp::create(nb, s, step);
+        Value grp = arith::DivSIOp::create(nb, lin, plane);
+        Value rem = arith::RemSIOp::create(nb, lin, plane);
+        Value k = arith::DivSIOp::create(nb, rem, cols);
+        Value c = arith::RemSIOp::create(nb, rem, cols);
+        Value v = memref::LoadOp::create(nb, m, at(grp, k, c));
+        Value bits = arith::ExtUIOp::create(nb, i64, arith::BitcastOp::create(nb, bitsType, v));
+        Value mixed = arith::MulIOp::create(
+            nb, arith::XOrIOp::create(nb, acc[0], bits),
+            arith::ConstantOp::create(nb, nb.getI64IntegerAttr(0x100000001b3)));
+        scf::YieldOp::create(nb, ValueRange{mixed});
+      });
+  return loop.getResult(0);
+}
+
 void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
                           CpuConfigAttr config, bool gated, bool vnni, bool transposed,
                           Value scales, Value packedScales, int64_t blockK, int64_t blockN) {
@@ -978,58 +1007,19 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
   // Key of this call's buffer: its address and a hash of 64 sampled elements.
   Value address = arith::IndexCastOp::create(
       b, i64, memref::ExtractAlignedPointerAsIndexOp::create(b, w));
-  Value plane = arith::MulIOp::create(b, red, cols);
-  Value total = arith::MulIOp::create(b, groups, plane);
-  Value samples = minIdx(b, total, cIdx(b, 64));
-  Value step = arith::MaxSIOp::create(b, arith::DivSIOp::create(b, total, cIdx(b, 64)),
-                                      cIdx(b, 1));
-  Type bitsType = b.getIntegerType(elt.getIntOrFloatBitWidth());
-  auto hashLoop = scf::ForOp::create(
-      b, cIdx(b, 0), samples, cIdx(b, 1),
-      ValueRange{arith::ConstantOp::create(b, b.getI64IntegerAttr(0x811c9dc5))},
-      [&](OpBuilder &nested, Location loc, Value s, ValueRange acc) {
-        ImplicitLocOpBuilder nb(loc, nested);
-        Value lin = arith::MulIOp::create(nb, s, step);
-        Value grp = arith::DivSIOp::create(nb, lin, plane);
-        Value rem = arith::RemSIOp::create(nb, lin, plane);
-        Value k = arith::DivSIOp::create(nb, rem, cols);
-        Value c = arith::RemSIOp::create(nb, rem, cols);
-        Value v = memref::LoadOp::create(nb, w, at(grp, k, c));
-        Value bits = arith::ExtUIOp::create(nb, i64, arith::BitcastOp::create(nb, bitsType, v));
-        Value mixed = arith::MulIOp::create(
-            nb, arith::XOrIOp::create(nb, acc[0], bits),
-            arith::ConstantOp::create(nb, nb.getI64IntegerAttr(0x100000001b3)));
-        scf::YieldOp::create(nb, ValueRange{mixed});
-      });
-  Value hash = hashLoop.getResult(0);
+  Value hash = hashSamples(b, w, groups, red, cols,
+                           arith::ConstantOp::create(b, b.getI64IntegerAttr(0x811c9dc5)), at);
   // FP8: the scales' buffer and 64 sampled scales are part of the key.
   if (scales) {
-    Value sTotal = arith::MulIOp::create(
-        b, dim(scales, 0), arith::MulIOp::create(b, dim(scales, 1), dim(scales, 2)));
-    Value sPlane = arith::MulIOp::create(b, dim(scales, 1), dim(scales, 2));
-    Value sStep = arith::MaxSIOp::create(b, arith::DivSIOp::create(b, sTotal, cIdx(b, 64)),
-                                         cIdx(b, 1));
-    Value prime = arith::ConstantOp::create(b, b.getI64IntegerAttr(0x100000001b3));
     Value sAddress = arith::IndexCastOp::create(
         b, i64, memref::ExtractAlignedPointerAsIndexOp::create(b, scales));
-    Value seeded = arith::MulIOp::create(b, arith::XOrIOp::create(b, hash, sAddress), prime);
-    auto scaleHash = scf::ForOp::create(
-        b, cIdx(b, 0), minIdx(b, sTotal, cIdx(b, 64)), cIdx(b, 1), ValueRange{seeded},
-        [&](OpBuilder &nested, Location loc, Value s, ValueRange acc) {
-          ImplicitLocOpBuilder nb(loc, nested);
-          Value lin = arith::MulIOp::create(nb, s, sStep);
-          Value grp = arith::DivSIOp::create(nb, lin, sPlane);
-          Value rem = arith::RemSIOp::create(nb, lin, sPlane);
-          Value kb = arith::DivSIOp::create(nb, rem, dim(scales, 2));
-          Value nb2 = arith::RemSIOp::create(nb, rem, dim(scales, 2));
-          Value v = memref::LoadOp::create(nb, scales, ValueRange{grp, kb, nb2});
-          Value bits = arith::ExtUIOp::create(
-              nb, i64, arith::BitcastOp::create(nb, nb.getI32Type(), v));
-          scf::YieldOp::create(
-              nb, ValueRange{arith::MulIOp::create(nb, arith::XOrIOp::create(nb, acc[0], bits),
-                                                   prime)});
-        });
-    hash = scaleHash.getResult(0);
+    Value seeded = arith::MulIOp::create(
+        b, arith::XOrIOp::create(b, hash, sAddress),
+        arith::ConstantOp::create(b, b.getI64IntegerAttr(0x100000001b3)));
+    hash = hashSamples(b, scales, dim(scales, 0), dim(scales, 1), dim(scales, 2), seeded,
+                       [](Value grp, Value k, Value c) -> SmallVector<Value> {
+                         return {grp, k, c};
+                       });
   }
   Value sameAddress = arith::CmpIOp::create(
       b, arith::CmpIPredicate::eq, memref::LoadOp::create(b, key, ValueRange{cIdx(b, 0)}),
