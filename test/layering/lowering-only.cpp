@@ -12,18 +12,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialect/MoEDialect.h"
 #ifdef MOE_LAYERING_GPU
 #include "lowering/gpu/Passes.h"
 #else
 #include "lowering/cpu/Passes.h"
 #endif
+#include "lowering/InitAllMoE.h"
 #include "lowering/Pipelines.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
@@ -36,9 +34,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   DialectRegistry registry;
-  registry.insert<moe::MoEDialect>();
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
+  // The dialects and extensions the pipelines need: the one registration
+  // (MoERegisterAllDialects), which links neither lowering library.
+  moe::registerAllMoE(registry);
   MLIRContext context(registry);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(argv[1], &context);
   if (!module)
