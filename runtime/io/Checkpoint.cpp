@@ -347,13 +347,33 @@ struct Part {
   std::vector<int64_t> shape; ///< after the transposition
 };
 
+/// Whether a tensor of dtype `source` assembles into a parameter of dtype
+/// `target` (checkpointShape's rules); the reason when it does not.
+std::optional<std::string> dtypeMismatch(DType source, DType target) {
+  if (target == DType::F8E4M3) {
+    if (source == DType::F8E4M3)
+      return std::nullopt;
+    return std::string("an f8E4M3FN parameter takes F8_E4M3 tensors only");
+  }
+  if (!isFloatType(target))
+    return std::string("a parameter of type ") + dtypeName(target) +
+           " cannot be assembled";
+  if (source == DType::F8E4M3)
+    return std::string("F8_E4M3 tensors (FP8 codes, which need their "
+                       "scales) assemble only into an f8E4M3FN parameter, "
+                       "not ") +
+           dtypeName(target);
+  return std::nullopt;
+}
+
 /// The parts of expert `expert` (-1: not per-expert) and their concatenated
 /// shape.
 Result<std::vector<int64_t>> expertParts(const TensorStore &store,
                                          const CheckpointSpec &spec,
                                          int64_t expert,
                                          std::string_view subject,
-                                         std::vector<Part> *parts) {
+                                         std::vector<Part> *parts,
+                                         std::optional<DType> target) {
   std::vector<int64_t> shape;
   std::string firstName;
   for (const std::string &pattern : spec.names) {
@@ -368,10 +388,15 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
     const SafeTensorInfo &info = *part.entry->info;
     std::string where = "tensor " + quote(part.name, 200) + " in " +
                         displayPath(part.entry->file->path());
-    if (!isFloatType(info.dtype))
+    if (!isFloatType(info.dtype) && info.dtype != DType::F8E4M3)
       return Error{where + " has dtype " +
                    safetensorsDTypeName(info.dtype) + "; parameters need " +
-                   "F32, F16 or BF16"};
+                   "F32, F16, BF16 or F8_E4M3"};
+    if (target)
+      if (std::optional<std::string> why = dtypeMismatch(info.dtype, *target))
+        return Error{where + " has dtype " +
+                     safetensorsDTypeName(info.dtype) + " (for " +
+                     std::string(subject) + "): " + *why};
     part.shape = info.shape;
     if (spec.transpose) {
       if (part.shape.size() != 2)
@@ -406,7 +431,8 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
 
 Result<std::vector<int64_t>>
 checkpointShape(const TensorStore &store, const CheckpointSpec &spec,
-                const std::vector<int64_t> &shape, std::string_view subject) {
+                const std::vector<int64_t> &shape, std::string_view subject,
+                std::optional<DType> target) {
   if (spec.names.empty())
     return Error{std::string(subject) + ": #moe.checkpoint names no tensor"};
   std::vector<int64_t> result;
@@ -420,7 +446,7 @@ checkpointShape(const TensorStore &store, const CheckpointSpec &spec,
     std::vector<int64_t> first;
     for (int64_t e = 0; e < experts; ++e) {
       std::vector<Part> parts;
-      auto s = expertParts(store, spec, e, subject, &parts);
+      auto s = expertParts(store, spec, e, subject, &parts, target);
       if (!s)
         return s.status();
       if (e == 0) {
@@ -437,7 +463,7 @@ checkpointShape(const TensorStore &store, const CheckpointSpec &spec,
     result.push_back(experts);
     result.insert(result.end(), first.begin(), first.end());
   } else {
-    auto s = expertParts(store, spec, -1, subject, nullptr);
+    auto s = expertParts(store, spec, -1, subject, nullptr, target);
     if (!s)
       return s.status();
     result = s.take();
@@ -461,7 +487,7 @@ Status assembleCheckpointTensor(const TensorStore &store,
                                 const CheckpointSpec &spec,
                                 const std::vector<int64_t> &shape,
                                 DType target, uint8_t *out) {
-  if (!isFloatType(target))
+  if (!isFloatType(target) && target != DType::F8E4M3)
     return Error{std::string("checkpoint tensors ") + spec.describe() +
                  ": cannot assemble a parameter of type " +
                  dtypeName(target)};
@@ -477,7 +503,8 @@ Status assembleCheckpointTensor(const TensorStore &store,
   const uint64_t rows = width ? expertCount / width : 0;
   for (int64_t e = 0; e < experts; ++e) {
     std::vector<Part> parts;
-    auto s = expertParts(store, spec, perExpert ? e : -1, "assembly", &parts);
+    auto s = expertParts(store, spec, perExpert ? e : -1, "assembly", &parts,
+                         target);
     if (!s)
       return s.status();
     if (*s != expertShape)

@@ -25,6 +25,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,15 +114,22 @@ struct CheckpointSpec {
 /// (the parameter's shape; kDynamicDim stands for any size, but the leading
 /// dimension must be static for a per-expert spec). Reads no tensor data.
 /// `subject` names the parameter in messages ("argument #2 (%arg2)").
+/// With `target` (the parameter's element type), the tensors' dtypes are
+/// checked against it too: F32, F16 and BF16 tensors assemble into an F32,
+/// F16 or BF16 parameter; F8E4M3 tensors (FP8 codes, which are not values
+/// without their scales) only into an F8E4M3 parameter, which takes nothing
+/// else.
 constexpr int64_t kDynamicDim = -1;
 Result<std::vector<int64_t>>
 checkpointShape(const TensorStore &store, const CheckpointSpec &spec,
-                const std::vector<int64_t> &shape, std::string_view subject);
+                const std::vector<int64_t> &shape, std::string_view subject,
+                std::optional<DType> target = std::nullopt);
 
 /// Writes the assembled tensor of shape `shape` (as returned by
 /// checkpointShape) into `out` (numElements(shape) * elementSize(target)
-/// bytes) with element type `target` (F32, F16 or BF16): widening is exact,
-/// narrowing rounds to nearest even; a tensor already of type `target` is
+/// bytes) with element type `target` (F32, F16, BF16 or F8E4M3, with the
+/// dtype rules of checkpointShape): widening is exact, narrowing rounds to
+/// nearest even; a tensor already of type `target` (always, for F8E4M3) is
 /// copied bit for bit.
 Status assembleCheckpointTensor(const TensorStore &store,
                                 const CheckpointSpec &spec,

@@ -14,8 +14,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/io/Json.h"
+#include "runtime/io/Quantized.h"
 #include "runtime/io/TensorIO.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -69,6 +71,22 @@ const char *const usage = R"(usage: moe-ckpt-gen FAMILY OUTDIR [options]
                             Example (moe-ref layer ... --selection-bias
                             --shared-hidden 32 --names wr,b,w1,w2,s1,s2):
                               --layer-weights=1:p.safetensors:wr=wr,bias=b,w1=w1,w2=w2,s1=s1,s2=s2
+  --quant=fp8_e4m3:BK,BN    FP8 block-scaled routed experts, as DeepSeek-V3
+                            and Qwen3 FP8 publish them: every expert weight
+                            F8_E4M3 [out, in] with `weight_scale_inv` F32
+                            [ceil(out/BN), ceil(in/BK)], and config.json's
+                            quantization_config (quant_method fp8, fmt e4m3,
+                            activation_scheme dynamic, weight_block_size
+                            [BN, BK]). Random experts are quantized per block
+                            (scale = max|w| / 448); with --layer-weights, w1
+                            and w2 are the F8_E4M3 codes of `moe-ref layer
+                            --quant fp8_e4m3:BK,BN` and their scales the F32
+                            tensors NAME_scale beside them. The router and
+                            the shared experts stay in --dtype.
+  --scale-name=weight_scale_inv|weight_scale
+                            with --quant: the scales' name after the weight's
+                            module (default weight_scale_inv, DeepSeek's and
+                            Qwen3's; weight_scale is compressed-tensors')
   --stacked=DIR             also write DIR/layer_<i>.safetensors per MoE layer
   --break=missing-tensor|wrong-shape|wrong-dtype|duplicate|missing-shard
 )";
@@ -128,7 +146,44 @@ io::Tensor makeTensor(io::DType dtype, std::vector<int64_t> shape,
 /// One MoE layer in the moe layout (row-major floats).
 struct MoEWeights {
   std::vector<float> wr, bias, w1, w2, s1, s2, sg;
+  /// With --quant: the E4M3 codes of w1 and w2 (moe layout) and their scales
+  /// [E, ceil(K/BK), ceil(N/BN)].
+  std::vector<uint8_t> w1q, w2q;
+  std::vector<float> w1s, w2s;
 };
+
+/// Quantizes `w` ([E, K, N], moe layout) per block of BK x BN: scale =
+/// max|w| / 448 over the block (1 for an all-zero block), code = the E4M3
+/// nearest to w / scale.
+void quantizeFp8(const std::vector<float> &w, int64_t e, int64_t k, int64_t n,
+                 int64_t bk, int64_t bn, std::vector<uint8_t> &codes,
+                 std::vector<float> &scales) {
+  const int64_t kb = (k + bk - 1) / bk, nb = (n + bn - 1) / bn;
+  codes.assign(w.size(), 0);
+  scales.assign(e * kb * nb, 1.0f);
+  for (int64_t x = 0; x < e; ++x)
+    for (int64_t i0 = 0; i0 < kb; ++i0)
+      for (int64_t j0 = 0; j0 < nb; ++j0) {
+        float max = 0;
+        for (int64_t i = i0 * bk; i < std::min(k, (i0 + 1) * bk); ++i)
+          for (int64_t j = j0 * bn; j < std::min(n, (j0 + 1) * bn); ++j)
+            max = std::max(max, std::fabs(w[(x * k + i) * n + j]));
+        float scale = max > 0 ? max / 448.0f : 1.0f;
+        scales[(x * kb + i0) * nb + j0] = scale;
+        for (int64_t i = i0 * bk; i < std::min(k, (i0 + 1) * bk); ++i)
+          for (int64_t j = j0 * bn; j < std::min(n, (j0 + 1) * bn); ++j)
+            codes[(x * k + i) * n + j] =
+                io::floatToFp8E4M3(w[(x * k + i) * n + j] / scale);
+      }
+}
+
+io::Tensor codesTensor(std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+  io::Tensor t;
+  t.dtype = io::DType::F8E4M3;
+  t.shape = std::move(shape);
+  t.data = std::move(bytes);
+  return t;
+}
 
 struct Options {
   std::string family, out;
@@ -146,6 +201,9 @@ struct Options {
   /// --layer-weights: key (wr, bias, w1, w2, s1, s2, sg) -> tensor name.
   std::map<std::string, std::string> weightNames;
   std::string stacked, breakKind;
+  /// --quant=fp8_e4m3:BK,BN; 0 without.
+  int64_t fp8BlockK = 0, fp8BlockN = 0;
+  std::string scaleName = "weight_scale_inv";
 };
 
 bool startsWith(const std::string &s, const char *prefix) {
@@ -264,6 +322,18 @@ int main(int argc, char **argv) {
       o.scale = moe::io::json::formatShortestDouble(x);
     } else if (startsWith(a, "--layer-weights=")) {
       parseLayerWeights(value("--layer-weights="), o);
+    } else if (startsWith(a, "--quant=")) {
+      std::string v = value("--quant="), prefix = "fp8_e4m3:";
+      size_t comma = v.find(',');
+      if (!startsWith(v, prefix.c_str()) || comma == std::string::npos)
+        die("--quant must be fp8_e4m3:BK,BN, got '" + v + "'");
+      o.fp8BlockK = parseInt(v.substr(prefix.size(), comma - prefix.size()),
+                             "--quant's BK");
+      o.fp8BlockN = parseInt(v.substr(comma + 1), "--quant's BN");
+    } else if (startsWith(a, "--scale-name=")) {
+      o.scaleName = value("--scale-name=");
+      if (o.scaleName != "weight_scale_inv" && o.scaleName != "weight_scale")
+        die("--scale-name must be weight_scale_inv or weight_scale");
     } else if (startsWith(a, "--stacked=")) {
       o.stacked = value("--stacked=");
     } else if (startsWith(a, "--break=")) {
@@ -430,6 +500,18 @@ int main(int argc, char **argv) {
     norm(true);
   }
   kv("num_hidden_layers", std::to_string(layers));
+  const bool fp8 = o.fp8BlockK > 0;
+  if (fp8) {
+    if (o.h % o.fp8BlockN != 0)
+      die("--quant: BN = " + std::to_string(o.fp8BlockN) +
+          " must divide H = " + std::to_string(o.h) +
+          " (moe-import joins the gate and up projections' scales)");
+    kv("quantization_config",
+       "{\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "
+       "\"quant_method\": \"fp8\", \"weight_block_size\": [" +
+           std::to_string(o.fp8BlockN) + ", " + std::to_string(o.fp8BlockK) +
+           "]}");
+  }
   if (o.weightsLayer >= 0 &&
       (o.weightsLayer >= layers || !isMoE[o.weightsLayer])) {
     std::string moeLayers;
@@ -547,6 +629,37 @@ int main(int argc, char **argv) {
       take("s2", m.s2, {hs, d});
       take("sg", m.sg, {d, 1});
     }
+    if (fp8) {
+      const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
+      quantizeFp8(m.w1, e, d, 2 * h, bk, bn, m.w1q, m.w1s);
+      quantizeFp8(m.w2, e, h, d, bk, bn, m.w2q, m.w2s);
+      if (l == o.weightsLayer) {
+        // The codes and scales of moe-ref layer --quant, as they are.
+        auto codes = [&](const char *key, std::vector<uint8_t> &out,
+                         std::vector<float> &scales, int64_t k, int64_t n) {
+          const std::string &name = o.weightNames[key];
+          const io::SafeTensorInfo *info = weights->find(name);
+          std::vector<int64_t> shape{e, k, n};
+          if (!info || info->dtype != io::DType::F8E4M3 || info->shape != shape)
+            die(o.weightsFile + ": '" + name + "' (" + key +
+                ") must be F8_E4M3 " + io::formatShape(shape) +
+                " with --quant");
+          const uint8_t *raw = weights->rawData(*info);
+          out.assign(raw, raw + e * k * n);
+          std::vector<int64_t> sshape{e, (k + bk - 1) / bk, (n + bn - 1) / bn};
+          auto t = weights->get(name + "_scale", io::DType::F32);
+          if (!t)
+            die(t.error());
+          if (t->shape != sshape)
+            die(o.weightsFile + ": '" + name + "_scale' has shape " +
+                io::formatShape(t->shape) + ", expected " +
+                io::formatShape(sshape));
+          scales = t->toVector<float>();
+        };
+        codes("w1", m.w1q, m.w1s, d, 2 * h);
+        codes("w2", m.w2q, m.w2s, h, d);
+      }
+    }
     // Then in the checkpoint's layout: nn.Linear [out, in] per expert.
     std::string q = p + moeKey + ".";
     std::vector<float> gate(e * d);
@@ -570,6 +683,42 @@ int main(int argc, char **argv) {
           dn[i * h + j] = m.w2[(x * h + j) * d + i];
         }
       bool first = stackedLayers.empty();
+      if (fp8) {
+        // Codes [out, in] and scales [ceil(out/BN), ceil(in/BK)] per weight.
+        const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
+        const int64_t dk = (d + bk - 1) / bk, hn = h / bn;
+        const int64_t hk = (h + bk - 1) / bk, dn2 = (d + bn - 1) / bn;
+        std::vector<uint8_t> gq(h * d), uq(h * d), dq(d * h);
+        std::vector<float> gs(hn * dk), us(hn * dk), ds(dn2 * hk);
+        for (int64_t i = 0; i < d; ++i)
+          for (int64_t j = 0; j < h; ++j) {
+            gq[j * d + i] = m.w1q[(x * d + i) * 2 * h + j];
+            uq[j * d + i] = m.w1q[(x * d + i) * 2 * h + h + j];
+            dq[i * h + j] = m.w2q[(x * h + j) * d + i];
+          }
+        for (int64_t ib = 0; ib < dk; ++ib)
+          for (int64_t jb = 0; jb < hn; ++jb) {
+            gs[jb * dk + ib] = m.w1s[(x * dk + ib) * 2 * hn + jb];
+            us[jb * dk + ib] = m.w1s[(x * dk + ib) * 2 * hn + hn + jb];
+          }
+        for (int64_t jb = 0; jb < hk; ++jb)
+          for (int64_t ib = 0; ib < dn2; ++ib)
+            ds[ib * hk + jb] = m.w2s[(x * hk + jb) * dn2 + ib];
+        auto putCodes = [&](const std::string &name, std::vector<int64_t> shape,
+                            std::vector<uint8_t> bytes) {
+          tensors[name] = codesTensor(std::move(shape), std::move(bytes));
+          layerOf[name] = l;
+        };
+        putCodes(ex + w1 + ".weight", {h, d}, gq);
+        // --break=missing-tensor: the first expert's gate has no scales.
+        if (!(first && x == 0 && o.breakKind == "missing-tensor"))
+          put(ex + w1 + "." + o.scaleName, l, {hn, dk}, gs, io::DType::F32);
+        putCodes(ex + w3 + ".weight", {h, d}, uq);
+        put(ex + w3 + "." + o.scaleName, l, {hn, dk}, us, io::DType::F32);
+        putCodes(ex + w2 + ".weight", {d, h}, dq);
+        put(ex + w2 + "." + o.scaleName, l, {dn2, hk}, ds, io::DType::F32);
+        continue;
+      }
       if (!(first && x == 1 && o.breakKind == "missing-tensor"))
         put(ex + w3 + ".weight", l, {h, d}, u, o.dtype);
       put(ex + w1 + ".weight", l, {h, d}, g, o.dtype);
@@ -665,8 +814,18 @@ int main(int argc, char **argv) {
       std::map<std::string, io::Tensor> t;
       const int64_t hs = sharedWidth;
       t["wr"] = makeTensor(o.dtype, {d, e}, m.wr);
-      t["w1"] = makeTensor(o.dtype, {e, d, 2 * h}, m.w1);
-      t["w2"] = makeTensor(o.dtype, {e, h, d}, m.w2);
+      if (fp8) {
+        const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
+        t["w1"] = codesTensor({e, d, 2 * h}, m.w1q);
+        t["w2"] = codesTensor({e, h, d}, m.w2q);
+        t["w1_scale"] = makeTensor(io::DType::F32,
+                                   {e, (d + bk - 1) / bk, 2 * h / bn}, m.w1s);
+        t["w2_scale"] = makeTensor(
+            io::DType::F32, {e, (h + bk - 1) / bk, (d + bn - 1) / bn}, m.w2s);
+      } else {
+        t["w1"] = makeTensor(o.dtype, {e, d, 2 * h}, m.w1);
+        t["w2"] = makeTensor(o.dtype, {e, h, d}, m.w2);
+      }
       if (!m.bias.empty())
         t["bias"] = makeTensor(io::DType::F32, {e}, m.bias);
       if (!m.s1.empty()) {

@@ -178,16 +178,39 @@ public:
     out = std::string(v->asString());
     return std::nullopt;
   }
-  /// The `quant_method` of a `quantization_config` ("" when it has none or
-  /// is not an object); std::nullopt without a quantization_config.
-  std::optional<std::string> quantMethod() const {
-    auto q = root.find("quantization_config");
-    if (!q || q->isNull())
+  /// The object under `key` as a Config whose messages name it
+  /// ("config.json: quantization_config: fmt"); std::nullopt when the key is
+  /// absent or null, a Failure when it is not an object.
+  std::optional<Failure> getObject(const char *key,
+                                   std::optional<Config> &out) const {
+    auto v = root.find(key);
+    if (!v || v->isNull())
       return std::nullopt;
-    if (!q->isObject())
-      return std::string();
-    auto m = q->find("quant_method");
-    return m && m->isString() ? std::string(m->asString()) : std::string();
+    if (!v->isObject())
+      return Failure{path + ": key '" + key + "' must be an object"};
+    out.emplace(*v, path + ": " + key);
+    return std::nullopt;
+  }
+  /// A list of exactly `count` positive integers.
+  std::optional<Failure> getPositiveInts(const char *key, size_t count,
+                                         std::vector<int64_t> &out) const {
+    auto v = root.find(key);
+    if (!v || v->isNull())
+      return Failure{path + ": missing key '" + key + "'"};
+    auto bad = [&] {
+      return Failure{path + ": key '" + key + "' must be a list of " +
+                     std::to_string(count) + " positive integers"};
+    };
+    if (!v->isArray() || v->size() != count)
+      return bad();
+    out.clear();
+    for (size_t i = 0; i < count; ++i) {
+      uint64_t u;
+      if (!v->at(i).getUInt64(u) || u < 1 || u > uint64_t(1) << 31)
+        return bad();
+      out.push_back(static_cast<int64_t>(u));
+    }
+    return std::nullopt;
   }
   std::optional<Failure> getIntList(const char *key,
                                     std::set<int64_t> &out) const {
@@ -224,7 +247,10 @@ struct Param {
   /// stored: [out, in] for nn.Linear weights.
   std::vector<std::vector<int64_t>> tensorShapes;
   std::vector<int64_t> argShape;
-  bool f32 = false; ///< always f32 (the selection bias)
+  /// What the parameter holds: values of the layer's type, f32 values
+  /// (the selection bias, FP8 scales), or FP8 E4M3 codes.
+  enum class Kind { Value, F32, Fp8Codes } kind = Kind::Value;
+  bool isScale = false; ///< an FP8 block scale (kind F32)
 };
 
 struct Model {
@@ -239,10 +265,60 @@ struct Model {
   int64_t sharedWidth = 0;
   bool sharedGate = false;
   bool selectionBias = false;
+  /// FP8 block-scaled expert weights (quantization_config quant_method
+  /// "fp8"): the block [bN, bK] of weight_block_size, in the checkpoint's
+  /// [out, in] order; 0 when the weights are not quantized. The suffix of
+  /// the scale tensors' names is looked up in the checkpoint.
+  int64_t fp8BlockN = 0, fp8BlockK = 0;
+  std::string scaleSuffix = "_scale_inv";
   /// Which layers are MoE layers.
   std::vector<bool> isMoE;
   std::string denseReason; ///< why a layer is dense, for --layers errors
 };
+
+/// The quantization_config of `cfg`, if any, into `m` (docs/quantization.md,
+/// "moe-import"). FP8 block-scaled weights (quant_method "fp8", DeepSeek-V3/R1
+/// and Qwen3 FP8) are imported; the other methods are one error.
+std::optional<Failure> describeQuantization(const Config &cfg, Model &m) {
+  std::optional<Config> q;
+  std::optional<Failure> f;
+  if ((f = cfg.getObject("quantization_config", q)) || !q)
+    return f;
+  std::string method;
+  if ((f = q->getString("quant_method", method, std::nullopt)))
+    return f;
+  if (method != "fp8")
+    return Failure{q->where("quant_method") + " is '" + method +
+                   "': moe-import reads FP8 block-scaled checkpoints "
+                   "(quant_method 'fp8'); " +
+                   (method == "gptq" || method == "awq" ||
+                            method == "compressed-tensors"
+                        ? std::string("int4 checkpoints are not supported yet "
+                                      "(docs/quantization.md)")
+                        : std::string("this method is unknown"))};
+  std::string fmt, activations;
+  if ((f = q->getString("fmt", fmt, std::string("e4m3"))) ||
+      (f = q->getString("activation_scheme", activations,
+                        std::string("dynamic"))))
+    return f;
+  if (fmt != "e4m3")
+    return Failure{q->where("fmt") + " is '" + fmt +
+                   "'; FP8 weights must be e4m3 (float8_e4m3fn)"};
+  // "dynamic": activations are quantized on the fly (DeepSeek's w8a8),
+  // which the weight-only numerics replace by the layer's type; "static"
+  // checkpoints carry activation scales that would be ignored.
+  if (activations != "dynamic")
+    return Failure{q->where("activation_scheme") + " is '" + activations +
+                   "'; moe-import computes weight-only (activations in the "
+                   "layer's type), so only 'dynamic' checkpoints carry no "
+                   "activation scales it would ignore"};
+  std::vector<int64_t> block;
+  if ((f = q->getPositiveInts("weight_block_size", 2, block)))
+    return f;
+  m.fp8BlockN = block[0];
+  m.fp8BlockK = block[1];
+  return std::nullopt;
+}
 
 std::optional<Failure> describeModel(const Config &cfg, Model &m) {
   std::optional<Failure> f;
@@ -254,12 +330,8 @@ std::optional<Failure> describeModel(const Config &cfg, Model &m) {
     return Failure{cfg.where("model_type") + " is '" + t +
                    "', which moe-import does not know (supported: mixtral, "
                    "qwen2_moe, qwen3_moe, olmoe, deepseek_v3)"};
-  // Quantized weights (FP8 block-scaled, GPTQ, AWQ, compressed-tensors):
-  // runtime/io/Quantized.h decodes them, the layers cannot take them yet.
-  if (std::optional<std::string> method = cfg.quantMethod())
-    return Failure{cfg.where("quantization_config") + " (quant_method '" +
-                   *method + "'): quantized checkpoints are not supported yet "
-                   "(docs/quantization.md); import a bf16 or f32 checkpoint"};
+  if ((f = describeQuantization(cfg, m)))
+    return f;
   if ((f = cfg.getInt("hidden_size", m.hidden, std::nullopt, 1)) ||
       (f = cfg.getInt("num_hidden_layers", m.layers, std::nullopt, 1)) ||
       (f = cfg.getInt("num_experts_per_tok", m.topK, std::nullopt, 1)))
@@ -358,6 +430,13 @@ std::optional<Failure> describeModel(const Config &cfg, Model &m) {
     m.denseReason = "first_k_dense_replace = " + std::to_string(firstDense) +
                     ", moe_layer_freq = " + std::to_string(freq);
   }
+  if (m.fp8BlockN > 0 && m.expertWidth % m.fp8BlockN != 0)
+    return Failure{cfg.where("quantization_config") + ": weight_block_size = [" +
+                   std::to_string(m.fp8BlockN) + ", " +
+                   std::to_string(m.fp8BlockK) + "] does not divide the " +
+                   "experts' width " + std::to_string(m.expertWidth) +
+                   " (the gate and up projections' blocks of rows, joined "
+                   "into one w1, would straddle them)"};
   return std::nullopt;
 }
 
@@ -376,25 +455,45 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
     w1 = "gate_proj.weight", w3 = "up_proj.weight", w2 = "down_proj.weight";
   }
   std::vector<Param> params;
+  using Kind = Param::Kind;
   auto add = [&](std::string arg, std::vector<std::string> names,
                  bool transpose, std::vector<std::vector<int64_t>> shapes,
-                 std::vector<int64_t> argShape, bool f32 = false) {
+                 std::vector<int64_t> argShape, Kind kind = Kind::Value) {
     Param q;
     q.argName = std::move(arg);
     q.spec.names = std::move(names);
     q.spec.transpose = transpose;
     q.tensorShapes = std::move(shapes);
     q.argShape = std::move(argShape);
-    q.f32 = f32;
+    q.kind = kind;
     params.push_back(std::move(q));
   };
   add("wr", {gate}, true, {{e, d}}, {d, e});
   if (m.selectionBias)
     add("bias", {p + "mlp.gate.e_score_correction_bias"}, false, {{e}}, {e},
-        true);
+        Kind::F32);
+  const bool fp8 = m.fp8BlockN > 0;
+  const Kind weights = fp8 ? Kind::Fp8Codes : Kind::Value;
   add("w1", {expert + w1, expert + w3}, true, {{h, d}, {h, d}},
-      {e, d, 2 * h});
-  add("w2", {expert + w2}, true, {{d, h}}, {e, h, d});
+      {e, d, 2 * h}, weights);
+  add("w2", {expert + w2}, true, {{d, h}}, {e, h, d}, weights);
+  if (fp8) {
+    // The scales of each nn.Linear weight [out, in]: [ceil(out/bN),
+    // ceil(in/bK)], transposed, stacked and concatenated as the weights are
+    // (describeModel checked that H is a multiple of bN, so the gate's and
+    // the up projection's blocks of columns do not straddle).
+    auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
+    const int64_t bN = m.fp8BlockN, bK = m.fp8BlockK;
+    const std::string &suffix = m.scaleSuffix;
+    add("w1_scale", {expert + w1 + suffix, expert + w3 + suffix}, true,
+        {{blocks(h, bN), blocks(d, bK)}, {blocks(h, bN), blocks(d, bK)}},
+        {e, blocks(d, bK), 2 * blocks(h, bN)}, Kind::F32);
+    add("w2_scale", {expert + w2 + suffix}, true,
+        {{blocks(d, bN), blocks(h, bK)}}, {e, blocks(h, bK), blocks(d, bN)},
+        Kind::F32);
+    params[params.size() - 2].isScale = true;
+    params.back().isScale = true;
+  }
   if (m.sharedWidth > 0) {
     const int64_t hs = m.sharedWidth;
     std::string shared =
@@ -424,10 +523,25 @@ std::optional<Failure> checkTensors(const io::TensorStore &store,
         return Failure{"tensor '" + name + "' not found in " +
                        store.describeSources()};
       const io::SafeTensorInfo &info = *entry->info;
-      if (!io::isFloatType(info.dtype))
-        return Failure{"tensor '" + name + "' in " + entry->file->path() +
-                       " has dtype " + io::safetensorsDTypeName(info.dtype) +
-                       ", expected F32, F16 or BF16"};
+      const std::string where = "tensor '" + name + "' in " +
+                                entry->file->path() + " has dtype " +
+                                io::safetensorsDTypeName(info.dtype);
+      if (param.kind == Param::Kind::Fp8Codes) {
+        if (info.dtype != io::DType::F8E4M3)
+          return Failure{where + ", expected F8_E4M3 (config.json: "
+                                 "quantization_config, quant_method 'fp8')"};
+      } else if (info.dtype == io::DType::F8E4M3) {
+        return Failure{
+            where + ", " +
+            (m.fp8BlockN > 0
+                 ? std::string("which moe-import takes for the routed "
+                               "experts' weights only (FP8 shared experts "
+                               "and routers are not supported yet)")
+                 : std::string("but config.json has no quantization_config "
+                               "(FP8 weights need their block scales)"))};
+      } else if (!io::isFloatType(info.dtype)) {
+        return Failure{where + ", expected F32, F16 or BF16"};
+      }
       if (info.shape != param.tensorShapes[i])
         return Failure{"tensor '" + name + "' in " + entry->file->path() +
                        " has shape " + io::formatShape(info.shape) +
@@ -500,7 +614,10 @@ void emitLayer(std::string &out, const Model &m, int64_t layer,
   out += "func.func @layer_" + std::to_string(layer) + "(%x: " + xType;
   std::vector<std::string> types{xType};
   for (const Param &p : params) {
-    std::string type = tensorType(p.argShape, p.f32 ? "f32" : elem);
+    std::string type = tensorType(
+        p.argShape, p.kind == Param::Kind::F32        ? "f32"
+                    : p.kind == Param::Kind::Fp8Codes ? "f8E4M3FN"
+                                                      : elem);
     types.push_back(type);
     out += ",\n    %" + p.argName + ": " + type +
            " {moe.param = #moe.checkpoint<[";
@@ -522,12 +639,19 @@ void emitLayer(std::string &out, const Model &m, int64_t layer,
   if (has("bias"))
     out += " selection_bias(%bias)";
   out += " experts(%w1, %w2)";
+  if (has("w1_scale"))
+    out += " expert_scales(%w1_scale, %w2_scale)";
   if (has("s1"))
     out += " shared(%s1, %s2)";
   if (has("sg"))
     out += " shared_gate(%sg)";
   out += "\n         {routing = " + routingAttr(m) +
-         ", activation = #moe.activation<" + m.activation + ">}\n         : (";
+         ", activation = #moe.activation<" + m.activation + ">";
+  if (m.fp8BlockN > 0)
+    out += ",\n          quant = #moe.quant<fp8_e4m3, block = [" +
+           std::to_string(m.fp8BlockK) + ", " + std::to_string(m.fp8BlockN) +
+           "]>";
+  out += "}\n         : (";
   for (size_t i = 0; i < types.size(); ++i)
     out += (i ? ", " : "") + types[i];
   out += ") -> " + xType + "\n";
@@ -643,6 +767,30 @@ int runMain() {
   std::string out = "// Imported by moe-import from " + dir + " (model_type " +
                     model.modelType + ", " + std::to_string(layers.size()) +
                     " MoE layer" + (layers.size() == 1 ? "" : "s") + ").\n";
+  // FP8 scales are named `<weight>_scale_inv` (DeepSeek, Qwen3 FP8) or
+  // `<weight>_scale` (compressed-tensors FP8_BLOCK): the first expert's
+  // gate projection says which.
+  if (model.fp8BlockN > 0) {
+    for (const Param &p : layerParams(model, layers.front()))
+      if (p.isScale) {
+        std::string inv = io::CheckpointSpec::expand(p.spec.names[0], 0);
+        std::string plain = inv.substr(0, inv.size() - 4);
+        std::string weight = inv.substr(0, inv.size() - 10);
+        // Weights that are not FP8 codes are checkTensors' error.
+        const io::TensorStore::Entry *w = store.find(weight);
+        if (!w || w->info->dtype != io::DType::F8E4M3)
+          break;
+        if (!store.find(inv) && store.find(plain))
+          model.scaleSuffix = "_scale";
+        else if (!store.find(inv))
+          return fail("tensor '" + inv + "' (or '" + plain +
+                      "'), the block scales of the FP8 weight '" + weight +
+                      "', not found in " +
+                      store.describeSources());
+        break;
+      }
+  }
+
   std::optional<io::DType> autoType;
   for (int64_t layer : layers) {
     std::vector<Param> params = layerParams(model, layer);
@@ -650,9 +798,10 @@ int runMain() {
       if (auto f = checkTensors(store, model, p))
         return fail(f->message);
     if (!autoType) {
-      // The type of the experts' first weight.
+      // The type of the experts' first weight (of the router when the
+      // experts are FP8 codes).
       for (const Param &p : params)
-        if (p.argName == "w1")
+        if (p.argName == (model.fp8BlockN > 0 ? "wr" : "w1"))
           autoType = store.find(io::CheckpointSpec::expand(p.spec.names[0], 0))
                          ->info->dtype;
     }

@@ -83,12 +83,12 @@ checkpointArgumentShape(const io::TensorStore &store, const ValueInfo &arg) {
   if (!arg.checkpoint)
     return io::Error{describeArgument(arg) + " carries no #moe.checkpoint"};
   return io::checkpointShape(store, *arg.checkpoint, arg.shape,
-                             describeArgument(arg));
+                             describeArgument(arg), arg.dtype);
 }
 
 io::Status checkAssembledArgument(const ValueInfo &arg,
                                   const std::vector<int64_t> &shape) {
-  if (!io::isFloatType(arg.dtype))
+  if (!io::isFloatType(arg.dtype) && arg.dtype != io::DType::F8E4M3)
     return io::Error{describeArgument(arg) + " (" + arg.typeString +
                      ") carries a #moe.checkpoint but is not a float tensor"};
   if (auto error = checkAllocatable(arg.dtype, shape))

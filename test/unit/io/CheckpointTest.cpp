@@ -212,7 +212,7 @@ TEST_F(CheckpointTest, ShapeErrors) {
                 " has shape [3]; transpose needs a 2-D tensor");
   EXPECT_EQ(checkpointShape(store, {{"i"}, false}, {1}, "x").error(),
             "tensor 'i' in " + path("s.safetensors") +
-                " has dtype I32; parameters need F32, F16 or BF16");
+                " has dtype I32; parameters need F32, F16, BF16 or F8_E4M3");
   EXPECT_EQ(checkpointShape(store, {{"nope"}, false}, {1}, "x").error(),
             "tensor 'nope' (for x) not found in " + path("s.safetensors"));
   EXPECT_EQ(
@@ -220,6 +220,73 @@ TEST_F(CheckpointTest, ShapeErrors) {
           .error(),
       "x: #moe.checkpoint with {e} needs a static leading dimension (the "
       "expert count), got shape [?, 3]");
+}
+
+TEST_F(CheckpointTest, Fp8CodesAreStackedTransposedAndConcatenatedBitForBit) {
+  // FP8 expert weights: two experts, gate and up [H=2, D=3] of E4M3 codes
+  // (bytes 0x00..0xFF, the NaN codes 0x7F and 0xFF among them), assembled
+  // into an f8E4M3FN [E, D, 2H] parameter: the bytes move, nothing is
+  // converted.
+  auto codes = [](uint8_t first) {
+    Tensor t;
+    t.dtype = DType::F8E4M3;
+    t.shape = {2, 3};
+    t.data.resize(6);
+    for (int i = 0; i < 6; ++i)
+      t.data[i] = static_cast<uint8_t>(first + 0x31 * i);
+    return t;
+  };
+  writeFile("q.safetensors", {{"e.0.g", codes(0x7F)},
+                              {"e.0.u", codes(0x01)},
+                              {"e.1.g", codes(0xFF)},
+                              {"e.1.u", codes(0x80)},
+                              {"e.0.s", f32({1, 1}, {0.5f})},
+                              {"e.1.s", bf16({1, 1}, {0.25f})}});
+  TensorStore store;
+  ASSERT_TRUE(store.add(path("q.safetensors")).ok());
+  CheckpointSpec spec{{"e.{e}.g", "e.{e}.u"}, true};
+  auto shape = checkpointShape(store, spec, {2, 3, 4}, "w1", DType::F8E4M3);
+  ASSERT_TRUE(shape.ok()) << shape.error();
+  std::vector<uint8_t> out(24);
+  ASSERT_TRUE(
+      assembleCheckpointTensor(store, spec, *shape, DType::F8E4M3, out.data())
+          .ok());
+  const uint8_t firsts[2][2] = {{0x7F, 0x01}, {0xFF, 0x80}};
+  for (int e = 0; e < 2; ++e)
+    for (int d = 0; d < 3; ++d)
+      for (int c = 0; c < 4; ++c) {
+        // Column c is row c % 2 of the gate (c < 2) or of the up projection.
+        uint8_t expected =
+            static_cast<uint8_t>(firsts[e][c / 2] + 0x31 * ((c % 2) * 3 + d));
+        EXPECT_EQ(out[(e * 3 + d) * 4 + c], expected)
+            << "e " << e << " d " << d << " c " << c;
+      }
+
+  // The scales beside them are ordinary F32/BF16 tensors (BF16 widens
+  // exactly to an f32 parameter).
+  CheckpointSpec scales{{"e.{e}.s"}, true};
+  std::vector<float> s(2);
+  ASSERT_TRUE(assembleCheckpointTensor(store, scales, {2, 1, 1}, DType::F32,
+                                       reinterpret_cast<uint8_t *>(s.data()))
+                  .ok());
+  EXPECT_EQ(s, (std::vector<float>{0.5f, 0.25f}));
+
+  // Codes are not values without their scales: no F8_E4M3 tensor becomes a
+  // float parameter, and an f8E4M3FN parameter takes nothing else.
+  EXPECT_EQ(checkpointShape(store, spec, {2, 3, 4}, "w1", DType::BF16).error(),
+            "tensor 'e.0.g' in " + path("q.safetensors") +
+                " has dtype F8_E4M3 (for w1): F8_E4M3 tensors (FP8 codes, "
+                "which need their scales) assemble only into an f8E4M3FN "
+                "parameter, not bf16");
+  EXPECT_EQ(
+      checkpointShape(store, scales, {2, 1, 1}, "w1s", DType::F8E4M3).error(),
+      "tensor 'e.0.s' in " + path("q.safetensors") +
+          " has dtype F32 (for w1s): an f8E4M3FN parameter takes F8_E4M3 "
+          "tensors only");
+  std::vector<uint8_t> bytes(24);
+  EXPECT_FALSE(
+      assembleCheckpointTensor(store, spec, {2, 3, 4}, DType::F32, bytes.data())
+          .ok());
 }
 
 TEST(CheckpointSpecTest, Expand) {
