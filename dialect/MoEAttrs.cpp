@@ -25,9 +25,12 @@ using namespace mlir::moe;
 // The custom directive of #moe.checkpoint (defined at the end of the file).
 static ParseResult
 parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
-                      bool &transpose);
+                      bool &transpose, SmallVector<StringAttr> &fp8Scales,
+                      SmallVector<int64_t> &block);
 static void printCheckpointParams(AsmPrinter &printer,
-                                  ArrayRef<StringAttr> names, bool transpose);
+                                  ArrayRef<StringAttr> names, bool transpose,
+                                  ArrayRef<StringAttr> fp8Scales,
+                                  ArrayRef<int64_t> block);
 static ParseResult parseQuantParams(AsmParser &parser, QuantKind &kind,
                                     SmallVector<int64_t> &block, int64_t &group,
                                     bool &zeroPoint);
@@ -191,56 +194,127 @@ bool CheckpointAttr::isPerExpert() const {
 
 LogicalResult
 CheckpointAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                       ArrayRef<StringAttr> names, bool transpose) {
+                       ArrayRef<StringAttr> names, bool transpose,
+                       ArrayRef<StringAttr> fp8Scales, ArrayRef<int64_t> block) {
+  // The names (or the scales' names, `what`): none empty, `{e}` in all or
+  // none; returns whether they have it.
+  auto checkNames = [&](ArrayRef<StringAttr> list, StringRef what,
+                        StringRef whatMany, bool &perExpert) -> LogicalResult {
+    for (auto [i, name] : llvm::enumerate(list))
+      if (!name || name.getValue().empty())
+        return emitError() << "#moe.checkpoint " << what << " #" << i
+                           << " is empty";
+    StringAttr withE, withoutE;
+    for (StringAttr name : list)
+      (name.getValue().contains("{e}") ? withE : withoutE) = name;
+    if (withE && withoutE)
+      return emitError() << "#moe.checkpoint " << whatMany
+                         << " must all contain the expert placeholder {e} or "
+                            "none: "
+                         << withE << " has it, " << withoutE << " does not";
+    perExpert = static_cast<bool>(withE);
+    return success();
+  };
   if (names.empty())
     return emitError() << "#moe.checkpoint must name at least one tensor";
-  for (auto [i, name] : llvm::enumerate(names))
-    if (!name || name.getValue().empty())
-      return emitError() << "#moe.checkpoint tensor name #" << i
-                         << " is empty";
-  StringAttr withE, withoutE;
-  for (StringAttr name : names)
-    (name.getValue().contains("{e}") ? withE : withoutE) = name;
-  if (withE && withoutE)
-    return emitError() << "#moe.checkpoint names must all contain the expert "
-                          "placeholder {e} or none: "
-                       << withE << " has it, " << withoutE << " does not";
+  bool namesPerExpert = false, scalesPerExpert = false;
+  if (failed(checkNames(names, "tensor name", "names", namesPerExpert)))
+    return failure();
+  if (fp8Scales.empty() != block.empty())
+    return emitError() << "#moe.checkpoint fp8_scales and block go together";
+  if (fp8Scales.empty())
+    return success();
+  if (fp8Scales.size() != names.size())
+    return emitError() << "#moe.checkpoint has " << names.size()
+                       << " tensor name(s) but " << fp8Scales.size()
+                       << " fp8_scales: one scale tensor per weight";
+  if (failed(checkNames(fp8Scales, "fp8_scales name", "fp8_scales names",
+                        scalesPerExpert)))
+    return failure();
+  if (scalesPerExpert != namesPerExpert)
+    return emitError() << "#moe.checkpoint fp8_scales must contain the expert "
+                          "placeholder {e} exactly when the tensor names do";
+  if (block.size() != 2 || block[0] < 1 || block[1] < 1)
+    return emitError() << "#moe.checkpoint block must be [bN, bK], two sizes "
+                          ">= 1, got ["
+                       << block << "]";
   return success();
 }
 
-/// `["a", "b"]` then an optional `, transpose`.
+/// `["a", "b"]`, an optional `, transpose`, then optionally
+/// `, fp8_scales = ["as", "bs"], block = [bN, bK]`.
 static ParseResult
 parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
-                      bool &transpose) {
-  SmallVector<StringAttr> list;
-  if (parser.parseCommaSeparatedList(
-          AsmParser::Delimiter::Square, [&]() -> ParseResult {
-            std::string name;
-            if (parser.parseString(&name))
-              return failure();
-            list.push_back(parser.getBuilder().getStringAttr(name));
-            return success();
-          }))
-    return failure();
-  names = std::move(list);
-  transpose = false;
-  if (succeeded(parser.parseOptionalComma())) {
-    if (parser.parseKeyword("transpose"))
+                      bool &transpose, SmallVector<StringAttr> &fp8Scales,
+                      SmallVector<int64_t> &block) {
+  auto parseNames = [&](SmallVector<StringAttr> &out) {
+    SmallVector<StringAttr> list;
+    if (parser.parseCommaSeparatedList(
+            AsmParser::Delimiter::Square, [&]() -> ParseResult {
+              std::string name;
+              if (parser.parseString(&name))
+                return failure();
+              list.push_back(parser.getBuilder().getStringAttr(name));
+              return success();
+            }))
       return failure();
-    transpose = true;
+    out = std::move(list);
+    return success();
+  };
+  if (failed(parseNames(names)))
+    return failure();
+  transpose = false;
+  fp8Scales.clear();
+  block.clear();
+  // `transpose`, `fp8_scales = [...]` and `block = [...]`, each at most once.
+  bool haveScales = false, haveBlock = false;
+  while (succeeded(parser.parseOptionalComma())) {
+    if (!transpose && succeeded(parser.parseOptionalKeyword("transpose"))) {
+      transpose = true;
+      continue;
+    }
+    if (!haveScales && succeeded(parser.parseOptionalKeyword("fp8_scales"))) {
+      haveScales = true;
+      if (parser.parseEqual() || failed(parseNames(fp8Scales)))
+        return failure();
+      continue;
+    }
+    if (!haveBlock && succeeded(parser.parseOptionalKeyword("block"))) {
+      haveBlock = true;
+      if (parser.parseEqual() ||
+          parser.parseCommaSeparatedList(
+              AsmParser::Delimiter::Square, [&]() -> ParseResult {
+                return parser.parseInteger(block.emplace_back());
+              }))
+        return failure();
+      continue;
+    }
+    return parser.emitError(parser.getCurrentLocation(),
+                            "expected 'transpose', 'fp8_scales' or 'block' "
+                            "(each at most once)");
   }
   return success();
 }
 
 static void printCheckpointParams(AsmPrinter &printer,
-                                  ArrayRef<StringAttr> names, bool transpose) {
-  printer << '[';
-  llvm::interleaveComma(names, printer, [&](StringAttr name) {
-    printer.printString(name.getValue());
-  });
-  printer << ']';
+                                  ArrayRef<StringAttr> names, bool transpose,
+                                  ArrayRef<StringAttr> fp8Scales,
+                                  ArrayRef<int64_t> block) {
+  auto printNames = [&](ArrayRef<StringAttr> list) {
+    printer << '[';
+    llvm::interleaveComma(list, printer, [&](StringAttr name) {
+      printer.printString(name.getValue());
+    });
+    printer << ']';
+  };
+  printNames(names);
   if (transpose)
     printer << ", transpose";
+  if (!fp8Scales.empty()) {
+    printer << ", fp8_scales = ";
+    printNames(fp8Scales);
+    printer << ", block = [" << block << ']';
+  }
 }
 
 //===----------------------------------------------------------------------===//

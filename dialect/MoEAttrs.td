@@ -258,6 +258,19 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
       are converted to the argument's element type (widening exactly,
       narrowing to nearest even).
 
+    * With `fp8_scales = [...]` and `block = [bN, bK]`, every named tensor
+      is FP8 E4M3 codes (`F8_E4M3`, 2-D, `[rows, cols]` as stored; for
+      `nn.Linear` `[out, in]`) and the scale tensor in the same position
+      (F32, BF16 or F16, `[ceil(rows/bN), ceil(cols/bK)]`, DeepSeek-V3's
+      `weight_scale_inv`, which multiplies) scales its blocks of `bN x bK`:
+      each weight is dequantized once, at load, to `q * s` computed exactly
+      and rounded once to the argument's element type (F32, F16 or BF16),
+      then transposed, stacked and concatenated as above. This is how FP8
+      weights that the layer takes as values of its type (a shared expert)
+      are bound; routed experts keep their codes (`f8E4M3FN` arguments with
+      `expert_scales`, `#moe.quant`). Without `fp8_scales`, `F8_E4M3`
+      tensors assemble only into `f8E4M3FN` arguments, bit for bit.
+
     The plain string form `moe.param = "name"` binds one tensor as it is.
 
     Examples (a Mixtral layer of layer index 3, `D = 4096`, `H = 14336`):
@@ -272,15 +285,40 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
         ["model.layers.3.block_sparse_moe.experts.{e}.w2.weight"], transpose>}
     ```
 
-    Verified: at least one name, no empty name, `{e}` in all names or none;
-    on an argument with `{e}`, a ranked tensor with a static leading
-    dimension.
+    ```mlir
+    // DeepSeek-V3's FP8 shared experts, dequantized to bf16 at load.
+    %s1: tensor<7168x4096xbf16> {moe.param = #moe.checkpoint<
+        ["model.layers.3.mlp.shared_experts.gate_proj.weight",
+         "model.layers.3.mlp.shared_experts.up_proj.weight"], transpose,
+        fp8_scales = ["model.layers.3.mlp.shared_experts.gate_proj.weight_scale_inv",
+                      "model.layers.3.mlp.shared_experts.up_proj.weight_scale_inv"],
+        block = [128, 128]>}
+    ```
+
+    Verified: at least one name, no empty name, `{e}` in all names or none
+    (the scales' names likewise, and with the names); as many scales as
+    names, and `block` (two sizes >= 1) exactly when there are scales; on an
+    argument with `{e}`, a ranked tensor with a static leading dimension; on
+    one with scales, a tensor of f32, f16 or bf16.
   }];
   let parameters = (ins
     ArrayRefParameter<"::mlir::StringAttr", "tensor names">:$names,
-    DefaultValuedParameter<"bool", "false", "transpose each tensor">:$transpose);
-  // `<["a", "b"], transpose>`: the unit keyword needs a custom directive.
-  let assemblyFormat = "`<` custom<CheckpointParams>($names, $transpose) `>`";
+    DefaultValuedParameter<"bool", "false", "transpose each tensor">:$transpose,
+    OptionalArrayRefParameter<"::mlir::StringAttr",
+                              "FP8 block scales, one per name">:$fp8_scales,
+    OptionalArrayRefParameter<"int64_t",
+                              "the scales' block [bN, bK] (rows, columns as stored)">:$block);
+  // `<["a", "b"], transpose, fp8_scales = [...], block = [bN, bK]>`: the
+  // unit keyword needs a custom directive.
+  let assemblyFormat =
+      "`<` custom<CheckpointParams>($names, $transpose, $fp8_scales, $block) `>`";
+  let builders = [
+    AttrBuilder<(ins "::llvm::ArrayRef<::mlir::StringAttr>":$names,
+                     "bool":$transpose), [{
+      return $_get($_ctxt, names, transpose, ::llvm::ArrayRef<::mlir::StringAttr>(),
+                   ::llvm::ArrayRef<int64_t>());
+    }]>
+  ];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// Whether the names contain the expert placeholder `{e}`.

@@ -109,9 +109,8 @@ LogicalResult MoEDialect::verifyRegionArgAttribute(Operation *op,
   if (name == getParamAttrName()) {
     if (auto checkpoint = dyn_cast<CheckpointAttr>(attr.getValue())) {
       // The attribute checked its names itself; here, what `{e}` asks of
-      // the argument: the expert count as a static leading dimension.
-      if (!checkpoint.isPerExpert())
-        return success();
+      // the argument (the expert count as a static leading dimension) and
+      // what fp8_scales ask (values of a float type to dequantize into).
       Type type;
       if (auto fn = dyn_cast<FunctionOpInterface>(op);
           fn && argIndex < fn.getNumArguments())
@@ -122,6 +121,17 @@ LogicalResult MoEDialect::verifyRegionArgAttribute(Operation *op,
         type = op->getRegion(regionIndex).getArgument(argIndex).getType();
       // (A memref once the function is bufferized.)
       auto shaped = dyn_cast_or_null<ShapedType>(type);
+      if (!checkpoint.getFp8Scales().empty() &&
+          !(shaped && (shaped.getElementType().isF32() ||
+                       shaped.getElementType().isF16() ||
+                       shaped.getElementType().isBF16())))
+        return op->emitError()
+               << "'" << name << "' on argument #" << argIndex
+               << " dequantizes FP8 tensors (fp8_scales), so the argument "
+                  "must be a tensor of f32, f16 or bf16, got "
+               << type;
+      if (!checkpoint.isPerExpert())
+        return success();
       if (!shaped || !shaped.hasRank() || shaped.getRank() < 1 ||
           ShapedType::isDynamic(shaped.getDimSize(0)))
         return op->emitError()

@@ -3,9 +3,11 @@
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Internal.h"
 #include "runtime/io/Json.h"
+#include "runtime/io/Quantized.h"
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include <sys/stat.h>
@@ -91,6 +93,24 @@ void storeFloat(DType dtype, uint8_t *base, uint64_t index, float v) {
   default:
     return;
   }
+}
+
+/// Stores `v` into element `index` of `base` (type `dtype`: F32, F16 or
+/// BF16) rounded once to nearest even. F16/BF16 go through f32 rounded to
+/// odd, which has enough extra bits for the second rounding to be exact.
+inline void storeDoubleRounded(DType dtype, uint8_t *base, uint64_t index,
+                               double v) {
+  float f = static_cast<float>(v);
+  if (dtype != DType::F32 && std::isfinite(f) && static_cast<double>(f) != v) {
+    // Round to odd: the value truncated toward zero, its last bit set.
+    if (std::fabs(static_cast<double>(f)) > std::fabs(v))
+      f = std::nextafter(f, 0.0f);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits |= 1;
+    std::memcpy(&f, &bits, 4);
+  }
+  storeFloat(dtype, base, index, f);
 }
 
 /// Copies element `from` of `src` (type `srcType`) to element `to` of `dst`
@@ -331,6 +351,9 @@ std::string CheckpointSpec::describe() const {
   }
   if (transpose)
     s += " (transposed)";
+  if (!fp8Scales.empty())
+    s += " (FP8, dequantized in blocks of " + std::to_string(blockN) + " x " +
+         std::to_string(blockK) + ")";
   return s;
 }
 
@@ -345,6 +368,8 @@ struct Part {
   std::string name;
   const TensorStore::Entry *entry = nullptr;
   std::vector<int64_t> shape; ///< after the transposition
+  /// With fp8_scales: the scale tensor of this FP8 weight.
+  const TensorStore::Entry *scale = nullptr;
 };
 
 /// Whether a tensor of dtype `source` assembles into a parameter of dtype
@@ -376,7 +401,19 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
                                          std::optional<DType> target) {
   std::vector<int64_t> shape;
   std::string firstName;
-  for (const std::string &pattern : spec.names) {
+  const bool dequantize = !spec.fp8Scales.empty();
+  if (dequantize && (spec.fp8Scales.size() != spec.names.size() ||
+                     spec.blockN < 1 || spec.blockK < 1))
+    return Error{std::string(subject) +
+                 ": #moe.checkpoint needs one fp8_scales name per tensor and "
+                 "a block of two sizes >= 1"};
+  if (dequantize && target && !isFloatType(*target))
+    return Error{std::string(subject) +
+                 ": #moe.checkpoint with fp8_scales dequantizes into f32, "
+                 "f16 or bf16, not " +
+                 dtypeName(*target)};
+  for (size_t index = 0; index < spec.names.size(); ++index) {
+    const std::string &pattern = spec.names[index];
     Part part;
     part.name =
         expert < 0 ? pattern : CheckpointSpec::expand(pattern, expert);
@@ -392,11 +429,39 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
       return Error{where + " has dtype " +
                    safetensorsDTypeName(info.dtype) + "; parameters need " +
                    "F32, F16, BF16 or F8_E4M3"};
-    if (target)
+    if (dequantize) {
+      if (info.dtype != DType::F8E4M3 || info.shape.size() != 2)
+        return Error{where + " has dtype " + safetensorsDTypeName(info.dtype) +
+                     " and shape " + formatShape(info.shape) + " (for " +
+                     std::string(subject) +
+                     "): fp8_scales dequantize 2-D F8_E4M3 tensors"};
+      std::string scaleName =
+          expert < 0 ? spec.fp8Scales[index]
+                     : CheckpointSpec::expand(spec.fp8Scales[index], expert);
+      part.scale = store.find(scaleName);
+      if (!part.scale)
+        return Error{"tensor " + quote(scaleName, 200) + " (the scales of " +
+                     quote(part.name, 200) + ", for " + std::string(subject) +
+                     ") not found in " + store.describeSources()};
+      const SafeTensorInfo &sinfo = *part.scale->info;
+      std::vector<int64_t> expected{
+          (info.shape[0] + spec.blockN - 1) / spec.blockN,
+          (info.shape[1] + spec.blockK - 1) / spec.blockK};
+      if (!isFloatType(sinfo.dtype) || sinfo.shape != expected)
+        return Error{"tensor " + quote(scaleName, 200) + " in " +
+                     displayPath(part.scale->file->path()) + " has dtype " +
+                     safetensorsDTypeName(sinfo.dtype) + " and shape " +
+                     formatShape(sinfo.shape) + ", expected F32, BF16 or F16 " +
+                     formatShape(expected) + " (the scales of " +
+                     quote(part.name, 200) + " " + formatShape(info.shape) +
+                     " in blocks of " + std::to_string(spec.blockN) + " x " +
+                     std::to_string(spec.blockK) + ")"};
+    } else if (target) {
       if (std::optional<std::string> why = dtypeMismatch(info.dtype, *target))
         return Error{where + " has dtype " +
                      safetensorsDTypeName(info.dtype) + " (for " +
                      std::string(subject) + "): " + *why};
+    }
     part.shape = info.shape;
     if (spec.transpose) {
       if (part.shape.size() != 2)
@@ -518,7 +583,24 @@ Status assembleCheckpointTensor(const TensorStore &store,
       const uint8_t *src = store.rawData(*part.entry);
       const DType srcType = info.dtype;
       const uint64_t partWidth = part.shape.empty() ? 1 : part.shape.back();
-      if (spec.transpose) {
+      if (part.scale) {
+        // FP8 codes [a, b] times their block's scale, exact in double,
+        // rounded once: out(r, column + c) from src(r, c), or from src(c, r)
+        // transposed.
+        const uint64_t a = info.shape[0], b = info.shape[1];
+        const SafeTensorInfo &sinfo = *part.scale->info;
+        const uint8_t *scales = store.rawData(*part.scale);
+        const uint64_t scaleCols = sinfo.shape[1];
+        for (uint64_t i = 0; i < a; ++i)
+          for (uint64_t j = 0; j < b; ++j) {
+            double s = loadFloat(sinfo.dtype, scales,
+                                 (i / spec.blockN) * scaleCols + j / spec.blockK);
+            double v = static_cast<double>(fp8E4M3ToFloat(src[i * b + j])) * s;
+            uint64_t to = spec.transpose ? j * width + column + i
+                                         : i * width + column + j;
+            storeDoubleRounded(target, dst, to, v);
+          }
+      } else if (spec.transpose) {
         // Source [A, B] -> [B, A]: out(r, column + c) = src(c, r).
         const uint64_t a = info.shape[0], b = info.shape[1];
         constexpr uint64_t kBlock = 64;

@@ -100,6 +100,13 @@ struct CheckpointSpec {
   std::vector<std::string> names;
   /// Transpose every (2-D) tensor before concatenating.
   bool transpose = false;
+  /// FP8 weights dequantized at load: with scales (one per name, `{e}` as
+  /// in the names), every named tensor is F8_E4M3 [rows, cols] (as stored)
+  /// and its scale tensor (F32, BF16 or F16) [ceil(rows/blockN),
+  /// ceil(cols/blockK)] multiplies its blocks: each weight becomes q * s,
+  /// exact, rounded once to the parameter's (float) element type.
+  std::vector<std::string> fp8Scales;
+  int64_t blockN = 0, blockK = 0;
 
   /// Whether the names contain `{e}`.
   bool perExpert() const;

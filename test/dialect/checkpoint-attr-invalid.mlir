@@ -45,7 +45,7 @@ func.func @other_attr(%w: tensor<4xf32> {moe.param = #moe.activation<relu>}) {
 
 // -----
 
-// expected-error @+1 {{expected 'transpose'}}
+// expected-error @+1 {{expected 'transpose', 'fp8_scales' or 'block' (each at most once)}}
 func.func @bad_keyword(%w: tensor<4xf32> {moe.param = #moe.checkpoint<["a"], transposed>}) {
   return
 }
@@ -54,5 +54,63 @@ func.func @bad_keyword(%w: tensor<4xf32> {moe.param = #moe.checkpoint<["a"], tra
 
 // expected-error @+1 {{expected string}}
 func.func @not_a_string(%w: tensor<4xf32> {moe.param = #moe.checkpoint<[3]>}) {
+  return
+}
+
+// -----
+
+// FP8 weights dequantized at load (fp8_scales, block): their own rules.
+// expected-error @+1 {{#moe.checkpoint fp8_scales and block go together}}
+func.func @scales_without_block(%w: tensor<4x4xf32> {moe.param = #moe.checkpoint<["w"], fp8_scales = ["s"]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint has 2 tensor name(s) but 1 fp8_scales: one scale tensor per weight}}
+func.func @scale_count(%w: tensor<4x8xf32> {moe.param = #moe.checkpoint<["a", "b"], transpose, fp8_scales = ["as"], block = [2, 2]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint fp8_scales name #1 is empty}}
+func.func @empty_scale(%w: tensor<4x8xf32> {moe.param = #moe.checkpoint<["a", "b"], fp8_scales = ["as", ""], block = [2, 2]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint fp8_scales must contain the expert placeholder {e} exactly when the tensor names do}}
+func.func @scale_placeholder(%w: tensor<2x4x4xf32> {moe.param = #moe.checkpoint<["w.{e}"], fp8_scales = ["s"], block = [2, 2]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint block must be [bN, bK], two sizes >= 1, got [128, 0]}}
+func.func @bad_block(%w: tensor<4x4xf32> {moe.param = #moe.checkpoint<["w"], fp8_scales = ["s"], block = [128, 0]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint block must be [bN, bK], two sizes >= 1, got [128]}}
+func.func @short_block(%w: tensor<4x4xf32> {moe.param = #moe.checkpoint<["w"], fp8_scales = ["s"], block = [128]>}) {
+  return
+}
+
+// -----
+
+// The values go into a float argument, not FP8 codes.
+// expected-error @+1 {{'moe.param' on argument #0 dequantizes FP8 tensors (fp8_scales), so the argument must be a tensor of f32, f16 or bf16, got 'tensor<4x4xf8E4M3FN>'}}
+func.func @codes_argument(%w: tensor<4x4xf8E4M3FN> {moe.param = #moe.checkpoint<["w"], fp8_scales = ["s"], block = [2, 2]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected 'transpose', 'fp8_scales' or 'block' (each at most once)}}
+func.func @unknown_keyword(%w: tensor<4x4xf32> {moe.param = #moe.checkpoint<["w"], scales = ["s"]>}) {
   return
 }

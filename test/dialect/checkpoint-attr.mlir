@@ -12,6 +12,8 @@
 // CHECK-SAME: tensor<8xf32> {moe.param = #moe.checkpoint<["gate.e_score_correction_bias"]>}
 // CHECK-SAME: tensor<8x16xf32> {moe.param = #moe.checkpoint<["b.{e}", "c.{e}"]>}
 // CHECK-SAME: tensor<4xf32> {moe.param = "plain.name"}
+// CHECK-SAME: tensor<4x32xbf16> {moe.param = #moe.checkpoint<["sh.gate.weight", "sh.up.weight"], transpose, fp8_scales = ["sh.gate.weight_scale_inv", "sh.up.weight_scale_inv"], block = [128, 64]>}
+// CHECK-SAME: tensor<2x4x4xf32> {moe.param = #moe.checkpoint<["q.{e}"], fp8_scales = ["q.{e}.s"], block = [1, 2]>}
 func.func @layer_3(%x: tensor<?x4xbf16>,
     %wr: tensor<4x8xbf16> {moe.param = #moe.checkpoint<["model.layers.3.block_sparse_moe.gate.weight"], transpose>},
     %w1: tensor<8x4x32xbf16> {moe.param = #moe.checkpoint<[
@@ -20,7 +22,10 @@ func.func @layer_3(%x: tensor<?x4xbf16>,
     %w2: tensor<8x16x4xbf16> {moe.param = #moe.checkpoint<["model.layers.3.block_sparse_moe.experts.{e}.w2.weight"], transpose>},
     %bias: tensor<8xf32> {moe.param = #moe.checkpoint<["gate.e_score_correction_bias"]>},
     %b1: tensor<8x16xf32> {moe.param = #moe.checkpoint<["b.{e}", "c.{e}"]>},
-    %p: tensor<4xf32> {moe.param = "plain.name"}) -> tensor<?x4xbf16> {
+    %p: tensor<4xf32> {moe.param = "plain.name"},
+    %s1: tensor<4x32xbf16> {moe.param = #moe.checkpoint<["sh.gate.weight", "sh.up.weight"], transpose,
+        fp8_scales = ["sh.gate.weight_scale_inv", "sh.up.weight_scale_inv"], block = [128, 64]>},
+    %q: tensor<2x4x4xf32> {moe.param = #moe.checkpoint<["q.{e}"], fp8_scales = ["q.{e}.s"], block = [1, 2]>}) -> tensor<?x4xbf16> {
   %y = moe.layer %x router(%wr) experts(%w1, %w2)
          {routing = #moe.top_k<k = 2>, activation = #moe.activation<swiglu>}
          : (tensor<?x4xbf16>, tensor<4x8xbf16>, tensor<8x4x32xbf16>, tensor<8x16x4xbf16>) -> tensor<?x4xbf16>

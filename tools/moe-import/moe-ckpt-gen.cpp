@@ -81,8 +81,10 @@ const char *const usage = R"(usage: moe-ckpt-gen FAMILY OUTDIR [options]
                             (scale = max|w| / 448); with --layer-weights, w1
                             and w2 are the F8_E4M3 codes of `moe-ref layer
                             --quant fp8_e4m3:BK,BN` and their scales the F32
-                            tensors NAME_scale beside them. The router and
-                            the shared experts stay in --dtype.
+                            tensors NAME_scale beside them. The shared
+                            experts are FP8 too (from --layer-weights: the
+                            codes of moe-ref layer --quant-shared); the
+                            router stays in --dtype.
   --scale-name=weight_scale_inv|weight_scale
                             with --quant: the scales' name after the weight's
                             module (default weight_scale_inv, DeepSeek's and
@@ -148,8 +150,8 @@ struct MoEWeights {
   std::vector<float> wr, bias, w1, w2, s1, s2, sg;
   /// With --quant: the E4M3 codes of w1 and w2 (moe layout) and their scales
   /// [E, ceil(K/BK), ceil(N/BN)].
-  std::vector<uint8_t> w1q, w2q;
-  std::vector<float> w1s, w2s;
+  std::vector<uint8_t> w1q, w2q, s1q, s2q;
+  std::vector<float> w1s, w2s, s1s, s2s;
 };
 
 /// Quantizes `w` ([E, K, N], moe layout) per block of BK x BN: scale =
@@ -175,6 +177,25 @@ void quantizeFp8(const std::vector<float> &w, int64_t e, int64_t k, int64_t n,
             codes[(x * k + i) * n + j] =
                 io::floatToFp8E4M3(w[(x * k + i) * n + j] / scale);
       }
+}
+
+/// One nn.Linear weight in the checkpoint's layout, codes [n, K] ([out,
+/// in]) and scales [ceil(n/BN), ceil(K/BK)], from the columns [n0, n0 + n)
+/// of one moe-layout matrix: codes [K, N], scales [ceil(K/BK), ceil(N/BN)]
+/// (n0 a multiple of BN).
+void linearFromMoE(const uint8_t *codes, const float *scales, int64_t k,
+                   int64_t n, int64_t n0, int64_t width, int64_t bk, int64_t bn,
+                   std::vector<uint8_t> &outCodes, std::vector<float> &outScales) {
+  const int64_t kb = (k + bk - 1) / bk, nbAll = (n + bn - 1) / bn,
+                nb = (width + bn - 1) / bn;
+  outCodes.assign(width * k, 0);
+  outScales.assign(nb * kb, 0.0f);
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < width; ++j)
+      outCodes[j * k + i] = codes[i * n + n0 + j];
+  for (int64_t ib = 0; ib < kb; ++ib)
+    for (int64_t jb = 0; jb < nb; ++jb)
+      outScales[jb * kb + ib] = scales[ib * nbAll + n0 / bn + jb];
 }
 
 io::Tensor codesTensor(std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
@@ -625,8 +646,10 @@ int main(int argc, char **argv) {
       take("bias", m.bias, {e}, /*f32=*/true);
       take("w1", m.w1, {e, d, 2 * h});
       take("w2", m.w2, {e, h, d});
-      take("s1", m.s1, {d, 2 * hs});
-      take("s2", m.s2, {hs, d});
+      if (!fp8) { // With --quant: the codes, below.
+        take("s1", m.s1, {d, 2 * hs});
+        take("s2", m.s2, {hs, d});
+      }
       take("sg", m.sg, {d, 1});
     }
     if (fp8) {
@@ -660,6 +683,41 @@ int main(int argc, char **argv) {
         codes("w2", m.w2q, m.w2s, h, d);
       }
     }
+    // The shared experts are FP8 too, as DeepSeek-V3 publishes them.
+    if (fp8 && sharedWidth) {
+      const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN, hs = sharedWidth;
+      if (hs % bn != 0)
+        die("--quant: BN = " + std::to_string(bn) +
+            " must divide the shared width " + std::to_string(hs));
+      quantizeFp8(m.s1, 1, d, 2 * hs, bk, bn, m.s1q, m.s1s);
+      quantizeFp8(m.s2, 1, hs, d, bk, bn, m.s2q, m.s2s);
+      if (l == o.weightsLayer && o.weightNames.count("s1")) {
+        // The codes and scales of moe-ref layer --quant --quant-shared.
+        auto codes = [&](const char *key, std::vector<uint8_t> &out,
+                         std::vector<float> &scales, int64_t k, int64_t n) {
+          const std::string &name = o.weightNames[key];
+          const io::SafeTensorInfo *info = weights->find(name);
+          std::vector<int64_t> shape{k, n};
+          if (!info || info->dtype != io::DType::F8E4M3 || info->shape != shape)
+            die(o.weightsFile + ": '" + name + "' (" + key +
+                ") must be F8_E4M3 " + io::formatShape(shape) +
+                " with --quant (moe-ref layer --quant-shared)");
+          const uint8_t *raw = weights->rawData(*info);
+          out.assign(raw, raw + k * n);
+          auto t = weights->get(name + "_scale", io::DType::F32);
+          if (!t)
+            die(t.error());
+          std::vector<int64_t> sshape{(k + bk - 1) / bk, (n + bn - 1) / bn};
+          if (t->shape != sshape)
+            die(o.weightsFile + ": '" + name + "_scale' has shape " +
+                io::formatShape(t->shape) + ", expected " +
+                io::formatShape(sshape));
+          scales = t->toVector<float>();
+        };
+        codes("s1", m.s1q, m.s1s, d, 2 * hs);
+        codes("s2", m.s2q, m.s2s, hs, d);
+      }
+    }
     // Then in the checkpoint's layout: nn.Linear [out, in] per expert.
     std::string q = p + moeKey + ".";
     std::vector<float> gate(e * d);
@@ -686,37 +744,29 @@ int main(int argc, char **argv) {
       if (fp8) {
         // Codes [out, in] and scales [ceil(out/BN), ceil(in/BK)] per weight.
         const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
-        const int64_t dk = (d + bk - 1) / bk, hn = h / bn;
-        const int64_t hk = (h + bk - 1) / bk, dn2 = (d + bn - 1) / bn;
-        std::vector<uint8_t> gq(h * d), uq(h * d), dq(d * h);
-        std::vector<float> gs(hn * dk), us(hn * dk), ds(dn2 * hk);
-        for (int64_t i = 0; i < d; ++i)
-          for (int64_t j = 0; j < h; ++j) {
-            gq[j * d + i] = m.w1q[(x * d + i) * 2 * h + j];
-            uq[j * d + i] = m.w1q[(x * d + i) * 2 * h + h + j];
-            dq[i * h + j] = m.w2q[(x * h + j) * d + i];
-          }
-        for (int64_t ib = 0; ib < dk; ++ib)
-          for (int64_t jb = 0; jb < hn; ++jb) {
-            gs[jb * dk + ib] = m.w1s[(x * dk + ib) * 2 * hn + jb];
-            us[jb * dk + ib] = m.w1s[(x * dk + ib) * 2 * hn + hn + jb];
-          }
-        for (int64_t jb = 0; jb < hk; ++jb)
-          for (int64_t ib = 0; ib < dn2; ++ib)
-            ds[ib * hk + jb] = m.w2s[(x * hk + jb) * dn2 + ib];
-        auto putCodes = [&](const std::string &name, std::vector<int64_t> shape,
-                            std::vector<uint8_t> bytes) {
-          tensors[name] = codesTensor(std::move(shape), std::move(bytes));
-          layerOf[name] = l;
+        const int64_t dk = (d + bk - 1) / bk, hk = (h + bk - 1) / bk;
+        const int64_t n1 = 2 * h / bn, dn = (d + bn - 1) / bn;
+        std::vector<uint8_t> q;
+        std::vector<float> sc;
+        auto putLinear = [&](const std::string &module, int64_t out,
+                             int64_t in, bool withScale) {
+          tensors[module + ".weight"] = codesTensor({out, in}, q);
+          layerOf[module + ".weight"] = l;
+          if (withScale)
+            put(module + "." + o.scaleName, l,
+                {(out + bn - 1) / bn, (in + bk - 1) / bk}, sc, io::DType::F32);
         };
-        putCodes(ex + w1 + ".weight", {h, d}, gq);
+        const uint8_t *c1 = m.w1q.data() + x * d * 2 * h;
+        const float *s1 = m.w1s.data() + x * dk * n1;
+        linearFromMoE(c1, s1, d, 2 * h, 0, h, bk, bn, q, sc);
         // --break=missing-tensor: the first expert's gate has no scales.
-        if (!(first && x == 0 && o.breakKind == "missing-tensor"))
-          put(ex + w1 + "." + o.scaleName, l, {hn, dk}, gs, io::DType::F32);
-        putCodes(ex + w3 + ".weight", {h, d}, uq);
-        put(ex + w3 + "." + o.scaleName, l, {hn, dk}, us, io::DType::F32);
-        putCodes(ex + w2 + ".weight", {d, h}, dq);
-        put(ex + w2 + "." + o.scaleName, l, {dn2, hk}, ds, io::DType::F32);
+        putLinear(ex + w1, h, d,
+                  !(first && x == 0 && o.breakKind == "missing-tensor"));
+        linearFromMoE(c1, s1, d, 2 * h, h, h, bk, bn, q, sc);
+        putLinear(ex + w3, h, d, true);
+        linearFromMoE(m.w2q.data() + x * h * d, m.w2s.data() + x * hk * dn, h,
+                      d, 0, d, bk, bn, q, sc);
+        putLinear(ex + w2, d, h, true);
         continue;
       }
       if (!(first && x == 1 && o.breakKind == "missing-tensor"))
@@ -738,9 +788,30 @@ int main(int argc, char **argv) {
           u[j * d + i] = m.s1[i * 2 * hs + hs + j];
           dn[i * hs + j] = m.s2[j * d + i];
         }
-      put(sh + "gate_proj.weight", l, {hs, d}, g, o.dtype);
-      put(sh + "up_proj.weight", l, {hs, d}, u, o.dtype);
-      put(sh + "down_proj.weight", l, {d, hs}, dn, o.dtype);
+      if (fp8) {
+        const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
+        std::vector<uint8_t> cq;
+        std::vector<float> cs;
+        auto putLinear = [&](const std::string &module, int64_t out,
+                             int64_t in) {
+          tensors[module + ".weight"] = codesTensor({out, in}, cq);
+          layerOf[module + ".weight"] = l;
+          put(module + "." + o.scaleName, l,
+              {(out + bn - 1) / bn, (in + bk - 1) / bk}, cs, io::DType::F32);
+        };
+        linearFromMoE(m.s1q.data(), m.s1s.data(), d, 2 * hs, 0, hs, bk, bn, cq,
+                      cs);
+        putLinear(sh + "gate_proj", hs, d);
+        linearFromMoE(m.s1q.data(), m.s1s.data(), d, 2 * hs, hs, hs, bk, bn,
+                      cq, cs);
+        putLinear(sh + "up_proj", hs, d);
+        linearFromMoE(m.s2q.data(), m.s2s.data(), hs, d, 0, d, bk, bn, cq, cs);
+        putLinear(sh + "down_proj", d, hs);
+      } else {
+        put(sh + "gate_proj.weight", l, {hs, d}, g, o.dtype);
+        put(sh + "up_proj.weight", l, {hs, d}, u, o.dtype);
+        put(sh + "down_proj.weight", l, {d, hs}, dn, o.dtype);
+      }
       if (!m.sg.empty())
         put(q + "shared_expert_gate.weight", l, {1, d}, m.sg, o.dtype);
     }
@@ -828,7 +899,15 @@ int main(int argc, char **argv) {
       }
       if (!m.bias.empty())
         t["bias"] = makeTensor(io::DType::F32, {e}, m.bias);
-      if (!m.s1.empty()) {
+      if (!m.s1q.empty()) {
+        const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
+        t["s1"] = codesTensor({d, 2 * hs}, m.s1q);
+        t["s2"] = codesTensor({hs, d}, m.s2q);
+        t["s1_scale"] = makeTensor(io::DType::F32,
+                                   {(d + bk - 1) / bk, 2 * hs / bn}, m.s1s);
+        t["s2_scale"] = makeTensor(
+            io::DType::F32, {(hs + bk - 1) / bk, (d + bn - 1) / bn}, m.s2s);
+      } else if (!m.s1.empty()) {
         t["s1"] = makeTensor(o.dtype, {d, 2 * hs}, m.s1);
         t["s2"] = makeTensor(o.dtype, {hs, d}, m.s2);
       }

@@ -271,6 +271,9 @@ struct Model {
   /// the scale tensors' names is looked up in the checkpoint.
   int64_t fp8BlockN = 0, fp8BlockK = 0;
   std::string scaleSuffix = "_scale_inv";
+  /// The shared experts are FP8 too (DeepSeek-V3): the layer takes them as
+  /// values of its type, dequantized at load (#moe.checkpoint fp8_scales).
+  bool fp8Shared = false;
   /// Which layers are MoE layers.
   std::vector<bool> isMoE;
   std::string denseReason; ///< why a layer is dense, for --layers errors
@@ -502,6 +505,14 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
     add("s1", {shared + "gate_proj.weight", shared + "up_proj.weight"}, true,
         {{hs, d}, {hs, d}}, {d, 2 * hs});
     add("s2", {shared + "down_proj.weight"}, true, {{d, hs}}, {hs, d});
+    if (m.fp8Shared)
+      for (Param &q : params)
+        if (q.argName == "s1" || q.argName == "s2") {
+          for (const std::string &name : q.spec.names)
+            q.spec.fp8Scales.push_back(name + m.scaleSuffix);
+          q.spec.blockN = m.fp8BlockN;
+          q.spec.blockK = m.fp8BlockK;
+        }
     if (m.sharedGate)
       add("sg", {p + "mlp.shared_expert_gate.weight"}, true, {{1, d}}, {d, 1});
   }
@@ -526,7 +537,8 @@ std::optional<Failure> checkTensors(const io::TensorStore &store,
       const std::string where = "tensor '" + name + "' in " +
                                 entry->file->path() + " has dtype " +
                                 io::safetensorsDTypeName(info.dtype);
-      if (param.kind == Param::Kind::Fp8Codes) {
+      if (param.kind == Param::Kind::Fp8Codes ||
+          !param.spec.fp8Scales.empty()) {
         if (info.dtype != io::DType::F8E4M3)
           return Failure{where + ", expected F8_E4M3 (config.json: "
                                  "quantization_config, quant_method 'fp8')"};
@@ -534,9 +546,8 @@ std::optional<Failure> checkTensors(const io::TensorStore &store,
         return Failure{
             where + ", " +
             (m.fp8BlockN > 0
-                 ? std::string("which moe-import takes for the routed "
-                               "experts' weights only (FP8 shared experts "
-                               "and routers are not supported yet)")
+                 ? std::string("which moe-import takes for the experts' "
+                               "weights only (FP8 routers are not supported)")
                  : std::string("but config.json has no quantization_config "
                                "(FP8 weights need their block scales)"))};
       } else if (!io::isFloatType(info.dtype)) {
@@ -548,6 +559,14 @@ std::optional<Failure> checkTensors(const io::TensorStore &store,
                        ", expected " + io::formatShape(param.tensorShapes[i]) +
                        " from config.json"};
     }
+  }
+  // FP8 weights dequantized at load: their scales' names, dtypes and
+  // shapes (as moe-run will check them).
+  if (!param.spec.fp8Scales.empty()) {
+    auto shape = io::checkpointShape(store, param.spec, param.argShape,
+                                     "%" + param.argName, io::DType::F32);
+    if (!shape)
+      return Failure{shape.error()};
   }
   // Experts beyond the configured count mean the config does not describe
   // this checkpoint.
@@ -626,6 +645,13 @@ void emitLayer(std::string &out, const Model &m, int64_t layer,
     out += "]";
     if (p.spec.transpose)
       out += ", transpose";
+    if (!p.spec.fp8Scales.empty()) {
+      out += ",\n        fp8_scales = [";
+      for (size_t i = 0; i < p.spec.fp8Scales.size(); ++i)
+        out += (i ? ", " : "") + quoteMLIR(p.spec.fp8Scales[i]);
+      out += "], block = [" + std::to_string(p.spec.blockN) + ", " +
+             std::to_string(p.spec.blockK) + "]";
+    }
     out += ">}";
   }
   out += ") -> " + xType + " {\n";
@@ -788,6 +814,12 @@ int runMain() {
                       "', not found in " +
                       store.describeSources());
         break;
+      }
+    // FP8 shared experts (DeepSeek-V3) are dequantized at load.
+    for (const Param &p : layerParams(model, layers.front()))
+      if (p.argName == "s1") {
+        const io::TensorStore::Entry *w = store.find(p.spec.names[0]);
+        model.fp8Shared = w && w->info->dtype == io::DType::F8E4M3;
       }
   }
 

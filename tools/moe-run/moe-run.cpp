@@ -637,6 +637,12 @@ bool recordSignature(func::FuncOp func, Signature &sig) {
         for (StringAttr name : checkpoint.getNames())
           spec.names.push_back(name.str());
         spec.transpose = checkpoint.getTranspose();
+        for (StringAttr name : checkpoint.getFp8Scales())
+          spec.fp8Scales.push_back(name.str());
+        if (checkpoint.getBlock().size() == 2) {
+          spec.blockN = checkpoint.getBlock()[0];
+          spec.blockK = checkpoint.getBlock()[1];
+        }
         info.param = spec.describe();
         info.checkpoint = std::move(spec);
       } else if (auto name = dyn_cast<StringAttr>(attr)) {

@@ -727,7 +727,7 @@ const std::set<std::string> layerValued = {
     "quant"};
 const std::set<std::string> layerFlags = {"training", "router-bias", "expert-biases",
                                           "normalize", "no-normalize", "selection-bias",
-                                          "shared-gate", "vjp-aux-only"};
+                                          "shared-gate", "vjp-aux-only", "quant-shared"};
 
 /// `layer`, `block` and `soft-from-router` share the data and the options.
 enum class LayerMode { Layer, Block, SoftFromRouter };
@@ -840,6 +840,9 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   // docs/spec.md §3.1.1 parts ('layer' only).
   const bool selectionBias = args.flag("selection-bias");
   const int64_t sharedHidden = args.has("shared-hidden") ? args.positiveInt("shared-hidden") : 0;
+  const bool quantShared = args.flag("quant-shared");
+  if (quantShared && (quantBlockK == 0 || sharedHidden == 0))
+    die("--quant-shared needs --quant and --shared-hidden");
   const bool sharedGate = args.flag("shared-gate");
   if (mode != LayerMode::Layer && (selectionBias || sharedHidden > 0 || sharedGate))
     die("--selection-bias, --shared-hidden and --shared-gate are 'layer' options");
@@ -906,7 +909,49 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       ref::quantizeFp8Block(ex.w2, E, H, D, quantBlockK, quantBlockN,
                             io::floatToFp8E4M3, codes2, scales2);
     }
+    // --quant-shared: the shared expert's weights quantized the same way
+    // but taken by the layer as values of T (as moe-import binds FP8 shared
+    // experts, #moe.checkpoint fp8_scales): each q * s exact, rounded once
+    // to T. Written as codes NAME and F32 scales NAME_scale [ceil(K/BK),
+    // ceil(N/BN)].
+    std::vector<uint8_t> sharedCodes1, sharedCodes2;
+    std::vector<float> sharedScales1, sharedScales2;
+    if (quantShared) {
+      auto quantize = [&](std::vector<float> &w, int64_t K, int64_t N,
+                          std::vector<uint8_t> &codes,
+                          std::vector<float> &scales) {
+        ref::quantizeFp8Block(w, 1, K, N, quantBlockK, quantBlockN,
+                              io::floatToFp8E4M3, codes, scales);
+        const int64_t nb = (N + quantBlockN - 1) / quantBlockN;
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t n = 0; n < N; ++n)
+            w[k * N + n] = static_cast<float>(ref::roundTo(
+                dtype, ref::fp8E4M3Value(codes[k * N + n]) *
+                           static_cast<double>(
+                               scales[(k / quantBlockK) * nb + n / quantBlockN])));
+      };
+      const int64_t hs = in.sharedHidden;
+      const int64_t width = static_cast<int64_t>(in.sharedW1.size()) / D;
+      quantize(in.sharedW1, D, width, sharedCodes1, sharedScales1);
+      quantize(in.sharedW2, hs, D, sharedCodes2, sharedScales2);
+    }
     addParams(params, tensors);
+    if (quantShared)
+      for (const NamedTensor &nt : tensors) {
+        const bool isS1 = nt.values == &in.sharedW1;
+        if (!isS1 && nt.values != &in.sharedW2)
+          continue;
+        const int64_t K = nt.shape[0], N = nt.shape[1];
+        params[nt.name] =
+            io::Tensor(io::DType::F8E4M3, nt.shape, isS1 ? sharedCodes1 : sharedCodes2);
+        if (!params
+                 .emplace(nt.name + "_scale",
+                          f32Tensor({(K + quantBlockK - 1) / quantBlockK,
+                                     (N + quantBlockN - 1) / quantBlockN},
+                                    isS1 ? sharedScales1 : sharedScales2))
+                 .second)
+          die("--names: '" + nt.name + "_scale' is given twice");
+      }
     if (quantBlockK > 0)
       for (const NamedTensor &nt : tensors) {
         const bool isW1 = nt.values == &in.experts.w1;
@@ -977,8 +1022,10 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   }
   if (quantBlockK > 0)
     std::printf("expert weights F8_E4M3 with F32 scales <name>_scale per block "
-                "of %" PRId64 " x %" PRId64 " (docs/spec.md §2.1)\n",
-                quantBlockK, quantBlockN);
+                "of %" PRId64 " x %" PRId64 " (docs/spec.md §2.1)%s\n",
+                quantBlockK, quantBlockN,
+                quantShared ? "; shared expert too, taken as values of T"
+                            : "");
   if (dtype != ref::ElementType::F32)
     std::printf("element type %s (parameters %s, x and y f32 .npy holding "
                 "%s values)\n",
@@ -1859,6 +1906,10 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   weights (each q * s exact in double, rounded once to f32), never rounded
   to --dtype. --poison applies before the quantization (a NaN weight
   becomes the NaN code, an infinity saturates to +-448). Not with --vjp.
+  --quant-shared (with --quant and --shared-hidden): the shared expert's
+  weights quantized the same way (codes NAME, F32 scales NAME_scale
+  [ceil(K/BK), ceil(N/BN)]), the reference using each q * s exact, rounded
+  once to --dtype (how moe-import binds FP8 shared experts).
 moe-ref block --layers N (default 2) + the layer options (no training)
     [--soft-layers L1,L2,... [--slots S] [--group-size M] [--normalize]]
     [--vjp PREFIX (no soft layers)]

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -287,6 +288,72 @@ TEST_F(CheckpointTest, Fp8CodesAreStackedTransposedAndConcatenatedBitForBit) {
   EXPECT_FALSE(
       assembleCheckpointTensor(store, spec, {2, 3, 4}, DType::F32, bytes.data())
           .ok());
+}
+
+TEST_F(CheckpointTest, Fp8ScalesDequantizeOnceIntoTheParameterType) {
+  // w: F8_E4M3 [2, 3] codes, scales [ceil(2/2), ceil(3/2)] = [1, 2] in
+  // blocks of 2 x 2. s0 * 1.125 = 1 + 2^-8 + 2^-28.3 (exact in double): f32
+  // rounds it to 1 + 2^-8, halfway between two bf16 values, which bf16
+  // would then round to 1 (even); rounded once it is 1 + 2^-7.
+  float s0;
+  const uint32_t s0Bits = 0x3f6471c8u;
+  std::memcpy(&s0, &s0Bits, 4);
+  Tensor w;
+  w.dtype = DType::F8E4M3;
+  w.shape = {2, 3};
+  // 1.125, 1.125, 1 | 2, -1, NaN.
+  w.data = {0x39, 0x39, 0x38, 0x40, 0xB8, 0x7F};
+  writeFile("d.safetensors",
+            {{"w", w}, {"s", f32({1, 2}, {s0, 0.5f})},
+             {"sb", bf16({1, 2}, {0.25f, 4.0f})}, {"bad", f32({2, 2}, {1, 1, 1, 1})}});
+  TensorStore store;
+  ASSERT_TRUE(store.add(path("d.safetensors")).ok());
+  CheckpointSpec spec{{"w"}, false, {"s"}, 2, 2};
+  auto shape = checkpointShape(store, spec, {2, 3}, "s1", DType::BF16);
+  ASSERT_TRUE(shape.ok()) << shape.error();
+  std::vector<uint16_t> half(6);
+  ASSERT_TRUE(assembleCheckpointTensor(store, spec, {2, 3}, DType::BF16,
+                                       reinterpret_cast<uint8_t *>(half.data()))
+                  .ok());
+  EXPECT_EQ(bfloat16BitsToFloat(half[0]), 1.0f + 0x1.0p-7f);
+  EXPECT_EQ(bfloat16BitsToFloat(half[1]), 1.0f + 0x1.0p-7f);
+  EXPECT_EQ(bfloat16BitsToFloat(half[2]), 0.5f);
+  EXPECT_EQ(bfloat16BitsToFloat(half[4]),
+            bfloat16BitsToFloat(floatToBFloat16Bits(-s0)));
+  EXPECT_TRUE(std::isnan(bfloat16BitsToFloat(half[5])));
+
+  // Into f32, transposed ([3, 2]); a BF16 scale widens exactly.
+  CheckpointSpec transposed{{"w"}, true, {"sb"}, 2, 2};
+  auto tshape = checkpointShape(store, transposed, {3, 2}, "s1", DType::F32);
+  ASSERT_TRUE(tshape.ok()) << tshape.error();
+  std::vector<float> out(6);
+  ASSERT_TRUE(assembleCheckpointTensor(store, transposed, {3, 2}, DType::F32,
+                                       reinterpret_cast<uint8_t *>(out.data()))
+                  .ok());
+  EXPECT_EQ(out[0], 1.125f * 0.25f); // (0, 0) <- w[0][0]
+  EXPECT_EQ(out[1], 2.0f * 0.25f);   // (0, 1) <- w[1][0]
+  EXPECT_EQ(out[4], 1.0f * 4.0f);    // (2, 0) <- w[0][2], block column 1
+  EXPECT_TRUE(std::isnan(out[5]));
+
+  // The scales must fit the weight and its block; the parameter must be
+  // values, not codes.
+  CheckpointSpec wrong{{"w"}, false, {"bad"}, 2, 2};
+  EXPECT_EQ(checkpointShape(store, wrong, {2, 3}, "s1", DType::F32).error(),
+            "tensor 'bad' in " + path("d.safetensors") +
+                " has dtype F32 and shape [2, 2], expected F32, BF16 or F16 "
+                "[1, 2] (the scales of 'w' [2, 3] in blocks of 2 x 2)");
+  EXPECT_EQ(checkpointShape(store, spec, {2, 3}, "s1", DType::F8E4M3).error(),
+            "s1: #moe.checkpoint with fp8_scales dequantizes into f32, f16 or "
+            "bf16, not f8E4M3FN");
+  CheckpointSpec missing{{"w"}, false, {"nope"}, 2, 2};
+  EXPECT_EQ(checkpointShape(store, missing, {2, 3}, "s1", DType::F32).error(),
+            "tensor 'nope' (the scales of 'w', for s1) not found in " +
+                path("d.safetensors"));
+  CheckpointSpec values{{"s"}, false, {"s"}, 2, 2};
+  EXPECT_EQ(checkpointShape(store, values, {1, 2}, "s1", DType::F32).error(),
+            "tensor 's' in " + path("d.safetensors") +
+                " has dtype F32 and shape [1, 2] (for s1): fp8_scales "
+                "dequantize 2-D F8_E4M3 tensors");
 }
 
 TEST(CheckpointSpecTest, Expand) {
