@@ -285,8 +285,9 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
         ["model.layers.3.block_sparse_moe.experts.{e}.w2.weight"], transpose>}
     ```
 
+    DeepSeek-V3's FP8 shared experts, dequantized to bf16 at load:
+
     ```mlir
-    // DeepSeek-V3's FP8 shared experts, dequantized to bf16 at load.
     %s1: tensor<7168x4096xbf16> {moe.param = #moe.checkpoint<
         ["model.layers.3.mlp.shared_experts.gate_proj.weight",
          "model.layers.3.mlp.shared_experts.up_proj.weight"], transpose,
