@@ -7,7 +7,8 @@
 // Hugging Face checkpoint of model_type mixtral, qwen2_moe, qwen3_moe, olmoe
 // or deepseek_v3 and writes one public function per MoE layer, @layer_<i>,
 // whose parameters name the checkpoint's own tensors through
-// #moe.checkpoint attributes (docs/spec.md §3.1.1 and §5).
+// #moe.checkpoint attributes (docs/spec.md §3.1.1 and §5). FP8 block-scaled
+// checkpoints are imported as FP8 layers (docs/quantization.md, "Importing").
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,6 +79,9 @@ the checkpoint's own tensors, so
 
 runs the layer from the checkpoint as it is. Dense layers are skipped.
 Supported model_type: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3.
+FP8 block-scaled checkpoints (quantization_config quant_method "fp8",
+DeepSeek-V3/R1, Qwen3 FP8) become FP8 layers (f8E4M3FN expert weights with
+f32 block scales, #moe.quant); FP8 shared experts are dequantized at load.
 
 Errors: one line on stderr starting with "moe-import: ", exit code 1, and
 nothing written.
