@@ -10,7 +10,12 @@ test/reference/MoEReference.h): with u the type's unit roundoff (2^-8 for
 bf16, 2^-11 for f16), rtol = 4u (two ulps) and atol = 2u * max|reference|
 of each memref (one ulp of its largest value), for results rounded to that
 type once at the end after f32 computations that may round h (or a Soft MoE
-slot input) to the adjacent value of the type."""
+slot input) to the adjacent value of the type.
+
+--groups FILE (written by make-driver.py --groups-out when one @main calls
+several functions): lines `NAME COUNT`, the memrefs of each call in order;
+each group is compared and reported on its own (`== NAME` then its
+`compare:` line), and the status is 1 if any group fails."""
 import argparse
 import math
 import re
@@ -102,6 +107,7 @@ def main():
     p.add_argument('--atol', type=float, default=1e-5)
     p.add_argument('--rtol', type=float, default=1e-4)
     p.add_argument('--dtype', choices=['f32', 'bf16', 'f16'], default='f32')
+    p.add_argument('--groups')
     a = p.parse_args()
     u = {'f32': 0.0, 'bf16': 2.0**-8, 'f16': 2.0**-11}[a.dtype]
     if u:
@@ -110,8 +116,25 @@ def main():
     if not ref or len(ref) != len(act):
         print(f'compare: {len(ref)} memrefs in the reference, {len(act)} in the result')
         return 1
+    if not a.groups:
+        return compare(ref, act, a, u)
+    groups = [l.split() for l in open(a.groups).read().splitlines() if l.strip()]
+    if sum(int(c) for _, c in groups) != len(ref):
+        print(f'compare: --groups lists {sum(int(c) for _, c in groups)} memrefs, '
+              f'the files hold {len(ref)}')
+        return 1
+    status, at = 0, 0
+    for name, count in groups:
+        print(f'== {name}')
+        status |= compare(ref[at:at + int(count)], act[at:at + int(count)], a, u, at)
+        at += int(count)
+    return status
+
+
+def compare(ref, act, a, u, first=0):
+    """Compares the memrefs `ref` and `act` (numbered from `first`)."""
     worst = 0.0
-    for n, ((rs, rv), (as_, av)) in enumerate(zip(ref, act)):
+    for n, ((rs, rv), (as_, av)) in enumerate(zip(ref, act), first):
         if rs != as_ or len(rv) != len(av):
             print(f'compare: memref {n}: sizes [{rs}] vs [{as_}]')
             return 1

@@ -29,7 +29,13 @@ words) instead of printMemrefF32/I32's text, which compare-memrefs.py also
 reads and which is slow to print and parse for millions of values.
 --function NAME drives that public function instead of the first one (a
 gradient @f_vjp that --moe-generate-vjp added next to @f); a file that moe-opt
-printed (`module { ... }`) gets its @main inside the module."""
+printed (`module { ... }`) gets its @main inside the module. --function may
+be repeated, as NAME or NAME:DYNAMIC (that call's --dynamic): @main then
+calls each in turn, each with its own data (made as for a driver of that
+function alone), and prints each call's results before the next call, so
+several functions compiled as one module are checked in one run; with
+--groups-out FILE it writes `NAME COUNT` per call (the number of results
+it prints), for compare-memrefs.py --groups."""
 import argparse
 import math
 import re
@@ -63,7 +69,8 @@ def main():
     p.add_argument('--poison', action='append', default=[])
     p.add_argument('--print-bits', action='store_true')
     p.add_argument('--dump', choices=['text', 'binary'], default='text')
-    p.add_argument('--function')
+    p.add_argument('--function', action='append', default=[])
+    p.add_argument('--groups-out')
     p.add_argument('--scale', action='append', default=[])
     a = p.parse_args()
     text = open(a.input).read()
@@ -72,7 +79,40 @@ def main():
     stripped = text.strip()
     if stripped.startswith('module {') and stripped.endswith('}'):
         text = stripped[len('module {'):-1]
-    name, params, outs = parse(text, a.function)
+    calls = []
+    for item in a.function or [None]:
+        fn, _, dyn = (item or '').partition(':')
+        calls.append((fn or None, int(dyn) if dyn else a.dynamic))
+    if len(calls) > 1 and (a.poison or a.scale):
+        sys.exit('make-driver: --poison and --scale drive one function')
+    printer = 'moeTestDump' if a.dump == 'binary' else 'printMemref'
+    lines = [f'func.func private @{printer}F32(memref<*xf32>)',
+             f'func.func private @{printer}I32(memref<*xi32>)', '',
+             'func.func @main() {']
+    groups = []
+    for k, (fn, dynamic) in enumerate(calls):
+        body = call_lines(a, text, fn, dynamic, printer)
+        name, _, outs = parse(text, fn)
+        groups.append(f'{name}{"" if dynamic == a.dynamic else f":{dynamic}"} {len(outs)}')
+        if len(calls) > 1:
+            # Each call's top-level values get their own names (the names
+            # inside tensor.generate regions are local to them).
+            body = [TOP.sub(lambda m: f'%k{k}_{m.group(1)}', l) for l in body]
+        lines += body
+    lines += ['  return', '}']
+    sys.stdout.write(text + '\n' + '\n'.join(lines) + '\n')
+    if a.groups_out:
+        with open(a.groups_out, 'w') as f:
+            f.write('\n'.join(groups) + '\n')
+
+
+TOP = re.compile(r'%(s\d+_\d+|[gftrecaxyub]\d+|ib\d+)\b')
+
+
+def call_lines(a, text, function, dynamic, printer):
+    """The lines of @main that make the data of `function`, call it and print
+    its results."""
+    name, params, outs = parse(text, function)
     poisons = {}
     for item in a.poison:
         pname, at, value = item.split(':')
@@ -87,10 +127,7 @@ def main():
         if pname not in [n for n, _ in params]:
             sys.exit(f'make-driver: bad --scale {item}')
         factors[pname] = float(factor)
-    printer = 'moeTestDump' if a.dump == 'binary' else 'printMemref'
-    lines = [f'func.func private @{printer}F32(memref<*xf32>)',
-             f'func.func private @{printer}I32(memref<*xi32>)', '',
-             'func.func @main() {']
+    lines = []
     vals = []
     for i, (pname, t) in enumerate(params):
         dims, elt = split(t)
@@ -98,7 +135,7 @@ def main():
             lines.append(f'  %a{i} = arith.constant dense<1234567> : tensor<i64>')
             vals.append((f'%a{i}', f'tensor<{t}>'))
             continue
-        shape = [a.dynamic if d == '?' else int(d) for d in dims]
+        shape = [dynamic if d == '?' else int(d) for d in dims]
         if i == 0 or len(shape) == 0:
             scale = 1.0
         elif len(shape) == 3:
@@ -189,8 +226,7 @@ def main():
         lines.append(f'  %b{j} = bufferization.to_buffer {v} : {ty} to {mty}')
         lines.append(f'  %u{j} = memref.cast %b{j} : {mty} to memref<*x{elt}>')
         lines.append(f'  func.call @{printer}{elt.upper()}(%u{j}) : (memref<*x{elt}>) -> ()')
-    lines += ['  return', '}']
-    sys.stdout.write(text + '\n' + '\n'.join(lines) + '\n')
+    return lines
 
 
 if __name__ == '__main__':
