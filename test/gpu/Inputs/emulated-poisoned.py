@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """docs/spec.md §3 "NaN and infinities" on the emulated GPU path, against the
-CPU path: the function of an MLIR file (make-driver.py's data) runs four
-times under mlir-runner, on the CPU path (--moe-cpu-pipeline=parallel=false)
-and through the emulated GPU kernels, each on the clean data and on the data
-with the --poison of make-driver.py (NaN or +-inf in a token's row, a router
-or an expert weight); every result is printed as the bits of its f32 values.
+CPU path: the function of an MLIR file (make-driver.py's data) runs on the
+CPU path (--moe-cpu-pipeline=parallel=false) and through the emulated GPU
+kernels under mlir-runner, each on the clean data and then, in the same run
+(make-driver.py --clean-first), on the data with the --poison of
+make-driver.py (NaN or +-inf in a token's row, a router or an expert
+weight); every result is printed as the bits of its f32 values.
 
   emulated-poisoned.py MLIR OUT_DIR --poison NAME:AT:VALUE [--form PASSES]
       [--dtype bf16|f16] [--dynamic T] --libs L --omp O --pipeline P
@@ -67,32 +68,36 @@ def run(cmd, stdin=None):
 
 
 def outputs(a):
-    """The four runs' outputs: CPU clean, CPU poisoned, GPU clean, GPU poisoned."""
+    """The outputs: CPU clean, CPU poisoned, GPU clean, GPU poisoned."""
     here = os.path.dirname(os.path.abspath(__file__))
     os.makedirs(a.out, exist_ok=True)
     files = []
+    drv = [sys.executable, os.path.join(here, 'make-driver.py'), a.mlir,
+           '--dynamic', str(a.dynamic), '--print-bits', '--clean-first']
+    for p in a.poison:
+        drv += ['--poison', p]
+    driver = run(drv)
     for device in ('cpu', 'gpu'):
-        for poison in ([], a.poison):
-            drv = [sys.executable, os.path.join(here, 'make-driver.py'), a.mlir,
-                   '--dynamic', str(a.dynamic), '--print-bits']
-            for p in poison:
-                drv += ['--poison', p]
-            text = run(drv)
-            if device == 'cpu':
-                lowered = run(['moe-opt', '-', '--moe-cpu-pipeline=parallel=false'], text)
-                libs = a.libs
-            else:
-                if a.form:
-                    text = run(['moe-opt', '-'] + shlex.split(a.form), text)
-                pipeline = a.pipeline.replace('${MOE_EMULATE_OPTIONS:-}',
-                                              os.environ.get('MOE_EMULATE_OPTIONS', ''))
-                lowered = run(['moe-opt', '-', '--pass-pipeline=' + pipeline], text)
-                libs = a.libs + ',' + a.omp
-            out = run(['mlir-runner', '-e', 'main', '-entry-point-result=void',
-                       '-shared-libs=' + libs], lowered)
-            name = os.path.join(a.out, '%s_%s.txt' % (device, 'bad' if poison else 'clean'))
+        text = driver
+        if device == 'cpu':
+            lowered = run(['moe-opt', '-', '--moe-cpu-pipeline=parallel=false'], text)
+            libs = a.libs
+        else:
+            if a.form:
+                text = run(['moe-opt', '-'] + shlex.split(a.form), text)
+            pipeline = a.pipeline.replace('${MOE_EMULATE_OPTIONS:-}',
+                                          os.environ.get('MOE_EMULATE_OPTIONS', ''))
+            lowered = run(['moe-opt', '-', '--pass-pipeline=' + pipeline], text)
+            libs = a.libs + ',' + a.omp
+        out = run(['mlir-runner', '-e', 'main', '-entry-point-result=void',
+                   '-shared-libs=' + libs], lowered)
+        # The clean call's memrefs, then the poisoned call's.
+        blocks = out.split('Unranked Memref')
+        half = (len(blocks) - 1) // 2
+        for kind, part in (('clean', blocks[1:1 + half]), ('bad', blocks[1 + half:])):
+            name = os.path.join(a.out, '%s_%s.txt' % (device, kind))
             with open(name, 'w') as f:
-                f.write(out)
+                f.write(''.join('Unranked Memref' + b for b in part))
             files.append(name)
     return files
 

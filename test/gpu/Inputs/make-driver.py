@@ -29,7 +29,9 @@ words) instead of printMemrefF32/I32's text, which compare-memrefs.py also
 reads and which is slow to print and parse for millions of values.
 --function NAME drives that public function instead of the first one (a
 gradient @f_vjp that --moe-generate-vjp added next to @f); a file that moe-opt
-printed (`module { ... }`) gets its @main inside the module. --function may
+printed (`module { ... }`) gets its @main inside the module. --clean-first (with --poison) calls the function twice, first on the
+clean data, then on the poisoned data (one compiled module for both runs of
+emulated-poisoned.py). --function may
 be repeated, as NAME or NAME:DYNAMIC (that call's --dynamic): @main then
 calls each in turn, each with its own data (made as for a driver of that
 function alone), and prints each call's results before the next call, so
@@ -71,6 +73,7 @@ def main():
     p.add_argument('--dump', choices=['text', 'binary'], default='text')
     p.add_argument('--function', action='append', default=[])
     p.add_argument('--groups-out')
+    p.add_argument('--clean-first', action='store_true')
     p.add_argument('--scale', action='append', default=[])
     a = p.parse_args()
     text = open(a.input).read()
@@ -85,13 +88,19 @@ def main():
         calls.append((fn or None, int(dyn) if dyn else a.dynamic))
     if len(calls) > 1 and (a.poison or a.scale):
         sys.exit('make-driver: --poison and --scale drive one function')
+    if a.clean_first:
+        if not a.poison:
+            sys.exit('make-driver: --clean-first needs --poison')
+        calls = [(fn, dyn, False) for fn, dyn in calls] + [(fn, dyn, True) for fn, dyn in calls]
+    else:
+        calls = [(fn, dyn, True) for fn, dyn in calls]
     printer = 'moeTestDump' if a.dump == 'binary' else 'printMemref'
     lines = [f'func.func private @{printer}F32(memref<*xf32>)',
              f'func.func private @{printer}I32(memref<*xi32>)', '',
              'func.func @main() {']
     groups = []
-    for k, (fn, dynamic) in enumerate(calls):
-        body = call_lines(a, text, fn, dynamic, printer)
+    for k, (fn, dynamic, poisoned) in enumerate(calls):
+        body = call_lines(a, text, fn, dynamic, printer, a.poison if poisoned else [])
         name, _, outs = parse(text, fn)
         groups.append(f'{name}{"" if dynamic == a.dynamic else f":{dynamic}"} {len(outs)}')
         if len(calls) > 1:
@@ -109,12 +118,12 @@ def main():
 TOP = re.compile(r'%(s\d+_\d+|[gftrecaxyub]\d+|ib\d+)\b')
 
 
-def call_lines(a, text, function, dynamic, printer):
-    """The lines of @main that make the data of `function`, call it and print
-    its results."""
+def call_lines(a, text, function, dynamic, printer, poison):
+    """The lines of @main that make the data of `function` (with the --poison
+    items `poison`), call it and print its results."""
     name, params, outs = parse(text, function)
     poisons = {}
-    for item in a.poison:
+    for item in poison:
         pname, at, value = item.split(':')
         bits = {'nan': '0x7FC00000', 'inf': '0x7F800000', '-inf': '0xFF800000'}.get(value)
         index = [i for i, (n, _) in enumerate(params) if n == pname]
