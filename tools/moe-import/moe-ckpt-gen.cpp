@@ -652,35 +652,38 @@ int main(int argc, char **argv) {
       }
       take("sg", m.sg, {d, 1});
     }
+    // The codes and scales of moe-ref layer --quant [--quant-shared] for the
+    // weight of --layer-weights key `key`: F8_E4M3 [lead..., k, n] and F32
+    // NAME_scale [lead..., ceil(k/BK), ceil(n/BN)], as they are.
+    auto takeCodes = [&](const char *key, std::vector<int64_t> lead, int64_t k,
+                         int64_t n, std::vector<uint8_t> &out,
+                         std::vector<float> &scales) {
+      const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
+      const std::string &name = o.weightNames[key];
+      const io::SafeTensorInfo *info = weights->find(name);
+      std::vector<int64_t> shape = lead, sshape = lead;
+      shape.insert(shape.end(), {k, n});
+      sshape.insert(sshape.end(), {(k + bk - 1) / bk, (n + bn - 1) / bn});
+      if (!info || info->dtype != io::DType::F8E4M3 || info->shape != shape)
+        die(o.weightsFile + ": '" + name + "' (" + key + ") must be F8_E4M3 " +
+            io::formatShape(shape) + " with --quant");
+      const uint8_t *raw = weights->rawData(*info);
+      out.assign(raw, raw + (info->dataEnd - info->dataBegin));
+      auto t = weights->get(name + "_scale", io::DType::F32);
+      if (!t)
+        die(t.error());
+      if (t->shape != sshape)
+        die(o.weightsFile + ": '" + name + "_scale' has shape " +
+            io::formatShape(t->shape) + ", expected " + io::formatShape(sshape));
+      scales = t->toVector<float>();
+    };
     if (fp8) {
       const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
       quantizeFp8(m.w1, e, d, 2 * h, bk, bn, m.w1q, m.w1s);
       quantizeFp8(m.w2, e, h, d, bk, bn, m.w2q, m.w2s);
       if (l == o.weightsLayer) {
-        // The codes and scales of moe-ref layer --quant, as they are.
-        auto codes = [&](const char *key, std::vector<uint8_t> &out,
-                         std::vector<float> &scales, int64_t k, int64_t n) {
-          const std::string &name = o.weightNames[key];
-          const io::SafeTensorInfo *info = weights->find(name);
-          std::vector<int64_t> shape{e, k, n};
-          if (!info || info->dtype != io::DType::F8E4M3 || info->shape != shape)
-            die(o.weightsFile + ": '" + name + "' (" + key +
-                ") must be F8_E4M3 " + io::formatShape(shape) +
-                " with --quant");
-          const uint8_t *raw = weights->rawData(*info);
-          out.assign(raw, raw + e * k * n);
-          std::vector<int64_t> sshape{e, (k + bk - 1) / bk, (n + bn - 1) / bn};
-          auto t = weights->get(name + "_scale", io::DType::F32);
-          if (!t)
-            die(t.error());
-          if (t->shape != sshape)
-            die(o.weightsFile + ": '" + name + "_scale' has shape " +
-                io::formatShape(t->shape) + ", expected " +
-                io::formatShape(sshape));
-          scales = t->toVector<float>();
-        };
-        codes("w1", m.w1q, m.w1s, d, 2 * h);
-        codes("w2", m.w2q, m.w2s, h, d);
+        takeCodes("w1", {e}, d, 2 * h, m.w1q, m.w1s);
+        takeCodes("w2", {e}, h, d, m.w2q, m.w2s);
       }
     }
     // The shared experts are FP8 too, as DeepSeek-V3 publishes them.
@@ -692,30 +695,8 @@ int main(int argc, char **argv) {
       quantizeFp8(m.s1, 1, d, 2 * hs, bk, bn, m.s1q, m.s1s);
       quantizeFp8(m.s2, 1, hs, d, bk, bn, m.s2q, m.s2s);
       if (l == o.weightsLayer && o.weightNames.count("s1")) {
-        // The codes and scales of moe-ref layer --quant --quant-shared.
-        auto codes = [&](const char *key, std::vector<uint8_t> &out,
-                         std::vector<float> &scales, int64_t k, int64_t n) {
-          const std::string &name = o.weightNames[key];
-          const io::SafeTensorInfo *info = weights->find(name);
-          std::vector<int64_t> shape{k, n};
-          if (!info || info->dtype != io::DType::F8E4M3 || info->shape != shape)
-            die(o.weightsFile + ": '" + name + "' (" + key +
-                ") must be F8_E4M3 " + io::formatShape(shape) +
-                " with --quant (moe-ref layer --quant-shared)");
-          const uint8_t *raw = weights->rawData(*info);
-          out.assign(raw, raw + k * n);
-          auto t = weights->get(name + "_scale", io::DType::F32);
-          if (!t)
-            die(t.error());
-          std::vector<int64_t> sshape{(k + bk - 1) / bk, (n + bn - 1) / bn};
-          if (t->shape != sshape)
-            die(o.weightsFile + ": '" + name + "_scale' has shape " +
-                io::formatShape(t->shape) + ", expected " +
-                io::formatShape(sshape));
-          scales = t->toVector<float>();
-        };
-        codes("s1", m.s1q, m.s1s, d, 2 * hs);
-        codes("s2", m.s2q, m.s2s, hs, d);
+        takeCodes("s1", {}, d, 2 * hs, m.s1q, m.s1s);
+        takeCodes("s2", {}, hs, d, m.s2q, m.s2s);
       }
     }
     // Then in the checkpoint's layout: nn.Linear [out, in] per expert.
