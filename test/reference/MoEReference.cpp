@@ -200,7 +200,8 @@ double fp8E4M3Value(uint8_t code) {
 
 void quantizeFp8Block(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
                       int64_t blockK, int64_t blockN, uint8_t (*encode)(float),
-                      std::vector<uint8_t> &codes, std::vector<float> &scales) {
+                      std::vector<uint8_t> &codes, std::vector<float> &scales,
+                      float (*roundScale)(float)) {
   check(int64_t(w.size()) == E * K * N && blockK >= 1 && blockN >= 1,
         "quantizeFp8Block: sizes");
   const int64_t KB = (K + blockK - 1) / blockK, NB = (N + blockN - 1) / blockN;
@@ -216,7 +217,9 @@ void quantizeFp8Block(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
           for (int64_t n = n0; n < n1; ++n)
             if (std::isfinite(w[size_t((e * K + k) * N + n)]))
               amax = std::max(amax, std::fabs(double(w[size_t((e * K + k) * N + n)])));
-        const float s = amax > 0 ? float(amax / 448.0) : 1.0f;
+        float s = amax > 0 ? float(amax / 448.0) : 1.0f;
+        if (roundScale)
+          s = roundScale(s);
         scales[size_t((e * KB + kb) * NB + nb)] = s;
         for (int64_t k = k0; k < k1; ++k)
           for (int64_t n = n0; n < n1; ++n) {

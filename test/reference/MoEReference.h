@@ -178,10 +178,14 @@ double fp8E4M3Value(uint8_t code);
 /// a block without a nonzero one) and
 /// the codes q = E4M3(w / s) (nearest, from `encode`); `w` is replaced by
 /// the dequantized weights, q * s computed exactly in double and rounded
-/// once to f32. `scales` receives [E, ceil(K/BK), ceil(N/BN)].
+/// once to f32. `scales` receives [E, ceil(K/BK), ceil(N/BN)]. With
+/// `roundScale`, each scale is first rounded by it (a checkpoint whose
+/// scales are stored in bf16: the codes are then made with the rounded
+/// scale, saturating at +-448 where it came out smaller).
 void quantizeFp8Block(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
                       int64_t blockK, int64_t blockN, uint8_t (*encode)(float),
-                      std::vector<uint8_t> &codes, std::vector<float> &scales);
+                      std::vector<uint8_t> &codes, std::vector<float> &scales,
+                      float (*roundScale)(float) = nullptr);
 
 /// f_e(x) for one row: x has D doubles, out receives D doubles. For T =
 /// bf16/f16 h is rounded to T (the weights are used as they are).

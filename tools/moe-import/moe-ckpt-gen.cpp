@@ -85,6 +85,11 @@ const char *const usage = R"(usage: moe-ckpt-gen FAMILY OUTDIR [options]
                             experts are FP8 too (from --layer-weights: the
                             codes of moe-ref layer --quant-shared); the
                             router stays in --dtype.
+  --scale-dtype=f32|bf16     with --quant: the scales' dtype (default f32;
+                            bf16 as some Qwen3 FP8 checkpoints store them:
+                            random scales are rounded to bf16 before the
+                            codes are made, those of --layer-weights must be
+                            exact in bf16, from moe-ref --quant-scales bf16)
   --scale-name=weight_scale_inv|weight_scale
                             with --quant: the scales' name after the weight's
                             module (default weight_scale_inv, DeepSeek's and
@@ -159,7 +164,7 @@ struct MoEWeights {
 /// nearest to w / scale.
 void quantizeFp8(const std::vector<float> &w, int64_t e, int64_t k, int64_t n,
                  int64_t bk, int64_t bn, std::vector<uint8_t> &codes,
-                 std::vector<float> &scales) {
+                 std::vector<float> &scales, io::DType scaleDType) {
   const int64_t kb = (k + bk - 1) / bk, nb = (n + bn - 1) / bn;
   codes.assign(w.size(), 0);
   scales.assign(e * kb * nb, 1.0f);
@@ -170,7 +175,7 @@ void quantizeFp8(const std::vector<float> &w, int64_t e, int64_t k, int64_t n,
         for (int64_t i = i0 * bk; i < std::min(k, (i0 + 1) * bk); ++i)
           for (int64_t j = j0 * bn; j < std::min(n, (j0 + 1) * bn); ++j)
             max = std::max(max, std::fabs(w[(x * k + i) * n + j]));
-        float scale = max > 0 ? max / 448.0f : 1.0f;
+        float scale = roundTo(scaleDType, {max > 0 ? max / 448.0f : 1.0f})[0];
         scales[(x * kb + i0) * nb + j0] = scale;
         for (int64_t i = i0 * bk; i < std::min(k, (i0 + 1) * bk); ++i)
           for (int64_t j = j0 * bn; j < std::min(n, (j0 + 1) * bn); ++j)
@@ -225,6 +230,7 @@ struct Options {
   /// --quant=fp8_e4m3:BK,BN; 0 without.
   int64_t fp8BlockK = 0, fp8BlockN = 0;
   std::string scaleName = "weight_scale_inv";
+  io::DType scaleDType = io::DType::F32;
 };
 
 bool startsWith(const std::string &s, const char *prefix) {
@@ -351,6 +357,11 @@ int main(int argc, char **argv) {
       o.fp8BlockK = parseInt(v.substr(prefix.size(), comma - prefix.size()),
                              "--quant's BK");
       o.fp8BlockN = parseInt(v.substr(comma + 1), "--quant's BN");
+    } else if (startsWith(a, "--scale-dtype=")) {
+      std::string v = value("--scale-dtype=");
+      if (v != "f32" && v != "bf16")
+        die("--scale-dtype must be f32 or bf16");
+      o.scaleDType = v == "bf16" ? io::DType::BF16 : io::DType::F32;
     } else if (startsWith(a, "--scale-name=")) {
       o.scaleName = value("--scale-name=");
       if (o.scaleName != "weight_scale_inv" && o.scaleName != "weight_scale")
@@ -676,11 +687,15 @@ int main(int argc, char **argv) {
         die(o.weightsFile + ": '" + name + "_scale' has shape " +
             io::formatShape(t->shape) + ", expected " + io::formatShape(sshape));
       scales = t->toVector<float>();
+      if (scales != roundTo(o.scaleDType, scales))
+        die(o.weightsFile + ": '" + name + "_scale' is not exact in " +
+            io::dtypeName(o.scaleDType) +
+            " (--scale-dtype; moe-ref layer --quant-scales bf16 makes it so)");
     };
     if (fp8) {
       const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
-      quantizeFp8(m.w1, e, d, 2 * h, bk, bn, m.w1q, m.w1s);
-      quantizeFp8(m.w2, e, h, d, bk, bn, m.w2q, m.w2s);
+      quantizeFp8(m.w1, e, d, 2 * h, bk, bn, m.w1q, m.w1s, o.scaleDType);
+      quantizeFp8(m.w2, e, h, d, bk, bn, m.w2q, m.w2s, o.scaleDType);
       if (l == o.weightsLayer) {
         takeCodes("w1", {e}, d, 2 * h, m.w1q, m.w1s);
         takeCodes("w2", {e}, h, d, m.w2q, m.w2s);
@@ -692,8 +707,8 @@ int main(int argc, char **argv) {
       if (hs % bn != 0)
         die("--quant: BN = " + std::to_string(bn) +
             " must divide the shared width " + std::to_string(hs));
-      quantizeFp8(m.s1, 1, d, 2 * hs, bk, bn, m.s1q, m.s1s);
-      quantizeFp8(m.s2, 1, hs, d, bk, bn, m.s2q, m.s2s);
+      quantizeFp8(m.s1, 1, d, 2 * hs, bk, bn, m.s1q, m.s1s, o.scaleDType);
+      quantizeFp8(m.s2, 1, hs, d, bk, bn, m.s2q, m.s2s, o.scaleDType);
       if (l == o.weightsLayer && o.weightNames.count("s1")) {
         takeCodes("s1", {}, d, 2 * hs, m.s1q, m.s1s);
         takeCodes("s2", {}, hs, d, m.s2q, m.s2s);
@@ -735,7 +750,7 @@ int main(int argc, char **argv) {
           layerOf[module + ".weight"] = l;
           if (withScale)
             put(module + "." + o.scaleName, l,
-                {(out + bn - 1) / bn, (in + bk - 1) / bk}, sc, io::DType::F32);
+                {(out + bn - 1) / bn, (in + bk - 1) / bk}, sc, o.scaleDType);
         };
         const uint8_t *c1 = m.w1q.data() + x * d * 2 * h;
         const float *s1 = m.w1s.data() + x * dk * n1;
@@ -778,7 +793,7 @@ int main(int argc, char **argv) {
           tensors[module + ".weight"] = codesTensor({out, in}, cq);
           layerOf[module + ".weight"] = l;
           put(module + "." + o.scaleName, l,
-              {(out + bn - 1) / bn, (in + bk - 1) / bk}, cs, io::DType::F32);
+              {(out + bn - 1) / bn, (in + bk - 1) / bk}, cs, o.scaleDType);
         };
         linearFromMoE(m.s1q.data(), m.s1s.data(), d, 2 * hs, 0, hs, bk, bn, cq,
                       cs);

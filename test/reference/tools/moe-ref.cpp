@@ -724,7 +724,7 @@ const std::set<std::string> layerValued = {
     "params", "input", "seed-input", "expected", "expected-loss",
     "min-margin", "layers", "slots", "group-size", "soft-layers", "dtype",
     "score", "scale", "groups", "group-k", "shared-hidden", "vjp", "poison",
-    "quant"};
+    "quant", "quant-scales"};
 const std::set<std::string> layerFlags = {"training", "router-bias", "expert-biases",
                                           "normalize", "no-normalize", "selection-bias",
                                           "shared-gate", "vjp-aux-only", "quant-shared"};
@@ -836,6 +836,18 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
     if (quantBlockK < 1 || quantBlockN < 1)
       die("--quant: the block sizes must be >= 1");
   }
+  // --quant-scales bf16: scales rounded to bf16 (exact in a BF16 tensor).
+  float (*roundScale)(float) = nullptr;
+  if (args.has("quant-scales")) {
+    if (quantBlockK == 0)
+      die("--quant-scales needs --quant");
+    if (args.str("quant-scales") != "bf16")
+      die("--quant-scales: the scales may be rounded to bf16 only, got '" +
+          args.str("quant-scales") + "'");
+    roundScale = [](float s) {
+      return io::bfloat16BitsToFloat(io::floatToBFloat16Bits(s));
+    };
+  }
 
   // docs/spec.md §3.1.1 parts ('layer' only).
   const bool selectionBias = args.flag("selection-bias");
@@ -905,9 +917,9 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       ref::Experts &ex = in.experts;
       ex.quantizedWeights = true;
       ref::quantizeFp8Block(ex.w1, E, D, ex.w1Cols(), quantBlockK, quantBlockN,
-                            io::floatToFp8E4M3, codes1, scales1);
+                            io::floatToFp8E4M3, codes1, scales1, roundScale);
       ref::quantizeFp8Block(ex.w2, E, H, D, quantBlockK, quantBlockN,
-                            io::floatToFp8E4M3, codes2, scales2);
+                            io::floatToFp8E4M3, codes2, scales2, roundScale);
     }
     // --quant-shared: the shared expert's weights quantized the same way
     // but taken by the layer as values of T (as moe-import binds FP8 shared
@@ -921,7 +933,7 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
                           std::vector<uint8_t> &codes,
                           std::vector<float> &scales) {
         ref::quantizeFp8Block(w, 1, K, N, quantBlockK, quantBlockN,
-                              io::floatToFp8E4M3, codes, scales);
+                              io::floatToFp8E4M3, codes, scales, roundScale);
         const int64_t nb = (N + quantBlockN - 1) / quantBlockN;
         for (int64_t k = 0; k < K; ++k)
           for (int64_t n = 0; n < N; ++n)
@@ -1906,6 +1918,8 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   weights (each q * s exact in double, rounded once to f32), never rounded
   to --dtype. --poison applies before the quantization (a NaN weight
   becomes the NaN code, an infinity saturates to +-448). Not with --vjp.
+  --quant-scales bf16 (with --quant): every scale rounded to bf16 first (the
+  codes made with it), so a checkpoint may store the scales as BF16.
   --quant-shared (with --quant and --shared-hidden): the shared expert's
   weights quantized the same way (codes NAME, F32 scales NAME_scale
   [ceil(K/BK), ceil(N/BN)]), the reference using each q * s exact, rounded
