@@ -298,10 +298,13 @@ std::optional<Failure> describeQuantization(const Config &cfg, Model &m) {
     return Failure{q->where("quant_method") + " is '" + method +
                    "': moe-import reads FP8 block-scaled checkpoints "
                    "(quant_method 'fp8'); " +
-                   (method == "gptq" || method == "awq" ||
-                            method == "compressed-tensors"
+                   (method == "gptq" || method == "awq"
                         ? std::string("int4 checkpoints are not supported yet "
                                       "(docs/quantization.md)")
+                    : method == "compressed-tensors"
+                        ? std::string("compressed-tensors checkpoints (int4 "
+                                      "pack-quantized or FP8_BLOCK) are not "
+                                      "supported yet (docs/quantization.md)")
                         : std::string("this method is unknown"))};
   std::string fmt, activations;
   if ((f = q->getString("fmt", fmt, std::string("e4m3"))) ||
