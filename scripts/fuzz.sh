@@ -103,6 +103,18 @@ seed() {
     bundle "$seeds/ckpt-dyn.bundle" 'f16 ?x6 N x.0.w x.1.w'
     { printf '#moe-fuzz-ckpt f32 3x2 T x.0.w\n=== s0.safetensors\n'
       cat "$tmp/s0.safetensors"; } >"$seeds/ckpt-single.bundle"
+    # FP8 experts (a tiny Qwen3 FP8 checkpoint, 15 KB): the codes bit for
+    # bit, their scales, and the codes dequantized at load (fp8_scales).
+    "$gen" qwen3_moe "$tmp/fp8" --dim=8 --experts=2 --hidden=8 --k=1 \
+      --quant=fp8_e4m3:4,4 >/dev/null
+    local ex='model.layers.1.mlp.experts.{e}'
+    fp8bundle() { # OUT HEADER
+      { printf '#moe-fuzz-ckpt %s\n=== model.safetensors\n' "$2"
+        cat "$tmp/fp8/model.safetensors"; } >"$1"
+    }
+    fp8bundle "$seeds/ckpt-fp8-codes.bundle" "f8E4M3FN 2x8x16 T $ex.gate_proj.weight $ex.up_proj.weight"
+    fp8bundle "$seeds/ckpt-fp8-scales.bundle" "f32 2x2x4 T $ex.gate_proj.weight_scale_inv $ex.up_proj.weight_scale_inv"
+    fp8bundle "$seeds/ckpt-fp8-dequant.bundle" "bf16 2x8x16 T@4,4 $ex.gate_proj.weight $ex.up_proj.weight"
     rm -rf "$tmp"
     ;;
   esac

@@ -17,9 +17,11 @@
 //    #moe.checkpoint parameter: TensorStore::add on the bundle's files,
 //    checkpointArgumentShape, checkAssembledArgument,
 //    assembleCheckpointTensor). A bundle is text: a first line
-//      #moe-fuzz-ckpt DTYPE SHAPE T|N NAME...
+//      #moe-fuzz-ckpt DTYPE SHAPE T|N[@BN,BK] NAME...
 //    (the argument's element type and shape, `?` for a dynamic size,
-//    transposed or not, the tensor names, `{e}` per expert), then files,
+//    transposed or not, with `@BN,BK` FP8 weights dequantized by the scale
+//    tensors NAME_scale_inv in blocks of BN x BK (fp8_scales), the tensor
+//    names, `{e}` per expert), then files,
 //    each `\n=== FILENAME\n` and its bytes; the files are written to a
 //    temporary directory and the `.json` ones (else all) added to the store.
 // Findings are crashes, sanitizer reports, and round-trip invariants checked
@@ -469,8 +471,24 @@ void fuzzCheckpoint(const uint8_t *data, size_t size) {
   arg.shape = *shape;
   arg.typeString = "tensor<" + words[1] + "x" + words[0] + ">";
   CheckpointSpec spec;
-  spec.transpose = words[2] == "T";
+  spec.transpose = words[2][0] == 'T';
   spec.names.assign(words.begin() + 3, words.end());
+  if (size_t at = words[2].find('@'); at != std::string::npos) {
+    // Block sizes of 1..999: what a fuzzed header may ask for.
+    size_t comma = words[2].find(',', at);
+    std::string bn = words[2].substr(at + 1, comma - at - 1),
+                bk = comma == std::string::npos ? "" : words[2].substr(comma + 1);
+    auto small = [](const std::string &v) {
+      return !v.empty() && v.size() <= 3 &&
+             v.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!small(bn) || !small(bk))
+      return;
+    spec.blockN = std::stoll(bn);
+    spec.blockK = std::stoll(bk);
+    for (const std::string &name : spec.names)
+      spec.fp8Scales.push_back(name + "_scale_inv");
+  }
   arg.param = spec.describe();
   arg.checkpoint = spec;
 
