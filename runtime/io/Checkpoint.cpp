@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 
 #include <sys/stat.h>
@@ -96,21 +95,13 @@ void storeFloat(DType dtype, uint8_t *base, uint64_t index, float v) {
 }
 
 /// Stores `v` into element `index` of `base` (type `dtype`: F32, F16 or
-/// BF16) rounded once to nearest even. F16/BF16 go through f32 rounded to
-/// odd, which has enough extra bits for the second rounding to be exact.
+/// BF16) rounded once to nearest even (F16/BF16 through f32 rounded to odd,
+/// as for float64 .npy data).
 inline void storeDoubleRounded(DType dtype, uint8_t *base, uint64_t index,
                                double v) {
-  float f = static_cast<float>(v);
-  if (dtype != DType::F32 && std::isfinite(f) && static_cast<double>(f) != v) {
-    // Round to odd: the value truncated toward zero, its last bit set.
-    if (std::fabs(static_cast<double>(f)) > std::fabs(v))
-      f = std::nextafter(f, 0.0f);
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    bits |= 1;
-    std::memcpy(&f, &bits, 4);
-  }
-  storeFloat(dtype, base, index, f);
+  storeFloat(dtype, base, index,
+             dtype == DType::F32 ? static_cast<float>(v)
+                                 : detail::roundToOddF32(v));
 }
 
 /// Copies element `from` of `src` (type `srcType`) to element `to` of `dst`

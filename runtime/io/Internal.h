@@ -87,6 +87,13 @@ private:
 size_t utf8SequenceLength(std::string_view s, size_t i,
                           uint32_t *codePoint = nullptr);
 
+/// `value` rounded to f32 with round-to-odd: the nearest f32 toward zero,
+/// with the last bit set when inexact (beyond the f32 range: the largest
+/// finite f32, odd). A second rounding of that f32 to a narrower type (bf16,
+/// f16: at least 2 bits fewer) is then exactly the correctly rounded
+/// (nearest even) result of `value`. Npy.cpp.
+float roundToOddF32(double value);
+
 } // namespace detail
 } // namespace io
 } // namespace moe

@@ -456,12 +456,7 @@ Result<Tensor> readNpy(const std::string &path) {
   return tensor;
 }
 
-namespace {
-/// `value` rounded to f32 with round-to-odd: the nearest f32 toward zero,
-/// with the last bit set when inexact. A second rounding of that f32 to a
-/// narrower type (bf16, f16: at least 2 bits fewer) is then exactly the
-/// correctly rounded (nearest even) result of `value`.
-float roundToOddF32(double value) {
+float detail::roundToOddF32(double value) {
   float f = static_cast<float>(value);
   if (std::isnan(value) || static_cast<double>(f) == value)
     return f;
@@ -475,7 +470,6 @@ float roundToOddF32(double value) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
-} // namespace
 
 namespace {
 /// readNpyConverting / parseNpyConverting on a whole .npy image (its data
@@ -511,7 +505,7 @@ Result<Tensor> npyImageConverting(std::vector<uint8_t> bytes,
       std::memcpy(out.data.data() + 4 * i, &f, 4);
       continue;
     }
-    float odd = roundToOddF32(v);
+    float odd = detail::roundToOddF32(v);
     uint16_t h = target == DType::BF16 ? floatToBFloat16Bits(odd)
                                        : floatToHalfBits(odd);
     std::memcpy(out.data.data() + 2 * i, &h, 2);
