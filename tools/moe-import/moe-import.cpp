@@ -254,7 +254,6 @@ struct Param {
   /// What the parameter holds: values of the layer's type, f32 values
   /// (the selection bias, FP8 scales), or FP8 E4M3 codes.
   enum class Kind { Value, F32, Fp8Codes } kind = Kind::Value;
-  bool isScale = false; ///< an FP8 block scale (kind F32)
 };
 
 struct Model {
@@ -466,9 +465,11 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
   }
   std::vector<Param> params;
   using Kind = Param::Kind;
+  // Appends a parameter; the reference is valid until the next add.
   auto add = [&](std::string arg, std::vector<std::string> names,
                  bool transpose, std::vector<std::vector<int64_t>> shapes,
-                 std::vector<int64_t> argShape, Kind kind = Kind::Value) {
+                 std::vector<int64_t> argShape,
+                 Kind kind = Kind::Value) -> Param & {
     Param q;
     q.argName = std::move(arg);
     q.spec.names = std::move(names);
@@ -477,6 +478,7 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
     q.argShape = std::move(argShape);
     q.kind = kind;
     params.push_back(std::move(q));
+    return params.back();
   };
   add("wr", {gate}, true, {{e, d}}, {d, e});
   if (m.selectionBias)
@@ -501,25 +503,26 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
     add("w2_scale", {expert + w2 + suffix}, true,
         {{blocks(d, bN), blocks(h, bK)}}, {e, blocks(h, bK), blocks(d, bN)},
         Kind::F32);
-    params[params.size() - 2].isScale = true;
-    params.back().isScale = true;
   }
   if (m.sharedWidth > 0) {
     const int64_t hs = m.sharedWidth;
     std::string shared =
         p + (m.modelType == "qwen2_moe" ? "mlp.shared_expert."
                                         : "mlp.shared_experts.");
-    add("s1", {shared + "gate_proj.weight", shared + "up_proj.weight"}, true,
-        {{hs, d}, {hs, d}}, {d, 2 * hs});
-    add("s2", {shared + "down_proj.weight"}, true, {{d, hs}}, {hs, d});
-    if (m.fp8Shared)
-      for (Param &q : params)
-        if (q.argName == "s1" || q.argName == "s2") {
-          for (const std::string &name : q.spec.names)
-            q.spec.fp8Scales.push_back(name + m.scaleSuffix);
-          q.spec.blockN = m.fp8BlockN;
-          q.spec.blockK = m.fp8BlockK;
-        }
+    // FP8 shared experts are dequantized at load (fp8_scales).
+    auto dequantizedIfFp8 = [&](Param &q) {
+      if (!m.fp8Shared)
+        return;
+      for (const std::string &name : q.spec.names)
+        q.spec.fp8Scales.push_back(name + m.scaleSuffix);
+      q.spec.blockN = m.fp8BlockN;
+      q.spec.blockK = m.fp8BlockK;
+    };
+    dequantizedIfFp8(add("s1",
+                         {shared + "gate_proj.weight", shared + "up_proj.weight"},
+                         true, {{hs, d}, {hs, d}}, {d, 2 * hs}));
+    dequantizedIfFp8(
+        add("s2", {shared + "down_proj.weight"}, true, {{d, hs}}, {hs, d}));
     if (m.sharedGate)
       add("sg", {p + "mlp.shared_expert_gate.weight"}, true, {{1, d}}, {d, 1});
   }
@@ -802,32 +805,29 @@ int runMain() {
                     " MoE layer" + (layers.size() == 1 ? "" : "s") + ").\n";
   // FP8 scales are named `<weight>_scale_inv` (DeepSeek, Qwen3 FP8) or
   // `<weight>_scale` (compressed-tensors FP8_BLOCK): the first expert's
-  // gate projection says which.
+  // gate projection says which. FP8 shared experts (DeepSeek-V3) are
+  // dequantized at load.
   if (model.fp8BlockN > 0) {
-    for (const Param &p : layerParams(model, layers.front()))
-      if (p.isScale) {
-        std::string inv = io::CheckpointSpec::expand(p.spec.names[0], 0);
-        std::string plain = inv.substr(0, inv.size() - 4);
-        std::string weight = inv.substr(0, inv.size() - 10);
-        // Weights that are not FP8 codes are checkTensors' error.
-        const io::TensorStore::Entry *w = store.find(weight);
-        if (!w || w->info->dtype != io::DType::F8E4M3)
-          break;
-        if (!store.find(inv) && store.find(plain))
-          model.scaleSuffix = "_scale";
-        else if (!store.find(inv))
-          return fail("tensor '" + inv + "' (or '" + plain +
-                      "'), the block scales of the FP8 weight '" + weight +
-                      "', not found in " +
-                      store.describeSources());
-        break;
-      }
-    // FP8 shared experts (DeepSeek-V3) are dequantized at load.
-    for (const Param &p : layerParams(model, layers.front()))
-      if (p.argName == "s1") {
-        const io::TensorStore::Entry *w = store.find(p.spec.names[0]);
-        model.fp8Shared = w && w->info->dtype == io::DType::F8E4M3;
-      }
+    auto isFp8 = [&](const std::string &name) {
+      const io::TensorStore::Entry *w = store.find(name);
+      return w && w->info->dtype == io::DType::F8E4M3;
+    };
+    for (const Param &p : layerParams(model, layers.front())) {
+      const std::string weight =
+          io::CheckpointSpec::expand(p.spec.names[0], 0);
+      if (p.argName == "s1")
+        model.fp8Shared = isFp8(weight);
+      // Weights that are not FP8 codes are checkTensors' error.
+      if (p.argName != "w1" || !isFp8(weight))
+        continue;
+      const std::string inv = weight + "_scale_inv", plain = weight + "_scale";
+      if (!store.find(inv) && store.find(plain))
+        model.scaleSuffix = "_scale";
+      else if (!store.find(inv))
+        return fail("tensor '" + inv + "' (or '" + plain +
+                    "'), the block scales of the FP8 weight '" + weight +
+                    "', not found in " + store.describeSources());
+    }
   }
 
   std::optional<io::DType> autoType;
