@@ -565,6 +565,24 @@ int main(int argc, char **argv) {
     tensors[name] = makeTensor(dtype, std::move(shape), v);
     layerOf[name] = layer;
   };
+  // With --quant: the nn.Linear weight `module` of layer `layer`, codes
+  // [width, k] ([out, in]) and, with `withScale`, its scales, from the
+  // columns [n0, n0 + width) of a moe-layout matrix: codes [k, n], scales
+  // [ceil(k/BK), ceil(n/BN)] (linearFromMoE).
+  auto putFp8Linear = [&](const std::string &module, int64_t layer,
+                          const uint8_t *codes, const float *scales, int64_t k,
+                          int64_t n, int64_t n0, int64_t width,
+                          bool withScale = true) {
+    const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
+    std::vector<uint8_t> q;
+    std::vector<float> sc;
+    linearFromMoE(codes, scales, k, n, n0, width, bk, bn, q, sc);
+    tensors[module + ".weight"] = codesTensor({width, k}, std::move(q));
+    layerOf[module + ".weight"] = layer;
+    if (withScale)
+      put(module + "." + o.scaleName, layer,
+          {(width + bn - 1) / bn, (k + bk - 1) / bk}, sc, o.scaleDType);
+  };
   auto random = [&](const std::string &name, int64_t layer,
                     std::vector<int64_t> shape) {
     size_t n = 1;
@@ -742,27 +760,14 @@ int main(int argc, char **argv) {
         const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
         const int64_t dk = (d + bk - 1) / bk, hk = (h + bk - 1) / bk;
         const int64_t n1 = 2 * h / bn, dn = (d + bn - 1) / bn;
-        std::vector<uint8_t> q;
-        std::vector<float> sc;
-        auto putLinear = [&](const std::string &module, int64_t out,
-                             int64_t in, bool withScale) {
-          tensors[module + ".weight"] = codesTensor({out, in}, q);
-          layerOf[module + ".weight"] = l;
-          if (withScale)
-            put(module + "." + o.scaleName, l,
-                {(out + bn - 1) / bn, (in + bk - 1) / bk}, sc, o.scaleDType);
-        };
         const uint8_t *c1 = m.w1q.data() + x * d * 2 * h;
         const float *s1 = m.w1s.data() + x * dk * n1;
-        linearFromMoE(c1, s1, d, 2 * h, 0, h, bk, bn, q, sc);
         // --break=missing-tensor: the first expert's gate has no scales.
-        putLinear(ex + w1, h, d,
-                  !(first && x == 0 && o.breakKind == "missing-tensor"));
-        linearFromMoE(c1, s1, d, 2 * h, h, h, bk, bn, q, sc);
-        putLinear(ex + w3, h, d, true);
-        linearFromMoE(m.w2q.data() + x * h * d, m.w2s.data() + x * hk * dn, h,
-                      d, 0, d, bk, bn, q, sc);
-        putLinear(ex + w2, d, h, true);
+        putFp8Linear(ex + w1, l, c1, s1, d, 2 * h, 0, h,
+                     !(first && x == 0 && o.breakKind == "missing-tensor"));
+        putFp8Linear(ex + w3, l, c1, s1, d, 2 * h, h, h);
+        putFp8Linear(ex + w2, l, m.w2q.data() + x * h * d,
+                     m.w2s.data() + x * hk * dn, h, d, 0, d);
         continue;
       }
       if (!(first && x == 1 && o.breakKind == "missing-tensor"))
@@ -785,24 +790,12 @@ int main(int argc, char **argv) {
           dn[i * hs + j] = m.s2[j * d + i];
         }
       if (fp8) {
-        const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
-        std::vector<uint8_t> cq;
-        std::vector<float> cs;
-        auto putLinear = [&](const std::string &module, int64_t out,
-                             int64_t in) {
-          tensors[module + ".weight"] = codesTensor({out, in}, cq);
-          layerOf[module + ".weight"] = l;
-          put(module + "." + o.scaleName, l,
-              {(out + bn - 1) / bn, (in + bk - 1) / bk}, cs, o.scaleDType);
-        };
-        linearFromMoE(m.s1q.data(), m.s1s.data(), d, 2 * hs, 0, hs, bk, bn, cq,
-                      cs);
-        putLinear(sh + "gate_proj", hs, d);
-        linearFromMoE(m.s1q.data(), m.s1s.data(), d, 2 * hs, hs, hs, bk, bn,
-                      cq, cs);
-        putLinear(sh + "up_proj", hs, d);
-        linearFromMoE(m.s2q.data(), m.s2s.data(), hs, d, 0, d, bk, bn, cq, cs);
-        putLinear(sh + "down_proj", d, hs);
+        putFp8Linear(sh + "gate_proj", l, m.s1q.data(), m.s1s.data(), d,
+                     2 * hs, 0, hs);
+        putFp8Linear(sh + "up_proj", l, m.s1q.data(), m.s1s.data(), d, 2 * hs,
+                     hs, hs);
+        putFp8Linear(sh + "down_proj", l, m.s2q.data(), m.s2s.data(), hs, d, 0,
+                     d);
       } else {
         put(sh + "gate_proj.weight", l, {hs, d}, g, o.dtype);
         put(sh + "up_proj.weight", l, {hs, d}, u, o.dtype);
