@@ -948,38 +948,34 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       quantize(in.sharedW2, hs, D, sharedCodes2, sharedScales2);
     }
     addParams(params, tensors);
-    if (quantShared)
-      for (const NamedTensor &nt : tensors) {
-        const bool isS1 = nt.values == &in.sharedW1;
-        if (!isS1 && nt.values != &in.sharedW2)
-          continue;
-        const int64_t K = nt.shape[0], N = nt.shape[1];
-        params[nt.name] =
-            io::Tensor(io::DType::F8E4M3, nt.shape, isS1 ? sharedCodes1 : sharedCodes2);
-        if (!params
-                 .emplace(nt.name + "_scale",
-                          f32Tensor({(K + quantBlockK - 1) / quantBlockK,
-                                     (N + quantBlockN - 1) / quantBlockN},
-                                    isS1 ? sharedScales1 : sharedScales2))
-                 .second)
-          die("--names: '" + nt.name + "_scale' is given twice");
-      }
-    if (quantBlockK > 0)
-      for (const NamedTensor &nt : tensors) {
-        const bool isW1 = nt.values == &in.experts.w1;
-        if (!isW1 && nt.values != &in.experts.w2)
-          continue;
-        const std::vector<uint8_t> &codes = isW1 ? codes1 : codes2;
-        const int64_t K = nt.shape[1], N = nt.shape[2];
-        params[nt.name] = io::Tensor(io::DType::F8E4M3, nt.shape, codes);
-        if (!params
-                 .emplace(nt.name + "_scale",
-                          f32Tensor({E, (K + quantBlockK - 1) / quantBlockK,
-                                     (N + quantBlockN - 1) / quantBlockN},
-                                    isW1 ? scales1 : scales2))
-                 .second)
-          die("--names: '" + nt.name + "_scale' is given twice");
-      }
+    // The quantized tensors ([..., K, N]), by the values they replace:
+    // written as their codes under their names and their F32 scales
+    // [..., ceil(K/BK), ceil(N/BN)] under NAME_scale.
+    std::map<const std::vector<float> *,
+             std::pair<const std::vector<uint8_t> *, const std::vector<float> *>>
+        quantized;
+    if (quantBlockK > 0) {
+      quantized[&in.experts.w1] = {&codes1, &scales1};
+      quantized[&in.experts.w2] = {&codes2, &scales2};
+    }
+    if (quantShared) {
+      quantized[&in.sharedW1] = {&sharedCodes1, &sharedScales1};
+      quantized[&in.sharedW2] = {&sharedCodes2, &sharedScales2};
+    }
+    for (const NamedTensor &nt : tensors) {
+      auto it = quantized.find(nt.values);
+      if (it == quantized.end())
+        continue;
+      const size_t rank = nt.shape.size();
+      const int64_t K = nt.shape[rank - 2], N = nt.shape[rank - 1];
+      std::vector<int64_t> scaleShape(nt.shape.begin(), nt.shape.end() - 2);
+      scaleShape.push_back((K + quantBlockK - 1) / quantBlockK);
+      scaleShape.push_back((N + quantBlockN - 1) / quantBlockN);
+      params[nt.name] = io::Tensor(io::DType::F8E4M3, nt.shape, *it->second.first);
+      if (!params.emplace(nt.name + "_scale", f32Tensor(scaleShape, *it->second.second))
+               .second)
+        die("--names: '" + nt.name + "_scale' is given twice");
+    }
 
     std::string label = block ? format("layer %" PRId64 ": ", l) : "";
     ref::LayerResult res;
