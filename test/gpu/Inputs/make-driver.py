@@ -100,8 +100,9 @@ def main():
              'func.func @main() {']
     groups = []
     for k, (fn, dynamic, poisoned) in enumerate(calls):
-        body = call_lines(a, text, fn, dynamic, printer, a.poison if poisoned else [])
-        name, _, outs = parse(text, fn)
+        name, params, outs = parse(text, fn)
+        body = call_lines(a, name, params, outs, dynamic, printer,
+                          a.poison if poisoned else [])
         groups.append(f'{name}{"" if dynamic == a.dynamic else f":{dynamic}"} {len(outs)}')
         if len(calls) > 1:
             # Each call's top-level values get their own names (the names
@@ -118,10 +119,10 @@ def main():
 TOP = re.compile(r'%(s\d+_\d+|[gftrecaxyub]\d+|ib\d+)\b')
 
 
-def call_lines(a, text, function, dynamic, printer, poison):
-    """The lines of @main that make the data of `function` (with the --poison
-    items `poison`), call it and print its results."""
-    name, params, outs = parse(text, function)
+def call_lines(a, name, params, outs, dynamic, printer, poison):
+    """The lines of @main that make the data of the function `name` (its
+    parameters and results as parse() returns them; with the --poison items
+    `poison`), call it and print its results."""
     poisons = {}
     for item in poison:
         pname, at, value = item.split(':')
