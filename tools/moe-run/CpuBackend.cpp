@@ -298,7 +298,17 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   // jitdump file and a ~/.debug/jit (or /tmp/.debug/jit) folder per run.
   engineOptions.enableGDBNotificationListener = options.jitDebugListeners;
   engineOptions.enablePerfNotificationListener = options.jitDebugListeners;
-  auto created = ExecutionEngine::create(lowered, engineOptions);
+  // The engine compiles with the TargetMachine it is given; without one it
+  // makes a default one for the host (its own CPU, CodeGenOptLevel::Default)
+  // and ExecutionEngineOptions::jitCodeGenOptLevel is not applied (MLIR 22's
+  // ExecutionEngine::create sets it on a builder it then drops). So the
+  // engine gets its own machine from the same builder: --mcpu and
+  // --opt-level reach the code generator (test/tools/moe-run/jit-target.test).
+  auto engineMachine = tmBuilder->createTargetMachine();
+  if (!engineMachine)
+    return llvm::createStringError("cannot create a target machine for the host: " +
+                                   llvm::toString(engineMachine.takeError()));
+  auto created = ExecutionEngine::create(lowered, engineOptions, std::move(*engineMachine));
   if (!created)
     return llvm::createStringError("JIT compilation failed: " +
                                    llvm::toString(created.takeError()));
