@@ -30,11 +30,11 @@ except ImportError:
 path = os.pathsep.join([config.moe_tools_dir, config.llvm_tools_dir,
                         config.environment.get("PATH", os.environ["PATH"])])
 config.environment["PATH"] = path
-# moe-run compiles at LLVM -O0 in the tests (--opt-level's default comes from
-# MOE_RUN_OPT_LEVEL): the results are the same bits at every level (no
-# fast-math flags; test/tools/moe-run/opt-level.test checks it), and a small
-# gradient compiles in about a third of the time. Run the suite with
-# MOE_RUN_OPT_LEVEL=3 to test the default level everywhere.
+# moe-run and moe-test-runner compile at LLVM -O0 in the tests (--opt-level's
+# default comes from MOE_RUN_OPT_LEVEL): the results are the same bits at
+# every level (no fast-math flags; test/tools/moe-run/opt-level.test checks
+# it), and a small gradient compiles in about a fifth of the time. Run the
+# suite with MOE_RUN_OPT_LEVEL=3 to test the default level everywhere.
 config.environment["MOE_RUN_OPT_LEVEL"] = os.environ.get("MOE_RUN_OPT_LEVEL", "0")
 # The same for moe-compile's host code (MOE_COMPILE_OPT_LEVEL, --opt-level;
 # test/tools/moe-compile/opt-level.test): a gradient library compiles about 3x
@@ -153,8 +153,11 @@ if _ptxas and "CUDA_HOME" not in config.environment:
     config.environment["CUDA_HOME"] = os.path.dirname(os.path.dirname(os.path.realpath(_ptxas)))
 
 # Host emulation of the GPU kernels (test/gpu/emulated-vs-cpu.mlir): the
-# kernels run as OpenMP teams under mlir-runner, so an OpenMP runtime and the
-# MLIR runner utilities are needed.
+# kernels run as OpenMP teams under moe-test-runner (test/lib: mlir-runner's
+# `-e main -entry-point-result=void -shared-libs=` with the code generator at
+# $MOE_RUN_OPT_LEVEL, which mlir-runner leaves at its default level: the
+# lowered drivers of the emulated tests compile about twice as fast at 0),
+# with the MLIR runner utilities.
 _mlir_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
 # The moe CPU runtime (the lowered code's run-time checks) goes with them.
 config.substitutions.append(("%mlir_runner_libs", ",".join(
@@ -171,10 +174,8 @@ config.substitutions.append(("%mlir_runner_libs", ",".join(
 # futex wake-ups, and the tests spawn no threads. Measured on 2 cores (AMD
 # EPYC, test/gpu/emulated-splitk-layer.mlir, one decode-split-k=3 run): 9.4 s
 # of which 9.6 s system time, with libomp; 4.2 s (0.1 s system) on fibers.
-_emulation_omp = os.path.join(config.moe_obj_root, "lib", "libMoEEmulationOpenMP.so")
-if os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-runner")):
-    config.available_features.add("openmp-runtime")
-    config.substitutions.append(("%emulation_omp", _emulation_omp))
+config.substitutions.append(("%emulation_omp",
+    os.path.join(config.moe_obj_root, "lib", "libMoEEmulationOpenMP.so")))
 # The emulation pipelines below pass the shell variable MOE_EMULATE_OPTIONS
 # (empty when unset: the defaults) to moe-test-emulate-gpu as its options,
 # e.g. `MOE_EMULATE_OPTIONS="block-order=shuffle seed=3"; moe-opt ...

@@ -7,8 +7,7 @@
 // reverse, and the shuffles (permutations, per launch, per seed, the same on
 // a second run, equal to the documented algorithm).
 //
-// REQUIRES: openmp-runtime
-// DEFINE: %{run} = mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp
+// DEFINE: %{run} = moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp
 // RUN: moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" | %{run} > %t.forward
 // RUN: MOE_EMULATE_OPTIONS="block-order=reverse"; moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" | %{run} > %t.reverse
 // RUN: MOE_EMULATE_OPTIONS="block-order=shuffle seed=1"; moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" | %{run} > %t.s1

@@ -6,10 +6,9 @@
 // or weakened) is reported by the emulation as a one-line error naming the
 // kernel and the op, and the run fails.
 //
-// REQUIRES: openmp-runtime
 // RUN: moe-opt %s --moe-test-build-mma-kernels -o %t.kernel.mlir
 // RUN: moe-opt %t.kernel.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
-// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp \
+// RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp \
 // RUN:   | FileCheck %s --check-prefix=OK
 // OK: mismatches
 // OK-NEXT: 0
@@ -40,7 +39,7 @@
 // RUN:   | moe-opt --moe-test-build-mma-kernels -o %t.kernel0.mlir
 // RUN: FileCheck %s --check-prefix=WAITS0 --input-file=%t.kernel0.mlir
 // RUN: moe-opt %t.kernel0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
-// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp \
+// RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp \
 // RUN:   | FileCheck %s --check-prefix=OK
 // WAITS0-LABEL: gpu.func @moe_mma_gemm2_bf16_m64_wgmma_s3_inflight0(
 // WAITS0: scf.for
@@ -59,7 +58,7 @@
 // (llvm.extractvalue) while the last group is in flight.
 // RUN: sed -e '/nvvm.wgmma.wait.group.sync.aligned 0/d' %t.kernel.mlir \
 // RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.nowait.mlir
-// RUN: not mlir-runner %t.nowait.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp 2>&1 \
+// RUN: not moe-test-runner %t.nowait.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NOWAIT
 // NOWAIT: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma_s3: llvm.extractvalue accesses accumulator registers while a wgmma.mma_async is in flight (no wgmma.wait_group retired it)
 //
@@ -67,7 +66,7 @@
 // into the buffer of stage kt-1 start while its wgmmas are still running.
 // RUN: sed -e 's/nvvm.wgmma.wait.group.sync.aligned 1/nvvm.wgmma.wait.group.sync.aligned 2/' %t.kernel.mlir \
 // RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.wait2.mlir
-// RUN: not mlir-runner %t.wait2.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp 2>&1 \
+// RUN: not moe-test-runner %t.wait2.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=WAIT2
 // WAIT2: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma_s3: a generic-proxy write (st.shared, cp.async) to shared memory that an nvvm.wgmma.mma_async in flight reads (a stage overwritten before wgmma.wait_group retired its reader)
 //
@@ -75,7 +74,7 @@
 // generic-proxy writes its writers did not fence.
 // RUN: sed -e '/nvvm.fence.proxy/d' %t.kernel.mlir \
 // RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.noproxy.mlir
-// RUN: not mlir-runner %t.noproxy.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp 2>&1 \
+// RUN: not moe-test-runner %t.noproxy.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NOPROXY
 // NOPROXY: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma_s3: nvvm.wgmma.mma_async #0 reads shared memory written through the generic proxy (st.shared, cp.async) with no later fence.proxy.async by the writing thread
 //
@@ -83,7 +82,7 @@
 // (llvm.insertvalue) unfenced.
 // RUN: sed -e '/nvvm.wgmma.fence.aligned/d' %t.kernel.mlir \
 // RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.nofence.mlir
-// RUN: not mlir-runner %t.nofence.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp 2>&1 \
+// RUN: not moe-test-runner %t.nofence.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NOFENCE
 // NOFENCE: emulated wgmma: kernel moe_mma_gemm2_bf16_m64_wgmma_s3: nvvm.wgmma.mma_async #0: the accumulator registers were accessed after the last wgmma.fence (or no wgmma.fence before the first wgmma)
 

@@ -13,7 +13,6 @@
 // and B 32 x 136 bf16, 13824 bytes a stage; wgmma 64 rows: 12288; 128 rows:
 // 16384).
 //
-// REQUIRES: openmp-runtime
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: for v in m64_s2 m64 m64_s4 m64_s5 m64_wgmma_s2 m64_wgmma_s3 m64_wgmma m64_wgmma_s5 m128_wgmma_s2 m128_wgmma_s3 m128_wgmma m128_wgmma_s5; do \
 // RUN:   echo "variant $v"; \
@@ -21,7 +20,7 @@
 // RUN:   case $v in m128*) sed -i -e 's/%%c64 = arith.constant 64 : index/%%c64 = arith.constant 128 : index/' -e 's/%%c128 = arith.constant 128 : index/%%c128 = arith.constant 256 : index/' %t/$v.mlir;; esac; \
 // RUN:   moe-opt %t/$v.mlir --moe-test-build-mma-kernels | grep -o 'moe.gpu_dynamic_shared_memory = [0-9]*' || exit 1; \
 // RUN:   moe-opt %t/$v.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t/$v.ll.mlir || exit 1; \
-// RUN:   mlir-runner %t/$v.ll.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp || exit 1; \
+// RUN:   moe-test-runner %t/$v.ll.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp || exit 1; \
 // RUN: done > %t/out.txt
 // RUN: FileCheck %s --input-file=%t/out.txt
 //
@@ -106,5 +105,5 @@
 // LAUNCH: gpu.launch_func @moe_kernels::@moe_mma_gemm2_bf16_m64_wgmma blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}}) dynamic_shared_memory_size %[[SMEM]] args(
 // RUN: sed -e 's/arith.constant 49408 : i32/arith.constant 49152 : i32/' %t/launch.mlir \
 // RUN:   | moe-opt --pass-pipeline="%moe_emulate_mma_pipeline" -o %t/short.ll.mlir
-// RUN: not mlir-runner %t/short.ll.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp 2>&1 | FileCheck %s --check-prefix=SHORT
+// RUN: not moe-test-runner %t/short.ll.mlir -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp 2>&1 | FileCheck %s --check-prefix=SHORT
 // SHORT: emulated launch of kernel moe_mma_gemm2_bf16_m64_wgmma: memref.view of bytes 49152..49408 of gpu.dynamic_shared_memory is past the launch's dynamic_shared_memory_size

@@ -7,11 +7,10 @@
 // MOESART inference, classic top-k and a DeepSeek-style production router.
 // The test compares the printed outputs exactly (diff, addresses removed).
 //
-// REQUIRES: openmp-runtime
 // RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
-// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
+// RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
 // RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" \
-// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
+// RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: sed -e 's/base@ = 0x[0-9a-f]*//' %t.cpu > %t.cpu.txt
 // RUN: sed -e 's/base@ = 0x[0-9a-f]*//' %t.gpu > %t.gpu.txt
 // RUN: diff %t.cpu.txt %t.gpu.txt

@@ -15,14 +15,13 @@
 // another slice; seeded by S): the same bits as
 // in the forward order.
 //
-// REQUIRES: openmp-runtime
 // The CPU side without AVX512_BF16's pairwise dot product (which sums in
 // another order than the tensor cores' emulation), on any host:
 // RUN: moe-opt %s --moe-cpu-pipeline="parallel=false cpu-features=-avx512bf16" \
-// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
+// RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
 // RUN: for s in 0 1 3 5; do \
 // RUN:   moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{decode-split-k=$s},%moe_emulate_tail)" \
-// RUN:     | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu$s || exit 1; \
+// RUN:     | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu$s || exit 1; \
 // RUN: done
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.cpu %t.gpu0 | FileCheck %s
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.cpu %t.gpu1 | FileCheck %s
@@ -33,7 +32,7 @@
 // RUN: for s in 3 5; do for o in reverse "shuffle seed=$s"; do \
 // RUN:   MOE_EMULATE_OPTIONS="block-order=$o"; echo "== S=$s $o"; \
 // RUN:   moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{decode-split-k=$s},%moe_emulate_tail)" \
-// RUN:     | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.order \
+// RUN:     | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.order \
 // RUN:     && %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.gpu$s %t.order || exit 1; \
 // RUN: done; done | FileCheck %s --check-prefix=ORDER
 // CHECK: compare: OK, 1792 values

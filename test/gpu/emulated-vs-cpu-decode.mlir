@@ -11,11 +11,10 @@
 //  * a single token, a dynamic T (the row tile chosen at run time), and
 //    MOESART training at T = 16 (the aux loss reduced in the align kernel).
 //
-// REQUIRES: openmp-runtime
 // RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
-// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
+// RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
 // RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" \
-// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
+// RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.gpu | FileCheck %s
 // CHECK: compare: OK, 5697 values
 // The same bits with the blocks of every launch in reverse order and in two
@@ -25,7 +24,7 @@
 // RUN: for o in reverse "shuffle seed=1" "shuffle seed=2"; do \
 // RUN:   MOE_EMULATE_OPTIONS="block-order=$o"; echo "== $o"; \
 // RUN:   moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" \
-// RUN:     | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.order \
+// RUN:     | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.order \
 // RUN:     && %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.gpu %t.order || exit 1; \
 // RUN: done | FileCheck %s --check-prefix=ORDER
 // ORDER-LABEL: == reverse

@@ -4,17 +4,16 @@
 // MOESART inference and training (same Philox selection, trimmed lasso,
 // GShard capacity), dense and Soft MoE layers.
 //
-// REQUIRES: openmp-runtime
 // RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
-// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
+// RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
 // RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" \
-// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
+// RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.gpu | FileCheck %s
 // RUN: moe-opt %s --moe-decompose | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
-// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.chain
+// RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.chain
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.chain | FileCheck %s
 // RUN: moe-opt %s --moe-decompose --moe-fuse | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
-// RUN:   | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.fused
+// RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.fused
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.fused | FileCheck %s
 // CHECK: compare: OK, {{[0-9]+}} values
 // The same bits with the blocks of every launch in reverse order and in two
@@ -24,7 +23,7 @@
 // RUN: for o in reverse "shuffle seed=1" "shuffle seed=2"; do \
 // RUN:   MOE_EMULATE_OPTIONS="block-order=$o"; echo "== $o"; \
 // RUN:   moe-opt %s --moe-decompose --moe-fuse | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
-// RUN:     | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.order \
+// RUN:     | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.order \
 // RUN:     && %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.fused %t.order || exit 1; \
 // RUN: done | FileCheck %s --check-prefix=ORDER
 // ORDER-LABEL: == reverse

@@ -21,17 +21,16 @@
 // the emulation reproduces the sequential f32 sum of @ref bit for bit; any
 // difference is a wrong fragment, address, stage or tail.
 //
-// REQUIRES: openmp-runtime
 // RUN: cat %s %S/Inputs/mma-plan.mlir > %t.src.mlir
 // RUN: moe-opt %t.src.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.bf16.ll.mlir
-// RUN: mlir-runner %t.bf16.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.bf16.ref
-// RUN: mlir-runner %t.bf16.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.bf16.gpu
+// RUN: moe-test-runner %t.bf16.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.bf16.ref
+// RUN: moe-test-runner %t.bf16.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.bf16.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.bf16.gpu | FileCheck %s
 // The same cases in f16.
 // RUN: sed -e 's/bf16/f16/g' %t.src.mlir > %t.f16.mlir
 // RUN: moe-opt %t.f16.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.f16.ll.mlir
-// RUN: mlir-runner %t.f16.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.f16.ref
-// RUN: mlir-runner %t.f16.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.f16.gpu
+// RUN: moe-test-runner %t.f16.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.f16.ref
+// RUN: moe-test-runner %t.f16.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.f16.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.f16.ref %t.f16.gpu | FileCheck %s
 // The four 64-row cases (1, 2, 5, 7) again, bf16, with the sm_90a wgmma
 // kernels (the same builder with MmaGemmConfig::wgmma: canonical
@@ -40,7 +39,7 @@
 // their 16- and 32-row mma.sync kernels. Same plain loops, bit for bit.
 // RUN: sed -e 's/_m64\([(}]\)/_m64_wgmma\1/g' %t.src.mlir > %t.wgmma.mlir
 // RUN: moe-opt %t.wgmma.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.wgmma.ll.mlir
-// RUN: mlir-runner %t.wgmma.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.wgmma.gpu
+// RUN: moe-test-runner %t.wgmma.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.wgmma.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.wgmma.gpu | FileCheck %s
 // RUN: moe-opt %t.wgmma.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=WGMMA
 // The same four cases with the 128-row wgmma kernels (two consumer
@@ -51,8 +50,8 @@
 // h at that plan's padded positions. Bit for bit again.
 // RUN: sed -e 's/_m64\([(}]\)/_m128_wgmma\1/g' -e '/_m128_wgmma(%%gx/s/%%c1, %%c128, %%c1, %%c1,/%%c1, %%c256, %%c1, %%c1,/' -e 's/%%c32, %%c64 : index/%%c32, %%c128 : index/' -e 's/%%c16, %%c64 : index/%%c16, %%c128 : index/' -e 's/@ref2(%%H24, %%D40, %%c64,/@ref2(%%H24, %%D40, %%c128,/' %t.src.mlir > %t.m128.mlir
 // RUN: moe-opt %t.m128.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.m128.ll.mlir
-// RUN: mlir-runner %t.m128.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.m128.ref
-// RUN: mlir-runner %t.m128.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.m128.gpu
+// RUN: moe-test-runner %t.m128.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.m128.ref
+// RUN: moe-test-runner %t.m128.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.m128.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.m128.ref %t.m128.gpu | FileCheck %s
 // RUN: moe-opt %t.m128.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=M128
 // The 64- and 128-row wgmma cases with wgmma-groups-in-flight = 0 (the
@@ -60,11 +59,11 @@
 // bits as the plain loops (and so as the default kernels).
 // RUN: sed -e 's/_wgmma\([(}]\)/_wgmma_inflight0\1/g' %t.wgmma.mlir > %t.wgmma0.mlir
 // RUN: moe-opt %t.wgmma0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
-// RUN:   | mlir-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.wgmma0.gpu
+// RUN:   | moe-test-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.wgmma0.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.wgmma0.gpu | FileCheck %s
 // RUN: sed -e 's/_wgmma\([(}]\)/_wgmma_inflight0\1/g' %t.m128.mlir > %t.m128.0.mlir
 // RUN: moe-opt %t.m128.0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
-// RUN:   | mlir-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.m128.0.gpu
+// RUN:   | moe-test-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.m128.0.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.m128.ref %t.m128.0.gpu | FileCheck %s
 // RUN: moe-opt %t.wgmma0.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=INFLIGHT0
 // INFLIGHT0-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma_inflight0(

@@ -25,17 +25,16 @@
 // adds the same products in that order, so any difference is a wrong
 // fragment, address, stage, term or tail.
 //
-// REQUIRES: openmp-runtime
 // RUN: cat %s %S/Inputs/mma-plan.mlir > %t.src.mlir
 // RUN: moe-opt %t.src.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.ll.mlir
-// RUN: mlir-runner %t.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.ref
-// RUN: mlir-runner %t.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
+// RUN: moe-test-runner %t.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.ref
+// RUN: moe-test-runner %t.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.ref %t.gpu | FileCheck %s
 // The same bits with the blocks in a shuffled order (no block reads another's
 // output: every gradient element is one block's).
 // RUN: MOE_EMULATE_OPTIONS="block-order=shuffle seed=5" \
 // RUN:   moe-opt %t.src.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
-// RUN:   | mlir-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.shuffled.gpu
+// RUN:   | moe-test-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.shuffled.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.ref %t.shuffled.gpu | FileCheck %s
 // The 64-row kernels on sm_90a's wgmma (the stages in the canonical
 // core-matrix layouts: B = W^T K-major for the row GEMMs, A^T MN-major for
@@ -43,7 +42,7 @@
 // step): the same bits.
 // RUN: sed -e 's/grad\(_[a-z0-9_]*\)\{0,1\}_m64\([(}]\)/grad\1_m64_wgmma\2/g' %t.src.mlir > %t.wgmma.mlir
 // RUN: moe-opt %t.wgmma.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
-// RUN:   | mlir-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.wgmma.gpu
+// RUN:   | moe-test-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.wgmma.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.ref %t.wgmma.gpu | FileCheck %s
 // RUN: moe-opt %t.wgmma.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=WGMMA
 // WGMMA-LABEL: gpu.func @moe_mma_rowgrad_bt_split_bf16_m64_wgmma(

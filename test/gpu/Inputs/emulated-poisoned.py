@@ -2,7 +2,7 @@
 """docs/spec.md §3 "NaN and infinities" on the emulated GPU path, against the
 CPU path: the function of an MLIR file (make-driver.py's data) runs on the
 CPU path (--moe-cpu-pipeline=parallel=false) and through the emulated GPU
-kernels under mlir-runner, each on the clean data and then, in the same run
+kernels under moe-test-runner, each on the clean data and then, in the same run
 (make-driver.py --clean-first), on the data with the --poison of
 make-driver.py (NaN or +-inf in a token's row, a router or an expert
 weight); every result is printed as the bits of its f32 values.
@@ -10,7 +10,7 @@ weight); every result is printed as the bits of its f32 values.
   emulated-poisoned.py MLIR OUT_DIR --poison NAME:AT:VALUE [--form PASSES]
       [--dtype bf16|f16] [--dynamic T] --libs L --omp O --pipeline P
 
---libs: mlir-runner's -shared-libs (%mlir_runner_libs), --omp: the fiber
+--libs: moe-test-runner's -shared-libs (%mlir_runner_libs), --omp: the fiber
 OpenMP runtime of the emulation (%emulation_omp), --pipeline: the emulation
 pipeline (%moe_emulate_gpu_pipeline; MOE_EMULATE_OPTIONS is passed through
 the environment as by lit's shell); --form: moe-opt passes applied before
@@ -89,7 +89,7 @@ def outputs(a):
                                           os.environ.get('MOE_EMULATE_OPTIONS', ''))
             lowered = run(['moe-opt', '-', '--pass-pipeline=' + pipeline], text)
             libs = a.libs + ',' + a.omp
-        out = run(['mlir-runner', '-e', 'main', '-entry-point-result=void',
+        out = run(['moe-test-runner', '-e', 'main', '-entry-point-result=void',
                    '-shared-libs=' + libs], lowered)
         # The clean call's memrefs, then the poisoned call's.
         blocks = out.split('Unranked Memref')

@@ -4,7 +4,7 @@ example): every argument gets deterministic data (sin((i*cols + j) * freq)
 * scale, computed in f32 and rounded to the argument's element type with
 arith.truncf), dynamic dimensions get --dynamic, i64 seeds a constant, and
 every result is extended to f32 and printed with printMemrefF32, so that the
-CPU path and the emulated GPU path can run the same file under mlir-runner
+CPU path and the emulated GPU path can run the same file under moe-test-runner
 and be compared with compare-memrefs.py.
 
 Scales: 1 for the first argument (the tokens) and a rank-0 f32 (Soft MoE's
