@@ -247,8 +247,10 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
       dimension is the expert count E: for e in [0, E), `{e}` is replaced by
       the decimal e, and the per-expert results are stacked along a new
       leading dimension.
-    * With `transpose`, every tensor must be 2-D and is transposed
-      (`nn.Linear` `[out, in]` -> `[in, out]`).
+    * With `transpose`, every tensor must have two or more dimensions and
+      its last two are swapped (`nn.Linear` `[out, in]` -> `[in, out]`;
+      a fused expert tensor `[E, out, in]`, one matrix per expert, ->
+      `[E, in, out]`, bound by a name without `{e}`).
     * The tensors of one expert are concatenated along their last
       dimension, in order (for gated activations the gate and up
       projections: `[D, H] ++ [D, H] -> [D, 2H]`).

@@ -115,6 +115,11 @@ seed() {
     fp8bundle "$seeds/ckpt-fp8-codes.bundle" "f8E4M3FN 2x8x16 T $ex.gate_proj.weight $ex.up_proj.weight"
     fp8bundle "$seeds/ckpt-fp8-scales.bundle" "f32 2x2x4 T $ex.gate_proj.weight_scale_inv $ex.up_proj.weight_scale_inv"
     fp8bundle "$seeds/ckpt-fp8-dequant.bundle" "bf16 2x8x16 T@4,4 $ex.gate_proj.weight $ex.up_proj.weight"
+    # Fused experts (transformers 5's Qwen3 layout): one [E, 2H, D] tensor,
+    # each expert's matrix transposed.
+    "$gen" qwen3_moe "$tmp/fused" --dim=8 --experts=2 --hidden=8 --k=1 --fused-experts >/dev/null
+    { printf '#moe-fuzz-ckpt bf16 2x8x16 T model.layers.1.mlp.experts.gate_up_proj\n=== model.safetensors\n'
+      cat "$tmp/fused/model.safetensors"; } >"$seeds/ckpt-fused.bundle"
     rm -rf "$tmp"
     ;;
   esac

@@ -455,10 +455,13 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
     }
     part.shape = info.shape;
     if (spec.transpose) {
-      if (part.shape.size() != 2)
+      // The last two dimensions; leading ones (a fused [E, out, in] expert
+      // tensor's E) are a batch of matrices.
+      const size_t rank = part.shape.size();
+      if (rank < 2)
         return Error{where + " has shape " + formatShape(info.shape) +
-                     "; transpose needs a 2-D tensor"};
-      std::swap(part.shape[0], part.shape[1]);
+                     "; transpose needs a tensor of 2 or more dimensions"};
+      std::swap(part.shape[rank - 2], part.shape[rank - 1]);
     }
     if (shape.empty() && firstName.empty()) {
       shape = part.shape;
@@ -592,15 +595,23 @@ Status assembleCheckpointTensor(const TensorStore &store,
             storeDoubleRounded(target, dst, to, v);
           }
       } else if (spec.transpose) {
-        // Source [A, B] -> [B, A]: out(r, column + c) = src(c, r).
-        const uint64_t a = info.shape[0], b = info.shape[1];
+        // Source [T..., A, B] -> [T..., B, A], each of the T matrices on its
+        // own: out(t, r, column + c) = src(t, c, r).
+        const size_t rank = info.shape.size();
+        const uint64_t a = info.shape[rank - 2], b = info.shape[rank - 1];
+        uint64_t batch = 1;
+        for (size_t i = 0; i + 2 < rank; ++i)
+          batch *= static_cast<uint64_t>(info.shape[i]);
         constexpr uint64_t kBlock = 64;
-        for (uint64_t c0 = 0; c0 < a; c0 += kBlock)
-          for (uint64_t r0 = 0; r0 < b; r0 += kBlock)
-            for (uint64_t c = c0; c < std::min(a, c0 + kBlock); ++c)
-              for (uint64_t r = r0; r < std::min(b, r0 + kBlock); ++r)
-                copyElement(srcType, src, c * b + r, target, dst,
-                            r * width + column + c);
+        for (uint64_t t = 0; t < batch; ++t) {
+          const uint64_t from = t * a * b, to = t * b * width;
+          for (uint64_t c0 = 0; c0 < a; c0 += kBlock)
+            for (uint64_t r0 = 0; r0 < b; r0 += kBlock)
+              for (uint64_t c = c0; c < std::min(a, c0 + kBlock); ++c)
+                for (uint64_t r = r0; r < std::min(b, r0 + kBlock); ++r)
+                  copyElement(srcType, src, from + c * b + r, target, dst,
+                              to + r * width + column + c);
+        }
       } else if (srcType == target && partWidth == width) {
         std::memcpy(dst, src, expertCount * elementSize(target));
       } else {

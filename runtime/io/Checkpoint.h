@@ -9,7 +9,8 @@
 // `assembleCheckpointTensor` builds one parameter from such tensors as the
 // `#moe.checkpoint<[names...], transpose>` attribute declares it: per-expert
 // tensors (`{e}` in the names) are stacked along a new leading dimension,
-// 2-D tensors are optionally transposed (nn.Linear [out, in] -> [in, out]),
+// tensors optionally have their last two dimensions swapped (nn.Linear
+// [out, in] -> [in, out]; a fused [E, out, in] expert tensor, per expert),
 // several tensors are concatenated along their last dimension, and the
 // result is converted to the parameter's element type.
 //
@@ -98,7 +99,8 @@ struct CheckpointSpec {
   /// Tensor names; `{e}` (in all of them or none) stands for the expert
   /// index 0..E-1 (E = the parameter's leading dimension).
   std::vector<std::string> names;
-  /// Transpose every (2-D) tensor before concatenating.
+  /// Swap the last two dimensions of every tensor (2-D or more: the
+  /// leading ones are a batch of matrices) before concatenating.
   bool transpose = false;
   /// FP8 weights dequantized at load: with scales (one per name, `{e}` as
   /// in the names), every named tensor is F8_E4M3 [rows, cols] (as stored)

@@ -27,6 +27,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <sys/stat.h>
@@ -94,6 +95,14 @@ const char *const usage = R"(usage: moe-ckpt-gen FAMILY OUTDIR [options]
                             with --quant: the scales' name after the weight's
                             module (default weight_scale_inv, DeepSeek's and
                             Qwen3's; weight_scale is compressed-tensors')
+  --fused-experts           the routed experts as fused 3-D tensors, as
+                            transformers 5 saves Qwen3-MoE: experts.gate_up_proj
+                            [E, 2H, D] (gate rows, then up rows) and
+                            experts.down_proj [E, D, H], one nn.Linear matrix
+                            per expert; with --quant, F8_E4M3 with
+                            gate_up_proj_scale_inv [E, ceil(2H/BN), ceil(D/BK)]
+                            and down_proj_scale_inv (or _scale) likewise, and
+                            BN need not divide H (not mixtral)
   --stacked=DIR             also write DIR/layer_<i>.safetensors per MoE layer
   --break=missing-tensor|wrong-shape|wrong-dtype|duplicate|missing-shard
 )";
@@ -231,6 +240,7 @@ struct Options {
   int64_t fp8BlockK = 0, fp8BlockN = 0;
   std::string scaleName = "weight_scale_inv";
   io::DType scaleDType = io::DType::F32;
+  bool fusedExperts = false;
 };
 
 bool startsWith(const std::string &s, const char *prefix) {
@@ -366,6 +376,8 @@ int main(int argc, char **argv) {
       o.scaleName = value("--scale-name=");
       if (o.scaleName != "weight_scale_inv" && o.scaleName != "weight_scale")
         die("--scale-name must be weight_scale_inv or weight_scale");
+    } else if (a == "--fused-experts") {
+      o.fusedExperts = true;
     } else if (startsWith(a, "--stacked=")) {
       o.stacked = value("--stacked=");
     } else if (startsWith(a, "--break=")) {
@@ -533,8 +545,10 @@ int main(int argc, char **argv) {
   }
   kv("num_hidden_layers", std::to_string(layers));
   const bool fp8 = o.fp8BlockK > 0;
+  if (o.fusedExperts && f == "mixtral")
+    die("--fused-experts: mixtral checkpoints have per-expert w1/w2/w3 only");
   if (fp8) {
-    if (o.h % o.fp8BlockN != 0)
+    if (o.h % o.fp8BlockN != 0 && !o.fusedExperts)
       die("--quant: BN = " + std::to_string(o.fp8BlockN) +
           " must divide H = " + std::to_string(o.h) +
           " (moe-import joins the gate and up projections' scales)");
@@ -745,7 +759,37 @@ int main(int argc, char **argv) {
     if (!m.bias.empty())
       put(q + "gate.e_score_correction_bias", l, {e}, m.bias,
           io::DType::F32);
-    for (int64_t x = 0; x < e; ++x) {
+    if (o.fusedExperts) {
+      // gate_up [E, 2H, D] and down [E, D, H]: each expert's w1 [D, 2H] and
+      // w2 [H, D] transposed; FP8 codes and scales ([E, KB, NB] in the
+      // moe layout) likewise.
+      auto transposed = [&](auto &from, int64_t rows, int64_t cols) {
+        std::remove_reference_t<decltype(from)> out(from.size());
+        for (int64_t x = 0; x < e; ++x)
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j)
+              out[(x * cols + j) * rows + i] = from[(x * rows + i) * cols + j];
+        return out;
+      };
+      const std::string gu = q + "experts.gate_up_proj", dp = q + "experts.down_proj";
+      if (!fp8) {
+        put(gu, l, {e, 2 * h, d}, transposed(m.w1, d, 2 * h), o.dtype);
+        put(dp, l, {e, d, h}, transposed(m.w2, h, d), o.dtype);
+      } else {
+        const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
+        auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
+        // weight_scale_inv -> gate_up_proj_scale_inv (weight_scale -> _scale).
+        const std::string suffix = o.scaleName.substr(std::strlen("weight"));
+        tensors[gu] = codesTensor({e, 2 * h, d}, transposed(m.w1q, d, 2 * h));
+        tensors[dp] = codesTensor({e, d, h}, transposed(m.w2q, h, d));
+        layerOf[gu] = layerOf[dp] = l;
+        put(gu + suffix, l, {e, blocks(2 * h, bn), blocks(d, bk)},
+            transposed(m.w1s, blocks(d, bk), blocks(2 * h, bn)), o.scaleDType);
+        put(dp + suffix, l, {e, blocks(d, bn), blocks(h, bk)},
+            transposed(m.w2s, blocks(h, bk), blocks(d, bn)), o.scaleDType);
+      }
+    }
+    for (int64_t x = 0; x < e && !o.fusedExperts; ++x) {
       std::string ex = q + "experts." + std::to_string(x) + ".";
       std::vector<float> g(h * d), u(h * d), dn(d * h);
       for (int64_t i = 0; i < d; ++i)

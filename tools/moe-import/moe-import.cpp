@@ -79,7 +79,9 @@ the checkpoint's own tensors, so
 
 runs the layer from the checkpoint as it is. Dense layers are skipped.
 Supported model_type: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3.
-FP8 block-scaled checkpoints (quantization_config quant_method "fp8",
+Routed experts are per-expert 2-D tensors or fused 3-D ones
+(mlp.experts.gate_up_proj [E, 2H, D] and mlp.experts.down_proj [E, D, H],
+as transformers 5 saves Qwen3-MoE). FP8 block-scaled checkpoints (quantization_config quant_method "fp8",
 DeepSeek-V3/R1, Qwen3 FP8) become FP8 layers (f8E4M3FN expert weights with
 f32 block scales, #moe.quant); FP8 shared experts are dequantized at load.
 
@@ -274,6 +276,13 @@ struct Model {
   /// the scale tensors' names is looked up in the checkpoint.
   int64_t fp8BlockN = 0, fp8BlockK = 0;
   std::string scaleSuffix = "_scale_inv";
+  /// Where config.json sets the block, for messages.
+  std::string blockWhere;
+  /// The routed experts are fused 3-D tensors (`mlp.experts.gate_up_proj`
+  /// [E, 2H, D] and `mlp.experts.down_proj` [E, D, H], one nn.Linear
+  /// matrix per expert, as transformers 5 saves Qwen3-MoE) rather than one
+  /// 2-D tensor per expert; found in the checkpoint.
+  bool fusedExperts = false;
   /// The shared experts are FP8 too (DeepSeek-V3): the layer takes them as
   /// values of its type, dequantized at load (#moe.checkpoint fp8_scales).
   bool fp8Shared = false;
@@ -439,14 +448,22 @@ std::optional<Failure> describeModel(const Config &cfg, Model &m) {
     m.denseReason = "first_k_dense_replace = " + std::to_string(firstDense) +
                     ", moe_layer_freq = " + std::to_string(freq);
   }
-  if (m.fp8BlockN > 0 && m.expertWidth % m.fp8BlockN != 0)
-    return Failure{cfg.where("quantization_config") + ": weight_block_size = [" +
-                   std::to_string(m.fp8BlockN) + ", " +
-                   std::to_string(m.fp8BlockK) + "] does not divide the " +
-                   "experts' width " + std::to_string(m.expertWidth) +
-                   " (the gate and up projections' blocks of rows, joined "
-                   "into one w1, would straddle them)"};
+  m.blockWhere = cfg.where("quantization_config");
   return std::nullopt;
+}
+
+/// Per-expert FP8 gate and up projections are joined into one w1, their
+/// scales too: a block of bN rows must not straddle them (fused experts
+/// hold the joined matrix and its scales as they are).
+std::optional<Failure> checkJoinedBlocks(const Model &m) {
+  if (m.fp8BlockN == 0 || m.fusedExperts || m.expertWidth % m.fp8BlockN == 0)
+    return std::nullopt;
+  return Failure{m.blockWhere + ": weight_block_size = [" +
+                 std::to_string(m.fp8BlockN) + ", " +
+                 std::to_string(m.fp8BlockK) + "] does not divide the " +
+                 "experts' width " + std::to_string(m.expertWidth) +
+                 " (the gate and up projections' blocks of rows, joined "
+                 "into one w1, would straddle them)"};
 }
 
 /// The parameters of MoE layer `layer`.
@@ -486,23 +503,38 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
         Kind::F32);
   const bool fp8 = m.fp8BlockN > 0;
   const Kind weights = fp8 ? Kind::Fp8Codes : Kind::Value;
-  add("w1", {expert + w1, expert + w3}, true, {{h, d}, {h, d}},
-      {e, d, 2 * h}, weights);
-  add("w2", {expert + w2}, true, {{d, h}}, {e, h, d}, weights);
-  if (fp8) {
-    // The scales of each nn.Linear weight [out, in]: [ceil(out/bN),
-    // ceil(in/bK)], transposed, stacked and concatenated as the weights are
-    // (describeModel checked that H is a multiple of bN, so the gate's and
-    // the up projection's blocks of columns do not straddle).
-    auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
-    const int64_t bN = m.fp8BlockN, bK = m.fp8BlockK;
-    const std::string &suffix = m.scaleSuffix;
-    add("w1_scale", {expert + w1 + suffix, expert + w3 + suffix}, true,
-        {{blocks(h, bN), blocks(d, bK)}, {blocks(h, bN), blocks(d, bK)}},
-        {e, blocks(d, bK), 2 * blocks(h, bN)}, Kind::F32);
-    add("w2_scale", {expert + w2 + suffix}, true,
-        {{blocks(d, bN), blocks(h, bK)}}, {e, blocks(h, bK), blocks(d, bN)},
-        Kind::F32);
+  auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
+  const int64_t bN = m.fp8BlockN, bK = m.fp8BlockK;
+  const std::string &suffix = m.scaleSuffix;
+  if (m.fusedExperts) {
+    // One [E, out, in] tensor per projection (gate rows, then up rows),
+    // each expert's matrix transposed; FP8 scales [E, ceil(out/bN),
+    // ceil(in/bK)] likewise. The joined gate and up rows have their blocks
+    // as stored, so bN need not divide H.
+    const std::string fused = p + "mlp.experts.";
+    add("w1", {fused + "gate_up_proj"}, true, {{e, 2 * h, d}}, {e, d, 2 * h}, weights);
+    add("w2", {fused + "down_proj"}, true, {{e, d, h}}, {e, h, d}, weights);
+    if (fp8) {
+      add("w1_scale", {fused + "gate_up_proj" + suffix}, true,
+          {{e, blocks(2 * h, bN), blocks(d, bK)}}, {e, blocks(d, bK), blocks(2 * h, bN)},
+          Kind::F32);
+      add("w2_scale", {fused + "down_proj" + suffix}, true,
+          {{e, blocks(d, bN), blocks(h, bK)}}, {e, blocks(h, bK), blocks(d, bN)}, Kind::F32);
+    }
+  } else {
+    add("w1", {expert + w1, expert + w3}, true, {{h, d}, {h, d}}, {e, d, 2 * h}, weights);
+    add("w2", {expert + w2}, true, {{d, h}}, {e, h, d}, weights);
+    if (fp8) {
+      // The scales of each nn.Linear weight [out, in]: [ceil(out/bN),
+      // ceil(in/bK)], transposed, stacked and concatenated as the weights
+      // are (checkJoinedBlocks: H is a multiple of bN, so the gate's and the
+      // up projection's blocks of columns do not straddle).
+      add("w1_scale", {expert + w1 + suffix, expert + w3 + suffix}, true,
+          {{blocks(h, bN), blocks(d, bK)}, {blocks(h, bN), blocks(d, bK)}},
+          {e, blocks(d, bK), 2 * blocks(h, bN)}, Kind::F32);
+      add("w2_scale", {expert + w2 + suffix}, true, {{blocks(d, bN), blocks(h, bK)}},
+          {e, blocks(h, bK), blocks(d, bN)}, Kind::F32);
+    }
   }
   if (m.sharedWidth > 0) {
     const int64_t hs = m.sharedWidth;
@@ -799,6 +831,13 @@ int runMain() {
   io::TensorStore store;
   if (io::Status status = store.add(dir); !status)
     return fail(status.error());
+
+  // Fused experts: the first MoE layer has `mlp.experts.gate_up_proj`.
+  if (model.modelType != "mixtral")
+    model.fusedExperts = store.find("model.layers." + std::to_string(layers.front()) +
+                                    ".mlp.experts.gate_up_proj") != nullptr;
+  if (auto f = checkJoinedBlocks(model))
+    return fail(f->message);
 
   std::string out = "// Imported by moe-import from " + dir + " (model_type " +
                     model.modelType + ", " + std::to_string(layers.size()) +

@@ -182,6 +182,74 @@ TEST_F(CheckpointTest, StackTransposeConcatenate) {
     EXPECT_EQ(bfloat16BitsToFloat(half[i]), expected[i]);
 }
 
+TEST_F(CheckpointTest, FusedExpertTensorsTransposePerExpert) {
+  // Fused experts (Qwen3 as transformers 5 saves it): gate_up [E=2, 2H=4,
+  // D=3] and down [E, D, H=2], one nn.Linear matrix per expert; transpose
+  // swaps each expert's two dimensions. The same values as per-expert 2-D
+  // tensors give the same parameter, FP8 codes included (bit for bit).
+  std::vector<float> gu(24), dn(12);
+  for (size_t i = 0; i < gu.size(); ++i)
+    gu[i] = static_cast<float>(i) - 7.5f;
+  for (size_t i = 0; i < dn.size(); ++i)
+    dn[i] = 0.25f * static_cast<float>(i) + 1.0f;
+  std::vector<uint8_t> codes(24);
+  for (size_t i = 0; i < codes.size(); ++i)
+    codes[i] = static_cast<uint8_t>(i * 11 + 1);
+  auto slice = [](const std::vector<float> &v, size_t from, size_t n) {
+    return std::vector<float>(v.begin() + from, v.begin() + from + n);
+  };
+  auto f8 = [](std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+    return Tensor::fromValues(DType::F8E4M3, std::move(shape), bytes);
+  };
+  writeFile("f.safetensors",
+            {{"gate_up", f32({2, 4, 3}, gu)},
+             {"down", f32({2, 3, 2}, dn)},
+             {"q", f8({2, 4, 3}, codes)},
+             {"e.0.gate_up", f32({4, 3}, slice(gu, 0, 12))},
+             {"e.1.gate_up", f32({4, 3}, slice(gu, 12, 12))},
+             {"e.0.down", f32({3, 2}, slice(dn, 0, 6))},
+             {"e.1.down", f32({3, 2}, slice(dn, 6, 6))},
+             {"e.0.q", f8({4, 3}, std::vector<uint8_t>(codes.begin(), codes.begin() + 12))},
+             {"e.1.q", f8({4, 3}, std::vector<uint8_t>(codes.begin() + 12, codes.end()))}});
+  TensorStore store;
+  ASSERT_TRUE(store.add(path("f.safetensors")).ok());
+  struct Case {
+    const char *fused, *perExpert;
+    std::vector<int64_t> shape;
+    DType type;
+  };
+  for (const Case &c : {Case{"gate_up", "e.{e}.gate_up", {2, 3, 4}, DType::F32},
+                        Case{"gate_up", "e.{e}.gate_up", {2, 3, 4}, DType::BF16},
+                        Case{"down", "e.{e}.down", {2, 2, 3}, DType::F32},
+                        Case{"q", "e.{e}.q", {2, 3, 4}, DType::F8E4M3}}) {
+    SCOPED_TRACE(c.fused);
+    CheckpointSpec fused{{c.fused}, true}, perExpert{{c.perExpert}, true};
+    EXPECT_FALSE(fused.perExpert());
+    auto shape = checkpointShape(store, fused, c.shape, "arg", c.type);
+    ASSERT_TRUE(shape.ok()) << shape.error();
+    EXPECT_EQ(*shape, c.shape);
+    size_t bytes = 24 * elementSize(c.type);
+    if (c.shape[2] == 3)
+      bytes = 12 * elementSize(c.type);
+    std::vector<uint8_t> a(bytes), b(bytes);
+    ASSERT_TRUE(assembleCheckpointTensor(store, fused, c.shape, c.type, a.data()).ok());
+    ASSERT_TRUE(assembleCheckpointTensor(store, perExpert, c.shape, c.type, b.data()).ok());
+    EXPECT_EQ(a, b);
+  }
+  // out[e][d][n] = gate_up[e][n][d], checked directly for one element of
+  // each expert.
+  std::vector<float> out(24);
+  ASSERT_TRUE(assembleCheckpointTensor(store, {{"gate_up"}, true}, {2, 3, 4}, DType::F32,
+                                       reinterpret_cast<uint8_t *>(out.data()))
+                  .ok());
+  EXPECT_EQ(out[0 * 12 + 2 * 4 + 1], gu[0 * 12 + 1 * 3 + 2]);
+  EXPECT_EQ(out[1 * 12 + 1 * 4 + 3], gu[1 * 12 + 3 * 3 + 1]);
+  // A fused tensor is not concatenated with a per-expert shape.
+  EXPECT_EQ(checkpointShape(store, {{"gate_up"}, true}, {2, 4, 3}, "w1").error(),
+            "checkpoint tensors 'gate_up' (transposed) assemble to shape "
+            "[2, 3, 4], but w1 has shape [2, 4, 3]");
+}
+
 TEST_F(CheckpointTest, RoundToNearestEven) {
   // 1 + 2^-8 is halfway between two bf16 values: it rounds to 1 (even).
   float halfway = 1.0f + 0x1.0p-8f, above = 1.0f + 0x1.8p-8f;
@@ -210,7 +278,7 @@ TEST_F(CheckpointTest, ShapeErrors) {
             "but argument #1 has shape [2, 3]");
   EXPECT_EQ(checkpointShape(store, {{"v"}, true}, {3}, "x").error(),
             "tensor 'v' in " + path("s.safetensors") +
-                " has shape [3]; transpose needs a 2-D tensor");
+                " has shape [3]; transpose needs a tensor of 2 or more dimensions");
   EXPECT_EQ(checkpointShape(store, {{"i"}, false}, {1}, "x").error(),
             "tensor 'i' in " + path("s.safetensors") +
                 " has dtype I32; parameters need F32, F16, BF16 or F8_E4M3");
