@@ -14,9 +14,6 @@
 #       build, then each target for SECONDS from its seeds only (a fresh
 #       corpus, -seed=1), so that a run from a clean clone is reproducible;
 #       with two or more cores the two targets run at the same time.
-#   scripts/fuzz.sh --build-only
-#       installs, configures and builds as above, runs nothing (test.sh
-#       starts it beside the tests at idle priority, then --suite).
 #   scripts/fuzz.sh --run-only TARGET SECONDS BUILD_DIR
 #       seeds and runs one target of an existing build (what the ctest tests
 #       fuzz-moe-fuzz-mlir / fuzz-moe-fuzz-io of build-fuzz/ run).
@@ -177,12 +174,7 @@ if [ "${1:-}" = "--run-only" ]; then
 fi
 
 SUITE=0
-BUILD_ONLY=0
-if [ "${1:-}" = "--build-only" ]; then
-  [ $# -eq 1 ] || { echo "usage: fuzz.sh --build-only" >&2; exit 2; }
-  BUILD_ONLY=1
-  shift
-elif [ "${1:-}" = "--suite" ]; then
+if [ "${1:-}" = "--suite" ]; then
   SUITE=1
   shift
   [ $# -eq 1 ] || { echo "usage: fuzz.sh --suite SECONDS" >&2; exit 2; }
@@ -213,7 +205,6 @@ fi
 targets=(moe-fuzz-mlir moe-fuzz-io)
 [ -n "${MOE_FUZZ_TOOLS:-}" ] || targets+=(moe-npy moe-ckpt-gen)
 cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}"
-[ "$BUILD_ONLY" = 0 ] || exit 0
 
 status=0
 if [ "$SUITE" = 1 ] && [ "$(nproc)" -ge 2 ]; then

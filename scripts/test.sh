@@ -18,32 +18,12 @@ esac
 
 "$ROOT/scripts/build.sh" "$BUILD"
 status=0
-# The fuzz stage's instrumented build (build-fuzz/, scripts/fuzz.sh
-# --build-only) runs beside the tests at the lowest CPU priority (nice 19):
-# it takes the CPU time the tests leave idle (their waits, the suite's tail)
-# and finishes after them; its output is printed when it is done. The seed
-# writers (moe-npy, moe-ckpt-gen) come from the normal build.
-fuzz_build=
-if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  MOE_FUZZ_TOOLS="$BUILD/bin" nice -n 19 "$ROOT/scripts/fuzz.sh" --build-only \
-    > "$BUILD/fuzz-build.log" 2>&1 &
-  fuzz_build=$!
-  trap '[ -z "$fuzz_build" ] || kill "$fuzz_build" 2>/dev/null || true' EXIT
-fi
 (cd "$BUILD" && ctest --output-on-failure -j "$(nproc)") || status=$?
 
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  fuzz_status=0
-  wait "$fuzz_build" || fuzz_status=$?
-  fuzz_build=
-  cat "$BUILD/fuzz-build.log"
-  if [ "$fuzz_status" -ne 0 ]; then
-    echo "test.sh: the fuzz targets' build failed (see above)" >&2
-    status=1
-  else
-    MOE_FUZZ_TOOLS="$BUILD/bin" "$ROOT/scripts/fuzz.sh" --suite "$FUZZ_SECONDS" \
-      || { echo "test.sh: fuzzing failed (see above)" >&2; status=1; }
-  fi
+  # The seed writers (moe-npy, moe-ckpt-gen) come from the normal build.
+  MOE_FUZZ_TOOLS="$BUILD/bin" "$ROOT/scripts/fuzz.sh" --suite "$FUZZ_SECONDS" \
+    || { echo "test.sh: fuzzing failed (see above)" >&2; status=1; }
 else
   echo "test.sh: fuzzing skipped (MOE_TEST_FUZZ_SECONDS=0)"
 fi
