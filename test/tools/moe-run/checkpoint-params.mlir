@@ -45,7 +45,7 @@
 // SHAPE: moe-run: checkpoint tensors 'e.{e}.w' (transposed) stacked over 2 experts assemble to shape [2, 3, 2], but argument #1 (%arg1) has shape [2, 2, 3]
 // RUN: %expect_error moe-run %s --device=cpu --entry=transpose_1d --input=%t/x.npy \
 // RUN:   --params=%t/u.safetensors | FileCheck %s --check-prefix=ONE-D
-// ONE-D: moe-run: tensor 'plain' in {{.*}}u.safetensors has shape [3]; transpose needs a 2-D tensor
+// ONE-D: moe-run: tensor 'plain' in {{.*}}u.safetensors has shape [3]; transpose needs a tensor of 2 or more dimensions
 // RUN: moe-npy pack %t/c.safetensors c=%t/c.npy
 // RUN: %expect_error moe-run %s --device=cpu --entry=concat --input=%t/x.npy \
 // RUN:   --params=%t/u.safetensors --params=%t/c.safetensors | FileCheck %s --check-prefix=CONCAT
