@@ -86,6 +86,14 @@ const char *const usage = R"(usage: moe-ckpt-gen FAMILY OUTDIR [options]
                             experts are FP8 too (from --layer-weights: the
                             codes of moe-ref layer --quant-shared); the
                             router stays in --dtype.
+  --quant-format=fp8|compressed-tensors
+                            with --quant: config.json's quantization_config
+                            as DeepSeek writes it (default: quant_method fp8,
+                            weight_block_size) or as llm-compressor's FP8_BLOCK
+                            scheme does (quant_method compressed-tensors,
+                            config_groups with block_structure [BN, BK] and
+                            dynamic activations; the scales are then named
+                            weight_scale)
   --scale-dtype=f32|bf16     with --quant: the scales' dtype (default f32;
                             bf16 as some Qwen3 FP8 checkpoints store them:
                             random scales are rounded to bf16 before the
@@ -241,6 +249,7 @@ struct Options {
   std::string scaleName = "weight_scale_inv";
   io::DType scaleDType = io::DType::F32;
   bool fusedExperts = false;
+  bool compressedTensors = false;
 };
 
 bool startsWith(const std::string &s, const char *prefix) {
@@ -376,6 +385,13 @@ int main(int argc, char **argv) {
       o.scaleName = value("--scale-name=");
       if (o.scaleName != "weight_scale_inv" && o.scaleName != "weight_scale")
         die("--scale-name must be weight_scale_inv or weight_scale");
+    } else if (startsWith(a, "--quant-format=")) {
+      std::string v = value("--quant-format=");
+      if (v != "fp8" && v != "compressed-tensors")
+        die("--quant-format must be fp8 or compressed-tensors");
+      o.compressedTensors = v == "compressed-tensors";
+      if (o.compressedTensors)
+        o.scaleName = "weight_scale";
     } else if (a == "--fused-experts") {
       o.fusedExperts = true;
     } else if (startsWith(a, "--stacked=")) {
@@ -552,11 +568,23 @@ int main(int argc, char **argv) {
       die("--quant: BN = " + std::to_string(o.fp8BlockN) +
           " must divide H = " + std::to_string(o.h) +
           " (moe-import joins the gate and up projections' scales)");
-    kv("quantization_config",
-       "{\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "
-       "\"quant_method\": \"fp8\", \"weight_block_size\": [" +
-           std::to_string(o.fp8BlockN) + ", " + std::to_string(o.fp8BlockK) +
-           "]}");
+    const std::string block =
+        "[" + std::to_string(o.fp8BlockN) + ", " + std::to_string(o.fp8BlockK) + "]";
+    if (o.compressedTensors)
+      kv("quantization_config",
+         "{\"config_groups\": {\"group_0\": {\"input_activations\": {\"dynamic\": true, "
+         "\"group_size\": " + std::to_string(o.fp8BlockK) + ", \"num_bits\": 8, "
+         "\"strategy\": \"group\", \"symmetric\": true, \"type\": \"float\"}, "
+         "\"output_activations\": null, \"targets\": [\"Linear\"], \"weights\": "
+         "{\"block_structure\": " + block + ", \"dynamic\": false, \"num_bits\": 8, "
+         "\"observer\": \"minmax\", \"strategy\": \"block\", \"symmetric\": true, "
+         "\"type\": \"float\"}}}, \"format\": \"float-quantized\", \"ignore\": "
+         "[\"lm_head\", \"re:.*mlp.gate$\"], \"quant_method\": \"compressed-tensors\", "
+         "\"quantization_status\": \"compressed\"}");
+    else
+      kv("quantization_config",
+         "{\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "
+         "\"quant_method\": \"fp8\", \"weight_block_size\": " + block + "}");
   }
   if (o.weightsLayer >= 0 &&
       (o.weightsLayer >= layers || !isMoE[o.weightsLayer])) {

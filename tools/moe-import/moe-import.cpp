@@ -184,6 +184,18 @@ public:
     out = std::string(v->asString());
     return std::nullopt;
   }
+  /// Every member of this object as a Config whose messages name it, in
+  /// order; a Failure when a member is not an object.
+  std::optional<Failure>
+  getMembers(std::vector<std::pair<std::string, Config>> &out) const {
+    for (size_t i = 0; i < root.size(); ++i) {
+      std::string key(root.keyAt(i));
+      if (!root.at(i).isObject())
+        return Failure{path + ": key '" + key + "' must be an object"};
+      out.emplace_back(key, Config(root.at(i), path + ": " + key));
+    }
+    return std::nullopt;
+  }
   /// The object under `key` as a Config whose messages name it
   /// ("config.json: quantization_config: fmt"); std::nullopt when the key is
   /// absent or null, a Failure when it is not an object.
@@ -291,9 +303,69 @@ struct Model {
   std::string denseReason; ///< why a layer is dense, for --layers errors
 };
 
+/// compressed-tensors' quantization_config (llm-compressor's FP8_BLOCK
+/// scheme): every group of config_groups must quantize its weights as FP8
+/// blocks (num_bits 8, type float, strategy block, one block_structure
+/// [bN, bK] for all) with dynamic or no input activations; the scales are
+/// named `weight_scale` (found in the checkpoint).
+std::optional<Failure> describeCompressedTensors(const Config &q, Model &m) {
+  std::optional<Config> groups;
+  std::optional<Failure> f;
+  if ((f = q.getObject("config_groups", groups)))
+    return f;
+  std::vector<std::pair<std::string, Config>> members;
+  if (groups && (f = groups->getMembers(members)))
+    return f;
+  if (members.empty())
+    return Failure{q.where("config_groups") + " is missing or empty"};
+  std::vector<int64_t> first;
+  for (const auto &[name, group] : members) {
+    std::optional<Config> w, in;
+    if ((f = group.getObject("weights", w)) || (f = group.getObject("input_activations", in)))
+      return f;
+    if (!w)
+      return Failure{group.where("weights") + " is missing"};
+    int64_t bits;
+    std::string type, strategy;
+    if ((f = w->getInt("num_bits", bits, std::nullopt)) ||
+        (f = w->getString("type", type, std::string("int"))) ||
+        (f = w->getString("strategy", strategy, std::string("tensor"))))
+      return f;
+    if (bits != 8 || type != "float" || strategy != "block")
+      return Failure{group.where("weights") + " has num_bits " + std::to_string(bits) +
+                     ", type '" + type + "', strategy '" + strategy +
+                     "': moe-import reads compressed-tensors FP8 block weights (8, float, "
+                     "block); " +
+                     (bits == 4 && type == "int"
+                          ? std::string("int4 pack-quantized checkpoints are not supported "
+                                        "yet (docs/quantization.md)")
+                          : std::string("this scheme is not supported"))};
+    std::vector<int64_t> block;
+    if ((f = w->getPositiveInts("block_structure", 2, block)))
+      return f;
+    if (!first.empty() && block != first)
+      return Failure{group.where("weights") + ": block_structure [" + std::to_string(block[0]) +
+                     ", " + std::to_string(block[1]) + "] differs from the first group's [" +
+                     std::to_string(first[0]) + ", " + std::to_string(first[1]) + "]"};
+    first = block;
+    bool dynamic = false;
+    if (in && (f = in->getBool("dynamic", dynamic, false)))
+      return f;
+    if (in && !dynamic)
+      return Failure{in->where("dynamic") + " is false; moe-import computes weight-only "
+                     "(activations in the layer's type), so static activation scales "
+                     "would be ignored"};
+  }
+  m.fp8BlockN = first[0];
+  m.fp8BlockK = first[1];
+  m.blockWhere = q.where("config_groups");
+  return std::nullopt;
+}
+
 /// The quantization_config of `cfg`, if any, into `m` (docs/quantization.md,
 /// "moe-import"). FP8 block-scaled weights (quant_method "fp8", DeepSeek-V3/R1
-/// and Qwen3 FP8) are imported; the other methods are one error.
+/// and Qwen3 FP8, or compressed-tensors' FP8_BLOCK) are imported; the other
+/// methods are one error.
 std::optional<Failure> describeQuantization(const Config &cfg, Model &m) {
   std::optional<Config> q;
   std::optional<Failure> f;
@@ -302,17 +374,15 @@ std::optional<Failure> describeQuantization(const Config &cfg, Model &m) {
   std::string method;
   if ((f = q->getString("quant_method", method, std::nullopt)))
     return f;
+  if (method == "compressed-tensors")
+    return describeCompressedTensors(*q, m);
   if (method != "fp8")
     return Failure{q->where("quant_method") + " is '" + method +
                    "': moe-import reads FP8 block-scaled checkpoints "
-                   "(quant_method 'fp8'); " +
+                   "(quant_method 'fp8' or compressed-tensors' FP8 blocks); " +
                    (method == "gptq" || method == "awq"
                         ? std::string("int4 checkpoints are not supported yet "
                                       "(docs/quantization.md)")
-                    : method == "compressed-tensors"
-                        ? std::string("compressed-tensors checkpoints (int4 "
-                                      "pack-quantized or FP8_BLOCK) are not "
-                                      "supported yet (docs/quantization.md)")
                         : std::string("this method is unknown"))};
   std::string fmt, activations;
   if ((f = q->getString("fmt", fmt, std::string("e4m3"))) ||
@@ -448,7 +518,8 @@ std::optional<Failure> describeModel(const Config &cfg, Model &m) {
     m.denseReason = "first_k_dense_replace = " + std::to_string(firstDense) +
                     ", moe_layer_freq = " + std::to_string(freq);
   }
-  m.blockWhere = cfg.where("quantization_config");
+  if (m.blockWhere.empty())
+    m.blockWhere = cfg.where("quantization_config");
   return std::nullopt;
 }
 
