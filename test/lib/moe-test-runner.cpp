@@ -136,7 +136,8 @@ int main(int argc, char **argv) {
   options.enablePerfNotificationListener = false;
   auto engine = ExecutionEngine::create(*module, options, std::move(*engineMachine));
   if (!engine)
-    return fail("JIT compilation failed: " + llvm::toString(engine.takeError()));
+    return fail("JIT compilation failed: " + llvm::toString(engine.takeError()) +
+                (firstError.empty() ? "" : " (" + firstError + ")"));
   if (llvm::Error err = (*engine)->invokePacked(entryName))
     return fail("cannot call @" + entryName + ": " + llvm::toString(std::move(err)));
   llvm::outs().flush();
