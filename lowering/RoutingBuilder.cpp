@@ -479,7 +479,10 @@ void mlir::moe::buildTokenRoutingGrad(ImplicitLocOpBuilder &b, const TokenRoutin
       Value adj = e.subf(logit(e, ex), e.routingLog(clamped));
       return adjustedEntry ? e.select(adjustedEntry(e, ex), adj, logit(e, ex)) : adj;
     };
-    auto [mx, sum] = selectedSoftmax(e, adjusted);
+    // Named values, not structured bindings: the lambdas below capture them
+    // (capturing a structured binding is C++20).
+    std::pair<Value, Value> softmax = selectedSoftmax(e, adjusted);
+    Value mx = softmax.first, sum = softmax.second;
     Value ws = weightedSum(e, [&](RB &e, Value r) {
       return weightOf(e, adjusted(e, r, expertOf(e, r)), mx, sum);
     });
@@ -538,7 +541,8 @@ void mlir::moe::buildTokenRoutingGrad(ImplicitLocOpBuilder &b, const TokenRoutin
     {
       // Classic: softmax over the selected logits.
       auto plain = [&](RB &e, Value, Value ex) { return logit(e, ex); };
-      auto [mx, sum] = selectedSoftmax(e, plain);
+      std::pair<Value, Value> softmax = selectedSoftmax(e, plain);
+      Value mx = softmax.first, sum = softmax.second;
       Value ws = weightedSum(e, [&](RB &e, Value r) {
         return weightOf(e, logit(e, expertOf(e, r)), mx, sum);
       });

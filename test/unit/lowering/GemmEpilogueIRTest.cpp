@@ -265,6 +265,10 @@ protected:
         break;
       case EpilogueStep::combine:
         break;
+      case EpilogueStep::activationGrad:
+        ADD_FAILURE() << "activationGrad is the backward's epilogue; "
+                         "this test checks the forward steps";
+        break;
       }
     }
     return v;
