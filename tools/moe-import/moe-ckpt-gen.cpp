@@ -951,7 +951,7 @@ int main(int argc, char **argv) {
         t["w1"] = codesTensor({e, d, 2 * h}, m.w1q);
         t["w2"] = codesTensor({e, h, d}, m.w2q);
         t["w1_scale"] = makeTensor(io::DType::F32,
-                                   {e, (d + bk - 1) / bk, 2 * h / bn}, m.w1s);
+                                   {e, (d + bk - 1) / bk, (2 * h + bn - 1) / bn}, m.w1s);
         t["w2_scale"] = makeTensor(
             io::DType::F32, {e, (h + bk - 1) / bk, (d + bn - 1) / bn}, m.w2s);
       } else {
