@@ -607,6 +607,12 @@ int main(int argc, char **argv) {
     tensors[name] = makeTensor(dtype, std::move(shape), v);
     layerOf[name] = layer;
   };
+  // F8_E4M3 codes, as they are.
+  auto putCodes = [&](const std::string &name, int64_t layer,
+                      std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+    tensors[name] = codesTensor(std::move(shape), std::move(bytes));
+    layerOf[name] = layer;
+  };
   // With --quant: the nn.Linear weight `module` of layer `layer`, codes
   // [width, k] ([out, in]) and, with `withScale`, its scales, from the
   // columns [n0, n0 + width) of a moe-layout matrix: codes [k, n], scales
@@ -619,8 +625,7 @@ int main(int argc, char **argv) {
     std::vector<uint8_t> q;
     std::vector<float> sc;
     linearFromMoE(codes, scales, k, n, n0, width, bk, bn, q, sc);
-    tensors[module + ".weight"] = codesTensor({width, k}, std::move(q));
-    layerOf[module + ".weight"] = layer;
+    putCodes(module + ".weight", layer, {width, k}, std::move(q));
     if (withScale)
       put(module + "." + o.scaleName, layer,
           {(width + bn - 1) / bn, (k + bk - 1) / bk}, sc, o.scaleDType);
@@ -808,48 +813,48 @@ int main(int argc, char **argv) {
         auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
         // weight_scale_inv -> gate_up_proj_scale_inv (weight_scale -> _scale).
         const std::string suffix = o.scaleName.substr(std::strlen("weight"));
-        tensors[gu] = codesTensor({e, 2 * h, d}, transposed(m.w1q, d, 2 * h));
-        tensors[dp] = codesTensor({e, d, h}, transposed(m.w2q, h, d));
-        layerOf[gu] = layerOf[dp] = l;
+        putCodes(gu, l, {e, 2 * h, d}, transposed(m.w1q, d, 2 * h));
+        putCodes(dp, l, {e, d, h}, transposed(m.w2q, h, d));
         put(gu + suffix, l, {e, blocks(2 * h, bn), blocks(d, bk)},
             transposed(m.w1s, blocks(d, bk), blocks(2 * h, bn)), o.scaleDType);
         put(dp + suffix, l, {e, blocks(d, bn), blocks(h, bk)},
             transposed(m.w2s, blocks(h, bk), blocks(d, bn)), o.scaleDType);
       }
-    }
-    for (int64_t x = 0; x < e && !o.fusedExperts; ++x) {
-      std::string ex = q + "experts." + std::to_string(x) + ".";
-      std::vector<float> g(h * d), u(h * d), dn(d * h);
-      for (int64_t i = 0; i < d; ++i)
-        for (int64_t j = 0; j < h; ++j) {
-          g[j * d + i] = m.w1[(x * d + i) * 2 * h + j];
-          u[j * d + i] = m.w1[(x * d + i) * 2 * h + h + j];
-          dn[i * h + j] = m.w2[(x * h + j) * d + i];
+    } else {
+      for (int64_t x = 0; x < e; ++x) {
+        std::string ex = q + "experts." + std::to_string(x) + ".";
+        std::vector<float> g(h * d), u(h * d), dn(d * h);
+        for (int64_t i = 0; i < d; ++i)
+          for (int64_t j = 0; j < h; ++j) {
+            g[j * d + i] = m.w1[(x * d + i) * 2 * h + j];
+            u[j * d + i] = m.w1[(x * d + i) * 2 * h + h + j];
+            dn[i * h + j] = m.w2[(x * h + j) * d + i];
+          }
+        bool first = stackedLayers.empty();
+        if (fp8) {
+          // Codes [out, in] and scales [ceil(out/BN), ceil(in/BK)] per weight.
+          const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
+          const int64_t dk = (d + bk - 1) / bk, hk = (h + bk - 1) / bk;
+          const int64_t n1 = 2 * h / bn, dn = (d + bn - 1) / bn;
+          const uint8_t *c1 = m.w1q.data() + x * d * 2 * h;
+          const float *s1 = m.w1s.data() + x * dk * n1;
+          // --break=missing-tensor: the first expert's gate has no scales.
+          putFp8Linear(ex + w1, l, c1, s1, d, 2 * h, 0, h,
+                       !(first && x == 0 && o.breakKind == "missing-tensor"));
+          putFp8Linear(ex + w3, l, c1, s1, d, 2 * h, h, h);
+          putFp8Linear(ex + w2, l, m.w2q.data() + x * h * d,
+                       m.w2s.data() + x * hk * dn, h, d, 0, d);
+          continue;
         }
-      bool first = stackedLayers.empty();
-      if (fp8) {
-        // Codes [out, in] and scales [ceil(out/BN), ceil(in/BK)] per weight.
-        const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
-        const int64_t dk = (d + bk - 1) / bk, hk = (h + bk - 1) / bk;
-        const int64_t n1 = 2 * h / bn, dn = (d + bn - 1) / bn;
-        const uint8_t *c1 = m.w1q.data() + x * d * 2 * h;
-        const float *s1 = m.w1s.data() + x * dk * n1;
-        // --break=missing-tensor: the first expert's gate has no scales.
-        putFp8Linear(ex + w1, l, c1, s1, d, 2 * h, 0, h,
-                     !(first && x == 0 && o.breakKind == "missing-tensor"));
-        putFp8Linear(ex + w3, l, c1, s1, d, 2 * h, h, h);
-        putFp8Linear(ex + w2, l, m.w2q.data() + x * h * d,
-                     m.w2s.data() + x * hk * dn, h, d, 0, d);
-        continue;
-      }
-      if (!(first && x == 1 && o.breakKind == "missing-tensor"))
-        put(ex + w3 + ".weight", l, {h, d}, u, o.dtype);
-      put(ex + w1 + ".weight", l, {h, d}, g, o.dtype);
-      if (first && x == 2 && o.breakKind == "wrong-shape") {
-        dn.resize(d * (h + 1), 0.0f);
-        put(ex + w2 + ".weight", l, {d, h + 1}, dn, o.dtype);
-      } else {
-        put(ex + w2 + ".weight", l, {d, h}, dn, o.dtype);
+        if (!(first && x == 1 && o.breakKind == "missing-tensor"))
+          put(ex + w3 + ".weight", l, {h, d}, u, o.dtype);
+        put(ex + w1 + ".weight", l, {h, d}, g, o.dtype);
+        if (first && x == 2 && o.breakKind == "wrong-shape") {
+          dn.resize(d * (h + 1), 0.0f);
+          put(ex + w2 + ".weight", l, {d, h + 1}, dn, o.dtype);
+        } else {
+          put(ex + w2 + ".weight", l, {d, h}, dn, o.dtype);
+        }
       }
     }
     if (sharedWidth) {
