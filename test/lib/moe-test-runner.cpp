@@ -4,10 +4,9 @@
 // compiled, as mlir-runner does with `-e main -entry-point-result=void
 // -shared-libs=...`, which are the flags it takes. The difference is the
 // code generator's level: mlir-runner (MLIR 22) compiles at
-// CodeGenOptLevel::Default whatever -O it is given, because
-// ExecutionEngine::create applies ExecutionEngineOptions::jitCodeGenOptLevel
-// to a builder it then drops; this runner hands the engine a TargetMachine
-// made at --opt-level (default $MOE_RUN_OPT_LEVEL, else 3; the lit tests set
+// CodeGenOptLevel::Default whatever -O it is given (tools/diagnostics/
+// JitEngine.h says why); this runner compiles with a TargetMachine made at
+// --opt-level (default $MOE_RUN_OPT_LEVEL, else 3; the lit tests set
 // 0, test/lit.cfg.py). At 0 the emulated GPU tests' drivers, whose lowered
 // modules run to several MB, compile about twice as fast, and the results
 // are the same bits at every level: the lowered code carries no fast-math
@@ -18,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/diagnostics/JitEngine.h"
 #include "tools/diagnostics/OneLineDiagnostic.h"
 #include "tools/diagnostics/OptLevel.h"
 
@@ -115,12 +115,12 @@ int main(int argc, char **argv) {
   if (!builder)
     return fail("cannot describe the host CPU: " + llvm::toString(builder.takeError()));
   builder->setCodeGenOptLevel(*llvm::CodeGenOpt::getLevel(*level));
-  // Two machines from the one builder: one for the IR pipeline's costs, one
-  // that the engine owns and compiles with.
+  // The IR pipeline's machine (its costs); the engine makes its own from
+  // the same builder.
   auto irMachine = builder->createTargetMachine();
-  auto engineMachine = builder->createTargetMachine();
-  if (!irMachine || !engineMachine)
-    return fail("cannot create a target machine for the host");
+  if (!irMachine)
+    return fail("cannot create a target machine for the host: " +
+                llvm::toString(irMachine.takeError()));
 
   // The IR pipeline (ExecutionEngineOptions keeps a reference to it).
   std::function<llvm::Error(llvm::Module *)> transformer;
@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
   options.sharedLibPaths = libs;
   options.enableGDBNotificationListener = false;
   options.enablePerfNotificationListener = false;
-  auto engine = ExecutionEngine::create(*module, options, std::move(*engineMachine));
+  auto engine = moe::tools::createJitEngine(*module, options, *builder);
   if (!engine)
     return fail("JIT compilation failed: " + llvm::toString(engine.takeError()) +
                 (firstError.empty() ? "" : " (" + firstError + ")"));

@@ -11,6 +11,7 @@
 #include "tools/moe-run/JitBackend.h"
 
 #include "lowering/Pipelines.h"
+#include "tools/diagnostics/JitEngine.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -298,17 +299,8 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
   // jitdump file and a ~/.debug/jit (or /tmp/.debug/jit) folder per run.
   engineOptions.enableGDBNotificationListener = options.jitDebugListeners;
   engineOptions.enablePerfNotificationListener = options.jitDebugListeners;
-  // The engine compiles with the TargetMachine it is given; without one it
-  // makes a default one for the host (its own CPU, CodeGenOptLevel::Default)
-  // and ExecutionEngineOptions::jitCodeGenOptLevel is not applied (MLIR 22's
-  // ExecutionEngine::create sets it on a builder it then drops). So the
-  // engine gets its own machine from the same builder: --mcpu and
-  // --opt-level reach the code generator (test/tools/moe-run/jit-target.test).
-  auto engineMachine = tmBuilder->createTargetMachine();
-  if (!engineMachine)
-    return llvm::createStringError("cannot create a target machine for the host: " +
-                                   llvm::toString(engineMachine.takeError()));
-  auto created = ExecutionEngine::create(lowered, engineOptions, std::move(*engineMachine));
+  // From the same builder: --mcpu and --opt-level reach the code generator.
+  auto created = mlir::moe::tools::createJitEngine(lowered, engineOptions, *tmBuilder);
   if (!created)
     return llvm::createStringError("JIT compilation failed: " +
                                    llvm::toString(created.takeError()));
