@@ -89,6 +89,13 @@ std::string GroupedGemmDesc::invalidReason() const {
        blockK < 1 || blockN < 1))
     return "FP8 block-scaled weights are expert weights [G, K, N] of a forward GEMM, with "
            "both block sizes";
+  if (format == WeightFormat::int4Group &&
+      (weights != GemmWeights::perGroup || reduction != GemmReduction::columns || bTransposed ||
+       blockK < 1 || blockN != 1))
+    return "int4 group-quantized weights are expert weights [G, K, N] of a forward GEMM, with "
+           "a group along K and one scale per column";
+  if (zeroPoint && format != WeightFormat::int4Group)
+    return "zero points belong to int4 weights";
   if (epilogue.has(EpilogueStep::round) && !epilogue.roundTo)
     return "the round step needs its type";
   if (epilogue.has(EpilogueStep::activationGrad)) {

@@ -37,8 +37,8 @@
 // in f32 in increasing k, the epilogue computes in f32 and the result is
 // rounded once to C's element type when it is stored.
 //
-// Quantized B (WeightFormat::fp8Block) is dequantized exactly to f32 as it
-// is loaded, before the products.
+// Quantized B (WeightFormat::fp8Block, int4Group) is dequantized exactly to
+// f32 as it is loaded, before the products.
 // Adding a variant (a transposed operand, a weight-gradient GEMM whose K is
 // a group's row count, packed weights with scales) is a new field here and
 // its implementation in each generator.
@@ -84,6 +84,13 @@ enum class WeightFormat : uint8_t {
   /// q[k][n] * s[k / blockK][n / blockN], rounded once to f32, as B is
   /// loaded. (A gated GEMM's up column N + n has the scale of column N + n.)
   fp8Block,
+  /// 4-bit integer codes (i4, read unsigned, one per byte as LLVM stores
+  /// i4), row-major [K, N] per group, with one f32 scale per group of
+  /// blockK rows and column, and a zero point z (i4 codes [K / blockK, N],
+  /// or 8 without them: symmetric) (docs/spec.md §2.1): B[k][n] = (q[k][n]
+  /// - z[k / blockK][n]) * s[k / blockK][n], rounded once to f32, as B is
+  /// loaded. blockN is 1.
+  int4Group,
 };
 
 /// One step of an epilogue. The steps run in the order of the list, on the
@@ -139,8 +146,11 @@ struct GroupedGemmDesc {
   WeightFormat format = WeightFormat::dense;
   /// B stored as its transpose, [N, K] (per group with perGroup).
   bool bTransposed = false;
-  /// WeightFormat::fp8Block: the block sizes along K and N.
+  /// WeightFormat::fp8Block: the block sizes along K and N; int4Group:
+  /// the group along K, and blockN = 1.
   int64_t blockK = 0, blockN = 0;
+  /// WeightFormat::int4Group: zero points are operands (else 8).
+  bool zeroPoint = false;
   /// Element types of A, B (and the bias), C: f32, bf16 or f16.
   Type aType, bType, cType;
   GemmEpilogue epilogue;

@@ -449,20 +449,33 @@ static bool canPack(const KernelSite &site, Value w) {
 /// dX = dZ W^T reads the forward's weights so).
 /// With `scales` (FP8 block-scaled weights of `quant`), their panel scales
 /// are packed too (cpu::declarePackedScales) and returned in `packedScales`.
+/// int4 weights (#moe.quant<int4>) pack their scales and, with `zeroPoints`,
+/// their zero points (returned in `packedZeroPoints`) per group of K.
 static Value prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site, Value w,
                             bool gated, bool vnni, bool transposed = false,
                             Value scales = Value(), QuantAttr quant = QuantAttr(),
-                            Value *packedScales = nullptr) {
+                            Value *packedScales = nullptr, Value zeroPoints = Value(),
+                            Value *packedZeroPoints = nullptr) {
   cpu::PackedWeights pw =
       cpu::declarePackedWeights(b, site.module, w, site.config, gated, vnni, transposed);
-  int64_t blockK = quant ? quant.getBlock()[0] : 0, blockN = quant ? quant.getBlock()[1] : 0;
+  const bool int4 = quant && quant.getKind() == QuantKind::int4;
+  int64_t blockK = !quant ? 0 : int4 ? quant.getGroup() : quant.getBlock()[0];
+  int64_t blockN = !quant ? 0 : int4 ? 1 : quant.getBlock()[1];
   SmallVector<Value> args{w, pw.packed, pw.key};
   std::string blocks;
   if (scales) {
     Value ps = cpu::declarePackedScales(b, site.module, w, site.config, gated, blockK);
     *packedScales = ps;
     args.append({scales, ps});
-    blocks = "_fp8b" + std::to_string(blockK) + "x" + std::to_string(blockN);
+    blocks = int4 ? "_int4g" + std::to_string(blockK)
+                  : "_fp8b" + std::to_string(blockK) + "x" + std::to_string(blockN);
+  }
+  if (zeroPoints) {
+    Value pz = cpu::declarePackedScales(b, site.module, w, site.config, gated, blockK,
+                                        /*zeroPoints=*/true);
+    *packedZeroPoints = pz;
+    args.append({zeroPoints, pz});
+    blocks += "_zp";
   }
   std::string name = site.kernelName(Twine("__moe_cpu_pack") + (gated ? "_gated" : "") +
                                      (vnni ? "_vnni" : "") + (transposed ? "_transposed" : "") +
@@ -470,7 +483,7 @@ static Value prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site, Val
   kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     cpu::emitPackWeights(b, v[0], v[1], v[2], site.config, gated, vnni, transposed,
                          v.size() > 3 ? v[3] : Value(), v.size() > 3 ? v[4] : Value(), blockK,
-                         blockN);
+                         blockN, v.size() > 5 ? v[5] : Value(), v.size() > 5 ? v[6] : Value());
   });
   return pw.packed;
 }
@@ -524,31 +537,38 @@ static Value widenToF32(ImplicitLocOpBuilder &b, const KernelSite &site, Value a
 /// `rowMap` (optional) is GEMM1's gather; `rowScale` (optional, f32 per plan
 /// row) is the routed weight; `out` receives the result in its own element
 /// type.
-/// With `quant` (#moe.quant<fp8_e4m3>, docs/spec.md §2.1), w1 and w2 hold
-/// E4M3 codes and s1, s2 their block scales: the GEMMs dequantize B exactly
-/// as they load it (cpu::GroupedGemm::bScales) and compute in f32, the
-/// tokens widened to f32 as for bf16/f16 data without the dot product.
+/// With `quant` (#moe.quant, docs/spec.md §2.1), w1 and w2 hold E4M3 or
+/// int4 codes, s1, s2 their scales and z1, z2 (int4 with zero_point) their
+/// zero points: the GEMMs dequantize B exactly as they load it
+/// (cpu::GroupedGemm::bScales) and compute in f32, the tokens widened to
+/// f32 as for bf16/f16 data without the dot product.
 static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value a,
                           Value rowMap, Value offsets, Value w1, Value w2, Value b1, Value b2,
                           ActivationAttr activation, Value numRows, Value rowScale,
                           Value out, Value s1 = Value(), Value s2 = Value(),
-                          QuantAttr quant = QuantAttr()) {
-  assert((!quant || (quant.getKind() == QuantKind::fp8_e4m3 && s1 && s2)) &&
-         "the CPU lowering dequantizes FP8 block-scaled weights only");
+                          QuantAttr quant = QuantAttr(), Value z1 = Value(),
+                          Value z2 = Value()) {
+  assert((!quant || (s1 && s2)) && "quantized weights come with their scales");
+  const bool int4 = quant && quant.getKind() == QuantKind::int4;
+  assert((int4 && quant.getZeroPoint()) == (z1 && z2) && "zero points of int4 weights");
   Type elt = cast<MemRefType>(a.getType()).getElementType();
   Activation act = activation.getValue();
   bool gated = activation.isGated();
-  // Packed weights where possible; bf16 with the dot product packs pairwise.
-  bool packed1 = canPack(site, w1), packed2 = canPack(site, w2);
+  // Packed weights where possible; bf16 with the dot product packs pairwise;
+  // int4 two rows to a byte, which needs an even group (a byte in one group).
+  bool packable4 = !int4 || quant.getGroup() % 2 == 0;
+  bool packed1 = packable4 && canPack(site, w1), packed2 = packable4 && canPack(site, w2);
   bool dot = site.config.getBf16Dot() && elt.isBF16() &&
              cast<MemRefType>(w1.getType()).getElementType().isBF16();
   bool dot1 = dot && packed1, dot2 = dot && packed2;
   // FP8 packed: the panels hold the codes and the scales become panel
   // scales (applied per block of K); unpacked: each weight is dequantized
   // exactly as it is loaded.
-  Value s1k = s1, s2k = s2;
-  Value w1k = packed1 ? prepareWeights(b, site, w1, gated, dot1, false, s1, quant, &s1k) : w1;
-  Value w2k = packed2 ? prepareWeights(b, site, w2, /*gated=*/false, dot2, false, s2, quant, &s2k)
+  Value s1k = s1, s2k = s2, z1k = z1, z2k = z2;
+  Value w1k = packed1 ? prepareWeights(b, site, w1, gated, dot1, false, s1, quant, &s1k, z1, &z1k)
+                      : w1;
+  Value w2k = packed2 ? prepareWeights(b, site, w2, /*gated=*/false, dot2, false, s2, quant, &s2k,
+                                       z2, &z2k)
                       : w2;
   // Left operands of a narrow type reach the FMA micro-kernels as f32: the
   // tokens widened once, and h kept in f32 after its rounding to the
@@ -576,7 +596,18 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   // at H, so gated GEMMs need H to be a multiple of the vector too).
   bool vectorScale1 = false, vectorScale2 = false;
   std::string quantSuffix1, quantSuffix2;
-  if (quant) {
+  if (int4) {
+    // One scale (and zero point) per group of K and column: nothing to
+    // choose per vector.
+    for (GroupedGemmDesc *d : {&desc1, &desc2}) {
+      d->format = WeightFormat::int4Group;
+      d->blockK = quant.getGroup();
+      d->blockN = 1;
+      d->zeroPoint = quant.getZeroPoint();
+    }
+    quantSuffix1 = quantSuffix2 =
+        "_int4g" + std::to_string(quant.getGroup()) + (quant.getZeroPoint() ? "_zp" : "");
+  } else if (quant) {
     for (GroupedGemmDesc *d : {&desc1, &desc2}) {
       d->format = WeightFormat::fp8Block;
       d->blockK = quant.getBlock()[0];
@@ -594,7 +625,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   }
   KernelArgs args1{a, w1k, offsets, h};
   std::optional<unsigned> mapAt = args1.addOptional(rowMap), bias1At = args1.addOptional(b1),
-                          scales1At = args1.addOptional(s1k);
+                          scales1At = args1.addOptional(s1k), zeros1At = args1.addOptional(z1k);
   std::string name1 = site.kernelName("__moe_cpu_gemm1_" + stringifyActivation(act) +
                                       (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
                                       (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : "") +
@@ -607,13 +638,15 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     gemm.aRowMap = KernelArgs::at(v, mapAt);
     gemm.bias = KernelArgs::at(v, bias1At);
     gemm.bScales = KernelArgs::at(v, scales1At);
+    gemm.bZeroPoints = KernelArgs::at(v, zeros1At);
     gemm.fp8VectorScale = vectorScale1;
     cpu::emitGroupedGemm(b, gemm);
   });
 
   KernelArgs args2{h, w2k, offsets, out};
   std::optional<unsigned> scaleAt = args2.addOptional(rowScale),
-                          bias2At = args2.addOptional(b2), scales2At = args2.addOptional(s2k);
+                          bias2At = args2.addOptional(b2), scales2At = args2.addOptional(s2k),
+                          zeros2At = args2.addOptional(z2k);
   std::string name2 =
       site.kernelName(Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
                       (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") + (dot2 ? "_bf16dot" : "") +
@@ -625,6 +658,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     gemm.rowWeights = KernelArgs::at(v, scaleAt);
     gemm.bias = KernelArgs::at(v, bias2At);
     gemm.bScales = KernelArgs::at(v, scales2At);
+    gemm.bZeroPoints = KernelArgs::at(v, zeros2At);
     gemm.fp8VectorScale = vectorScale2;
     cpu::emitGroupedGemm(b, gemm);
   });
@@ -1021,7 +1055,9 @@ struct LowerExpertFFN : public OpRewritePattern<ExpertFFNOp> {
                   op.getB2() ? asBuffer(b, op.getB2()) : Value(), op.getActivationAttr(),
                   numRows, Value(), out,
                   op.getW1Scale() ? asBuffer(b, op.getW1Scale()) : Value(),
-                  op.getW2Scale() ? asBuffer(b, op.getW2Scale()) : Value(), op.getQuantAttr());
+                  op.getW2Scale() ? asBuffer(b, op.getW2Scale()) : Value(), op.getQuantAttr(),
+                  op.getW1ZeroPoint() ? asBuffer(b, op.getW1ZeroPoint()) : Value(),
+                  op.getW2ZeroPoint() ? asBuffer(b, op.getW2ZeroPoint()) : Value());
     rewriter.replaceOp(op, asTensor(b, out, outType));
     return success();
   }
@@ -1228,7 +1264,9 @@ struct LowerFusedExperts : public OpRewritePattern<FusedExpertsOp> {
                   op.getB2() ? asBuffer(b, op.getB2()) : Value(), op.getActivationAttr(),
                   keptRows, asBuffer(b, placed[1]), out,
                   op.getW1Scale() ? asBuffer(b, op.getW1Scale()) : Value(),
-                  op.getW2Scale() ? asBuffer(b, op.getW2Scale()) : Value(), op.getQuantAttr());
+                  op.getW2Scale() ? asBuffer(b, op.getW2Scale()) : Value(), op.getQuantAttr(),
+                  op.getW1ZeroPoint() ? asBuffer(b, op.getW1ZeroPoint()) : Value(),
+                  op.getW2ZeroPoint() ? asBuffer(b, op.getW2ZeroPoint()) : Value());
     // Per token: the sum of its rows in routing order, rounded once.
     auto outType = cast<RankedTensorType>(op.getOutput().getType());
     Value y = allocBuffer(b, {OpFoldResult(tokens), e.dimOfr(x, 1)}, outType.getElementType());
@@ -2245,20 +2283,6 @@ struct ConvertMoEToCPUPass
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] on " << getOperation()->getName()
                             << " at " << getOperation()->getLoc() << "\n");
     Operation *root = getOperation();
-    // Quantized expert weights: FP8 block-scaled ones are dequantized in
-    // the GEMMs; int4 is not lowered yet.
-    WalkResult int4 = root->walk([](Operation *op) {
-      auto quant = op->getAttrOfType<QuantAttr>("quant");
-      if (!quant || quant.getKind() != QuantKind::int4 ||
-          !isa<LayerOp, ExpertFFNOp, FusedExpertsOp>(op))
-        return WalkResult::advance();
-      op->emitOpError() << "has int4 expert weights (" << quant
-                        << "), which the CPU lowering (--convert-moe-to-cpu) does not support "
-                           "yet; it lowers #moe.quant<fp8_e4m3, ...> (docs/quantization.md)";
-      return WalkResult::interrupt();
-    });
-    if (int4.wasInterrupted())
-      return signalPassFailure();
     // Soft MoE and hand-written gates still compute in f32 only: say so.
     WalkResult unsupported = root->walk([](Operation *op) {
       bool f32Only = isa<SoftLayerOp, SoftDispatchOp, SoftCombineOp, FusedSoftExpertsOp,

@@ -224,6 +224,33 @@ Value fp8ScaleVector(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
 /// column (the masked lanes read column `col`, which exists, and give 0).
 Value loadBVector(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value k,
                   Value col, Value mask) {
+  if (g.desc.format == WeightFormat::int4Group) {
+    // Per lane: the code (an i4 element occupies a byte, so no vector
+    // load), minus its zero point (8 without them), times the scale
+    // (contiguous along N: one masked load), rounded once. Masked lanes
+    // give 0.
+    int64_t lanes = cast<VectorType>(mask.getType()).getDimSize(0);
+    VectorType vt = f32Vec(b, lanes);
+    Value kb = arith::DivUIOp::create(b, k, cIdx(b, g.desc.blockK));
+    Value zeroVec = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, 0.0f));
+    Value scale = vector::MaskedLoadOp::create(b, vt, g.bScales, ValueRange{group, kb, col},
+                                               mask, zeroVec);
+    Value diff = zeroVec;
+    Value eight = arith::ConstantOp::create(b, b.getF32FloatAttr(8.0f));
+    auto codeAt = [&](Value m, ValueRange idx) -> Value {
+      Value q = arith::ExtUIOp::create(b, b.getI32Type(), memref::LoadOp::create(b, m, idx));
+      return arith::SIToFPOp::create(b, b.getF32Type(), q);
+    };
+    for (int64_t l = 0; l < lanes; ++l) {
+      Value on = vector::ExtractOp::create(b, mask, ArrayRef<int64_t>{l});
+      Value n = arith::SelectOp::create(b, on, arith::AddIOp::create(b, col, cIdx(b, l)), col);
+      Value q = codeAt(g.b, bIndices(g.b, group, k, n));
+      Value z = g.bZeroPoints ? codeAt(g.bZeroPoints, ValueRange{group, kb, n}) : eight;
+      diff = vector::InsertOp::create(b, arith::SubFOp::create(b, q, z), diff,
+                                      ArrayRef<int64_t>{l});
+    }
+    return arith::MulFOp::create(b, diff, scale);
+  }
   if (g.desc.format == WeightFormat::fp8Block) {
     // Masked lanes read the code 0 (the value 0).
     int64_t lanes = cast<VectorType>(mask.getType()).getDimSize(0);
@@ -392,6 +419,124 @@ SmallVector<Value> emitAmxProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g
   return SmallVector<Value>(scope.getResults().begin(), scope.getResults().end());
 }
 
+/// The products of an int4 micro-tile from packed panels (two rows of
+/// codes to a byte, declarePackedWeights): per group of K, the partial sums
+/// of a * (q - z) (the code and zero point converted exactly to f32, their
+/// difference exact), then the group's panel scales times the partial sums
+/// added to the accumulators: the scale once per group, as for FP8 blocks
+/// (docs/spec.md §2.1). The group is even (the lowering packs int4 weights
+/// only then), so a byte never straddles two groups; an odd K ends with a
+/// single row, the low half of its byte.
+void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
+                            Value panel, ArrayRef<Value> aRows, int64_t microRows, Value kEnd,
+                            ArrayRef<Value> init, SmallVectorImpl<Value> &accs) {
+  const int64_t lanes = g.config.getLanes();
+  const int64_t microVecs = g.config.getMicroVectors();
+  const int64_t group4 = g.desc.blockK;
+  assert(group4 % 2 == 0 && "packed int4 weights need an even group");
+  VectorType vt = f32Vec(b, lanes);
+  auto i8v = VectorType::get({lanes}, b.getI8Type());
+  auto i32v = VectorType::get({lanes}, b.getI32Type());
+  auto splatI32 = [&](ImplicitLocOpBuilder &nb, int32_t c) -> Value {
+    return arith::ConstantOp::create(nb, i32v,
+                                     DenseElementsAttr::get(i32v, nb.getI32IntegerAttr(c)));
+  };
+  // The same bytes ahead as the f32 panels prefetch: a pair row of codes
+  // (W bytes) holds two rows, an f32 row 4W bytes.
+  const int64_t int4PrefetchScale = 4;
+  Value numGroups = ceilDiv(b, kEnd, group4);
+  auto outer = scf::ForOp::create(
+      b, cIdx(b, 0), numGroups, cIdx(b, 1), init,
+      [&](OpBuilder &outerBuilder, Location loc, Value kb, ValueRange acc) {
+        ImplicitLocOpBuilder ob(loc, outerBuilder);
+        Value k0 = arith::MulIOp::create(ob, kb, cIdx(ob, group4));
+        Value k1 = minIdx(ob, kEnd, arith::AddIOp::create(ob, k0, cIdx(ob, group4)));
+        SmallVector<Value> zeros;
+        for (int64_t v = 0; v < microVecs; ++v)
+          zeros.push_back(g.bZeroPoints
+                              ? vector::LoadOp::create(ob, vt, g.bZeroPoints,
+                                                       ValueRange{group, panel, kb,
+                                                                  cIdx(ob, v * lanes)})
+                                    .getResult()
+                              : arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 8.0f))
+                                    .getResult());
+        // The codes of vector v of pair row kk: the low or high halves.
+        auto codes = [&](ImplicitLocOpBuilder &nb, Value kk, int64_t v) -> Value {
+          Value bytes = vector::LoadOp::create(nb, i8v, g.b,
+                                               ValueRange{group, panel, kk, cIdx(nb, v * lanes)});
+          return arith::ExtUIOp::create(nb, i32v, bytes);
+        };
+        auto weights = [&](ImplicitLocOpBuilder &nb, Value x, int64_t v, bool high) -> Value {
+          Value q = high ? arith::ShRUIOp::create(nb, x, splatI32(nb, 4)).getResult()
+                         : arith::AndIOp::create(nb, x, splatI32(nb, 15)).getResult();
+          return arith::SubFOp::create(nb, arith::SIToFPOp::create(nb, vt, q), zeros[v]);
+        };
+        Value pairBegin = arith::DivUIOp::create(ob, k0, cIdx(ob, 2));
+        Value pairEnd = arith::DivUIOp::create(ob, k1, cIdx(ob, 2));
+        auto pairs = scf::ForOp::create(
+            ob, pairBegin, pairEnd, cIdx(ob, 1), init,
+            [&](OpBuilder &nested, Location loc, Value kk, ValueRange part) {
+              ImplicitLocOpBuilder nb(loc, nested);
+              prefetchPanelRow(nb, g.b, group, panel, kk,
+                               g.config.getPrefetchRows() * int4PrefetchScale,
+                               microVecs * lanes);
+              Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
+              Value kNext = arith::AddIOp::create(nb, k, cIdx(nb, 1));
+              SmallVector<Value> lo, hi;
+              for (int64_t v = 0; v < microVecs; ++v) {
+                Value x = codes(nb, kk, v);
+                lo.push_back(weights(nb, x, v, false));
+                hi.push_back(weights(nb, x, v, true));
+              }
+              SmallVector<Value> next(part.begin(), part.end());
+              for (int64_t i = 0; i < microRows; ++i) {
+                Value a0 = broadcastF32(nb, g.a, aRows[i], k, lanes);
+                Value a1 = broadcastF32(nb, g.a, aRows[i], kNext, lanes);
+                for (int64_t v = 0; v < microVecs; ++v) {
+                  Value &p = next[i * microVecs + v];
+                  p = vector::FMAOp::create(nb, a0, lo[v], p);
+                  p = vector::FMAOp::create(nb, a1, hi[v], p);
+                }
+              }
+              scf::YieldOp::create(nb, next);
+            });
+        // An odd K: its last row alone, the low halves of the last pair row.
+        Value odd = arith::CmpIOp::create(
+            ob, arith::CmpIPredicate::ne,
+            arith::MulIOp::create(ob, pairEnd, cIdx(ob, 2)), k1);
+        auto last = scf::IfOp::create(
+            ob, odd,
+            [&](OpBuilder &nested, Location loc) {
+              ImplicitLocOpBuilder nb(loc, nested);
+              Value k = arith::SubIOp::create(nb, k1, cIdx(nb, 1));
+              SmallVector<Value> next(pairs.getResults().begin(), pairs.getResults().end());
+              SmallVector<Value> lo;
+              for (int64_t v = 0; v < microVecs; ++v)
+                lo.push_back(weights(nb, codes(nb, pairEnd, v), v, false));
+              for (int64_t i = 0; i < microRows; ++i) {
+                Value a0 = broadcastF32(nb, g.a, aRows[i], k, lanes);
+                for (int64_t v = 0; v < microVecs; ++v)
+                  next[i * microVecs + v] =
+                      vector::FMAOp::create(nb, a0, lo[v], next[i * microVecs + v]);
+              }
+              scf::YieldOp::create(nb, next);
+            },
+            [&](OpBuilder &nested, Location loc) {
+              scf::YieldOp::create(nested, loc, pairs.getResults());
+            });
+        SmallVector<Value> scales, next;
+        for (int64_t v = 0; v < microVecs; ++v)
+          scales.push_back(vector::LoadOp::create(
+              ob, vt, g.bScales, ValueRange{group, panel, kb, cIdx(ob, v * lanes)}));
+        for (int64_t i = 0; i < microRows; ++i)
+          for (int64_t v = 0; v < microVecs; ++v)
+            next.push_back(vector::FMAOp::create(ob, last.getResult(i * microVecs + v),
+                                                 scales[v], acc[i * microVecs + v]));
+        scf::YieldOp::create(ob, next);
+      });
+  accs.assign(outer.getResults().begin(), outer.getResults().end());
+}
+
 /// One micro-tile: `tileRows` rows (the configuration's micro_rows, or the
 /// smaller tile of a row tail) from row0, clamped to `rowEnd` (the missing
 /// rows read row0 and store nothing), output columns [col0, col0 + L * vecs).
@@ -447,6 +592,8 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
   if (g.amx) {
     assert(lanes == 16 && microRows <= 16 && "AMX micro-tiles are 16 rows of 16-lane vectors");
     accs = emitAmxProducts(b, g, group, panel, row0, microRows, microVecs);
+  } else if (g.desc.format == WeightFormat::int4Group && g.bPacked) {
+    emitInt4PackedProducts(b, g, group, panel, aRows, microRows, kEnd, init, accs);
   } else if (g.desc.format == WeightFormat::fp8Block && g.bPacked) {
     // FP8 from packed panels: per block of K, the partial sums of a * (q *
     // 2^-8) from the codes (fp8TimesTwoToMinus8), then the block's panel
@@ -680,7 +827,8 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
          "an unpacked transposed B is read element by element");
   assert((g.desc.format == WeightFormat::dense ||
           (g.bScales && !g.bf16Dot && !g.amx && !g.bPackedRows)) &&
-         "FP8 weights are dequantized on the FMA path, with their scales");
+         "quantized weights are dequantized on the FMA path, with their scales");
+  assert(g.desc.zeroPoint == (g.bZeroPoints != nullptr) && "zero points of int4 weights");
   const int64_t tileCols = g.config.getTileColumns(g.gated());
   // AMX: tiles of 16 rows (the configuration's verifier makes row_block a
   // multiple of 16), and no smaller tail tile: the tile unit computes 16
@@ -819,11 +967,14 @@ PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symb
   int64_t outCols = gated ? cols / 2 : cols;
   int64_t tile = config.getTileColumns(gated);
   int64_t panels = (outCols + tile - 1) / tile;
+  const bool int4 = srcType.getElementType().isInteger(4);
+  assert(!(int4 && (vnni || transposed)) && "int4 panels hold pairs of rows");
   auto packedType =
-      vnni ? MemRefType::get({groups, panels, (red + 1) / 2, 2 * panelWidth},
-                             srcType.getElementType())
-           : MemRefType::get({groups, panels, red, panelWidth},
-                             srcType.getElementType());
+      int4   ? MemRefType::get({groups, panels, (red + 1) / 2, panelWidth}, b.getI8Type())
+      : vnni ? MemRefType::get({groups, panels, (red + 1) / 2, 2 * panelWidth},
+                               srcType.getElementType())
+             : MemRefType::get({groups, panels, red, panelWidth},
+                               srcType.getElementType());
   auto keyType = MemRefType::get({2}, b.getI64Type());
   SymbolTable symbols(symbolTableOp);
   auto declare = [&](StringRef name, MemRefType type, Attribute init) {
@@ -929,7 +1080,8 @@ static void emitPackScales(ImplicitLocOpBuilder &b, Value w, Value scales, Value
 }
 
 Value cpu::declarePackedScales(ImplicitLocOpBuilder &b, Operation *symbolTableOp, Value w,
-                               CpuConfigAttr config, bool gated, int64_t blockK) {
+                               CpuConfigAttr config, bool gated, int64_t blockK,
+                               bool zeroPoints) {
   auto srcType = cast<MemRefType>(w.getType());
   assert(srcType.getRank() == 3 && srcType.hasStaticShape() && "static [G, K, N] weights");
   int64_t groups = srcType.getDimSize(0), red = srcType.getDimSize(1),
@@ -945,7 +1097,9 @@ Value cpu::declarePackedScales(ImplicitLocOpBuilder &b, Operation *symbolTableOp
   OpBuilder top(symbolTableOp->getContext());
   top.setInsertionPointToStart(&symbolTableOp->getRegion(0).front());
   auto global = memref::GlobalOp::create(
-      top, loc, StringAttr::get(b.getContext(), "__moe_cpu_packed_scales"),
+      top, loc,
+      StringAttr::get(b.getContext(),
+                      zeroPoints ? "__moe_cpu_packed_zero_points" : "__moe_cpu_packed_scales"),
       StringAttr::get(b.getContext(), "private"), TypeAttr::get(type), top.getUnitAttr(),
       /*constant=*/UnitAttr(), top.getI64IntegerAttr(64));
   symbols.insert(global); // renames on collision
@@ -985,10 +1139,115 @@ static Value hashSamples(ImplicitLocOpBuilder &b, Value m, Value groups, Value r
   return loop.getResult(0);
 }
 
+/// The panel column c of panel p (first output column `base`): the output
+/// column it computes and the column of B it reads (gated panels: W/2 gate
+/// columns, then the W/2 matching up ones), and whether it exists.
+static std::tuple<Value, Value, Value> panelColumn(ImplicitLocOpBuilder &b, Value base, Value c,
+                                                   Value outCols, int64_t width, bool gated) {
+  Value out = arith::AddIOp::create(b, base, c);
+  Value n = out;
+  if (gated) {
+    Value half = cIdx(b, width / 2);
+    Value up = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, c, half);
+    out = arith::SelectOp::create(b, up, arith::SubIOp::create(b, out, half), out);
+    n = arith::SelectOp::create(b, up, arith::AddIOp::create(b, out, outCols), out);
+  }
+  Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, out, outCols);
+  return {out, n, valid};
+}
+
+/// Panel p of group grp of i4 weights `w` (memref<G x K x N x i4>) into
+/// `packed` (declarePackedWeights' int4 layout): for every pair row kk and
+/// panel column, the codes of rows 2kk and 2kk + 1 in one byte (element by
+/// element: an i4 occupies a byte, and packing runs once per buffer).
+static void emitPackInt4Panel(ImplicitLocOpBuilder &b, Value w, Value packed, Value grp, Value p,
+                              Value base, Value red, Value outCols, CpuConfigAttr config,
+                              bool gated) {
+  const int64_t width = config.getMicroVectors() * config.getLanes();
+  Value pairRows = memref::DimOp::create(b, packed, 2);
+  Type i8 = b.getI8Type();
+  scf::ForOp::create(
+      b, cIdx(b, 0), pairRows, cIdx(b, 1), ValueRange{},
+      [&](OpBuilder &kBuilder, Location loc, Value kk, ValueRange) {
+        ImplicitLocOpBuilder kb(loc, kBuilder);
+        Value k0 = arith::MulIOp::create(kb, kk, cIdx(kb, 2));
+        Value k1 = arith::AddIOp::create(kb, k0, cIdx(kb, 1));
+        Value hasOdd = arith::CmpIOp::create(kb, arith::CmpIPredicate::slt, k1, red);
+        Value k1c = arith::SelectOp::create(kb, hasOdd, k1, k0);
+        Value zero = arith::ConstantOp::create(kb, kb.getI8IntegerAttr(0));
+        scf::ForOp::create(
+            kb, cIdx(kb, 0), cIdx(kb, width), cIdx(kb, 1), ValueRange{},
+            [&](OpBuilder &cBuilder, Location loc, Value c, ValueRange) {
+              ImplicitLocOpBuilder cb(loc, cBuilder);
+              auto [out, n, valid] = panelColumn(cb, base, c, outCols, width, gated);
+              Value nc = arith::SelectOp::create(cb, valid, n, cIdx(cb, 0));
+              auto code = [&](Value k) -> Value {
+                return arith::ExtUIOp::create(cb, i8,
+                                              memref::LoadOp::create(cb, w, ValueRange{grp, k, nc}));
+              };
+              Value lo = code(k0);
+              Value hi = arith::SelectOp::create(cb, hasOdd, code(k1c), zero);
+              Value byte = arith::OrIOp::create(
+                  cb, arith::AndIOp::create(cb, lo, arith::ConstantOp::create(cb, cb.getI8IntegerAttr(15))),
+                  arith::ShLIOp::create(cb, hi, arith::ConstantOp::create(cb, cb.getI8IntegerAttr(4))));
+              byte = arith::SelectOp::create(cb, valid, byte, zero);
+              memref::StoreOp::create(cb, byte, packed, ValueRange{grp, p, kk, c});
+              scf::YieldOp::create(cb);
+            });
+        scf::YieldOp::create(kb);
+      });
+}
+
+/// The panel scales and zero points of int4 weights (declarePackedScales):
+/// s[g][kb][n] and z[g][kb][n] (or nothing without zero points) per panel
+/// column; padding columns get the scale 0 and the zero point 8.
+static void emitPackInt4Scales(ImplicitLocOpBuilder &b, Value w, Value scales, Value zeroPoints,
+                               Value packed, Value packedZeroPoints, CpuConfigAttr config,
+                               bool gated) {
+  auto dim = [&](Value m, int64_t i) -> Value { return memref::DimOp::create(b, m, i); };
+  const int64_t width = config.getMicroVectors() * config.getLanes();
+  const int64_t tile = config.getTileColumns(gated);
+  Value cols = dim(w, 2);
+  Value outCols = gated ? arith::DivSIOp::create(b, cols, cIdx(b, 2)).getResult() : cols;
+  scf::ParallelOp::create(
+      b, ValueRange{cIdx(b, 0), cIdx(b, 0), cIdx(b, 0)},
+      ValueRange{dim(w, 0), dim(packed, 1), dim(packed, 2)},
+      ValueRange{cIdx(b, 1), cIdx(b, 1), cIdx(b, 1)},
+      [&](OpBuilder &pb, Location loc, ValueRange ivs) {
+        ImplicitLocOpBuilder ib(loc, pb);
+        Value grp = ivs[0], p = ivs[1], kb = ivs[2];
+        Value base = arith::MulIOp::create(ib, p, cIdx(ib, tile));
+        scf::ForOp::create(
+            ib, cIdx(ib, 0), cIdx(ib, width), cIdx(ib, 1), ValueRange{},
+            [&](OpBuilder &cBuilder, Location loc, Value c, ValueRange) {
+              ImplicitLocOpBuilder cb(loc, cBuilder);
+              auto [out, n, valid] = panelColumn(cb, base, c, outCols, width, gated);
+              Value nc = arith::SelectOp::create(cb, valid, n, cIdx(cb, 0));
+              Value s = memref::LoadOp::create(cb, scales, ValueRange{grp, kb, nc});
+              s = arith::SelectOp::create(cb, valid, s,
+                                          arith::ConstantOp::create(cb, cb.getF32FloatAttr(0.0f)));
+              memref::StoreOp::create(cb, s, packed, ValueRange{grp, p, kb, c});
+              if (zeroPoints) {
+                Value z = arith::SIToFPOp::create(
+                    cb, cb.getF32Type(),
+                    arith::ExtUIOp::create(
+                        cb, cb.getI32Type(),
+                        memref::LoadOp::create(cb, zeroPoints, ValueRange{grp, kb, nc})));
+                z = arith::SelectOp::create(
+                    cb, valid, z, arith::ConstantOp::create(cb, cb.getF32FloatAttr(8.0f)));
+                memref::StoreOp::create(cb, z, packedZeroPoints, ValueRange{grp, p, kb, c});
+              }
+              scf::YieldOp::create(cb);
+            });
+      });
+}
+
 void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
                           CpuConfigAttr config, bool gated, bool vnni, bool transposed,
-                          Value scales, Value packedScales, int64_t blockK, int64_t blockN) {
+                          Value scales, Value packedScales, int64_t blockK, int64_t blockN,
+                          Value zeroPoints, Value packedZeroPoints) {
   const int64_t lanes = config.getLanes();
+  const bool int4 = cast<MemRefType>(w.getType()).getElementType().isInteger(4);
   const int64_t microVecs = config.getMicroVectors();
   Type elt = cast<MemRefType>(w.getType()).getElementType();
   Type i64 = b.getI64Type();
@@ -1017,6 +1276,19 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
         b, arith::XOrIOp::create(b, hash, sAddress),
         arith::ConstantOp::create(b, b.getI64IntegerAttr(0x100000001b3)));
     hash = hashSamples(b, scales, dim(scales, 0), dim(scales, 1), dim(scales, 2), seeded,
+                       [](Value grp, Value k, Value c) -> SmallVector<Value> {
+                         return {grp, k, c};
+                       });
+  }
+  // int4: the zero points' too.
+  if (zeroPoints) {
+    Value zAddress = arith::IndexCastOp::create(
+        b, i64, memref::ExtractAlignedPointerAsIndexOp::create(b, zeroPoints));
+    Value seeded = arith::MulIOp::create(
+        b, arith::XOrIOp::create(b, hash, zAddress),
+        arith::ConstantOp::create(b, b.getI64IntegerAttr(0x100000001b3)));
+    hash = hashSamples(b, zeroPoints, dim(zeroPoints, 0), dim(zeroPoints, 1),
+                       dim(zeroPoints, 2), seeded,
                        [](Value grp, Value k, Value c) -> SmallVector<Value> {
                          return {grp, k, c};
                        });
@@ -1070,6 +1342,10 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
             }
             return column;
           };
+          if (int4) {
+            emitPackInt4Panel(ib, w, packed, grp, p, base, red, outCols, config, gated);
+            return;
+          }
           Value rowsOut = vnni ? arith::CeilDivSIOp::create(ib, red, cIdx(ib, 2)).getResult()
                                : red;
           scf::ForOp::create(
@@ -1105,7 +1381,10 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
                 scf::YieldOp::create(rb);
               });
         });
-    if (scales)
+    if (scales && int4)
+      emitPackInt4Scales(nb, w, scales, zeroPoints, packedScales, packedZeroPoints, config,
+                         gated);
+    else if (scales)
       emitPackScales(nb, w, scales, packedScales, config, gated, blockK, blockN);
     memref::StoreOp::create(nb, address, key, ValueRange{cIdx(nb, 0)});
     memref::StoreOp::create(nb, hash, key, ValueRange{cIdx(nb, 1)});

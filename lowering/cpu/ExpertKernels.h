@@ -117,6 +117,10 @@ struct GroupedGemm {
   /// each weight dequantized exactly as it is loaded. Packed B: the panel
   /// scales of declarePackedScales, applied to each block's partial sums.
   Value bScales;
+  /// WeightFormat::int4Group with zero points: unpacked B, memref<G x KB x
+  /// N x i4> (KB = ceil(K / group)); packed B, the panel zero points of
+  /// declarePackedScales (as f32). Null: the zero point is 8.
+  Value bZeroPoints;
   /// WeightFormat::fp8Block: every vector of L columns that the micro-kernel
   /// loads lies in one block (blockN a multiple of L and, gated, H too): one
   /// scale per vector instead of one per lane.
@@ -167,6 +171,10 @@ struct PackedWeights {
 /// [k / 2][2 * c + k % 2], a missing last odd row as zeros.
 /// With `transposed`, `w` is stored [G, N, K] (GroupedGemmDesc::bTransposed)
 /// and packed into the same panels as its transpose would be.
+/// i4 weights (WeightFormat::int4Group) are packed two rows to a byte:
+/// memref<G x P x ceil(K / 2) x W x i8>, byte (kk, c) holding the code of
+/// row 2kk in its low and that of row 2kk + 1 in its high 4 bits (0 for a
+/// missing last odd row and for padding columns).
 PackedWeights declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp,
                                    Value w, CpuConfigAttr config, bool gated,
                                    bool vnni = false, bool transposed = false);
@@ -177,15 +185,22 @@ PackedWeights declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTab
 /// that column in block kb is NaN (S.1111.111), 0 for padding. The
 /// micro-kernel multiplies each block's partial sums of a * q * 2^-8 by it.
 /// Declared next to the weights' panels (declarePackedWeights).
+/// int4 (WeightFormat::int4Group, blockK the group): s[g][kb][n] per
+/// panel column (0 for padding); with `zeroPoints`, a second global of the
+/// same shape named for them, holding z[g][kb][n] as f32.
 Value declarePackedScales(ImplicitLocOpBuilder &b, Operation *symbolTableOp, Value w,
-                          CpuConfigAttr config, bool gated, int64_t blockK);
+                          CpuConfigAttr config, bool gated, int64_t blockK,
+                          bool zeroPoints = false);
 /// Checks the key and repacks `w` into `packed` when it is stale. With
-/// `scales` (FP8: memref<G x KB x NB x f32>), also packs them into
-/// `packedScales` (declarePackedScales), and the key covers them too.
+/// `scales` (FP8: memref<G x KB x NB x f32>; int4: memref<G x KB x N x
+/// f32>), also packs them into `packedScales` (declarePackedScales), and
+/// the key covers them too; int4 `zeroPoints` (memref<G x KB x N x i4>)
+/// likewise into `packedZeroPoints`.
 void emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value key,
                      CpuConfigAttr config, bool gated, bool vnni = false,
                      bool transposed = false, Value scales = Value(),
-                     Value packedScales = Value(), int64_t blockK = 0, int64_t blockN = 0);
+                     Value packedScales = Value(), int64_t blockK = 0, int64_t blockN = 0,
+                     Value zeroPoints = Value(), Value packedZeroPoints = Value());
 
 /// The weight gradient's right operand `src` (memref<P x N>, one row per
 /// plan row) copied as f32 into `packed` (memref<panels x P x W x f32>, W

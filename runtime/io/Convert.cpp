@@ -218,6 +218,9 @@ Result<Tensor> convertTensor(const Tensor &tensor, DType target) {
     case DType::F8E4M3:
       x = decode(floatBits(fp8E4M3ToFloat(src[i])), kF32);
       break;
+    case DType::U8:
+      x = fromInteger(src[i]);
+      break;
     }
     uint32_t bits = encode(x, targetFormat);
     if (target == DType::F32) {

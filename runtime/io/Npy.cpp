@@ -285,6 +285,8 @@ std::optional<DType> descrToDType(const std::string &descr,
     dtype = DType::I32;
   else if (code == "i8")
     dtype = DType::I64;
+  else if (code == "u1")
+    dtype = DType::U8;
   else if (code == "f8" && isF64) {
     // Read as float64; the caller converts the data (readNpyConverting).
     *isF64 = true;
@@ -292,7 +294,7 @@ std::optional<DType> descrToDType(const std::string &descr,
   }
   if (!dtype) {
     problem = "unsupported dtype " + detail::quote(descr) +
-              " (supported: '<f4', '<f2', '<i4', '<i8')";
+              " (supported: '<f4', '<f2', '<i4', '<i8', '|u1')";
     return std::nullopt;
   }
   if (order == '>') {

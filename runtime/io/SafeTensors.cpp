@@ -33,6 +33,8 @@ constexpr uint64_t kMaxHeaderSize = 100000000;
 /// is ordered by alignment; the writer lays tensors out by descending rank.
 int referenceDTypeRank(DType dtype) {
   switch (dtype) {
+  case DType::U8:
+    return -2;
   case DType::F8E4M3:
     return -1;
   case DType::F16:
@@ -200,12 +202,12 @@ SafeTensorsFile::validate(std::unique_ptr<Storage> storage, std::string name) {
     std::string_view dtypeText = field->asString();
     std::optional<DType> dtype;
     for (DType d : {DType::F32, DType::F16, DType::BF16, DType::I32,
-                    DType::I64, DType::F8E4M3})
+                    DType::I64, DType::F8E4M3, DType::U8})
       if (dtypeText == safetensorsDTypeName(d))
         dtype = d;
     if (!dtype)
       return err(tensor + ": unsupported dtype " + detail::quote(dtypeText) +
-                 " (supported: F32, F16, BF16, I32, I64, F8_E4M3)");
+                 " (supported: F32, F16, BF16, I32, I64, F8_E4M3, U8)");
     info.dtype = *dtype;
 
     field = value.find("shape");

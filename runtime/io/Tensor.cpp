@@ -30,6 +30,7 @@ size_t elementSize(DType dtype) {
   case DType::I64:
     return 8;
   case DType::F8E4M3:
+  case DType::U8:
     return 1;
   }
   return 0;
@@ -49,6 +50,8 @@ const char *dtypeName(DType dtype) {
     return "i64";
   case DType::F8E4M3:
     return "f8E4M3FN";
+  case DType::U8:
+    return "ui8";
   }
   return "?";
 }
@@ -67,6 +70,8 @@ const char *safetensorsDTypeName(DType dtype) {
     return "I64";
   case DType::F8E4M3:
     return "F8_E4M3";
+  case DType::U8:
+    return "U8";
   }
   return "?";
 }
@@ -85,13 +90,16 @@ const char *npyDescr(DType dtype) {
     return "<i8";
   case DType::F8E4M3:
     return nullptr;
+  case DType::U8:
+    return "|u1";
   }
   return nullptr;
 }
 
 std::optional<DType> parseDType(std::string_view name) {
   static const DType all[] = {DType::F32, DType::F16, DType::BF16,
-                              DType::I32, DType::I64, DType::F8E4M3};
+                              DType::I32, DType::I64, DType::F8E4M3,
+                              DType::U8};
   for (DType d : all)
     if (name == dtypeName(d) || name == safetensorsDTypeName(d))
       return d;

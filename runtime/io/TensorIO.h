@@ -116,16 +116,18 @@ private:
 /// F8E4M3: the 8-bit float of FP8 checkpoints (OCP E4M3, "e4m3fn": 1 sign,
 /// 4 exponent bits with bias 7, 3 fraction bits, no infinities, S.1111.111
 /// is NaN, largest finite 448), a storage type: runtime/io/Quantized.h.
-enum class DType : uint8_t { F32, F16, BF16, I32, I64, F8E4M3 };
+/// U8: unsigned bytes; the storage of int4 codes (one code 0..15 per byte,
+/// as an i4 tensor is laid out in memory, docs/spec.md §2.1).
+enum class DType : uint8_t { F32, F16, BF16, I32, I64, F8E4M3, U8 };
 
-/// Size of one element in bytes (4, 2, 2, 4, 8, 1).
+/// Size of one element in bytes (4, 2, 2, 4, 8, 1, 1).
 size_t elementSize(DType dtype);
-/// MLIR spelling: "f32", "f16", "bf16", "i32", "i64", "f8E4M3FN".
+/// MLIR spelling: "f32", "f16", "bf16", "i32", "i64", "f8E4M3FN", "ui8".
 const char *dtypeName(DType dtype);
-/// safetensors spelling: "F32", "F16", "BF16", "I32", "I64", "F8_E4M3".
+/// safetensors spelling: "F32", "F16", "BF16", "I32", "I64", "F8_E4M3", "U8".
 const char *safetensorsDTypeName(DType dtype);
-/// numpy descr written to .npy files: "<f4", "<f2", "<i4", "<i8"; nullptr for
-/// BF16 and F8E4M3 (numpy has no such type).
+/// numpy descr written to .npy files: "<f4", "<f2", "<i4", "<i8", "|u1";
+/// nullptr for BF16 and F8E4M3 (numpy has no such type).
 const char *npyDescr(DType dtype);
 /// Accepts the MLIR and the safetensors spellings.
 std::optional<DType> parseDType(std::string_view name);

@@ -15,12 +15,13 @@
 // RUN: not moe-opt %s --moe-shard-experts=ranks=2 2>&1 | FileCheck %s --check-prefix=SHARD
 // RUN: not moe-opt %s --moe-dense-to-soft 2>&1 | FileCheck %s --check-prefix=SOFT
 // RUN: not moe-opt %s --moe-print-cost 2>&1 | FileCheck %s --check-prefix=COST
-// RUN: not moe-opt %s --moe-cpu-pipeline 2>&1 | FileCheck %s --check-prefix=CPU
+// The CPU lowers them (test/lowering/convert-moe-to-cpu-int4.mlir), and
+// moe-run binds the i4 storage type (--fill-random: uniform codes):
+// RUN: moe-opt %s --moe-cpu-pipeline -o /dev/null
 // RUN: not moe-opt %s --moe-nvptx-pipeline="chip=sm_90a features=+ptx80 format=isa" 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=GPU
 // RUN: moe-opt %s --moe-dense-to-moesart="k=2" --canonicalize | FileCheck %s --check-prefix=KEEP
-// moe-run cannot bind the storage types yet (one line, exit 1):
-// RUN: not moe-run %s --fill-random --device=cpu 2>&1 | FileCheck %s --check-prefix=TOOL
+// RUN: moe-run %s --fill-random --device=cpu 2>&1 | FileCheck %s --check-prefix=TOOL
 //
 // DECOMPOSE-LABEL: func.func @layer
 // DECOMPOSE:      moe.dispatch
@@ -35,10 +36,8 @@
 // SHARD: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-shard-experts does not support yet
 // SOFT: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-dense-to-soft does not support yet
 // COST: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-print-cost does not support yet
-// CPU: quantized-layers.mlir:[[#@LINE+13]]:8: error: 'moe.layer' op has int4 expert weights (#moe.quant<int4, group = 8, zero_point>), which the CPU lowering (--convert-moe-to-cpu) does not support yet; it lowers #moe.quant<fp8_e4m3, ...> (docs/quantization.md)
 // GPU: error: 'moe.layer' op has quantized expert weights ({{.*}}), which the GPU lowering (--convert-moe-to-gpu) does not support yet
-// TOOL: moe-run: @layer: argument #2 (%arg2) has element type i4 (tensor<4x16x8xi4>); moe-run supports f32, f16, bf16, i32, i64 and f8E4M3FN
-// TOOL-NOT: moe-run
+// TOOL: result #0: tensor<4x16xf32> checksum: sum={{.*}} abs_sum={{.*}}
 //
 // KEEP-LABEL: func.func @layer
 // KEEP-NEXT: %output = moe.layer %arg0 router(%arg1) experts(%arg2, %arg3) expert_scales(%arg4, %arg5) expert_zero_points(%arg6, %arg7) {

@@ -230,6 +230,46 @@ void quantizeFp8Block(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
       }
 }
 
+void quantizeInt4Group(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
+                       int64_t group, bool zeroPoint, std::vector<uint8_t> &codes,
+                       std::vector<float> &scales, std::vector<uint8_t> &zeros,
+                       float (*roundScale)(float)) {
+  check(int64_t(w.size()) == E * K * N && group >= 1, "quantizeInt4Group: sizes");
+  const int64_t G = (K + group - 1) / group;
+  codes.assign(w.size(), 0);
+  scales.assign(size_t(E * G * N), 1.0f);
+  zeros.assign(zeroPoint ? size_t(E * G * N) : 0, 0);
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t k0 = g * group, k1 = std::min(K, k0 + group);
+        double lo = 0, hi = 0;
+        for (int64_t k = k0; k < k1; ++k) {
+          const double v = w[size_t((e * K + k) * N + n)];
+          if (std::isfinite(v)) {
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+          }
+        }
+        double range = zeroPoint ? hi - lo : std::max(-lo, hi);
+        float s = range > 0 ? float(range / (zeroPoint ? 15.0 : 7.0)) : 1.0f;
+        if (roundScale)
+          s = roundScale(s);
+        const double z = zeroPoint ? std::clamp(std::nearbyint(-lo / double(s)), 0.0, 15.0) : 8.0;
+        const size_t at = size_t((e * G + g) * N + n);
+        scales[at] = s;
+        if (zeroPoint)
+          zeros[at] = uint8_t(z);
+        for (int64_t k = k0; k < k1; ++k) {
+          const size_t i = size_t((e * K + k) * N + n);
+          const double v = std::isnan(w[i]) ? 0.0 : double(w[i]);
+          const double q = std::clamp(std::nearbyint(v / double(s)) + z, 0.0, 15.0);
+          codes[i] = uint8_t(q);
+          w[i] = float((q - z) * double(s));
+        }
+      }
+}
+
 void expertForward(const Experts &ex, int64_t e, const double *x,
                    double *out) {
   check(e >= 0 && e < ex.numExperts, "expert index out of range");

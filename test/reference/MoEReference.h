@@ -187,6 +187,22 @@ void quantizeFp8Block(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
                       std::vector<uint8_t> &codes, std::vector<float> &scales,
                       float (*roundScale)(float) = nullptr);
 
+/// Group-wise int4 quantization of one weight tensor [E, K, N] (docs/spec.md
+/// §2.1, #moe.quant<int4, group = G[, zero_point]>) for test data: per
+/// expert, group of G rows of K and column, with `zeroPoint` (GPTQ's and
+/// AWQ's asymmetric form) over the group's finite values w_min = min(w, 0)
+/// and w_max = max(w, 0): s = (w_max - w_min) / 15 (1 when 0), z =
+/// round(-w_min / s) in [0, 15], q = clamp(round(w / s) + z, 0, 15);
+/// without it (symmetric) s = max|w| / 7 (1 when 0), z = 8, q = clamp(
+/// round(w / s) + 8, 0, 15). `w` is replaced by the dequantized weights,
+/// (q - z) * s computed exactly in double and rounded once to f32.
+/// `codes` receives q [E, K, N], `scales` [E, ceil(K/G), N], `zeros` (with
+/// `zeroPoint`) z [E, ceil(K/G), N]. `roundScale` as for quantizeFp8Block.
+void quantizeInt4Group(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
+                       int64_t group, bool zeroPoint, std::vector<uint8_t> &codes,
+                       std::vector<float> &scales, std::vector<uint8_t> &zeros,
+                       float (*roundScale)(float) = nullptr);
+
 /// f_e(x) for one row: x has D doubles, out receives D doubles. For T =
 /// bf16/f16 h is rounded to T (the weights are used as they are).
 void expertForward(const Experts &experts, int64_t e, const double *x,

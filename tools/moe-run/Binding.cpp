@@ -46,6 +46,20 @@ std::string fileTensorDesc(io::DType dtype, const std::vector<int64_t> &shape,
          " " + io::formatShape(shape);
 }
 
+/// An i4 argument (bound from U8, docs/spec.md §2.1) takes one code 0..15
+/// per byte: the first other byte is an error.
+static io::Result<io::Tensor> checkInt4Codes(io::Result<io::Tensor> tensor,
+                                             const std::string &subject) {
+  if (!tensor.ok() || tensor->dtype != io::DType::U8)
+    return tensor;
+  for (size_t i = 0; i < tensor->data.size(); ++i)
+    if (tensor->data[i] > 15)
+      return io::Error{subject + ": element " + std::to_string(i) + " is " +
+                       std::to_string(tensor->data[i]) +
+                       "; an i4 argument takes one code 0..15 per byte"};
+  return tensor;
+}
+
 io::Result<io::Tensor> bindInputTensor(io::Tensor tensor,
                                        const std::string &path,
                                        const ValueInfo &arg) {
@@ -60,7 +74,8 @@ io::Result<io::Tensor> bindInputTensor(io::Tensor tensor,
                      fileTensorDesc(tensor.dtype, tensor.shape, false)};
   if (convertible)
     return io::convertTensor(tensor, arg.dtype);
-  return tensor;
+  return checkInt4Codes(std::move(tensor),
+                        "--input " + path + " for " + describeArgument(arg));
 }
 
 io::Result<io::Tensor> bindParamTensor(const io::SafeTensorsFile &file,
@@ -74,8 +89,9 @@ io::Result<io::Tensor> bindParamTensor(const io::SafeTensorsFile &file,
       (info.dtype != arg.dtype && !convertible))
     return io::Error{subject + ": expected " + arg.typeString + ", got " +
                      fileTensorDesc(info.dtype, info.shape, true)};
-  return info.dtype == arg.dtype ? file.get(info.name)
-                                 : file.get(info.name, arg.dtype);
+  return checkInt4Codes(info.dtype == arg.dtype ? file.get(info.name)
+                                               : file.get(info.name, arg.dtype),
+                        subject);
 }
 
 io::Result<std::vector<int64_t>>

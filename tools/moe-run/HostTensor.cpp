@@ -65,6 +65,8 @@ double HostTensor::elementAsDouble(int64_t i) const {
   }
   case io::DType::F8E4M3:
     return io::fp8E4M3ToFloat(*p);
+  case io::DType::U8:
+    return *p;
   }
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "llvm/Support/Parallel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace moe {
@@ -25,7 +26,8 @@ namespace {
 void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
                      int64_t end, SplitMix64 &rng, double scale) {
   for (int64_t i = begin; i < end; ++i) {
-    float v = static_cast<float>(rng.normal() * scale);
+    const double z = rng.normal() * scale;
+    float v = static_cast<float>(z);
     switch (dtype) {
     case io::DType::F32:
       std::memcpy(out + 4 * i, &v, 4);
@@ -43,6 +45,12 @@ void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
     case io::DType::F8E4M3:
       out[i] = io::floatToFp8E4M3(v);
       break;
+    case io::DType::U8:
+      // int4 codes: floor(16 Phi(z)), Phi the normal distribution
+      // function: uniform over 0..15.
+      out[i] = static_cast<uint8_t>(std::min(
+          15.0, std::floor(16.0 * 0.5 * std::erfc(-z / std::sqrt(2.0)))));
+      break;
     default:
       break;
     }
@@ -53,7 +61,7 @@ void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
 
 double fillScale(const ValueInfo &info, const std::vector<int64_t> &shape) {
   // Quantized weights: their f32 scales carry the magnitude.
-  if (!info.param || info.dtype == io::DType::F8E4M3)
+  if (!info.param || info.dtype == io::DType::F8E4M3 || info.dtype == io::DType::U8)
     return 1.0;
   int64_t fanIn = 1;
   if (shape.size() >= 2)

@@ -169,6 +169,9 @@ void printValues(const Tensor &t) {
     case DType::F8E4M3:
       std::printf(" %g", fp8E4M3ToFloat(*p));
       break;
+    case DType::U8:
+      std::printf(" %u", unsigned(*p));
+      break;
     }
   }
   std::printf("\n");

@@ -317,8 +317,10 @@ const char *const overview =
     R"(moe-run: compile and run one function of a moe module
 
 Arguments. The entry's arguments must be ranked tensors of f32, f16, bf16,
-i32, i64 or f8E4M3FN (FP8 quantized expert weights, docs/spec.md §2.1:
-bound from F8_E4M3 tensors of --params, or by --fill-random). Arguments with {moe.param = "NAME"} are parameters, bound by name
+i32, i64, f8E4M3FN or i4 (quantized expert weights, docs/spec.md §2.1:
+FP8 codes bound from F8_E4M3 tensors, int4 codes from U8 tensors holding
+one code 0..15 per byte, as an i4 tensor is laid out in memory; or by
+--fill-random). Arguments with {moe.param = "NAME"} are parameters, bound by name
 from --params; the others are inputs, bound in order by --input. Arguments
 with {moe.param = #moe.checkpoint<["NAME", ...], transpose>} are assembled
 once, at load, from the tensors of the --params files (memory-mapped):
@@ -345,6 +347,9 @@ with u1, u2 uniform in (0, 1] built from the top 53 bits of two successive
   parameters of rank 0:                  scale 1
   f8E4M3FN arguments (quantized weights): scale 1 (their scales, f32
                                          parameters, carry the magnitude)
+  i4 arguments (int4 codes):             the code floor(16 Phi(z)), Phi the
+                                         normal distribution function (uniform
+                                         over 0..15)
 (the shape after --dynamic-size is applied).
 Integer arguments (e.g. a tensor<i64> seed) get the value of --seed in every
 element (truncated to 32 bits for i32).
@@ -429,6 +434,9 @@ std::optional<io::DType> toDType(Type type) {
   // The storage type of FP8 quantized expert weights (docs/spec.md §2.1).
   if (isa<Float8E4M3FNType>(type))
     return io::DType::F8E4M3;
+  // int4 codes, one per byte as LLVM lays out an i4 memref: U8 tensors.
+  if (type.isSignlessInteger(4))
+    return io::DType::U8;
   return std::nullopt;
 }
 
@@ -439,11 +447,11 @@ std::optional<std::string> describeType(Type type, ValueInfo &info) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return "has type " + info.typeString +
-           "; moe-run supports ranked tensors of f32, f16, bf16, i32, i64 and f8E4M3FN";
+           "; moe-run supports ranked tensors of f32, f16, bf16, i32, i64, f8E4M3FN and i4";
   auto dtype = toDType(tensor.getElementType());
   if (!dtype)
     return "has element type " + debugString(tensor.getElementType()) + " (" +
-           info.typeString + "); moe-run supports f32, f16, bf16, i32, i64 and f8E4M3FN";
+           info.typeString + "); moe-run supports f32, f16, bf16, i32, i64, f8E4M3FN and i4";
   info.dtype = *dtype;
   for (int64_t d : tensor.getShape())
     info.shape.push_back(ShapedType::isDynamic(d) ? ValueInfo::kDynamic : d);

@@ -817,24 +817,39 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   const double minMargin = args.real("min-margin", 1e-6);
   const uint64_t dataSeed = args.seed("data-seed");
 
-  // --quant fp8_e4m3:BK,BN (docs/spec.md §2.1, 'layer' only).
+  // --quant fp8_e4m3:BK,BN or int4:G[,zero_point] (docs/spec.md §2.1,
+  // 'layer' only). int4: quantBlockK is the group, quantBlockN 0.
   int64_t quantBlockK = 0, quantBlockN = 0;
+  bool quantInt4 = false, quantZeroPoint = false;
   if (args.has("quant")) {
     if (mode != LayerMode::Layer)
       die("--quant is a 'layer' option");
     if (args.has("vjp"))
       die("--quant: no --vjp with quantized weights");
     const std::string q = args.str("quant");
-    const std::string prefix = "fp8_e4m3:";
+    const std::string fp8 = "fp8_e4m3:", int4 = "int4:";
+    const std::string usage = "--quant: '" + q + "' is not fp8_e4m3:BK,BN or int4:G[,zero_point]";
     std::vector<std::string> sizes;
-    if (q.compare(0, prefix.size(), prefix) == 0)
-      sizes = splitList(q.substr(prefix.size()));
-    if (sizes.size() != 2)
-      die("--quant: '" + q + "' is not fp8_e4m3:BK,BN");
-    quantBlockK = Args::parseInt(sizes[0], "--quant");
-    quantBlockN = Args::parseInt(sizes[1], "--quant");
-    if (quantBlockK < 1 || quantBlockN < 1)
-      die("--quant: the block sizes must be >= 1");
+    if (q.compare(0, fp8.size(), fp8) == 0) {
+      sizes = splitList(q.substr(fp8.size()));
+      if (sizes.size() != 2)
+        die(usage);
+      quantBlockK = Args::parseInt(sizes[0], "--quant");
+      quantBlockN = Args::parseInt(sizes[1], "--quant");
+      if (quantBlockK < 1 || quantBlockN < 1)
+        die("--quant: the block sizes must be >= 1");
+    } else if (q.compare(0, int4.size(), int4) == 0) {
+      sizes = splitList(q.substr(int4.size()));
+      if (sizes.empty() || sizes.size() > 2 || (sizes.size() == 2 && sizes[1] != "zero_point"))
+        die(usage);
+      quantInt4 = true;
+      quantZeroPoint = sizes.size() == 2;
+      quantBlockK = Args::parseInt(sizes[0], "--quant");
+      if (quantBlockK < 1)
+        die("--quant: the group must be >= 1");
+    } else {
+      die(usage);
+    }
   }
   // --quant-scales bf16: scales rounded to bf16 (exact in a BF16 tensor).
   float (*roundScale)(float) = nullptr;
@@ -855,6 +870,8 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   const bool quantShared = args.flag("quant-shared");
   if (quantShared && (quantBlockK == 0 || sharedHidden == 0))
     die("--quant-shared needs --quant and --shared-hidden");
+  if (quantShared && quantInt4)
+    die("--quant-shared quantizes the shared expert to FP8 blocks only");
   const bool sharedGate = args.flag("shared-gate");
   if (mode != LayerMode::Layer && (selectionBias || sharedHidden > 0 || sharedGate))
     die("--selection-bias, --shared-hidden and --shared-gate are 'layer' options");
@@ -899,7 +916,7 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       ref::addRandomProductionParts(in, selectionBias, sharedHidden, sharedGate, dataSeed);
     std::vector<std::string> layerNames(names.begin() + l * perLayer,
                                         names.begin() + (l + 1) * perLayer);
-    std::vector<uint8_t> codes1, codes2;
+    std::vector<uint8_t> codes1, codes2, zeros1, zeros2;
     std::vector<float> scales1, scales2;
     std::vector<NamedTensor> tensors = layerTensors(layerNames, in);
     if (l == 0) {
@@ -913,7 +930,14 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
     // Quantized expert weights (after --poison: a NaN weight becomes the NaN
     // code): the codes and scales are written, the reference computes with
     // the dequantized weights.
-    if (quantBlockK > 0) {
+    if (quantInt4) {
+      ref::Experts &ex = in.experts;
+      ex.quantizedWeights = true;
+      ref::quantizeInt4Group(ex.w1, E, D, ex.w1Cols(), quantBlockK, quantZeroPoint, codes1,
+                             scales1, zeros1, roundScale);
+      ref::quantizeInt4Group(ex.w2, E, H, D, quantBlockK, quantZeroPoint, codes2, scales2,
+                             zeros2, roundScale);
+    } else if (quantBlockK > 0) {
       ref::Experts &ex = in.experts;
       ex.quantizedWeights = true;
       ref::quantizeFp8Block(ex.w1, E, D, ex.w1Cols(), quantBlockK, quantBlockN,
@@ -958,6 +982,11 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       quantized[&in.experts.w1] = {&codes1, &scales1};
       quantized[&in.experts.w2] = {&codes2, &scales2};
     }
+    std::map<const std::vector<float> *, const std::vector<uint8_t> *> zeroPoints;
+    if (quantZeroPoint) {
+      zeroPoints[&in.experts.w1] = &zeros1;
+      zeroPoints[&in.experts.w2] = &zeros2;
+    }
     if (quantShared) {
       quantized[&in.sharedW1] = {&sharedCodes1, &sharedScales1};
       quantized[&in.sharedW2] = {&sharedCodes2, &sharedScales2};
@@ -970,11 +999,16 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       const int64_t K = nt.shape[rank - 2], N = nt.shape[rank - 1];
       std::vector<int64_t> scaleShape(nt.shape.begin(), nt.shape.end() - 2);
       scaleShape.push_back((K + quantBlockK - 1) / quantBlockK);
-      scaleShape.push_back((N + quantBlockN - 1) / quantBlockN);
-      params[nt.name] = io::Tensor(io::DType::F8E4M3, nt.shape, *it->second.first);
+      scaleShape.push_back(quantInt4 ? N : (N + quantBlockN - 1) / quantBlockN);
+      params[nt.name] = io::Tensor(quantInt4 ? io::DType::U8 : io::DType::F8E4M3, nt.shape,
+                                   *it->second.first);
       if (!params.emplace(nt.name + "_scale", f32Tensor(scaleShape, *it->second.second))
                .second)
         die("--names: '" + nt.name + "_scale' is given twice");
+      if (auto z = zeroPoints.find(nt.values); z != zeroPoints.end())
+        if (!params.emplace(nt.name + "_zero", io::Tensor(io::DType::U8, scaleShape, *z->second))
+                 .second)
+          die("--names: '" + nt.name + "_zero' is given twice");
     }
 
     std::string label = block ? format("layer %" PRId64 ": ", l) : "";
@@ -1028,7 +1062,12 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       x = res.y;
     }
   }
-  if (quantBlockK > 0)
+  if (quantInt4)
+    std::printf("expert weights int4 codes (U8, one per byte) with F32 scales <name>_scale%s "
+                "per group of %" PRId64 " along K and column (docs/spec.md §2.1)\n",
+                quantZeroPoint ? " and U8 zero points <name>_zero" : " (zero point 8)",
+                quantBlockK);
+  else if (quantBlockK > 0)
     std::printf("expert weights F8_E4M3 with F32 scales <name>_scale per block "
                 "of %" PRId64 " x %" PRId64 " (docs/spec.md §2.1)%s\n",
                 quantBlockK, quantBlockN,
@@ -1914,7 +1953,16 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   weights (each q * s exact in double, rounded once to f32), never rounded
   to --dtype. --poison applies before the quantization (a NaN weight
   becomes the NaN code, an infinity saturates to +-448). Not with --vjp.
+  --quant int4:G[,zero_point]: w1 and w2 quantized per group of G rows of
+  K and column (docs/spec.md §2.1): written as U8 codes 0..15 (one per
+  byte, as an i4 tensor is laid out) under their names, F32 scales under
+  NAME_scale [E, ceil(K/G), N] and, with zero_point, U8 zero points under
+  NAME_zero (same shape): with zero_point s = (max(w,0) - min(w,0)) / 15,
+  z = round(-min(w,0) / s); symmetric s = max|w| / 7, z = 8; q =
+  clamp(round(w / s) + z, 0, 15); the reference computes with (q - z) * s
+  exact in double, rounded once to f32. A NaN weight quantizes as 0.
   --quant-scales bf16 (with --quant): every scale rounded to bf16 first (the
+
   codes made with it), so a checkpoint may store the scales as BF16.
   --quant-shared (with --quant and --shared-hidden): the shared expert's
   weights quantized the same way (codes NAME, F32 scales NAME_scale

@@ -3,9 +3,9 @@
 // RUN: %expect_error moe-run %s --device=cpu --entry=i8 | FileCheck %s --check-prefix=I8
 // RUN: %expect_error moe-run %s --device=cpu --entry=memref | FileCheck %s --check-prefix=MEMREF
 
-// UNRANKED: moe-run: @unranked: argument #1 (%arg1) has type tensor<*xf32>; moe-run supports ranked tensors of f32, f16, bf16, i32, i64 and f8E4M3FN
-// SCALAR: moe-run: @scalar_result: result #0 has type f32; moe-run supports ranked tensors of f32, f16, bf16, i32, i64 and f8E4M3FN
-// I8: moe-run: @i8: argument #0 (%arg0) has element type i8 (tensor<3xi8>); moe-run supports f32, f16, bf16, i32, i64 and f8E4M3FN
+// UNRANKED: moe-run: @unranked: argument #1 (%arg1) has type tensor<*xf32>; moe-run supports ranked tensors of f32, f16, bf16, i32, i64, f8E4M3FN and i4
+// SCALAR: moe-run: @scalar_result: result #0 has type f32; moe-run supports ranked tensors of f32, f16, bf16, i32, i64, f8E4M3FN and i4
+// I8: moe-run: @i8: argument #0 (%arg0) has element type i8 (tensor<3xi8>); moe-run supports f32, f16, bf16, i32, i64, f8E4M3FN and i4
 // MEMREF: moe-run: @memref: argument #0 (%arg0) has type memref<4xf32>; moe-run supports
 
 func.func @unranked(%a: tensor<4xf32>, %b: tensor<*xf32>) -> tensor<*xf32> {

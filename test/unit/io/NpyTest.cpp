@@ -107,6 +107,22 @@ TEST(NpyFormat, MatchesNumpyVectorI64) {
   expectSameTensor(*back, t);
 }
 
+// np.save(f, np.arange(3, dtype=np.uint8)): the storage of int4 codes.
+TEST(NpyFormat, MatchesNumpyVectorU8) {
+  std::string expected = std::string("\x93NUMPY\x01\x00\x76\x00", 10) +
+                         "{'descr': '|u1', 'fortran_order': False, "
+                         "'shape': (3,), }" +
+                         std::string(20 + 40, ' ') + "\n" +
+                         std::string("\x00\x01\x0f", 3);
+  Tensor t = Tensor::fromValues<uint8_t>(DType::U8, {3}, {0, 1, 15});
+  Result<std::vector<uint8_t>> bytes = encodeNpy(t);
+  ASSERT_TRUE(bytes.ok()) << bytes.error();
+  EXPECT_EQ(stringOf(*bytes), expected);
+  Result<Tensor> back = parse(expected);
+  ASSERT_TRUE(back.ok()) << back.error();
+  expectSameTensor(*back, t);
+}
+
 // np.save(f, np.zeros((2, 3, 4), np.float16)).
 TEST(NpyFormat, MatchesNumpyF16Rank3) {
   std::string expected = std::string("\x93NUMPY\x01\x00\x76\x00", 10) +
@@ -148,7 +164,7 @@ TEST(NpyFormat, GrowthRoomAndFullPadding) {
 class NpyRoundTrip : public TempDirTest {};
 
 TEST_F(NpyRoundTrip, EveryDTypeAndRank) {
-  const DType dtypes[] = {DType::F32, DType::F16, DType::I32, DType::I64};
+  const DType dtypes[] = {DType::F32, DType::F16, DType::I32, DType::I64, DType::U8};
   const std::vector<std::vector<int64_t>> shapes = {
       {}, {1}, {5}, {2, 3}, {2, 3, 4}, {0}, {3, 0, 2}, {1, 1, 1, 1, 7}};
   unsigned seed = 0;
@@ -339,7 +355,7 @@ TEST(NpyMalformed, UnknownDType) {
       parse(npyV1("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }",
                   std::string(8, '\0'))),
       "x.npy", "unsupported dtype '<c8'"));
-  for (const char *descr : {"<f8", "|u1", "|b1", "<U3", "|O", "float32", ""}) {
+  for (const char *descr : {"<f8", "<u2", "|i1", "|b1", "<U3", "|O", "float32", ""}) {
     std::string h = std::string("{'descr': '") + descr +
                     "', 'fortran_order': False, 'shape': (1,), }";
     EXPECT_TRUE(failsWith(parse(npyV1(h, std::string(8, '\0'))), "x.npy",

@@ -143,6 +143,7 @@ TEST_F(SafeTensorsFiles, RoundTripEveryDType) {
   tensors["w.bf16"] = Tensor(DType::BF16, {3, 1}, patternBytes(6, 3));
   tensors["w.i32"] = Tensor(DType::I32, {2}, patternBytes(8, 4));
   tensors["w.i64"] = Tensor(DType::I64, {1, 1, 3}, patternBytes(24, 5));
+  tensors["w.u8"] = Tensor(DType::U8, {3, 3}, patternBytes(9, 6));
   tensors["scalar"] = Tensor::fromValues<float>(DType::F32, {}, {3.25f});
   tensors["empty"] = Tensor(DType::F32, {0, 4}, {});
   std::map<std::string, std::string> metadata = {{"format", "pt"},
@@ -318,7 +319,7 @@ TEST(SafeTensorsValidation, NotAnObject) {
 }
 
 TEST(SafeTensorsValidation, UnknownDType) {
-  for (const char *dtype : {"F64", "I8", "U8", "BOOL", "F8_E5M2", "f32", ""}) {
+  for (const char *dtype : {"F64", "I8", "U16", "BOOL", "F8_E5M2", "f32", ""}) {
     std::string h = std::string(R"({"layer.w":{"dtype":")") + dtype +
                     R"(","shape":[1],"data_offsets":[0,4]}})";
     EXPECT_TRUE(rejects(image(h, f32Data({1})),

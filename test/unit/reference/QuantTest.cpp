@@ -1,7 +1,8 @@
 //===- QuantTest.cpp - the reference's FP8 dequantization ----------------===//
 //
 // fp8E4M3Value against values worked out by hand from the OCP E4M3 table,
-// and quantizeFp8Block's exact properties (docs/spec.md §2.1).
+// and quantizeFp8Block's and quantizeInt4Group's exact properties
+// (docs/spec.md §2.1).
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,6 +93,62 @@ TEST(QuantizeFp8Block, ZeroBlockHasScaleOne) {
   EXPECT_EQ(scales[0], 1.0f);
   for (float v : w)
     EXPECT_EQ(v, 0.0f);
+}
+
+// Symmetric int4, worked by hand: a group of 2 rows of column 0 is {7, -7}
+// (s = 7 / 7 = 1, q = 15 and 1), of column 1 {0.5, 0} (s = 0.5 / 7, q =
+// round(7) + 8 = 15 and 8); the last group (row 2) is partial.
+TEST(QuantizeInt4Group, SymmetricHandWorked) {
+  std::vector<float> w = {7, 0.5f, -7, 0, 3, -1};
+  std::vector<uint8_t> codes, zeros;
+  std::vector<float> scales;
+  quantizeInt4Group(w, 1, 3, 2, 2, /*zeroPoint=*/false, codes, scales, zeros);
+  EXPECT_TRUE(zeros.empty());
+  ASSERT_EQ(scales.size(), 4u);
+  EXPECT_EQ(scales[0], 1.0f);
+  EXPECT_EQ(scales[1], float(0.5 / 7.0));
+  EXPECT_EQ(scales[2], float(3.0 / 7.0));
+  EXPECT_EQ(scales[3], float(1.0 / 7.0));
+  EXPECT_EQ(codes, (std::vector<uint8_t>{15, 15, 1, 8, 15, 1}));
+  EXPECT_EQ(w[0], 7.0f);
+  EXPECT_EQ(w[2], -7.0f);
+  EXPECT_EQ(w[1], float(7.0 * double(float(0.5 / 7.0))));
+  EXPECT_EQ(w[3], 0.0f);
+  EXPECT_EQ(w[5], float(-7.0 * double(float(1.0 / 7.0))));
+}
+
+// With zero points: codes in 0..15, w replaced by (q - z) * s rounded once,
+// within half a step of the original (nothing is clamped: the range
+// includes 0 and spans 15 steps), and a group's extremes near 0 and 15.
+TEST(QuantizeInt4Group, ZeroPointProperties) {
+  const int64_t E = 2, K = 7, N = 3, G = 3;
+  std::vector<float> w(E * K * N);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = float(std::sin(1.3 * double(i) + 0.2)) * float(1 + i % 3) + 0.25f;
+  const std::vector<float> original = w;
+  std::vector<uint8_t> codes, zeros;
+  std::vector<float> scales;
+  quantizeInt4Group(w, E, K, N, G, /*zeroPoint=*/true, codes, scales, zeros);
+  const int64_t groups = 3; // ceil(7 / 3), the last partial
+  ASSERT_EQ(scales.size(), size_t(E * groups * N));
+  ASSERT_EQ(zeros.size(), scales.size());
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) {
+        const size_t i = size_t((e * K + k) * N + n);
+        const size_t g = size_t((e * groups + k / G) * N + n);
+        ASSERT_LE(codes[i], 15);
+        ASSERT_LE(zeros[g], 15);
+        const double s = scales[g];
+        EXPECT_EQ(w[i], float((double(codes[i]) - double(zeros[g])) * s)) << i;
+        EXPECT_LE(std::fabs(double(w[i]) - original[i]), s / 2 + 1e-7) << i;
+      }
+  // A group of one negative and one positive value uses both ends.
+  std::vector<float> two = {-1.5f, 3.0f};
+  quantizeInt4Group(two, 1, 2, 1, 2, true, codes, scales, zeros);
+  EXPECT_EQ(scales[0], float(4.5 / 15.0));
+  EXPECT_EQ(zeros[0], 5);
+  EXPECT_EQ(codes, (std::vector<uint8_t>{0, 15}));
 }
 
 } // namespace

@@ -1,0 +1,123 @@
+// RUN: moe-opt %s -split-input-file --convert-moe-to-cpu | FileCheck %s
+// RUN: moe-opt %s -split-input-file --convert-moe-to-cpu=pack-weights=false | FileCheck %s --check-prefix=UNPACKED
+// RUN: moe-opt %s -split-input-file --moe-cpu-pipeline -o /dev/null
+//
+// int4 group-quantized expert weights (#moe.quant<int4, group = G[,
+// zero_point]>, docs/spec.md §2.1) on the CPU (docs/quantization.md, "On
+// the CPU"). An i4 element occupies a byte in memory.
+//
+// Packed (the default, for an even group): the pack kernel puts the codes
+// of rows 2kk and 2kk + 1 of a panel column into one byte (low, high 4
+// bits) and the scales and zero points (as f32) into panels per group of
+// K. The GEMMs loop over the groups; per pair of rows they load the bytes,
+// widen them to i32, take the low (& 15) and the high (>> 4) codes, convert
+// them and subtract the group's zero points, exactly; the products with
+// the two rows of A accumulate into partial sums, which the group's panel
+// scales multiply once.
+
+// CHECK-LABEL: func.func @forward
+// CHECK: call @__moe_cpu_pack_gated_int4g16_zp_v512
+// CHECK: call @__moe_cpu_pack_int4g16_zp_v512
+// CHECK: call @__moe_cpu_gemm1_swiglu_gather_packed_int4g16_zp_v512
+// CHECK: call @__moe_cpu_gemm2_scaled_packed_int4g16_zp_v512
+
+// CHECK-LABEL: func.func private @__moe_cpu_pack_gated_int4g16_zp_v512
+// CHECK: scf.parallel
+// CHECK: %[[LO:.*]] = memref.load %{{.*}} : memref<?x?x?xi4, {{.*}}>
+// CHECK-NEXT: %[[LO8:.*]] = arith.extui %[[LO]] : i4 to i8
+// CHECK-NEXT: %[[HI:.*]] = memref.load %{{.*}} : memref<?x?x?xi4, {{.*}}>
+// CHECK-NEXT: %[[HI8:.*]] = arith.extui %[[HI]] : i4 to i8
+// CHECK-NEXT: %[[ODD:.*]] = arith.select %{{.*}}, %[[HI8]], %{{.*}} : i8
+// CHECK-NEXT: %[[C15:.*]] = arith.constant 15 : i8
+// CHECK-NEXT: %[[L:.*]] = arith.andi %[[LO8]], %[[C15]] : i8
+// CHECK-NEXT: %[[C4:.*]] = arith.constant 4 : i8
+// CHECK-NEXT: %[[H:.*]] = arith.shli %[[ODD]], %[[C4]] : i8
+// CHECK-NEXT: %[[BYTE:.*]] = arith.ori %[[L]], %[[H]] : i8
+// CHECK-NEXT: %[[PAD:.*]] = arith.select %{{.*}}, %[[BYTE]], %{{.*}} : i8
+// CHECK-NEXT: memref.store %[[PAD]], %{{.*}} : memref<?x?x?x?xi8, {{.*}}>
+// The zero points, as f32 (8 for padding columns).
+// CHECK: %[[Z:.*]] = memref.load %{{.*}} : memref<?x?x?xi4, {{.*}}>
+// CHECK-NEXT: %[[Z32:.*]] = arith.extui %[[Z]] : i4 to i32
+// CHECK-NEXT: %[[ZF:.*]] = arith.sitofp %[[Z32]] : i32 to f32
+// CHECK-NEXT: %[[C8:.*]] = arith.constant 8.000000e+00 : f32
+// CHECK-NEXT: %[[ZP:.*]] = arith.select %{{.*}}, %[[ZF]], %[[C8]] : f32
+// CHECK-NEXT: memref.store %[[ZP]], %{{.*}} : memref<?x?x?x?xf32, {{.*}}>
+
+// CHECK-LABEL: func.func private @__moe_cpu_gemm1_swiglu_gather_packed_int4g16_zp_v512
+// CHECK: %{{.*}}:24 = scf.for %[[KB:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
+// CHECK: %[[Z0:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[KB]], %{{.*}}] : memref<?x?x?x?xf32, {{.*}}>, vector<16xf32>
+// CHECK: %{{.*}}:24 = scf.for %[[KK:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
+// CHECK: %[[BYTES:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[KK]], %{{.*}}] : memref<?x?x?x?xi8, {{.*}}>, vector<16xi8>
+// CHECK-NEXT: %[[X:.*]] = arith.extui %[[BYTES]] : vector<16xi8> to vector<16xi32>
+// CHECK-NEXT: %[[M15:.*]] = arith.constant dense<15> : vector<16xi32>
+// CHECK-NEXT: %[[QLO:.*]] = arith.andi %[[X]], %[[M15]] : vector<16xi32>
+// CHECK-NEXT: %[[FLO:.*]] = arith.sitofp %[[QLO]] : vector<16xi32> to vector<16xf32>
+// CHECK-NEXT: arith.subf %[[FLO]], %[[Z0]] : vector<16xf32>
+// CHECK-NEXT: %[[S4:.*]] = arith.constant dense<4> : vector<16xi32>
+// CHECK-NEXT: %[[QHI:.*]] = arith.shrui %[[X]], %[[S4]] : vector<16xi32>
+// CHECK-NEXT: %[[FHI:.*]] = arith.sitofp %[[QHI]] : vector<16xi32> to vector<16xf32>
+// CHECK-NEXT: arith.subf %[[FHI]], %[[Z0]] : vector<16xf32>
+// CHECK: vector.fma
+// CHECK: scf.yield
+// An odd K ends with one row: the low halves of the last pair row.
+// CHECK: scf.if
+// CHECK: arith.andi
+// CHECK: scf.yield
+// CHECK: %[[PS:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[KB]], %{{.*}}] : memref<?x?x?x?xf32, {{.*}}>, vector<16xf32>
+// CHECK: vector.fma %{{.*}}, %[[PS]], %{{.*}} : vector<16xf32>
+
+// Unpacked (pack-weights=false): each weight (q - z) * s exactly as it is
+// loaded, the codes and zero points one per lane (an i4 vector would be
+// packed 2 to a byte, unlike the i4 memref), the scales one masked vector
+// load (contiguous along N).
+// UNPACKED-LABEL: func.func private @__moe_cpu_gemm1_swiglu_gather_int4g16_zp_v512
+// UNPACKED: %[[S:.*]] = vector.maskedload %{{.*}} : memref<?x?x?xf32, {{.*}}>, vector<16xi1>, vector<16xf32> into vector<16xf32>
+// UNPACKED: %[[Q:.*]] = memref.load %{{.*}} : memref<?x?x?xi4, {{.*}}>
+// UNPACKED-NEXT: %[[Q32:.*]] = arith.extui %[[Q]] : i4 to i32
+// UNPACKED-NEXT: %[[QF:.*]] = arith.sitofp %[[Q32]] : i32 to f32
+// UNPACKED-NEXT: %[[Z:.*]] = memref.load %{{.*}} : memref<?x?x?xi4, {{.*}}>
+// UNPACKED-NEXT: %[[Z32:.*]] = arith.extui %[[Z]] : i4 to i32
+// UNPACKED-NEXT: %[[ZF:.*]] = arith.sitofp %[[Z32]] : i32 to f32
+// UNPACKED-NEXT: %[[D:.*]] = arith.subf %[[QF]], %[[ZF]] : f32
+// UNPACKED-NEXT: vector.insert %[[D]], %{{.*}} [0] : f32 into vector<16xf32>
+// UNPACKED: %[[DIFF:.*]] = vector.insert %{{.*}}, %{{.*}} [15] : f32 into vector<16xf32>
+// UNPACKED-NEXT: %[[W:.*]] = arith.mulf %[[DIFF]], %[[S]] : vector<16xf32>
+// UNPACKED: vector.fma
+// UNPACKED-LABEL: func.func private @__moe_cpu_gemm2_scaled_int4g16_zp_v512
+
+func.func @forward(%x: tensor<?x40xf32>, %wr: tensor<40x4xf32>, %w1: tensor<4x40x48xi4>,
+                   %w2: tensor<4x24x40xi4>, %s1: tensor<4x3x48xf32>, %s2: tensor<4x2x40xf32>,
+                   %z1: tensor<4x3x48xi4>, %z2: tensor<4x2x40xi4>) -> tensor<?x40xf32> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) expert_scales(%s1, %s2)
+         expert_zero_points(%z1, %z2)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<swiglu>,
+          quant = #moe.quant<int4, group = 16, zero_point>}
+         : (tensor<?x40xf32>, tensor<40x4xf32>, tensor<4x40x48xi4>, tensor<4x24x40xi4>,
+            tensor<4x3x48xf32>, tensor<4x2x40xf32>, tensor<4x3x48xi4>, tensor<4x2x40xi4>) -> tensor<?x40xf32>
+  return %y : tensor<?x40xf32>
+}
+
+// -----
+
+// Symmetric int4 (zero point 8, no operands) with an odd group: the codes
+// cannot be packed two rows to a byte within a group, so the GEMMs read the
+// weights unpacked.
+// CHECK-LABEL: func.func @symmetric_odd_group
+// CHECK-NOT: call @__moe_cpu_pack
+// CHECK: call @__moe_cpu_gemm1_gelu_gather_int4g5_v512
+// CHECK: call @__moe_cpu_gemm2_scaled_int4g5_v512
+// CHECK-LABEL: func.func private @__moe_cpu_gemm1_gelu_gather_int4g5_v512
+// CHECK: %[[Q:.*]] = memref.load %{{.*}} : memref<?x?x?xi4, {{.*}}>
+// CHECK-NEXT: %[[Q32:.*]] = arith.extui %[[Q]] : i4 to i32
+// CHECK-NEXT: %[[QF:.*]] = arith.sitofp %[[Q32]] : i32 to f32
+// CHECK-NEXT: arith.subf %[[QF]], %{{.*}} : f32
+func.func @symmetric_odd_group(%x: tensor<?x40xf32>, %wr: tensor<40x4xf32>, %w1: tensor<4x40x20xi4>,
+                               %w2: tensor<4x20x40xi4>, %s1: tensor<4x8x20xf32>,
+                               %s2: tensor<4x4x40xf32>) -> tensor<?x40xf32> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) expert_scales(%s1, %s2)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<gelu>,
+          quant = #moe.quant<int4, group = 5>}
+         : (tensor<?x40xf32>, tensor<40x4xf32>, tensor<4x40x20xi4>, tensor<4x20x40xi4>,
+            tensor<4x8x20xf32>, tensor<4x4x40xf32>) -> tensor<?x40xf32>
+  return %y : tensor<?x40xf32>
+}
