@@ -421,12 +421,16 @@ SmallVector<Value> emitAmxProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g
 
 /// The products of an int4 micro-tile from packed panels (two rows of
 /// codes to a byte, declarePackedWeights): per group of K, the partial sums
-/// of a * (q - z) (the code and zero point converted exactly to f32, their
-/// difference exact), then the group's panel scales times the partial sums
-/// added to the accumulators: the scale once per group, as for FP8 blocks
-/// (docs/spec.md §2.1). The group is even (the lowering packs int4 weights
-/// only then), so a byte never straddles two groups; an odd K ends with a
-/// single row, the low half of its byte.
+/// P = sum a * q of the codes (converted exactly to f32), then (P - z A) s
+/// added to the accumulators, A the group's sum of the row's a
+/// (g.aGroupSums), z and s the group's panel zero points and scales: the
+/// zero point and the scale once per group, as the block-scaled kernels
+/// apply their scales (docs/spec.md §2.1). The group is even (the lowering
+/// packs int4 weights only then), so a byte never straddles two groups; an
+/// odd K ends with a single row, the low half of its byte. A code becomes
+/// f32 by a mask (low) or a shift (high) and a conversion: two vector
+/// instructions per panel vector besides the widening load, where
+/// subtracting the zero point per weight would take a third.
 void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
                             Value panel, ArrayRef<Value> aRows, int64_t microRows, Value kEnd,
                             ArrayRef<Value> init, SmallVectorImpl<Value> &accs) {
@@ -451,15 +455,6 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
         ImplicitLocOpBuilder ob(loc, outerBuilder);
         Value k0 = arith::MulIOp::create(ob, kb, cIdx(ob, group4));
         Value k1 = minIdx(ob, kEnd, arith::AddIOp::create(ob, k0, cIdx(ob, group4)));
-        SmallVector<Value> zeros;
-        for (int64_t v = 0; v < microVecs; ++v)
-          zeros.push_back(g.bZeroPoints
-                              ? vector::LoadOp::create(ob, vt, g.bZeroPoints,
-                                                       ValueRange{group, panel, kb,
-                                                                  cIdx(ob, v * lanes)})
-                                    .getResult()
-                              : arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 8.0f))
-                                    .getResult());
         // The codes of vector v of pair row kk: the low or high halves.
         auto codes = [&](ImplicitLocOpBuilder &nb, Value kk, int64_t v) -> Value {
           Value bytes = vector::LoadOp::create(nb, i8v, g.b,
@@ -469,7 +464,7 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
         auto weights = [&](ImplicitLocOpBuilder &nb, Value x, int64_t v, bool high) -> Value {
           Value q = high ? arith::ShRUIOp::create(nb, x, splatI32(nb, 4)).getResult()
                          : arith::AndIOp::create(nb, x, splatI32(nb, 15)).getResult();
-          return arith::SubFOp::create(nb, arith::SIToFPOp::create(nb, vt, q), zeros[v]);
+          return arith::SIToFPOp::create(nb, vt, q);
         };
         Value pairBegin = arith::DivUIOp::create(ob, k0, cIdx(ob, 2));
         Value pairEnd = arith::DivUIOp::create(ob, k1, cIdx(ob, 2));
@@ -524,17 +519,67 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
             [&](OpBuilder &nested, Location loc) {
               scf::YieldOp::create(nested, loc, pairs.getResults());
             });
-        SmallVector<Value> scales, next;
-        for (int64_t v = 0; v < microVecs; ++v)
-          scales.push_back(vector::LoadOp::create(
-              ob, vt, g.bScales, ValueRange{group, panel, kb, cIdx(ob, v * lanes)}));
-        for (int64_t i = 0; i < microRows; ++i)
-          for (int64_t v = 0; v < microVecs; ++v)
-            next.push_back(vector::FMAOp::create(ob, last.getResult(i * microVecs + v),
-                                                 scales[v], acc[i * microVecs + v]));
+        // (P - z A) s: the zero points as -z, A broadcast per row.
+        SmallVector<Value> scales, negZeros, next;
+        for (int64_t v = 0; v < microVecs; ++v) {
+          Value at = cIdx(ob, v * lanes);
+          scales.push_back(
+              vector::LoadOp::create(ob, vt, g.bScales, ValueRange{group, panel, kb, at}));
+          negZeros.push_back(
+              g.bZeroPoints
+                  ? arith::NegFOp::create(ob, vector::LoadOp::create(
+                                                  ob, vt, g.bZeroPoints,
+                                                  ValueRange{group, panel, kb, at}))
+                        .getResult()
+                  : arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, -8.0f))
+                        .getResult());
+        }
+        for (int64_t i = 0; i < microRows; ++i) {
+          Value sumA = vector::BroadcastOp::create(
+              ob, vt, memref::LoadOp::create(ob, g.aGroupSums, ValueRange{aRows[i], kb}));
+          for (int64_t v = 0; v < microVecs; ++v) {
+            Value p = vector::FMAOp::create(ob, negZeros[v], sumA,
+                                            last.getResult(i * microVecs + v));
+            next.push_back(vector::FMAOp::create(ob, p, scales[v], acc[i * microVecs + v]));
+          }
+        }
         scf::YieldOp::create(ob, next);
       });
   accs.assign(outer.getResults().begin(), outer.getResults().end());
+}
+
+/// The sums of each row of A over each group of K (WeightFormat::int4Group):
+/// memref<rows of A x ceil(K / group) x f32>, the elements widened to f32
+/// and added in increasing k; every row on its own core.
+Value emitGroupSums(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
+  Value rows = memref::DimOp::create(b, g.a, 0);
+  Value numGroups = ceilDiv(b, g.reduction, g.desc.blockK);
+  auto type = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, b.getF32Type());
+  Value sums = memref::AllocOp::create(b, type, ValueRange{rows, numGroups}, IntegerAttr());
+  scf::ParallelOp::create(
+      b, ValueRange{cIdx(b, 0)}, ValueRange{rows}, ValueRange{cIdx(b, 1)},
+      [&](OpBuilder &pb, Location loc, ValueRange ivs) {
+        ImplicitLocOpBuilder rb(loc, pb);
+        scf::ForOp::create(
+            rb, cIdx(rb, 0), numGroups, cIdx(rb, 1), ValueRange{},
+            [&](OpBuilder &gBuilder, Location loc, Value kb, ValueRange) {
+              ImplicitLocOpBuilder gb(loc, gBuilder);
+              Value k0 = arith::MulIOp::create(gb, kb, cIdx(gb, g.desc.blockK));
+              Value k1 = minIdx(gb, g.reduction,
+                                arith::AddIOp::create(gb, k0, cIdx(gb, g.desc.blockK)));
+              auto sum = scf::ForOp::create(
+                  gb, k0, k1, cIdx(gb, 1),
+                  ValueRange{arith::ConstantOp::create(gb, gb.getF32FloatAttr(0.0f))},
+                  [&](OpBuilder &kBuilder, Location loc, Value k, ValueRange acc) {
+                    ImplicitLocOpBuilder kb2(loc, kBuilder);
+                    Value a = toF32(kb2, memref::LoadOp::create(kb2, g.a, ValueRange{ivs[0], k}));
+                    scf::YieldOp::create(kb2, ValueRange{arith::AddFOp::create(kb2, acc[0], a)});
+                  });
+              memref::StoreOp::create(gb, sum.getResult(0), sums, ValueRange{ivs[0], kb});
+              scf::YieldOp::create(gb);
+            });
+      });
+  return sums;
 }
 
 /// One micro-tile: `tileRows` rows (the configuration's micro_rows, or the
@@ -862,6 +907,9 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   GroupedGemm withA = g;
   if (g.amx)
     withA.amxA = emitAmxPackA(b, g);
+  // Packed int4: the rows' sums of A per group of K, built once per call.
+  if (g.desc.format == WeightFormat::int4Group && g.bPacked)
+    withA.aGroupSums = emitGroupSums(b, g);
 
   // Work items (group, column block, row block): row blocks innermost, so
   // that consecutive items share one column slab of B in the cache.

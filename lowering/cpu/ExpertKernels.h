@@ -144,6 +144,9 @@ struct GroupedGemm {
   int64_t amxPairs = 0;
   /// Set by emitGroupedGemm: A as the AMX tiles read it (emitAmxPackA).
   Value amxA;
+  /// Set by emitGroupedGemm for packed int4 weights: each row of A summed
+  /// over each group of K, memref<rows x groups x f32>.
+  Value aGroupSums;
   /// Vector width, register and cache blocking.
   CpuConfigAttr config;
 

@@ -9,11 +9,12 @@
 // Packed (the default, for an even group): the pack kernel puts the codes
 // of rows 2kk and 2kk + 1 of a panel column into one byte (low, high 4
 // bits) and the scales and zero points (as f32) into panels per group of
-// K. The GEMMs loop over the groups; per pair of rows they load the bytes,
-// widen them to i32, take the low (& 15) and the high (>> 4) codes, convert
-// them and subtract the group's zero points, exactly; the products with
-// the two rows of A accumulate into partial sums, which the group's panel
-// scales multiply once.
+// K. Each GEMM first sums every row of A over every group of K. The GEMMs
+// loop over the groups; per pair of rows they load the bytes, widen them to
+// i32 and take the low (& 15) and the high (>> 4) codes, converted exactly;
+// the products with the two rows of A accumulate into partial sums P, and
+// per group the accumulators get (P - z A) s: fma(-z, A, P), then
+// fma(that, s, acc).
 
 // CHECK-LABEL: func.func @forward
 // CHECK: call @__moe_cpu_pack_gated_int4g16_zp_v512
@@ -44,27 +45,39 @@
 // CHECK-NEXT: memref.store %[[ZP]], %{{.*}} : memref<?x?x?x?xf32, {{.*}}>
 
 // CHECK-LABEL: func.func private @__moe_cpu_gemm1_swiglu_gather_packed_int4g16_zp_v512
+// CHECK: %[[SUMS:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x?xf32>
+// CHECK: scf.parallel
+// CHECK: %[[SUM:.*]] = scf.for %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32) {
+// CHECK-NEXT: %[[AK:.*]] = memref.load
+// CHECK-NEXT: %[[NEXT:.*]] = arith.addf %[[ACC]], %[[AK]] : f32
+// CHECK-NEXT: scf.yield %[[NEXT]] : f32
+// CHECK: memref.store %[[SUM]], %[[SUMS]]
 // CHECK: %{{.*}}:24 = scf.for %[[KB:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
-// CHECK: %[[Z0:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[KB]], %{{.*}}] : memref<?x?x?x?xf32, {{.*}}>, vector<16xf32>
-// CHECK: %{{.*}}:24 = scf.for %[[KK:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
+// CHECK: %[[PART:.*]]:24 = scf.for %[[KK:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
 // CHECK: %[[BYTES:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[KK]], %{{.*}}] : memref<?x?x?x?xi8, {{.*}}>, vector<16xi8>
 // CHECK-NEXT: %[[X:.*]] = arith.extui %[[BYTES]] : vector<16xi8> to vector<16xi32>
 // CHECK-NEXT: %[[M15:.*]] = arith.constant dense<15> : vector<16xi32>
 // CHECK-NEXT: %[[QLO:.*]] = arith.andi %[[X]], %[[M15]] : vector<16xi32>
 // CHECK-NEXT: %[[FLO:.*]] = arith.sitofp %[[QLO]] : vector<16xi32> to vector<16xf32>
-// CHECK-NEXT: arith.subf %[[FLO]], %[[Z0]] : vector<16xf32>
 // CHECK-NEXT: %[[S4:.*]] = arith.constant dense<4> : vector<16xi32>
 // CHECK-NEXT: %[[QHI:.*]] = arith.shrui %[[X]], %[[S4]] : vector<16xi32>
 // CHECK-NEXT: %[[FHI:.*]] = arith.sitofp %[[QHI]] : vector<16xi32> to vector<16xf32>
-// CHECK-NEXT: arith.subf %[[FHI]], %[[Z0]] : vector<16xf32>
-// CHECK: vector.fma
+// CHECK: %[[A0:.*]] = vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// CHECK: %[[A1:.*]] = vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// CHECK-NEXT: %[[P0:.*]] = vector.fma %[[A0]], %[[FLO]], %{{.*}} : vector<16xf32>
+// CHECK-NEXT: vector.fma %[[A1]], %[[FHI]], %[[P0]] : vector<16xf32>
 // CHECK: scf.yield
 // An odd K ends with one row: the low halves of the last pair row.
-// CHECK: scf.if
+// CHECK: %[[LAST:.*]]:24 = scf.if
 // CHECK: arith.andi
 // CHECK: scf.yield
 // CHECK: %[[PS:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[KB]], %{{.*}}] : memref<?x?x?x?xf32, {{.*}}>, vector<16xf32>
-// CHECK: vector.fma %{{.*}}, %[[PS]], %{{.*}} : vector<16xf32>
+// CHECK-NEXT: %[[PZ:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[KB]], %{{.*}}] : memref<?x?x?x?xf32, {{.*}}>, vector<16xf32>
+// CHECK-NEXT: %[[NEGZ:.*]] = arith.negf %[[PZ]] : vector<16xf32>
+// CHECK: %[[AS:.*]] = memref.load %[[SUMS]][%{{.*}}, %[[KB]]] : memref<?x?xf32>
+// CHECK-NEXT: %[[ASV:.*]] = vector.broadcast %[[AS]] : f32 to vector<16xf32>
+// CHECK-NEXT: %[[CORR:.*]] = vector.fma %[[NEGZ]], %[[ASV]], %[[LAST]]#0 : vector<16xf32>
+// CHECK-NEXT: vector.fma %[[CORR]], %[[PS]], %{{.*}} : vector<16xf32>
 
 // Unpacked (pack-weights=false): each weight (q - z) * s exactly as it is
 // loaded, the codes and zero points one per lane (an i4 vector would be

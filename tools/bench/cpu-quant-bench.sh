@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# CPU benchmark of quantized expert weights (issue 25): bf16 and FP8
-# block-scaled layers through moe-run at decode (T = 1, 16: several chained
-# layers, so that every call reads its experts from memory) and prefill
-# (T = 512), at the Qwen3-30B-A3B expert shape (E = 128, top-8, D = 2048,
-# H = 768) and Mixtral's scaled to fit (E = 8, top-2, D = 1024, H = 3584),
-# side by side in one run with the read bandwidth (numpy, when python3 has
-# it). Prints ms per layer, the weight bytes read per second and their
-# share of the bandwidth, and the FP8 time over the bf16 time; figures
-# only, no pass/fail; run it on an idle machine.
+# CPU benchmark of quantized expert weights (issue 25): bf16, FP8
+# block-scaled and int4 group-quantized layers through moe-run at decode
+# (T = 1, 16: several chained layers, so that every call reads its experts
+# from memory) and prefill (T = 512), at the Qwen3-30B-A3B expert shape
+# (E = 128, top-8, D = 2048, H = 768) and Mixtral's scaled to fit (E = 8,
+# top-2, D = 1024, H = 3584), side by side in one run with the read
+# bandwidth (numpy, when python3 has it). Prints ms per layer, the weight
+# bytes read per second and their share of the bandwidth, and the FP8 and
+# int4 times over the bf16 time; figures only, no pass/fail; run it on an
+# idle machine.
 #
 # Usage: tools/bench/cpu-quant-bench.sh [--bin=DIR] [--python=PATH|none] [--quick] [--keep] [--mcpu=CPU]
 #   --bin=DIR      the directory of moe-run (default: $MOE_BIN, else <repo>/build/bin)
@@ -23,7 +24,7 @@ for a in "$@"; do
   case "$a" in
     --bin=*) BIN="${a#*=}" ;;
     --quick | --keep | --python=* | --mcpu=*) ARGS+=("$a") ;;
-    -h | --help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cpu-quant-bench.sh: unknown argument $a" >&2; exit 1 ;;
   esac
 done

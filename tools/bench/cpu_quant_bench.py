@@ -1,7 +1,9 @@
-"""CPU benchmark of quantized expert weights (issue 25, item 6): bf16 and
-FP8 block-scaled (#moe.quant<fp8_e4m3, block = [128, 128]>) layers through
-moe-run at decode (T = 1, 16) and prefill, side by side in one run with the
-machine's read bandwidth (cpu_moe_bench.py's bandwidth worker, numpy).
+"""CPU benchmark of quantized expert weights (issue 25, item 6): bf16, FP8
+block-scaled (#moe.quant<fp8_e4m3, block = [128, 128]>) and int4
+group-quantized (#moe.quant<int4, group = 128, zero_point>, GPTQ's and
+AWQ's form) layers through moe-run at decode (T = 1, 16) and prefill, side
+by side in one run with the machine's read bandwidth (cpu_moe_bench.py's
+bandwidth worker, numpy).
 Called by tools/bench/cpu-quant-bench.sh, which documents the options;
 prints figures only, no pass/fail.
 
@@ -9,8 +11,10 @@ Decode rows chain several layers (--layers) with their own weights, so that
 the experts a call reads are not left in the caches by the previous call;
 "weight bytes" is what one call reads: per layer, the experts that T tokens
 of top-k routing reach (E * (1 - (1 - k/E)^T) of them, uniform routing),
-each D x 3H weights (gated) at 2 bytes (bf16) or 1 byte plus its scales
-(FP8), and "%bw" those bytes per ms against the read bandwidth.
+each D x 3H weights (gated) at 2 bytes (bf16), 1 byte plus its scales
+(FP8) or half a byte plus an f32 scale and an f32 zero point per group of
+128 and column (int4, as the packed panels hold them), and "%bw" those
+bytes per ms against the read bandwidth.
 """
 import argparse
 import datetime
@@ -32,6 +36,9 @@ def weight_bytes(kind, D, H, E, K, T, block=128):
     per = D * 3 * H
     if kind == "bf16":
         return experts * per * 2
+    if kind == "int4":
+        groups = (-(-D // block)) * 2 * H + (-(-H // block)) * D
+        return experts * (per * 0.5 + 8 * groups)
     scales = (-(-D // block)) * (-(-2 * H // block)) + (-(-H // block)) * (-(-D // block))
     return experts * (per + 4 * scales)
 
@@ -95,10 +102,12 @@ def main():
     for name, D, H, E, K, rows in shapes:
         for T, layers, runs in rows:
             res = {}
-            for kind in ("bf16", "fp8"):
+            for kind in ("bf16", "fp8", "int4"):
                 opts = ["--dtype=bf16", "--dynamic", "--layers=%d" % layers]
                 if kind == "fp8":
                     opts.append("--quant=fp8:128,128")
+                if kind == "int4":
+                    opts.append("--quant=int4:128,zero_point")
                 path = base.generate(opt.root, tmp, "%s_%s_%d" % (name.replace("/", "_"), kind, T),
                                      T, D, H, E, K, opts)
                 r = mr.run(path, runs, ["--dynamic-size=%d" % T] + extra)
@@ -112,14 +121,14 @@ def main():
                 gbs = wb / (ms * 1e-3) / 1e9
                 pct = "%.0f%%" % (100.0 * gbs / bw["gbps"]) if bw else "n/a"
                 ratio = ""
-                if kind == "fp8" and "ms" in res.get("bf16", {}):
+                if kind != "bf16" and "ms" in res.get("bf16", {}):
                     ratio = "%.2f" % (r["ms"] / res["bf16"]["ms"])
                 print("%-14s %5d %6d %-5s %10.3f %12.1f %7s %9s" % (
                     name, T, layers, kind, ms, gbs, pct, ratio))
     print()
     print("ms/layer: moe-run's median of the timed runs over the layers of the "
           "chain; weight bytes: the experts T tokens reach (uniform routing "
-          "estimate) per layer; x bf16: the FP8 time over the bf16 time.")
+          "estimate) per layer; x bf16: the FP8 or int4 time over the bf16 time.")
     try:
         print("load average at end: %.2f" % os.getloadavg()[0])
     except OSError:

@@ -18,13 +18,19 @@
 #                  block = [BK, BN]>, docs/spec.md §2.1): w1 and w2 are
 #                  f8E4M3FN with their f32 scales (moe.param "...w1_scale",
 #                  "...w2_scale"); not with --fused
+#   --quant=int4:G[,zero_point]
+#                  the expert weights int4 group-quantized (#moe.quant<int4,
+#                  group = G[, zero_point]>): w1 and w2 are i4 with f32
+#                  scales [E, ceil(K/G), N] ("...w1_scale", "...w2_scale")
+#                  and, with zero_point, i4 zero points of the same shape
+#                  ("...w1_zero", "...w2_zero"); not with --fused
 #   --fused        the body is only moe.fused_experts (the expert phase, no
 #                  router or gate): the function takes the expert indices
 #                  [T, K] i32 and routing weights [T, K] first (inputs, bind
 #                  them with --input), then x (an input), then w1 and w2
 set -euo pipefail
 
-ACT=swiglu ROUTING=top_k TY=f32 DYNAMIC=0 LAYERS=1 FUSED=0 QUANT=
+ACT=swiglu ROUTING=top_k TY=f32 DYNAMIC=0 LAYERS=1 FUSED=0 QUANT= INT4= ZP=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --act=*) ACT="${1#*=}" ;;
@@ -34,6 +40,7 @@ while [ $# -gt 0 ]; do
     --layers=*) LAYERS="${1#*=}" ;;
     --fused) FUSED=1 ;;
     --quant=fp8:*) QUANT="${1#--quant=fp8:}" ;;
+    --quant=int4:*) INT4="${1#--quant=int4:}" ;;
     --) shift; break ;;
     -*) echo "make-layer.sh: unknown option $1" >&2; exit 1 ;;
     *) break ;;
@@ -41,7 +48,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ $# -ne 5 ]; then
-  echo "usage: make-layer.sh [--act=A] [--routing=top_k|dense] [--dtype=f32|bf16|f16] [--dynamic] [--layers=N] [--quant=fp8:BK,BN] [--fused] T D H E K" >&2
+  echo "usage: make-layer.sh [--act=A] [--routing=top_k|dense] [--dtype=f32|bf16|f16] [--dynamic] [--layers=N] [--quant=fp8:BK,BN|int4:G[,zero_point]] [--fused] T D H E K" >&2
   exit 1
 fi
 T=$1 D=$2 H=$3 E=$4 K=$5
@@ -76,6 +83,31 @@ if [ -n "$QUANT" ]; then
   S2T="tensor<${E}x$(((H + BK - 1) / BK))x$(((D + BN - 1) / BN))xf32>"
   QATTR=", quant = #moe.quant<fp8_e4m3, block = [${BK}, ${BN}]>"
 fi
+# int4 group-quantized experts: the codes, their scales [E, ceil(K/G), N]
+# and (zero_point) the zero points, shaped as the scales.
+Z1T="" Z2T=""
+if [ -n "$INT4" ]; then
+  [ -n "$QUANT" ] && { echo "make-layer.sh: one --quant" >&2; exit 1; }
+  G="${INT4%%,*}"
+  case "$INT4" in
+    *,zero_point) ZP=1 ;;
+    *,*) echo "make-layer.sh: --quant=int4:G[,zero_point], got int4:$INT4" >&2; exit 1 ;;
+  esac
+  case "$G" in '' | *[!0-9]* | 0) echo "make-layer.sh: --quant=int4:G takes a group >= 1" >&2; exit 1 ;; esac
+  [ "$FUSED" = 1 ] && { echo "make-layer.sh: --quant is not a --fused option" >&2; exit 1; }
+  QUANT=int4
+  W1T="tensor<${E}x${D}x${H1}xi4>"
+  W2T="tensor<${E}x${H}x${D}xi4>"
+  S1T="tensor<${E}x$(((D + G - 1) / G))x${H1}xf32>"
+  S2T="tensor<${E}x$(((H + G - 1) / G))x${D}xf32>"
+  if [ "$ZP" = 1 ]; then
+    Z1T="tensor<${E}x$(((D + G - 1) / G))x${H1}xi4>"
+    Z2T="tensor<${E}x$(((H + G - 1) / G))x${D}xi4>"
+    QATTR=", quant = #moe.quant<int4, group = ${G}, zero_point>"
+  else
+    QATTR=", quant = #moe.quant<int4, group = ${G}>"
+  fi
+fi
 
 if [ "$FUSED" = 1 ]; then
   IT="tensor<${T}x${K}xi32>"
@@ -94,6 +126,15 @@ MLIR
 fi
 
 layer() { # layer INDEX IN OUT
+  if [ "$ZP" = 1 ]; then
+    cat <<MLIR
+  %$3 = moe.layer %$2 router(%wr$1) experts(%w1_$1, %w2_$1) expert_scales(%s1_$1, %s2_$1)
+         expert_zero_points(%z1_$1, %z2_$1)
+         {routing = ${ROUTE}, activation = #moe.activation<${ACT}>${QATTR}}
+         : (${XT}, ${WRT}, ${W1T}, ${W2T}, ${S1T}, ${S2T}, ${Z1T}, ${Z2T}) -> ${XT}
+MLIR
+    return
+  fi
   if [ -n "$QUANT" ]; then
     cat <<MLIR
   %$3 = moe.layer %$2 router(%wr$1) experts(%w1_$1, %w2_$1) expert_scales(%s1_$1, %s2_$1)
@@ -115,7 +156,7 @@ if [ "$LAYERS" = 1 ]; then
 func.func @forward(%x: ${XT},
                    %wr0: ${WRT} {moe.param = "gate.weight"},
                    %w1_0: ${W1T} {moe.param = "experts.gate_up"},
-                   %w2_0: ${W2T} {moe.param = "experts.down"}$([ -n "$QUANT" ] && printf ',\n                   %%s1_0: %s {moe.param = "experts.gate_up_scale"},\n                   %%s2_0: %s {moe.param = "experts.down_scale"}' "$S1T" "$S2T")) -> ${XT} {
+                   %w2_0: ${W2T} {moe.param = "experts.down"}$([ -n "$QUANT" ] && printf ',\n                   %%s1_0: %s {moe.param = "experts.gate_up_scale"},\n                   %%s2_0: %s {moe.param = "experts.down_scale"}' "$S1T" "$S2T")$([ "$ZP" = 1 ] && printf ',\n                   %%z1_0: %s {moe.param = "experts.gate_up_zero"},\n                   %%z2_0: %s {moe.param = "experts.down_zero"}' "$Z1T" "$Z2T")) -> ${XT} {
 MLIR
   layer 0 x y
   echo "  return %y : ${XT}"
@@ -132,7 +173,13 @@ for ((i = 0; i < LAYERS; i++)); do
   if [ -n "$QUANT" ]; then
     echo "    %w2_$i: ${W2T} {moe.param = \"layers.$i.experts.w2\"},"
     echo "    %s1_$i: ${S1T} {moe.param = \"layers.$i.experts.w1_scale\"},"
-    echo "    %s2_$i: ${S2T} {moe.param = \"layers.$i.experts.w2_scale\"}$sep"
+    if [ "$ZP" = 1 ]; then
+      echo "    %s2_$i: ${S2T} {moe.param = \"layers.$i.experts.w2_scale\"},"
+      echo "    %z1_$i: ${Z1T} {moe.param = \"layers.$i.experts.w1_zero\"},"
+      echo "    %z2_$i: ${Z2T} {moe.param = \"layers.$i.experts.w2_zero\"}$sep"
+    else
+      echo "    %s2_$i: ${S2T} {moe.param = \"layers.$i.experts.w2_scale\"}$sep"
+    fi
   else
     echo "    %w2_$i: ${W2T} {moe.param = \"layers.$i.experts.w2\"}$sep"
   fi
