@@ -25,9 +25,17 @@ namespace {
 
 void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
                      int64_t end, SplitMix64 &rng, double scale) {
+  if (dtype == io::DType::U8) {
+    // int4 codes: the top 4 bits of the element's first output (uniform
+    // over 0..15); the second is skipped, as normal() would use it.
+    for (int64_t i = begin; i < end; ++i) {
+      out[i] = static_cast<uint8_t>(rng.next() >> 60);
+      rng.next();
+    }
+    return;
+  }
   for (int64_t i = begin; i < end; ++i) {
-    const double z = rng.normal() * scale;
-    float v = static_cast<float>(z);
+    float v = static_cast<float>(rng.normal() * scale);
     switch (dtype) {
     case io::DType::F32:
       std::memcpy(out + 4 * i, &v, 4);
@@ -44,12 +52,6 @@ void fillRandomRange(uint8_t *out, io::DType dtype, int64_t begin,
     }
     case io::DType::F8E4M3:
       out[i] = io::floatToFp8E4M3(v);
-      break;
-    case io::DType::U8:
-      // int4 codes: floor(16 Phi(z)), Phi the normal distribution
-      // function: uniform over 0..15.
-      out[i] = static_cast<uint8_t>(std::min(
-          15.0, std::floor(16.0 * 0.5 * std::erfc(-z / std::sqrt(2.0)))));
       break;
     default:
       break;

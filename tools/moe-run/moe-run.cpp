@@ -347,9 +347,9 @@ with u1, u2 uniform in (0, 1] built from the top 53 bits of two successive
   parameters of rank 0:                  scale 1
   f8E4M3FN arguments (quantized weights): scale 1 (their scales, f32
                                          parameters, carry the magnitude)
-  i4 arguments (int4 codes):             the code floor(16 Phi(z)), Phi the
-                                         normal distribution function (uniform
-                                         over 0..15)
+  i4 arguments (int4 codes):             the top 4 bits of the element's
+                                         first 64-bit output (uniform over
+                                         0..15), not z
 (the shape after --dynamic-size is applied).
 Integer arguments (e.g. a tensor<i64> seed) get the value of --seed in every
 element (truncated to 32 bits for i32).
