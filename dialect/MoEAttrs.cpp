@@ -26,11 +26,11 @@ using namespace mlir::moe;
 static ParseResult
 parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
                       bool &transpose, SmallVector<StringAttr> &fp8Scales,
-                      SmallVector<int64_t> &block);
+                      SmallVector<int64_t> &block, Int4Packing &int4);
 static void printCheckpointParams(AsmPrinter &printer,
                                   ArrayRef<StringAttr> names, bool transpose,
                                   ArrayRef<StringAttr> fp8Scales,
-                                  ArrayRef<int64_t> block);
+                                  ArrayRef<int64_t> block, Int4Packing int4);
 static ParseResult parseQuantParams(AsmParser &parser, QuantKind &kind,
                                     SmallVector<int64_t> &block, int64_t &group,
                                     bool &zeroPoint);
@@ -195,7 +195,8 @@ bool CheckpointAttr::isPerExpert() const {
 LogicalResult
 CheckpointAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        ArrayRef<StringAttr> names, bool transpose,
-                       ArrayRef<StringAttr> fp8Scales, ArrayRef<int64_t> block) {
+                       ArrayRef<StringAttr> fp8Scales, ArrayRef<int64_t> block,
+                       Int4Packing int4) {
   // The names (or the scales' names, `what`): none empty, `{e}` in all or
   // none; returns whether they have it.
   auto checkNames = [&](ArrayRef<StringAttr> list, StringRef what,
@@ -222,6 +223,8 @@ CheckpointAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return failure();
   if (fp8Scales.empty() != block.empty())
     return emitError() << "#moe.checkpoint fp8_scales and block go together";
+  if (!fp8Scales.empty() && int4 != Int4Packing::none)
+    return emitError() << "#moe.checkpoint takes fp8_scales or int4, not both";
   if (fp8Scales.empty())
     return success();
   if (fp8Scales.size() != names.size())
@@ -242,11 +245,11 @@ CheckpointAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 /// `["a", "b"]`, an optional `, transpose`, then optionally
-/// `, fp8_scales = ["as", "bs"], block = [bN, bK]`.
+/// `, fp8_scales = ["as", "bs"], block = [bN, bK]` and `, int4 = KIND`.
 static ParseResult
 parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
                       bool &transpose, SmallVector<StringAttr> &fp8Scales,
-                      SmallVector<int64_t> &block) {
+                      SmallVector<int64_t> &block, Int4Packing &int4) {
   auto parseNames = [&](SmallVector<StringAttr> &out) {
     SmallVector<StringAttr> list;
     if (parser.parseCommaSeparatedList(
@@ -266,9 +269,25 @@ parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
   transpose = false;
   fp8Scales.clear();
   block.clear();
-  // `transpose`, `fp8_scales = [...]` and `block = [...]`, each at most once.
-  bool haveScales = false, haveBlock = false;
+  int4 = Int4Packing::none;
+  // `transpose`, `fp8_scales = [...]`, `block = [...]` and `int4 = KIND`,
+  // each at most once.
+  bool haveScales = false, haveBlock = false, haveInt4 = false;
   while (succeeded(parser.parseOptionalComma())) {
+    if (!haveInt4 && succeeded(parser.parseOptionalKeyword("int4"))) {
+      haveInt4 = true;
+      std::string keyword;
+      SMLoc at = parser.getCurrentLocation();
+      if (parser.parseEqual() || parser.parseKeywordOrString(&keyword))
+        return failure();
+      std::optional<Int4Packing> kind = symbolizeInt4Packing(keyword);
+      if (!kind || *kind == Int4Packing::none)
+        return parser.emitError(at) << "expected an int4 packing (gptq, gptq_zeros, awq or "
+                                       "pack_quantized), got '"
+                                    << keyword << "'";
+      int4 = *kind;
+      continue;
+    }
     if (!transpose && succeeded(parser.parseOptionalKeyword("transpose"))) {
       transpose = true;
       continue;
@@ -290,7 +309,7 @@ parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
       continue;
     }
     return parser.emitError(parser.getCurrentLocation(),
-                            "expected 'transpose', 'fp8_scales' or 'block' "
+                            "expected 'transpose', 'fp8_scales', 'block' or 'int4' "
                             "(each at most once)");
   }
   return success();
@@ -299,7 +318,7 @@ parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
 static void printCheckpointParams(AsmPrinter &printer,
                                   ArrayRef<StringAttr> names, bool transpose,
                                   ArrayRef<StringAttr> fp8Scales,
-                                  ArrayRef<int64_t> block) {
+                                  ArrayRef<int64_t> block, Int4Packing int4) {
   auto printNames = [&](ArrayRef<StringAttr> list) {
     printer << '[';
     llvm::interleaveComma(list, printer, [&](StringAttr name) {
@@ -315,6 +334,8 @@ static void printCheckpointParams(AsmPrinter &printer,
     printNames(fp8Scales);
     printer << ", block = [" << block << ']';
   }
+  if (int4 != Int4Packing::none)
+    printer << ", int4 = " << stringifyInt4Packing(int4);
 }
 
 //===----------------------------------------------------------------------===//

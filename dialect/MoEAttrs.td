@@ -58,6 +58,17 @@ def MoE_QuantKind : I32EnumAttr<"QuantKind",
   let genSpecializedAttr = 0;
 }
 
+def MoE_Int4Packing : I32EnumAttr<"Int4Packing",
+    "how a checkpoint packs 4-bit codes into I32 words", [
+      I32EnumAttrCase<"none", 0>,
+      I32EnumAttrCase<"gptq", 1>,
+      I32EnumAttrCase<"gptq_zeros", 2>,
+      I32EnumAttrCase<"awq", 3>,
+      I32EnumAttrCase<"pack_quantized", 4>]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
 def MoE_Regularizer : I32EnumAttr<"Regularizer",
     "auxiliary-loss regularizer of a routing policy", [
       I32EnumAttrCase<"none", 0>,
@@ -273,6 +284,20 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
       `expert_scales`, `#moe.quant`). Without `fp8_scales`, `F8_E4M3`
       tensors assemble only into `f8E4M3FN` arguments, bit for bit.
 
+    * With `int4 = KIND`, every named tensor is a 2-D I32 tensor of 4-bit
+      codes packed 8 to a word (little-endian words), unpacked at load to
+      one code per byte before the transposition (an `i4` argument, one
+      code per byte in memory; docs/spec.md §2.1, docs/quantization.md):
+      `gptq`: `[R/8, C]` packed along the rows, code (r, c) in bits
+      `4*(r%8)` of word `[r/8][c]` (AutoGPTQ's `qweight`); `gptq_zeros`:
+      `[R, C/8]` along the columns, code (r, c) in bits `4*(c%8)` of word
+      `[r][c/8]`, plus one (AutoGPTQ's `qzeros` store the zero point minus
+      one; a stored 15 is an error); `awq`: `[R, C/8]` along the columns in
+      AutoAWQ's order, the 4 bits at `4*p` of word `[r][w]` holding column
+      `8w + [0, 2, 4, 6, 1, 3, 5, 7][p]` (its `qweight` and `qzeros`);
+      `pack_quantized`: `[R, C/8]` along the columns in order
+      (compressed-tensors' `weight_packed`, `[out, in/8]`).
+
     The plain string form `moe.param = "name"` binds one tensor as it is.
 
     Examples (a Mixtral layer of layer index 3, `D = 4096`, `H = 14336`):
@@ -300,9 +325,10 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
 
     Verified: at least one name, no empty name, `{e}` in all names or none
     (the scales' names likewise, and with the names); as many scales as
-    names, and `block` (two sizes >= 1) exactly when there are scales; on an
-    argument with `{e}`, a ranked tensor with a static leading dimension; on
-    one with scales, a tensor of f32, f16 or bf16.
+    names, and `block` (two sizes >= 1) exactly when there are scales; not
+    both `fp8_scales` and `int4`; on an argument with `{e}`, a ranked
+    tensor with a static leading dimension; on one with scales, a tensor of
+    f32, f16 or bf16; on one with `int4`, a tensor of i4.
   }];
   let parameters = (ins
     ArrayRefParameter<"::mlir::StringAttr", "tensor names">:$names,
@@ -310,16 +336,18 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
     OptionalArrayRefParameter<"::mlir::StringAttr",
                               "FP8 block scales, one per name">:$fp8_scales,
     OptionalArrayRefParameter<"int64_t",
-                              "the scales' block [bN, bK] (rows, columns as stored)">:$block);
-  // `<["a", "b"], transpose, fp8_scales = [...], block = [bN, bK]>`: the
-  // unit keyword needs a custom directive.
+                              "the scales' block [bN, bK] (rows, columns as stored)">:$block,
+    DefaultValuedParameter<"::mlir::moe::Int4Packing", "::mlir::moe::Int4Packing::none",
+                           "how the tensors pack int4 codes">:$int4);
+  // `<["a", "b"], transpose, fp8_scales = [...], block = [bN, bK],
+  // int4 = KIND>`: the unit keyword needs a custom directive.
   let assemblyFormat =
-      "`<` custom<CheckpointParams>($names, $transpose, $fp8_scales, $block) `>`";
+      "`<` custom<CheckpointParams>($names, $transpose, $fp8_scales, $block, $int4) `>`";
   let builders = [
     AttrBuilder<(ins "::llvm::ArrayRef<::mlir::StringAttr>":$names,
                      "bool":$transpose), [{
       return $_get($_ctxt, names, transpose, ::llvm::ArrayRef<::mlir::StringAttr>(),
-                   ::llvm::ArrayRef<int64_t>());
+                   ::llvm::ArrayRef<int64_t>(), ::mlir::moe::Int4Packing::none);
     }]>
   ];
   let genVerifyDecl = 1;

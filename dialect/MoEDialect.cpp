@@ -130,6 +130,12 @@ LogicalResult MoEDialect::verifyRegionArgAttribute(Operation *op,
                << " dequantizes FP8 tensors (fp8_scales), so the argument "
                   "must be a tensor of f32, f16 or bf16, got "
                << type;
+      if (checkpoint.getInt4() != Int4Packing::none &&
+          !(shaped && shaped.getElementType().isInteger(4)))
+        return op->emitError()
+               << "'" << name << "' on argument #" << argIndex
+               << " unpacks int4 codes (int4 = " << stringifyInt4Packing(checkpoint.getInt4())
+               << "), so the argument must be a tensor of i4, got " << type;
       if (!checkpoint.isPerExpert())
         return success();
       if (!shaped || !shaped.hasRank() || shaped.getRank() < 1 ||

@@ -120,6 +120,16 @@ seed() {
     "$gen" qwen3_moe "$tmp/fused" --dim=8 --experts=2 --hidden=8 --k=1 --fused-experts >/dev/null
     { printf '#moe-fuzz-ckpt bf16 2x8x16 T model.layers.1.mlp.experts.gate_up_proj\n=== model.safetensors\n'
       cat "$tmp/fused/model.safetensors"; } >"$seeds/ckpt-fused.bundle"
+    # int4 experts (a tiny GPTQ checkpoint): the codes and the zero points
+    # unpacked from their I32 words into ui8 (i4) arguments.
+    "$gen" qwen3_moe "$tmp/gptq" --dim=8 --experts=2 --hidden=8 --k=1 \
+      --quant=int4:4,zero_point >/dev/null
+    { printf '#moe-fuzz-ckpt ui8 2x8x16 N#gptq %s %s\n=== model.safetensors\n' \
+        "$ex.gate_proj.qweight" "$ex.up_proj.qweight"
+      cat "$tmp/gptq/model.safetensors"; } >"$seeds/ckpt-int4-gptq.bundle"
+    { printf '#moe-fuzz-ckpt ui8 2x2x16 N#gptq_zeros %s %s\n=== model.safetensors\n' \
+        "$ex.gate_proj.qzeros" "$ex.up_proj.qzeros"
+      cat "$tmp/gptq/model.safetensors"; } >"$seeds/ckpt-int4-zeros.bundle"
     rm -rf "$tmp"
     ;;
   esac

@@ -63,6 +63,12 @@ config.substitutions.append(("%shared_examples", config.spec_examples_dir))
 config.substitutions.append(("%moe_plugin", config.moe_plugin_path))
 config.substitutions.append(("%stock_mlir_opt", os.path.join(config.llvm_tools_dir, "mlir-opt")))
 config.substitutions.append(("%moe_src", config.moe_src_root))
+# %expect_error CMD...: CMD must exit with 1 and print exactly one line
+# "<tool>: ..." on stderr (and nothing on stdout); the line is echoed to stdout.
+config.substitutions.append(
+    ("%expect_error",
+     "bash " + os.path.join(config.moe_src_root, "test", "tools", "moe-run", "Inputs",
+                            "expect-error.sh")))
 config.substitutions.append(("%moe_obj", config.moe_obj_root))
 
 if os.path.isdir(config.spec_examples_dir):

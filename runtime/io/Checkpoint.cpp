@@ -345,6 +345,8 @@ std::string CheckpointSpec::describe() const {
   if (!fp8Scales.empty())
     s += " (FP8, dequantized in blocks of " + std::to_string(blockN) + " x " +
          std::to_string(blockK) + ")";
+  if (int4 != Int4Packing::None)
+    s += std::string(" (int4 codes unpacked: ") + int4PackingName(int4) + ")";
   return s;
 }
 
@@ -366,6 +368,15 @@ struct Part {
 /// Whether a tensor of dtype `source` assembles into a parameter of dtype
 /// `target` (checkpointShape's rules); the reason when it does not.
 std::optional<std::string> dtypeMismatch(DType source, DType target) {
+  if (target == DType::U8) {
+    if (source == DType::U8)
+      return std::nullopt;
+    return std::string("an i4 parameter takes U8 tensors (one code per byte) or "
+                       "int4-packed I32 tensors (#moe.checkpoint int4 = ...)");
+  }
+  if (source == DType::U8)
+    return std::string("U8 tensors (int4 codes) assemble only into an i4 parameter, not ") +
+           dtypeName(target);
   if (target == DType::F8E4M3) {
     if (source == DType::F8E4M3)
       return std::nullopt;
@@ -416,11 +427,29 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
     const SafeTensorInfo &info = *part.entry->info;
     std::string where = "tensor " + quote(part.name, 200) + " in " +
                         displayPath(part.entry->file->path());
-    if (!isFloatType(info.dtype) && info.dtype != DType::F8E4M3)
+    if (spec.int4 != Int4Packing::None) {
+      if (info.dtype != DType::I32 || info.shape.size() != 2)
+        return Error{where + " has dtype " + safetensorsDTypeName(info.dtype) +
+                     " and shape " + formatShape(info.shape) + " (for " +
+                     std::string(subject) + "): int4 = " + int4PackingName(spec.int4) +
+                     " unpacks 2-D I32 tensors"};
+      if (target && *target != DType::U8)
+        return Error{where + " (for " + std::string(subject) + "): int4 = " +
+                     int4PackingName(spec.int4) + " unpacks codes into an i4 parameter, not " +
+                     dtypeName(*target)};
+      part.shape = info.shape;
+      (spec.int4 == Int4Packing::Gptq ? part.shape[0] : part.shape[1]) *= 8;
+      if (spec.transpose)
+        std::swap(part.shape[0], part.shape[1]);
+    } else if (!isFloatType(info.dtype) && info.dtype != DType::F8E4M3 &&
+               info.dtype != DType::U8) {
       return Error{where + " has dtype " +
                    safetensorsDTypeName(info.dtype) + "; parameters need " +
-                   "F32, F16, BF16 or F8_E4M3"};
-    if (dequantize) {
+                   "F32, F16, BF16, F8_E4M3 or U8 (int4 codes), or int4 = ... for packed I32"};
+    }
+    if (spec.int4 != Int4Packing::None) {
+      // Shape set above.
+    } else if (dequantize) {
       if (info.dtype != DType::F8E4M3 || info.shape.size() != 2)
         return Error{where + " has dtype " + safetensorsDTypeName(info.dtype) +
                      " and shape " + formatShape(info.shape) + " (for " +
@@ -453,8 +482,9 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
                      safetensorsDTypeName(info.dtype) + " (for " +
                      std::string(subject) + "): " + *why};
     }
-    part.shape = info.shape;
-    if (spec.transpose) {
+    if (spec.int4 == Int4Packing::None)
+      part.shape = info.shape;
+    if (spec.int4 == Int4Packing::None && spec.transpose) {
       // The last two dimensions; leading ones (a fused [E, out, in] expert
       // tensor's E) are a batch of matrices.
       const size_t rank = part.shape.size();
@@ -487,6 +517,63 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
 }
 
 } // namespace
+
+const char *int4PackingName(Int4Packing packing) {
+  switch (packing) {
+  case Int4Packing::None:
+    return "none";
+  case Int4Packing::Gptq:
+    return "gptq";
+  case Int4Packing::GptqZeros:
+    return "gptq_zeros";
+  case Int4Packing::Awq:
+    return "awq";
+  case Int4Packing::PackQuantized:
+    return "pack_quantized";
+  }
+  return "?";
+}
+
+Result<std::vector<uint8_t>> unpackInt4(const uint8_t *data, const std::vector<int64_t> &shape,
+                                        Int4Packing packing, std::string_view name) {
+  static const int awqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+  const uint64_t rows = uint64_t(shape.at(0)), cols = uint64_t(shape.at(1));
+  std::vector<uint8_t> out(rows * cols * 8);
+  auto word = [&](uint64_t i) {
+    uint32_t w;
+    std::memcpy(&w, data + 4 * i, 4);
+    return w;
+  };
+  if (packing == Int4Packing::Gptq) {
+    // [rows, cols] words -> [8 rows, cols] codes.
+    for (uint64_t r = 0; r < rows; ++r)
+      for (uint64_t c = 0; c < cols; ++c) {
+        uint32_t w = word(r * cols + c);
+        for (uint64_t p = 0; p < 8; ++p)
+          out[(8 * r + p) * cols + c] = uint8_t((w >> (4 * p)) & 15);
+      }
+    return out;
+  }
+  // Along the columns: [rows, cols] words -> [rows, 8 cols] codes.
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t c = 0; c < cols; ++c) {
+      uint32_t w = word(r * cols + c);
+      for (int p = 0; p < 8; ++p) {
+        uint32_t q = (w >> (4 * p)) & 15;
+        uint64_t column = 8 * c + uint64_t(packing == Int4Packing::Awq ? awqOrder[p] : p);
+        if (packing == Int4Packing::GptqZeros) {
+          if (q == 15)
+            return Error{"tensor " + quote(name, 200) + ": zero point of row " +
+                         std::to_string(r) + ", column " + std::to_string(column) +
+                         " is stored as 15, so it would be 16 (GPTQ stores it minus "
+                         "one), outside an int4 code"};
+          ++q;
+        }
+        out[r * 8 * cols + column] = uint8_t(q);
+      }
+    }
+  return out;
+}
 
 Result<std::vector<int64_t>>
 checkpointShape(const TensorStore &store, const CheckpointSpec &spec,
@@ -546,7 +633,7 @@ Status assembleCheckpointTensor(const TensorStore &store,
                                 const CheckpointSpec &spec,
                                 const std::vector<int64_t> &shape,
                                 DType target, uint8_t *out) {
-  if (!isFloatType(target) && target != DType::F8E4M3)
+  if (!isFloatType(target) && target != DType::F8E4M3 && target != DType::U8)
     return Error{std::string("checkpoint tensors ") + spec.describe() +
                  ": cannot assemble a parameter of type " +
                  dtypeName(target)};
@@ -575,8 +662,29 @@ Status assembleCheckpointTensor(const TensorStore &store,
     for (const Part &part : parts) {
       const SafeTensorInfo &info = *part.entry->info;
       const uint8_t *src = store.rawData(*part.entry);
-      const DType srcType = info.dtype;
+      DType srcType = info.dtype;
+      std::vector<int64_t> srcShape = info.shape;
       const uint64_t partWidth = part.shape.empty() ? 1 : part.shape.back();
+      // int4: the codes unpacked, one per byte, then placed as U8 data.
+      std::vector<uint8_t> codes;
+      if (spec.int4 != Int4Packing::None) {
+        auto unpacked = unpackInt4(src, info.shape, spec.int4, part.name);
+        if (!unpacked)
+          return unpacked.status();
+        codes = unpacked.take();
+        src = codes.data();
+        srcType = DType::U8;
+        (spec.int4 == Int4Packing::Gptq ? srcShape[0] : srcShape[1]) *= 8;
+      } else if (target == DType::U8) {
+        // U8 codes as stored: each byte must be one.
+        const uint64_t n = info.dataEnd - info.dataBegin;
+        for (uint64_t i = 0; i < n; ++i)
+          if (src[i] > 15)
+            return Error{"tensor " + quote(part.name, 200) + " in " +
+                         displayPath(part.entry->file->path()) + ": element " +
+                         std::to_string(i) + " is " + std::to_string(src[i]) +
+                         "; an i4 parameter takes one code 0..15 per byte"};
+      }
       if (part.scale) {
         // FP8 codes [a, b] times their block's scale, exact in double,
         // rounded once: out(r, column + c) from src(r, c), or from src(c, r)
@@ -597,11 +705,11 @@ Status assembleCheckpointTensor(const TensorStore &store,
       } else if (spec.transpose) {
         // Source [T..., A, B] -> [T..., B, A], each of the T matrices on its
         // own: out(t, r, column + c) = src(t, c, r).
-        const size_t rank = info.shape.size();
-        const uint64_t a = info.shape[rank - 2], b = info.shape[rank - 1];
+        const size_t rank = srcShape.size();
+        const uint64_t a = srcShape[rank - 2], b = srcShape[rank - 1];
         uint64_t batch = 1;
         for (size_t i = 0; i + 2 < rank; ++i)
-          batch *= static_cast<uint64_t>(info.shape[i]);
+          batch *= static_cast<uint64_t>(srcShape[i]);
         constexpr uint64_t kBlock = 64;
         for (uint64_t t = 0; t < batch; ++t) {
           const uint64_t from = t * a * b, to = t * b * width;

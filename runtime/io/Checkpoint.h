@@ -93,6 +93,23 @@ private:
 Result<std::map<std::string, std::string>>
 parseSafeTensorsIndex(std::string_view text, std::string_view name);
 
+/// How a checkpoint packs 4-bit codes 8 to an I32 word (#moe.checkpoint's
+/// int4 = ...; docs/quantization.md): along the rows, code (r, c) in bits
+/// 4*(r%8) of word [r/8][c] (Gptq); along the columns, in bits 4*(c%8) of
+/// word [r][c/8], stored minus one (GptqZeros); along the columns in
+/// AutoAWQ's order, the 4 bits at 4*p of word [r][w] holding column 8w +
+/// {0,2,4,6,1,3,5,7}[p] (Awq); along the columns in order (PackQuantized).
+enum class Int4Packing : uint8_t { None, Gptq, GptqZeros, Awq, PackQuantized };
+
+/// "gptq", "gptq_zeros", "awq", "pack_quantized" (the attribute's spelling).
+const char *int4PackingName(Int4Packing packing);
+/// The codes of an I32 tensor `data` [rows, cols] (little-endian words)
+/// packed by `packing`, one per byte: [8 rows, cols] (Gptq) or [rows, 8
+/// cols]. GptqZeros adds the one GPTQ subtracts; a stored 15 is an error
+/// naming the tensor `name`.
+Result<std::vector<uint8_t>> unpackInt4(const uint8_t *data, const std::vector<int64_t> &shape,
+                                        Int4Packing packing, std::string_view name);
+
 /// How a parameter is assembled from checkpoint tensors (the contents of a
 /// `#moe.checkpoint` attribute).
 struct CheckpointSpec {
@@ -109,6 +126,10 @@ struct CheckpointSpec {
   /// exact, rounded once to the parameter's (float) element type.
   std::vector<std::string> fp8Scales;
   int64_t blockN = 0, blockK = 0;
+  /// int4 codes: every named tensor is I32 [rows, cols] packed so; each is
+  /// unpacked to U8 codes, one per byte ([8 rows, cols] or [rows, 8 cols]),
+  /// before the transposition, into a U8 parameter (an i4 argument).
+  Int4Packing int4 = Int4Packing::None;
 
   /// Whether the names contain `{e}`.
   bool perExpert() const;
@@ -127,7 +148,8 @@ struct CheckpointSpec {
 /// checked against it too: F32, F16 and BF16 tensors assemble into an F32,
 /// F16 or BF16 parameter; F8E4M3 tensors (FP8 codes, which are not values
 /// without their scales) only into an F8E4M3 parameter, which takes nothing
-/// else.
+/// else; U8 tensors (int4 codes, one per byte) and int4-packed I32 tensors
+/// only into a U8 parameter (an i4 argument).
 constexpr int64_t kDynamicDim = -1;
 Result<std::vector<int64_t>>
 checkpointShape(const TensorStore &store, const CheckpointSpec &spec,
@@ -136,7 +158,7 @@ checkpointShape(const TensorStore &store, const CheckpointSpec &spec,
 
 /// Writes the assembled tensor of shape `shape` (as returned by
 /// checkpointShape) into `out` (numElements(shape) * elementSize(target)
-/// bytes) with element type `target` (F32, F16, BF16 or F8E4M3, with the
+/// bytes) with element type `target` (F32, F16, BF16, F8E4M3 or U8, with the
 /// dtype rules of checkpointShape): widening is exact, narrowing rounds to
 /// nearest even; a tensor already of type `target` (always, for F8E4M3) is
 /// copied bit for bit.

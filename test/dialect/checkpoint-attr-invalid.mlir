@@ -45,7 +45,7 @@ func.func @other_attr(%w: tensor<4xf32> {moe.param = #moe.activation<relu>}) {
 
 // -----
 
-// expected-error @+1 {{expected 'transpose', 'fp8_scales' or 'block' (each at most once)}}
+// expected-error @+1 {{expected 'transpose', 'fp8_scales', 'block' or 'int4' (each at most once)}}
 func.func @bad_keyword(%w: tensor<4xf32> {moe.param = #moe.checkpoint<["a"], transposed>}) {
   return
 }
@@ -110,7 +110,22 @@ func.func @codes_argument(%w: tensor<4x4xf8E4M3FN> {moe.param = #moe.checkpoint<
 
 // -----
 
-// expected-error @+1 {{expected 'transpose', 'fp8_scales' or 'block' (each at most once)}}
+// expected-error @+1 {{expected 'transpose', 'fp8_scales', 'block' or 'int4' (each at most once)}}
 func.func @unknown_keyword(%w: tensor<4x4xf32> {moe.param = #moe.checkpoint<["w"], scales = ["s"]>}) {
   return
 }
+
+// -----
+
+// expected-error @+1 {{expected an int4 packing (gptq, gptq_zeros, awq or pack_quantized), got 'marlin'}}
+func.func private @int4_kind(%w: tensor<2x8x8xi4> {moe.param = #moe.checkpoint<["e.{e}.qweight"], int4 = marlin>})
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint takes fp8_scales or int4, not both}}
+func.func private @int4_fp8(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w"], fp8_scales = ["s"], block = [4, 4], int4 = gptq>})
+
+// -----
+
+// expected-error @+1 {{'moe.param' on argument #0 unpacks int4 codes (int4 = awq), so the argument must be a tensor of i4, got 'tensor<8x8xf32>'}}
+func.func private @int4_type(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w.qweight"], int4 = awq>})

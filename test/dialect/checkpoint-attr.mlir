@@ -36,3 +36,15 @@ func.func @layer_3(%x: tensor<?x4xbf16>,
 // CHECK-LABEL: func.func private @decl
 // CHECK-SAME: tensor<2x3xf32> {moe.param = #moe.checkpoint<["w.{e}"]>}
 func.func private @decl(tensor<2x3xf32> {moe.param = #moe.checkpoint<["w.{e}"]>})
+
+// int4 codes unpacked at load (one code per byte of an i4 argument), the
+// packing of each writer; transposed after unpacking.
+// CHECK-LABEL: func.func private @int4
+// CHECK-SAME: tensor<2x16x8xi4> {moe.param = #moe.checkpoint<["e.{e}.gate_proj.qweight"], int4 = gptq>}
+// CHECK-SAME: tensor<2x1x8xi4> {moe.param = #moe.checkpoint<["e.{e}.gate_proj.qzeros"], int4 = gptq_zeros>}
+// CHECK-SAME: tensor<2x16x8xi4> {moe.param = #moe.checkpoint<["e.{e}.up_proj.qweight"], int4 = awq>}
+// CHECK-SAME: tensor<2x16x8xi4> {moe.param = #moe.checkpoint<["e.{e}.down_proj.weight_packed"], transpose, int4 = pack_quantized>}
+func.func private @int4(tensor<2x16x8xi4> {moe.param = #moe.checkpoint<["e.{e}.gate_proj.qweight"], int4 = gptq>},
+                        tensor<2x1x8xi4> {moe.param = #moe.checkpoint<["e.{e}.gate_proj.qzeros"], int4 = gptq_zeros>},
+                        tensor<2x16x8xi4> {moe.param = #moe.checkpoint<["e.{e}.up_proj.qweight"], int4 = awq>},
+                        tensor<2x16x8xi4> {moe.param = #moe.checkpoint<["e.{e}.down_proj.weight_packed"], transpose, int4 = pack_quantized>})

@@ -17,10 +17,12 @@
 //    #moe.checkpoint parameter: TensorStore::add on the bundle's files,
 //    checkpointArgumentShape, checkAssembledArgument,
 //    assembleCheckpointTensor). A bundle is text: a first line
-//      #moe-fuzz-ckpt DTYPE SHAPE T|N[@BN,BK] NAME...
+//      #moe-fuzz-ckpt DTYPE SHAPE T|N[@BN,BK|#PACKING] NAME...
 //    (the argument's element type and shape, `?` for a dynamic size,
 //    transposed or not, with `@BN,BK` FP8 weights dequantized by the scale
-//    tensors NAME_scale_inv in blocks of BN x BK (fp8_scales), the tensor
+//    tensors NAME_scale_inv in blocks of BN x BK (fp8_scales), with
+//    `#PACKING` int4 codes unpacked from I32 words (int4 = gptq, gptq_zeros,
+//    awq or pack_quantized; DTYPE ui8, the storage of i4), the tensor
 //    names, `{e}` per expert), then files,
 //    each `\n=== FILENAME\n` and its bytes; the files are written to a
 //    temporary directory and the `.json` ones (else all) added to the store.
@@ -488,6 +490,15 @@ void fuzzCheckpoint(const uint8_t *data, size_t size) {
     spec.blockK = std::stoll(bk);
     for (const std::string &name : spec.names)
       spec.fp8Scales.push_back(name + "_scale_inv");
+  }
+  if (size_t hash = words[2].find('#'); hash != std::string::npos) {
+    const std::string kind = words[2].substr(hash + 1);
+    for (Int4Packing p : {Int4Packing::Gptq, Int4Packing::GptqZeros, Int4Packing::Awq,
+                          Int4Packing::PackQuantized})
+      if (kind == int4PackingName(p))
+        spec.int4 = p;
+    if (spec.int4 == Int4Packing::None)
+      return;
   }
   arg.param = spec.describe();
   arg.checkpoint = spec;

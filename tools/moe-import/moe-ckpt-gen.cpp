@@ -86,7 +86,7 @@ const char *const usage = R"(usage: moe-ckpt-gen FAMILY OUTDIR [options]
                             experts are FP8 too (from --layer-weights: the
                             codes of moe-ref layer --quant-shared); the
                             router stays in --dtype.
-  --quant-format=fp8|compressed-tensors
+  --quant-format=fp8|compressed-tensors|gptq|awq
                             with --quant: config.json's quantization_config
                             as DeepSeek writes it (default: quant_method fp8,
                             weight_block_size) or as llm-compressor's FP8_BLOCK
@@ -94,7 +94,26 @@ const char *const usage = R"(usage: moe-ckpt-gen FAMILY OUTDIR [options]
                             config_groups with block_structure [BN, BK] and
                             dynamic activations; the scales are then named
                             weight_scale)
-  --scale-dtype=f32|bf16     with --quant: the scales' dtype (default f32;
+  --quant=int4:G[,zero_point]
+                            int4 group-quantized routed experts (groups of G
+                            along each weight's input), packed as
+                            --quant-format says: gptq (the default; AutoGPTQ:
+                            qweight I32 [in/8, out], qzeros I32 [in/G, out/8]
+                            holding the zero point minus one, scales F16
+                            [in/G, out], g_idx; needs zero_point), awq
+                            (AutoAWQ GEMM: qweight I32 [in, out/8] and qzeros
+                            in its nibble order, scales; needs zero_point) or
+                            compressed-tensors (pack-quantized, symmetric:
+                            weight_packed I32 [out, in/8] of the codes plus
+                            8, weight_scale [out, in/G], weight_shape; no
+                            zero_point), with config.json's
+                            quantization_config. Random experts are quantized
+                            as moe-ref layer --quant int4 does (for gptq
+                            with zero points >= 1); with
+                            --layer-weights, w1 and w2 are its U8 codes with
+                            NAME_scale (and NAME_zero) beside them. Scales
+                            are F16 (--scale-dtype, default f16 here).
+  --scale-dtype=f32|bf16|f16 with --quant: the scales' dtype (default f32;
                             bf16 as some Qwen3 FP8 checkpoints store them:
                             random scales are rounded to bf16 before the
                             codes are made, those of --layer-weights must be
@@ -174,7 +193,47 @@ struct MoEWeights {
   /// [E, ceil(K/BK), ceil(N/BN)].
   std::vector<uint8_t> w1q, w2q, s1q, s2q;
   std::vector<float> w1s, w2s, s1s, s2s;
+  /// With --quant=int4: w1q and w2q hold the codes (0..15, moe layout),
+  /// w1s and w2s the scales [E, ceil(K/G), N], and these the zero points
+  /// (with zero_point), shaped as the scales.
+  std::vector<uint8_t> w1z, w2z;
 };
+
+/// Quantizes `w` ([E, K, N], moe layout) per group of G rows of K and
+/// column, as moe-ref layer --quant int4:G[,zero_point] does (docs/spec.md
+/// §2.1): with zero points s = (max(w,0) - min(w,0)) / 15 and z =
+/// round(-min(w,0) / s), else s = max|w| / 7 and z = 8 (each s rounded to
+/// `scaleDType` first, 1 when 0); q = clamp(round(w / s) + z, 0, 15).
+/// `minZero` 1 keeps z >= 1 (GPTQ stores z - 1 in 4 bits).
+void quantizeInt4(const std::vector<float> &w, int64_t e, int64_t k, int64_t n, int64_t group,
+                  bool zeroPoint, std::vector<uint8_t> &codes, std::vector<float> &scales,
+                  std::vector<uint8_t> &zeros, io::DType scaleDType, double minZero) {
+  const int64_t groups = (k + group - 1) / group;
+  codes.assign(w.size(), 0);
+  scales.assign(e * groups * n, 1.0f);
+  zeros.assign(zeroPoint ? e * groups * n : 0, 0);
+  for (int64_t x = 0; x < e; ++x)
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t k0 = g * group, k1 = std::min(k, k0 + group);
+        double lo = 0, hi = 0;
+        for (int64_t i = k0; i < k1; ++i) {
+          lo = std::min(lo, double(w[(x * k + i) * n + j]));
+          hi = std::max(hi, double(w[(x * k + i) * n + j]));
+        }
+        double range = zeroPoint ? hi - lo : std::max(-lo, hi);
+        float s = range > 0 ? float(range / (zeroPoint ? 15.0 : 7.0)) : 1.0f;
+        s = roundTo(scaleDType, {s})[0];
+        const double z =
+            zeroPoint ? std::clamp(std::nearbyint(-lo / double(s)), minZero, 15.0) : 8.0;
+        scales[(x * groups + g) * n + j] = s;
+        if (zeroPoint)
+          zeros[(x * groups + g) * n + j] = uint8_t(z);
+        for (int64_t i = k0; i < k1; ++i)
+          codes[(x * k + i) * n + j] = uint8_t(std::clamp(
+              std::nearbyint(double(w[(x * k + i) * n + j]) / double(s)) + z, 0.0, 15.0));
+      }
+}
 
 /// Quantizes `w` ([E, K, N], moe layout) per block of BK x BN: scale =
 /// max|w| / 448 over the block (1 for an all-zero block), code = the E4M3
@@ -246,6 +305,12 @@ struct Options {
   std::string stacked, breakKind;
   /// --quant=fp8_e4m3:BK,BN; 0 without.
   int64_t fp8BlockK = 0, fp8BlockN = 0;
+  /// --quant=int4:G[,zero_point]; 0 without. --quant-format names the
+  /// packing (gptq, awq, compressed-tensors).
+  int64_t int4Group = 0;
+  bool int4ZeroPoint = false;
+  std::string int4Format;
+  bool scaleDTypeSet = false;
   std::string scaleName = "weight_scale_inv";
   io::DType scaleDType = io::DType::F32;
   bool fusedExperts = false;
@@ -368,30 +433,39 @@ int main(int argc, char **argv) {
       o.scale = moe::io::json::formatShortestDouble(x);
     } else if (startsWith(a, "--layer-weights=")) {
       parseLayerWeights(value("--layer-weights="), o);
+    } else if (startsWith(a, "--quant=int4:")) {
+      std::string v = value("--quant=int4:");
+      size_t comma = v.find(',');
+      if (comma != std::string::npos && v.substr(comma + 1) != "zero_point")
+        die("--quant must be fp8_e4m3:BK,BN or int4:G[,zero_point], got 'int4:" + v + "'");
+      o.int4Group = parseInt(v.substr(0, comma), "--quant's G");
+      o.int4ZeroPoint = comma != std::string::npos;
     } else if (startsWith(a, "--quant=")) {
       std::string v = value("--quant="), prefix = "fp8_e4m3:";
       size_t comma = v.find(',');
       if (!startsWith(v, prefix.c_str()) || comma == std::string::npos)
-        die("--quant must be fp8_e4m3:BK,BN, got '" + v + "'");
+        die("--quant must be fp8_e4m3:BK,BN or int4:G[,zero_point], got '" + v + "'");
       o.fp8BlockK = parseInt(v.substr(prefix.size(), comma - prefix.size()),
                              "--quant's BK");
       o.fp8BlockN = parseInt(v.substr(comma + 1), "--quant's BN");
     } else if (startsWith(a, "--scale-dtype=")) {
       std::string v = value("--scale-dtype=");
-      if (v != "f32" && v != "bf16")
-        die("--scale-dtype must be f32 or bf16");
-      o.scaleDType = v == "bf16" ? io::DType::BF16 : io::DType::F32;
+      if (v != "f32" && v != "bf16" && v != "f16")
+        die("--scale-dtype must be f32, bf16 or f16");
+      o.scaleDType = v == "bf16" ? io::DType::BF16 : v == "f16" ? io::DType::F16 : io::DType::F32;
+      o.scaleDTypeSet = true;
     } else if (startsWith(a, "--scale-name=")) {
       o.scaleName = value("--scale-name=");
       if (o.scaleName != "weight_scale_inv" && o.scaleName != "weight_scale")
         die("--scale-name must be weight_scale_inv or weight_scale");
     } else if (startsWith(a, "--quant-format=")) {
       std::string v = value("--quant-format=");
-      if (v != "fp8" && v != "compressed-tensors")
-        die("--quant-format must be fp8 or compressed-tensors");
+      if (v != "fp8" && v != "compressed-tensors" && v != "gptq" && v != "awq")
+        die("--quant-format must be fp8, compressed-tensors, gptq or awq");
       o.compressedTensors = v == "compressed-tensors";
       if (o.compressedTensors)
         o.scaleName = "weight_scale";
+      o.int4Format = v;
     } else if (a == "--fused-experts") {
       o.fusedExperts = true;
     } else if (startsWith(a, "--stacked=")) {
@@ -561,6 +635,46 @@ int main(int argc, char **argv) {
   }
   kv("num_hidden_layers", std::to_string(layers));
   const bool fp8 = o.fp8BlockK > 0;
+  const bool int4 = o.int4Group > 0;
+  if (fp8 && (o.int4Format == "gptq" || o.int4Format == "awq"))
+    die("--quant-format=" + o.int4Format + " packs int4 weights (--quant=int4:G)");
+  if (int4) {
+    const std::string &fmt = o.int4Format;
+    if (fmt.empty() || fmt == "fp8")
+      o.int4Format = o.int4ZeroPoint ? "gptq" : "compressed-tensors";
+    if ((o.int4Format == "gptq" || o.int4Format == "awq") && !o.int4ZeroPoint)
+      die("--quant-format=" + o.int4Format + " stores zero points: --quant=int4:G,zero_point");
+    if (o.int4Format == "compressed-tensors" && o.int4ZeroPoint)
+      die("--quant-format=compressed-tensors writes symmetric int4 (no zero_point)");
+    if (o.fusedExperts || !o.stacked.empty())
+      die("--quant=int4: not with --fused-experts or --stacked");
+    if (sharedWidth)
+      die("--quant=int4: " + f + " has shared experts, which int4 checkpoints would "
+          "quantize too (moe-import does not read them yet)");
+    if (d % 8 || h % 8)
+      die("--quant=int4: D and H must be multiples of 8 (8 codes to a word)");
+    if (!o.scaleDTypeSet)
+      o.scaleDType = io::DType::F16;
+    const std::string g = std::to_string(o.int4Group);
+    if (o.int4Format == "gptq")
+      kv("quantization_config",
+         "{\"bits\": 4, \"checkpoint_format\": \"gptq\", \"damp_percent\": 0.01, "
+         "\"desc_act\": false, \"group_size\": " + g + ", \"quant_method\": \"gptq\", "
+         "\"static_groups\": false, \"sym\": false, \"true_sequential\": true}");
+    else if (o.int4Format == "awq")
+      kv("quantization_config",
+         "{\"bits\": 4, \"group_size\": " + g + ", \"modules_to_not_convert\": null, "
+         "\"quant_method\": \"awq\", \"version\": \"gemm\", \"zero_point\": true}");
+    else
+      kv("quantization_config",
+         "{\"config_groups\": {\"group_0\": {\"input_activations\": null, "
+         "\"output_activations\": null, \"targets\": [\"Linear\"], \"weights\": "
+         "{\"actorder\": null, \"block_structure\": null, \"dynamic\": false, "
+         "\"group_size\": " + g + ", \"num_bits\": 4, \"observer\": \"minmax\", "
+         "\"strategy\": \"group\", \"symmetric\": true, \"type\": \"int\"}}}, "
+         "\"format\": \"pack-quantized\", \"ignore\": [\"lm_head\", \"re:.*mlp.gate$\"], "
+         "\"quant_method\": \"compressed-tensors\", \"quantization_status\": \"compressed\"}");
+  }
   if (o.fusedExperts && f == "mixtral")
     die("--fused-experts: mixtral checkpoints have per-expert w1/w2/w3 only");
   if (fp8) {
@@ -607,7 +721,82 @@ int main(int argc, char **argv) {
     tensors[name] = makeTensor(dtype, std::move(shape), v);
     layerOf[name] = layer;
   };
+  // I32 words (int4 packings), as they are.
+  auto putWords = [&](const std::string &name, int64_t layer, std::vector<int64_t> shape,
+                      const std::vector<int32_t> &words) {
+    tensors[name] = io::Tensor::fromValues<int32_t>(io::DType::I32, std::move(shape), words);
+    layerOf[name] = layer;
+  };
+  // With --quant=int4: the nn.Linear `module` of layer `layer` from the
+  // columns [n0, n0 + width) of a moe-layout matrix [k, n] of codes, its
+  // scales and zero points [ceil(k/G), n], packed as --quant-format says.
+  auto putInt4Linear = [&](const std::string &module, int64_t layer, const uint8_t *codes,
+                           const float *scales, const uint8_t *zeros, int64_t k, int64_t n,
+                           int64_t n0, int64_t width) {
+    const int64_t gs = o.int4Group, groups = (k + gs - 1) / gs;
+    auto code = [&](int64_t i, int64_t j) -> uint32_t { return codes[i * n + n0 + j]; };
+    std::vector<float> sc(groups * width);
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t j = 0; j < width; ++j)
+        sc[g * width + j] = scales[g * n + n0 + j];
+    static const int awqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    if (o.int4Format == "compressed-tensors") {
+      // [out, in/8], element k of row j at 4*(k%8) of word [j][k/8].
+      std::vector<int32_t> w(width * (k / 8));
+      for (int64_t j = 0; j < width; ++j)
+        for (int64_t i = 0; i < k; ++i)
+          w[j * (k / 8) + i / 8] |= int32_t(code(i, j) << (4 * (i % 8)));
+      putWords(module + ".weight_packed", layer, {width, k / 8}, w);
+      std::vector<float> st(width * groups);
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t j = 0; j < width; ++j)
+          st[j * groups + g] = sc[g * width + j];
+      put(module + ".weight_scale", layer, {width, groups}, st, o.scaleDType);
+      tensors[module + ".weight_shape"] =
+          io::Tensor::fromValues<int64_t>(io::DType::I64, {2}, {width, k});
+      layerOf[module + ".weight_shape"] = layer;
+      return;
+    }
+    const bool awq = o.int4Format == "awq";
+    std::vector<int32_t> qw(awq ? k * (width / 8) : (k / 8) * width);
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < width; ++j) {
+        if (awq) {
+          int p = 0;
+          while (awqOrder[p] != j % 8)
+            ++p;
+          qw[i * (width / 8) + j / 8] |= int32_t(code(i, j) << (4 * p));
+        } else {
+          qw[(i / 8) * width + j] |= int32_t(code(i, j) << (4 * (i % 8)));
+        }
+      }
+    putWords(module + ".qweight", layer,
+             awq ? std::vector<int64_t>{k, width / 8} : std::vector<int64_t>{k / 8, width}, qw);
+    std::vector<int32_t> qz(groups * (width / 8));
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t j = 0; j < width; ++j) {
+        uint32_t z = zeros[g * n + n0 + j];
+        if (!awq && z == 0)
+          die("--quant=int4 --quant-format=gptq: the zero point of " + module + " group " +
+              std::to_string(g) + ", column " + std::to_string(j) +
+              " is 0, which GPTQ (storing it minus one) cannot hold");
+        int p = int(j % 8);
+        if (awq)
+          for (p = 0; awqOrder[p] != j % 8; ++p) {
+          }
+        qz[g * (width / 8) + j / 8] |= int32_t(((awq ? z : z - 1) & 15) << (4 * p));
+      }
+    putWords(module + ".qzeros", layer, {groups, width / 8}, qz);
+    put(module + ".scales", layer, {groups, width}, sc, o.scaleDType);
+    if (!awq) {
+      std::vector<int32_t> gidx(k);
+      for (int64_t i = 0; i < k; ++i)
+        gidx[i] = int32_t(i / gs);
+      putWords(module + ".g_idx", layer, {k}, gidx);
+    }
+  };
   // F8_E4M3 codes, as they are.
+
   auto putCodes = [&](const std::string &name, int64_t layer,
                       std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
     tensors[name] = codesTensor(std::move(shape), std::move(bytes));
@@ -757,6 +946,48 @@ int main(int argc, char **argv) {
             io::dtypeName(o.scaleDType) +
             " (--scale-dtype; moe-ref layer --quant-scales bf16 makes it so)");
     };
+    // The int4 codes, scales and zero points of moe-ref layer --quant
+    // int4:G[,zero_point] for the weight of --layer-weights key `key`: U8
+    // [E, k, n], F32 NAME_scale and U8 NAME_zero [E, ceil(k/G), n].
+    auto takeInt4 = [&](const char *key, int64_t k, int64_t n, std::vector<uint8_t> &codes,
+                        std::vector<float> &scales, std::vector<uint8_t> &zeros) {
+      const std::string &name = o.weightNames[key];
+      const int64_t groups = (k + o.int4Group - 1) / o.int4Group;
+      auto raw = [&](const std::string &t, std::vector<int64_t> shape,
+                     std::vector<uint8_t> &out) {
+        const io::SafeTensorInfo *info = weights->find(t);
+        if (!info || info->dtype != io::DType::U8 || info->shape != shape)
+          die(o.weightsFile + ": '" + t + "' (" + key + ") must be U8 " +
+              io::formatShape(shape) + " with --quant=int4");
+        const uint8_t *p = weights->rawData(*info);
+        out.assign(p, p + (info->dataEnd - info->dataBegin));
+      };
+      raw(name, {e, k, n}, codes);
+      if (o.int4ZeroPoint)
+        raw(name + "_zero", {e, groups, n}, zeros);
+      auto t = weights->get(name + "_scale", io::DType::F32);
+      if (!t)
+        die(t.error());
+      if (t->shape != std::vector<int64_t>{e, groups, n})
+        die(o.weightsFile + ": '" + name + "_scale' has shape " + io::formatShape(t->shape) +
+            ", expected " + io::formatShape({e, groups, n}));
+      scales = t->toVector<float>();
+      if (scales != roundTo(o.scaleDType, scales))
+        die(o.weightsFile + ": '" + name + "_scale' is not exact in " +
+            io::dtypeName(o.scaleDType) +
+            " (--scale-dtype; moe-ref layer --quant-scales f16 makes it so)");
+    };
+    if (int4) {
+      const double minZero = o.int4Format == "gptq" ? 1.0 : 0.0;
+      quantizeInt4(m.w1, e, d, 2 * h, o.int4Group, o.int4ZeroPoint, m.w1q, m.w1s, m.w1z,
+                   o.scaleDType, minZero);
+      quantizeInt4(m.w2, e, h, d, o.int4Group, o.int4ZeroPoint, m.w2q, m.w2s, m.w2z,
+                   o.scaleDType, minZero);
+      if (l == o.weightsLayer) {
+        takeInt4("w1", d, 2 * h, m.w1q, m.w1s, m.w1z);
+        takeInt4("w2", h, d, m.w2q, m.w2s, m.w2z);
+      }
+    }
     if (fp8) {
       const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
       quantizeFp8(m.w1, e, d, 2 * h, bk, bn, m.w1q, m.w1s, o.scaleDType);
@@ -831,7 +1062,19 @@ int main(int argc, char **argv) {
             dn[i * h + j] = m.w2[(x * h + j) * d + i];
           }
         bool first = stackedLayers.empty();
+        if (int4) {
+          const int64_t gs = o.int4Group, g1 = (d + gs - 1) / gs, g2 = (h + gs - 1) / gs;
+          const uint8_t *c1 = m.w1q.data() + x * d * 2 * h;
+          const float *s1 = m.w1s.data() + x * g1 * 2 * h;
+          const uint8_t *z1 = o.int4ZeroPoint ? m.w1z.data() + x * g1 * 2 * h : nullptr;
+          putInt4Linear(ex + w1, l, c1, s1, z1, d, 2 * h, 0, h);
+          putInt4Linear(ex + w3, l, c1, s1, z1, d, 2 * h, h, h);
+          putInt4Linear(ex + w2, l, m.w2q.data() + x * h * d, m.w2s.data() + x * g2 * d,
+                        o.int4ZeroPoint ? m.w2z.data() + x * g2 * d : nullptr, h, d, 0, d);
+          continue;
+        }
         if (fp8) {
+
           // Codes [out, in] and scales [ceil(out/BN), ceil(in/BK)] per weight.
           const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN;
           const int64_t dk = (d + bk - 1) / bk, hk = (h + bk - 1) / bk;

@@ -128,9 +128,14 @@ public:
       return std::nullopt;
     }
     uint64_t u;
+    // -1 where the minimum allows it (GPTQ's and AWQ's group_size).
+    if (min < 0 && v->isNumber() && v->asString() == "-1") {
+      out = -1;
+      return std::nullopt;
+    }
     if (!v->getUInt64(u) || u > uint64_t(1) << 40)
       return Failure{path + ": key '" + key +
-                     "' must be a non-negative integer, got " +
+                     "' must be a non-negative integer" + (min < 0 ? " or -1" : "") + ", got " +
                      std::string(v->isNumber() || v->isString()
                                      ? v->asString()
                                      : "a non-number")};
@@ -266,8 +271,9 @@ struct Param {
   std::vector<std::vector<int64_t>> tensorShapes;
   std::vector<int64_t> argShape;
   /// What the parameter holds: values of the layer's type, f32 values
-  /// (the selection bias, FP8 scales), or FP8 E4M3 codes.
-  enum class Kind { Value, F32, Fp8Codes } kind = Kind::Value;
+  /// (the selection bias, FP8 and int4 scales), FP8 E4M3 codes, or int4
+  /// codes unpacked at load from I32 words (spec.int4).
+  enum class Kind { Value, F32, Fp8Codes, Int4Codes } kind = Kind::Value;
 };
 
 struct Model {
@@ -298,6 +304,21 @@ struct Model {
   /// The shared experts are FP8 too (DeepSeek-V3): the layer takes them as
   /// values of its type, dequantized at load (#moe.checkpoint fp8_scales).
   bool fp8Shared = false;
+  /// int4 group-quantized expert weights (quant_method "gptq", "awq", or
+  /// compressed-tensors' pack-quantized): how the words pack the codes
+  /// (None: not int4), the group along the input dimension K (-1: one
+  /// group per column, GPTQ's and AWQ's group_size -1), and whether zero
+  /// points are stored (GPTQ, AWQ; compressed-tensors' symmetric form has
+  /// none: the codes are stored plus 8, the dialect's default zero point).
+  io::Int4Packing int4 = io::Int4Packing::None;
+  int64_t int4Group = 0;
+  bool int4ZeroPoint = false;
+  std::string int4Method; ///< for messages: "gptq", "awq", "compressed-tensors"
+  /// The group of #moe.quant: int4Group, or for -1 the larger of D and H
+  /// (then one group spans every K of both GEMMs).
+  int64_t quantGroup() const {
+    return int4Group > 0 ? int4Group : std::max(hidden, expertWidth);
+  }
   /// Which layers are MoE layers.
   std::vector<bool> isMoE;
   std::string denseReason; ///< why a layer is dense, for --layers errors
@@ -319,6 +340,7 @@ std::optional<Failure> describeCompressedTensors(const Config &q, Model &m) {
   if (members.empty())
     return Failure{q.where("config_groups") + " is missing or empty"};
   std::vector<int64_t> first;
+  int64_t int4Group = 0;
   for (const auto &[name, group] : members) {
     std::optional<Config> w, in;
     if ((f = group.getObject("weights", w)) || (f = group.getObject("input_activations", in)))
@@ -331,15 +353,36 @@ std::optional<Failure> describeCompressedTensors(const Config &q, Model &m) {
         (f = w->getString("type", type, std::string("int"))) ||
         (f = w->getString("strategy", strategy, std::string("tensor"))))
       return f;
+    if (bits == 4 && type == "int" && strategy == "group") {
+      // pack-quantized int4, weight-only: symmetric (the codes stored plus
+      // 8), one group size, no activation quantization.
+      bool symmetric = true;
+      int64_t groupSize;
+      if ((f = w->getBool("symmetric", symmetric, true)) ||
+          (f = w->getInt("group_size", groupSize, std::nullopt, 1)))
+        return f;
+      if (!symmetric)
+        return Failure{w->where("symmetric") + " is false: asymmetric pack-quantized "
+                       "checkpoints (weight_zero_point) are not supported yet; symmetric "
+                       "ones are (docs/quantization.md)"};
+      if (int4Group && groupSize != int4Group)
+        return Failure{w->where("group_size") + " = " + std::to_string(groupSize) +
+                       " differs from the first group's " + std::to_string(int4Group)};
+      if (in)
+        return Failure{group.where("input_activations") + " is set: moe-import reads "
+                       "weight-only int4 (w4a16) checkpoints"};
+      if (!first.empty())
+        return Failure{group.where("weights") + " is int4, another group FP8 blocks"};
+      int4Group = groupSize;
+      continue;
+    }
     if (bits != 8 || type != "float" || strategy != "block")
       return Failure{group.where("weights") + " has num_bits " + std::to_string(bits) +
                      ", type '" + type + "', strategy '" + strategy +
                      "': moe-import reads compressed-tensors FP8 block weights (8, float, "
-                     "block); " +
-                     (bits == 4 && type == "int"
-                          ? std::string("int4 pack-quantized checkpoints are not supported "
-                                        "yet (docs/quantization.md)")
-                          : std::string("this scheme is not supported"))};
+                     "block) and int4 groups (4, int, group); this scheme is not supported"};
+    if (int4Group)
+      return Failure{group.where("weights") + " is FP8 blocks, another group int4"};
     std::vector<int64_t> block;
     if ((f = w->getPositiveInts("block_structure", 2, block)))
       return f;
@@ -356,9 +399,71 @@ std::optional<Failure> describeCompressedTensors(const Config &q, Model &m) {
                      "(activations in the layer's type), so static activation scales "
                      "would be ignored"};
   }
+  if (int4Group) {
+    std::string format;
+    if ((f = q.getString("format", format, std::string("pack-quantized"))))
+      return f;
+    if (format != "pack-quantized")
+      return Failure{q.where("format") + " is '" + format +
+                     "'; int4 weights must be 'pack-quantized'"};
+    m.int4 = io::Int4Packing::PackQuantized;
+    m.int4Group = int4Group;
+    m.int4ZeroPoint = false;
+    m.int4Method = "compressed-tensors";
+    return std::nullopt;
+  }
   m.fp8BlockN = first[0];
   m.fp8BlockK = first[1];
   m.blockWhere = q.where("config_groups");
+  return std::nullopt;
+}
+
+/// GPTQ's (AutoGPTQ, GPTQModel) and AWQ's (AutoAWQ, GEMM kernels)
+/// quantization_config: 4 bits, a group size (or -1), GPTQ without
+/// act-order and in the original checkpoint format, AWQ with zero points.
+std::optional<Failure> describeGptqAwq(const Config &q, const std::string &method, Model &m) {
+  std::optional<Failure> f;
+  int64_t bits, group;
+  if ((f = q.getInt("bits", bits, std::nullopt)) ||
+      (f = q.getInt("group_size", group, std::nullopt, -1)))
+    return f;
+  if (bits != 4)
+    return Failure{q.where("bits") + " = " + std::to_string(bits) +
+                   "; moe-import reads 4-bit " + method + " checkpoints"};
+  if (group == 0 || group < -1)
+    return Failure{q.where("group_size") + " = " + std::to_string(group) +
+                   " is out of range (a size >= 1, or -1 for one group per column)"};
+  if (method == "gptq") {
+    bool descAct = false;
+    std::string format;
+    if ((f = q.getBool("desc_act", descAct, false)) ||
+        (f = q.getString("checkpoint_format", format, std::string("gptq"))))
+      return f;
+    if (descAct)
+      return Failure{q.where("desc_act") + " is true: act-order checkpoints put the rows "
+                     "of K in the order of g_idx, which the dialect's groups (k / G) do "
+                     "not; not supported"};
+    if (format != "gptq")
+      return Failure{q.where("checkpoint_format") + " is '" + format +
+                     "'; moe-import reads 'gptq' (zero points stored minus one)"};
+    m.int4 = io::Int4Packing::Gptq;
+  } else {
+    bool zeroPoint = true;
+    std::string version;
+    if ((f = q.getBool("zero_point", zeroPoint, true)) ||
+        (f = q.getString("version", version, std::string("gemm"))))
+      return f;
+    if (!zeroPoint)
+      return Failure{q.where("zero_point") + " is false; moe-import reads AWQ checkpoints "
+                     "with zero points"};
+    if (version != "gemm" && version != "GEMM")
+      return Failure{q.where("version") + " is '" + version +
+                     "'; moe-import reads AWQ's GEMM packing ('gemm')"};
+    m.int4 = io::Int4Packing::Awq;
+  }
+  m.int4Group = group;
+  m.int4ZeroPoint = true;
+  m.int4Method = method;
   return std::nullopt;
 }
 
@@ -376,14 +481,14 @@ std::optional<Failure> describeQuantization(const Config &cfg, Model &m) {
     return f;
   if (method == "compressed-tensors")
     return describeCompressedTensors(*q, m);
+  if (method == "gptq" || method == "awq")
+    return describeGptqAwq(*q, method, m);
   if (method != "fp8")
     return Failure{q->where("quant_method") + " is '" + method +
-                   "': moe-import reads FP8 block-scaled checkpoints "
-                   "(quant_method 'fp8' or compressed-tensors' FP8 blocks); " +
-                   (method == "gptq" || method == "awq"
-                        ? std::string("int4 checkpoints are not supported yet "
-                                      "(docs/quantization.md)")
-                        : std::string("this method is unknown"))};
+                   "': moe-import reads FP8 block-scaled (quant_method 'fp8', "
+                   "compressed-tensors' FP8 blocks) and int4 (gptq, awq, "
+                   "compressed-tensors' pack-quantized) checkpoints; this method is unknown"};
+
   std::string fmt, activations;
   if ((f = q->getString("fmt", fmt, std::string("e4m3"))) ||
       (f = q->getString("activation_scheme", activations,
@@ -537,7 +642,72 @@ std::optional<Failure> checkJoinedBlocks(const Model &m) {
                  "into one w1, would straddle them)"};
 }
 
+std::vector<Param> layerParams(const Model &m, int64_t layer);
+
+/// int4 checkpoints: the packing needs the widths in whole words (8 codes),
+/// the routed experts one tensor per nn.Linear, and the shared experts (if
+/// any) in the layer's type; GPTQ's `g_idx`, when stored, must be the
+/// trivial k / group (act-order is refused by the config already).
+std::optional<Failure> checkInt4Model(const Model &m, const io::TensorStore &store,
+                                      int64_t layer) {
+  if (m.int4 == io::Int4Packing::None)
+    return std::nullopt;
+  if (m.hidden % 8 != 0 || m.expertWidth % 8 != 0)
+    return Failure{"config.json: hidden_size " + std::to_string(m.hidden) +
+                   " and the experts' width " + std::to_string(m.expertWidth) +
+                   " must be multiples of 8 for int4 weights packed 8 to a word"};
+  if (m.fusedExperts)
+    return Failure{"model.layers." + std::to_string(layer) +
+                   ".mlp.experts.gate_up_proj: fused 3-D experts in an int4 (" + m.int4Method +
+                   ") checkpoint are not supported"};
+  const std::string p = "model.layers." + std::to_string(layer) + ".";
+  if (m.sharedWidth > 0) {
+    std::string shared = p + (m.modelType == "qwen2_moe" ? "mlp.shared_expert."
+                                                         : "mlp.shared_experts.");
+    if (!store.find(shared + "gate_proj.weight") &&
+        (store.find(shared + "gate_proj.qweight") ||
+         store.find(shared + "gate_proj.weight_packed")))
+      return Failure{"tensor '" + shared + "gate_proj' is int4 (" + m.int4Method +
+                     "): quantized shared experts are not supported yet (the routed "
+                     "experts are)"};
+  }
+  if (m.int4 != io::Int4Packing::Gptq)
+    return std::nullopt;
+  // g_idx of every expert projection of the first MoE layer.
+  const int64_t group = m.quantGroup();
+  for (const Param &param : layerParams(m, layer)) {
+    if (param.argName != "w1" && param.argName != "w2")
+      continue;
+    for (int64_t e = 0; e < m.experts; ++e)
+      for (const std::string &pattern : param.spec.names) {
+        std::string name = io::CheckpointSpec::expand(pattern, e);
+        name = name.substr(0, name.size() - std::string(".qweight").size()) + ".g_idx";
+        const io::TensorStore::Entry *entry = store.find(name);
+        if (!entry)
+          continue;
+        const io::SafeTensorInfo &info = *entry->info;
+        const int64_t k = param.argName == "w1" ? m.hidden : m.expertWidth;
+        if (info.dtype != io::DType::I32 || info.shape != std::vector<int64_t>{k})
+          return Failure{"tensor '" + name + "' in " + entry->file->path() + " has dtype " +
+                         io::safetensorsDTypeName(info.dtype) + " and shape " +
+                         io::formatShape(info.shape) + ", expected I32 [" + std::to_string(k) +
+                         "]"};
+        const uint8_t *data = store.rawData(*entry);
+        for (int64_t i = 0; i < k; ++i) {
+          int32_t g;
+          std::memcpy(&g, data + 4 * i, 4);
+          if (g != i / group)
+            return Failure{"tensor '" + name + "': row " + std::to_string(i) + " is in group " +
+                           std::to_string(g) + ", not " + std::to_string(i / group) +
+                           " (row / group_size): act-order rows are not supported"};
+        }
+      }
+  }
+  return std::nullopt;
+}
+
 /// The parameters of MoE layer `layer`.
+
 std::vector<Param> layerParams(const Model &m, int64_t layer) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
   const int64_t d = m.hidden, e = m.experts, h = m.expertWidth;
@@ -572,6 +742,67 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
   if (m.selectionBias)
     add("bias", {p + "mlp.gate.e_score_correction_bias"}, false, {{e}}, {e},
         Kind::F32);
+  if (m.int4 != io::Int4Packing::None) {
+    // One I32 tensor of packed codes per nn.Linear (AutoGPTQ's `qweight`
+    // [in/8, out], AutoAWQ's [in, out/8], compressed-tensors'
+    // `weight_packed` [out, in/8], transposed), its scales ([G, out];
+    // compressed-tensors [out, G], transposed) and zero points (GPTQ, AWQ:
+    // `qzeros` [G, out/8]), G = ceil(in / group); the gate and up
+    // projections joined into w1 as bf16 weights are.
+    auto base = [](const std::string &module) {
+      return module.substr(0, module.size() - std::string(".weight").size());
+    };
+    const std::string g1 = expert + base(w1), g3 = expert + base(w3), g2 = expert + base(w2);
+    const int64_t group = m.quantGroup();
+    auto blocksOf = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
+    const int64_t k1 = blocksOf(d, group), k2 = blocksOf(h, group);
+    auto codes = [&](const char *arg, std::vector<std::string> modules, int64_t in,
+                     int64_t out, std::vector<int64_t> argShape) {
+      const bool ct = m.int4 == io::Int4Packing::PackQuantized;
+      const bool gptq = m.int4 == io::Int4Packing::Gptq;
+      std::vector<std::string> names;
+      std::vector<std::vector<int64_t>> shapes;
+      for (const std::string &module : modules) {
+        names.push_back(module + (ct ? ".weight_packed" : ".qweight"));
+        shapes.push_back(ct ? std::vector<int64_t>{out, in / 8}
+                            : gptq ? std::vector<int64_t>{in / 8, out}
+                                   : std::vector<int64_t>{in, out / 8});
+      }
+      add(arg, names, ct, shapes, argShape, Kind::Int4Codes).spec.int4 = m.int4;
+    };
+    auto scales = [&](const char *arg, std::vector<std::string> modules, int64_t groups,
+                      int64_t out, std::vector<int64_t> argShape) {
+      const bool ct = m.int4 == io::Int4Packing::PackQuantized;
+      std::vector<std::string> names;
+      std::vector<std::vector<int64_t>> shapes;
+      for (const std::string &module : modules) {
+        names.push_back(module + (ct ? ".weight_scale" : ".scales"));
+        shapes.push_back(ct ? std::vector<int64_t>{out, groups}
+                            : std::vector<int64_t>{groups, out});
+      }
+      add(arg, names, ct, shapes, argShape, Kind::F32);
+    };
+    auto zeros = [&](const char *arg, std::vector<std::string> modules, int64_t groups,
+                     int64_t out, std::vector<int64_t> argShape) {
+      std::vector<std::string> names;
+      std::vector<std::vector<int64_t>> shapes;
+      for (const std::string &module : modules) {
+        names.push_back(module + ".qzeros");
+        shapes.push_back({groups, out / 8});
+      }
+      add(arg, names, false, shapes, argShape, Kind::Int4Codes).spec.int4 =
+          m.int4 == io::Int4Packing::Gptq ? io::Int4Packing::GptqZeros : io::Int4Packing::Awq;
+    };
+    codes("w1", {g1, g3}, d, h, {e, d, 2 * h});
+    codes("w2", {g2}, h, d, {e, h, d});
+    scales("w1_scale", {g1, g3}, k1, h, {e, k1, 2 * h});
+    scales("w2_scale", {g2}, k2, d, {e, k2, d});
+    if (m.int4ZeroPoint) {
+      zeros("w1_zero", {g1, g3}, k1, h, {e, k1, 2 * h});
+      zeros("w2_zero", {g2}, k2, d, {e, k2, d});
+    }
+    return params;
+  }
   const bool fp8 = m.fp8BlockN > 0;
   const Kind weights = fp8 ? Kind::Fp8Codes : Kind::Value;
   auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
@@ -650,7 +881,12 @@ std::optional<Failure> checkTensors(const io::TensorStore &store,
       const std::string where = "tensor '" + name + "' in " +
                                 entry->file->path() + " has dtype " +
                                 io::safetensorsDTypeName(info.dtype);
-      if (param.kind == Param::Kind::Fp8Codes ||
+      if (param.kind == Param::Kind::Int4Codes) {
+        if (info.dtype != io::DType::I32)
+          return Failure{where + ", expected I32 (packed int4 codes; config.json: "
+                                 "quantization_config, quant_method '" +
+                         m.int4Method + "')"};
+      } else if (param.kind == Param::Kind::Fp8Codes ||
           !param.spec.fp8Scales.empty()) {
         if (info.dtype != io::DType::F8E4M3)
           return Failure{where + ", expected F8_E4M3 (config.json: "
@@ -747,9 +983,10 @@ void emitLayer(std::string &out, const Model &m, int64_t layer,
   std::vector<std::string> types{xType};
   for (const Param &p : params) {
     std::string type = tensorType(
-        p.argShape, p.kind == Param::Kind::F32        ? "f32"
-                    : p.kind == Param::Kind::Fp8Codes ? "f8E4M3FN"
-                                                      : elem);
+        p.argShape, p.kind == Param::Kind::F32         ? "f32"
+                    : p.kind == Param::Kind::Fp8Codes  ? "f8E4M3FN"
+                    : p.kind == Param::Kind::Int4Codes ? "i4"
+                                                       : elem);
     types.push_back(type);
     out += ",\n    %" + p.argName + ": " + type +
            " {moe.param = #moe.checkpoint<[";
@@ -765,6 +1002,8 @@ void emitLayer(std::string &out, const Model &m, int64_t layer,
       out += "], block = [" + std::to_string(p.spec.blockN) + ", " +
              std::to_string(p.spec.blockK) + "]";
     }
+    if (p.spec.int4 != io::Int4Packing::None)
+      out += std::string(", int4 = ") + io::int4PackingName(p.spec.int4);
     out += ">}";
   }
   out += ") -> " + xType + " {\n";
@@ -780,6 +1019,8 @@ void emitLayer(std::string &out, const Model &m, int64_t layer,
   out += " experts(%w1, %w2)";
   if (has("w1_scale"))
     out += " expert_scales(%w1_scale, %w2_scale)";
+  if (has("w1_zero"))
+    out += " expert_zero_points(%w1_zero, %w2_zero)";
   if (has("s1"))
     out += " shared(%s1, %s2)";
   if (has("sg"))
@@ -790,6 +1031,9 @@ void emitLayer(std::string &out, const Model &m, int64_t layer,
     out += ",\n          quant = #moe.quant<fp8_e4m3, block = [" +
            std::to_string(m.fp8BlockK) + ", " + std::to_string(m.fp8BlockN) +
            "]>";
+  if (m.int4 != io::Int4Packing::None)
+    out += ",\n          quant = #moe.quant<int4, group = " + std::to_string(m.quantGroup()) +
+           (m.int4ZeroPoint ? ", zero_point" : "") + ">";
   out += "}\n         : (";
   for (size_t i = 0; i < types.size(); ++i)
     out += (i ? ", " : "") + types[i];
@@ -909,6 +1153,8 @@ int runMain() {
                                     ".mlp.experts.gate_up_proj") != nullptr;
   if (auto f = checkJoinedBlocks(model))
     return fail(f->message);
+  if (auto f = checkInt4Model(model, store, layers.front()))
+    return fail(f->message);
 
   std::string out = "// Imported by moe-import from " + dir + " (model_type " +
                     model.modelType + ", " + std::to_string(layers.size()) +
@@ -950,7 +1196,8 @@ int runMain() {
       // The type of the experts' first weight (of the router when the
       // experts are FP8 codes).
       for (const Param &p : params)
-        if (p.argName == (model.fp8BlockN > 0 ? "wr" : "w1"))
+        if (p.argName ==
+            (model.fp8BlockN > 0 || model.int4 != io::Int4Packing::None ? "wr" : "w1"))
           autoType = store.find(io::CheckpointSpec::expand(p.spec.names[0], 0))
                          ->info->dtype;
     }

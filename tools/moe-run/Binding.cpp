@@ -104,9 +104,10 @@ checkpointArgumentShape(const io::TensorStore &store, const ValueInfo &arg) {
 
 io::Status checkAssembledArgument(const ValueInfo &arg,
                                   const std::vector<int64_t> &shape) {
-  if (!io::isFloatType(arg.dtype) && arg.dtype != io::DType::F8E4M3)
+  if (!io::isFloatType(arg.dtype) && arg.dtype != io::DType::F8E4M3 &&
+      arg.dtype != io::DType::U8)
     return io::Error{describeArgument(arg) + " (" + arg.typeString +
-                     ") carries a #moe.checkpoint but is not a float tensor"};
+                     ") carries a #moe.checkpoint but is not a float, f8E4M3FN or i4 tensor"};
   if (auto error = checkAllocatable(arg.dtype, shape))
     return io::Error{describeArgument(arg) + " (" +
                      concreteTypeString(arg.dtype, shape) + ") is " + *error};

@@ -651,6 +651,22 @@ bool recordSignature(func::FuncOp func, Signature &sig) {
           spec.blockN = checkpoint.getBlock()[0];
           spec.blockK = checkpoint.getBlock()[1];
         }
+        switch (checkpoint.getInt4()) {
+        case mlir::moe::Int4Packing::none:
+          break;
+        case mlir::moe::Int4Packing::gptq:
+          spec.int4 = io::Int4Packing::Gptq;
+          break;
+        case mlir::moe::Int4Packing::gptq_zeros:
+          spec.int4 = io::Int4Packing::GptqZeros;
+          break;
+        case mlir::moe::Int4Packing::awq:
+          spec.int4 = io::Int4Packing::Awq;
+          break;
+        case mlir::moe::Int4Packing::pack_quantized:
+          spec.int4 = io::Int4Packing::PackQuantized;
+          break;
+        }
         info.param = spec.describe();
         info.checkpoint = std::move(spec);
       } else if (auto name = dyn_cast<StringAttr>(attr)) {

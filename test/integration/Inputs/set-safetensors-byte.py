@@ -11,6 +11,8 @@ src, name, index, value, dst = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(s
 data = bytearray(open(src, "rb").read())
 (size,) = struct.unpack("<Q", data[:8])
 header = json.loads(data[8:8 + size])
+if name not in header:
+    sys.exit(f"{src}: no tensor {name}")
 begin, end = header[name]["data_offsets"]
 if not 0 <= index < end - begin:
     sys.exit(f"{name}: byte {index} outside its {end - begin} bytes")

@@ -851,17 +851,20 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       die(usage);
     }
   }
-  // --quant-scales bf16: scales rounded to bf16 (exact in a BF16 tensor).
+  // --quant-scales bf16|f16: scales rounded to it (exact in such a tensor).
   float (*roundScale)(float) = nullptr;
   if (args.has("quant-scales")) {
     if (quantBlockK == 0)
       die("--quant-scales needs --quant");
-    if (args.str("quant-scales") != "bf16")
-      die("--quant-scales: the scales may be rounded to bf16 only, got '" +
-          args.str("quant-scales") + "'");
-    roundScale = [](float s) {
-      return io::bfloat16BitsToFloat(io::floatToBFloat16Bits(s));
-    };
+    const std::string to = args.str("quant-scales");
+    if (to != "bf16" && to != "f16")
+      die("--quant-scales: the scales may be rounded to bf16 or f16 only, got '" + to + "'");
+    if (to == "bf16")
+      roundScale = [](float s) {
+        return io::bfloat16BitsToFloat(io::floatToBFloat16Bits(s));
+      };
+    else
+      roundScale = [](float s) { return io::halfBitsToFloat(io::floatToHalfBits(s)); };
   }
 
   // docs/spec.md §3.1.1 parts ('layer' only).
@@ -1961,9 +1964,9 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   z = round(-min(w,0) / s); symmetric s = max|w| / 7, z = 8; q =
   clamp(round(w / s) + z, 0, 15); the reference computes with (q - z) * s
   exact in double, rounded once to f32. A NaN weight quantizes as 0.
-  --quant-scales bf16 (with --quant): every scale rounded to bf16 first (the
-
-  codes made with it), so a checkpoint may store the scales as BF16.
+  --quant-scales bf16|f16 (with --quant): every scale rounded to bf16 or
+  f16 first (the codes made with it), so a checkpoint may store the scales
+  as BF16 or F16 (GPTQ's and AWQ's are F16).
   --quant-shared (with --quant and --shared-hidden): the shared expert's
   weights quantized the same way (codes NAME, F32 scales NAME_scale
   [ceil(K/BK), ceil(N/BN)]), the reference using each q * s exact, rounded

@@ -10,6 +10,7 @@
 
 #include "TestUtil.h"
 
+#include "runtime/io/Checkpoint.h"
 #include "runtime/io/Quantized.h"
 
 #include <cmath>
@@ -270,3 +271,86 @@ TEST(PackQuantized, UnpacksAlongKWithOffsetEight) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// unpackInt4 (#moe.checkpoint int4 = ...) against the decoders above
+//===----------------------------------------------------------------------===//
+
+namespace int4check {
+
+std::vector<uint32_t> randomWords(size_t n, uint32_t seed, bool below15 = false) {
+  std::vector<uint32_t> w(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (uint32_t &x : w) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = uint32_t(s >> 32);
+    if (below15) // no nibble 15 (a GPTQ zero point 16)
+      for (int p = 0; p < 8; ++p)
+        if (((x >> (4 * p)) & 15) == 15)
+          x &= ~(1u << (4 * p));
+  }
+  return w;
+}
+
+const uint8_t *bytes(const Tensor &t) { return t.data.data(); }
+
+} // namespace int4check
+
+// The codes moe-run unpacks at load, minus the zero points it unpacks, are
+// the integer factors the decoders (written from the formats' definitions)
+// compute, element for element: a wrong orientation, nibble order or offset
+// in either reads other values. K = 24, N = 16, groups of 8.
+TEST(UnpackInt4, AgreesWithTheDecoders) {
+  using namespace int4check;
+  const int64_t K = 24, N = 16, G = 3;
+  Tensor ones = f32({G, N}, std::vector<float>(G * N, 1.0f));
+  // GPTQ: qweight [K/8, N] along K, qzeros [G, N/8] along N, stored - 1.
+  Tensor qw = i32({K / 8, N}, randomWords(K / 8 * N, 1));
+  Tensor qz = i32({G, N / 8}, randomWords(G * N / 8, 2, /*below15=*/true));
+  Result<Tensor> w = dequantizeGptq(qw, qz, ones, nullptr, 8, "g");
+  ASSERT_TRUE(w.ok()) << w.error();
+  auto q = unpackInt4(bytes(qw), qw.shape, Int4Packing::Gptq, "g.qweight");
+  auto z = unpackInt4(bytes(qz), qz.shape, Int4Packing::GptqZeros, "g.qzeros");
+  ASSERT_TRUE(q.ok() && z.ok());
+  ASSERT_EQ(q->size(), size_t(K * N));
+  ASSERT_EQ(z->size(), size_t(G * N));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n)
+      ASSERT_EQ(at(*w, k, n), float((*q)[k * N + n]) - float((*z)[(k / 8) * N + n]))
+          << "gptq " << k << ", " << n;
+  // AWQ: qweight [K, N/8] and qzeros [G, N/8], interleaved along N.
+  Tensor aw = i32({K, N / 8}, randomWords(K * N / 8, 3));
+  Tensor az = i32({G, N / 8}, randomWords(G * N / 8, 4));
+  w = dequantizeAwq(aw, az, ones, 8, "a");
+  ASSERT_TRUE(w.ok()) << w.error();
+  q = unpackInt4(bytes(aw), aw.shape, Int4Packing::Awq, "a.qweight");
+  z = unpackInt4(bytes(az), az.shape, Int4Packing::Awq, "a.qzeros");
+  ASSERT_TRUE(q.ok() && z.ok());
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n)
+      ASSERT_EQ(at(*w, k, n), float((*q)[k * N + n]) - float((*z)[(k / 8) * N + n]))
+          << "awq " << k << ", " << n;
+  // compressed-tensors: weight_packed [N, K/8] along K, codes plus 8; the
+  // unpacked [N, K] is transposed at load.
+  Tensor cw = i32({N, K / 8}, randomWords(N * K / 8, 5));
+  w = dequantizePackQuantized(cw, f32({N, G}, std::vector<float>(N * G, 1.0f)), K, 8, "c");
+  ASSERT_TRUE(w.ok()) << w.error();
+  q = unpackInt4(bytes(cw), cw.shape, Int4Packing::PackQuantized, "c.weight_packed");
+  ASSERT_TRUE(q.ok());
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n)
+      ASSERT_EQ(at(*w, k, n), float((*q)[n * K + k]) - 8.0f) << "ct " << k << ", " << n;
+}
+
+TEST(UnpackInt4, GptqZeroPointSixteenIsAnError) {
+  // Column 3 of row 1 stored as 15: z = 16.
+  std::vector<uint32_t> words = {0, 0xF000u};
+  Tensor qz = i32({2, 1}, words);
+  auto z = unpackInt4(qz.data.data(), qz.shape, Int4Packing::GptqZeros, "m.qzeros");
+  ASSERT_FALSE(z.ok());
+  EXPECT_EQ(z.error(), "tensor 'm.qzeros': zero point of row 1, column 3 is stored as 15, so "
+                       "it would be 16 (GPTQ stores it minus one), outside an int4 code");
+  auto ok = unpackInt4(qz.data.data(), qz.shape, Int4Packing::Awq, "m.qzeros");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ((*ok)[8 + 6], 15); // nibble 3 holds column order[3] = 6
+}
