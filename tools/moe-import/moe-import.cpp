@@ -84,6 +84,10 @@ Routed experts are per-expert 2-D tensors or fused 3-D ones
 as transformers 5 saves Qwen3-MoE). FP8 block-scaled checkpoints (quantization_config quant_method "fp8",
 DeepSeek-V3/R1, Qwen3 FP8) become FP8 layers (f8E4M3FN expert weights with
 f32 block scales, #moe.quant); FP8 shared experts are dequantized at load.
+int4 checkpoints (quant_method "gptq" or "awq", or compressed-tensors'
+pack-quantized) become int4 layers (i4 expert weights unpacked at load from
+the I32 words, #moe.checkpoint int4 = ..., f32 scales, zero points,
+#moe.quant<int4, group = G[, zero_point]>).
 
 Errors: one line on stderr starting with "moe-import: ", exit code 1, and
 nothing written.
