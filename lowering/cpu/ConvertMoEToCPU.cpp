@@ -558,17 +558,20 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   // int4 two rows to a byte, which needs an even group (a byte in one group).
   bool packable4 = !int4 || quant.getGroup() % 2 == 0;
   bool packed1 = packable4 && canPack(site, w1), packed2 = packable4 && canPack(site, w2);
+  // int4 from packed panels (bf16 tokens) through the dot product too:
+  // its bytes become bf16 pairs in registers (cpu::GroupedGemm::bf16Dot).
   bool dot = site.config.getBf16Dot() && elt.isBF16() &&
-             cast<MemRefType>(w1.getType()).getElementType().isBF16();
+             (cast<MemRefType>(w1.getType()).getElementType().isBF16() || int4);
   bool dot1 = dot && packed1, dot2 = dot && packed2;
   // FP8 packed: the panels hold the codes and the scales become panel
   // scales (applied per block of K); unpacked: each weight is dequantized
   // exactly as it is loaded.
   Value s1k = s1, s2k = s2, z1k = z1, z2k = z2;
-  Value w1k = packed1 ? prepareWeights(b, site, w1, gated, dot1, false, s1, quant, &s1k, z1, &z1k)
+  Value w1k = packed1 ? prepareWeights(b, site, w1, gated, dot1 && !int4, false, s1, quant, &s1k,
+                                       z1, &z1k)
                       : w1;
-  Value w2k = packed2 ? prepareWeights(b, site, w2, /*gated=*/false, dot2, false, s2, quant, &s2k,
-                                       z2, &z2k)
+  Value w2k = packed2 ? prepareWeights(b, site, w2, /*gated=*/false, dot2 && !int4, false, s2,
+                                       quant, &s2k, z2, &z2k)
                       : w2;
   // Left operands of a narrow type reach the FMA micro-kernels as f32: the
   // tokens widened once, and h kept in f32 after its rounding to the
@@ -576,7 +579,8 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   bool widen1 = !elt.isF32() && !dot1, widen2 = !elt.isF32() && !dot2;
   // AMX: the dot-product GEMMs on the tile unit; their tile shapes need the
   // (static) pair count of the packed weights, which the kernel names carry.
-  int64_t pairs1 = dot1 ? amxPairs(site, w1k) : 0, pairs2 = dot2 ? amxPairs(site, w2k) : 0;
+  int64_t pairs1 = dot1 && !int4 ? amxPairs(site, w1k) : 0,
+          pairs2 = dot2 && !int4 ? amxPairs(site, w2k) : 0;
   if (pairs1 || pairs2)
     emitRequestAmx(b, enclosingModule(b));
   if (widen1)

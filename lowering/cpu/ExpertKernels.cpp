@@ -431,6 +431,10 @@ SmallVector<Value> emitAmxProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g
 /// f32 by a mask (low) or a shift (high) and a conversion: two vector
 /// instructions per panel vector besides the widening load, where
 /// subtracting the zero point per weight would take a third.
+/// With g.bf16Dot (bf16 A, AVX512_BF16) a byte becomes the bf16 pair (128
+/// + q_lo, 128 + q_hi) by masks and an or (the bf16 of 128 + q, q < 128, is
+/// 0x4300 | q), and one vdpbf16ps per row adds a_k (128 + q_k) + a_k+1 (128 +
+/// q_k+1), exact products, to P; the group adds (P - (128 + z) A) s.
 void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
                             Value panel, ArrayRef<Value> aRows, int64_t microRows, Value kEnd,
                             ArrayRef<Value> init, SmallVectorImpl<Value> &accs) {
@@ -448,6 +452,35 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
   // The same bytes ahead as the f32 panels prefetch: a pair row of codes
   // (W bytes) holds two rows, an f32 row 4W bytes.
   const int64_t int4PrefetchScale = 4;
+  const bool dot = g.bf16Dot;
+  auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
+  // The bf16 pairs (128 + low code, 128 + high code) of a widened byte.
+  auto dotPairs = [&](ImplicitLocOpBuilder &nb, Value x, bool lowOnly) -> Value {
+    Value lo = arith::AndIOp::create(nb, x, splatI32(nb, 15));
+    Value bits = lo;
+    if (!lowOnly)
+      bits = arith::OrIOp::create(
+          nb, lo,
+          arith::AndIOp::create(nb, arith::ShLIOp::create(nb, x, splatI32(nb, 12)),
+                                splatI32(nb, 0xF0000)));
+    bits = arith::OrIOp::create(nb, bits, splatI32(nb, 0x43004300));
+    return vector::BitCastOp::create(nb, pairType, bits);
+  };
+  // Row r's a_k and a_k+1 (or a_k and 0) as a bf16 pair in every lane.
+  auto aPairOf = [&](ImplicitLocOpBuilder &nb, Value row, Value k, bool single) -> Value {
+    Value word;
+    if (single) {
+      Value x = memref::LoadOp::create(nb, g.a, ValueRange{row, k});
+      word = arith::ExtUIOp::create(nb, nb.getI32Type(),
+                                    arith::BitcastOp::create(nb, nb.getI16Type(), x));
+    } else {
+      Value two = vector::LoadOp::create(nb, VectorType::get({2}, nb.getBF16Type()), g.a,
+                                         ValueRange{row, k});
+      Value one = vector::BitCastOp::create(nb, VectorType::get({1}, nb.getI32Type()), two);
+      word = vector::ExtractOp::create(nb, one, ArrayRef<int64_t>{0});
+    }
+    return vector::BitCastOp::create(nb, pairType, vector::BroadcastOp::create(nb, i32v, word));
+  };
   Value numGroups = ceilDiv(b, kEnd, group4);
   auto outer = scf::ForOp::create(
       b, cIdx(b, 0), numGroups, cIdx(b, 1), init,
@@ -477,13 +510,27 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
                                microVecs * lanes);
               Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
               Value kNext = arith::AddIOp::create(nb, k, cIdx(nb, 1));
+              SmallVector<Value> next(part.begin(), part.end());
+              if (dot) {
+                SmallVector<Value> pairs;
+                for (int64_t v = 0; v < microVecs; ++v)
+                  pairs.push_back(dotPairs(nb, codes(nb, kk, v), false));
+                for (int64_t i = 0; i < microRows; ++i) {
+                  Value aPair = aPairOf(nb, aRows[i], k, false);
+                  for (int64_t v = 0; v < microVecs; ++v) {
+                    Value &p = next[i * microVecs + v];
+                    p = x86vector::DotBF16Op::create(nb, vt, p, aPair, pairs[v]);
+                  }
+                }
+                scf::YieldOp::create(nb, next);
+                return;
+              }
               SmallVector<Value> lo, hi;
               for (int64_t v = 0; v < microVecs; ++v) {
                 Value x = codes(nb, kk, v);
                 lo.push_back(weights(nb, x, v, false));
                 hi.push_back(weights(nb, x, v, true));
               }
-              SmallVector<Value> next(part.begin(), part.end());
               for (int64_t i = 0; i < microRows; ++i) {
                 Value a0 = broadcastF32(nb, g.a, aRows[i], k, lanes);
                 Value a1 = broadcastF32(nb, g.a, aRows[i], kNext, lanes);
@@ -505,6 +552,19 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
               ImplicitLocOpBuilder nb(loc, nested);
               Value k = arith::SubIOp::create(nb, k1, cIdx(nb, 1));
               SmallVector<Value> next(pairs.getResults().begin(), pairs.getResults().end());
+              if (dot) {
+                SmallVector<Value> lows;
+                for (int64_t v = 0; v < microVecs; ++v)
+                  lows.push_back(dotPairs(nb, codes(nb, pairEnd, v), true));
+                for (int64_t i = 0; i < microRows; ++i) {
+                  Value aPair = aPairOf(nb, aRows[i], k, true);
+                  for (int64_t v = 0; v < microVecs; ++v)
+                    next[i * microVecs + v] = x86vector::DotBF16Op::create(
+                        nb, vt, next[i * microVecs + v], aPair, lows[v]);
+                }
+                scf::YieldOp::create(nb, next);
+                return;
+              }
               SmallVector<Value> lo;
               for (int64_t v = 0; v < microVecs; ++v)
                 lo.push_back(weights(nb, codes(nb, pairEnd, v), v, false));
@@ -525,14 +585,17 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
           Value at = cIdx(ob, v * lanes);
           scales.push_back(
               vector::LoadOp::create(ob, vt, g.bScales, ValueRange{group, panel, kb, at}));
-          negZeros.push_back(
-              g.bZeroPoints
-                  ? arith::NegFOp::create(ob, vector::LoadOp::create(
-                                                  ob, vt, g.bZeroPoints,
-                                                  ValueRange{group, panel, kb, at}))
-                        .getResult()
-                  : arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, -8.0f))
-                        .getResult());
+          Value z = g.bZeroPoints
+                        ? vector::LoadOp::create(ob, vt, g.bZeroPoints,
+                                                 ValueRange{group, panel, kb, at})
+                              .getResult()
+                        : arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 8.0f))
+                              .getResult();
+          // The dot product's codes carry 128 (exact in f32 with z).
+          if (dot)
+            z = arith::AddFOp::create(
+                ob, z, arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 128.0f)));
+          negZeros.push_back(arith::NegFOp::create(ob, z));
         }
         for (int64_t i = 0; i < microRows; ++i) {
           Value sumA = vector::BroadcastOp::create(
@@ -871,8 +934,10 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   assert((!g.desc.bTransposed || !g.bf16Dot || g.bPacked) &&
          "an unpacked transposed B is read element by element");
   assert((g.desc.format == WeightFormat::dense ||
-          (g.bScales && !g.bf16Dot && !g.amx && !g.bPackedRows)) &&
-         "quantized weights are dequantized on the FMA path, with their scales");
+          (g.bScales && !g.amx && !g.bPackedRows &&
+           (!g.bf16Dot || (g.desc.format == WeightFormat::int4Group && g.bPacked)))) &&
+         "quantized weights are dequantized on the FMA path (int4: or the bf16 dot "
+         "product), with their scales");
   assert(g.desc.zeroPoint == (g.bZeroPoints != nullptr) && "zero points of int4 weights");
   const int64_t tileCols = g.config.getTileColumns(g.gated());
   // AMX: tiles of 16 rows (the configuration's verifier makes row_block a

@@ -134,3 +134,46 @@ func.func @symmetric_odd_group(%x: tensor<?x40xf32>, %wr: tensor<40x4xf32>, %w1:
             tensor<4x8x20xf32>, tensor<4x4x40xf32>) -> tensor<?x40xf32>
   return %y : tensor<?x40xf32>
 }
+
+// -----
+
+// bf16 tokens with AVX512_BF16 (bf16_dot): the bytes become bf16 pairs
+// (128 + q_lo, 128 + q_hi): the low code, the high code << 12 masked to
+// bits 16..19, or 0x43004300 (the bf16 of 128 twice; 1124090624); one
+// vdpbf16ps per row and vector adds a_k (128 + q_k) + a_k+1 (128 +
+// q_k+1); per group the zero points carry the 128: fma(-(z + 128), A, P).
+// CHECK-LABEL: func.func @bf16_dot
+// CHECK: call @__moe_cpu_gemm1_swiglu_gather_packed_bf16dot_int4g32_zp_v512
+// CHECK-LABEL: func.func private @__moe_cpu_gemm1_swiglu_gather_packed_bf16dot_int4g32_zp_v512
+// CHECK: %[[BYTES:.*]] = vector.load %{{.*}} : memref<?x?x?x?xi8, {{.*}}>, vector<16xi8>
+// CHECK-NEXT: %[[X:.*]] = arith.extui %[[BYTES]] : vector<16xi8> to vector<16xi32>
+// CHECK-NEXT: %[[M15:.*]] = arith.constant dense<15> : vector<16xi32>
+// CHECK-NEXT: %[[LO:.*]] = arith.andi %[[X]], %[[M15]] : vector<16xi32>
+// CHECK-NEXT: %[[S12:.*]] = arith.constant dense<12> : vector<16xi32>
+// CHECK-NEXT: %[[SH:.*]] = arith.shli %[[X]], %[[S12]] : vector<16xi32>
+// CHECK-NEXT: %[[MHI:.*]] = arith.constant dense<983040> : vector<16xi32>
+// CHECK-NEXT: %[[HI:.*]] = arith.andi %[[SH]], %[[MHI]] : vector<16xi32>
+// CHECK-NEXT: %[[BOTH:.*]] = arith.ori %[[LO]], %[[HI]] : vector<16xi32>
+// CHECK-NEXT: %[[C128:.*]] = arith.constant dense<1124090624> : vector<16xi32>
+// CHECK-NEXT: %[[BITS:.*]] = arith.ori %[[BOTH]], %[[C128]] : vector<16xi32>
+// CHECK-NEXT: %[[PAIRS:.*]] = vector.bitcast %[[BITS]] : vector<16xi32> to vector<32xbf16>
+// CHECK: x86vector.avx512.dot %{{.*}}, %{{.*}}, %[[PAIRS]] : vector<32xbf16> -> vector<16xf32>
+// CHECK: vector.load %{{.*}} : memref<?x?x?x?xf32, {{.*}}>, vector<16xf32>
+// CHECK-NEXT: %[[Z:.*]] = vector.load %{{.*}} : memref<?x?x?x?xf32, {{.*}}>, vector<16xf32>
+// CHECK-NEXT: %[[O:.*]] = arith.constant dense<1.280000e+02> : vector<16xf32>
+// CHECK-NEXT: %[[ZO:.*]] = arith.addf %[[Z]], %[[O]] : vector<16xf32>
+// CHECK-NEXT: arith.negf %[[ZO]] : vector<16xf32>
+func.func @bf16_dot(%x: tensor<?x64xbf16>, %wr: tensor<64x8xbf16>, %w1: tensor<8x64x64xi4>,
+                    %w2: tensor<8x32x64xi4>, %s1: tensor<8x2x64xf32>, %s2: tensor<8x1x64xf32>,
+                    %z1: tensor<8x2x64xi4>, %z2: tensor<8x1x64xi4>) -> tensor<?x64xbf16> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) expert_scales(%s1, %s2)
+         expert_zero_points(%z1, %z2)
+         {routing = #moe.top_k<k = 2>, activation = #moe.activation<swiglu>,
+          quant = #moe.quant<int4, group = 32, zero_point>,
+          moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6,
+            micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32,
+            bf16_dot = true>}
+         : (tensor<?x64xbf16>, tensor<64x8xbf16>, tensor<8x64x64xi4>, tensor<8x32x64xi4>,
+            tensor<8x2x64xf32>, tensor<8x1x64xf32>, tensor<8x2x64xi4>, tensor<8x1x64xi4>) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}
