@@ -198,7 +198,9 @@ std::optional<int64_t> elementBytes(Type type) {
   if (auto f = dyn_cast<FloatType>(type))
     return f.getWidth() % 8 == 0 ? std::optional<int64_t>(f.getWidth() / 8) : std::nullopt;
   if (auto i = dyn_cast<IntegerType>(type)) {
-    if (i.getWidth() == 1)
+    // i1 and i4 (int4 codes, docs/spec.md §2.1) occupy a byte each, as LLVM
+    // lays out their memrefs.
+    if (i.getWidth() == 1 || i.getWidth() == 4)
       return 1;
     return i.getWidth() % 8 == 0 ? std::optional<int64_t>(i.getWidth() / 8) : std::nullopt;
   }
