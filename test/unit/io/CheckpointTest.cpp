@@ -281,7 +281,8 @@ TEST_F(CheckpointTest, ShapeErrors) {
                 " has shape [3]; transpose needs a tensor of 2 or more dimensions");
   EXPECT_EQ(checkpointShape(store, {{"i"}, false}, {1}, "x").error(),
             "tensor 'i' in " + path("s.safetensors") +
-                " has dtype I32; parameters need F32, F16, BF16 or F8_E4M3");
+                " has dtype I32; parameters need F32, F16, BF16, F8_E4M3 or U8 (int4 codes), "
+                "or int4 = ... for packed I32");
   EXPECT_EQ(checkpointShape(store, {{"nope"}, false}, {1}, "x").error(),
             "tensor 'nope' (for x) not found in " + path("s.safetensors"));
   EXPECT_EQ(
