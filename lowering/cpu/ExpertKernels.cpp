@@ -1107,6 +1107,23 @@ PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symb
           memref::GetGlobalOp::create(b, keyType, keyGlobal.getSymName())};
 }
 
+/// The panel column c of panel p (first output column `base`): the output
+/// column it computes and the column of B it reads (gated panels: W/2 gate
+/// columns, then the W/2 matching up ones), and whether it exists.
+static std::tuple<Value, Value, Value> panelColumn(ImplicitLocOpBuilder &b, Value base, Value c,
+                                                   Value outCols, int64_t width, bool gated) {
+  Value out = arith::AddIOp::create(b, base, c);
+  Value n = out;
+  if (gated) {
+    Value half = cIdx(b, width / 2);
+    Value up = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, c, half);
+    out = arith::SelectOp::create(b, up, arith::SubIOp::create(b, out, half), out);
+    n = arith::SelectOp::create(b, up, arith::AddIOp::create(b, out, outCols), out);
+  }
+  Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, out, outCols);
+  return {out, n, valid};
+}
+
 /// The panel scales of declarePackedScales from `scales` (memref<G x KB x
 /// NB x f32>) and the codes `w` (memref<G x K x N x f8E4M3FN>): every (group,
 /// panel) on its own core; a column's NaN codes are found by reading its
@@ -1135,16 +1152,9 @@ static void emitPackScales(ImplicitLocOpBuilder &b, Value w, Value scales, Value
                   kbb, cIdx(kbb, 0), cIdx(kbb, width), cIdx(kbb, 1), ValueRange{},
                   [&](OpBuilder &cBuilder, Location loc, Value c, ValueRange) {
                 ImplicitLocOpBuilder cb(loc, cBuilder);
-                // Gated panels: W/2 gate columns, then the W/2 matching up ones.
-                Value out = arith::AddIOp::create(cb, base, c);
-                Value n = out;
-                if (gated) {
-                  Value half = cIdx(cb, width / 2);
-                  Value up = arith::CmpIOp::create(cb, arith::CmpIPredicate::sge, c, half);
-                  out = arith::SelectOp::create(cb, up, arith::SubIOp::create(cb, out, half), out);
-                  n = arith::SelectOp::create(cb, up, arith::AddIOp::create(cb, out, outCols), out);
-                }
-                Value valid = arith::CmpIOp::create(cb, arith::CmpIPredicate::slt, out, outCols);
+                // (Not a structured binding: the lambdas below capture n.)
+                Value out, n, valid;
+                std::tie(out, n, valid) = panelColumn(cb, base, c, outCols, width, gated);
                 auto value = scf::IfOp::create(
                     cb, valid,
                     [&](OpBuilder &thenBuilder, Location loc) {
@@ -1252,22 +1262,6 @@ static Value hashSamples(ImplicitLocOpBuilder &b, Value m, Value groups, Value r
   return loop.getResult(0);
 }
 
-/// The panel column c of panel p (first output column `base`): the output
-/// column it computes and the column of B it reads (gated panels: W/2 gate
-/// columns, then the W/2 matching up ones), and whether it exists.
-static std::tuple<Value, Value, Value> panelColumn(ImplicitLocOpBuilder &b, Value base, Value c,
-                                                   Value outCols, int64_t width, bool gated) {
-  Value out = arith::AddIOp::create(b, base, c);
-  Value n = out;
-  if (gated) {
-    Value half = cIdx(b, width / 2);
-    Value up = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, c, half);
-    out = arith::SelectOp::create(b, up, arith::SubIOp::create(b, out, half), out);
-    n = arith::SelectOp::create(b, up, arith::AddIOp::create(b, out, outCols), out);
-  }
-  Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, out, outCols);
-  return {out, n, valid};
-}
 
 /// Panel p of group grp of i4 weights `w` (memref<G x K x N x i4>) into
 /// `packed` (declarePackedWeights' int4 layout): for every pair row kk and

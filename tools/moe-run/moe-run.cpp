@@ -651,22 +651,12 @@ bool recordSignature(func::FuncOp func, Signature &sig) {
           spec.blockN = checkpoint.getBlock()[0];
           spec.blockK = checkpoint.getBlock()[1];
         }
-        switch (checkpoint.getInt4()) {
-        case mlir::moe::Int4Packing::none:
-          break;
-        case mlir::moe::Int4Packing::gptq:
-          spec.int4 = io::Int4Packing::Gptq;
-          break;
-        case mlir::moe::Int4Packing::gptq_zeros:
-          spec.int4 = io::Int4Packing::GptqZeros;
-          break;
-        case mlir::moe::Int4Packing::awq:
-          spec.int4 = io::Int4Packing::Awq;
-          break;
-        case mlir::moe::Int4Packing::pack_quantized:
-          spec.int4 = io::Int4Packing::PackQuantized;
-          break;
-        }
+        // The attribute's packing by its name (io::int4PackingName spells
+        // the attribute's keywords).
+        for (io::Int4Packing p : {io::Int4Packing::Gptq, io::Int4Packing::GptqZeros,
+                                  io::Int4Packing::Awq, io::Int4Packing::PackQuantized})
+          if (mlir::moe::stringifyInt4Packing(checkpoint.getInt4()) == io::int4PackingName(p))
+            spec.int4 = p;
         info.param = spec.describe();
         info.checkpoint = std::move(spec);
       } else if (auto name = dyn_cast<StringAttr>(attr)) {
