@@ -456,13 +456,14 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
   auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
   // The bf16 pairs (128 + low code, 128 + high code) of a widened byte.
   auto dotPairs = [&](ImplicitLocOpBuilder &nb, Value x, bool lowOnly) -> Value {
-    Value lo = arith::AndIOp::create(nb, x, splatI32(nb, 15));
-    Value bits = lo;
-    if (!lowOnly)
-      bits = arith::OrIOp::create(
-          nb, lo,
-          arith::AndIOp::create(nb, arith::ShLIOp::create(nb, x, splatI32(nb, 12)),
-                                splatI32(nb, 0xF0000)));
+    // (x | x << 12) & 0x000F000F puts the low code at bits 0..3 and the
+    // high one at 16..19 (x is a byte): a shift, an or and one ternary
+    // logic instruction with the or of 0x43004300.
+    Value both = lowOnly ? x
+                         : arith::OrIOp::create(nb, x,
+                                                arith::ShLIOp::create(nb, x, splatI32(nb, 12)))
+                               .getResult();
+    Value bits = arith::AndIOp::create(nb, both, splatI32(nb, lowOnly ? 15 : 0x000F000F));
     bits = arith::OrIOp::create(nb, bits, splatI32(nb, 0x43004300));
     return vector::BitCastOp::create(nb, pairType, bits);
   };

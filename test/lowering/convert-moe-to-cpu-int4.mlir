@@ -138,8 +138,9 @@ func.func @symmetric_odd_group(%x: tensor<?x40xf32>, %wr: tensor<40x4xf32>, %w1:
 // -----
 
 // bf16 tokens with AVX512_BF16 (bf16_dot): the bytes become bf16 pairs
-// (128 + q_lo, 128 + q_hi): the low code, the high code << 12 masked to
-// bits 16..19, or 0x43004300 (the bf16 of 128 twice; 1124090624); one
+// (128 + q_lo, 128 + q_hi): (x | x << 12) & 0x000F000F (983055) puts the
+// codes at bits 0..3 and 16..19, or 0x43004300 (the bf16 of 128 twice;
+// 1124090624); one
 // vdpbf16ps per row and vector adds a_k (128 + q_k) + a_k+1 (128 +
 // q_k+1); per group the zero points carry the 128: fma(-(z + 128), A, P).
 // CHECK-LABEL: func.func @bf16_dot
@@ -147,15 +148,13 @@ func.func @symmetric_odd_group(%x: tensor<?x40xf32>, %wr: tensor<40x4xf32>, %w1:
 // CHECK-LABEL: func.func private @__moe_cpu_gemm1_swiglu_gather_packed_bf16dot_int4g32_zp_v512
 // CHECK: %[[BYTES:.*]] = vector.load %{{.*}} : memref<?x?x?x?xi8, {{.*}}>, vector<16xi8>
 // CHECK-NEXT: %[[X:.*]] = arith.extui %[[BYTES]] : vector<16xi8> to vector<16xi32>
-// CHECK-NEXT: %[[M15:.*]] = arith.constant dense<15> : vector<16xi32>
-// CHECK-NEXT: %[[LO:.*]] = arith.andi %[[X]], %[[M15]] : vector<16xi32>
 // CHECK-NEXT: %[[S12:.*]] = arith.constant dense<12> : vector<16xi32>
 // CHECK-NEXT: %[[SH:.*]] = arith.shli %[[X]], %[[S12]] : vector<16xi32>
-// CHECK-NEXT: %[[MHI:.*]] = arith.constant dense<983040> : vector<16xi32>
-// CHECK-NEXT: %[[HI:.*]] = arith.andi %[[SH]], %[[MHI]] : vector<16xi32>
-// CHECK-NEXT: %[[BOTH:.*]] = arith.ori %[[LO]], %[[HI]] : vector<16xi32>
+// CHECK-NEXT: %[[BOTH:.*]] = arith.ori %[[X]], %[[SH]] : vector<16xi32>
+// CHECK-NEXT: %[[M:.*]] = arith.constant dense<983055> : vector<16xi32>
+// CHECK-NEXT: %[[CODES:.*]] = arith.andi %[[BOTH]], %[[M]] : vector<16xi32>
 // CHECK-NEXT: %[[C128:.*]] = arith.constant dense<1124090624> : vector<16xi32>
-// CHECK-NEXT: %[[BITS:.*]] = arith.ori %[[BOTH]], %[[C128]] : vector<16xi32>
+// CHECK-NEXT: %[[BITS:.*]] = arith.ori %[[CODES]], %[[C128]] : vector<16xi32>
 // CHECK-NEXT: %[[PAIRS:.*]] = vector.bitcast %[[BITS]] : vector<16xi32> to vector<32xbf16>
 // CHECK: x86vector.avx512.dot %{{.*}}, %{{.*}}, %[[PAIRS]] : vector<32xbf16> -> vector<16xf32>
 // CHECK: vector.load %{{.*}} : memref<?x?x?x?xf32, {{.*}}>, vector<16xf32>
