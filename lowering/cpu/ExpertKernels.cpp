@@ -66,6 +66,21 @@ void prefetchPanelRow(ImplicitLocOpBuilder &b, Value packed, Value group, Value 
                                /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
 }
 
+/// The i32 word of the bf16 pair (A[row, k], A[row, k + 1]) of a bf16 A, or
+/// with `single` (an odd K's last row) (A[row, k], 0): what the AVX512_BF16
+/// dot product takes, broadcast, as the left operand of a pair of k.
+Value bf16PairWord(ImplicitLocOpBuilder &b, Value a, Value row, Value k, bool single) {
+  if (single) {
+    Value x = memref::LoadOp::create(b, a, ValueRange{row, k});
+    return arith::ExtUIOp::create(b, b.getI32Type(),
+                                  arith::BitcastOp::create(b, b.getI16Type(), x));
+  }
+  Value two = vector::LoadOp::create(b, VectorType::get({2}, b.getBF16Type()), a,
+                                     ValueRange{row, k});
+  Value one = vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), two);
+  return vector::ExtractOp::create(b, one, ArrayRef<int64_t>{0});
+}
+
 /// A[row, k] extended to f32 and broadcast to `lanes` lanes. A bf16 element
 /// is broadcast as 16-bit words and shifted into the high half of each
 /// 32-bit lane (bf16 -> f32 is exactly that shift): one broadcast load and
@@ -469,17 +484,7 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
   };
   // Row r's a_k and a_k+1 (or a_k and 0) as a bf16 pair in every lane.
   auto aPairOf = [&](ImplicitLocOpBuilder &nb, Value row, Value k, bool single) -> Value {
-    Value word;
-    if (single) {
-      Value x = memref::LoadOp::create(nb, g.a, ValueRange{row, k});
-      word = arith::ExtUIOp::create(nb, nb.getI32Type(),
-                                    arith::BitcastOp::create(nb, nb.getI16Type(), x));
-    } else {
-      Value two = vector::LoadOp::create(nb, VectorType::get({2}, nb.getBF16Type()), g.a,
-                                         ValueRange{row, k});
-      Value one = vector::BitCastOp::create(nb, VectorType::get({1}, nb.getI32Type()), two);
-      word = vector::ExtractOp::create(nb, one, ArrayRef<int64_t>{0});
-    }
+    Value word = bf16PairWord(nb, g.a, row, k, single);
     return vector::BitCastOp::create(nb, pairType, vector::BroadcastOp::create(nb, i32v, word));
   };
   Value numGroups = ceilDiv(b, kEnd, group4);
@@ -495,7 +500,7 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
                                                ValueRange{group, panel, kk, cIdx(nb, v * lanes)});
           return arith::ExtUIOp::create(nb, i32v, bytes);
         };
-        auto weights = [&](ImplicitLocOpBuilder &nb, Value x, int64_t v, bool high) -> Value {
+        auto weights = [&](ImplicitLocOpBuilder &nb, Value x, bool high) -> Value {
           Value q = high ? arith::ShRUIOp::create(nb, x, splatI32(nb, 4)).getResult()
                          : arith::AndIOp::create(nb, x, splatI32(nb, 15)).getResult();
           return arith::SIToFPOp::create(nb, vt, q);
@@ -529,8 +534,8 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
               SmallVector<Value> lo, hi;
               for (int64_t v = 0; v < microVecs; ++v) {
                 Value x = codes(nb, kk, v);
-                lo.push_back(weights(nb, x, v, false));
-                hi.push_back(weights(nb, x, v, true));
+                lo.push_back(weights(nb, x, false));
+                hi.push_back(weights(nb, x, true));
               }
               for (int64_t i = 0; i < microRows; ++i) {
                 Value a0 = broadcastF32(nb, g.a, aRows[i], k, lanes);
@@ -568,7 +573,7 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
               }
               SmallVector<Value> lo;
               for (int64_t v = 0; v < microVecs; ++v)
-                lo.push_back(weights(nb, codes(nb, pairEnd, v), v, false));
+                lo.push_back(weights(nb, codes(nb, pairEnd, v), false));
               for (int64_t i = 0; i < microRows; ++i) {
                 Value a0 = broadcastF32(nb, g.a, aRows[i], k, lanes);
                 for (int64_t v = 0; v < microVecs; ++v)
@@ -790,13 +795,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
           ImplicitLocOpBuilder nb(loc, nested);
           Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
           scf::YieldOp::create(nb, dotStep(nb, kk, acc, [&](ImplicitLocOpBuilder &nb, Value r) {
-                                 Value two = vector::LoadOp::create(
-                                     nb, VectorType::get({2}, nb.getBF16Type()), g.a,
-                                     ValueRange{r, k});
-                                 Value one = vector::BitCastOp::create(
-                                     nb, VectorType::get({1}, nb.getI32Type()), two);
-                                 return vector::ExtractOp::create(nb, one, ArrayRef<int64_t>{0})
-                                     .getResult();
+                                 return bf16PairWord(nb, g.a, r, k, /*single=*/false);
                                }));
         });
     Value odd = arith::CmpIOp::create(
@@ -809,9 +808,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
           Value k = arith::SubIOp::create(nb, g.reduction, cIdx(nb, 1));
           scf::YieldOp::create(
               nb, dotStep(nb, pairs, loop.getResults(), [&](ImplicitLocOpBuilder &nb, Value r) {
-                Value x = memref::LoadOp::create(nb, g.a, ValueRange{r, k});
-                Value bits = arith::BitcastOp::create(nb, nb.getI16Type(), x);
-                return arith::ExtUIOp::create(nb, nb.getI32Type(), bits).getResult();
+                return bf16PairWord(nb, g.a, r, k, /*single=*/true);
               }));
         },
         [&](OpBuilder &nested, Location loc) {

@@ -437,18 +437,11 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
         return Error{where + " (for " + std::string(subject) + "): int4 = " +
                      int4PackingName(spec.int4) + " unpacks codes into an i4 parameter, not " +
                      dtypeName(*target)};
-      part.shape = info.shape;
-      (spec.int4 == Int4Packing::Gptq ? part.shape[0] : part.shape[1]) *= 8;
-      if (spec.transpose)
-        std::swap(part.shape[0], part.shape[1]);
     } else if (!isFloatType(info.dtype) && info.dtype != DType::F8E4M3 &&
                info.dtype != DType::U8) {
       return Error{where + " has dtype " +
                    safetensorsDTypeName(info.dtype) + "; parameters need " +
                    "F32, F16, BF16, F8_E4M3 or U8 (int4 codes), or int4 = ... for packed I32"};
-    }
-    if (spec.int4 != Int4Packing::None) {
-      // Shape set above.
     } else if (dequantize) {
       if (info.dtype != DType::F8E4M3 || info.shape.size() != 2)
         return Error{where + " has dtype " + safetensorsDTypeName(info.dtype) +
@@ -482,9 +475,10 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
                      safetensorsDTypeName(info.dtype) + " (for " +
                      std::string(subject) + "): " + *why};
     }
-    if (spec.int4 == Int4Packing::None)
-      part.shape = info.shape;
-    if (spec.int4 == Int4Packing::None && spec.transpose) {
+    // int4: the shape of the unpacked codes, one per byte.
+    part.shape = spec.int4 == Int4Packing::None ? info.shape
+                                                : int4UnpackedShape(info.shape, spec.int4);
+    if (spec.transpose) {
       // The last two dimensions; leading ones (a fused [E, out, in] expert
       // tensor's E) are a batch of matrices.
       const size_t rank = part.shape.size();
@@ -517,6 +511,13 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
 }
 
 } // namespace
+
+std::vector<int64_t> int4UnpackedShape(const std::vector<int64_t> &shape,
+                                       Int4Packing packing) {
+  std::vector<int64_t> out = shape;
+  (packing == Int4Packing::Gptq ? out.at(0) : out.at(1)) *= 8;
+  return out;
+}
 
 const char *int4PackingName(Int4Packing packing) {
   switch (packing) {
@@ -674,7 +675,7 @@ Status assembleCheckpointTensor(const TensorStore &store,
         codes = unpacked.take();
         src = codes.data();
         srcType = DType::U8;
-        (spec.int4 == Int4Packing::Gptq ? srcShape[0] : srcShape[1]) *= 8;
+        srcShape = int4UnpackedShape(info.shape, spec.int4);
       } else if (target == DType::U8) {
         // U8 codes as stored: each byte must be one.
         const uint64_t n = info.dataEnd - info.dataBegin;

@@ -103,6 +103,9 @@ enum class Int4Packing : uint8_t { None, Gptq, GptqZeros, Awq, PackQuantized };
 
 /// "gptq", "gptq_zeros", "awq", "pack_quantized" (the attribute's spelling).
 const char *int4PackingName(Int4Packing packing);
+/// The shape of the codes an I32 tensor of `shape` [rows, cols] packs:
+/// [8 rows, cols] (Gptq) or [rows, 8 cols].
+std::vector<int64_t> int4UnpackedShape(const std::vector<int64_t> &shape, Int4Packing packing);
 /// The codes of an I32 tensor `data` [rows, cols] (little-endian words)
 /// packed by `packing`, one per byte: [8 rows, cols] (Gptq) or [rows, 8
 /// cols]. GptqZeros adds the one GPTQ subtracts; a stored 15 is an error

@@ -739,7 +739,9 @@ int main(int argc, char **argv) {
     for (int64_t g = 0; g < groups; ++g)
       for (int64_t j = 0; j < width; ++j)
         sc[g * width + j] = scales[g * n + n0 + j];
-    static const int awqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    // AutoAWQ's nibble p holds column 8w + {0,2,4,6,1,3,5,7}[p]: the nibble
+    // of column c (mod 8) is awqNibble[c].
+    static const int awqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
     if (o.int4Format == "compressed-tensors") {
       // [out, in/8], element k of row j at 4*(k%8) of word [j][k/8].
       std::vector<int32_t> w(width * (k / 8));
@@ -762,10 +764,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < k; ++i)
       for (int64_t j = 0; j < width; ++j) {
         if (awq) {
-          int p = 0;
-          while (awqOrder[p] != j % 8)
-            ++p;
-          qw[i * (width / 8) + j / 8] |= int32_t(code(i, j) << (4 * p));
+          qw[i * (width / 8) + j / 8] |= int32_t(code(i, j) << (4 * awqNibble[j % 8]));
         } else {
           qw[(i / 8) * width + j] |= int32_t(code(i, j) << (4 * (i % 8)));
         }
@@ -780,10 +779,7 @@ int main(int argc, char **argv) {
           die("--quant=int4 --quant-format=gptq: the zero point of " + module + " group " +
               std::to_string(g) + ", column " + std::to_string(j) +
               " is 0, which GPTQ (storing it minus one) cannot hold");
-        int p = int(j % 8);
-        if (awq)
-          for (p = 0; awqOrder[p] != j % 8; ++p) {
-          }
+        const int p = awq ? awqNibble[j % 8] : int(j % 8);
         qz[g * (width / 8) + j / 8] |= int32_t(((awq ? z : z - 1) & 15) << (4 * p));
       }
     putWords(module + ".qzeros", layer, {groups, width / 8}, qz);
