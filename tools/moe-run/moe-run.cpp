@@ -81,7 +81,7 @@
 #include "tools/version/Version.h"
 
 #ifndef MOE_RUN_ASYNC_RUNTIME
-#define MOE_RUN_ASYNC_RUNTIME "/usr/lib/llvm-22/lib/libmlir_async_runtime.so"
+#define MOE_RUN_ASYNC_RUNTIME "libMoEAsyncRuntime.so"
 #endif
 
 using namespace mlir;

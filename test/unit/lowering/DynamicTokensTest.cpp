@@ -125,11 +125,11 @@ float fromBF16(uint16_t h) {
 }
 
 /// The JIT of both layers (@forward_f32, @forward_bf16), compiled once per
-/// process and kept alive until exit. One engine for the whole suite on
-/// purpose: MLIR's libmlir_async_runtime.so resets its process-wide runtime
-/// when an ExecutionEngine that loaded it is destroyed
-/// (__mlir_execution_engine_destroy), and never recreates it, so a second
-/// engine created afterwards crashes in mlirAsyncRuntimeCreateGroup.
+/// process and kept alive until exit: one engine for the whole suite, as
+/// compiling is the slow part. (MLIR's own libmlir_async_runtime.so could
+/// not serve a second engine: it resets its process-wide runtime when the
+/// first is destroyed and never recreates it; libMoEAsyncRuntime.so starts
+/// again, test/unit/cpu/AsyncRuntimeTest.cpp.)
 struct CompiledLayers {
   std::string error; // empty on success
   std::unique_ptr<MLIRContext> context;
