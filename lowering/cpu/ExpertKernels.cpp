@@ -825,6 +825,21 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
             // Stream the panel: prefetch the row prefetchRows ahead (a
             // prefetch past the end is harmless).
             prefetchPanelRow(nb, g.b, group, panel, k, prefetchRows, microVecs * lanes);
+          } else if (!g.bPackedRows && !weightGradient && !g.desc.bTransposed &&
+                     g.desc.format == WeightFormat::dense && prefetchRows > 0) {
+            // B as it is (the router's weights, unpackable ones): its rows
+            // are far apart, so the row prefetchRows ahead, one prefetch per
+            // 64-byte line of the tile's columns. Measured on the AMD EPYC:
+            // the router of the Qwen3-30B-A3B shape at T = 1 waited on its
+            // loads of Wr (a third of the int4 layer's time outside the
+            // expert GEMMs).
+            int64_t bytes = cast<MemRefType>(g.b.getType()).getElementTypeBitWidth() / 8;
+            int64_t vecsPerLine = std::max<int64_t>(1, 64 / (lanes * bytes));
+            Value ahead = arith::AddIOp::create(nb, k, cIdx(nb, prefetchRows));
+            for (int64_t v = 0; v < microVecs; v += vecsPerLine)
+              memref::PrefetchOp::create(nb, g.b, bIndices(g.b, group, ahead, bCols[v]),
+                                         /*isWrite=*/false, /*localityHint=*/3,
+                                         /*isDataCache=*/true);
           }
           for (int64_t v = 0; v < microVecs; ++v) {
             if (g.bPacked) {
@@ -965,7 +980,18 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
     maxRows = g.numRows;
   }
   Value rowBlocks = ceilDiv(b, maxRows, rowBlock);
-  Value colBlocks = ceilDiv(b, g.columns, colBlock);
+  // Column blocks of col_block columns (B's slab reused by a block's rows),
+  // or of one tile where that leaves fewer than kMinWorkItems work items (a
+  // few rows: decode, the router of one token), so that every core gets
+  // columns to stream. Nothing is reused across a decode row block anyway.
+  constexpr int64_t kMinWorkItems = 16;
+  Value coarseItems = arith::MulIOp::create(
+      b, arith::MulIOp::create(b, g.numGroups ? g.numGroups : cIdx(b, 1), rowBlocks),
+      ceilDiv(b, g.columns, colBlock));
+  Value colBlockSize = arith::SelectOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, coarseItems, cIdx(b, kMinWorkItems)),
+      cIdx(b, tileCols), cIdx(b, colBlock));
+  Value colBlocks = arith::CeilDivSIOp::create(b, g.columns, colBlockSize);
   // AMX: the left operand as the tiles read it, built once per call.
   GroupedGemm withA = g;
   if (g.amx)
@@ -998,9 +1024,8 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
             nb, firstRow, arith::MulIOp::create(nb, rb, cIdx(nb, rowBlock)));
         Value rowEnd =
             minIdx(nb, lastRow, arith::AddIOp::create(nb, rowBegin, cIdx(nb, rowBlock)));
-        Value colBegin = arith::MulIOp::create(nb, cb, cIdx(nb, colBlock));
-        Value colEnd =
-            minIdx(nb, g.columns, arith::AddIOp::create(nb, colBegin, cIdx(nb, colBlock)));
+        Value colBegin = arith::MulIOp::create(nb, cb, colBlockSize);
+        Value colEnd = minIdx(nb, g.columns, arith::AddIOp::create(nb, colBegin, colBlockSize));
         Value hasRows = arith::CmpIOp::create(nb, arith::CmpIPredicate::slt, rowBegin, rowEnd);
         scf::IfOp::create(nb, hasRows, [&](OpBuilder &ifBuilder, Location loc) {
           ImplicitLocOpBuilder ib(loc, ifBuilder);

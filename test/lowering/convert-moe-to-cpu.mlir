@@ -66,9 +66,31 @@
 // CHECK-NEXT: %[[T:.*]] = bufferization.to_tensor %[[O]] restrict writable
 // CHECK-NEXT: %[[C:.*]] = tensor.cast %[[T]] : tensor<?x4xf32> to tensor<8x4xf32>
 // CHECK-NEXT: return %[[C]]
+// Column blocks of col_block (256) columns, or of one tile (64) where that
+// leaves fewer than 16 work items (here: 1 row block x 1 column block).
+// B as it is: the row prefetch_rows (32) ahead, one prefetch per 64-byte
+// line of the tile (4 vectors of 16 f32).
 // CHECK: func.func private @[[ROUTER]](
-// CHECK: scf.parallel
-// CHECK: vector.maskedload %arg1
+// CHECK: %[[RB:.*]] = arith.ceildivsi %{{.*}}, %c48 : index
+// CHECK: %[[CB:.*]] = arith.ceildivsi %[[N:.*]], %c256 : index
+// CHECK-NEXT: %[[ITEMS:.*]] = arith.muli %{{.*}}, %[[CB]] : index
+// CHECK-NEXT: %[[C16:.*]] = arith.constant 16 : index
+// CHECK-NEXT: %[[FEW:.*]] = arith.cmpi slt, %[[ITEMS]], %[[C16]] : index
+// CHECK-NEXT: %[[C64:.*]] = arith.constant 64 : index
+// CHECK-NEXT: %[[C256:.*]] = arith.constant 256 : index
+// CHECK-NEXT: %[[SIZE:.*]] = arith.select %[[FEW]], %[[C64]], %[[C256]] : index
+// CHECK-NEXT: %[[COLS:.*]] = arith.ceildivsi %[[N]], %[[SIZE]] : index
+// CHECK: scf.parallel (%{{.*}}, %[[CBI:.*]], %{{.*}}) = ({{.*}}) to (%{{.*}}, %[[COLS]], %[[RB]])
+// CHECK: arith.muli %[[CBI]], %[[SIZE]] : index
+// CHECK: scf.for %[[K:.*]] = %{{.*}} iter_args
+// CHECK-NEXT: %[[C32:.*]] = arith.constant 32 : index
+// CHECK-NEXT: %[[AHEAD:.*]] = arith.addi %[[K]], %[[C32]] : index
+// CHECK-NEXT: memref.prefetch %arg1[%[[AHEAD]], %[[COL0:.*]]], read, locality<3>, data
+// CHECK-NEXT: memref.prefetch %arg1[%[[AHEAD]], %{{.*}}], read, locality<3>, data
+// CHECK-NEXT: memref.prefetch %arg1[%[[AHEAD]], %{{.*}}], read, locality<3>, data
+// CHECK-NEXT: memref.prefetch %arg1[%[[AHEAD]], %{{.*}}], read, locality<3>, data
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<16xf32>
+// CHECK-NEXT: vector.maskedload %arg1[%[[K]], %[[COL0]]], %{{.*}}, %[[ZERO]]
 // CHECK: vector.fma
 // CHECK: vector.maskedstore %arg2
 // CHECK-NOT: moe.
