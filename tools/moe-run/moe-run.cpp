@@ -778,6 +778,14 @@ bool checkFlags() {
   if (repeat > kMaxRepeat)
     return failStep("--repeat must be <= " + llvm::Twine(kMaxRepeat) +
                     ", got " + llvm::Twine(static_cast<uint64_t>(repeat)));
+  // libMoEAsyncRuntime.so reads it when the parallel loops first run; a
+  // bad value is an error here rather than a warning there.
+  if (const char *env = std::getenv("MOE_CPU_THREADS")) {
+    unsigned threads = 0;
+    if (llvm::StringRef(env).getAsInteger(10, threads) || threads < 1 || threads > 4096)
+      return failStep("MOE_CPU_THREADS must be an integer in [1, 4096], got '" +
+                      llvm::Twine(env) + "'");
+  }
   if (std::optional<std::string> error = checkPaths(commandLineFiles()))
     return failStep(*error);
   return true;
