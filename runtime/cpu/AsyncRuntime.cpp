@@ -248,6 +248,41 @@ struct Waiter {
   void *second;
 };
 
+/// The waiters of a token, value or group: each runs once, at once if the
+/// object is complete when it is added, else when it completes.
+class WaiterList {
+public:
+  template <typename Complete> void add(Waiter waiter, Complete complete) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!complete()) {
+        waiters.push_back(waiter);
+        return;
+      }
+    }
+    waiter.run(waiter.first, waiter.second);
+  }
+
+  /// `publish()` (under the lock, for an object whose completion is not
+  /// already visible) makes the object complete; then the waiters added
+  /// before run, and blocked threads wake.
+  template <typename Publish> void completeAndRun(Publish publish) {
+    std::vector<Waiter> toRun;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      publish();
+      toRun.swap(waiters);
+    }
+    for (const Waiter &w : toRun)
+      w.run(w.first, w.second);
+    scheduler().wake();
+  }
+
+private:
+  std::mutex mutex;
+  std::vector<Waiter> waiters; // guarded by mutex
+};
+
 class RefCounted {
 public:
   explicit RefCounted(int64_t references) : references(references) {}
@@ -275,28 +310,12 @@ public:
   bool ready() const { return state.load(std::memory_order_acquire) != kUnavailable; }
   bool error() const { return state.load(std::memory_order_acquire) == kError; }
 
-  /// Runs `waiter` now if complete, else when it completes.
   void onReady(Waiter waiter) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!ready()) {
-        waiters.push_back(waiter);
-        return;
-      }
-    }
-    waiter.run(waiter.first, waiter.second);
+    waiters.add(waiter, [this] { return ready(); });
   }
 
   void complete(State final) {
-    std::vector<Waiter> toRun;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      state.store(final, std::memory_order_release);
-      toRun.swap(waiters);
-    }
-    for (const Waiter &w : toRun)
-      w.run(w.first, w.second);
-    scheduler().wake();
+    waiters.completeAndRun([&] { state.store(final, std::memory_order_release); });
     dropRef(1);
   }
 
@@ -307,8 +326,7 @@ public:
 
 private:
   std::atomic<int8_t> state{kUnavailable};
-  std::mutex mutex;
-  std::vector<Waiter> waiters; // guarded by mutex
+  WaiterList waiters;
 };
 
 struct AsyncToken final : Completion {};
@@ -331,27 +349,14 @@ public:
   void tokenReady(bool tokenError) {
     if (tokenError)
       errors.fetch_add(1, std::memory_order_acq_rel);
-    if (pending.fetch_sub(1, std::memory_order_acq_rel) != 1)
-      return;
-    std::vector<Waiter> toRun;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      toRun.swap(waiters);
-    }
-    for (const Waiter &w : toRun)
-      w.run(w.first, w.second);
-    scheduler().wake();
+    // The last token: the count reached 0 before the lock, so a waiter
+    // added meanwhile ran at once and the list holds only earlier ones.
+    if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      waiters.completeAndRun([] {});
   }
 
   void onReady(Waiter waiter) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!ready()) {
-        waiters.push_back(waiter);
-        return;
-      }
-    }
-    waiter.run(waiter.first, waiter.second);
+    waiters.add(waiter, [this] { return ready(); });
   }
 
   void await() {
@@ -363,8 +368,7 @@ private:
   std::atomic<int64_t> pending;
   std::atomic<int64_t> errors{0};
   std::atomic<int64_t> rank{0};
-  std::mutex mutex;
-  std::vector<Waiter> waiters; // guarded by mutex
+  WaiterList waiters;
 };
 
 void resumeCoroutine(void *handle, void *resume) {
