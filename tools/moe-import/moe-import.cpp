@@ -298,8 +298,9 @@ struct Model {
   /// the scale tensors' names is looked up in the checkpoint.
   int64_t fp8BlockN = 0, fp8BlockK = 0;
   std::string scaleSuffix = "_scale_inv";
-  /// Where config.json sets the block, for messages.
+  /// Where config.json sets the block and under which key, for messages.
   std::string blockWhere;
+  std::string blockKey = "weight_block_size";
   /// The routed experts are fused 3-D tensors (`mlp.experts.gate_up_proj`
   /// [E, 2H, D] and `mlp.experts.down_proj` [E, D, H], one nn.Linear
   /// matrix per expert, as transformers 5 saves Qwen3-MoE) rather than one
@@ -419,6 +420,7 @@ std::optional<Failure> describeCompressedTensors(const Config &q, Model &m) {
   m.fp8BlockN = first[0];
   m.fp8BlockK = first[1];
   m.blockWhere = q.where("config_groups");
+  m.blockKey = "block_structure";
   return std::nullopt;
 }
 
@@ -638,7 +640,7 @@ std::optional<Failure> describeModel(const Config &cfg, Model &m) {
 std::optional<Failure> checkJoinedBlocks(const Model &m) {
   if (m.fp8BlockN == 0 || m.fusedExperts || m.expertWidth % m.fp8BlockN == 0)
     return std::nullopt;
-  return Failure{m.blockWhere + ": weight_block_size = [" +
+  return Failure{m.blockWhere + ": " + m.blockKey + " = [" +
                  std::to_string(m.fp8BlockN) + ", " +
                  std::to_string(m.fp8BlockK) + "] does not divide the " +
                  "experts' width " + std::to_string(m.expertWidth) +
