@@ -961,12 +961,13 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   const int64_t colBlock = g.config.getColBlock();
   // The attribute's verifier guarantees whole tiles per block.
 
+  Value groups = g.numGroups ? g.numGroups : cIdx(b, 1);
   // The largest group bounds the row blocks of the iteration space (the
   // weight gradient: every group has numRows rows, A's columns).
   Value maxRows;
   if (g.groupOffsets && !weightGradient) {
     auto scan = scf::ForOp::create(
-        b, cIdx(b, 0), g.numGroups ? g.numGroups : cIdx(b, 1), cIdx(b, 1), ValueRange{cIdx(b, 0)},
+        b, cIdx(b, 0), groups, cIdx(b, 1), ValueRange{cIdx(b, 0)},
         [&](OpBuilder &nested, Location loc, Value grp, ValueRange acc) {
           ImplicitLocOpBuilder nb(loc, nested);
           Value begin = loadIndex(nb, g.groupOffsets, {grp});
@@ -985,9 +986,9 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   // few rows: decode, the router of one token), so that every core gets
   // columns to stream. Nothing is reused across a decode row block anyway.
   constexpr int64_t kMinWorkItems = 16;
-  Value coarseItems = arith::MulIOp::create(
-      b, arith::MulIOp::create(b, g.numGroups ? g.numGroups : cIdx(b, 1), rowBlocks),
-      ceilDiv(b, g.columns, colBlock));
+  Value groupRowBlocks = arith::MulIOp::create(b, groups, rowBlocks);
+  Value coarseItems =
+      arith::MulIOp::create(b, groupRowBlocks, ceilDiv(b, g.columns, colBlock));
   Value colBlockSize = arith::SelectOp::create(
       b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, coarseItems, cIdx(b, kMinWorkItems)),
       cIdx(b, tileCols), cIdx(b, colBlock));
@@ -1004,7 +1005,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   // that consecutive items share one column slab of B in the cache.
   scf::ParallelOp::create(
       b, ValueRange{cIdx(b, 0), cIdx(b, 0), cIdx(b, 0)},
-      ValueRange{g.numGroups ? g.numGroups : cIdx(b, 1), colBlocks, rowBlocks},
+      ValueRange{groups, colBlocks, rowBlocks},
       ValueRange{cIdx(b, 1), cIdx(b, 1), cIdx(b, 1)},
       [&](OpBuilder &nested, Location loc, ValueRange ivs) {
         ImplicitLocOpBuilder nb(loc, nested);

@@ -29,6 +29,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/AsyncRuntime.h"
+
 #include "llvm/ADT/StringMap.h"
 
 #include <atomic>
@@ -82,14 +84,9 @@ struct Task {
 /// mask.
 unsigned configuredThreads() {
   if (const char *env = std::getenv("MOE_CPU_THREADS")) {
-    char *end = nullptr;
-    long n = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && n >= 1 && n <= 4096)
-      return static_cast<unsigned>(n);
-    std::fprintf(stderr,
-                 "moe-runtime: MOE_CPU_THREADS must be an integer in [1, 4096], got '%s'; "
-                 "using every CPU\n",
-                 env);
+    if (unsigned n = moeParseCpuThreads(env))
+      return n;
+    std::fprintf(stderr, "moe-runtime: %s; using every CPU\n", moeCpuThreadsError(env).c_str());
   }
 #if defined(__linux__)
   cpu_set_t set;
@@ -300,33 +297,45 @@ private:
   std::atomic<int64_t> references;
 };
 
-/// A token or a value: unavailable until emplaced (or set to an error), then
-/// final. Created with two references: the creator's and the one the
-/// producer drops when it emplaces.
-class Completion : public RefCounted {
+/// What a coroutine or a blocked thread waits for: a token, a value or a
+/// group, complete once ready() holds.
+class Awaitable : public RefCounted {
 public:
-  Completion() : RefCounted(2) {}
+  using RefCounted::RefCounted;
+  virtual bool ready() const = 0;
 
-  bool ready() const { return state.load(std::memory_order_acquire) != kUnavailable; }
-  bool error() const { return state.load(std::memory_order_acquire) == kError; }
-
+  /// Runs `waiter` now if complete, else when it completes.
   void onReady(Waiter waiter) {
     waiters.add(waiter, [this] { return ready(); });
   }
+
+  /// Blocks (running queued tasks) until complete.
+  void await() {
+    if (!ready())
+      scheduler().waitUntil([this] { return ready(); });
+  }
+
+protected:
+  WaiterList waiters;
+};
+
+/// A token or a value: unavailable until emplaced (or set to an error), then
+/// final. Created with two references: the creator's and the one the
+/// producer drops when it emplaces.
+class Completion : public Awaitable {
+public:
+  Completion() : Awaitable(2) {}
+
+  bool ready() const override { return state.load(std::memory_order_acquire) != kUnavailable; }
+  bool error() const { return state.load(std::memory_order_acquire) == kError; }
 
   void complete(State final) {
     waiters.completeAndRun([&] { state.store(final, std::memory_order_release); });
     dropRef(1);
   }
 
-  void await() {
-    if (!ready())
-      scheduler().waitUntil([this] { return ready(); });
-  }
-
 private:
   std::atomic<int8_t> state{kUnavailable};
-  WaiterList waiters;
 };
 
 struct AsyncToken final : Completion {};
@@ -338,11 +347,11 @@ struct AsyncValue final : Completion {
 };
 
 /// A group of `size` tokens (or values): complete when all of them are.
-class AsyncGroup final : public RefCounted {
+class AsyncGroup final : public Awaitable {
 public:
-  explicit AsyncGroup(int64_t size) : RefCounted(1), pending(size) {}
+  explicit AsyncGroup(int64_t size) : Awaitable(1), pending(size) {}
 
-  bool ready() const { return pending.load(std::memory_order_acquire) == 0; }
+  bool ready() const override { return pending.load(std::memory_order_acquire) == 0; }
   bool error() const { return errors.load(std::memory_order_acquire) > 0; }
   int64_t nextRank() { return rank.fetch_add(1, std::memory_order_relaxed); }
 
@@ -355,20 +364,10 @@ public:
       waiters.completeAndRun([] {});
   }
 
-  void onReady(Waiter waiter) {
-    waiters.add(waiter, [this] { return ready(); });
-  }
-
-  void await() {
-    if (!ready())
-      scheduler().waitUntil([this] { return ready(); });
-  }
-
 private:
   std::atomic<int64_t> pending;
   std::atomic<int64_t> errors{0};
   std::atomic<int64_t> rank{0};
-  WaiterList waiters;
 };
 
 void resumeCoroutine(void *handle, void *resume) {

@@ -76,6 +76,7 @@
 #ifndef MOE_RUN_C_RUNNER_UTILS
 #define MOE_RUN_C_RUNNER_UTILS "/usr/lib/llvm-22/lib/libmlir_c_runner_utils.so"
 #endif
+#include "runtime/cpu/AsyncRuntime.h"
 #include "runtime/cuda/CudaRuntime.h"
 #include "Spmd.h"
 #include "tools/version/Version.h"
@@ -780,12 +781,8 @@ bool checkFlags() {
                     ", got " + llvm::Twine(static_cast<uint64_t>(repeat)));
   // libMoEAsyncRuntime.so reads it when the parallel loops first run; a
   // bad value is an error here rather than a warning there.
-  if (const char *env = std::getenv("MOE_CPU_THREADS")) {
-    unsigned threads = 0;
-    if (llvm::StringRef(env).getAsInteger(10, threads) || threads < 1 || threads > 4096)
-      return failStep("MOE_CPU_THREADS must be an integer in [1, 4096], got '" +
-                      llvm::Twine(env) + "'");
-  }
+  if (const char *env = std::getenv("MOE_CPU_THREADS"); env && !moeParseCpuThreads(env))
+    return failStep(moeCpuThreadsError(env));
   if (std::optional<std::string> error = checkPaths(commandLineFiles()))
     return failStep(*error);
   return true;
