@@ -345,7 +345,8 @@ static void printCheckpointParams(AsmPrinter &printer,
 LogicalResult CpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                     int64_t vectorBits, int64_t registers, int64_t microRows,
                                     int64_t microVectors, int64_t rowBlock, int64_t colBlock,
-                                    int64_t prefetchRows, bool bf16Dot, bool amx) {
+                                    int64_t prefetchRows, bool bf16Dot, bool amx,
+                                    bool fp8Dot) {
   if (vectorBits != 128 && vectorBits != 256 && vectorBits != 512)
     return emitError() << "#moe.cpu_config needs vector_bits = 128, 256 or 512, got "
                        << vectorBits;
@@ -379,6 +380,9 @@ LogicalResult CpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
   // AMX: tiles of 16 rows; the panel's vectors are its tiles of 16 columns.
   if (amx && !bf16Dot)
     return emitError() << "#moe.cpu_config: amx needs bf16_dot (the pairwise packed weights)";
+  if (fp8Dot && !bf16Dot)
+    return emitError() << "#moe.cpu_config: fp8_dot needs bf16_dot (the FP8 codes become bf16 "
+                          "pairs for the dot product)";
   if (amx && rowBlock % 16 != 0)
     return emitError() << "#moe.cpu_config: amx needs row_block to be a multiple of 16 (the "
                           "rows of a tile), got "

@@ -438,6 +438,12 @@ def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
       steps of 32 k (16 pairs), f32 accumulation as with `vdpbf16ps`. The
       lowered code asks the kernel for the tile state once
       (`moeCpuRequestAmx`, one error line if it is refused).
+    * `fp8_dot` (default false; needs `bf16_dot`): FP8 E4M3 GEMMs with
+      packed weights and bf16 tokens use the dot product too: a code becomes
+      its exact bf16 by two 128-entry byte lookups (`vpermi2b`,
+      AVX512_VBMI), the high and low bytes, and the pairs of k are
+      interleaved by byte unpacks (the packed panel stores the codes in that
+      order).
 
     Example (the AVX2 + FMA choice, on a router GEMM):
 
@@ -457,7 +463,8 @@ def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
     "int64_t":$col_block,
     "int64_t":$prefetch_rows,
     "bool":$bf16_dot,
-    DefaultValuedParameter<"bool", "false">:$amx);
+    DefaultValuedParameter<"bool", "false">:$amx,
+    DefaultValuedParameter<"bool", "false">:$fp8_dot);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

@@ -559,9 +559,13 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   bool packable4 = !int4 || quant.getGroup() % 2 == 0;
   bool packed1 = packable4 && canPack(site, w1), packed2 = packable4 && canPack(site, w2);
   // int4 from packed panels (bf16 tokens) through the dot product too:
-  // its bytes become bf16 pairs in registers (cpu::GroupedGemm::bf16Dot).
+  // its bytes become bf16 pairs in registers (cpu::GroupedGemm::bf16Dot);
+  // FP8 with the configuration's fp8_dot and an even block of K (a pair of
+  // rows in one block): its codes become their exact bf16s by byte lookups.
+  const bool fp8 = quant && !int4;
   bool dot = site.config.getBf16Dot() && elt.isBF16() &&
-             (cast<MemRefType>(w1.getType()).getElementType().isBF16() || int4);
+             (cast<MemRefType>(w1.getType()).getElementType().isBF16() || int4 ||
+              (fp8 && site.config.getFp8Dot() && quant.getBlock()[0] % 2 == 0));
   bool dot1 = dot && packed1, dot2 = dot && packed2;
   // FP8 packed: the panels hold the codes and the scales become panel
   // scales (applied per block of K); unpacked: each weight is dequantized
@@ -579,8 +583,8 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   bool widen1 = !elt.isF32() && !dot1, widen2 = !elt.isF32() && !dot2;
   // AMX: the dot-product GEMMs on the tile unit; their tile shapes need the
   // (static) pair count of the packed weights, which the kernel names carry.
-  int64_t pairs1 = dot1 && !int4 ? amxPairs(site, w1k) : 0,
-          pairs2 = dot2 && !int4 ? amxPairs(site, w2k) : 0;
+  int64_t pairs1 = dot1 && !quant ? amxPairs(site, w1k) : 0,
+          pairs2 = dot2 && !quant ? amxPairs(site, w2k) : 0;
   if (pairs1 || pairs2)
     emitRequestAmx(b, enclosingModule(b));
   if (widen1)

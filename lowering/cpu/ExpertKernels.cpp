@@ -617,6 +617,173 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
   accs.assign(outer.getResults().begin(), outer.getResults().end());
 }
 
+/// vpermi2b (AVX512_VBMI), called by its LLVM intrinsic's name: a function
+/// of that name declared in the module (declareVpermi2b) becomes the
+/// intrinsic when translated to LLVM IR, and a func.call, unlike
+/// llvm.call_intrinsic, is something buffer deallocation accepts. Operands
+/// (table bytes 0..63, indices, table bytes 64..127); an index's bit 7 is
+/// ignored.
+constexpr StringLiteral kVpermi2b = "llvm.x86.avx512.vpermi2var.qi.512";
+
+void declareVpermi2b(ImplicitLocOpBuilder &b) {
+  auto module = b.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
+  assert(module && "the kernel is in a module");
+  if (module.lookupSymbol(kVpermi2b))
+    return;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  auto bytes = VectorType::get({64}, b.getI8Type());
+  func::FuncOp::create(b, kVpermi2b, b.getFunctionType({bytes, bytes, bytes}, {bytes}))
+      .setPrivate();
+}
+
+/// The exact bf16 of the E4M3 magnitude m (7 bits): 1.fff * 2^(e - 7), or
+/// 0.fff * 2^-6 for e = 0 (E4M3's subnormals are normal bf16s: 8 exponent
+/// bits); every value has at most 4 significant bits, so the high half of
+/// its f32 is exact. The NaN magnitude (1111.111) gives 0: the panel scales
+/// carry NaN for its columns (emitPackScales).
+uint16_t e4m3MagnitudeBf16(unsigned m) {
+  if (m == 0x7F)
+    return 0;
+  unsigned e = m >> 3, f = m & 7;
+  float v = e == 0 ? std::ldexp(float(f), -9) : std::ldexp(float(8 + f), int(e) - 10);
+  return static_cast<uint16_t>(llvm::bit_cast<uint32_t>(v) >> 16);
+}
+
+/// 64 E4M3 codes (one chunk of a pair row packed in unpack order,
+/// emitPackWeights) as two vectors of bf16 pairs (vector<32 x bf16> each:
+/// vectors 2j and 2j + 1 of the pair row): the high and the low byte of
+/// each code's exact bf16 by two 128-entry lookups (vpermi2b reads the
+/// index's low 7 bits, the magnitude), the sign or'ed into the high byte,
+/// and the bytes interleaved into words by the unpacks of each 128-bit lane.
+std::pair<Value, Value> fp8DotPairs(ImplicitLocOpBuilder &b, Value codes) {
+  auto bytes = VectorType::get({64}, b.getI8Type());
+  auto table = [&](bool high, int64_t half) -> Value {
+    SmallVector<int8_t> entries;
+    for (unsigned i = 0; i < 64; ++i) {
+      uint16_t bits = e4m3MagnitudeBf16(64 * half + i);
+      entries.push_back(static_cast<int8_t>(high ? bits >> 8 : bits & 0xFF));
+    }
+    return arith::ConstantOp::create(b, bytes,
+                                     DenseElementsAttr::get(bytes, ArrayRef<int8_t>(entries)));
+  };
+  auto lookup = [&](bool high) -> Value {
+    return func::CallOp::create(b, kVpermi2b, TypeRange{bytes},
+                                ValueRange{table(high, 0), codes, table(high, 1)})
+        .getResult(0);
+  };
+  Value signs = arith::AndIOp::create(
+      b, codes,
+      arith::ConstantOp::create(
+          b, bytes, DenseElementsAttr::get(bytes, b.getIntegerAttr(b.getI8Type(), 0x80))));
+  Value hi = arith::OrIOp::create(b, lookup(true), signs);
+  Value lo = lookup(false);
+  auto pairType = VectorType::get({32}, b.getBF16Type());
+  auto unpack = [&](int64_t offset) -> Value {
+    SmallVector<int64_t> mask;
+    for (int64_t l = 0; l < 4; ++l)
+      for (int64_t i = 0; i < 8; ++i) {
+        mask.push_back(16 * l + offset + i);
+        mask.push_back(64 + 16 * l + offset + i);
+      }
+    return vector::BitCastOp::create(b, pairType, vector::ShuffleOp::create(b, lo, hi, mask));
+  };
+  return {unpack(0), unpack(8)};
+}
+
+/// The products of an FP8 GEMM from panels packed pairwise (the
+/// configuration's fp8_dot; bf16 A): per block of K, one vdpbf16ps per row
+/// and vector adds a_k q_k + a_k+1 q_k+1 (exact products; the codes as
+/// their exact bf16s, fp8DotPairs) to partial sums, which the block's panel
+/// scales (s, or NaN for a column with a NaN code) times are added to the
+/// accumulators. The block is even (the lowering takes the dot product only
+/// then), so a pair never straddles two blocks; an odd K ends with the pair
+/// (a_k, 0), its packed odd row being the code 0.
+void emitFp8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value panel,
+                        ArrayRef<Value> aRows, int64_t microRows, Value kEnd,
+                        ArrayRef<Value> init, SmallVectorImpl<Value> &accs) {
+  const int64_t lanes = g.config.getLanes();
+  const int64_t microVecs = g.config.getMicroVectors();
+  const int64_t blockK = g.desc.blockK;
+  assert(lanes == 16 && blockK % 2 == 0 && microVecs % 2 == 0 &&
+         "FP8 pairs: 64-byte chunks of two vectors, even blocks");
+  VectorType vt = f32Vec(b, lanes);
+  auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
+  auto i32v = VectorType::get({lanes}, b.getI32Type());
+  Type elt = cast<MemRefType>(g.b.getType()).getElementType();
+  auto chunkType = VectorType::get({4 * lanes}, elt);
+  // The same bytes ahead as the f32 panels: a pair row of codes is half as
+  // long as an f32 row.
+  const int64_t fp8PairPrefetchScale = 2;
+  // One step: pair row kk's vectors, dotted with every row's pair at k
+  // (single: (a_k, 0)).
+  auto step = [&](ImplicitLocOpBuilder &nb, Value kk, Value k, bool single, ValueRange part) {
+    SmallVector<Value> pairs;
+    for (int64_t j = 0; j < microVecs / 2; ++j) {
+      Value chunk = vector::LoadOp::create(nb, chunkType, g.b,
+                                           ValueRange{group, panel, kk, cIdx(nb, 4 * j * lanes)});
+      auto [first, second] = fp8DotPairs(
+          nb, arith::BitcastOp::create(nb, VectorType::get({4 * lanes}, nb.getI8Type()), chunk));
+      pairs.push_back(first);
+      pairs.push_back(second);
+    }
+    SmallVector<Value> next(part.begin(), part.end());
+    for (int64_t i = 0; i < microRows; ++i) {
+      Value word = bf16PairWord(nb, g.a, aRows[i], k, single);
+      Value aPair =
+          vector::BitCastOp::create(nb, pairType, vector::BroadcastOp::create(nb, i32v, word));
+      for (int64_t v = 0; v < microVecs; ++v) {
+        Value &p = next[i * microVecs + v];
+        p = x86vector::DotBF16Op::create(nb, vt, p, aPair, pairs[v]);
+      }
+    }
+    return next;
+  };
+  Value numBlocks = ceilDiv(b, kEnd, blockK);
+  auto outer = scf::ForOp::create(
+      b, cIdx(b, 0), numBlocks, cIdx(b, 1), init,
+      [&](OpBuilder &outerBuilder, Location loc, Value kb, ValueRange acc) {
+        ImplicitLocOpBuilder ob(loc, outerBuilder);
+        Value k0 = arith::MulIOp::create(ob, kb, cIdx(ob, blockK));
+        Value k1 = minIdx(ob, kEnd, arith::AddIOp::create(ob, k0, cIdx(ob, blockK)));
+        Value pairBegin = arith::DivUIOp::create(ob, k0, cIdx(ob, 2));
+        Value pairEnd = arith::DivUIOp::create(ob, k1, cIdx(ob, 2));
+        auto pairs = scf::ForOp::create(
+            ob, pairBegin, pairEnd, cIdx(ob, 1), init,
+            [&](OpBuilder &nested, Location loc, Value kk, ValueRange part) {
+              ImplicitLocOpBuilder nb(loc, nested);
+              prefetchPanelRow(nb, g.b, group, panel, kk,
+                               g.config.getPrefetchRows() * fp8PairPrefetchScale,
+                               2 * microVecs * lanes);
+              Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
+              scf::YieldOp::create(nb, step(nb, kk, k, /*single=*/false, part));
+            });
+        // An odd K: its last row with the code 0 beside it.
+        Value odd = arith::CmpIOp::create(ob, arith::CmpIPredicate::ne,
+                                          arith::MulIOp::create(ob, pairEnd, cIdx(ob, 2)), k1);
+        auto last = scf::IfOp::create(
+            ob, odd,
+            [&](OpBuilder &nested, Location loc) {
+              ImplicitLocOpBuilder nb(loc, nested);
+              Value k = arith::SubIOp::create(nb, k1, cIdx(nb, 1));
+              scf::YieldOp::create(nb, step(nb, pairEnd, k, /*single=*/true, pairs.getResults()));
+            },
+            [&](OpBuilder &nested, Location loc) {
+              scf::YieldOp::create(nested, loc, pairs.getResults());
+            });
+        SmallVector<Value> scales, next;
+        for (int64_t v = 0; v < microVecs; ++v)
+          scales.push_back(vector::LoadOp::create(
+              ob, vt, g.bScales, ValueRange{group, panel, kb, cIdx(ob, v * lanes)}));
+        for (int64_t i = 0; i < microRows; ++i)
+          for (int64_t v = 0; v < microVecs; ++v)
+            next.push_back(vector::FMAOp::create(ob, last.getResult(i * microVecs + v),
+                                                 scales[v], acc[i * microVecs + v]));
+        scf::YieldOp::create(ob, next);
+      });
+  accs.assign(outer.getResults().begin(), outer.getResults().end());
+}
+
 /// The sums of each row of A over each group of K (WeightFormat::int4Group):
 /// memref<rows of A x ceil(K / group) x f32>, the elements widened to f32
 /// and added in increasing k; every row on its own core.
@@ -708,6 +875,8 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     accs = emitAmxProducts(b, g, group, panel, row0, microRows, microVecs);
   } else if (g.desc.format == WeightFormat::int4Group && g.bPacked) {
     emitInt4PackedProducts(b, g, group, panel, aRows, microRows, kEnd, init, accs);
+  } else if (g.desc.format == WeightFormat::fp8Block && g.bPacked && g.bf16Dot) {
+    emitFp8DotProducts(b, g, group, panel, aRows, microRows, kEnd, init, accs);
   } else if (g.desc.format == WeightFormat::fp8Block && g.bPacked) {
     // FP8 from packed panels: per block of K, the partial sums of a * (q *
     // 2^-8) from the codes (fp8TimesTwoToMinus8), then the block's panel
@@ -948,8 +1117,8 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
          "an unpacked transposed B is read element by element");
   assert((g.desc.format == WeightFormat::dense ||
           (g.bScales && !g.amx && !g.bPackedRows &&
-           (!g.bf16Dot || (g.desc.format == WeightFormat::int4Group && g.bPacked)))) &&
-         "quantized weights are dequantized on the FMA path (int4: or the bf16 dot "
+           (!g.bf16Dot || g.bPacked))) &&
+         "quantized weights are dequantized on the FMA path (packed: or the bf16 dot "
          "product), with their scales");
   assert(g.desc.zeroPoint == (g.bZeroPoints != nullptr) && "zero points of int4 weights");
   const int64_t tileCols = g.config.getTileColumns(g.gated());
@@ -997,6 +1166,9 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   GroupedGemm withA = g;
   if (g.amx)
     withA.amxA = emitAmxPackA(b, g);
+  // Packed FP8 on the dot product: the byte lookup's declaration.
+  if (g.desc.format == WeightFormat::fp8Block && g.bPacked && g.bf16Dot)
+    declareVpermi2b(b);
   // Packed int4: the rows' sums of A per group of K, built once per call.
   if (g.desc.format == WeightFormat::int4Group && g.bPacked)
     withA.aGroupSums = emitGroupSums(b, g);
@@ -1153,7 +1325,8 @@ static std::tuple<Value, Value, Value> panelColumn(ImplicitLocOpBuilder &b, Valu
 /// panel) on its own core; a column's NaN codes are found by reading its
 /// codes once (packing runs once per weight buffer).
 static void emitPackScales(ImplicitLocOpBuilder &b, Value w, Value scales, Value packed,
-                           CpuConfigAttr config, bool gated, int64_t blockK, int64_t blockN) {
+                           CpuConfigAttr config, bool gated, int64_t blockK, int64_t blockN,
+                           float codeScale) {
   auto dim = [&](Value m, int64_t i) -> Value { return memref::DimOp::create(b, m, i); };
   const int64_t width = config.getMicroVectors() * config.getLanes();
   const int64_t tile = config.getTileColumns(gated);
@@ -1186,8 +1359,13 @@ static void emitPackScales(ImplicitLocOpBuilder &b, Value w, Value scales, Value
                       Value s = memref::LoadOp::create(
                           tb, scales,
                           ValueRange{grp, kb, arith::DivUIOp::create(tb, n, cIdx(tb, blockN))});
-                      Value scaled = arith::MulFOp::create(
-                          tb, s, arith::ConstantOp::create(tb, tb.getF32FloatAttr(256.0f)));
+                      Value scaled =
+                          codeScale == 1.0f
+                              ? s
+                              : arith::MulFOp::create(
+                                    tb, s,
+                                    arith::ConstantOp::create(tb, tb.getF32FloatAttr(codeScale)))
+                                    .getResult();
                       auto scan = scf::ForOp::create(
                           tb, k0, k1, cIdx(tb, 1),
                           ValueRange{arith::ConstantOp::create(tb, tb.getBoolAttr(false))},
@@ -1479,10 +1657,21 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
           }
           Value rowsOut = vnni ? arith::CeilDivSIOp::create(ib, red, cIdx(ib, 2)).getResult()
                                : red;
+          // FP8 codes packed pairwise are stored in the lane order of the
+          // micro-kernel's byte unpacks (fp8DotPairs): per 128-bit lane L
+          // of a 64-byte chunk, the bytes 8L..8L+7 of vector 2j's pairs and
+          // then those of vector 2j + 1's.
+          const bool unpackOrder = vnni && isa<Float8E4M3FNType>(elt);
+          SmallVector<int64_t> unpackMask;
+          for (int64_t l = 0; l < 4; ++l)
+            for (int64_t half = 0; half < 2; ++half)
+              for (int64_t i = 0; i < 8; ++i)
+                unpackMask.push_back(half * 2 * lanes + 8 * l + i);
           scf::ForOp::create(
               ib, cIdx(ib, 0), rowsOut, cIdx(ib, 1), ValueRange{},
               [&](OpBuilder &kb, Location loc, Value k, ValueRange) {
                 ImplicitLocOpBuilder rb(loc, kb);
+                Value previousPair;
                 for (int64_t v = 0; v < microVecs; ++v) {
                   if (!vnni) {
                     vector::StoreOp::create(rb, loadRow(rb, k, v), packed,
@@ -1506,6 +1695,17 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
                     interleave.push_back(lanes + l);
                   }
                   Value pair = vector::ShuffleOp::create(rb, even, oddVec, interleave);
+                  if (unpackOrder) {
+                    // Vectors 2j and 2j + 1 make one chunk.
+                    if (v % 2 == 0) {
+                      previousPair = pair;
+                      continue;
+                    }
+                    pair = vector::ShuffleOp::create(rb, previousPair, pair, unpackMask);
+                    vector::StoreOp::create(
+                        rb, pair, packed, ValueRange{grp, p, k, cIdx(rb, 2 * (v - 1) * lanes)});
+                    continue;
+                  }
                   vector::StoreOp::create(rb, pair, packed,
                                           ValueRange{grp, p, k, cIdx(rb, 2 * v * lanes)});
                 }
@@ -1516,7 +1716,10 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
       emitPackInt4Scales(nb, w, scales, zeroPoints, packedScales, packedZeroPoints, config,
                          gated);
     else if (scales)
-      emitPackScales(nb, w, scales, packedScales, config, gated, blockK, blockN);
+      // The FMA path's codes are q * 2^-8 (fp8TimesTwoToMinus8), the dot
+      // product's q (fp8DotPairs).
+      emitPackScales(nb, w, scales, packedScales, config, gated, blockK, blockN,
+                     vnni ? 1.0f : 256.0f);
     memref::StoreOp::create(nb, address, key, ValueRange{cIdx(nb, 0)});
     memref::StoreOp::create(nb, hash, key, ValueRange{cIdx(nb, 1)});
     scf::YieldOp::create(nb);
@@ -1638,7 +1841,8 @@ void cpu::callKernel(ImplicitLocOpBuilder &b, Operation *symbolTableOp, StringRe
 CpuConfigAttr cpu::defaultCpuConfig(MLIRContext *ctx) {
   return CpuConfigAttr::get(ctx, /*vector_bits=*/512, /*registers=*/32, /*micro_rows=*/6,
                             /*micro_vectors=*/4, /*row_block=*/48, /*col_block=*/256,
-                            /*prefetch_rows=*/32, /*bf16_dot=*/false, /*amx=*/false);
+                            /*prefetch_rows=*/32, /*bf16_dot=*/false, /*amx=*/false,
+                            /*fp8_dot=*/false);
 }
 
 CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool> &features) {
@@ -1648,9 +1852,12 @@ CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool>
     // AMX (Sapphire Rapids and later): the bf16 GEMMs on the tile unit,
     // measured on 2 cores there at 24x the vdpbf16ps rate per core (which
     // is no faster than FMA: one port).
+    // AVX512_VBMI: FP8 codes become bf16 by byte lookups (vpermi2b), so FP8
+    // GEMMs take the dot product too.
     bool dot = has("avx512bf16");
     return CpuConfigAttr::get(ctx, 512, 32, 6, 4, 48, 256, 32, dot,
-                              dot && has("amx-bf16") && has("amx-tile"));
+                              dot && has("amx-bf16") && has("amx-tile"),
+                              dot && has("avx512vbmi"));
   }
   // 16 ymm (AVX2) or xmm (SSE, NEON's 128-bit view): 6 x 2 accumulators + 2
   // panel vectors + 1 broadcast = 15, the 6 x 16 micro-kernel of BLIS and
@@ -1660,7 +1867,7 @@ CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool>
   // 8.6 ms at 128).
   int64_t bits = has("avx2") && has("fma") ? 256 : 128;
   return CpuConfigAttr::get(ctx, bits, 16, 6, 2, 48, 256, 128, /*bf16_dot=*/false,
-                            /*amx=*/false);
+                            /*amx=*/false, /*fp8_dot=*/false);
 }
 
 FailureOr<llvm::StringMap<bool>> cpu::cpuFeatures(StringRef cpuName) {

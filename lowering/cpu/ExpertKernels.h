@@ -136,7 +136,9 @@ struct GroupedGemm {
   /// a row of C; its sums, the group's column sums of B, go here.
   Value biasGradient;
   /// A and B are bf16, B is packed pairwise (VNNI): products through the
-  /// AVX512_BF16 dot product (x86vector.avx512.dot).
+  /// AVX512_BF16 dot product (x86vector.avx512.dot). Packed int4 B (bytes
+  /// of two codes) and packed FP8 B (pairwise, in the unpacks' order; the
+  /// configuration's fp8_dot) become bf16 pairs in registers.
   bool bf16Dot = false;
   /// With bf16Dot: the products on the AMX tile unit (amx.tile_mulf) in
   /// micro-tiles of 16 rows; amxPairs is B's (static) pair count, ceil(K/2).
@@ -171,7 +173,11 @@ struct PackedWeights {
 /// table `symbolTableOp` and returns them (memref.get_global).
 /// With `vnni` (bf16 for the AVX512_BF16 dot product) the panels hold pairs
 /// of rows interleaved: [G, P, ceil(K / 2), 2 * W], element (k, c) at
-/// [k / 2][2 * c + k % 2], a missing last odd row as zeros.
+/// [k / 2][2 * c + k % 2], a missing last odd row as zeros. FP8 E4M3 codes
+/// packed pairwise (the configuration's fp8_dot) are stored in the order of
+/// the micro-kernel's byte unpacks instead: per 64-byte chunk j (vectors 2j
+/// and 2j + 1 of the pair row) and 128-bit lane L, the bytes 8L..8L+7 of
+/// vector 2j's interleaved pairs, then those of vector 2j + 1's.
 /// With `transposed`, `w` is stored [G, N, K] (GroupedGemmDesc::bTransposed)
 /// and packed into the same panels as its transpose would be.
 /// i4 weights (WeightFormat::int4Group) are packed two rows to a byte:
@@ -187,6 +193,8 @@ PackedWeights declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTab
 /// panel column holds, s[g][kb][n / blockN] * 256, or NaN when a code of
 /// that column in block kb is NaN (S.1111.111), 0 for padding. The
 /// micro-kernel multiplies each block's partial sums of a * q * 2^-8 by it.
+/// Weights packed pairwise for the dot product (fp8_dot) sum a * q: their
+/// panel scales are s, not s * 256.
 /// Declared next to the weights' panels (declarePackedWeights).
 /// int4 (WeightFormat::int4Group, blockK the group): s[g][kb][n] per
 /// panel column (0 for padding); with `zeroPoints`, a second global of the

@@ -100,6 +100,14 @@ func.func @amx_without_dot(%x: tensor<4x8xf32>, %wr: tensor<8x4xf32>) -> tensor<
 
 // -----
 
+func.func @fp8_dot_without_dot(%x: tensor<4x8xf32>, %wr: tensor<8x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{#moe.cpu_config: fp8_dot needs bf16_dot (the FP8 codes become bf16 pairs for the dot product)}}
+  %o = moe.route %x router(%wr) {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, fp8_dot = true>} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  return %o : tensor<4x4xf32>
+}
+
+// -----
+
 func.func @amx_row_block(%x: tensor<4x8xf32>, %wr: tensor<8x4xf32>) -> tensor<4x4xf32> {
   // expected-error @+1 {{#moe.cpu_config: amx needs row_block to be a multiple of 16 (the rows of a tile), got 42}}
   %o = moe.route %x router(%wr) {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 42, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true>} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>

@@ -152,6 +152,9 @@ struct CpuBackendOptions {
   bool bf16Dot = true;
   /// cpu: AMX for those GEMMs where the host has it (--cpu-amx).
   bool amx = true;
+  /// cpu: FP8 GEMMs on the dot product where the host has AVX512_VBMI and
+  /// AVX512_BF16 (--cpu-fp8-dot); false: chosen without avx512vbmi.
+  bool fp8Dot = true;
   /// Register the JIT's perf and GDB event listeners (they write perf
   /// jitdump files and debug directories); off unless asked for.
   bool jitDebugListeners = false;

@@ -94,10 +94,16 @@ private:
     pipelineOptions.parallel = options.parallel;
     // The strategy is chosen for the CPU the JIT compiles for.
     pipelineOptions.cpu = options.cpu;
+    // Options that choose as without a feature remove it from the
+    // configuration's view of the CPU (not from the code generator's).
+    std::string without;
     if (!options.bf16Dot)
-      pipelineOptions.cpuFeatures = "-avx512bf16";
+      without += "-avx512bf16,";
     else if (!options.amx)
-      pipelineOptions.cpuFeatures = "-amx-tile";
+      without += "-amx-tile,";
+    if (!options.fp8Dot)
+      without += "-avx512vbmi,";
+    pipelineOptions.cpuFeatures = without;
     mlir::moe::buildCpuPipeline(pm, pipelineOptions);
     return llvm::Error::success();
   }

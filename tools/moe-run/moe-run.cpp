@@ -256,6 +256,14 @@ llvm::cl::opt<bool> cpuBf16Dot(
                    "extended to f32 and FMAs, the path of CPUs without it)"),
     llvm::cl::init(true), llvm::cl::cat(runCategory));
 
+llvm::cl::opt<bool> cpuFp8Dot(
+    "cpu-fp8-dot",
+    llvm::cl::desc("On the cpu, FP8 expert GEMMs with bf16 tokens decode the "
+                   "codes to bf16 by byte lookups (AVX512_VBMI) and use the "
+                   "dot product when the host has both (default true; false: "
+                   "the codes widened to f32 and FMAs)"),
+    llvm::cl::init(true), llvm::cl::cat(runCategory));
+
 llvm::cl::opt<bool> cpuAmx(
     "cpu-amx",
     llvm::cl::desc("On the cpu, bf16 expert GEMMs with the dot product run on "
@@ -490,6 +498,7 @@ std::unique_ptr<::moe::run::Backend> selectBackend(Device dev,
   cpuOptions.parallel = cpuParallel;
   cpuOptions.bf16Dot = cpuBf16Dot;
   cpuOptions.amx = cpuAmx;
+  cpuOptions.fp8Dot = cpuFp8Dot;
   cpuOptions.cpu = cpuName;
   cpuOptions.jitDebugListeners = jitDebugListeners;
   llvm::Expected<unsigned> level = mlir::moe::tools::resolveOptLevel(

@@ -509,7 +509,8 @@ void addParams(std::map<std::string, io::Tensor> &params,
 
 /// --poison NAME:AT:VALUE[,NAME:AT:VALUE...] ('layer' and 'soft'): before
 /// the reference computes anything, elements of x (NAME x) or of a
-/// parameter (a name of --names) are set to VALUE (nan, inf or -inf). AT is
+/// parameter (a name of --names) are set to VALUE (nan, inf, -inf or a
+/// finite number, such as one that quantizes to a subnormal code). AT is
 /// a flat element index, or rR: token R of x (soft: R = g M + m), or
 /// slice R of a parameter's first dimension (an expert's weights).
 void applyPoisons(const Args &args, const std::vector<NamedTensor> &tensors) {
@@ -528,8 +529,14 @@ void applyPoisons(const Args &args, const std::vector<NamedTensor> &tensors) {
       v = std::numeric_limits<float>::infinity();
     else if (value == "-inf")
       v = -std::numeric_limits<float>::infinity();
-    else
-      die("--poison: value '" + value + "' is not nan, inf or -inf");
+    else {
+      // A finite number too (a value the quantizers must handle, such as
+      // one that becomes an E4M3 subnormal code).
+      char *end = nullptr;
+      v = value.empty() ? 0.0f : std::strtof(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !std::isfinite(v))
+        die("--poison: value '" + value + "' is not nan, inf, -inf or a finite number");
+    }
     auto it = std::find_if(tensors.begin(), tensors.end(),
                            [&](const NamedTensor &t) { return t.name == name; });
     if (it == tensors.end())
@@ -1931,8 +1938,8 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   (an f32 [E] bias that only chooses)]; a shared expert: [--shared-hidden Hs
   [--shared-gate]] (s1 [D,Hs] or [D,2Hs] gated, s2 [Hs,D], gate [D,1]).
   --poison NAME:AT:V[,...] (also for soft): before anything is computed, set
-  elements of x (NAME x) or of the parameter NAME of --names to V (nan, inf
-  or -inf); AT is a flat index or rR: token R of x, slice R of a
+  elements of x (NAME x) or of the parameter NAME of --names to V (nan, inf,
+  -inf or a finite number); AT is a flat index or rR: token R of x, slice R of a
   parameter's first dimension. Selections follow docs/spec.md §3 "NaN and infinities"
   (NaN below every number; a decision against a NaN has no margin).
   --dtype bf16|f16 (also for block, soft-from-router and soft): the data
