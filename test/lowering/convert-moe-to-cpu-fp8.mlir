@@ -126,6 +126,8 @@ func.func @forward(%x: tensor<?x40xf32>, %wr: tensor<40x4xf32>,
 // DOT-NEXT: arith.select %{{.*}}, %[[NAN]], %[[S]] : f32
 
 // DOT-LABEL: func.func private @__moe_cpu_gemm1_swiglu_gather_packed_bf16dot_fp8b16x32_v512
+// DOT: %[[TAIL:.*]] = arith.remsi %{{.*}}, %c6 : index
+// DOT: %[[SMALL:.*]] = arith.andi
 // DOT: %{{.*}}:24 = scf.for %[[KB:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
 // DOT: %{{.*}}:24 = scf.for %[[KK:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
 // DOT: %[[CODES:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[KK]], %{{.*}}] : memref<?x?x?x?xf8E4M3FN, {{.*}}>, vector<64xf8E4M3FN>
@@ -149,6 +151,18 @@ func.func @forward(%x: tensor<?x40xf32>, %wr: tensor<40x4xf32>,
 // DOT: scf.yield
 // DOT: %[[PS:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[KB]], %{{.*}}] : memref<?x?x?x?xf32, {{.*}}>, vector<16xf32>
 // DOT: vector.fma %{{.*}}, %[[PS]], %{{.*}} : vector<16xf32>
+// A row tail of 1 or 2 rows (quantized weights: the decoding is shared by
+// a tile's rows, the dot products of missing rows are not) runs in a tile
+// of its size, one of 3 or 4 rows in the 4-row tile.
+// DOT: scf.if %[[SMALL]] {
+// DOT-NEXT: %[[C1:.*]] = arith.constant 1 : index
+// DOT-NEXT: %[[ONE:.*]] = arith.cmpi eq, %[[TAIL]], %[[C1]] : index
+// DOT-NEXT: scf.if %[[ONE]] {
+// DOT: %{{.*}}:4 = scf.for
+// DOT: %[[TWO:.*]] = arith.cmpi eq, %[[TAIL]], %c2{{(_[0-9]+)?}} : index
+// DOT-NEXT: scf.if %[[TWO]] {
+// DOT: %{{.*}}:8 = scf.for
+// DOT: %{{.*}}:16 = scf.for
 
 func.func @dot_forward(%x: tensor<?x40xbf16>, %wr: tensor<40x4xbf16>,
                        %w1: tensor<4x40x48xf8E4M3FN>, %w2: tensor<4x24x40xf8E4M3FN>,
