@@ -19,8 +19,9 @@
 //     beyond the token the lowered code creates.
 //
 // MOE_CPU_THREADS=N (N >= 1) sets the number of threads (the caller
-// included); by default, the CPUs this process may run on. With N = 1 every
-// task runs on the thread that awaits it.
+// included); by default, the CPUs this process may run on, divided among
+// the node's MPI ranks when mpirun left them unbound. With N = 1 every task
+// runs on the thread that awaits it.
 //
 // __mlir_execution_engine_init / _destroy (the ExecutionEngine's hooks)
 // count their users: the last destroy joins the workers, so that none can
@@ -81,23 +82,25 @@ struct Task {
 };
 
 /// The number of threads: MOE_CPU_THREADS, else the CPUs of the affinity
-/// mask.
+/// mask, shared by the MPI ranks of the node when mpirun did not bind them
+/// (moeDefaultCpuThreads).
 unsigned configuredThreads() {
   if (const char *env = std::getenv("MOE_CPU_THREADS")) {
     if (unsigned n = moeParseCpuThreads(env))
       return n;
     std::fprintf(stderr, "moe-runtime: %s; using every CPU\n", moeCpuThreadsError(env).c_str());
   }
+  unsigned online = std::thread::hardware_concurrency();
+  unsigned allowed = online;
 #if defined(__linux__)
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0)
-      return static_cast<unsigned>(n);
-  }
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+    allowed = static_cast<unsigned>(CPU_COUNT(&set));
 #endif
-  unsigned n = std::thread::hardware_concurrency();
-  return n ? n : 1;
+  const char *localRanks = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!localRanks)
+    localRanks = std::getenv("MPI_LOCALNRANKS");
+  return moeDefaultCpuThreads(allowed, online, localRanks);
 }
 
 class Scheduler {

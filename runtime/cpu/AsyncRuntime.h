@@ -34,4 +34,18 @@ inline std::string moeCpuThreadsError(const char *value) {
          "], got '" + value + "'";
 }
 
+/// The thread count without MOE_CPU_THREADS: the `allowed` CPUs of the
+/// affinity mask; when that mask is every one of the node's `online` CPUs
+/// (the process is not bound) and `localRanks` (OpenMPI's
+/// OMPI_COMM_WORLD_LOCAL_SIZE or MPICH's MPI_LOCALNRANKS, null outside
+/// mpirun) says N > 1 ranks share the node, a 1/N share of them, so that
+/// the ranks' workers do not outnumber the cores (idle workers spin before
+/// they sleep). At least 1.
+inline unsigned moeDefaultCpuThreads(unsigned allowed, unsigned online, const char *localRanks) {
+  unsigned ranks = localRanks ? moeParseCpuThreads(localRanks) : 0;
+  if (ranks > 1 && allowed >= online)
+    allowed /= ranks;
+  return allowed ? allowed : 1;
+}
+
 #endif // MOE_RUNTIME_CPU_ASYNCRUNTIME_H

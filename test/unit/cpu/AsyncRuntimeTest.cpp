@@ -6,13 +6,18 @@
 // or after completion, errors reach the group, blocked threads run tasks (a
 // task that blocks on its own subtasks finishes with one thread), and the
 // scheduler stops on the last ExecutionEngine destroy hook and starts again
-// on the next use.
+// on the next use; without MOE_CPU_THREADS, unbound MPI ranks share the
+// node's CPUs.
 //
 //===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/AsyncRuntime.h"
 
 #include "llvm/ADT/StringMap.h"
 
 #include <gtest/gtest.h>
+
+#include <sched.h>
 
 #include <atomic>
 #include <cstdint>
@@ -133,6 +138,36 @@ TEST(AsyncRuntime, ThreadsComeFromTheEnvironment) {
     Engine engine(1);
     EXPECT_EQ(mlirAsyncRuntimGetNumWorkerThreads(), 1);
   }
+}
+
+TEST(AsyncRuntime, MpiRanksShareAnUnboundNode) {
+  // Not under mpirun, or one rank per node: every allowed CPU.
+  EXPECT_EQ(moeDefaultCpuThreads(8, 8, nullptr), 8u);
+  EXPECT_EQ(moeDefaultCpuThreads(8, 8, "1"), 8u);
+  // N unbound ranks on the node: a 1/N share each, at least 1.
+  EXPECT_EQ(moeDefaultCpuThreads(8, 8, "2"), 4u);
+  EXPECT_EQ(moeDefaultCpuThreads(8, 8, "3"), 2u);
+  EXPECT_EQ(moeDefaultCpuThreads(2, 2, "4"), 1u);
+  // Bound ranks (the mask is a part of the node): the mask as it is.
+  EXPECT_EQ(moeDefaultCpuThreads(2, 8, "4"), 2u);
+  // A local size that is not a count: ignored.
+  EXPECT_EQ(moeDefaultCpuThreads(8, 8, "two"), 8u);
+  EXPECT_EQ(moeDefaultCpuThreads(8, 8, "-2"), 8u);
+
+  // The runtime reads OpenMPI's variable when MOE_CPU_THREADS is unset.
+  unsigned online = std::thread::hardware_concurrency(), allowed = online;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+    allowed = static_cast<unsigned>(CPU_COUNT(&set));
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4096", 1);
+  {
+    llvm::StringMap<void *> symbols;
+    __mlir_execution_engine_init(symbols);
+    EXPECT_EQ(mlirAsyncRuntimGetNumWorkerThreads(),
+              static_cast<int64_t>(allowed >= online ? 1 : allowed));
+    __mlir_execution_engine_destroy();
+  }
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
 }
 
 TEST(AsyncRuntime, TokenAwaitedFromAnotherThread) {
