@@ -434,6 +434,58 @@ SmallVector<Value> emitAmxProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g
   return SmallVector<Value>(scope.getResults().begin(), scope.getResults().end());
 }
 
+/// The reduction of a packed quantized GEMM by blocks of `blockK` rows of K
+/// (FP8's blocks, int4's groups; even, so that a pair of rows never
+/// straddles two) and, inside a block, by pair rows kk (rows k = 2 kk and
+/// k + 1): `pairStep` gives the partial sums after a pair row (single: an
+/// odd K's last row alone, the pair row pairEnd), `prefetch` streams the
+/// panel, and `blockEnd` gives the accumulators after a block from its
+/// partial sums (the block's scales, and zero points). The partial sums
+/// start from `init` in every block; the accumulators' results go to `accs`.
+void emitBlockPairLoop(
+    ImplicitLocOpBuilder &b, Value kEnd, int64_t blockK, ArrayRef<Value> init,
+    function_ref<void(ImplicitLocOpBuilder &, Value)> prefetch,
+    function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, Value, bool, ValueRange)>
+        pairStep,
+    function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, ValueRange, ValueRange)>
+        blockEnd,
+    SmallVectorImpl<Value> &accs) {
+  Value numBlocks = ceilDiv(b, kEnd, blockK);
+  auto outer = scf::ForOp::create(
+      b, cIdx(b, 0), numBlocks, cIdx(b, 1), init,
+      [&](OpBuilder &outerBuilder, Location loc, Value kb, ValueRange acc) {
+        ImplicitLocOpBuilder ob(loc, outerBuilder);
+        Value k0 = arith::MulIOp::create(ob, kb, cIdx(ob, blockK));
+        Value k1 = minIdx(ob, kEnd, arith::AddIOp::create(ob, k0, cIdx(ob, blockK)));
+        Value pairBegin = arith::DivUIOp::create(ob, k0, cIdx(ob, 2));
+        Value pairEnd = arith::DivUIOp::create(ob, k1, cIdx(ob, 2));
+        auto pairs = scf::ForOp::create(
+            ob, pairBegin, pairEnd, cIdx(ob, 1), init,
+            [&](OpBuilder &nested, Location loc, Value kk, ValueRange part) {
+              ImplicitLocOpBuilder nb(loc, nested);
+              prefetch(nb, kk);
+              Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
+              scf::YieldOp::create(nb, pairStep(nb, kk, k, /*single=*/false, part));
+            });
+        // An odd K: its last row alone.
+        Value odd = arith::CmpIOp::create(ob, arith::CmpIPredicate::ne,
+                                          arith::MulIOp::create(ob, pairEnd, cIdx(ob, 2)), k1);
+        auto last = scf::IfOp::create(
+            ob, odd,
+            [&](OpBuilder &nested, Location loc) {
+              ImplicitLocOpBuilder nb(loc, nested);
+              Value k = arith::SubIOp::create(nb, k1, cIdx(nb, 1));
+              scf::YieldOp::create(nb,
+                                   pairStep(nb, pairEnd, k, /*single=*/true, pairs.getResults()));
+            },
+            [&](OpBuilder &nested, Location loc) {
+              scf::YieldOp::create(nested, loc, pairs.getResults());
+            });
+        scf::YieldOp::create(ob, blockEnd(ob, kb, last.getResults(), acc));
+      });
+  accs.assign(outer.getResults().begin(), outer.getResults().end());
+}
+
 /// The products of an int4 micro-tile from packed panels (two rows of
 /// codes to a byte, declarePackedWeights): per group of K, the partial sums
 /// P = sum a * q of the codes (converted exactly to f32), then (P - z A) s
@@ -487,134 +539,92 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
     Value word = bf16PairWord(nb, g.a, row, k, single);
     return vector::BitCastOp::create(nb, pairType, vector::BroadcastOp::create(nb, i32v, word));
   };
-  Value numGroups = ceilDiv(b, kEnd, group4);
-  auto outer = scf::ForOp::create(
-      b, cIdx(b, 0), numGroups, cIdx(b, 1), init,
-      [&](OpBuilder &outerBuilder, Location loc, Value kb, ValueRange acc) {
-        ImplicitLocOpBuilder ob(loc, outerBuilder);
-        Value k0 = arith::MulIOp::create(ob, kb, cIdx(ob, group4));
-        Value k1 = minIdx(ob, kEnd, arith::AddIOp::create(ob, k0, cIdx(ob, group4)));
-        // The codes of vector v of pair row kk: the low or high halves.
-        auto codes = [&](ImplicitLocOpBuilder &nb, Value kk, int64_t v) -> Value {
-          Value bytes = vector::LoadOp::create(nb, i8v, g.b,
-                                               ValueRange{group, panel, kk, cIdx(nb, v * lanes)});
-          return arith::ExtUIOp::create(nb, i32v, bytes);
-        };
-        auto weights = [&](ImplicitLocOpBuilder &nb, Value x, bool high) -> Value {
-          Value q = high ? arith::ShRUIOp::create(nb, x, splatI32(nb, 4)).getResult()
-                         : arith::AndIOp::create(nb, x, splatI32(nb, 15)).getResult();
-          return arith::SIToFPOp::create(nb, vt, q);
-        };
-        Value pairBegin = arith::DivUIOp::create(ob, k0, cIdx(ob, 2));
-        Value pairEnd = arith::DivUIOp::create(ob, k1, cIdx(ob, 2));
-        auto pairs = scf::ForOp::create(
-            ob, pairBegin, pairEnd, cIdx(ob, 1), init,
-            [&](OpBuilder &nested, Location loc, Value kk, ValueRange part) {
-              ImplicitLocOpBuilder nb(loc, nested);
-              prefetchPanelRow(nb, g.b, group, panel, kk,
-                               g.config.getPrefetchRows() * int4PrefetchScale,
-                               microVecs * lanes);
-              Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
-              Value kNext = arith::AddIOp::create(nb, k, cIdx(nb, 1));
-              SmallVector<Value> next(part.begin(), part.end());
-              if (dot) {
-                SmallVector<Value> pairs;
-                for (int64_t v = 0; v < microVecs; ++v)
-                  pairs.push_back(dotPairs(nb, codes(nb, kk, v), false));
-                for (int64_t i = 0; i < microRows; ++i) {
-                  Value aPair = aPairOf(nb, aRows[i], k, false);
-                  for (int64_t v = 0; v < microVecs; ++v) {
-                    Value &p = next[i * microVecs + v];
-                    p = x86vector::DotBF16Op::create(nb, vt, p, aPair, pairs[v]);
-                  }
-                }
-                scf::YieldOp::create(nb, next);
-                return;
-              }
-              SmallVector<Value> lo, hi;
-              for (int64_t v = 0; v < microVecs; ++v) {
-                Value x = codes(nb, kk, v);
-                lo.push_back(weights(nb, x, false));
-                hi.push_back(weights(nb, x, true));
-              }
-              for (int64_t i = 0; i < microRows; ++i) {
-                Value a0 = broadcastF32(nb, g.a, aRows[i], k, lanes);
-                Value a1 = broadcastF32(nb, g.a, aRows[i], kNext, lanes);
-                for (int64_t v = 0; v < microVecs; ++v) {
-                  Value &p = next[i * microVecs + v];
-                  p = vector::FMAOp::create(nb, a0, lo[v], p);
-                  p = vector::FMAOp::create(nb, a1, hi[v], p);
-                }
-              }
-              scf::YieldOp::create(nb, next);
-            });
-        // An odd K: its last row alone, the low halves of the last pair row.
-        Value odd = arith::CmpIOp::create(
-            ob, arith::CmpIPredicate::ne,
-            arith::MulIOp::create(ob, pairEnd, cIdx(ob, 2)), k1);
-        auto last = scf::IfOp::create(
-            ob, odd,
-            [&](OpBuilder &nested, Location loc) {
-              ImplicitLocOpBuilder nb(loc, nested);
-              Value k = arith::SubIOp::create(nb, k1, cIdx(nb, 1));
-              SmallVector<Value> next(pairs.getResults().begin(), pairs.getResults().end());
-              if (dot) {
-                SmallVector<Value> lows;
-                for (int64_t v = 0; v < microVecs; ++v)
-                  lows.push_back(dotPairs(nb, codes(nb, pairEnd, v), true));
-                for (int64_t i = 0; i < microRows; ++i) {
-                  Value aPair = aPairOf(nb, aRows[i], k, true);
-                  for (int64_t v = 0; v < microVecs; ++v)
-                    next[i * microVecs + v] = x86vector::DotBF16Op::create(
-                        nb, vt, next[i * microVecs + v], aPair, lows[v]);
-                }
-                scf::YieldOp::create(nb, next);
-                return;
-              }
-              SmallVector<Value> lo;
-              for (int64_t v = 0; v < microVecs; ++v)
-                lo.push_back(weights(nb, codes(nb, pairEnd, v), false));
-              for (int64_t i = 0; i < microRows; ++i) {
-                Value a0 = broadcastF32(nb, g.a, aRows[i], k, lanes);
-                for (int64_t v = 0; v < microVecs; ++v)
-                  next[i * microVecs + v] =
-                      vector::FMAOp::create(nb, a0, lo[v], next[i * microVecs + v]);
-              }
-              scf::YieldOp::create(nb, next);
-            },
-            [&](OpBuilder &nested, Location loc) {
-              scf::YieldOp::create(nested, loc, pairs.getResults());
-            });
-        // (P - z A) s: the zero points as -z, A broadcast per row.
-        SmallVector<Value> scales, negZeros, next;
+  // The codes of vector v of pair row kk: the low or high halves.
+  auto codes = [&](ImplicitLocOpBuilder &nb, Value kk, int64_t v) -> Value {
+    Value bytes =
+        vector::LoadOp::create(nb, i8v, g.b, ValueRange{group, panel, kk, cIdx(nb, v * lanes)});
+    return arith::ExtUIOp::create(nb, i32v, bytes);
+  };
+  auto weights = [&](ImplicitLocOpBuilder &nb, Value x, bool high) -> Value {
+    Value q = high ? arith::ShRUIOp::create(nb, x, splatI32(nb, 4)).getResult()
+                   : arith::AndIOp::create(nb, x, splatI32(nb, 15)).getResult();
+    return arith::SIToFPOp::create(nb, vt, q);
+  };
+  // Pair row kk (k = 2 kk): both rows, or (single: an odd K's last row)
+  // the low halves alone.
+  auto pairStep = [&](ImplicitLocOpBuilder &nb, Value kk, Value k, bool single,
+                      ValueRange part) -> SmallVector<Value> {
+    SmallVector<Value> next(part.begin(), part.end());
+    if (dot) {
+      SmallVector<Value> pairs;
+      for (int64_t v = 0; v < microVecs; ++v)
+        pairs.push_back(dotPairs(nb, codes(nb, kk, v), single));
+      for (int64_t i = 0; i < microRows; ++i) {
+        Value aPair = aPairOf(nb, aRows[i], k, single);
         for (int64_t v = 0; v < microVecs; ++v) {
-          Value at = cIdx(ob, v * lanes);
-          scales.push_back(
-              vector::LoadOp::create(ob, vt, g.bScales, ValueRange{group, panel, kb, at}));
-          Value z = g.bZeroPoints
-                        ? vector::LoadOp::create(ob, vt, g.bZeroPoints,
-                                                 ValueRange{group, panel, kb, at})
-                              .getResult()
-                        : arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 8.0f))
-                              .getResult();
-          // The dot product's codes carry 128 (exact in f32 with z).
-          if (dot)
-            z = arith::AddFOp::create(
-                ob, z, arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 128.0f)));
-          negZeros.push_back(arith::NegFOp::create(ob, z));
+          Value &p = next[i * microVecs + v];
+          p = x86vector::DotBF16Op::create(nb, vt, p, aPair, pairs[v]);
         }
-        for (int64_t i = 0; i < microRows; ++i) {
-          Value sumA = vector::BroadcastOp::create(
-              ob, vt, memref::LoadOp::create(ob, g.aGroupSums, ValueRange{aRows[i], kb}));
-          for (int64_t v = 0; v < microVecs; ++v) {
-            Value p = vector::FMAOp::create(ob, negZeros[v], sumA,
-                                            last.getResult(i * microVecs + v));
-            next.push_back(vector::FMAOp::create(ob, p, scales[v], acc[i * microVecs + v]));
-          }
-        }
-        scf::YieldOp::create(ob, next);
-      });
-  accs.assign(outer.getResults().begin(), outer.getResults().end());
+      }
+      return next;
+    }
+    Value kNext = single ? Value() : arith::AddIOp::create(nb, k, cIdx(nb, 1)).getResult();
+    SmallVector<Value> lo, hi;
+    for (int64_t v = 0; v < microVecs; ++v) {
+      Value x = codes(nb, kk, v);
+      lo.push_back(weights(nb, x, false));
+      if (!single)
+        hi.push_back(weights(nb, x, true));
+    }
+    for (int64_t i = 0; i < microRows; ++i) {
+      Value a0 = broadcastF32(nb, g.a, aRows[i], k, lanes);
+      Value a1 = single ? Value() : broadcastF32(nb, g.a, aRows[i], kNext, lanes);
+      for (int64_t v = 0; v < microVecs; ++v) {
+        Value &p = next[i * microVecs + v];
+        p = vector::FMAOp::create(nb, a0, lo[v], p);
+        if (!single)
+          p = vector::FMAOp::create(nb, a1, hi[v], p);
+      }
+    }
+    return next;
+  };
+  // (P - z A) s per group: the zero points as -z, A broadcast per row.
+  auto groupEnd = [&](ImplicitLocOpBuilder &ob, Value kb, ValueRange partials,
+                      ValueRange acc) -> SmallVector<Value> {
+    SmallVector<Value> scales, negZeros, next;
+    for (int64_t v = 0; v < microVecs; ++v) {
+      Value at = cIdx(ob, v * lanes);
+      scales.push_back(
+          vector::LoadOp::create(ob, vt, g.bScales, ValueRange{group, panel, kb, at}));
+      Value z = g.bZeroPoints
+                    ? vector::LoadOp::create(ob, vt, g.bZeroPoints,
+                                             ValueRange{group, panel, kb, at})
+                          .getResult()
+                    : arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 8.0f))
+                          .getResult();
+      // The dot product's codes carry 128 (exact in f32 with z).
+      if (dot)
+        z = arith::AddFOp::create(
+            ob, z, arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 128.0f)));
+      negZeros.push_back(arith::NegFOp::create(ob, z));
+    }
+    for (int64_t i = 0; i < microRows; ++i) {
+      Value sumA = vector::BroadcastOp::create(
+          ob, vt, memref::LoadOp::create(ob, g.aGroupSums, ValueRange{aRows[i], kb}));
+      for (int64_t v = 0; v < microVecs; ++v) {
+        Value p = vector::FMAOp::create(ob, negZeros[v], sumA, partials[i * microVecs + v]);
+        next.push_back(vector::FMAOp::create(ob, p, scales[v], acc[i * microVecs + v]));
+      }
+    }
+    return next;
+  };
+  emitBlockPairLoop(
+      b, kEnd, group4, init,
+      [&](ImplicitLocOpBuilder &nb, Value kk) {
+        prefetchPanelRow(nb, g.b, group, panel, kk,
+                         g.config.getPrefetchRows() * int4PrefetchScale, microVecs * lanes);
+      },
+      pairStep, groupEnd, accs);
 }
 
 /// vpermi2b (AVX512_VBMI), called by its LLVM intrinsic's name: a function
@@ -739,49 +749,28 @@ void emitFp8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gro
     }
     return next;
   };
-  Value numBlocks = ceilDiv(b, kEnd, blockK);
-  auto outer = scf::ForOp::create(
-      b, cIdx(b, 0), numBlocks, cIdx(b, 1), init,
-      [&](OpBuilder &outerBuilder, Location loc, Value kb, ValueRange acc) {
-        ImplicitLocOpBuilder ob(loc, outerBuilder);
-        Value k0 = arith::MulIOp::create(ob, kb, cIdx(ob, blockK));
-        Value k1 = minIdx(ob, kEnd, arith::AddIOp::create(ob, k0, cIdx(ob, blockK)));
-        Value pairBegin = arith::DivUIOp::create(ob, k0, cIdx(ob, 2));
-        Value pairEnd = arith::DivUIOp::create(ob, k1, cIdx(ob, 2));
-        auto pairs = scf::ForOp::create(
-            ob, pairBegin, pairEnd, cIdx(ob, 1), init,
-            [&](OpBuilder &nested, Location loc, Value kk, ValueRange part) {
-              ImplicitLocOpBuilder nb(loc, nested);
-              prefetchPanelRow(nb, g.b, group, panel, kk,
-                               g.config.getPrefetchRows() * fp8PairPrefetchScale,
-                               2 * microVecs * lanes);
-              Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
-              scf::YieldOp::create(nb, step(nb, kk, k, /*single=*/false, part));
-            });
-        // An odd K: its last row with the code 0 beside it.
-        Value odd = arith::CmpIOp::create(ob, arith::CmpIPredicate::ne,
-                                          arith::MulIOp::create(ob, pairEnd, cIdx(ob, 2)), k1);
-        auto last = scf::IfOp::create(
-            ob, odd,
-            [&](OpBuilder &nested, Location loc) {
-              ImplicitLocOpBuilder nb(loc, nested);
-              Value k = arith::SubIOp::create(nb, k1, cIdx(nb, 1));
-              scf::YieldOp::create(nb, step(nb, pairEnd, k, /*single=*/true, pairs.getResults()));
-            },
-            [&](OpBuilder &nested, Location loc) {
-              scf::YieldOp::create(nested, loc, pairs.getResults());
-            });
-        SmallVector<Value> scales, next;
-        for (int64_t v = 0; v < microVecs; ++v)
-          scales.push_back(vector::LoadOp::create(
-              ob, vt, g.bScales, ValueRange{group, panel, kb, cIdx(ob, v * lanes)}));
-        for (int64_t i = 0; i < microRows; ++i)
-          for (int64_t v = 0; v < microVecs; ++v)
-            next.push_back(vector::FMAOp::create(ob, last.getResult(i * microVecs + v),
-                                                 scales[v], acc[i * microVecs + v]));
-        scf::YieldOp::create(ob, next);
-      });
-  accs.assign(outer.getResults().begin(), outer.getResults().end());
+  // The block's partial sums times its panel scales, added to the
+  // accumulators.
+  auto blockEnd = [&](ImplicitLocOpBuilder &ob, Value kb, ValueRange partials,
+                      ValueRange acc) -> SmallVector<Value> {
+    SmallVector<Value> scales, next;
+    for (int64_t v = 0; v < microVecs; ++v)
+      scales.push_back(vector::LoadOp::create(
+          ob, vt, g.bScales, ValueRange{group, panel, kb, cIdx(ob, v * lanes)}));
+    for (int64_t i = 0; i < microRows; ++i)
+      for (int64_t v = 0; v < microVecs; ++v)
+        next.push_back(vector::FMAOp::create(ob, partials[i * microVecs + v], scales[v],
+                                             acc[i * microVecs + v]));
+    return next;
+  };
+  emitBlockPairLoop(
+      b, kEnd, blockK, init,
+      [&](ImplicitLocOpBuilder &nb, Value kk) {
+        prefetchPanelRow(nb, g.b, group, panel, kk,
+                         g.config.getPrefetchRows() * fp8PairPrefetchScale,
+                         2 * microVecs * lanes);
+      },
+      step, blockEnd, accs);
 }
 
 /// The sums of each row of A over each group of K (WeightFormat::int4Group):
