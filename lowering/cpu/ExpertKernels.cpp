@@ -435,20 +435,13 @@ SmallVector<Value> emitAmxProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g
 }
 
 /// The reduction of a packed quantized GEMM by blocks of `blockK` rows of K
-/// (FP8's blocks, int4's groups; even, so that a pair of rows never
-/// straddles two) and, inside a block, by pair rows kk (rows k = 2 kk and
-/// k + 1): `pairStep` gives the partial sums after a pair row (single: an
-/// odd K's last row alone, the pair row pairEnd), `prefetch` streams the
-/// panel, and `blockEnd` gives the accumulators after a block from its
-/// partial sums (the block's scales, and zero points). The partial sums
-/// start from `init` in every block; the accumulators' results go to `accs`.
-void emitBlockPairLoop(
+/// (FP8's blocks, int4's groups): `block` gives the accumulators after
+/// block kb (rows [k0, k1)) from those before it, `acc`; they start from
+/// `init` and their results go to `accs`.
+void emitBlockLoop(
     ImplicitLocOpBuilder &b, Value kEnd, int64_t blockK, ArrayRef<Value> init,
-    function_ref<void(ImplicitLocOpBuilder &, Value)> prefetch,
-    function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, Value, bool, ValueRange)>
-        pairStep,
-    function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, ValueRange, ValueRange)>
-        blockEnd,
+    function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, Value, Value, ValueRange)>
+        block,
     SmallVectorImpl<Value> &accs) {
   Value numBlocks = ceilDiv(b, kEnd, blockK);
   auto outer = scf::ForOp::create(
@@ -457,6 +450,29 @@ void emitBlockPairLoop(
         ImplicitLocOpBuilder ob(loc, outerBuilder);
         Value k0 = arith::MulIOp::create(ob, kb, cIdx(ob, blockK));
         Value k1 = minIdx(ob, kEnd, arith::AddIOp::create(ob, k0, cIdx(ob, blockK)));
+        scf::YieldOp::create(ob, block(ob, kb, k0, k1, acc));
+      });
+  accs.assign(outer.getResults().begin(), outer.getResults().end());
+}
+
+/// emitBlockLoop with even blocks (a pair of rows never straddles two)
+/// reduced by pair rows kk (rows k = 2 kk and k + 1): `pairStep` gives the
+/// partial sums after a pair row (single: an odd K's last row alone, the
+/// pair row pairEnd), `prefetch` streams the panel, and `blockEnd` gives
+/// the accumulators after a block from its partial sums (the block's
+/// scales, and zero points). The partial sums start from `init` in every
+/// block.
+void emitBlockPairLoop(
+    ImplicitLocOpBuilder &b, Value kEnd, int64_t blockK, ArrayRef<Value> init,
+    function_ref<void(ImplicitLocOpBuilder &, Value)> prefetch,
+    function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, Value, bool, ValueRange)>
+        pairStep,
+    function_ref<SmallVector<Value>(ImplicitLocOpBuilder &, Value, ValueRange, ValueRange)>
+        blockEnd,
+    SmallVectorImpl<Value> &accs) {
+  emitBlockLoop(
+      b, kEnd, blockK, init,
+      [&](ImplicitLocOpBuilder &ob, Value kb, Value k0, Value k1, ValueRange acc) {
         Value pairBegin = arith::DivUIOp::create(ob, k0, cIdx(ob, 2));
         Value pairEnd = arith::DivUIOp::create(ob, k1, cIdx(ob, 2));
         auto pairs = scf::ForOp::create(
@@ -481,9 +497,28 @@ void emitBlockPairLoop(
             [&](OpBuilder &nested, Location loc) {
               scf::YieldOp::create(nested, loc, pairs.getResults());
             });
-        scf::YieldOp::create(ob, blockEnd(ob, kb, last.getResults(), acc));
-      });
-  accs.assign(outer.getResults().begin(), outer.getResults().end());
+        return blockEnd(ob, kb, last.getResults(), acc);
+      },
+      accs);
+}
+
+/// FP8 block kb's partial sums times its panel scales (declarePackedScales),
+/// added to the accumulators `acc` of a micro-tile of `microRows` rows.
+SmallVector<Value> addScaledBlock(ImplicitLocOpBuilder &ob, const GroupedGemm &g, Value group,
+                                  Value panel, Value kb, ValueRange partials, ValueRange acc,
+                                  int64_t microRows) {
+  const int64_t lanes = g.config.getLanes();
+  const int64_t microVecs = g.config.getMicroVectors();
+  VectorType vt = f32Vec(ob, lanes);
+  SmallVector<Value> scales, next;
+  for (int64_t v = 0; v < microVecs; ++v)
+    scales.push_back(vector::LoadOp::create(ob, vt, g.bScales,
+                                            ValueRange{group, panel, kb, cIdx(ob, v * lanes)}));
+  for (int64_t i = 0; i < microRows; ++i)
+    for (int64_t v = 0; v < microVecs; ++v)
+      next.push_back(vector::FMAOp::create(ob, partials[i * microVecs + v], scales[v],
+                                           acc[i * microVecs + v]));
+  return next;
 }
 
 /// The products of an int4 micro-tile from packed panels (two rows of
@@ -753,15 +788,7 @@ void emitFp8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gro
   // accumulators.
   auto blockEnd = [&](ImplicitLocOpBuilder &ob, Value kb, ValueRange partials,
                       ValueRange acc) -> SmallVector<Value> {
-    SmallVector<Value> scales, next;
-    for (int64_t v = 0; v < microVecs; ++v)
-      scales.push_back(vector::LoadOp::create(
-          ob, vt, g.bScales, ValueRange{group, panel, kb, cIdx(ob, v * lanes)}));
-    for (int64_t i = 0; i < microRows; ++i)
-      for (int64_t v = 0; v < microVecs; ++v)
-        next.push_back(vector::FMAOp::create(ob, partials[i * microVecs + v], scales[v],
-                                             acc[i * microVecs + v]));
-    return next;
+    return addScaledBlock(ob, g, group, panel, kb, partials, acc, microRows);
   };
   emitBlockPairLoop(
       b, kEnd, blockK, init,
@@ -878,13 +905,9 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     // Prefetch as many bytes ahead as the f32 panels do (measured, Qwen3-30B
     // shape at T = 1 on the AMD EPYC: 1.22 -> 1.10 ms per layer).
     const int64_t fp8PrefetchScale = 4;
-    Value numBlocks = ceilDiv(b, kEnd, blockK);
-    auto outer = scf::ForOp::create(
-        b, cIdx(b, 0), numBlocks, cIdx(b, 1), init,
-        [&](OpBuilder &outerBuilder, Location loc, Value kb, ValueRange acc) {
-          ImplicitLocOpBuilder ob(loc, outerBuilder);
-          Value k0 = arith::MulIOp::create(ob, kb, cIdx(ob, blockK));
-          Value k1 = minIdx(ob, kEnd, arith::AddIOp::create(ob, k0, cIdx(ob, blockK)));
+    emitBlockLoop(
+        b, kEnd, blockK, init,
+        [&](ImplicitLocOpBuilder &ob, Value kb, Value k0, Value k1, ValueRange acc) {
           auto inner = scf::ForOp::create(
               ob, k0, k1, cIdx(ob, 1), init,
               [&](OpBuilder &nested, Location loc, Value k, ValueRange part) {
@@ -909,18 +932,9 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
                 }
                 scf::YieldOp::create(nb, next);
               });
-          SmallVector<Value> scales;
-          for (int64_t v = 0; v < microVecs; ++v)
-            scales.push_back(vector::LoadOp::create(
-                ob, vt, g.bScales, ValueRange{group, panel, kb, cIdx(ob, v * lanes)}));
-          SmallVector<Value> next;
-          for (int64_t i = 0; i < microRows; ++i)
-            for (int64_t v = 0; v < microVecs; ++v)
-              next.push_back(vector::FMAOp::create(ob, inner.getResult(i * microVecs + v),
-                                                   scales[v], acc[i * microVecs + v]));
-          scf::YieldOp::create(ob, next);
-        });
-    accs.assign(outer.getResults().begin(), outer.getResults().end());
+          return addScaledBlock(ob, g, group, panel, kb, inner.getResults(), acc, microRows);
+        },
+        accs);
   } else if (g.bf16Dot) {
     // AVX512_BF16: one vdpbf16ps per (row, vector) adds the products of a
     // pair of k (B packed pairwise, VNNI layout), exact products and one f32
