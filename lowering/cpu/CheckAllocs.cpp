@@ -2,6 +2,8 @@
 
 #include "lowering/cpu/Passes.h"
 
+#include "lowering/cpu/ExpertKernels.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -31,13 +33,9 @@ struct MoECpuCheckAllocsPass
     if (allocs.empty())
       return;
     StringRef name = "moeCpuAllocError";
-    if (!module.lookupSymbol(name)) {
-      OpBuilder b(module.getBodyRegion());
-      b.setInsertionPointToStart(module.getBody());
-      auto decl = func::FuncOp::create(b, module.getLoc(), name,
-                                       b.getFunctionType({b.getI64Type()}, {}));
-      decl.setPrivate();
-    }
+    OpBuilder top(module.getBodyRegion());
+    moe::cpu::declareFunction(top, module.getLoc(), module, name,
+                         top.getFunctionType({top.getI64Type()}, {}));
     for (memref::AllocOp alloc : allocs) {
       OpBuilder ob(alloc);
       ob.setInsertionPointAfter(alloc);

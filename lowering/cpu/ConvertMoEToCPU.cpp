@@ -332,12 +332,8 @@ static ModuleOp enclosingModule(ImplicitLocOpBuilder &b) {
 /// their blocks are not attached yet); the caller outside declared it.
 static void declareRuntimeFunction(ImplicitLocOpBuilder &b, ModuleOp module, StringRef name,
                                    TypeRange inputs) {
-  if (!module || module.lookupSymbol(name))
-    return;
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(module.getBody());
-  auto decl = func::FuncOp::create(b, name, b.getFunctionType(inputs, {}));
-  decl.setPrivate();
+  if (module)
+    cpu::declareFunction(b, b.getLoc(), module, name, b.getFunctionType(inputs, {}));
 }
 
 /// `module` receives the runtime function's declaration (declareRuntimeFunction).

@@ -66,19 +66,24 @@ void prefetchPanelRow(ImplicitLocOpBuilder &b, Value packed, Value group, Value 
                                /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
 }
 
-/// The i32 word of the bf16 pair (A[row, k], A[row, k + 1]) of a bf16 A, or
-/// with `single` (an odd K's last row) (A[row, k], 0): what the AVX512_BF16
-/// dot product takes, broadcast, as the left operand of a pair of k.
-Value bf16PairWord(ImplicitLocOpBuilder &b, Value a, Value row, Value k, bool single) {
+/// The bf16 pair (A[row, k], A[row, k + 1]) of a bf16 A, or with `single`
+/// (an odd K's last row) (A[row, k], 0), in every one of `lanes` 32-bit
+/// lanes (vector<2 lanes x bf16>): the left operand of the AVX512_BF16 dot
+/// product for a pair of k.
+Value bf16PairVector(ImplicitLocOpBuilder &b, Value a, Value row, Value k, bool single,
+                     int64_t lanes) {
+  Value word;
   if (single) {
     Value x = memref::LoadOp::create(b, a, ValueRange{row, k});
-    return arith::ExtUIOp::create(b, b.getI32Type(),
-                                  arith::BitcastOp::create(b, b.getI16Type(), x));
+    word = arith::ExtUIOp::create(b, b.getI32Type(), arith::BitcastOp::create(b, b.getI16Type(), x));
+  } else {
+    Value two = vector::LoadOp::create(b, VectorType::get({2}, b.getBF16Type()), a,
+                                       ValueRange{row, k});
+    Value one = vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), two);
+    word = vector::ExtractOp::create(b, one, ArrayRef<int64_t>{0});
   }
-  Value two = vector::LoadOp::create(b, VectorType::get({2}, b.getBF16Type()), a,
-                                     ValueRange{row, k});
-  Value one = vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), two);
-  return vector::ExtractOp::create(b, one, ArrayRef<int64_t>{0});
+  Value words = vector::BroadcastOp::create(b, VectorType::get({lanes}, b.getI32Type()), word);
+  return vector::BitCastOp::create(b, VectorType::get({2 * lanes}, b.getBF16Type()), words);
 }
 
 /// A[row, k] extended to f32 and broadcast to `lanes` lanes. A bf16 element
@@ -569,11 +574,6 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
     bits = arith::OrIOp::create(nb, bits, splatI32(nb, 0x43004300));
     return vector::BitCastOp::create(nb, pairType, bits);
   };
-  // Row r's a_k and a_k+1 (or a_k and 0) as a bf16 pair in every lane.
-  auto aPairOf = [&](ImplicitLocOpBuilder &nb, Value row, Value k, bool single) -> Value {
-    Value word = bf16PairWord(nb, g.a, row, k, single);
-    return vector::BitCastOp::create(nb, pairType, vector::BroadcastOp::create(nb, i32v, word));
-  };
   // The codes of vector v of pair row kk: the low or high halves.
   auto codes = [&](ImplicitLocOpBuilder &nb, Value kk, int64_t v) -> Value {
     Value bytes =
@@ -595,7 +595,7 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
       for (int64_t v = 0; v < microVecs; ++v)
         pairs.push_back(dotPairs(nb, codes(nb, kk, v), single));
       for (int64_t i = 0; i < microRows; ++i) {
-        Value aPair = aPairOf(nb, aRows[i], k, single);
+        Value aPair = bf16PairVector(nb, g.a, aRows[i], k, single, lanes);
         for (int64_t v = 0; v < microVecs; ++v) {
           Value &p = next[i * microVecs + v];
           p = x86vector::DotBF16Op::create(nb, vt, p, aPair, pairs[v]);
@@ -673,13 +673,9 @@ constexpr StringLiteral kVpermi2b = "llvm.x86.avx512.vpermi2var.qi.512";
 void declareVpermi2b(ImplicitLocOpBuilder &b) {
   auto module = b.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
   assert(module && "the kernel is in a module");
-  if (module.lookupSymbol(kVpermi2b))
-    return;
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(module.getBody());
   auto bytes = VectorType::get({64}, b.getI8Type());
-  func::FuncOp::create(b, kVpermi2b, b.getFunctionType({bytes, bytes, bytes}, {bytes}))
-      .setPrivate();
+  cpu::declareFunction(b, b.getLoc(), module, kVpermi2b,
+                       b.getFunctionType({bytes, bytes, bytes}, {bytes}));
 }
 
 /// The exact bf16 of the E4M3 magnitude m (7 bits): 1.fff * 2^(e - 7), or
@@ -753,8 +749,6 @@ void emitFp8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gro
   assert(lanes == 16 && blockK % 2 == 0 && microVecs % 2 == 0 &&
          "FP8 pairs: 64-byte chunks of two vectors, even blocks");
   VectorType vt = f32Vec(b, lanes);
-  auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
-  auto i32v = VectorType::get({lanes}, b.getI32Type());
   Type elt = cast<MemRefType>(g.b.getType()).getElementType();
   auto chunkType = VectorType::get({4 * lanes}, elt);
   // The same bytes ahead as the f32 panels: a pair row of codes is half as
@@ -774,9 +768,7 @@ void emitFp8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gro
     }
     SmallVector<Value> next(part.begin(), part.end());
     for (int64_t i = 0; i < microRows; ++i) {
-      Value word = bf16PairWord(nb, g.a, aRows[i], k, single);
-      Value aPair =
-          vector::BitCastOp::create(nb, pairType, vector::BroadcastOp::create(nb, i32v, word));
+      Value aPair = bf16PairVector(nb, g.a, aRows[i], k, single, lanes);
       for (int64_t v = 0; v < microVecs; ++v) {
         Value &p = next[i * microVecs + v];
         p = x86vector::DotBF16Op::create(nb, vt, p, aPair, pairs[v]);
@@ -940,7 +932,6 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     // pair of k (B packed pairwise, VNNI layout), exact products and one f32
     // rounding per product as with FMAs. An odd K ends with the pair (x, 0).
     auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
-    auto i32Vec = VectorType::get({lanes}, b.getI32Type());
     auto dotStep = [&](ImplicitLocOpBuilder &nb, Value kk, ValueRange acc,
                        function_ref<Value(ImplicitLocOpBuilder &, Value)> aPair) {
       SmallVector<Value> bVecs;
@@ -952,8 +943,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
                                                           cIdx(nb, 2 * v * lanes)}));
       SmallVector<Value> next;
       for (int64_t i = 0; i < microRows; ++i) {
-        Value bits = vector::BroadcastOp::create(nb, i32Vec, aPair(nb, aRows[i]));
-        Value aVec = vector::BitCastOp::create(nb, pairType, bits);
+        Value aVec = aPair(nb, aRows[i]);
         for (int64_t v = 0; v < microVecs; ++v)
           next.push_back(
               x86vector::DotBF16Op::create(nb, vt, acc[i * microVecs + v], aVec, bVecs[v]));
@@ -967,7 +957,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
           ImplicitLocOpBuilder nb(loc, nested);
           Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
           scf::YieldOp::create(nb, dotStep(nb, kk, acc, [&](ImplicitLocOpBuilder &nb, Value r) {
-                                 return bf16PairWord(nb, g.a, r, k, /*single=*/false);
+                                 return bf16PairVector(nb, g.a, r, k, /*single=*/false, lanes);
                                }));
         });
     Value odd = arith::CmpIOp::create(
@@ -980,7 +970,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
           Value k = arith::SubIOp::create(nb, g.reduction, cIdx(nb, 1));
           scf::YieldOp::create(
               nb, dotStep(nb, pairs, loop.getResults(), [&](ImplicitLocOpBuilder &nb, Value r) {
-                return bf16PairWord(nb, g.a, r, k, /*single=*/true);
+                return bf16PairVector(nb, g.a, r, k, /*single=*/true, lanes);
               }));
         },
         [&](OpBuilder &nested, Location loc) {
@@ -1805,6 +1795,15 @@ void cpu::emitPackColumns(ImplicitLocOpBuilder &b, Value src, Value packed,
                                   ValueRange{p, r, cIdx(rb, i)});
         }
       });
+}
+
+void cpu::declareFunction(OpBuilder &b, Location loc, ModuleOp module, StringRef name,
+                          FunctionType type) {
+  if (module.lookupSymbol(name))
+    return;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  func::FuncOp::create(b, loc, name, type).setPrivate();
 }
 
 MemRefType cpu::kernelArgumentType(MemRefType type) {

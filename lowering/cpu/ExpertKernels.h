@@ -42,6 +42,7 @@
 #include "dialect/MoEAttrs.h"
 #include "lowering/GroupedGemm.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/Value.h"
@@ -230,6 +231,12 @@ void emitPackRows(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConfigAtt
 /// row M is then the column sums of B, the bias gradient (biasGradient).
 void emitPackColumns(ImplicitLocOpBuilder &b, Value src, Value packed, CpuConfigAttr config,
                      bool appendOnes = false);
+
+/// Declares the private function `name` of type `type` at the start of
+/// `module` unless a symbol of that name is there (runtime functions the
+/// lowered code calls; LLVM intrinsics called by their names).
+void declareFunction(OpBuilder &b, Location loc, ModuleOp module, StringRef name,
+                     FunctionType type);
 
 /// Kernels are outlined: every call site of one kernel variant calls one
 /// private function, so a model of many layers compiles each kernel once.
