@@ -86,6 +86,27 @@ Value bf16PairVector(ImplicitLocOpBuilder &b, Value a, Value row, Value k, bool 
   return vector::BitCastOp::create(b, VectorType::get({2 * lanes}, b.getBF16Type()), words);
 }
 
+/// One pair of k on the AVX512_BF16 dot product: each row's pair of A
+/// (bf16PairVector at k, or (a_k, 0) with `single`) times every vector of B
+/// pairs in `bPairs`, one vdpbf16ps each, added to the sums `part` (the
+/// micro-tile's aRows.size() x bPairs.size() accumulators).
+SmallVector<Value> dotPairRows(ImplicitLocOpBuilder &b, const GroupedGemm &g,
+                               ArrayRef<Value> aRows, Value k, bool single,
+                               ArrayRef<Value> bPairs, ValueRange part) {
+  const int64_t lanes = g.config.getLanes();
+  const int64_t vecs = bPairs.size();
+  VectorType vt = f32Vec(b, lanes);
+  SmallVector<Value> next(part.begin(), part.end());
+  for (size_t i = 0; i < aRows.size(); ++i) {
+    Value aPair = bf16PairVector(b, g.a, aRows[i], k, single, lanes);
+    for (int64_t v = 0; v < vecs; ++v) {
+      Value &p = next[i * vecs + v];
+      p = x86vector::DotBF16Op::create(b, vt, p, aPair, bPairs[v]);
+    }
+  }
+  return next;
+}
+
 /// A[row, k] extended to f32 and broadcast to `lanes` lanes. A bf16 element
 /// is broadcast as 16-bit words and shifted into the high half of each
 /// 32-bit lane (bf16 -> f32 is exactly that shift): one broadcast load and
@@ -589,20 +610,13 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
   // the low halves alone.
   auto pairStep = [&](ImplicitLocOpBuilder &nb, Value kk, Value k, bool single,
                       ValueRange part) -> SmallVector<Value> {
-    SmallVector<Value> next(part.begin(), part.end());
     if (dot) {
       SmallVector<Value> pairs;
       for (int64_t v = 0; v < microVecs; ++v)
         pairs.push_back(dotPairs(nb, codes(nb, kk, v), single));
-      for (int64_t i = 0; i < microRows; ++i) {
-        Value aPair = bf16PairVector(nb, g.a, aRows[i], k, single, lanes);
-        for (int64_t v = 0; v < microVecs; ++v) {
-          Value &p = next[i * microVecs + v];
-          p = x86vector::DotBF16Op::create(nb, vt, p, aPair, pairs[v]);
-        }
-      }
-      return next;
+      return dotPairRows(nb, g, aRows, k, single, pairs, part);
     }
+    SmallVector<Value> next(part.begin(), part.end());
     Value kNext = single ? Value() : arith::AddIOp::create(nb, k, cIdx(nb, 1)).getResult();
     SmallVector<Value> lo, hi;
     for (int64_t v = 0; v < microVecs; ++v) {
@@ -748,7 +762,6 @@ void emitFp8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gro
   const int64_t blockK = g.desc.blockK;
   assert(lanes == 16 && blockK % 2 == 0 && microVecs % 2 == 0 &&
          "FP8 pairs: 64-byte chunks of two vectors, even blocks");
-  VectorType vt = f32Vec(b, lanes);
   Type elt = cast<MemRefType>(g.b.getType()).getElementType();
   auto chunkType = VectorType::get({4 * lanes}, elt);
   // The same bytes ahead as the f32 panels: a pair row of codes is half as
@@ -766,15 +779,7 @@ void emitFp8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gro
       pairs.push_back(first);
       pairs.push_back(second);
     }
-    SmallVector<Value> next(part.begin(), part.end());
-    for (int64_t i = 0; i < microRows; ++i) {
-      Value aPair = bf16PairVector(nb, g.a, aRows[i], k, single, lanes);
-      for (int64_t v = 0; v < microVecs; ++v) {
-        Value &p = next[i * microVecs + v];
-        p = x86vector::DotBF16Op::create(nb, vt, p, aPair, pairs[v]);
-      }
-    }
-    return next;
+    return dotPairRows(nb, g, aRows, k, single, pairs, part);
   };
   // The block's partial sums times its panel scales, added to the
   // accumulators.
@@ -932,8 +937,8 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     // pair of k (B packed pairwise, VNNI layout), exact products and one f32
     // rounding per product as with FMAs. An odd K ends with the pair (x, 0).
     auto pairType = VectorType::get({2 * lanes}, b.getBF16Type());
-    auto dotStep = [&](ImplicitLocOpBuilder &nb, Value kk, ValueRange acc,
-                       function_ref<Value(ImplicitLocOpBuilder &, Value)> aPair) {
+    auto dotStep = [&](ImplicitLocOpBuilder &nb, Value kk, Value k, bool single,
+                       ValueRange acc) {
       SmallVector<Value> bVecs;
       // Stream the panel (pairs of rows): prefetch ahead as the FMA path.
       prefetchPanelRow(nb, g.b, group, panel, kk, prefetchRows / 2, 2 * microVecs * lanes);
@@ -941,14 +946,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
         bVecs.push_back(vector::LoadOp::create(nb, pairType, g.b,
                                                ValueRange{group, panel, kk,
                                                           cIdx(nb, 2 * v * lanes)}));
-      SmallVector<Value> next;
-      for (int64_t i = 0; i < microRows; ++i) {
-        Value aVec = aPair(nb, aRows[i]);
-        for (int64_t v = 0; v < microVecs; ++v)
-          next.push_back(
-              x86vector::DotBF16Op::create(nb, vt, acc[i * microVecs + v], aVec, bVecs[v]));
-      }
-      return next;
+      return dotPairRows(nb, g, aRows, k, single, bVecs, acc);
     };
     Value pairs = arith::DivSIOp::create(b, g.reduction, cIdx(b, 2));
     auto loop = scf::ForOp::create(
@@ -956,9 +954,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
         [&](OpBuilder &nested, Location loc, Value kk, ValueRange acc) {
           ImplicitLocOpBuilder nb(loc, nested);
           Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 2));
-          scf::YieldOp::create(nb, dotStep(nb, kk, acc, [&](ImplicitLocOpBuilder &nb, Value r) {
-                                 return bf16PairVector(nb, g.a, r, k, /*single=*/false, lanes);
-                               }));
+          scf::YieldOp::create(nb, dotStep(nb, kk, k, /*single=*/false, acc));
         });
     Value odd = arith::CmpIOp::create(
         b, arith::CmpIPredicate::ne, arith::RemSIOp::create(b, g.reduction, cIdx(b, 2)),
@@ -968,10 +964,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
         [&](OpBuilder &nested, Location loc) {
           ImplicitLocOpBuilder nb(loc, nested);
           Value k = arith::SubIOp::create(nb, g.reduction, cIdx(nb, 1));
-          scf::YieldOp::create(
-              nb, dotStep(nb, pairs, loop.getResults(), [&](ImplicitLocOpBuilder &nb, Value r) {
-                return bf16PairVector(nb, g.a, r, k, /*single=*/true, lanes);
-              }));
+          scf::YieldOp::create(nb, dotStep(nb, pairs, k, /*single=*/true, loop.getResults()));
         },
         [&](OpBuilder &nested, Location loc) {
           scf::YieldOp::create(nested, loc, loop.getResults());
