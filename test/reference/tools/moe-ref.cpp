@@ -533,7 +533,7 @@ void applyPoisons(const Args &args, const std::vector<NamedTensor> &tensors) {
       // A finite number too (a value the quantizers must handle, such as
       // one that becomes an E4M3 subnormal code).
       char *end = nullptr;
-      v = value.empty() ? 0.0f : std::strtof(value.c_str(), &end);
+      v = std::strtof(value.c_str(), &end);
       if (value.empty() || *end != '\0' || !std::isfinite(v))
         die("--poison: value '" + value + "' is not nan, inf, -inf or a finite number");
     }
