@@ -257,7 +257,8 @@ Result<Tensor> dequantizeAwq(const Tensor &qweight, const Tensor &qzeros,
 
 Result<Tensor> dequantizePackQuantized(const Tensor &packed,
                                        const Tensor &scale, int64_t k,
-                                       int64_t group, std::string_view name) {
+                                       int64_t group, std::string_view name,
+                                       const Tensor *zeroPoint) {
   if (Status s = checkPositive(name, "group size", group); !s)
     return s;
   if (Status s = checkPositive(name, "K", k); !s)
@@ -269,13 +270,24 @@ Result<Tensor> dequantizePackQuantized(const Tensor &packed,
     return s;
   if (Status s = expect(scale, name, "weight_scale", kScaleTypes, {n, groups}); !s)
     return s;
+  if (zeroPoint) {
+    if (Status s = expect(*zeroPoint, name, "weight_zero_point", {DType::I32},
+                          {ceilDiv(n, 8), groups});
+        !s)
+      return s;
+  }
   Result<Tensor> out = output(k, n, name);
   if (!out)
     return out;
   for (int64_t r = 0; r < n; ++r)
     for (int64_t c = 0; c < k; ++c) {
+      const int64_t g = c / group;
       const int u = static_cast<int>(nibble(wordAt(packed, r * words + c / 8), c % 8));
-      store(*out, c * n + r, static_cast<float>(u - 8) * scaleAt(scale, r * groups + c / group));
+      // Both stored plus 8: u - z is the signed code minus the signed zero.
+      const int z = zeroPoint ? static_cast<int>(nibble(wordAt(*zeroPoint, (r / 8) * groups + g),
+                                                        r % 8))
+                              : 8;
+      store(*out, c * n + r, static_cast<float>(u - z) * scaleAt(scale, r * groups + g));
     }
   return out;
 }

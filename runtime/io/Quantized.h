@@ -19,10 +19,13 @@
 //   `qzeros` I32 [G, N/8] with the same interleave (not minus one);
 //   `scales` [G, N]:  W[k][n] = scales[k/group][n] * (q - z).
 //
-//   compressed-tensors pack-quantized, symmetric int4: `weight_packed` I32
+//   compressed-tensors pack-quantized int4: `weight_packed` I32
 //   [N, ceil(K/8)], element k of row n in the 4 bits at 4*(k%8) of word
-//   [n][k/8], stored plus 8; `weight_scale` [N, ceil(K/group)]:
-//   W[k][n] = weight_scale[n][k/group] * (u - 8).
+//   [n][k/8], stored plus 8; `weight_scale` [N, ceil(K/group)];
+//   symmetric: W[k][n] = weight_scale[n][k/group] * (u - 8); asymmetric:
+//   `weight_zero_point` I32 [ceil(N/8), ceil(K/group)], the zero of (n, g)
+//   in the 4 bits at 4*(n%8) of word [n/8][g] (packed along N), stored plus
+//   8 too: W[k][n] = weight_scale[n][k/group] * (u - z).
 //
 // Every function returns W as an F32 tensor [K, N] (in, out: the layout of
 // the moe dialect's expert weights) and computes each value as one f32
@@ -76,12 +79,14 @@ Result<Tensor> dequantizeAwq(const Tensor &qweight, const Tensor &qzeros,
                              const Tensor &scales, int64_t group,
                              std::string_view name);
 
-/// compressed-tensors pack-quantized, symmetric int4: `packed` I32
-/// [N, ceil(K/8)], `scale` [N, ceil(K/group)]; K is given (the packed shape
-/// rounds it up).
+/// compressed-tensors pack-quantized int4: `packed` I32 [N, ceil(K/8)],
+/// `scale` [N, ceil(K/group)], and for an asymmetric checkpoint
+/// `zeroPoint` I32 [ceil(N/8), ceil(K/group)] (null: symmetric, zero 8); K
+/// is given (the packed shape rounds it up).
 Result<Tensor> dequantizePackQuantized(const Tensor &packed,
                                        const Tensor &scale, int64_t k,
-                                       int64_t group, std::string_view name);
+                                       int64_t group, std::string_view name,
+                                       const Tensor *zeroPoint = nullptr);
 
 } // namespace io
 } // namespace moe

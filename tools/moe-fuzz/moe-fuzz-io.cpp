@@ -241,6 +241,7 @@ void fuzzQuantized(const std::map<std::string, Tensor> &tensors, uint64_t h) {
   check(dequantizeGptq(a, b, c, gIdx, group, "fuzz"), "gptq");
   check(dequantizeAwq(a, b, c, group, "fuzz"), "awq");
   check(dequantizePackQuantized(a, b, k, group, "fuzz"), "pack-quantized");
+  check(dequantizePackQuantized(a, b, k, group, "fuzz", &c), "pack-quantized zero points");
 }
 
 void fuzzSafeTensors(const uint8_t *data, size_t size) {

@@ -97,16 +97,18 @@ const char *const usage = R"(usage: moe-ckpt-gen FAMILY OUTDIR [options]
   --quant=int4:G[,zero_point]
                             int4 group-quantized routed experts (groups of G
                             along each weight's input), packed as
-                            --quant-format says: gptq (the default; AutoGPTQ:
-                            qweight I32 [in/8, out], qzeros I32 [in/G, out/8]
-                            holding the zero point minus one, scales F16
-                            [in/G, out], g_idx; needs zero_point), awq
-                            (AutoAWQ GEMM: qweight I32 [in, out/8] and qzeros
-                            in its nibble order, scales; needs zero_point) or
-                            compressed-tensors (pack-quantized, symmetric:
+                            --quant-format says: gptq (the default with
+                            zero_point; AutoGPTQ: qweight I32 [in/8, out],
+                            qzeros I32 [in/G, out/8] holding the zero point
+                            minus one, scales F16 [in/G, out], g_idx; needs
+                            zero_point), awq (AutoAWQ GEMM: qweight I32
+                            [in, out/8] and qzeros in its nibble order,
+                            scales; needs zero_point) or compressed-tensors
+                            (the default without zero_point; pack-quantized:
                             weight_packed I32 [out, in/8] of the codes plus
-                            8, weight_scale [out, in/G], weight_shape; no
-                            zero_point), with config.json's
+                            8, weight_scale [out, in/G], weight_shape; with
+                            zero_point asymmetric: weight_zero_point I32
+                            [out/8, in/G], packed along out), with config.json's
                             quantization_config. Random experts are quantized
                             as moe-ref layer --quant int4 does (for gptq
                             with zero points >= 1); with
@@ -644,8 +646,6 @@ int main(int argc, char **argv) {
       o.int4Format = o.int4ZeroPoint ? "gptq" : "compressed-tensors";
     if ((o.int4Format == "gptq" || o.int4Format == "awq") && !o.int4ZeroPoint)
       die("--quant-format=" + o.int4Format + " stores zero points: --quant=int4:G,zero_point");
-    if (o.int4Format == "compressed-tensors" && o.int4ZeroPoint)
-      die("--quant-format=compressed-tensors writes symmetric int4 (no zero_point)");
     if (o.fusedExperts || !o.stacked.empty())
       die("--quant=int4: not with --fused-experts or --stacked");
     if (sharedWidth)
@@ -671,7 +671,8 @@ int main(int argc, char **argv) {
          "\"output_activations\": null, \"targets\": [\"Linear\"], \"weights\": "
          "{\"actorder\": null, \"block_structure\": null, \"dynamic\": false, "
          "\"group_size\": " + g + ", \"num_bits\": 4, \"observer\": \"minmax\", "
-         "\"strategy\": \"group\", \"symmetric\": true, \"type\": \"int\"}}}, "
+         "\"strategy\": \"group\", \"symmetric\": " +
+         (o.int4ZeroPoint ? "false" : "true") + ", \"type\": \"int\"}}}, "
          "\"format\": \"pack-quantized\", \"ignore\": [\"lm_head\", \"re:.*mlp.gate$\"], "
          "\"quant_method\": \"compressed-tensors\", \"quantization_status\": \"compressed\"}");
   }
@@ -757,6 +758,16 @@ int main(int argc, char **argv) {
       tensors[module + ".weight_shape"] =
           io::Tensor::fromValues<int64_t>(io::DType::I64, {2}, {width, k});
       layerOf[module + ".weight_shape"] = layer;
+      if (zeros) {
+        // Asymmetric: weight_zero_point [out/8, G], the zero of (j, g) at
+        // 4*(j%8) of word [j/8][g] (packed along out), stored plus 8 as the
+        // codes are: the moe layout's unsigned zero as it is.
+        std::vector<int32_t> zw((width / 8) * groups);
+        for (int64_t g = 0; g < groups; ++g)
+          for (int64_t j = 0; j < width; ++j)
+            zw[(j / 8) * groups + g] |= int32_t(uint32_t(zeros[g * n + n0 + j]) << (4 * (j % 8)));
+        putWords(module + ".weight_zero_point", layer, {width / 8, groups}, zw);
+      }
       return;
     }
     const bool awq = o.int4Format == "awq";

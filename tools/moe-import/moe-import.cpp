@@ -312,9 +312,10 @@ struct Model {
   /// int4 group-quantized expert weights (quant_method "gptq", "awq", or
   /// compressed-tensors' pack-quantized): how the words pack the codes
   /// (None: not int4), the group along the input dimension K (-1: one
-  /// group per column, GPTQ's and AWQ's group_size -1), and whether zero
-  /// points are stored (GPTQ, AWQ; compressed-tensors' symmetric form has
-  /// none: the codes are stored plus 8, the dialect's default zero point).
+  /// group per column, GPTQ's and AWQ's group_size -1, compressed-tensors'
+  /// strategy channel), and whether zero points are stored (GPTQ, AWQ,
+  /// compressed-tensors' asymmetric form; its symmetric form has none: the
+  /// codes are stored plus 8, the dialect's default zero point).
   io::Int4Packing int4 = io::Int4Packing::None;
   int64_t int4Group = 0;
   bool int4ZeroPoint = false;
@@ -329,11 +330,39 @@ struct Model {
   std::string denseReason; ///< why a layer is dense, for --layers errors
 };
 
-/// compressed-tensors' quantization_config (llm-compressor's FP8_BLOCK
-/// scheme): every group of config_groups must quantize its weights as FP8
-/// blocks (num_bits 8, type float, strategy block, one block_structure
-/// [bN, bK] for all) with dynamic or no input activations; the scales are
-/// named `weight_scale` (found in the checkpoint).
+/// compressed-tensors' `actorder` of a weights scheme: "group" (or its
+/// alias "dynamic", or true) reorders the groups with a stored
+/// `weight_g_idx`, which the dialect's groups (k / G) cannot express;
+/// "weight" ("static"), false or null keep the groups in order.
+std::optional<Failure> checkActOrder(const Config &w) {
+  if (!w.has("actorder"))
+    return std::nullopt;
+  bool flag = false;
+  if (!w.getBool("actorder", flag, false))
+    return flag ? std::optional<Failure>(Failure{
+                      w.where("actorder") + " is true: act-order groups (weight_g_idx) put "
+                      "the rows of K out of the dialect's group order (k / G); not supported"})
+                : std::nullopt;
+  std::string order;
+  if (std::optional<Failure> f = w.getString("actorder", order, std::nullopt))
+    return Failure{w.where("actorder") + " must be a string, a boolean or null"};
+  if (order == "weight" || order == "static")
+    return std::nullopt;
+  if (order == "group" || order == "dynamic")
+    return Failure{w.where("actorder") + " is '" + order + "': act-order groups "
+                   "(weight_g_idx) put the rows of K out of the dialect's group order "
+                   "(k / G); not supported ('weight' is)"};
+  return Failure{w.where("actorder") + " is '" + order +
+                 "'; expected 'group', 'weight', 'static', 'dynamic', a boolean or null"};
+}
+
+/// compressed-tensors' quantization_config: every group of config_groups
+/// quantizes its weights either as FP8 blocks (llm-compressor's FP8_BLOCK:
+/// num_bits 8, type float, strategy block, one block_structure [bN, bK] for
+/// all, dynamic or no input activations; the scales are named
+/// `weight_scale`, found in the checkpoint) or as pack-quantized int4
+/// (num_bits 4, type int, strategy group or channel, symmetric or with
+/// zero points, weight-only, one scheme for all).
 std::optional<Failure> describeCompressedTensors(const Config &q, Model &m) {
   std::optional<Config> groups;
   std::optional<Failure> f;
@@ -345,7 +374,8 @@ std::optional<Failure> describeCompressedTensors(const Config &q, Model &m) {
   if (members.empty())
     return Failure{q.where("config_groups") + " is missing or empty"};
   std::vector<int64_t> first;
-  int64_t int4Group = 0;
+  int64_t int4Group = 0; // -1: strategy channel
+  bool int4Symmetric = true;
   for (const auto &[name, group] : members) {
     std::optional<Config> w, in;
     if ((f = group.getObject("weights", w)) || (f = group.getObject("input_activations", in)))
@@ -358,34 +388,38 @@ std::optional<Failure> describeCompressedTensors(const Config &q, Model &m) {
         (f = w->getString("type", type, std::string("int"))) ||
         (f = w->getString("strategy", strategy, std::string("tensor"))))
       return f;
-    if (bits == 4 && type == "int" && strategy == "group") {
-      // pack-quantized int4, weight-only: symmetric (the codes stored plus
-      // 8), one group size, no activation quantization.
+    if (bits == 4 && type == "int" && (strategy == "group" || strategy == "channel")) {
+      // pack-quantized int4, weight-only: groups along the input dimension
+      // (strategy group) or one per output column (channel: the scales are
+      // [out, 1]); symmetric (the codes stored plus 8) or with zero points
+      // (weight_zero_point); one scheme for all groups; no activation
+      // quantization; no reordering of the groups (actorder group).
       bool symmetric = true;
-      int64_t groupSize;
+      int64_t groupSize = -1;
       if ((f = w->getBool("symmetric", symmetric, true)) ||
-          (f = w->getInt("group_size", groupSize, std::nullopt, 1)))
+          (strategy == "group" && (f = w->getInt("group_size", groupSize, std::nullopt, 1))))
         return f;
-      if (!symmetric)
-        return Failure{w->where("symmetric") + " is false: asymmetric pack-quantized "
-                       "checkpoints (weight_zero_point) are not supported yet; symmetric "
-                       "ones are (docs/quantization.md)"};
-      if (int4Group && groupSize != int4Group)
-        return Failure{w->where("group_size") + " = " + std::to_string(groupSize) +
-                       " differs from the first group's " + std::to_string(int4Group)};
+      if (std::optional<Failure> a = checkActOrder(*w))
+        return a;
+      if (int4Group && (groupSize != int4Group || symmetric != int4Symmetric))
+        return Failure{w->where(groupSize != int4Group ? "group_size" : "symmetric") +
+                       ": strategy '" + strategy + "', symmetric " +
+                       (symmetric ? "true" : "false") + ", group_size " +
+                       std::to_string(groupSize) + " differs from the first group's scheme"};
       if (in)
         return Failure{group.where("input_activations") + " is set: moe-import reads "
                        "weight-only int4 (w4a16) checkpoints"};
       if (!first.empty())
         return Failure{group.where("weights") + " is int4, another group FP8 blocks"};
       int4Group = groupSize;
+      int4Symmetric = symmetric;
       continue;
     }
     if (bits != 8 || type != "float" || strategy != "block")
       return Failure{group.where("weights") + " has num_bits " + std::to_string(bits) +
                      ", type '" + type + "', strategy '" + strategy +
                      "': moe-import reads compressed-tensors FP8 block weights (8, float, "
-                     "block) and int4 groups (4, int, group); this scheme is not supported"};
+                     "block) and int4 (4, int, group or channel); this scheme is not supported"};
     if (int4Group)
       return Failure{group.where("weights") + " is FP8 blocks, another group int4"};
     std::vector<int64_t> block;
@@ -413,7 +447,7 @@ std::optional<Failure> describeCompressedTensors(const Config &q, Model &m) {
                      "'; int4 weights must be 'pack-quantized'"};
     m.int4 = io::Int4Packing::PackQuantized;
     m.int4Group = int4Group;
-    m.int4ZeroPoint = false;
+    m.int4ZeroPoint = !int4Symmetric;
     m.int4Method = "compressed-tensors";
     return std::nullopt;
   }
@@ -788,16 +822,24 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
       }
       add(arg, names, ct, shapes, argShape, Kind::F32);
     };
+    // Zero points: GPTQ's and AWQ's `qzeros` [G, out/8] packed along out;
+    // compressed-tensors' `weight_zero_point` [out/8, G] packed along out,
+    // its rows, as GPTQ packs qweight (stored plus 8, as the codes are, so
+    // the unsigned codes need no offset), transposed.
     auto zeros = [&](const char *arg, std::vector<std::string> modules, int64_t groups,
                      int64_t out, std::vector<int64_t> argShape) {
+      const bool ct = m.int4 == io::Int4Packing::PackQuantized;
       std::vector<std::string> names;
       std::vector<std::vector<int64_t>> shapes;
       for (const std::string &module : modules) {
-        names.push_back(module + ".qzeros");
-        shapes.push_back({groups, out / 8});
+        names.push_back(module + (ct ? ".weight_zero_point" : ".qzeros"));
+        shapes.push_back(ct ? std::vector<int64_t>{out / 8, groups}
+                            : std::vector<int64_t>{groups, out / 8});
       }
-      add(arg, names, false, shapes, argShape, Kind::Int4Codes).spec.int4 =
-          m.int4 == io::Int4Packing::Gptq ? io::Int4Packing::GptqZeros : io::Int4Packing::Awq;
+      add(arg, names, ct, shapes, argShape, Kind::Int4Codes).spec.int4 =
+          ct                                 ? io::Int4Packing::Gptq
+          : m.int4 == io::Int4Packing::Gptq ? io::Int4Packing::GptqZeros
+                                             : io::Int4Packing::Awq;
     };
     codes("w1", {g1, g3}, d, h, {e, d, 2 * h});
     codes("w2", {g2}, h, d, {e, h, d});

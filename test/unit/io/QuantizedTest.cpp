@@ -270,6 +270,32 @@ TEST(PackQuantized, UnpacksAlongKWithOffsetEight) {
   EXPECT_EQ(g.error(), "c: group size 0, expected at least 1");
 }
 
+// Asymmetric: weight_zero_point [ceil(N/8), G] packed along N, plus 8.
+// N = 10 (two words of zero points, the second partial), K = 8, group 4.
+TEST(PackQuantized, AsymmetricZeroPointsPackAlongN) {
+  std::vector<uint32_t> words(10, 0);
+  for (int n = 0; n < 10; ++n)
+    for (int k = 0; k < 8; ++k)
+      words[n] |= uint32_t((k + n) % 16) << (4 * k);
+  // z(n, g) = (3 n + g) % 16 in the nibble n % 8 of word [n / 8][g].
+  std::vector<uint32_t> zeros(2 * 2, 0);
+  for (int n = 0; n < 10; ++n)
+    for (int g = 0; g < 2; ++g)
+      zeros[(n / 8) * 2 + g] |= uint32_t((3 * n + g) % 16) << (4 * (n % 8));
+  Tensor scale = f32({10, 2}, std::vector<float>(20, 0.5f));
+  Tensor zp = i32({2, 2}, zeros);
+  Result<Tensor> w = dequantizePackQuantized(i32({10, 1}, words), scale, 8, 4, "c", &zp);
+  ASSERT_TRUE(w.ok()) << w.error();
+  EXPECT_EQ(at(*w, 0, 0), 0.0f);   // u = 0, z = 0
+  EXPECT_EQ(at(*w, 5, 1), 1.0f);   // u = 6, z(1, 1) = 4: 0.5 * 2
+  EXPECT_EQ(at(*w, 7, 9), -6.0f);  // u = 16 % 16 = 0, z(9, 1) = 28 % 16 = 12: 0.5 * -12
+  EXPECT_EQ(at(*w, 2, 8), 1.0f);   // u = 10, z(8, 0) = 24 % 16 = 8: 0.5 * 2
+  Tensor bad = i32({1, 2}, {0, 0});
+  Result<Tensor> e = dequantizePackQuantized(i32({10, 1}, words), scale, 8, 4, "c", &bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error(), "c.weight_zero_point: shape [1, 2], expected [2, 2]");
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -340,6 +366,18 @@ TEST(UnpackInt4, AgreesWithTheDecoders) {
   for (int64_t k = 0; k < K; ++k)
     for (int64_t n = 0; n < N; ++n)
       ASSERT_EQ(at(*w, k, n), float((*q)[n * K + k]) - 8.0f) << "ct " << k << ", " << n;
+  // Asymmetric compressed-tensors: weight_zero_point [N/8, G] along N,
+  // unpacked as GPTQ's qweight ([N, G]) and transposed at load.
+  Tensor cz = i32({N / 8, G}, randomWords(N / 8 * G, 6));
+  w = dequantizePackQuantized(cw, f32({N, G}, std::vector<float>(N * G, 1.0f)), K, 8, "c", &cz);
+  ASSERT_TRUE(w.ok()) << w.error();
+  z = unpackInt4(bytes(cz), cz.shape, Int4Packing::Gptq, "c.weight_zero_point");
+  ASSERT_TRUE(z.ok());
+  ASSERT_EQ(z->size(), size_t(N * G));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n)
+      ASSERT_EQ(at(*w, k, n), float((*q)[n * K + k]) - float((*z)[n * G + k / 8]))
+          << "ct zero " << k << ", " << n;
 }
 
 TEST(UnpackInt4, GptqZeroPointSixteenIsAnError) {
