@@ -26,11 +26,15 @@ using namespace mlir::moe;
 static ParseResult
 parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
                       bool &transpose, SmallVector<StringAttr> &fp8Scales,
-                      SmallVector<int64_t> &block, Int4Packing &int4);
+                      SmallVector<int64_t> &block, Int4Packing &int4,
+                      SmallVector<StringAttr> &int4Scales,
+                      SmallVector<StringAttr> &int4Zeros, int64_t &group);
 static void printCheckpointParams(AsmPrinter &printer,
                                   ArrayRef<StringAttr> names, bool transpose,
                                   ArrayRef<StringAttr> fp8Scales,
-                                  ArrayRef<int64_t> block, Int4Packing int4);
+                                  ArrayRef<int64_t> block, Int4Packing int4,
+                                  ArrayRef<StringAttr> int4Scales,
+                                  ArrayRef<StringAttr> int4Zeros, int64_t group);
 static ParseResult parseQuantParams(AsmParser &parser, QuantKind &kind,
                                     SmallVector<int64_t> &block, int64_t &group,
                                     bool &zeroPoint);
@@ -196,7 +200,8 @@ LogicalResult
 CheckpointAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        ArrayRef<StringAttr> names, bool transpose,
                        ArrayRef<StringAttr> fp8Scales, ArrayRef<int64_t> block,
-                       Int4Packing int4) {
+                       Int4Packing int4, ArrayRef<StringAttr> int4Scales,
+                       ArrayRef<StringAttr> int4Zeros, int64_t group) {
   // The names (or the scales' names, `what`): none empty, `{e}` in all or
   // none; returns whether they have it.
   auto checkNames = [&](ArrayRef<StringAttr> list, StringRef what,
@@ -225,6 +230,46 @@ CheckpointAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "#moe.checkpoint fp8_scales and block go together";
   if (!fp8Scales.empty() && int4 != Int4Packing::none)
     return emitError() << "#moe.checkpoint takes fp8_scales or int4, not both";
+  // A list of per-weight tensors (`what`: the scales or zero points) beside
+  // the names: one per name, `{e}` exactly when the names have it.
+  auto checkCompanions = [&](ArrayRef<StringAttr> list, StringRef what) -> LogicalResult {
+    if (list.size() != names.size())
+      return emitError() << "#moe.checkpoint has " << names.size() << " tensor name(s) but "
+                         << list.size() << " " << what << ": one per weight";
+    std::string one = (what + " name").str(), many = (what + " names").str();
+    if (failed(checkNames(list, one, many, scalesPerExpert)))
+      return failure();
+    if (scalesPerExpert != namesPerExpert)
+      return emitError() << "#moe.checkpoint " << what
+                         << " must contain the expert placeholder {e} exactly when the "
+                            "tensor names do";
+    return success();
+  };
+  if (int4Scales.empty()) {
+    if (!int4Zeros.empty())
+      return emitError() << "#moe.checkpoint int4_zeros need int4_scales";
+    if (group != 0)
+      return emitError() << "#moe.checkpoint group needs int4_scales";
+  } else {
+    if (int4 != Int4Packing::gptq && int4 != Int4Packing::awq &&
+        int4 != Int4Packing::pack_quantized)
+      return emitError() << "#moe.checkpoint int4_scales dequantize weights packed as "
+                            "int4 = gptq, awq or pack_quantized, got "
+                         << (int4 == Int4Packing::none ? StringRef("no int4")
+                                                       : stringifyInt4Packing(int4));
+    if (group < 1)
+      return emitError() << "#moe.checkpoint int4_scales need group >= 1, got " << group;
+    if (transpose)
+      return emitError() << "#moe.checkpoint int4_scales dequantize to [in, out]; "
+                            "transpose does not apply";
+    if (failed(checkCompanions(int4Scales, "int4_scales")))
+      return failure();
+    if (int4Zeros.empty() && int4 != Int4Packing::pack_quantized)
+      return emitError() << "#moe.checkpoint int4 = " << stringifyInt4Packing(int4)
+                         << " stores zero points: int4_zeros are required";
+    if (!int4Zeros.empty() && failed(checkCompanions(int4Zeros, "int4_zeros")))
+      return failure();
+  }
   if (fp8Scales.empty())
     return success();
   if (fp8Scales.size() != names.size())
@@ -245,11 +290,14 @@ CheckpointAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 /// `["a", "b"]`, an optional `, transpose`, then optionally
-/// `, fp8_scales = ["as", "bs"], block = [bN, bK]` and `, int4 = KIND`.
+/// `, fp8_scales = ["as", "bs"], block = [bN, bK]`, `, int4 = KIND` and
+/// `, int4_scales = [...], int4_zeros = [...], group = G`.
 static ParseResult
 parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
                       bool &transpose, SmallVector<StringAttr> &fp8Scales,
-                      SmallVector<int64_t> &block, Int4Packing &int4) {
+                      SmallVector<int64_t> &block, Int4Packing &int4,
+                      SmallVector<StringAttr> &int4Scales,
+                      SmallVector<StringAttr> &int4Zeros, int64_t &group) {
   auto parseNames = [&](SmallVector<StringAttr> &out) {
     SmallVector<StringAttr> list;
     if (parser.parseCommaSeparatedList(
@@ -270,10 +318,33 @@ parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
   fp8Scales.clear();
   block.clear();
   int4 = Int4Packing::none;
-  // `transpose`, `fp8_scales = [...]`, `block = [...]` and `int4 = KIND`,
-  // each at most once.
+  int4Scales.clear();
+  int4Zeros.clear();
+  group = 0;
+  // `transpose`, `fp8_scales = [...]`, `block = [...]`, `int4 = KIND`,
+  // `int4_scales = [...]`, `int4_zeros = [...]` and `group = G`, each at
+  // most once.
   bool haveScales = false, haveBlock = false, haveInt4 = false;
+  bool haveInt4Scales = false, haveInt4Zeros = false, haveGroup = false;
   while (succeeded(parser.parseOptionalComma())) {
+    if (!haveInt4Scales && succeeded(parser.parseOptionalKeyword("int4_scales"))) {
+      haveInt4Scales = true;
+      if (parser.parseEqual() || failed(parseNames(int4Scales)))
+        return failure();
+      continue;
+    }
+    if (!haveInt4Zeros && succeeded(parser.parseOptionalKeyword("int4_zeros"))) {
+      haveInt4Zeros = true;
+      if (parser.parseEqual() || failed(parseNames(int4Zeros)))
+        return failure();
+      continue;
+    }
+    if (!haveGroup && succeeded(parser.parseOptionalKeyword("group"))) {
+      haveGroup = true;
+      if (parser.parseEqual() || parser.parseInteger(group))
+        return failure();
+      continue;
+    }
     if (!haveInt4 && succeeded(parser.parseOptionalKeyword("int4"))) {
       haveInt4 = true;
       std::string keyword;
@@ -309,8 +380,8 @@ parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
       continue;
     }
     return parser.emitError(parser.getCurrentLocation(),
-                            "expected 'transpose', 'fp8_scales', 'block' or 'int4' "
-                            "(each at most once)");
+                            "expected 'transpose', 'fp8_scales', 'block', 'int4', "
+                            "'int4_scales', 'int4_zeros' or 'group' (each at most once)");
   }
   return success();
 }
@@ -318,7 +389,9 @@ parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
 static void printCheckpointParams(AsmPrinter &printer,
                                   ArrayRef<StringAttr> names, bool transpose,
                                   ArrayRef<StringAttr> fp8Scales,
-                                  ArrayRef<int64_t> block, Int4Packing int4) {
+                                  ArrayRef<int64_t> block, Int4Packing int4,
+                                  ArrayRef<StringAttr> int4Scales,
+                                  ArrayRef<StringAttr> int4Zeros, int64_t group) {
   auto printNames = [&](ArrayRef<StringAttr> list) {
     printer << '[';
     llvm::interleaveComma(list, printer, [&](StringAttr name) {
@@ -336,6 +409,16 @@ static void printCheckpointParams(AsmPrinter &printer,
   }
   if (int4 != Int4Packing::none)
     printer << ", int4 = " << stringifyInt4Packing(int4);
+  if (!int4Scales.empty()) {
+    printer << ", int4_scales = ";
+    printNames(int4Scales);
+  }
+  if (!int4Zeros.empty()) {
+    printer << ", int4_zeros = ";
+    printNames(int4Zeros);
+  }
+  if (group != 0)
+    printer << ", group = " << group;
 }
 
 //===----------------------------------------------------------------------===//

@@ -298,6 +298,24 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
       `pack_quantized`: `[R, C/8]` along the columns in order
       (compressed-tensors' `weight_packed`, `[out, in/8]`).
 
+    * With `int4 = KIND`, `int4_scales = [...]` and `group = G`, every named
+      tensor is an `nn.Linear` weight of a writer's int4 format
+      (docs/quantization.md, "The formats"): `gptq` (AutoGPTQ `qweight`
+      `[in/8, out]`, zero points `qzeros` `[in/G, out/8]` stored minus
+      one), `awq` (AutoAWQ `qweight` `[in, out/8]`, `qzeros` in its nibble
+      order) or `pack_quantized` (compressed-tensors `weight_packed`
+      `[out, in/8]` of the codes plus 8, zero points `weight_zero_point`
+      `[out/8, in/G]` packed along out, or none: symmetric, zero 8). The
+      scale tensor in the same position (F32, BF16 or F16; `[in/G, out]`,
+      compressed-tensors `[out, in/G]`) and the zero-point tensor of
+      `int4_zeros` (required for `gptq` and `awq`) dequantize it once, at
+      load: `W[k][n] = (q - z) * s` of row k's group `k / G`, computed
+      exactly and rounded once to the argument's element type (F32, F16
+      or BF16), `[in, out]` (no `transpose`), then stacked and concatenated
+      as above. This is how int4 weights that the layer takes as values of
+      its type (a shared expert) are bound; routed experts keep their codes
+      (`i4` arguments with `expert_scales`, `#moe.quant`).
+
     The plain string form `moe.param = "name"` binds one tensor as it is.
 
     Examples (a Mixtral layer of layer index 3, `D = 4096`, `H = 14336`):
@@ -323,12 +341,29 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
         block = [128, 128]>}
     ```
 
+    A Qwen2-MoE GPTQ shared expert, dequantized to bf16 at load:
+
+    ```mlir
+    %s1: tensor<2048x11264xbf16> {moe.param = #moe.checkpoint<
+        ["model.layers.3.mlp.shared_expert.gate_proj.qweight",
+         "model.layers.3.mlp.shared_expert.up_proj.qweight"], int4 = gptq,
+        int4_scales = ["model.layers.3.mlp.shared_expert.gate_proj.scales",
+                       "model.layers.3.mlp.shared_expert.up_proj.scales"],
+        int4_zeros = ["model.layers.3.mlp.shared_expert.gate_proj.qzeros",
+                      "model.layers.3.mlp.shared_expert.up_proj.qzeros"],
+        group = 128>}
+    ```
+
     Verified: at least one name, no empty name, `{e}` in all names or none
-    (the scales' names likewise, and with the names); as many scales as
-    names, and `block` (two sizes >= 1) exactly when there are scales; not
-    both `fp8_scales` and `int4`; on an argument with `{e}`, a ranked
-    tensor with a static leading dimension; on one with scales, a tensor of
-    f32, f16 or bf16; on one with `int4`, a tensor of i4.
+    (the scales' and zero points' names likewise, and with the names); as
+    many scales as names, and `block` (two sizes >= 1) exactly when there
+    are FP8 scales; not both `fp8_scales` and `int4`; `int4_scales` with
+    `int4 = gptq`, `awq` or `pack_quantized`, `group` >= 1 exactly when
+    there are int4 scales, `int4_zeros` only with them (as many as names,
+    required for `gptq` and `awq`), no `transpose` with them; on an
+    argument with `{e}`, a ranked tensor with a static leading dimension;
+    on one with FP8 or int4 scales, a tensor of f32, f16 or bf16; on one
+    with `int4` alone, a tensor of i4.
   }];
   let parameters = (ins
     ArrayRefParameter<"::mlir::StringAttr", "tensor names">:$names,
@@ -338,16 +373,26 @@ def MoE_CheckpointAttr : MoE_Attr<"Checkpoint", "checkpoint"> {
     OptionalArrayRefParameter<"int64_t",
                               "the scales' block [bN, bK] (rows, columns as stored)">:$block,
     DefaultValuedParameter<"::mlir::moe::Int4Packing", "::mlir::moe::Int4Packing::none",
-                           "how the tensors pack int4 codes">:$int4);
+                           "how the tensors pack int4 codes">:$int4,
+    OptionalArrayRefParameter<"::mlir::StringAttr",
+                              "int4 scales, one per name (dequantized at load)">:$int4_scales,
+    OptionalArrayRefParameter<"::mlir::StringAttr",
+                              "packed int4 zero points, one per name">:$int4_zeros,
+    DefaultValuedParameter<"int64_t", "0",
+                           "the int4 group along the input dimension">:$group);
   // `<["a", "b"], transpose, fp8_scales = [...], block = [bN, bK],
-  // int4 = KIND>`: the unit keyword needs a custom directive.
+  // int4 = KIND, int4_scales = [...], int4_zeros = [...], group = G>`: the
+  // unit keyword needs a custom directive.
   let assemblyFormat =
-      "`<` custom<CheckpointParams>($names, $transpose, $fp8_scales, $block, $int4) `>`";
+      "`<` custom<CheckpointParams>($names, $transpose, $fp8_scales, $block, $int4, "
+      "$int4_scales, $int4_zeros, $group) `>`";
   let builders = [
     AttrBuilder<(ins "::llvm::ArrayRef<::mlir::StringAttr>":$names,
                      "bool":$transpose), [{
       return $_get($_ctxt, names, transpose, ::llvm::ArrayRef<::mlir::StringAttr>(),
-                   ::llvm::ArrayRef<int64_t>(), ::mlir::moe::Int4Packing::none);
+                   ::llvm::ArrayRef<int64_t>(), ::mlir::moe::Int4Packing::none,
+                   ::llvm::ArrayRef<::mlir::StringAttr>(),
+                   ::llvm::ArrayRef<::mlir::StringAttr>(), 0);
     }]>
   ];
   let genVerifyDecl = 1;

@@ -130,7 +130,16 @@ LogicalResult MoEDialect::verifyRegionArgAttribute(Operation *op,
                << " dequantizes FP8 tensors (fp8_scales), so the argument "
                   "must be a tensor of f32, f16 or bf16, got "
                << type;
-      if (checkpoint.getInt4() != Int4Packing::none &&
+      if (!checkpoint.getInt4Scales().empty() &&
+          !(shaped && (shaped.getElementType().isF32() ||
+                       shaped.getElementType().isF16() ||
+                       shaped.getElementType().isBF16())))
+        return op->emitError()
+               << "'" << name << "' on argument #" << argIndex
+               << " dequantizes int4 weights (int4_scales), so the argument must be a "
+                  "tensor of f32, f16 or bf16, got "
+               << type;
+      if (checkpoint.getInt4() != Int4Packing::none && checkpoint.getInt4Scales().empty() &&
           !(shaped && shaped.getElementType().isInteger(4)))
         return op->emitError()
                << "'" << name << "' on argument #" << argIndex

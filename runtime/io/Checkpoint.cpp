@@ -345,7 +345,10 @@ std::string CheckpointSpec::describe() const {
   if (!fp8Scales.empty())
     s += " (FP8, dequantized in blocks of " + std::to_string(blockN) + " x " +
          std::to_string(blockK) + ")";
-  if (int4 != Int4Packing::None)
+  if (int4 != Int4Packing::None && !int4Scales.empty())
+    s += std::string(" (int4, ") + int4PackingName(int4) + ", dequantized in groups of " +
+         std::to_string(group) + ")";
+  else if (int4 != Int4Packing::None)
     s += std::string(" (int4 codes unpacked: ") + int4PackingName(int4) + ")";
   return s;
 }
@@ -361,9 +364,21 @@ struct Part {
   std::string name;
   const TensorStore::Entry *entry = nullptr;
   std::vector<int64_t> shape; ///< after the transposition
-  /// With fp8_scales: the scale tensor of this FP8 weight.
+  /// With fp8_scales: the scale tensor of this FP8 weight. With
+  /// int4_scales: its scales, and its zero points (null: none).
   const TensorStore::Entry *scale = nullptr;
+  const TensorStore::Entry *zeros = nullptr;
 };
+
+/// The codes of an int4 weight packed as `packing` (#moe.checkpoint
+/// int4_scales): the unpacking of its zero points, and whether the unpacked
+/// codes are [out, in] (compressed-tensors) rather than [in, out].
+Int4Packing int4ZeroPacking(Int4Packing packing) {
+  return packing == Int4Packing::Gptq ? Int4Packing::GptqZeros
+         : packing == Int4Packing::Awq ? Int4Packing::Awq
+                                       : Int4Packing::Gptq;
+}
+bool int4OutMajor(Int4Packing packing) { return packing == Int4Packing::PackQuantized; }
 
 /// Whether a tensor of dtype `source` assembles into a parameter of dtype
 /// `target` (checkpointShape's rules); the reason when it does not.
@@ -414,6 +429,21 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
                  ": #moe.checkpoint with fp8_scales dequantizes into f32, "
                  "f16 or bf16, not " +
                  dtypeName(*target)};
+  const bool int4Values = !spec.int4Scales.empty();
+  if (int4Values &&
+      (spec.int4Scales.size() != spec.names.size() || spec.group < 1 || spec.transpose ||
+       (!spec.int4Zeros.empty() && spec.int4Zeros.size() != spec.names.size()) ||
+       (spec.int4 != Int4Packing::Gptq && spec.int4 != Int4Packing::Awq &&
+        spec.int4 != Int4Packing::PackQuantized) ||
+       (spec.int4Zeros.empty() && spec.int4 != Int4Packing::PackQuantized)))
+    return Error{std::string(subject) +
+                 ": #moe.checkpoint int4_scales need one scale (and zero point) name per "
+                 "tensor, a group >= 1, no transpose, and int4 = gptq, awq or "
+                 "pack_quantized (zero points required but for pack_quantized)"};
+  if (int4Values && target && !isFloatType(*target))
+    return Error{std::string(subject) +
+                 ": #moe.checkpoint with int4_scales dequantizes into f32, f16 or bf16, not " +
+                 (*target == DType::U8 ? "i4" : dtypeName(*target))};
   for (size_t index = 0; index < spec.names.size(); ++index) {
     const std::string &pattern = spec.names[index];
     Part part;
@@ -427,7 +457,56 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
     const SafeTensorInfo &info = *part.entry->info;
     std::string where = "tensor " + quote(part.name, 200) + " in " +
                         displayPath(part.entry->file->path());
-    if (spec.int4 != Int4Packing::None) {
+    if (int4Values) {
+      // The weight, its scales [G, N] ([N, G] out-major) and zero points
+      // (packed [G, N/8]; out-major [N/8, G]), G = ceil(K / group).
+      if (info.dtype != DType::I32 || info.shape.size() != 2)
+        return Error{where + " has dtype " + safetensorsDTypeName(info.dtype) +
+                     " and shape " + formatShape(info.shape) + " (for " +
+                     std::string(subject) + "): int4_scales dequantize 2-D I32 tensors"};
+      std::vector<int64_t> codes = int4UnpackedShape(info.shape, spec.int4);
+      const bool outMajor = int4OutMajor(spec.int4);
+      const int64_t k = outMajor ? codes[1] : codes[0], n = outMajor ? codes[0] : codes[1];
+      const int64_t groups = (k + spec.group - 1) / spec.group;
+      auto companion = [&](const std::vector<std::string> &names, const char *what,
+                           const std::vector<int64_t> &expected, bool isFloat,
+                           const TensorStore::Entry *&found) -> Status {
+        std::string name = expert < 0 ? names[index] : CheckpointSpec::expand(names[index], expert);
+        found = store.find(name);
+        if (!found)
+          return Error{"tensor " + quote(name, 200) + " (the " + what + " of " +
+                       quote(part.name, 200) + ", for " + std::string(subject) +
+                       ") not found in " + store.describeSources()};
+        const SafeTensorInfo &zi = *found->info;
+        if ((isFloat ? !isFloatType(zi.dtype) : zi.dtype != DType::I32) || zi.shape != expected)
+          return Error{"tensor " + quote(name, 200) + " in " +
+                       displayPath(found->file->path()) + " has dtype " +
+                       safetensorsDTypeName(zi.dtype) + " and shape " + formatShape(zi.shape) +
+                       ", expected " + (isFloat ? "F32, BF16 or F16 " : "I32 ") +
+                       formatShape(expected) + " (the " + what + " of " +
+                       quote(part.name, 200) + ", " + std::to_string(k) + " inputs x " +
+                       std::to_string(n) + " outputs in groups of " +
+                       std::to_string(spec.group) + ")"};
+        return Status::success();
+      };
+      if (Status st = companion(spec.int4Scales, "scales",
+                                outMajor ? std::vector<int64_t>{n, groups}
+                                         : std::vector<int64_t>{groups, n},
+                                true, part.scale);
+          !st)
+        return st;
+      if (!spec.int4Zeros.empty()) {
+        if (n % 8 != 0)
+          return Error{where + " (for " + std::string(subject) + "): " + std::to_string(n) +
+                       " outputs, not a multiple of 8, cannot have packed zero points"};
+        if (Status st = companion(spec.int4Zeros, "zero points",
+                                  outMajor ? std::vector<int64_t>{n / 8, groups}
+                                           : std::vector<int64_t>{groups, n / 8},
+                                  false, part.zeros);
+            !st)
+          return st;
+      }
+    } else if (spec.int4 != Int4Packing::None) {
       if (info.dtype != DType::I32 || info.shape.size() != 2)
         return Error{where + " has dtype " + safetensorsDTypeName(info.dtype) +
                      " and shape " + formatShape(info.shape) + " (for " +
@@ -475,9 +554,12 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
                      safetensorsDTypeName(info.dtype) + " (for " +
                      std::string(subject) + "): " + *why};
     }
-    // int4: the shape of the unpacked codes, one per byte.
+    // int4: the shape of the unpacked codes, one per byte; dequantized
+    // int4 weights: [in, out].
     part.shape = spec.int4 == Int4Packing::None ? info.shape
                                                 : int4UnpackedShape(info.shape, spec.int4);
+    if (int4Values && int4OutMajor(spec.int4))
+      std::swap(part.shape[0], part.shape[1]);
     if (spec.transpose) {
       // The last two dimensions; leading ones (a fused [E, out, in] expert
       // tensor's E) are a batch of matrices.
@@ -668,6 +750,38 @@ Status assembleCheckpointTensor(const TensorStore &store,
       const uint64_t partWidth = part.shape.empty() ? 1 : part.shape.back();
       // int4: the codes unpacked, one per byte, then placed as U8 data.
       std::vector<uint8_t> codes;
+      if (!spec.int4Scales.empty()) {
+        // int4 weight dequantized: (q - z) * s exact in double, rounded
+        // once, into [in, out] at columns [column, column + N).
+        auto q = unpackInt4(src, info.shape, spec.int4, part.name);
+        if (!q)
+          return q.status();
+        std::vector<uint8_t> zeros;
+        if (part.zeros) {
+          auto z = unpackInt4(store.rawData(*part.zeros), part.zeros->info->shape,
+                              int4ZeroPacking(spec.int4), part.zeros->info->name);
+          if (!z)
+            return z.status();
+          zeros = z.take();
+        }
+        const bool outMajor = int4OutMajor(spec.int4);
+        const uint64_t k = part.shape[0], n = part.shape[1];
+        const uint64_t groups = (k + spec.group - 1) / spec.group;
+        const SafeTensorInfo &sinfo = *part.scale->info;
+        const uint8_t *scales = store.rawData(*part.scale);
+        for (uint64_t i = 0; i < k; ++i) {
+          const uint64_t g = i / spec.group;
+          for (uint64_t j = 0; j < n; ++j) {
+            const uint64_t gj = outMajor ? j * groups + g : g * n + j;
+            const int code = (*q)[outMajor ? j * k + i : i * n + j];
+            const int zero = zeros.empty() ? 8 : zeros[gj];
+            const double v = static_cast<double>(code - zero) * loadFloat(sinfo.dtype, scales, gj);
+            storeDoubleRounded(target, dst, i * width + column + j, v);
+          }
+        }
+        column += partWidth;
+        continue;
+      }
       if (spec.int4 != Int4Packing::None) {
         auto unpacked = unpackInt4(src, info.shape, spec.int4, part.name);
         if (!unpacked)

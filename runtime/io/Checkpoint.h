@@ -133,6 +133,19 @@ struct CheckpointSpec {
   /// unpacked to U8 codes, one per byte ([8 rows, cols] or [rows, 8 cols]),
   /// before the transposition, into a U8 parameter (an i4 argument).
   Int4Packing int4 = Int4Packing::None;
+  /// int4 weights dequantized at load: with int4Scales (one per name, `{e}`
+  /// as in the names) every named tensor is an nn.Linear weight packed as
+  /// `int4` (Gptq: AutoGPTQ's qweight [in/8, out]; Awq: AutoAWQ's qweight
+  /// [in, out/8]; PackQuantized: compressed-tensors' weight_packed
+  /// [out, in/8]) with its scales (F32, BF16 or F16; [ceil(in/group), out],
+  /// PackQuantized [out, ceil(in/group)]) and zero points (int4Zeros, one
+  /// per name: qzeros [ceil(in/group), out/8] stored minus one for Gptq,
+  /// in AutoAWQ's order for Awq; weight_zero_point [out/8, ceil(in/group)]
+  /// packed along out for PackQuantized, or none: 8). Each weight becomes
+  /// W[k][n] = (q - z) * s of group k / group, exact, rounded once to the
+  /// parameter's (float) element type, [in, out] (no transpose).
+  std::vector<std::string> int4Scales, int4Zeros;
+  int64_t group = 0;
 
   /// Whether the names contain `{e}`.
   bool perExpert() const;

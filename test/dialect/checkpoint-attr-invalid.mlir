@@ -45,7 +45,7 @@ func.func @other_attr(%w: tensor<4xf32> {moe.param = #moe.activation<relu>}) {
 
 // -----
 
-// expected-error @+1 {{expected 'transpose', 'fp8_scales', 'block' or 'int4' (each at most once)}}
+// expected-error @+1 {{expected 'transpose', 'fp8_scales', 'block', 'int4', 'int4_scales', 'int4_zeros' or 'group' (each at most once)}}
 func.func @bad_keyword(%w: tensor<4xf32> {moe.param = #moe.checkpoint<["a"], transposed>}) {
   return
 }
@@ -110,7 +110,7 @@ func.func @codes_argument(%w: tensor<4x4xf8E4M3FN> {moe.param = #moe.checkpoint<
 
 // -----
 
-// expected-error @+1 {{expected 'transpose', 'fp8_scales', 'block' or 'int4' (each at most once)}}
+// expected-error @+1 {{expected 'transpose', 'fp8_scales', 'block', 'int4', 'int4_scales', 'int4_zeros' or 'group' (each at most once)}}
 func.func @unknown_keyword(%w: tensor<4x4xf32> {moe.param = #moe.checkpoint<["w"], scales = ["s"]>}) {
   return
 }
@@ -129,3 +129,65 @@ func.func private @int4_fp8(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w
 
 // expected-error @+1 {{'moe.param' on argument #0 unpacks int4 codes (int4 = awq), so the argument must be a tensor of i4, got 'tensor<8x8xf32>'}}
 func.func private @int4_type(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w.qweight"], int4 = awq>})
+
+// -----
+
+// int4 weights dequantized at load (int4_scales, int4_zeros, group): their
+// own rules.
+// expected-error @+1 {{#moe.checkpoint int4_zeros need int4_scales}}
+func.func private @zeros_alone(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w"], int4 = gptq, int4_zeros = ["z"]>})
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint group needs int4_scales}}
+func.func private @group_alone(%w: tensor<8x8xi4> {moe.param = #moe.checkpoint<["w"], int4 = gptq, group = 8>})
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint int4_scales dequantize weights packed as int4 = gptq, awq or pack_quantized, got gptq_zeros}}
+func.func private @scales_zeros_packing(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w"], int4 = gptq_zeros, int4_scales = ["s"], int4_zeros = ["z"], group = 8>})
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint int4_scales dequantize weights packed as int4 = gptq, awq or pack_quantized, got no int4}}
+func.func private @scales_no_packing(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w"], int4_scales = ["s"], group = 8>})
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint int4_scales need group >= 1, got 0}}
+func.func private @scales_no_group(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w"], int4 = awq, int4_scales = ["s"], int4_zeros = ["z"]>})
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint int4_scales dequantize to [in, out]; transpose does not apply}}
+func.func private @scales_transpose(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w"], transpose, int4 = pack_quantized, int4_scales = ["s"], group = 8>})
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint has 2 tensor name(s) but 1 int4_scales: one per weight}}
+func.func private @scales_count(%w: tensor<8x16xf32> {moe.param = #moe.checkpoint<["a", "b"], int4 = pack_quantized, int4_scales = ["s"], group = 8>})
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint int4 = gptq stores zero points: int4_zeros are required}}
+func.func private @zeros_required(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w"], int4 = gptq, int4_scales = ["s"], group = 8>})
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint has 1 tensor name(s) but 2 int4_zeros: one per weight}}
+func.func private @zeros_count(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w"], int4 = awq, int4_scales = ["s"], int4_zeros = ["y", "z"], group = 8>})
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint int4_zeros must contain the expert placeholder {e} exactly when the tensor names do}}
+func.func private @zeros_placeholder(%w: tensor<2x8x8xf32> {moe.param = #moe.checkpoint<["w.{e}"], int4 = awq, int4_scales = ["s.{e}"], int4_zeros = ["z"], group = 8>})
+
+// -----
+
+// expected-error @+1 {{#moe.checkpoint int4_scales name #0 is empty}}
+func.func private @scales_empty(%w: tensor<8x8xf32> {moe.param = #moe.checkpoint<["w"], int4 = pack_quantized, int4_scales = [""], group = 8>})
+
+// -----
+
+// expected-error @+1 {{'moe.param' on argument #0 dequantizes int4 weights (int4_scales), so the argument must be a tensor of f32, f16 or bf16, got 'tensor<8x8xi4>'}}
+func.func private @scales_codes_type(%w: tensor<8x8xi4> {moe.param = #moe.checkpoint<["w"], int4 = pack_quantized, int4_scales = ["s"], group = 8>})

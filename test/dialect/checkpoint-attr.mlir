@@ -48,3 +48,17 @@ func.func private @int4(tensor<2x16x8xi4> {moe.param = #moe.checkpoint<["e.{e}.g
                         tensor<2x1x8xi4> {moe.param = #moe.checkpoint<["e.{e}.gate_proj.qzeros"], int4 = gptq_zeros>},
                         tensor<2x16x8xi4> {moe.param = #moe.checkpoint<["e.{e}.up_proj.qweight"], int4 = awq>},
                         tensor<2x16x8xi4> {moe.param = #moe.checkpoint<["e.{e}.down_proj.weight_packed"], transpose, int4 = pack_quantized>})
+
+// int4 weights dequantized at load into values (a shared expert): the
+// packing, the scales and zero points beside each name, the group.
+// CHECK-LABEL: func.func private @int4_values
+// CHECK-SAME: tensor<16x16xbf16> {moe.param = #moe.checkpoint<["sh.gate_proj.qweight", "sh.up_proj.qweight"], int4 = gptq, int4_scales = ["sh.gate_proj.scales", "sh.up_proj.scales"], int4_zeros = ["sh.gate_proj.qzeros", "sh.up_proj.qzeros"], group = 8>}
+// CHECK-SAME: tensor<8x16xf32> {moe.param = #moe.checkpoint<["sh.down_proj.weight_packed"], int4 = pack_quantized, int4_scales = ["sh.down_proj.weight_scale"], group = 4>}
+// CHECK-SAME: tensor<2x16x8xf16> {moe.param = #moe.checkpoint<["e.{e}.qweight"], int4 = awq, int4_scales = ["e.{e}.scales"], int4_zeros = ["e.{e}.qzeros"], group = 16>}
+func.func private @int4_values(
+    tensor<16x16xbf16> {moe.param = #moe.checkpoint<["sh.gate_proj.qweight", "sh.up_proj.qweight"], int4 = gptq,
+        int4_scales = ["sh.gate_proj.scales", "sh.up_proj.scales"],
+        int4_zeros = ["sh.gate_proj.qzeros", "sh.up_proj.qzeros"], group = 8>},
+    tensor<8x16xf32> {moe.param = #moe.checkpoint<["sh.down_proj.weight_packed"], group = 4,
+        int4_scales = ["sh.down_proj.weight_scale"], int4 = pack_quantized>},
+    tensor<2x16x8xf16> {moe.param = #moe.checkpoint<["e.{e}.qweight"], int4 = awq, int4_scales = ["e.{e}.scales"], int4_zeros = ["e.{e}.qzeros"], group = 16>})

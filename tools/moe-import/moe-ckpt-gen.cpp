@@ -199,6 +199,9 @@ struct MoEWeights {
   /// w1s and w2s the scales [E, ceil(K/G), N], and these the zero points
   /// (with zero_point), shaped as the scales.
   std::vector<uint8_t> w1z, w2z;
+  /// The shared expert's zero points, with --quant=int4 (s1q, s2q its codes,
+  /// s1s, s2s its scales [ceil(K/G), N]).
+  std::vector<uint8_t> s1z, s2z;
 };
 
 /// Quantizes `w` ([E, K, N], moe layout) per group of G rows of K and
@@ -648,11 +651,9 @@ int main(int argc, char **argv) {
       die("--quant-format=" + o.int4Format + " stores zero points: --quant=int4:G,zero_point");
     if (o.fusedExperts || !o.stacked.empty())
       die("--quant=int4: not with --fused-experts or --stacked");
-    if (sharedWidth)
-      die("--quant=int4: " + f + " has shared experts, which int4 checkpoints would "
-          "quantize too (moe-import does not read them yet)");
-    if (d % 8 || h % 8)
-      die("--quant=int4: D and H must be multiples of 8 (8 codes to a word)");
+    if (d % 8 || h % 8 || sharedWidth % 8)
+      die("--quant=int4: D, H and the shared width must be multiples of 8 (8 codes to a "
+          "word)");
     if (!o.scaleDTypeSet)
       o.scaleDType = io::DType::F16;
     const std::string g = std::to_string(o.int4Group);
@@ -918,7 +919,7 @@ int main(int argc, char **argv) {
       take("bias", m.bias, {e}, /*f32=*/true);
       take("w1", m.w1, {e, d, 2 * h});
       take("w2", m.w2, {e, h, d});
-      if (!fp8) { // With --quant: the codes, below.
+      if (!fp8 && !int4) { // With --quant: the codes, below.
         take("s1", m.s1, {d, 2 * hs});
         take("s2", m.s2, {hs, d});
       }
@@ -954,12 +955,19 @@ int main(int argc, char **argv) {
             " (--scale-dtype; moe-ref layer --quant-scales bf16 makes it so)");
     };
     // The int4 codes, scales and zero points of moe-ref layer --quant
-    // int4:G[,zero_point] for the weight of --layer-weights key `key`: U8
-    // [E, k, n], F32 NAME_scale and U8 NAME_zero [E, ceil(k/G), n].
-    auto takeInt4 = [&](const char *key, int64_t k, int64_t n, std::vector<uint8_t> &codes,
-                        std::vector<float> &scales, std::vector<uint8_t> &zeros) {
+    // int4:G[,zero_point] [--quant-shared] for the weight of --layer-weights
+    // key `key`: U8 [lead..., k, n], F32 NAME_scale and U8 NAME_zero
+    // [lead..., ceil(k/G), n].
+    auto takeInt4 = [&](const char *key, std::vector<int64_t> lead, int64_t k, int64_t n,
+                        std::vector<uint8_t> &codes, std::vector<float> &scales,
+                        std::vector<uint8_t> &zeros) {
       const std::string &name = o.weightNames[key];
       const int64_t groups = (k + o.int4Group - 1) / o.int4Group;
+      auto with = [&](int64_t rows) {
+        std::vector<int64_t> shape = lead;
+        shape.insert(shape.end(), {rows, n});
+        return shape;
+      };
       auto raw = [&](const std::string &t, std::vector<int64_t> shape,
                      std::vector<uint8_t> &out) {
         const io::SafeTensorInfo *info = weights->find(t);
@@ -969,15 +977,15 @@ int main(int argc, char **argv) {
         const uint8_t *p = weights->rawData(*info);
         out.assign(p, p + (info->dataEnd - info->dataBegin));
       };
-      raw(name, {e, k, n}, codes);
+      raw(name, with(k), codes);
       if (o.int4ZeroPoint)
-        raw(name + "_zero", {e, groups, n}, zeros);
+        raw(name + "_zero", with(groups), zeros);
       auto t = weights->get(name + "_scale", io::DType::F32);
       if (!t)
         die(t.error());
-      if (t->shape != std::vector<int64_t>{e, groups, n})
+      if (t->shape != with(groups))
         die(o.weightsFile + ": '" + name + "_scale' has shape " + io::formatShape(t->shape) +
-            ", expected " + io::formatShape({e, groups, n}));
+            ", expected " + io::formatShape(with(groups)));
       scales = t->toVector<float>();
       if (scales != roundTo(o.scaleDType, scales))
         die(o.weightsFile + ": '" + name + "_scale' is not exact in " +
@@ -991,8 +999,20 @@ int main(int argc, char **argv) {
       quantizeInt4(m.w2, e, h, d, o.int4Group, o.int4ZeroPoint, m.w2q, m.w2s, m.w2z,
                    o.scaleDType, minZero);
       if (l == o.weightsLayer) {
-        takeInt4("w1", d, 2 * h, m.w1q, m.w1s, m.w1z);
-        takeInt4("w2", h, d, m.w2q, m.w2s, m.w2z);
+        takeInt4("w1", {e}, d, 2 * h, m.w1q, m.w1s, m.w1z);
+        takeInt4("w2", {e}, h, d, m.w2q, m.w2s, m.w2z);
+      }
+      // The shared experts are int4 too, as AutoGPTQ, AutoAWQ and
+      // llm-compressor quantize every nn.Linear of the block.
+      if (sharedWidth) {
+        quantizeInt4(m.s1, 1, d, 2 * hs, o.int4Group, o.int4ZeroPoint, m.s1q, m.s1s, m.s1z,
+                     o.scaleDType, minZero);
+        quantizeInt4(m.s2, 1, hs, d, o.int4Group, o.int4ZeroPoint, m.s2q, m.s2s, m.s2z,
+                     o.scaleDType, minZero);
+        if (l == o.weightsLayer && o.weightNames.count("s1")) {
+          takeInt4("s1", {}, d, 2 * hs, m.s1q, m.s1s, m.s1z);
+          takeInt4("s2", {}, hs, d, m.s2q, m.s2s, m.s2z);
+        }
       }
     }
     if (fp8) {
@@ -1116,7 +1136,13 @@ int main(int argc, char **argv) {
           u[j * d + i] = m.s1[i * 2 * hs + hs + j];
           dn[i * hs + j] = m.s2[j * d + i];
         }
-      if (fp8) {
+      if (int4) {
+        const uint8_t *z1 = o.int4ZeroPoint ? m.s1z.data() : nullptr;
+        putInt4Linear(sh + "gate_proj", l, m.s1q.data(), m.s1s.data(), z1, d, 2 * hs, 0, hs);
+        putInt4Linear(sh + "up_proj", l, m.s1q.data(), m.s1s.data(), z1, d, 2 * hs, hs, hs);
+        putInt4Linear(sh + "down_proj", l, m.s2q.data(), m.s2s.data(),
+                      o.int4ZeroPoint ? m.s2z.data() : nullptr, hs, d, 0, d);
+      } else if (fp8) {
         putFp8Linear(sh + "gate_proj", l, m.s1q.data(), m.s1s.data(), d,
                      2 * hs, 0, hs);
         putFp8Linear(sh + "up_proj", l, m.s1q.data(), m.s1s.data(), d, 2 * hs,

@@ -87,7 +87,8 @@ f32 block scales, #moe.quant); FP8 shared experts are dequantized at load.
 int4 checkpoints (quant_method "gptq" or "awq", or compressed-tensors'
 pack-quantized) become int4 layers (i4 expert weights unpacked at load from
 the I32 words, #moe.checkpoint int4 = ..., f32 scales, zero points,
-#moe.quant<int4, group = G[, zero_point]>).
+#moe.quant<int4, group = G[, zero_point]>); int4 shared experts are
+dequantized at load (#moe.checkpoint int4_scales).
 
 Errors: one line on stderr starting with "moe-import: ", exit code 1, and
 nothing written.
@@ -320,6 +321,10 @@ struct Model {
   int64_t int4Group = 0;
   bool int4ZeroPoint = false;
   std::string int4Method; ///< for messages: "gptq", "awq", "compressed-tensors"
+  /// The shared experts are int4 too (their nn.Linear weights packed as the
+  /// routed experts'): the layer takes them as values of its type,
+  /// dequantized at load (#moe.checkpoint int4_scales).
+  bool int4Shared = false;
   /// The group of #moe.quant: int4Group, or for -1 the larger of D and H
   /// (then one group spans every K of both GEMMs).
   int64_t quantGroup() const {
@@ -684,10 +689,54 @@ std::optional<Failure> checkJoinedBlocks(const Model &m) {
 
 std::vector<Param> layerParams(const Model &m, int64_t layer);
 
-/// int4 checkpoints: the packing needs the widths in whole words (8 codes),
-/// the routed experts one tensor per nn.Linear, and the shared experts (if
-/// any) in the layer's type; GPTQ's `g_idx`, when stored, must be the
-/// trivial k / group (act-order is refused by the config already).
+/// The prefix of layer `layer`'s shared-expert tensors.
+std::string sharedPrefix(const Model &m, int64_t layer) {
+  return "model.layers." + std::to_string(layer) + "." +
+         (m.modelType == "qwen2_moe" ? "mlp.shared_expert." : "mlp.shared_experts.");
+}
+
+/// The suffixes of an int4 nn.Linear's tensors after its module name:
+/// AutoGPTQ's and AutoAWQ's, or compressed-tensors'.
+struct Int4Names {
+  const char *codes, *scales, *zeros;
+};
+Int4Names int4Names(const Model &m) {
+  if (m.int4 == io::Int4Packing::PackQuantized)
+    return {".weight_packed", ".weight_scale", ".weight_zero_point"};
+  return {".qweight", ".scales", ".qzeros"};
+}
+
+/// The stored shapes of an int4 nn.Linear with `in` inputs and `out`
+/// outputs in groups of G along `in` (`groups` = ceil(in / G)): its packed
+/// codes (AutoGPTQ `[in/8, out]`, AutoAWQ `[in, out/8]`, compressed-tensors
+/// `[out, in/8]`), scales (`[groups, out]`; compressed-tensors
+/// `[out, groups]`) and zero points (`[groups, out/8]`; compressed-tensors
+/// `[out/8, groups]`).
+std::vector<int64_t> packedShape(const Model &m, int64_t in, int64_t out) {
+  switch (m.int4) {
+  case io::Int4Packing::PackQuantized:
+    return {out, in / 8};
+  case io::Int4Packing::Gptq:
+    return {in / 8, out};
+  default:
+    return {in, out / 8};
+  }
+}
+std::vector<int64_t> int4ScaleShape(const Model &m, int64_t groups, int64_t out) {
+  if (m.int4 == io::Int4Packing::PackQuantized)
+    return {out, groups};
+  return {groups, out};
+}
+std::vector<int64_t> int4ZeroShape(const Model &m, int64_t groups, int64_t out) {
+  if (m.int4 == io::Int4Packing::PackQuantized)
+    return {out / 8, groups};
+  return {groups, out / 8};
+}
+
+/// int4 checkpoints: the packing needs the widths in whole words (8 codes,
+/// the shared experts' too when they are int4) and the routed experts one
+/// tensor per nn.Linear; GPTQ's `g_idx`, when stored, must be the trivial
+/// k / group (act-order is refused by the config already).
 std::optional<Failure> checkInt4Model(const Model &m, const io::TensorStore &store,
                                       int64_t layer) {
   if (m.int4 == io::Int4Packing::None)
@@ -696,29 +745,23 @@ std::optional<Failure> checkInt4Model(const Model &m, const io::TensorStore &sto
     return Failure{"config.json: hidden_size " + std::to_string(m.hidden) +
                    " and the experts' width " + std::to_string(m.expertWidth) +
                    " must be multiples of 8 for int4 weights packed 8 to a word"};
+  if (m.int4Shared && m.sharedWidth % 8 != 0)
+    return Failure{"config.json: the shared experts' width " + std::to_string(m.sharedWidth) +
+                   " must be a multiple of 8 for int4 weights packed 8 to a word"};
   if (m.fusedExperts)
     return Failure{"model.layers." + std::to_string(layer) +
                    ".mlp.experts.gate_up_proj: fused 3-D experts in an int4 (" + m.int4Method +
                    ") checkpoint are not supported"};
-  const std::string p = "model.layers." + std::to_string(layer) + ".";
-  if (m.sharedWidth > 0) {
-    std::string shared = p + (m.modelType == "qwen2_moe" ? "mlp.shared_expert."
-                                                         : "mlp.shared_experts.");
-    if (!store.find(shared + "gate_proj.weight") &&
-        (store.find(shared + "gate_proj.qweight") ||
-         store.find(shared + "gate_proj.weight_packed")))
-      return Failure{"tensor '" + shared + "gate_proj' is int4 (" + m.int4Method +
-                     "): quantized shared experts are not supported yet (the routed "
-                     "experts are)"};
-  }
   if (m.int4 != io::Int4Packing::Gptq)
     return std::nullopt;
   // g_idx of every expert projection of the first MoE layer.
   const int64_t group = m.quantGroup();
   for (const Param &param : layerParams(m, layer)) {
-    if (param.argName != "w1" && param.argName != "w2")
+    if (param.argName != "w1" && param.argName != "w2" &&
+        !(m.int4Shared && (param.argName == "s1" || param.argName == "s2")))
       continue;
-    for (int64_t e = 0; e < m.experts; ++e)
+    const int64_t experts = param.spec.perExpert() ? m.experts : 1;
+    for (int64_t e = 0; e < experts; ++e)
       for (const std::string &pattern : param.spec.names) {
         std::string name = io::CheckpointSpec::expand(pattern, e);
         name = name.substr(0, name.size() - std::string(".qweight").size()) + ".g_idx";
@@ -726,7 +769,9 @@ std::optional<Failure> checkInt4Model(const Model &m, const io::TensorStore &sto
         if (!entry)
           continue;
         const io::SafeTensorInfo &info = *entry->info;
-        const int64_t k = param.argName == "w1" ? m.hidden : m.expertWidth;
+        const int64_t k = param.argName == "w1" || param.argName == "s1" ? m.hidden
+                          : param.argName == "w2"                          ? m.expertWidth
+                                                                           : m.sharedWidth;
         if (info.dtype != io::DType::I32 || info.shape != std::vector<int64_t>{k})
           return Failure{"tensor '" + name + "' in " + entry->file->path() + " has dtype " +
                          io::safetensorsDTypeName(info.dtype) + " and shape " +
@@ -778,6 +823,52 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
     params.push_back(std::move(q));
     return params.back();
   };
+  // The shared experts (Qwen2-MoE's shared_expert, DeepSeek's
+  // shared_experts), taken by the layer as values of its type: as stored,
+  // FP8 ones dequantized at load (fp8_scales), int4 ones too (int4_scales).
+  auto addShared = [&] {
+    if (m.sharedWidth <= 0)
+      return;
+    const int64_t hs = m.sharedWidth;
+    const std::string shared = sharedPrefix(m, layer);
+    if (m.int4Shared) {
+      // Each nn.Linear's packed words, scales and zero points as the routed
+      // experts' (packedShapes), dequantized to [in, out].
+      auto dequantized = [&](const char *arg, std::vector<std::string> modules, int64_t in,
+                             int64_t out, std::vector<int64_t> argShape) {
+        std::vector<std::string> names;
+        std::vector<std::vector<int64_t>> shapes;
+        Int4Names n = int4Names(m);
+        for (const std::string &module : modules)
+          names.push_back(shared + module + n.codes), shapes.push_back(packedShape(m, in, out));
+        Param &q = add(arg, names, false, shapes, argShape);
+        q.spec.int4 = m.int4;
+        q.spec.group = m.quantGroup();
+        for (const std::string &module : modules) {
+          q.spec.int4Scales.push_back(shared + module + n.scales);
+          if (m.int4ZeroPoint)
+            q.spec.int4Zeros.push_back(shared + module + n.zeros);
+        }
+      };
+      dequantized("s1", {"gate_proj", "up_proj"}, d, hs, {d, 2 * hs});
+      dequantized("s2", {"down_proj"}, hs, d, {hs, d});
+    } else {
+      // FP8 shared experts are dequantized at load (fp8_scales).
+      auto dequantizedIfFp8 = [&](Param &q) {
+        if (!m.fp8Shared)
+          return;
+        for (const std::string &name : q.spec.names)
+          q.spec.fp8Scales.push_back(name + m.scaleSuffix);
+        q.spec.blockN = m.fp8BlockN;
+        q.spec.blockK = m.fp8BlockK;
+      };
+      dequantizedIfFp8(add("s1", {shared + "gate_proj.weight", shared + "up_proj.weight"},
+                           true, {{hs, d}, {hs, d}}, {d, 2 * hs}));
+      dequantizedIfFp8(add("s2", {shared + "down_proj.weight"}, true, {{d, hs}}, {hs, d}));
+    }
+    if (m.sharedGate)
+      add("sg", {p + "mlp.shared_expert_gate.weight"}, true, {{1, d}}, {d, 1});
+  };
   add("wr", {gate}, true, {{e, d}}, {d, e});
   if (m.selectionBias)
     add("bias", {p + "mlp.gate.e_score_correction_bias"}, false, {{e}}, {e},
@@ -796,30 +887,22 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
     const int64_t group = m.quantGroup();
     auto blocksOf = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
     const int64_t k1 = blocksOf(d, group), k2 = blocksOf(h, group);
+    const bool ct = m.int4 == io::Int4Packing::PackQuantized;
+    const Int4Names n = int4Names(m);
     auto codes = [&](const char *arg, std::vector<std::string> modules, int64_t in,
                      int64_t out, std::vector<int64_t> argShape) {
-      const bool ct = m.int4 == io::Int4Packing::PackQuantized;
-      const bool gptq = m.int4 == io::Int4Packing::Gptq;
       std::vector<std::string> names;
       std::vector<std::vector<int64_t>> shapes;
-      for (const std::string &module : modules) {
-        names.push_back(module + (ct ? ".weight_packed" : ".qweight"));
-        shapes.push_back(ct ? std::vector<int64_t>{out, in / 8}
-                            : gptq ? std::vector<int64_t>{in / 8, out}
-                                   : std::vector<int64_t>{in, out / 8});
-      }
+      for (const std::string &module : modules)
+        names.push_back(module + n.codes), shapes.push_back(packedShape(m, in, out));
       add(arg, names, ct, shapes, argShape, Kind::Int4Codes).spec.int4 = m.int4;
     };
     auto scales = [&](const char *arg, std::vector<std::string> modules, int64_t groups,
                       int64_t out, std::vector<int64_t> argShape) {
-      const bool ct = m.int4 == io::Int4Packing::PackQuantized;
       std::vector<std::string> names;
       std::vector<std::vector<int64_t>> shapes;
-      for (const std::string &module : modules) {
-        names.push_back(module + (ct ? ".weight_scale" : ".scales"));
-        shapes.push_back(ct ? std::vector<int64_t>{out, groups}
-                            : std::vector<int64_t>{groups, out});
-      }
+      for (const std::string &module : modules)
+        names.push_back(module + n.scales), shapes.push_back(int4ScaleShape(m, groups, out));
       add(arg, names, ct, shapes, argShape, Kind::F32);
     };
     // Zero points: GPTQ's and AWQ's `qzeros` [G, out/8] packed along out;
@@ -828,14 +911,10 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
     // the unsigned codes need no offset), transposed.
     auto zeros = [&](const char *arg, std::vector<std::string> modules, int64_t groups,
                      int64_t out, std::vector<int64_t> argShape) {
-      const bool ct = m.int4 == io::Int4Packing::PackQuantized;
       std::vector<std::string> names;
       std::vector<std::vector<int64_t>> shapes;
-      for (const std::string &module : modules) {
-        names.push_back(module + (ct ? ".weight_zero_point" : ".qzeros"));
-        shapes.push_back(ct ? std::vector<int64_t>{out / 8, groups}
-                            : std::vector<int64_t>{groups, out / 8});
-      }
+      for (const std::string &module : modules)
+        names.push_back(module + n.zeros), shapes.push_back(int4ZeroShape(m, groups, out));
       add(arg, names, ct, shapes, argShape, Kind::Int4Codes).spec.int4 =
           ct                                 ? io::Int4Packing::Gptq
           : m.int4 == io::Int4Packing::Gptq ? io::Int4Packing::GptqZeros
@@ -849,6 +928,7 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
       zeros("w1_zero", {g1, g3}, k1, h, {e, k1, 2 * h});
       zeros("w2_zero", {g2}, k2, d, {e, k2, d});
     }
+    addShared();
     return params;
   }
   const bool fp8 = m.fp8BlockN > 0;
@@ -886,28 +966,7 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
           {e, blocks(h, bK), blocks(d, bN)}, Kind::F32);
     }
   }
-  if (m.sharedWidth > 0) {
-    const int64_t hs = m.sharedWidth;
-    std::string shared =
-        p + (m.modelType == "qwen2_moe" ? "mlp.shared_expert."
-                                        : "mlp.shared_experts.");
-    // FP8 shared experts are dequantized at load (fp8_scales).
-    auto dequantizedIfFp8 = [&](Param &q) {
-      if (!m.fp8Shared)
-        return;
-      for (const std::string &name : q.spec.names)
-        q.spec.fp8Scales.push_back(name + m.scaleSuffix);
-      q.spec.blockN = m.fp8BlockN;
-      q.spec.blockK = m.fp8BlockK;
-    };
-    dequantizedIfFp8(add("s1",
-                         {shared + "gate_proj.weight", shared + "up_proj.weight"},
-                         true, {{hs, d}, {hs, d}}, {d, 2 * hs}));
-    dequantizedIfFp8(
-        add("s2", {shared + "down_proj.weight"}, true, {{d, hs}}, {hs, d}));
-    if (m.sharedGate)
-      add("sg", {p + "mlp.shared_expert_gate.weight"}, true, {{1, d}}, {d, 1});
-  }
+  addShared();
   return params;
 }
 
@@ -929,7 +988,7 @@ std::optional<Failure> checkTensors(const io::TensorStore &store,
       const std::string where = "tensor '" + name + "' in " +
                                 entry->file->path() + " has dtype " +
                                 io::safetensorsDTypeName(info.dtype);
-      if (param.kind == Param::Kind::Int4Codes) {
+      if (param.kind == Param::Kind::Int4Codes || !param.spec.int4Scales.empty()) {
         if (info.dtype != io::DType::I32)
           return Failure{where + ", expected I32 (packed int4 codes; config.json: "
                                  "quantization_config, quant_method '" +
@@ -957,9 +1016,9 @@ std::optional<Failure> checkTensors(const io::TensorStore &store,
                        " from config.json"};
     }
   }
-  // FP8 weights dequantized at load: their scales' names, dtypes and
-  // shapes (as moe-run will check them).
-  if (!param.spec.fp8Scales.empty()) {
+  // FP8 and int4 weights dequantized at load: their scales' (and zero
+  // points') names, dtypes and shapes (as moe-run will check them).
+  if (!param.spec.fp8Scales.empty() || !param.spec.int4Scales.empty()) {
     auto shape = io::checkpointShape(store, param.spec, param.argShape,
                                      "%" + param.argName, io::DType::F32);
     if (!shape)
@@ -1052,6 +1111,18 @@ void emitLayer(std::string &out, const Model &m, int64_t layer,
     }
     if (p.spec.int4 != io::Int4Packing::None)
       out += std::string(", int4 = ") + io::int4PackingName(p.spec.int4);
+    auto list = [&](const char *key, const std::vector<std::string> &names) {
+      if (names.empty())
+        return;
+      out += std::string(",\n        ") + key + " = [";
+      for (size_t i = 0; i < names.size(); ++i)
+        out += (i ? ", " : "") + quoteMLIR(names[i]);
+      out += "]";
+    };
+    list("int4_scales", p.spec.int4Scales);
+    list("int4_zeros", p.spec.int4Zeros);
+    if (p.spec.group > 0)
+      out += ", group = " + std::to_string(p.spec.group);
     out += ">}";
   }
   out += ") -> " + xType + " {\n";
@@ -1201,6 +1272,13 @@ int runMain() {
                                     ".mlp.experts.gate_up_proj") != nullptr;
   if (auto f = checkJoinedBlocks(model))
     return fail(f->message);
+  // int4 shared experts: their gate projection packed (qweight,
+  // weight_packed) rather than a plain weight.
+  if (model.int4 != io::Int4Packing::None && model.sharedWidth > 0) {
+    const std::string gate = sharedPrefix(model, layers.front()) + "gate_proj";
+    model.int4Shared = !store.find(gate + ".weight") &&
+                       store.find(gate + int4Names(model).codes) != nullptr;
+  }
   if (auto f = checkInt4Model(model, store, layers.front()))
     return fail(f->message);
 

@@ -667,6 +667,11 @@ bool recordSignature(func::FuncOp func, Signature &sig) {
                                   io::Int4Packing::Awq, io::Int4Packing::PackQuantized})
           if (mlir::moe::stringifyInt4Packing(checkpoint.getInt4()) == io::int4PackingName(p))
             spec.int4 = p;
+        for (StringAttr name : checkpoint.getInt4Scales())
+          spec.int4Scales.push_back(name.str());
+        for (StringAttr name : checkpoint.getInt4Zeros())
+          spec.int4Zeros.push_back(name.str());
+        spec.group = checkpoint.getGroup();
         info.param = spec.describe();
         info.checkpoint = std::move(spec);
       } else if (auto name = dyn_cast<StringAttr>(attr)) {

@@ -880,8 +880,6 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   const bool quantShared = args.flag("quant-shared");
   if (quantShared && (quantBlockK == 0 || sharedHidden == 0))
     die("--quant-shared needs --quant and --shared-hidden");
-  if (quantShared && quantInt4)
-    die("--quant-shared quantizes the shared expert to FP8 blocks only");
   const bool sharedGate = args.flag("shared-gate");
   if (mode != LayerMode::Layer && (selectionBias || sharedHidden > 0 || sharedGate))
     die("--selection-bias, --shared-hidden and --shared-gate are 'layer' options");
@@ -956,13 +954,31 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
                             io::floatToFp8E4M3, codes2, scales2, roundScale);
     }
     // --quant-shared: the shared expert's weights quantized the same way
-    // but taken by the layer as values of T (as moe-import binds FP8 shared
-    // experts, #moe.checkpoint fp8_scales): each q * s exact, rounded once
-    // to T. Written as codes NAME and F32 scales NAME_scale [ceil(K/BK),
-    // ceil(N/BN)].
-    std::vector<uint8_t> sharedCodes1, sharedCodes2;
+    // but taken by the layer as values of T (as moe-import binds FP8 and
+    // int4 shared experts, #moe.checkpoint fp8_scales or int4_scales): each
+    // q * s (int4: (q - z) * s) exact, rounded once to T. Written as codes
+    // NAME and F32 scales NAME_scale [ceil(K/BK), ceil(N/BN)] (int4:
+    // [ceil(K/G), N], and U8 zero points NAME_zero with zero_point).
+    std::vector<uint8_t> sharedCodes1, sharedCodes2, sharedZeros1, sharedZeros2;
     std::vector<float> sharedScales1, sharedScales2;
-    if (quantShared) {
+    if (quantShared && quantInt4) {
+      auto quantize = [&](std::vector<float> &w, int64_t K, int64_t N,
+                          std::vector<uint8_t> &codes, std::vector<float> &scales,
+                          std::vector<uint8_t> &zeros) {
+        ref::quantizeInt4Group(w, 1, K, N, quantBlockK, quantZeroPoint, codes, scales, zeros,
+                               roundScale);
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t n = 0; n < N; ++n) {
+            const size_t g = size_t((k / quantBlockK) * N + n);
+            const double z = zeros.empty() ? 8.0 : double(zeros[g]);
+            w[k * N + n] = static_cast<float>(ref::roundTo(
+                dtype, (double(codes[k * N + n]) - z) * double(scales[g])));
+          }
+      };
+      const int64_t width = static_cast<int64_t>(in.sharedW1.size()) / D;
+      quantize(in.sharedW1, D, width, sharedCodes1, sharedScales1, sharedZeros1);
+      quantize(in.sharedW2, in.sharedHidden, D, sharedCodes2, sharedScales2, sharedZeros2);
+    } else if (quantShared) {
       auto quantize = [&](std::vector<float> &w, int64_t K, int64_t N,
                           std::vector<uint8_t> &codes,
                           std::vector<float> &scales) {
@@ -1000,6 +1016,10 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
     if (quantShared) {
       quantized[&in.sharedW1] = {&sharedCodes1, &sharedScales1};
       quantized[&in.sharedW2] = {&sharedCodes2, &sharedScales2};
+      if (quantInt4 && quantZeroPoint) {
+        zeroPoints[&in.sharedW1] = &sharedZeros1;
+        zeroPoints[&in.sharedW2] = &sharedZeros2;
+      }
     }
     for (const NamedTensor &nt : tensors) {
       auto it = quantized.find(nt.values);
@@ -1976,8 +1996,10 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   as BF16 or F16 (GPTQ's and AWQ's are F16).
   --quant-shared (with --quant and --shared-hidden): the shared expert's
   weights quantized the same way (codes NAME, F32 scales NAME_scale
-  [ceil(K/BK), ceil(N/BN)]), the reference using each q * s exact, rounded
-  once to --dtype (how moe-import binds FP8 shared experts).
+  [ceil(K/BK), ceil(N/BN)]; int4: [ceil(K/G), N] and U8 NAME_zero with
+  zero_point), the reference using each q * s (int4: (q - z) * s) exact,
+  rounded once to --dtype (how moe-import binds FP8 and int4 shared
+  experts).
 moe-ref block --layers N (default 2) + the layer options (no training)
     [--soft-layers L1,L2,... [--slots S] [--group-size M] [--normalize]]
     [--vjp PREFIX (no soft layers)]

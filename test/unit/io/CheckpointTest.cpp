@@ -2,6 +2,7 @@
 
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Internal.h"
+#include "runtime/io/Quantized.h"
 
 #include "TestUtil.h"
 
@@ -423,6 +424,105 @@ TEST_F(CheckpointTest, Fp8ScalesDequantizeOnceIntoTheParameterType) {
             "tensor 's' in " + path("d.safetensors") +
                 " has dtype F32 and shape [1, 2] (for s1): fp8_scales "
                 "dequantize 2-D F8_E4M3 tensors");
+}
+
+// int4 weights dequantized at load (#moe.checkpoint int4_scales): each
+// packing's weight, F16 scales and zero points give, element for element,
+// the values the format decoders of Quantized.h (written from the writers'
+// definitions) compute, [in, out]; two weights concatenate along out. K =
+// 24 inputs, N = 16 outputs, groups of 8 (3 groups).
+TEST_F(CheckpointTest, Int4ScalesDequantizeAsTheDecoders) {
+  const int64_t K = 24, N = 16, G = 3;
+  auto words = [](size_t n, uint32_t seed, bool below15 = false) {
+    std::vector<uint32_t> w(n);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (uint32_t &v : w) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      v = uint32_t(x >> 32);
+      if (below15) // a GPTQ zero point stored as 15 would be 16
+        for (int p = 0; p < 8; ++p)
+          if (((v >> (4 * p)) & 15) == 15)
+            v &= ~(1u << (4 * p));
+    }
+    return w;
+  };
+  auto i32 = [](std::vector<int64_t> shape, const std::vector<uint32_t> &w) {
+    return Tensor::fromValues(DType::I32, std::move(shape), w);
+  };
+  auto f16 = [](std::vector<int64_t> shape, uint32_t seed) {
+    std::vector<float> v(size_t(shape[0] * shape[1]));
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = float(int((i * 37 + seed) % 23) - 11) * 0.0625f + 0.03125f;
+    return convertTensor(Tensor::fromValues(DType::F32, std::move(shape), v), DType::F16).take();
+  };
+  std::map<std::string, Tensor> t{
+      {"g.q", i32({K / 8, N}, words(K / 8 * N, 1))},
+      {"g.z", i32({G, N / 8}, words(G * N / 8, 2, true))},
+      {"g.s", f16({G, N}, 3)},
+      {"a.q", i32({K, N / 8}, words(K * N / 8, 4))},
+      {"a.z", i32({G, N / 8}, words(G * N / 8, 5))},
+      {"a.s", f16({G, N}, 6)},
+      {"c.q", i32({N, K / 8}, words(N * K / 8, 7))},
+      {"c.z", i32({N / 8, G}, words(N / 8 * G, 8))},
+      {"c.s", f16({N, G}, 9)},
+      {"bad", f16({G + 1, N}, 10)}};
+  writeFile("q.safetensors", t);
+  TensorStore store;
+  ASSERT_TRUE(store.add(path("q.safetensors")).ok());
+  auto expectDecoded = [&](const CheckpointSpec &spec, const std::vector<Tensor> &decoded) {
+    const int64_t width = N * int64_t(decoded.size());
+    auto shape = checkpointShape(store, spec, {K, width}, "s1", DType::F32);
+    ASSERT_TRUE(shape.ok()) << shape.error();
+    std::vector<float> out(size_t(K * width));
+    ASSERT_TRUE(assembleCheckpointTensor(store, spec, {K, width}, DType::F32,
+                                         reinterpret_cast<uint8_t *>(out.data()))
+                    .ok());
+    for (size_t part = 0; part < decoded.size(); ++part)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) {
+          float want;
+          std::memcpy(&want, decoded[part].data.data() + 4 * (k * N + n), 4);
+          ASSERT_EQ(out[size_t(k * width + int64_t(part) * N + n)], want)
+              << spec.describe() << " part " << part << " (" << k << ", " << n << ")";
+        }
+  };
+  CheckpointSpec gptq{{"g.q"}, false};
+  gptq.int4 = Int4Packing::Gptq;
+  gptq.int4Scales = {"g.s"};
+  gptq.int4Zeros = {"g.z"};
+  gptq.group = 8;
+  expectDecoded(gptq, {dequantizeGptq(t["g.q"], t["g.z"], t["g.s"], nullptr, 8, "g").take()});
+  CheckpointSpec awq{{"a.q", "a.q"}, false};
+  awq.int4 = Int4Packing::Awq;
+  awq.int4Scales = {"a.s", "a.s"};
+  awq.int4Zeros = {"a.z", "a.z"};
+  awq.group = 8;
+  Tensor a = dequantizeAwq(t["a.q"], t["a.z"], t["a.s"], 8, "a").take();
+  expectDecoded(awq, {a, a});
+  CheckpointSpec ct{{"c.q"}, false};
+  ct.int4 = Int4Packing::PackQuantized;
+  ct.int4Scales = {"c.s"};
+  ct.int4Zeros = {"c.z"};
+  ct.group = 8;
+  expectDecoded(ct, {dequantizePackQuantized(t["c.q"], t["c.s"], K, 8, "c", &t["c.z"]).take()});
+  ct.int4Zeros.clear(); // symmetric: zero 8
+  expectDecoded(ct, {dequantizePackQuantized(t["c.q"], t["c.s"], K, 8, "c").take()});
+
+  // Errors name the tensor: scales of the wrong shape, missing zero points,
+  // a parameter of codes.
+  gptq.int4Scales = {"bad"};
+  EXPECT_EQ(checkpointShape(store, gptq, {K, N}, "s1", DType::F32).error(),
+            "tensor 'bad' in " + path("q.safetensors") +
+                " has dtype F16 and shape [4, 16], expected F32, BF16 or F16 [3, 16] (the "
+                "scales of 'g.q', 24 inputs x 16 outputs in groups of 8)");
+  gptq.int4Scales = {"g.s"};
+  gptq.int4Zeros = {"nope"};
+  EXPECT_EQ(checkpointShape(store, gptq, {K, N}, "s1", DType::F32).error(),
+            "tensor 'nope' (the zero points of 'g.q', for s1) not found in " +
+                path("q.safetensors"));
+  gptq.int4Zeros = {"g.z"};
+  EXPECT_EQ(checkpointShape(store, gptq, {K, N}, "s1", DType::U8).error(),
+            "s1: #moe.checkpoint with int4_scales dequantizes into f32, f16 or bf16, not i4");
 }
 
 TEST(CheckpointSpecTest, Expand) {
