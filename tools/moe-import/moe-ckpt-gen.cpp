@@ -124,6 +124,10 @@ const char *const usage = R"(usage: moe-ckpt-gen FAMILY OUTDIR [options]
                             with --quant: the scales' name after the weight's
                             module (default weight_scale_inv, DeepSeek's and
                             Qwen3's; weight_scale is compressed-tensors')
+  --unquantized-shared      with --quant: the shared experts stay in --dtype
+                            (a checkpoint that leaves them out of the
+                            quantization); by default they are quantized as
+                            the routed experts are
   --fused-experts           the routed experts as fused 3-D tensors, as
                             transformers 5 saves Qwen3-MoE: experts.gate_up_proj
                             [E, 2H, D] (gate rows, then up rows) and
@@ -320,6 +324,7 @@ struct Options {
   io::DType scaleDType = io::DType::F32;
   bool fusedExperts = false;
   bool compressedTensors = false;
+  bool unquantizedShared = false;
 };
 
 bool startsWith(const std::string &s, const char *prefix) {
@@ -473,6 +478,8 @@ int main(int argc, char **argv) {
       o.int4Format = v;
     } else if (a == "--fused-experts") {
       o.fusedExperts = true;
+    } else if (a == "--unquantized-shared") {
+      o.unquantizedShared = true;
     } else if (startsWith(a, "--stacked=")) {
       o.stacked = value("--stacked=");
     } else if (startsWith(a, "--break=")) {
@@ -641,6 +648,8 @@ int main(int argc, char **argv) {
   kv("num_hidden_layers", std::to_string(layers));
   const bool fp8 = o.fp8BlockK > 0;
   const bool int4 = o.int4Group > 0;
+  if (o.unquantizedShared && !fp8 && !int4)
+    die("--unquantized-shared needs --quant");
   if (fp8 && (o.int4Format == "gptq" || o.int4Format == "awq"))
     die("--quant-format=" + o.int4Format + " packs int4 weights (--quant=int4:G)");
   if (int4) {
@@ -651,7 +660,7 @@ int main(int argc, char **argv) {
       die("--quant-format=" + o.int4Format + " stores zero points: --quant=int4:G,zero_point");
     if (o.fusedExperts || !o.stacked.empty())
       die("--quant=int4: not with --fused-experts or --stacked");
-    if (d % 8 || h % 8 || sharedWidth % 8)
+    if (d % 8 || h % 8 || (!o.unquantizedShared && sharedWidth % 8))
       die("--quant=int4: D, H and the shared width must be multiples of 8 (8 codes to a "
           "word)");
     if (!o.scaleDTypeSet)
@@ -919,7 +928,7 @@ int main(int argc, char **argv) {
       take("bias", m.bias, {e}, /*f32=*/true);
       take("w1", m.w1, {e, d, 2 * h});
       take("w2", m.w2, {e, h, d});
-      if (!fp8 && !int4) { // With --quant: the codes, below.
+      if ((!fp8 && !int4) || o.unquantizedShared) { // Else the codes, below.
         take("s1", m.s1, {d, 2 * hs});
         take("s2", m.s2, {hs, d});
       }
@@ -1004,7 +1013,7 @@ int main(int argc, char **argv) {
       }
       // The shared experts are int4 too, as AutoGPTQ, AutoAWQ and
       // llm-compressor quantize every nn.Linear of the block.
-      if (sharedWidth) {
+      if (sharedWidth && !o.unquantizedShared) {
         quantizeInt4(m.s1, 1, d, 2 * hs, o.int4Group, o.int4ZeroPoint, m.s1q, m.s1s, m.s1z,
                      o.scaleDType, minZero);
         quantizeInt4(m.s2, 1, hs, d, o.int4Group, o.int4ZeroPoint, m.s2q, m.s2s, m.s2z,
@@ -1025,7 +1034,7 @@ int main(int argc, char **argv) {
       }
     }
     // The shared experts are FP8 too, as DeepSeek-V3 publishes them.
-    if (fp8 && sharedWidth) {
+    if (fp8 && sharedWidth && !o.unquantizedShared) {
       const int64_t bk = o.fp8BlockK, bn = o.fp8BlockN, hs = sharedWidth;
       if (hs % bn != 0)
         die("--quant: BN = " + std::to_string(bn) +
@@ -1136,13 +1145,13 @@ int main(int argc, char **argv) {
           u[j * d + i] = m.s1[i * 2 * hs + hs + j];
           dn[i * hs + j] = m.s2[j * d + i];
         }
-      if (int4) {
+      if (int4 && !o.unquantizedShared) {
         const uint8_t *z1 = o.int4ZeroPoint ? m.s1z.data() : nullptr;
         putInt4Linear(sh + "gate_proj", l, m.s1q.data(), m.s1s.data(), z1, d, 2 * hs, 0, hs);
         putInt4Linear(sh + "up_proj", l, m.s1q.data(), m.s1s.data(), z1, d, 2 * hs, hs, hs);
         putInt4Linear(sh + "down_proj", l, m.s2q.data(), m.s2s.data(),
                       o.int4ZeroPoint ? m.s2z.data() : nullptr, hs, d, 0, d);
-      } else if (fp8) {
+      } else if (fp8 && !o.unquantizedShared) {
         putFp8Linear(sh + "gate_proj", l, m.s1q.data(), m.s1s.data(), d,
                      2 * hs, 0, hs);
         putFp8Linear(sh + "up_proj", l, m.s1q.data(), m.s1s.data(), d, 2 * hs,
