@@ -130,6 +130,17 @@ seed() {
     { printf '#moe-fuzz-ckpt ui8 2x2x16 N#gptq_zeros %s %s\n=== model.safetensors\n' \
         "$ex.gate_proj.qzeros" "$ex.up_proj.qzeros"
       cat "$tmp/gptq/model.safetensors"; } >"$seeds/ckpt-int4-zeros.bundle"
+    # An int4 weight dequantized at load (int4_scales, int4_zeros): GPTQ
+    # words [K/8, N] = [1, 8], F16 scales and packed zero points in groups
+    # of 4.
+    "$npy" write "$tmp/q.npy" i32 1x8 1985229328 -19088744 305419896 -1985229329 \
+      2023406814 16843009 -2004318072 1431655765 >/dev/null
+    "$npy" write "$tmp/qs.npy" f16 2x8 0.5 >/dev/null
+    "$npy" write "$tmp/qz.npy" i32 2x1 1985229328 305419896 >/dev/null
+    "$npy" pack "$tmp/q.safetensors" "w=$tmp/q.npy" "w_scale=$tmp/qs.npy" \
+      "w_zero=$tmp/qz.npy" >/dev/null
+    { printf '#moe-fuzz-ckpt f32 8x8 N#gptq%%4z w\n=== q.safetensors\n'
+      cat "$tmp/q.safetensors"; } >"$seeds/ckpt-int4-dequant.bundle"
     rm -rf "$tmp"
     ;;
   esac

@@ -22,8 +22,10 @@
 //    transposed or not, with `@BN,BK` FP8 weights dequantized by the scale
 //    tensors NAME_scale_inv in blocks of BN x BK (fp8_scales), with
 //    `#PACKING` int4 codes unpacked from I32 words (int4 = gptq, gptq_zeros,
-//    awq or pack_quantized; DTYPE ui8, the storage of i4), the tensor
-//    names, `{e}` per expert), then files,
+//    awq or pack_quantized; DTYPE ui8, the storage of i4), with
+//    `#PACKING%G[z]` int4 weights dequantized in groups of G by NAME_scale
+//    and, with `z`, NAME_zero (int4_scales, int4_zeros; a float DTYPE), the
+//    tensor names, `{e}` per expert), then files,
 //    each `\n=== FILENAME\n` and its bytes; the files are written to a
 //    temporary directory and the `.json` ones (else all) added to the store.
 // Findings are crashes, sanitizer reports, and round-trip invariants checked
@@ -493,7 +495,27 @@ void fuzzCheckpoint(const uint8_t *data, size_t size) {
       spec.fp8Scales.push_back(name + "_scale_inv");
   }
   if (size_t hash = words[2].find('#'); hash != std::string::npos) {
-    const std::string kind = words[2].substr(hash + 1);
+    // `#KIND%G[z]`: int4 weights dequantized in groups of G (1..999) by
+    // NAME_scale (and NAME_zero with `z`): int4_scales, int4_zeros, group.
+    const size_t pct = words[2].find('%', hash);
+    const std::string kind = words[2].substr(hash + 1, pct == std::string::npos
+                                                           ? std::string::npos
+                                                           : pct - hash - 1);
+    if (pct != std::string::npos) {
+      std::string group = words[2].substr(pct + 1);
+      const bool zeros = !group.empty() && group.back() == 'z';
+      if (zeros)
+        group.pop_back();
+      if (group.empty() || group.size() > 3 ||
+          group.find_first_not_of("0123456789") != std::string::npos)
+        return;
+      spec.group = std::stoll(group);
+      for (const std::string &name : spec.names) {
+        spec.int4Scales.push_back(name + "_scale");
+        if (zeros)
+          spec.int4Zeros.push_back(name + "_zero");
+      }
+    }
     for (Int4Packing p : {Int4Packing::Gptq, Int4Packing::GptqZeros, Int4Packing::Awq,
                           Int4Packing::PackQuantized})
       if (kind == int4PackingName(p))

@@ -521,6 +521,28 @@ TEST_F(CheckpointTest, Int4ScalesDequantizeAsTheDecoders) {
             "tensor 'nope' (the zero points of 'g.q', for s1) not found in " +
                 path("q.safetensors"));
   gptq.int4Zeros = {"g.z"};
+  // Rounded once: 3 * s0 = 1 + 2^-8 + 2^-24.2 exactly; f32 would round it to
+  // 1 + 2^-8, halfway between two bf16 values, and bf16 then to 1 (even);
+  // rounded once to bf16 it is 1 + 2^-7.
+  float s0;
+  const uint32_t s0Bits = 0x3eab5556u;
+  std::memcpy(&s0, &s0Bits, 4);
+  writeFile("r.safetensors",
+            {{"r.q", i32({1, 1}, {0x8888888Bu})}, // u = 11 at k = 0, 8 elsewhere
+             {"r.s", Tensor::fromValues(DType::F32, {1, 1}, std::vector<float>{s0})}});
+  TensorStore once;
+  ASSERT_TRUE(once.add(path("r.safetensors")).ok());
+  CheckpointSpec r{{"r.q"}, false};
+  r.int4 = Int4Packing::PackQuantized;
+  r.int4Scales = {"r.s"};
+  r.group = 8;
+  ASSERT_TRUE(checkpointShape(once, r, {8, 1}, "s1", DType::BF16).ok());
+  std::vector<uint16_t> bf(8);
+  ASSERT_TRUE(assembleCheckpointTensor(once, r, {8, 1}, DType::BF16,
+                                       reinterpret_cast<uint8_t *>(bf.data()))
+                  .ok());
+  EXPECT_EQ(bfloat16BitsToFloat(bf[0]), 1.0f + 0x1.0p-7f);
+  EXPECT_EQ(bfloat16BitsToFloat(bf[1]), 0.0f);
   EXPECT_EQ(checkpointShape(store, gptq, {K, N}, "s1", DType::U8).error(),
             "s1: #moe.checkpoint with int4_scales dequantizes into f32, f16 or bf16, not i4");
 }
