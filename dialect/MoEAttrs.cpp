@@ -326,19 +326,26 @@ parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
   // most once.
   bool haveScales = false, haveBlock = false, haveInt4 = false;
   bool haveInt4Scales = false, haveInt4Zeros = false, haveGroup = false;
+  // `KEYWORD = [names]` unless seen: true when parsed.
+  auto parseList = [&](StringRef keyword, bool &have,
+                       SmallVector<StringAttr> &out) -> FailureOr<bool> {
+    if (have || failed(parser.parseOptionalKeyword(keyword)))
+      return false;
+    have = true;
+    if (parser.parseEqual() || failed(parseNames(out)))
+      return failure();
+    return true;
+  };
   while (succeeded(parser.parseOptionalComma())) {
-    if (!haveInt4Scales && succeeded(parser.parseOptionalKeyword("int4_scales"))) {
-      haveInt4Scales = true;
-      if (parser.parseEqual() || failed(parseNames(int4Scales)))
-        return failure();
+    FailureOr<bool> list = parseList("fp8_scales", haveScales, fp8Scales);
+    if (succeeded(list) && !*list)
+      list = parseList("int4_scales", haveInt4Scales, int4Scales);
+    if (succeeded(list) && !*list)
+      list = parseList("int4_zeros", haveInt4Zeros, int4Zeros);
+    if (failed(list))
+      return failure();
+    if (*list)
       continue;
-    }
-    if (!haveInt4Zeros && succeeded(parser.parseOptionalKeyword("int4_zeros"))) {
-      haveInt4Zeros = true;
-      if (parser.parseEqual() || failed(parseNames(int4Zeros)))
-        return failure();
-      continue;
-    }
     if (!haveGroup && succeeded(parser.parseOptionalKeyword("group"))) {
       haveGroup = true;
       if (parser.parseEqual() || parser.parseInteger(group))
@@ -361,12 +368,6 @@ parseCheckpointParams(AsmParser &parser, SmallVector<StringAttr> &names,
     }
     if (!transpose && succeeded(parser.parseOptionalKeyword("transpose"))) {
       transpose = true;
-      continue;
-    }
-    if (!haveScales && succeeded(parser.parseOptionalKeyword("fp8_scales"))) {
-      haveScales = true;
-      if (parser.parseEqual() || failed(parseNames(fp8Scales)))
-        return failure();
       continue;
     }
     if (!haveBlock && succeeded(parser.parseOptionalKeyword("block"))) {

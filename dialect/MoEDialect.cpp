@@ -121,24 +121,18 @@ LogicalResult MoEDialect::verifyRegionArgAttribute(Operation *op,
         type = op->getRegion(regionIndex).getArgument(argIndex).getType();
       // (A memref once the function is bufferized.)
       auto shaped = dyn_cast_or_null<ShapedType>(type);
-      if (!checkpoint.getFp8Scales().empty() &&
-          !(shaped && (shaped.getElementType().isF32() ||
-                       shaped.getElementType().isF16() ||
-                       shaped.getElementType().isBF16())))
-        return op->emitError()
-               << "'" << name << "' on argument #" << argIndex
-               << " dequantizes FP8 tensors (fp8_scales), so the argument "
-                  "must be a tensor of f32, f16 or bf16, got "
-               << type;
-      if (!checkpoint.getInt4Scales().empty() &&
-          !(shaped && (shaped.getElementType().isF32() ||
-                       shaped.getElementType().isF16() ||
-                       shaped.getElementType().isBF16())))
-        return op->emitError()
-               << "'" << name << "' on argument #" << argIndex
-               << " dequantizes int4 weights (int4_scales), so the argument must be a "
-                  "tensor of f32, f16 or bf16, got "
-               << type;
+      const bool floats = shaped && (shaped.getElementType().isF32() ||
+                                     shaped.getElementType().isF16() ||
+                                     shaped.getElementType().isBF16());
+      // Dequantized at load (fp8_scales, int4_scales): values of a float type.
+      for (auto [dequantized, what] :
+           {std::pair(!checkpoint.getFp8Scales().empty(), "FP8 tensors (fp8_scales)"),
+            std::pair(!checkpoint.getInt4Scales().empty(), "int4 weights (int4_scales)")})
+        if (dequantized && !floats)
+          return op->emitError() << "'" << name << "' on argument #" << argIndex
+                                 << " dequantizes " << what
+                                 << ", so the argument must be a tensor of f32, f16 or bf16, got "
+                                 << type;
       if (checkpoint.getInt4() != Int4Packing::none && checkpoint.getInt4Scales().empty() &&
           !(shaped && shaped.getElementType().isInteger(4)))
         return op->emitError()
