@@ -10,12 +10,15 @@
 # int4 times over the bf16 time; figures only, no pass/fail; run it on an
 # idle machine.
 #
-# Usage: tools/bench/cpu-quant-bench.sh [--bin=DIR] [--python=PATH|none] [--quick] [--keep] [--mcpu=CPU]
+# Usage: tools/bench/cpu-quant-bench.sh [--bin=DIR] [--python=PATH|none] [--quick] [--keep] [--mcpu=CPU] [--ggml=DIR]
 #   --bin=DIR      the directory of moe-run (default: $MOE_BIN, else <repo>/build/bin)
 #   --python=PATH  the python3 with numpy for the bandwidth ("none": skip it)
 #   --quick        tiny shapes, few runs (a smoke test)
 #   --keep         keep the generated .mlir files (prints where)
 #   --mcpu=CPU     moe-run --mcpu=CPU (e.g. haswell: the AVX2 configuration)
+#   --ggml=DIR     a ggml checkout built in DIR/build (a yardstick, never a
+#                  dependency; tools/bench/README.md): also ggml's MUL_MAT_ID
+#                  of the two expert GEMMs at the same shapes, q4_0 and q8_0
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="${MOE_BIN:-$ROOT/build/bin}"
@@ -23,8 +26,8 @@ ARGS=()
 for a in "$@"; do
   case "$a" in
     --bin=*) BIN="${a#*=}" ;;
-    --quick | --keep | --python=* | --mcpu=*) ARGS+=("$a") ;;
-    -h | --help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --quick | --keep | --python=* | --mcpu=* | --ggml=*) ARGS+=("$a") ;;
+    -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cpu-quant-bench.sh: unknown argument $a" >&2; exit 1 ;;
   esac
 done

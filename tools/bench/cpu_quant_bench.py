@@ -43,6 +43,51 @@ def weight_bytes(kind, D, H, E, K, T, block=128):
     return experts * (per + 4 * scales)
 
 
+def ggml_weight_bytes(kind, D, H, E, K, T):
+    """ggml's block formats: q4_0 18 bytes and q8_0 34 bytes per 32 weights
+    (an f16 scale per block)."""
+    return expected_experts(E, K, T) * D * 3 * H * {"q4_0": 18.0 / 32, "q8_0": 34.0 / 32}[kind]
+
+
+def build_ggml_yardstick(ggml, tmp):
+    """Compiles ggml_moe_yardstick.cpp against the ggml checkout `ggml`
+    (its headers in include/, its libraries built in build/, as
+    tools/bench/README.md says). Returns the binary, or (None, why)."""
+    import glob
+    import shutil
+    import subprocess
+    inc = os.path.join(ggml, "include")
+    libs = {}
+    for name in ("ggml", "ggml-base", "ggml-cpu"):
+        found = sorted(glob.glob(os.path.join(ggml, "build", "**", "lib%s.so" % name),
+                                 recursive=True))
+        if not found:
+            return None, "no lib%s.so under %s/build" % (name, ggml)
+        libs[name] = found[0]
+    cxx = shutil.which("clang++-22") or shutil.which("clang++") or shutil.which("c++")
+    if not cxx or not os.path.isfile(os.path.join(inc, "ggml.h")):
+        return None, "no C++ compiler or no %s/ggml.h" % inc
+    out = os.path.join(tmp, "ggml_moe_yardstick")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ggml_moe_yardstick.cpp")
+    dirs = sorted({os.path.dirname(v) for v in libs.values()})
+    cmd = [cxx, "-O2", "-std=c++17", "-I", inc, src, "-o", out] + list(libs.values()) + \
+        ["-Wl,-rpath," + d for d in dirs]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, "compiling the yardstick failed: " + (r.stderr.strip().splitlines() or ["?"])[0]
+    return out, None
+
+
+def run_ggml(binary, kind, D, H, E, K, T, layers, threads, runs):
+    import subprocess
+    r = subprocess.run([binary, kind, str(D), str(H), str(E), str(K), str(T), str(layers),
+                        str(threads), str(runs)], capture_output=True, text=True, timeout=900)
+    for line in r.stdout.splitlines():
+        if line.startswith("ggml ms/layer "):
+            return float(line.split()[-1]), None
+    return None, (r.stderr.strip().splitlines() or ["no output"])[-1]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -52,6 +97,9 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     ap.add_argument("--python", default=os.environ.get("MOE_BENCH_PYTHON"))
     ap.add_argument("--mcpu", default=None, help="moe-run --mcpu=NAME")
+    ap.add_argument("--ggml", default=None,
+                    help="a ggml checkout built in DIR/build: also time its MUL_MAT_ID "
+                         "at the same shapes for q4_0 and q8_0 (a yardstick)")
     opt = ap.parse_args()
     q = opt.quick
     tmp = tempfile.mkdtemp(prefix="moe-quant-bench-")
@@ -87,6 +135,12 @@ def main():
         print("read bandwidth: %.1f GB/s (%s, best of several)" % (bw["gbps"], bw["method"]))
     else:
         print("read bandwidth: n/a (no python3 with numpy)")
+
+    yardstick = None
+    if opt.ggml:
+        yardstick, why = build_ggml_yardstick(opt.ggml, tmp)
+        print("ggml yardstick: %s" % (why or "%s (MUL_MAT_ID of the two expert GEMMs, "
+                                              "%d threads)" % (opt.ggml, ncpu)))
 
     # (shape name, D, H, E, K, [(T, layers, runs)])
     if q:
@@ -125,10 +179,27 @@ def main():
                     ratio = "%.2f" % (r["ms"] / res["bf16"]["ms"])
                 print("%-14s %5d %6d %-5s %10.3f %12.1f %7s %9s" % (
                     name, T, layers, kind, ms, gbs, pct, ratio))
+            for kind in ("q4_0", "q8_0") if yardstick else ():
+                ms, why = run_ggml(yardstick, kind, D, H, E, K, T, layers, ncpu, runs)
+                label = "ggml-" + kind
+                if ms is None:
+                    print("%-14s %5d %6d %-10s error: %s" % (name, T, layers, label, why))
+                    continue
+                gbs = ggml_weight_bytes(kind, D, H, E, K, T) / (ms * 1e-3) / 1e9
+                pct = "%.0f%%" % (100.0 * gbs / bw["gbps"]) if bw else "n/a"
+                ratio = ""
+                if "ms" in res.get("bf16", {}):
+                    ratio = "%.2f" % (ms * layers / res["bf16"]["ms"])
+                print("%-14s %5d %6d %-5s %10.3f %12.1f %7s %9s" % (
+                    name, T, layers, label, ms, gbs, pct, ratio))
     print()
     print("ms/layer: moe-run's median of the timed runs over the layers of the "
           "chain; weight bytes: the experts T tokens reach (uniform routing "
           "estimate) per layer; x bf16: the FP8 or int4 time over the bf16 time.")
+    if yardstick:
+        print("ggml-q4_0 / ggml-q8_0: ggml's MUL_MAT_ID for the gate/up and the down "
+              "projections only (no routing, no activation), its median graph time per "
+              "layer; weight bytes at 18 / 34 bytes per 32 weights.")
     try:
         print("load average at end: %.2f" % os.getloadavg()[0])
     except OSError:
