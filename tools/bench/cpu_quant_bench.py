@@ -151,7 +151,7 @@ def main():
             ("mixtral/4", 1024, 3584, 8, 2, [(1, 8, 30), (16, 8, 20), (512, 1, 3)]),
         ]
     print()
-    print("%-14s %5s %6s %-5s %10s %12s %7s %9s" % (
+    print("%-14s %5s %6s %-9s %10s %12s %7s %9s" % (
         "shape", "T", "layers", "type", "ms/layer", "GB/s weights", "%bw", "x bf16"))
     for name, D, H, E, K, rows in shapes:
         for T, layers, runs in rows:
@@ -167,7 +167,7 @@ def main():
                 r = mr.run(path, runs, ["--dynamic-size=%d" % T] + extra)
                 res[kind] = r
                 if "ms" not in r:
-                    print("%-14s %5d %6d %-5s %s" % (name, T, layers, kind,
+                    print("%-14s %5d %6d %-9s %s" % (name, T, layers, kind,
                                                      "error: " + r.get("error", "?")))
                     continue
                 ms = r["ms"] / layers
@@ -177,20 +177,20 @@ def main():
                 ratio = ""
                 if kind != "bf16" and "ms" in res.get("bf16", {}):
                     ratio = "%.2f" % (r["ms"] / res["bf16"]["ms"])
-                print("%-14s %5d %6d %-5s %10.3f %12.1f %7s %9s" % (
+                print("%-14s %5d %6d %-9s %10.3f %12.1f %7s %9s" % (
                     name, T, layers, kind, ms, gbs, pct, ratio))
             for kind in ("q4_0", "q8_0") if yardstick else ():
                 ms, why = run_ggml(yardstick, kind, D, H, E, K, T, layers, ncpu, runs)
                 label = "ggml-" + kind
                 if ms is None:
-                    print("%-14s %5d %6d %-10s error: %s" % (name, T, layers, label, why))
+                    print("%-14s %5d %6d %-9s error: %s" % (name, T, layers, label, why))
                     continue
                 gbs = ggml_weight_bytes(kind, D, H, E, K, T) / (ms * 1e-3) / 1e9
                 pct = "%.0f%%" % (100.0 * gbs / bw["gbps"]) if bw else "n/a"
                 ratio = ""
                 if "ms" in res.get("bf16", {}):
                     ratio = "%.2f" % (ms * layers / res["bf16"]["ms"])
-                print("%-14s %5d %6d %-5s %10.3f %12.1f %7s %9s" % (
+                print("%-14s %5d %6d %-9s %10.3f %12.1f %7s %9s" % (
                     name, T, layers, label, ms, gbs, pct, ratio))
     print()
     print("ms/layer: moe-run's median of the timed runs over the layers of the "
