@@ -380,6 +380,21 @@ Int4Packing int4ZeroPacking(Int4Packing packing) {
 }
 bool int4OutMajor(Int4Packing packing) { return packing == Int4Packing::PackQuantized; }
 
+/// The tensor of `names[index]` (with `{e}` = `expert`, unless it is -1)
+/// that goes with the weight `weight` (its `what`: "scales", "zero
+/// points"), or an error naming both.
+Result<const TensorStore::Entry *> findCompanion(const TensorStore &store,
+                                                 const std::vector<std::string> &names,
+                                                 size_t index, int64_t expert, const char *what,
+                                                 const std::string &weight,
+                                                 std::string_view subject) {
+  std::string name = expert < 0 ? names[index] : CheckpointSpec::expand(names[index], expert);
+  if (const TensorStore::Entry *found = store.find(name))
+    return found;
+  return Error{"tensor " + quote(name, 200) + " (the " + what + " of " + quote(weight, 200) +
+               ", for " + std::string(subject) + ") not found in " + store.describeSources()};
+}
+
 /// Whether a tensor of dtype `source` assembles into a parameter of dtype
 /// `target` (checkpointShape's rules); the reason when it does not.
 std::optional<std::string> dtypeMismatch(DType source, DType target) {
@@ -471,15 +486,13 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
       auto companion = [&](const std::vector<std::string> &names, const char *what,
                            const std::vector<int64_t> &expected, bool isFloat,
                            const TensorStore::Entry *&found) -> Status {
-        std::string name = expert < 0 ? names[index] : CheckpointSpec::expand(names[index], expert);
-        found = store.find(name);
-        if (!found)
-          return Error{"tensor " + quote(name, 200) + " (the " + what + " of " +
-                       quote(part.name, 200) + ", for " + std::string(subject) +
-                       ") not found in " + store.describeSources()};
+        auto entry = findCompanion(store, names, index, expert, what, part.name, subject);
+        if (!entry)
+          return entry.status();
+        found = *entry;
         const SafeTensorInfo &zi = *found->info;
         if ((isFloat ? !isFloatType(zi.dtype) : zi.dtype != DType::I32) || zi.shape != expected)
-          return Error{"tensor " + quote(name, 200) + " in " +
+          return Error{"tensor " + quote(zi.name, 200) + " in " +
                        displayPath(found->file->path()) + " has dtype " +
                        safetensorsDTypeName(zi.dtype) + " and shape " + formatShape(zi.shape) +
                        ", expected " + (isFloat ? "F32, BF16 or F16 " : "I32 ") +
@@ -527,15 +540,13 @@ Result<std::vector<int64_t>> expertParts(const TensorStore &store,
                      " and shape " + formatShape(info.shape) + " (for " +
                      std::string(subject) +
                      "): fp8_scales dequantize 2-D F8_E4M3 tensors"};
-      std::string scaleName =
-          expert < 0 ? spec.fp8Scales[index]
-                     : CheckpointSpec::expand(spec.fp8Scales[index], expert);
-      part.scale = store.find(scaleName);
-      if (!part.scale)
-        return Error{"tensor " + quote(scaleName, 200) + " (the scales of " +
-                     quote(part.name, 200) + ", for " + std::string(subject) +
-                     ") not found in " + store.describeSources()};
+      auto scale = findCompanion(store, spec.fp8Scales, index, expert, "scales", part.name,
+                                 subject);
+      if (!scale)
+        return scale.status();
+      part.scale = *scale;
       const SafeTensorInfo &sinfo = *part.scale->info;
+      const std::string &scaleName = sinfo.name;
       std::vector<int64_t> expected{
           (info.shape[0] + spec.blockN - 1) / spec.blockN,
           (info.shape[1] + spec.blockK - 1) / spec.blockK};

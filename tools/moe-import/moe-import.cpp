@@ -349,7 +349,7 @@ std::optional<Failure> checkActOrder(const Config &w) {
                       "the rows of K out of the dialect's group order (k / G); not supported"})
                 : std::nullopt;
   std::string order;
-  if (std::optional<Failure> f = w.getString("actorder", order, std::nullopt))
+  if (w.getString("actorder", order, std::nullopt))
     return Failure{w.where("actorder") + " must be a string, a boolean or null"};
   if (order == "weight" || order == "static")
     return std::nullopt;
@@ -833,7 +833,7 @@ std::vector<Param> layerParams(const Model &m, int64_t layer) {
     const std::string shared = sharedPrefix(m, layer);
     if (m.int4Shared) {
       // Each nn.Linear's packed words, scales and zero points as the routed
-      // experts' (packedShapes), dequantized to [in, out].
+      // experts' (packedShape), dequantized to [in, out].
       auto dequantized = [&](const char *arg, std::vector<std::string> modules, int64_t in,
                              int64_t out, std::vector<int64_t> argShape) {
         std::vector<std::string> names;
@@ -1095,30 +1095,28 @@ void emitLayer(std::string &out, const Model &m, int64_t layer,
                     : p.kind == Param::Kind::Int4Codes ? "i4"
                                                        : elem);
     types.push_back(type);
-    out += ",\n    %" + p.argName + ": " + type +
-           " {moe.param = #moe.checkpoint<[";
-    for (size_t i = 0; i < p.spec.names.size(); ++i)
-      out += (i ? ", " : "") + quoteMLIR(p.spec.names[i]);
-    out += "]";
+    // `["a", "b"]`, each name quoted.
+    auto names = [](const std::vector<std::string> &list) {
+      std::string s = "[";
+      for (size_t i = 0; i < list.size(); ++i)
+        s += (i ? ", " : "") + quoteMLIR(list[i]);
+      return s + "]";
+    };
+    // `,\n        KEY = [...]` unless the list is empty.
+    auto list = [&](const char *key, const std::vector<std::string> &entries) {
+      if (!entries.empty())
+        out += std::string(",\n        ") + key + " = " + names(entries);
+    };
+    out += ",\n    %" + p.argName + ": " + type + " {moe.param = #moe.checkpoint<" +
+           names(p.spec.names);
     if (p.spec.transpose)
       out += ", transpose";
-    if (!p.spec.fp8Scales.empty()) {
-      out += ",\n        fp8_scales = [";
-      for (size_t i = 0; i < p.spec.fp8Scales.size(); ++i)
-        out += (i ? ", " : "") + quoteMLIR(p.spec.fp8Scales[i]);
-      out += "], block = [" + std::to_string(p.spec.blockN) + ", " +
+    list("fp8_scales", p.spec.fp8Scales);
+    if (!p.spec.fp8Scales.empty())
+      out += ", block = [" + std::to_string(p.spec.blockN) + ", " +
              std::to_string(p.spec.blockK) + "]";
-    }
     if (p.spec.int4 != io::Int4Packing::None)
       out += std::string(", int4 = ") + io::int4PackingName(p.spec.int4);
-    auto list = [&](const char *key, const std::vector<std::string> &names) {
-      if (names.empty())
-        return;
-      out += std::string(",\n        ") + key + " = [";
-      for (size_t i = 0; i < names.size(); ++i)
-        out += (i ? ", " : "") + quoteMLIR(names[i]);
-      out += "]";
-    };
     list("int4_scales", p.spec.int4Scales);
     list("int4_zeros", p.spec.int4Zeros);
     if (p.spec.group > 0)

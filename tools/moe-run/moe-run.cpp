@@ -651,12 +651,16 @@ bool recordSignature(func::FuncOp func, Signature &sig) {
     }
     if (Attribute attr = func.getArgAttr(i, "moe.param")) {
       if (auto checkpoint = dyn_cast<mlir::moe::CheckpointAttr>(attr)) {
+        auto strings = [](ArrayRef<StringAttr> list) {
+          std::vector<std::string> out;
+          for (StringAttr name : list)
+            out.push_back(name.str());
+          return out;
+        };
         io::CheckpointSpec spec;
-        for (StringAttr name : checkpoint.getNames())
-          spec.names.push_back(name.str());
+        spec.names = strings(checkpoint.getNames());
         spec.transpose = checkpoint.getTranspose();
-        for (StringAttr name : checkpoint.getFp8Scales())
-          spec.fp8Scales.push_back(name.str());
+        spec.fp8Scales = strings(checkpoint.getFp8Scales());
         if (checkpoint.getBlock().size() == 2) {
           spec.blockN = checkpoint.getBlock()[0];
           spec.blockK = checkpoint.getBlock()[1];
@@ -667,10 +671,8 @@ bool recordSignature(func::FuncOp func, Signature &sig) {
                                   io::Int4Packing::Awq, io::Int4Packing::PackQuantized})
           if (mlir::moe::stringifyInt4Packing(checkpoint.getInt4()) == io::int4PackingName(p))
             spec.int4 = p;
-        for (StringAttr name : checkpoint.getInt4Scales())
-          spec.int4Scales.push_back(name.str());
-        for (StringAttr name : checkpoint.getInt4Zeros())
-          spec.int4Zeros.push_back(name.str());
+        spec.int4Scales = strings(checkpoint.getInt4Scales());
+        spec.int4Zeros = strings(checkpoint.getInt4Zeros());
         spec.group = checkpoint.getGroup();
         info.param = spec.describe();
         info.checkpoint = std::move(spec);
