@@ -43,6 +43,17 @@ inline void copyLoweringConfig(Operation *from, Operation *to) {
     if (Attribute config = from->getAttr(name))
       to->setAttr(name, config);
 }
+/// Whether `op` is a moe.layer, moe.expert_ffn or moe.fused_experts with
+/// quantized expert weights (#moe.quant).
+inline bool hasQuantizedExperts(Operation *op) {
+  if (auto layer = dyn_cast<LayerOp>(op))
+    return layer.getQuantAttr() != nullptr;
+  if (auto ffn = dyn_cast<ExpertFFNOp>(op))
+    return ffn.getQuantAttr() != nullptr;
+  if (auto fused = dyn_cast<FusedExpertsOp>(op))
+    return fused.getQuantAttr() != nullptr;
+  return false;
+}
 /// Fails with one error on the first op under `root` with quantized expert
 /// weights (moe.layer, moe.expert_ffn, moe.fused_experts; their
 /// checkNotQuantized): for the passes and lowerings that do not handle

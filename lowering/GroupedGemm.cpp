@@ -190,3 +190,71 @@ ActivationGradValues moe::buildActivationGradEpilogue(ImplicitLocOpBuilder &b,
   }
   return out;
 }
+
+/// `type` with the element type `elt` (a vector keeps its shape).
+static Type withElement(Type type, Type elt) {
+  if (auto v = dyn_cast<VectorType>(type))
+    return v.clone(elt);
+  return elt;
+}
+
+/// The integer or float constant `c` of `type` (splat for a vector).
+static Value constantOf(ImplicitLocOpBuilder &b, Type type, double c) {
+  Type elt = getElementTypeOrSelf(type);
+  TypedAttr attr = isa<FloatType>(elt) ? TypedAttr(b.getFloatAttr(elt, c))
+                                       : TypedAttr(b.getIntegerAttr(elt, static_cast<int64_t>(c)));
+  if (auto v = dyn_cast<VectorType>(type))
+    return arith::ConstantOp::create(b, v, DenseElementsAttr::get(v, attr));
+  return arith::ConstantOp::create(b, attr);
+}
+
+Value moe::buildFp8Value(ImplicitLocOpBuilder &b, Value codes) {
+  Type type = codes.getType();
+  Type i8 = withElement(type, b.getI8Type()), i16 = withElement(type, b.getI16Type());
+  Value x = arith::ExtUIOp::create(b, i16, arith::BitcastOp::create(b, i8, codes));
+  Value magnitude = arith::AndIOp::create(b, x, constantOf(b, i16, 0x7F));
+  Value sign = arith::ShLIOp::create(b, arith::AndIOp::create(b, x, constantOf(b, i16, 0x80)),
+                                     constantOf(b, i16, 8));
+  Value bits = arith::OrIOp::create(
+      b, arith::ShLIOp::create(b, magnitude, constantOf(b, i16, 7)), sign);
+  Value nan = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, magnitude,
+                                    constantOf(b, i16, 0x7F));
+  bits = arith::SelectOp::create(b, nan, constantOf(b, i16, 0x7E00), bits);
+  Value half = arith::BitcastOp::create(b, withElement(type, b.getF16Type()), bits);
+  Type f32 = withElement(type, b.getF32Type());
+  return arith::MulFOp::create(b, arith::ExtFOp::create(b, f32, half), constantOf(b, f32, 256.0));
+}
+
+Value moe::buildDequantized(ImplicitLocOpBuilder &b, const GroupedGemmDesc &desc, Value code,
+                            Value scale, Value zero) {
+  assert(desc.quantized() && "a quantized weight format");
+  if (desc.format == WeightFormat::fp8Block)
+    return arith::MulFOp::create(b, buildFp8Value(b, code), scale);
+  Type type = code.getType();
+  Type i32 = withElement(type, b.getI32Type()), f32 = withElement(type, b.getF32Type());
+  auto value = [&](Value q) -> Value {
+    return arith::SIToFPOp::create(b, f32, arith::ExtUIOp::create(b, i32, q));
+  };
+  Value z = zero ? value(zero) : constantOf(b, f32, 8.0);
+  return arith::MulFOp::create(b, arith::SubFOp::create(b, value(code), z), scale);
+}
+
+void GroupedGemmDesc::setQuant(QuantAttr quant) {
+  if (!quant) {
+    format = WeightFormat::dense;
+    blockK = blockN = 0;
+    zeroPoint = false;
+    return;
+  }
+  if (quant.getKind() == QuantKind::int4) {
+    format = WeightFormat::int4Group;
+    blockK = quant.getGroup();
+    blockN = 1;
+    zeroPoint = quant.getZeroPoint();
+    return;
+  }
+  format = WeightFormat::fp8Block;
+  blockK = quant.getBlock()[0];
+  blockN = quant.getBlock()[1];
+  zeroPoint = false;
+}

@@ -159,6 +159,9 @@ struct GroupedGemmDesc {
   bool gated() const { return epilogue.gated(); }
   bool weightGradient() const { return reduction == GemmReduction::groupRows; }
   bool quantized() const { return format != WeightFormat::dense; }
+  /// B's format, block sizes and zero points from an op's #moe.quant (null:
+  /// dense): fp8_e4m3 blocks [bk, bn], or int4 groups of G along K.
+  void setQuant(QuantAttr quant);
   /// Why this is not a grouped GEMM the file comment defines (empty: it is).
   /// The weight-gradient form takes B by plan row, untransposed, and no
   /// gated activation, routed weight or combine (each belongs to a row).
@@ -203,6 +206,23 @@ struct ActivationGradValues {
 ActivationGradValues buildActivationGradEpilogue(ImplicitLocOpBuilder &b,
                                                  const GemmEpilogue &epilogue, Value dh,
                                                  Value z, Value zUp);
+
+/// The value of FP8 E4M3 codes (f8E4M3FN, a scalar or a vector), exactly
+/// as f32 (docs/spec.md §2.1): the 7 magnitude bits shifted left by 7 are
+/// the f16 of q * 2^-8 (E4M3's bias is 7, f16's 15; subnormals included),
+/// the sign moves to bit 15 and S.1111.111 (NaN) becomes the f16 NaN; the
+/// f16 widens exactly to f32 and * 256 gives q.
+Value buildFp8Value(ImplicitLocOpBuilder &b, Value codes);
+
+/// B's element dequantized as the description's format defines it
+/// (WeightFormat::fp8Block: q * s; int4Group: (q - z) * s, z = 8 without
+/// zero points), computed exactly and rounded once to f32: `code` is the
+/// stored code (f8E4M3FN or i4, read unsigned), `scale` its f32 scale,
+/// `zero` (int4 with zero points) its i4 zero point; scalars, or vectors of
+/// one shape. Shared by the CPU's per-element dequantization and the GPU's
+/// CUDA-core GEMMs.
+Value buildDequantized(ImplicitLocOpBuilder &b, const GroupedGemmDesc &desc, Value code,
+                       Value scale, Value zero);
 
 } // namespace moe
 } // namespace mlir

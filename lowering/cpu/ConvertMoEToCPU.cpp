@@ -603,20 +603,13 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   if (int4) {
     // One scale (and zero point) per group of K and column: nothing to
     // choose per vector.
-    for (GroupedGemmDesc *d : {&desc1, &desc2}) {
-      d->format = WeightFormat::int4Group;
-      d->blockK = quant.getGroup();
-      d->blockN = 1;
-      d->zeroPoint = quant.getZeroPoint();
-    }
+    for (GroupedGemmDesc *d : {&desc1, &desc2})
+      d->setQuant(quant);
     quantSuffix1 = quantSuffix2 =
         "_int4g" + std::to_string(quant.getGroup()) + (quant.getZeroPoint() ? "_zp" : "");
   } else if (quant) {
-    for (GroupedGemmDesc *d : {&desc1, &desc2}) {
-      d->format = WeightFormat::fp8Block;
-      d->blockK = quant.getBlock()[0];
-      d->blockN = quant.getBlock()[1];
-    }
+    for (GroupedGemmDesc *d : {&desc1, &desc2})
+      d->setQuant(quant);
     int64_t lanes = site.config.getLanes();
     int64_t hidden = cast<MemRefType>(w2.getType()).getDimSize(1);
     bool aligned = desc1.blockN % lanes == 0;

@@ -185,32 +185,10 @@ void emitEpilogue(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Va
 }
 
 /// FP8 E4M3 codes (vector<L x f8E4M3FN>) as f32 values times `scale`
-/// (vector<L x f32>), exactly as docs/spec.md §2.1 defines them: the code's
-/// 7 magnitude bits shifted left by 7 are the f16 of q * 2^-8 (E4M3's bias
-/// is 7, f16's 15; subnormals included), the sign moves to bit 15, and
-/// S.1111.111 (NaN) becomes the f16 NaN; the f16 widens exactly to f32,
-/// * 256 gives q exactly, and * s rounds q * s once to f32.
+/// (vector<L x f32>), exactly as docs/spec.md §2.1 defines them
+/// (buildFp8Value), q * s rounded once to f32.
 Value dequantizeFp8(ImplicitLocOpBuilder &b, Value codes, Value scale) {
-  int64_t lanes = cast<VectorType>(codes.getType()).getDimSize(0);
-  auto i8v = VectorType::get({lanes}, b.getI8Type());
-  auto i16v = VectorType::get({lanes}, b.getI16Type());
-  auto f16v = VectorType::get({lanes}, b.getF16Type());
-  VectorType f32v = f32Vec(b, lanes);
-  auto splat = [&](int64_t c) -> Value {
-    return arith::ConstantOp::create(
-        b, i16v, DenseElementsAttr::get(i16v, b.getIntegerAttr(b.getI16Type(), c)));
-  };
-  Value x = arith::ExtUIOp::create(b, i16v, arith::BitcastOp::create(b, i8v, codes));
-  Value magnitude = arith::AndIOp::create(b, x, splat(0x7F));
-  Value sign = arith::ShLIOp::create(b, arith::AndIOp::create(b, x, splat(0x80)), splat(8));
-  Value bits = arith::OrIOp::create(b, arith::ShLIOp::create(b, magnitude, splat(7)), sign);
-  Value nan = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, magnitude, splat(0x7F));
-  bits = arith::SelectOp::create(b, nan, splat(0x7E00), bits);
-  Value half = arith::BitcastOp::create(b, f16v, bits);
-  Value f = arith::ExtFOp::create(b, f32v, half);
-  Value q = arith::MulFOp::create(
-      b, f, arith::ConstantOp::create(b, f32v, DenseElementsAttr::get(f32v, 256.0f)));
-  return arith::MulFOp::create(b, q, scale);
+  return arith::MulFOp::create(b, buildFp8Value(b, codes), scale);
 }
 
 /// FP8 E4M3 codes (vector<L x f8E4M3FN>) as the f32 values q * 2^-8, in

@@ -105,8 +105,14 @@ struct MoEGPUConfigurePass : public moe::impl::MoEGPUConfigureBase<MoEGPUConfigu
                                   static_cast<int64_t>(wgmmaGroupsInFlight));
     if (!config)
       return signalPassFailure();
+    // Quantized expert weights run on the CUDA-core GEMMs, which dequantize
+    // each weight as they load it (docs/quantization.md, "On the GPU").
+    GpuConfigAttr cudaCore = GpuConfigAttr::get(
+        &getContext(), GpuEngine::cuda_core, /*bigTileRows=*/0,
+        static_cast<int64_t>(decodeSplitK), static_cast<int64_t>(mmaStages),
+        static_cast<int64_t>(wgmmaGroupsInFlight));
     for (Operation *op : ops)
-      op->setAttr(name, config);
+      op->setAttr(name, hasQuantizedExperts(op) ? cudaCore : config);
   }
 };
 

@@ -196,8 +196,6 @@ struct ConvertMoEToGPUPass : public moe::impl::ConvertMoEToGPUBase<ConvertMoEToG
     LLVM_DEBUG(llvm::dbgs() << "[" DEBUG_TYPE "] " << getArgument() << " on "
                             << getOperation()->getName() << " at "
                             << getOperation()->getLoc() << "\n");
-    if (failed(rejectQuantizedLayers(getOperation(), "the GPU lowering (--convert-moe-to-gpu)")))
-      return signalPassFailure();
     ModuleOp module = getOperation();
     llvm::DenseSet<Value> deviceValues;
     llvm::SetVector<Operation *> elementwise;

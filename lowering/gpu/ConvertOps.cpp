@@ -41,8 +41,10 @@ LogicalResult convert(LayerOp op, Host &h) {
   Value x = h.upload(op.getInput());
   Value wr = h.upload(op.getRouterWeight());
   Value br = op.getRouterBias() ? h.upload(op.getRouterBias()) : Value();
-  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
-                               op.getActivationAttr());
+  Host::Experts ex =
+      h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(), op.getActivationAttr(),
+                op.getQuantAttr(), op.getW1Scale(), op.getW2Scale(), op.getW1ZeroPoint(),
+                op.getW2ZeroPoint());
   Value sb = op.getSelectionBias() ? h.upload(op.getSelectionBias()) : Value();
   // Router + gate in one launch, align (+ the aux loss), GEMM1, GEMM2 with
   // the combine: 4 launches. A shared expert is folded into them (its gate
@@ -51,7 +53,14 @@ LogicalResult convert(LayerOp op, Host &h) {
   // verifier).
   Host::FusedRouter router{x, wr, br, D};
   std::optional<Host::SharedExpertFold> sharedFold;
-  if (op.getSharedW1()) {
+  Value sharedOut;
+  if (op.getSharedW1() && ex.quant) {
+    // Quantized routed experts and a float shared expert cannot share a
+    // launch: the shared expert runs in launches of its own (its gate
+    // too), and its f32 output is the combine's first term, as folded.
+    sharedOut = h.sharedExpert(x, T, D, op.getSharedW1(), op.getSharedW2(),
+                               op.getSharedGate(), op.getActivationAttr());
+  } else if (op.getSharedW1()) {
     sharedFold = Host::SharedExpertFold{
         h.sharedWeights(op.getSharedW1(), op.getSharedW2(), D, op.getActivationAttr()),
         Value(), T};
@@ -65,7 +74,7 @@ LogicalResult convert(LayerOp op, Host &h) {
                         router, /*deferLoss=*/true);
   Value y = h.fusedExperts(x, g.indices, g.weights, T, h.e.idx(k), numExperts,
                            op.getCapacityFactor(), ex, eltOf(op.getOutput()),
-                           /*shared=*/Value(), g.partials ? &g : nullptr,
+                           /*shared=*/sharedOut, g.partials ? &g : nullptr,
                            sharedFold ? &*sharedFold : nullptr);
   SmallVector<Value> results{h.download(y, op.getOutput().getType(), {T, D})};
   if (op.getAuxLoss())
@@ -143,8 +152,10 @@ LogicalResult convert(ExpertFFNOp op, Host &h) {
     return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
   Value N = h.dim(op.getRows(), 0);
   Value rows = h.upload(op.getRows()), offsets = h.upload(op.getOffsets());
-  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
-                               op.getActivationAttr());
+  Host::Experts ex =
+      h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(), op.getActivationAttr(),
+                op.getQuantAttr(), op.getW1Scale(), op.getW2Scale(), op.getW1ZeroPoint(),
+                op.getW2ZeroPoint());
   Value err = h.checkIndices ? h.errorWord() : Value();
   Type outElt = eltOf(op.getOutput());
   Host::Plan plan = h.tileMap(offsets, N, numExperts, err,
@@ -191,8 +202,10 @@ LogicalResult convert(FusedExpertsOp op, Host &h) {
   Value T = h.dim(op.getInput(), 0), K = h.dim(op.getIndices(), 1);
   Value x = h.upload(op.getInput()), indices = h.upload(op.getIndices());
   Value w = h.upload(op.getWeights());
-  Host::Experts ex = h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(),
-                               op.getActivationAttr());
+  Host::Experts ex =
+      h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(), op.getActivationAttr(),
+                op.getQuantAttr(), op.getW1Scale(), op.getW2Scale(), op.getW1ZeroPoint(),
+                op.getW2ZeroPoint());
   Value shared = op.getSharedOutput() ? h.upload(op.getSharedOutput()) : Value();
   Value err = h.checkIndices ? h.errorWord() : Value();
   Value y = h.fusedExperts(x, indices, w, T, K, numExperts, op.getCapacityFactor(), ex,

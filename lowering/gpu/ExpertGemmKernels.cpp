@@ -40,6 +40,46 @@ SharedFold gpu_lowering::splitSharedTiles(IRB &e, Value blockRow, Value T, Value
   return f;
 }
 
+/// The kernel-name part of a quantized weight format (the block sizes are
+/// compile-time constants of the kernel): _int4g<G>[_zp], _fp8b<BK>x<BN>.
+static std::string quantSuffix(const GroupedGemmDesc &desc) {
+  if (desc.format == WeightFormat::int4Group)
+    return "_int4g" + std::to_string(desc.blockK) + (desc.zeroPoint ? "_zp" : "");
+  if (desc.format == WeightFormat::fp8Block)
+    return "_fp8b" + std::to_string(desc.blockK) + "x" + std::to_string(desc.blockN);
+  return "";
+}
+
+/// The kernel arguments of quantized weights: the scales (f32) and, int4
+/// with zero points, the zero points (i4), after the others.
+static void appendQuantArgs(SmallVectorImpl<Type> &args, const GroupedGemmDesc &desc,
+                            MLIRContext *ctx) {
+  if (!desc.quantized())
+    return;
+  args.push_back(flat(Float32Type::get(ctx)));
+  if (desc.zeroPoint)
+    args.push_back(flat(IntegerType::get(ctx, 4)));
+}
+
+/// B[k][col] of expert `ex`'s quantized weights, dequantized as the
+/// description defines it (buildDequantized): the codes `w` (flat [E, K,
+/// N]), the scales `s` (flat [E, ceil(K / bk), ceil(N / bn)]; int4: [E,
+/// ceil(K / G), N]) and the int4 zero points `z` (flat [E, ceil(K / G), N],
+/// or null: 8).
+static Value loadQuantizedB(IRB &e, const GroupedGemmDesc &desc, Value w, Value s, Value z,
+                            Value ex, Value K, Value N, Value k, Value col) {
+  Value code = e.load(w, e.addi(e.muli(ex, e.muli(K, N)), e.addi(e.muli(k, N), col)));
+  Value blocks = e.ceildiv(K, e.idx(desc.blockK));
+  Value row = e.addi(e.muli(ex, blocks), e.divui(k, e.idx(desc.blockK)));
+  if (desc.format == WeightFormat::int4Group) {
+    Value at = e.addi(e.muli(row, N), col);
+    return buildDequantized(e.b, desc, code, e.load(s, at), z ? e.load(z, at) : Value());
+  }
+  Value columnBlocks = e.ceildiv(N, e.idx(desc.blockN));
+  Value at = e.addi(e.muli(row, columnBlocks), e.divui(col, e.idx(desc.blockN)));
+  return buildDequantized(e.b, desc, code, e.load(s, at), Value());
+}
+
 gpu::GPUFuncOp KernelLibrary::gemm1(const GroupedGemmDesc &desc, bool foldShared) {
   MLIRContext *ctx = module.getContext();
   Type i32 = IntegerType::get(ctx, 32), ix = IndexType::get(ctx);
@@ -51,13 +91,19 @@ gpu::GPUFuncOp KernelLibrary::gemm1(const GroupedGemmDesc &desc, bool foldShared
   bool bias = epilogue.has(EpilogueStep::bias);
   Activation act = epilogue.activation;
   Type aType = desc.aType, wType = desc.bType, hType = desc.cType;
+  assert(!(foldShared && desc.quantized()) && "quantized experts are not folded");
+  // The biases have the weights' element type, or quantized, A's.
+  Type biasType = desc.quantized() ? aType : wType;
   std::string name = std::string(gather ? "moe_gemm1_gather_kernel_" : "moe_gemm1_kernel_") +
                      stringifyActivation(act).str() + (bias ? "_bias" : "") +
-                     (foldShared ? "_foldshared" : "") + typeSuffix({aType, wType, hType});
-  SmallVector<Type> args{flat(aType), flat(i32),   flat(i32), flat(i32), flat(i32), flat(wType),
-                         flat(wType), flat(hType), ix,        ix,        ix};
+                     (foldShared ? "_foldshared" : "") + typeSuffix({aType, wType, hType}) +
+                     quantSuffix(desc);
+  SmallVector<Type> args{flat(aType),    flat(i32),   flat(i32), flat(i32), flat(i32), flat(wType),
+                         flat(biasType), flat(hType), ix,        ix,        ix};
   if (foldShared)
     args.append({flat(wType), flat(hType), ix, ix});
+  const size_t quantArgs = args.size();
+  appendQuantArgs(args, desc, ctx);
   return buildKernel(
       gpuModule, name, args, gemmWorkgroup(ctx, gated ? 2 : 1), kGemmThreads,
       [&](IRB &e, ValueRange a, ArrayRef<BlockArgument> wg) {
@@ -114,14 +160,23 @@ gpu::GPUFuncOp KernelLibrary::gemm1(const GroupedGemmDesc &desc, bool foldShared
         h.aVecOk = multipleOf(e, D, kVec);
         h.aIndex = [&](IRB &e, Value ar, Value k) { return e.addi(e.muli(ar, D), k); };
         Value wBase = e.muli(ex, e.muli(D, W));
-        h.bBuf = w1;
-        // H % kVec == 0 makes W, the expert's base and the up half's offset
-        // multiples of kVec.
-        h.bVecOk = multipleOf(e, H, kVec);
-        h.bIndex = [&](IRB &e, Value k, Value n, int part) {
-          Value col = part ? e.addi(n, H) : n;
-          return e.addi(wBase, e.addi(e.muli(k, W), col));
-        };
+        if (desc.quantized()) {
+          // Each weight dequantized as it is loaded (the CPU path's
+          // per-element form): its code, scale and zero point.
+          Value s1 = a[quantArgs], z1 = desc.zeroPoint ? a[quantArgs + 1] : Value();
+          h.loadB = [&, s1, z1, W, ex, D, H](IRB &e, Value k, Value n, int part) {
+            return loadQuantizedB(e, desc, w1, s1, z1, ex, D, W, k, part ? e.addi(n, H) : n);
+          };
+        } else {
+          h.bBuf = w1;
+          // H % kVec == 0 makes W, the expert's base and the up half's
+          // offset multiples of kVec.
+          h.bVecOk = multipleOf(e, H, kVec);
+          h.bIndex = [&](IRB &e, Value k, Value n, int part) {
+            Value col = part ? e.addi(n, H) : n;
+            return e.addi(wBase, e.addi(e.muli(k, W), col));
+          };
+        }
         // Epilogue (buildEpilogue): bias and activation in f32, h rounded to
         // its element type (the CPU path's h). The shared expert's rows
         // have no biases.
@@ -174,13 +229,16 @@ gpu::GPUFuncOp KernelLibrary::gemm2(const GroupedGemmDesc &desc, bool shared, Ty
   SmallVector<Type> types{hType, wType, outType};
   if (combine)
     types.push_back(yElt);
+  assert(!(foldShared && desc.quantized()) && "quantized experts are not folded");
+  Type biasType = desc.quantized() ? hType : wType;
   std::string name = std::string(weighted ? "moe_gemm2_weighted_kernel" : "moe_gemm2_kernel") +
                      (bias ? "_bias" : "") +
                      (combine ? (shared ? "_combine_shared" : "_combine") : "") +
                      (foldShared ? (sharedGated ? "_foldshared_gated" : "_foldshared") : "") +
-                     typeSuffix(types);
-  SmallVector<Type> args{flat(hType), flat(i32), flat(f32),   flat(i32), flat(i32), flat(wType),
-                         flat(wType), flat(outType), ix,        ix,        ix};
+                     typeSuffix(types) + quantSuffix(desc);
+  SmallVector<Type> args{flat(hType),   flat(i32), flat(f32),      flat(i32),
+                         flat(i32),     flat(wType), flat(biasType), flat(outType),
+                         ix,            ix,        ix};
   if (combine) {
     args.append({flat(i32), flat(i32), flat(i32), flat(yElt), ix});
     if (shared)
@@ -189,6 +247,8 @@ gpu::GPUFuncOp KernelLibrary::gemm2(const GroupedGemmDesc &desc, bool shared, Ty
   const size_t foldArgs = args.size();
   if (foldShared)
     args.append({flat(hType), flat(wType), flat(f32), flat(f32), ix, ix});
+  const size_t quantArgs = args.size();
+  appendQuantArgs(args, desc, ctx);
   SmallVector<Type> wgTypes = gemmWorkgroup(ctx, 1);
   if (combine) // per tile row: the token this block completes, or -1
     wgTypes.push_back(workgroup(ctx, kTileM, i32));
@@ -241,11 +301,18 @@ gpu::GPUFuncOp KernelLibrary::gemm2(const GroupedGemmDesc &desc, bool shared, Ty
         h.aVecOk = multipleOf(e, H, kVec);
         h.aIndex = [&](IRB &e, Value ar, Value k) { return e.addi(e.muli(ar, H), k); };
         Value wBase = e.muli(ex, e.muli(H, D));
-        h.bBuf = w2;
-        h.bVecOk = multipleOf(e, D, kVec);
-        h.bIndex = [&](IRB &e, Value k, Value n, int) {
-          return e.addi(wBase, e.addi(e.muli(k, D), n));
-        };
+        if (desc.quantized()) {
+          Value s2 = a[quantArgs], z2 = desc.zeroPoint ? a[quantArgs + 1] : Value();
+          h.loadB = [&, s2, z2, ex, H, D](IRB &e, Value k, Value n, int) {
+            return loadQuantizedB(e, desc, w2, s2, z2, ex, H, D, k, n);
+          };
+        } else {
+          h.bBuf = w2;
+          h.bVecOk = multipleOf(e, D, kVec);
+          h.bIndex = [&](IRB &e, Value k, Value n, int) {
+            return e.addi(wBase, e.addi(e.muli(k, D), n));
+          };
+        }
         // Epilogue (buildEpilogue): bias, then the routed weight (f32); one
         // row per assignment, stored in out's element type (without
         // `combine`, moe_reduce_kernel sums a token's rows in fixed order).

@@ -410,6 +410,19 @@ Host::Experts Host::experts(Value w1, Value w2, Value b1, Value b2, ActivationAt
   return x;
 }
 
+Host::Experts Host::experts(Value w1, Value w2, Value b1, Value b2, ActivationAttr act,
+                            QuantAttr quant, Value s1, Value s2, Value z1, Value z2) {
+  Experts x = experts(w1, w2, b1, b2, act);
+  if (!quant)
+    return x;
+  x.quant = quant;
+  x.s1 = upload(s1);
+  x.s2 = upload(s2);
+  x.z1 = z1 ? upload(z1) : Value();
+  x.z2 = z2 ? upload(z2) : Value();
+  return x;
+}
+
 Host::Experts Host::sharedWeights(Value s1, Value s2, Value D, ActivationAttr act) {
   Experts ex;
   ex.w1 = upload(s1); // [D, W] is the flat layout of [1, D, W]
@@ -457,6 +470,9 @@ void Host::ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value o
                                       eltOf(h));
   GroupedGemmDesc desc2 = expertGemm2(x.b2 != nullptr, weighted, combine != nullptr,
                                       eltOf(h), eltOf(x.w2), eltOf(out));
+  desc1.setQuant(x.quant);
+  desc2.setQuant(x.quant);
+  assert((!x.quant || !fold) && "quantized experts are not folded with the shared expert");
   if (mmaElt(A, x, eltOf(out), combine ? eltOf(combine->y) : Type())) {
     // Host buffers are made before forRowTile's branches (they are freed
     // after the op).
@@ -517,14 +533,26 @@ void Host::ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value o
     return;
   }
   assert(!plan.bigTiles && "128-row tiles are for the wgmma kernels only");
+  // Without biases the kernels take a buffer of the bias type they never
+  // read (quantized weights: the biases have the activations' type).
   SmallVector<Value> args1{A, plan.sorted, gather ? plan.sourceRows : plan.sorted,
-                           plan.tileExpert, plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1,
-                           h, x.D, x.H, plan.tileRows};
+                           plan.tileExpert, plan.numTiles, x.w1,
+                           x.b1 ? x.b1 : (x.quant ? A : x.w1), h, x.D, x.H, plan.tileRows};
   foldArgs1(args1);
+  // Quantized weights: their scales (and zero points) last.
+  auto quantArgs = [&](SmallVector<Value> &args, Value s, Value z) {
+    if (!x.quant)
+      return;
+    args.push_back(s);
+    if (z)
+      args.push_back(z);
+  };
+  quantArgs(args1, x.s1, x.z1);
   launch(lib.gemm1(desc1, fold != nullptr),
          {blocks(g1Cols, kTileN), gridRows(plan.tileRows)}, kGemmThreads, args1);
   SmallVector<Value> args{h,     plan.sorted, weighted ? plan.rowWeights : dummyF32(),
-                          plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
+                          plan.tileExpert, plan.numTiles, x.w2,
+                          x.b2 ? x.b2 : (x.quant ? h : x.w2),
                           out,   x.H,         x.D,         plan.tileRows};
   if (combine) {
     args.append({plan.sourceRows, combine->positions, combine->counters, combine->y,
@@ -533,6 +561,7 @@ void Host::ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value o
       args.push_back(combine->shared);
   }
   foldArgs2(args);
+  quantArgs(args, x.s2, x.z2);
   launch(lib.gemm2(desc2, combine && combine->shared, combine ? eltOf(combine->y) : Type(),
                    fold != nullptr, fold && fold->gate),
          {blocks(x.D, kTileN), gridRows(plan.tileRows)}, kGemmThreads, args);

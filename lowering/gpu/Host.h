@@ -191,8 +191,17 @@ public:
     Value w1, w2, b1, b2; // device
     Activation act;
     Value D, H;
+    /// Quantized weights (#moe.quant, docs/spec.md §2.1): w1 and w2 hold
+    /// the codes, s1 and s2 their f32 scales, z1 and z2 (int4 with
+    /// zero_point) their zero points; all on the device. Null: dense.
+    QuantAttr quant;
+    Value s1, s2, z1, z2;
   };
   Experts experts(Value w1, Value w2, Value b1, Value b2, ActivationAttr act);
+  /// experts() with the quantization of an op (its expert_scales and
+  /// expert_zero_points, uploaded).
+  Experts experts(Value w1, Value w2, Value b1, Value b2, ActivationAttr act, QuantAttr quant,
+                  Value s1, Value s2, Value z1, Value z2);
 
   /// The combine fused into GEMM2 (fusedExperts).
   struct FusedCombine {

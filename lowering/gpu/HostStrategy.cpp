@@ -64,7 +64,8 @@ Value Host::maxTilesFor(Value rows, Value tileRows, int64_t numExperts) {
 }
 
 std::optional<MmaElt> Host::mmaElt(Value A, const Experts &x, Type out, Type y) {
-  if (!config.usesTensorCores())
+  // Quantized weights: the CUDA-core GEMMs, which dequantize as they load.
+  if (!config.usesTensorCores() || x.quant)
     return std::nullopt;
   Type t = eltOf(A);
   std::optional<MmaElt> elt = mmaEltOf(t);

@@ -200,6 +200,11 @@ public:
   /// The GEMM of `desc` (lowering/GroupedGemm.h; expertGemm1): gathered or
   /// not, its epilogue's bias and activation, types (a, w, h) = its (A, B,
   /// C) types.
+  /// Quantized B (desc.quantized(); not with `foldShared`; name suffix
+  /// _int4g<G>[_zp] or _fp8b<BK>x<BN>): w1 holds the codes, b1 is of `a`,
+  /// and (scales:f32[, zeroPoints:i4]) follow, laid out as the op's
+  /// expert_scales and expert_zero_points; each weight is dequantized as it
+  /// is loaded (buildDequantized). gemm2 likewise (b2 of `h`).
   gpu::GPUFuncOp gemm1(const GroupedGemmDesc &desc, bool foldShared = false);
   /// (h, sorted:i32, rowWeights, tileExpert:i32, numTiles:i32, w2, b2, out,
   /// H, D, tileRows); grid (ceil(D/kTileN), maxTiles). h of `h`, w2 and b2 of

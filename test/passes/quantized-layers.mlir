@@ -11,15 +11,16 @@
 // RUN: not moe-opt %s --moe-generate-vjp 2>&1 | FileCheck %s --check-prefix=VJP
 // RUN: moe-opt %s --moe-decompose | not moe-opt --moe-generate-vjp 2>&1 | FileCheck %s --check-prefix=VJP-CHAIN
 // RUN: moe-opt %s --moe-decompose --moe-fuse | not moe-opt --moe-generate-vjp 2>&1 | FileCheck %s --check-prefix=VJP-FUSED
-// RUN: moe-opt %s --moe-decompose --moe-fuse | not moe-opt --moe-nvptx-pipeline="chip=sm_90a features=+ptx80 format=isa" 2>&1 | FileCheck %s --check-prefix=GPU-FUSED
 // RUN: not moe-opt %s --moe-shard-experts=ranks=2 2>&1 | FileCheck %s --check-prefix=SHARD
 // RUN: not moe-opt %s --moe-dense-to-soft 2>&1 | FileCheck %s --check-prefix=SOFT
 // RUN: not moe-opt %s --moe-print-cost 2>&1 | FileCheck %s --check-prefix=COST
-// The CPU lowers them (test/lowering/convert-moe-to-cpu-int4.mlir), and
-// moe-run binds the i4 storage type (--fill-random: uniform codes):
+// The CPU lowers them (test/lowering/convert-moe-to-cpu-int4.mlir), the GPU
+// the layer and the fused chain (test/gpu/convert-moe-to-gpu-quant.mlir,
+// emulated-quant.test), and moe-run binds the i4 storage type
+// (--fill-random: uniform codes):
 // RUN: moe-opt %s --moe-cpu-pipeline -o /dev/null
-// RUN: not moe-opt %s --moe-nvptx-pipeline="chip=sm_90a features=+ptx80 format=isa" 2>&1 \
-// RUN:   | FileCheck %s --check-prefix=GPU
+// RUN: moe-opt %s --moe-nvptx-pipeline="chip=sm_90a features=+ptx80 format=isa" -o /dev/null
+// RUN: moe-opt %s --moe-decompose --moe-fuse | moe-opt --moe-nvptx-pipeline="chip=sm_90a features=+ptx80 format=isa" -o /dev/null
 // RUN: moe-opt %s --moe-dense-to-moesart="k=2" --canonicalize | FileCheck %s --check-prefix=KEEP
 // RUN: moe-run %s --fill-random --device=cpu 2>&1 | FileCheck %s --check-prefix=TOOL
 //
@@ -31,12 +32,10 @@
 // FUSE:       moe.fused_experts %arg0, %indices, %weights experts(%arg2, %arg3) expert_scales(%arg4, %arg5) expert_zero_points(%arg6, %arg7) {activation = #moe.activation<relu>, num_experts = 4 : i64, quant = #moe.quant<int4, group = 8, zero_point>}
 // VJP-CHAIN: error: 'moe.expert_ffn' op has quantized expert weights (#moe.quant<int4, group = 8, zero_point>), which --moe-generate-vjp does not support yet
 // VJP-FUSED: error: 'moe.fused_experts' op has quantized expert weights (#moe.quant<int4, group = 8, zero_point>), which --moe-generate-vjp does not support yet
-// GPU-FUSED: error: 'moe.fused_experts' op has quantized expert weights ({{.*}}), which the GPU lowering (--convert-moe-to-gpu) does not support yet
 // VJP: error: 'moe.layer' op has quantized expert weights (#moe.quant<int4, group = 8, zero_point>), which --moe-generate-vjp does not support yet
 // SHARD: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-shard-experts does not support yet
 // SOFT: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-dense-to-soft does not support yet
 // COST: error: 'moe.layer' op has quantized expert weights ({{.*}}), which --moe-print-cost does not support yet
-// GPU: error: 'moe.layer' op has quantized expert weights ({{.*}}), which the GPU lowering (--convert-moe-to-gpu) does not support yet
 // TOOL: result #0: tensor<4x16xf32> checksum: sum={{.*}} abs_sum={{.*}}
 //
 // KEEP-LABEL: func.func @layer

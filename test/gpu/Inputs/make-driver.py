@@ -22,11 +22,16 @@ another argument's first dimension (an expert's weights). --print-bits
 prints every result as the bit patterns of its f32 values (printMemrefI32),
 so that runs can be compared bit for bit (compare-poisoned.py).
 --scale NAME:FACTOR (repeatable) multiplies the data of the argument %NAME
-by FACTOR (a gradient's cotangent far from 1, say).
+by FACTOR (a gradient's cotangent far from 1, say), in every driven function
+that has one.
 --dump=binary writes the results with moeTestDumpF32/I32
 (test/lib/MemrefDump.cpp, in %mlir_runner_libs: a header line and the raw
 words) instead of printMemrefF32/I32's text, which compare-memrefs.py also
 reads and which is slow to print and parse for millions of values.
+Quantized weights (#moe.quant): an i4 argument gets the codes floor((s + 1)
+* 7.999) of its sine values s, an f8E4M3FN one the E4M3 codes of
+magnitude floor(|s| * 119.99) (never NaN) with the sign of s; scales and
+zero points are ordinary f32 and i4 arguments.
 --function NAME drives that public function instead of the first one (a
 gradient @f_vjp that --moe-generate-vjp added next to @f); a file that moe-opt
 printed (`module { ... }`) gets its @main inside the module. --clean-first (with --poison) calls the function twice, first on the
@@ -86,8 +91,16 @@ def main():
     for item in a.function or [None]:
         fn, _, dyn = (item or '').partition(':')
         calls.append((fn or None, int(dyn) if dyn else a.dynamic))
-    if len(calls) > 1 and (a.poison or a.scale):
-        sys.exit('make-driver: --poison and --scale drive one function')
+    if len(calls) > 1 and a.poison:
+        sys.exit('make-driver: --poison drives one function')
+    if a.scale:
+        # Every --scale names a parameter of some driven function.
+        names = set()
+        for call in calls:
+            names.update(n for n, _ in parse(text, call[0])[1])
+        for item in a.scale:
+            if item.partition(':')[0] not in names:
+                sys.exit(f'make-driver: bad --scale {item}')
     if a.clean_first:
         if not a.poison:
             sys.exit('make-driver: --clean-first needs --poison')
@@ -116,6 +129,30 @@ def main():
             f.write('\n'.join(groups) + '\n')
 
 
+# The codes of quantized weights (#moe.quant), made inside the generator
+# from the sine value %sn in [-1, 1]: i4 codes 0..15 (floor((sn + 1) *
+# 7.999)); FP8 E4M3 codes of magnitude 0..119 (never the NaN 127) with the
+# sine's sign.
+CODES = {
+    'i4': ['    %cq0 = arith.constant 1.0 : f32',
+           '    %cq1 = arith.addf %sn, %cq0 : f32',
+           '    %cq2 = arith.constant 7.999 : f32',
+           '    %cq3 = arith.mulf %cq1, %cq2 : f32',
+           '    %cq4 = arith.fptoui %cq3 : f32 to i32',
+           '    %code = arith.trunci %cq4 : i32 to i4'],
+    'f8E4M3FN': ['    %cq0 = math.absf %sn : f32',
+                 '    %cq1 = arith.constant 119.99 : f32',
+                 '    %cq2 = arith.mulf %cq0, %cq1 : f32',
+                 '    %cq3 = arith.fptoui %cq2 : f32 to i8',
+                 '    %cq4 = arith.constant 0.0 : f32',
+                 '    %cq5 = arith.cmpf olt, %sn, %cq4 : f32',
+                 '    %cq6 = arith.constant -128 : i8',
+                 '    %cq7 = arith.constant 0 : i8',
+                 '    %cq8 = arith.select %cq5, %cq6, %cq7 : i8',
+                 '    %cq9 = arith.ori %cq3, %cq8 : i8',
+                 '    %code = arith.bitcast %cq9 : i8 to f8E4M3FN'],
+}
+
 TOP = re.compile(r'%(s\d+_\d+|[gftrecaxyub]\d+|ib\d+)\b')
 
 
@@ -134,8 +171,6 @@ def call_lines(a, name, params, outs, dynamic, printer, poison):
     factors = {}
     for item in a.scale:
         pname, _, factor = item.partition(':')
-        if pname not in [n for n, _ in params]:
-            sys.exit(f'make-driver: bad --scale {item}')
         factors[pname] = float(factor)
     lines = []
     vals = []
@@ -199,11 +234,20 @@ def call_lines(a, name, params, outs, dynamic, printer, poison):
                           f'    %pv{n} = arith.constant {bits} : f32',
                           f'    %v{n + 1} = arith.select %pe{n}, %pv{n}, {v} : f32']
                 v = f'%v{n + 1}'
-            lines += [f'    tensor.yield {v} : f32',
-                      f'  }} : tensor<{"x".join("?" for _ in shape)}xf32>',
-                      f'  %f{i} = tensor.cast %g{i} : tensor<{"x".join("?" for _ in shape)}xf32> to {f32t}']
+            gelt = 'f32'
+            if elt in CODES:
+                # Quantized weights' codes from the value's sine.
+                lines += [l.format(v=v) for l in CODES[elt]]
+                v, gelt = '%code', elt
+            dyn = "x".join("?" for _ in shape)
+            lines += [f'    tensor.yield {v} : {gelt}',
+                      f'  }} : tensor<{dyn}x{gelt}>',
+                      f'  %f{i} = tensor.cast %g{i} : tensor<{dyn}x{gelt}> to '
+                      f'tensor<{static}x{gelt}>']
         v = f'%f{i}'
-        if elt != 'f32':
+        if elt in CODES:
+            pass
+        elif elt != 'f32':
             lines.append(f'  %t{i} = arith.truncf {v} : {f32t} to {f32t[:-4]}{elt}>')
             v = f'%t{i}'
         elif a.round_through and shape:
