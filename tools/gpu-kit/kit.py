@@ -161,7 +161,7 @@ def maybe_inject(task, late=False):
 def read_npy(path):
     """A .npy (version 1-3, little-endian, C order) as a CPU torch tensor."""
     npy = {"<f4": torch.float32, "<f2": torch.float16, "<i4": torch.int32,
-           "<i8": torch.int64, "|b1": torch.bool, "<i2": torch.int16}
+           "<i8": torch.int64, "|b1": torch.bool, "<i2": torch.int16, "|u1": torch.uint8}
     with open(path, "rb") as f:
         data = f.read()
     if data[:6] != b"\x93NUMPY":
@@ -185,8 +185,54 @@ def read_npy(path):
 
 
 def tdtype(name):
+    # Quantized weights (docs/spec.md §2.1) travel as their byte codes: i4
+    # one code 0..15 per byte (moe-run --save-args writes them as U8), E4M3
+    # its bits (as_argument).
     return {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
-            "i32": torch.int32, "i64": torch.int64}[name]
+            "i32": torch.int32, "i64": torch.int64, "i4": torch.uint8,
+            "f8E4M3FN": torch.uint8}[name]
+
+
+def e4m3_values():
+    """The 256 FP8 E4M3 (fn) codes' values as float32 (NaN for S.1111.111):
+    sign, 4 exponent bits (bias 7), 3 mantissa bits, subnormals below."""
+    vals = []
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        e, m = (code >> 3) & 0xF, code & 7
+        if e == 15 and m == 7:
+            vals.append(float("nan"))
+        elif e == 0:
+            vals.append(sign * m * 2.0 ** -9)
+        else:
+            vals.append(sign * (1 + m / 8) * 2.0 ** (e - 7))
+    return torch.tensor(vals, dtype=torch.float32)
+
+
+def as_argument(t, dt):
+    """A case argument as read (or regenerated) in the dtype the library
+    takes: f8E4M3FN arguments come as their exact float32 values (moe-run
+    --save-args) and become their codes (the value's code; -0.0 the code
+    0x80); torch versions without float8 types need no support for them."""
+    if dt != "f8E4M3FN":
+        return t.to(tdtype(dt))
+    table = e4m3_values()
+    flat = t.reshape(-1).to(torch.float32)
+    codes = torch.empty(flat.shape, dtype=torch.uint8)
+    # The finite codes but -0.0's (set below), each value once.
+    finite = torch.isfinite(table) & (torch.arange(256) != 0x80)
+    order = torch.argsort(table[finite])
+    sorted_vals = table[finite][order]
+    codes_of = torch.arange(256)[finite][order]
+    at = torch.searchsorted(sorted_vals, flat.clamp(min=-448.0, max=448.0))
+    at = at.clamp(max=len(sorted_vals) - 1)
+    found = codes_of[at]
+    if not torch.equal(table[found], flat):
+        raise ValueError("an f8E4M3FN argument holds a value that is not an E4M3 number")
+    codes[:] = found.to(torch.uint8)
+    # -0.0: its own code (the search finds +0.0).
+    codes[(flat == 0) & torch.signbit(flat)] = 0x80
+    return codes.reshape(t.shape)
 
 
 def parse_type(text):
@@ -299,7 +345,7 @@ class Worker:
                     differ.append(f"arg{i}")
             else:
                 t = read_npy(os.path.join(self.kit, spec))
-            args.append(t.to(tdtype(dt)).to(DEVICE))
+            args.append(as_argument(t, dt).to(DEVICE))
         return args, regenerated, differ
 
     def zeros_for(self, fn, T):

@@ -7,7 +7,8 @@ CASE_DIR holds moe-run --save-args's arg<I>.npy and args.json and the CPU
 path's out<I>.npy. Prints the case's "args" and "expected" lists (JSON, paths
 relative to KIT_DIR) after shrinking the folder:
   * an argument moe-run filled (args.json "from": "fill-random") larger than
-    64 KiB is not kept: its entry is {"regen": <its args.json entry>,
+    64 KiB, of a dtype fill_random.py makes (quantized weights' codes are
+    always kept), is not kept: its entry is {"regen": <its args.json entry>,
     "sha256": <digest of the values as stored>}, regenerated on the GPU
     machine by fill_random.py and checked against the digest;
   * a float32 .npy whose values are all bfloat16 numbers (moe-run writes
@@ -22,6 +23,7 @@ import os
 import sys
 
 KEEP_BELOW = 64 * 1024
+REGENERATED = {"f32", "bf16", "f16", "i32", "i64"}
 
 
 def read_npy(path):
@@ -73,7 +75,10 @@ def main():
     args = []
     for entry in described:
         path = os.path.join(case_dir, entry["file"])
-        if entry["from"] == "fill-random" and os.path.getsize(path) > KEEP_BELOW:
+        # fill_random.py regenerates float and integer streams; quantized
+        # weights' codes (i4, f8E4M3FN) are always kept.
+        if (entry["from"] == "fill-random" and entry["dtype"] in REGENERATED
+                and os.path.getsize(path) > KEEP_BELOW):
             _, body = read_npy(path)
             args.append({"regen": entry, "sha256": hashlib.sha256(body).hexdigest()})
             os.remove(path)

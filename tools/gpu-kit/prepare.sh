@@ -4,12 +4,14 @@
 # no network can run (tools/gpu-kit/run.sh inside it):
 #   lib/          libMoECudaRuntime.so (the moe-compile libraries load it)
 #   cases/NAME/   for each spec example (test/examples), the MOESART gate
-#                 case and the bf16 prefill cases (wgmma at sm_90a, 64- and
-#                 128-row tiles): layer.so and fused.so (moe-compile --target=cuda of
+#                 case, the bf16 prefill cases (wgmma at sm_90a, 64- and
+#                 128-row tiles) and the quantized-weight cases (quant_int4,
+#                 quant_fp8): layer.so and fused.so (moe-compile --target=cuda of
 #                 the example and of its --moe-decompose --moe-fuse form),
 #                 the arguments (argI.npy, seeded by moe-run --fill-random;
 #                 those over 64 KiB as stream seeds that kit.py regenerates
-#                 with fill_random.py) and the CPU path's results (outI.npy,
+#                 with fill_random.py, but quantized codes, always kept) and
+#                 the CPU path's results (outI.npy,
 #                 moe-run --device=cpu; bf16 values as 16 bits, .bf16.npy);
 #                 for each spec example also vjp/ (the gradient f_vjp: its
 #                 library, arguments and the CPU path's results)
@@ -64,7 +66,9 @@ done
 
 LAYER_SRCS=("$ROOT"/test/examples/*.mlir "$ROOT/tools/gpu-kit/cases/moesart_gate.mlir"
             "$ROOT/tools/gpu-kit/cases/prefill_bf16.mlir"
-            "$ROOT/tools/gpu-kit/cases/prefill_big_bf16.mlir")
+            "$ROOT/tools/gpu-kit/cases/prefill_big_bf16.mlir"
+            "$ROOT/tools/gpu-kit/cases/quant_int4.mlir"
+            "$ROOT/tools/gpu-kit/cases/quant_fp8.mlir")
 VJP_SRCS=("$ROOT"/test/examples/*.mlir)
 # MOE_KIT_CASES: every name must be a case.
 KNOWN=" "
