@@ -258,3 +258,11 @@ void GroupedGemmDesc::setQuant(QuantAttr quant) {
   blockN = quant.getBlock()[1];
   zeroPoint = false;
 }
+
+std::string GroupedGemmDesc::formatSuffix() const {
+  if (format == WeightFormat::int4Group)
+    return "_int4g" + std::to_string(blockK) + (zeroPoint ? "_zp" : "");
+  if (format == WeightFormat::fp8Block)
+    return "_fp8b" + std::to_string(blockK) + "x" + std::to_string(blockN);
+  return "";
+}

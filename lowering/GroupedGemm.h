@@ -38,7 +38,9 @@
 // rounded once to C's element type when it is stored.
 //
 // Quantized B (WeightFormat::fp8Block, int4Group) is dequantized exactly to
-// f32 as it is loaded, before the products.
+// f32 as it is loaded, before the products (buildDequantized; the CPU
+// micro-kernels and the GPU's CUDA-core kernels; the CPU's packed panels
+// apply the scales once per block or group instead, docs/quantization.md).
 // Adding a variant (a transposed operand, a weight-gradient GEMM whose K is
 // a group's row count, packed weights with scales) is a new field here and
 // its implementation in each generator.
@@ -162,6 +164,10 @@ struct GroupedGemmDesc {
   /// B's format, block sizes and zero points from an op's #moe.quant (null:
   /// dense): fp8_e4m3 blocks [bk, bn], or int4 groups of G along K.
   void setQuant(QuantAttr quant);
+  /// The kernel-name part of a quantized format, whose block sizes are
+  /// compile-time constants of a kernel: _int4g<G>[_zp], _fp8b<BK>x<BN>
+  /// ("" for dense weights).
+  std::string formatSuffix() const;
   /// Why this is not a grouped GEMM the file comment defines (empty: it is).
   /// The weight-gradient form takes B by plan row, untransposed, and no
   /// gated activation, routed weight or combine (each belongs to a row).

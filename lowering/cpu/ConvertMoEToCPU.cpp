@@ -605,8 +605,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     // choose per vector.
     for (GroupedGemmDesc *d : {&desc1, &desc2})
       d->setQuant(quant);
-    quantSuffix1 = quantSuffix2 =
-        "_int4g" + std::to_string(quant.getGroup()) + (quant.getZeroPoint() ? "_zp" : "");
+    quantSuffix1 = quantSuffix2 = desc1.formatSuffix();
   } else if (quant) {
     for (GroupedGemmDesc *d : {&desc1, &desc2})
       d->setQuant(quant);
@@ -615,7 +614,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     bool aligned = desc1.blockN % lanes == 0;
     vectorScale1 = aligned && (!gated || (!ShapedType::isDynamic(hidden) && hidden % lanes == 0));
     vectorScale2 = aligned;
-    std::string blocks = "_fp8b" + std::to_string(desc1.blockK) + "x" + std::to_string(desc1.blockN);
+    std::string blocks = desc1.formatSuffix();
     // Packed panels carry a scale per column and block: no per-vector choice.
     quantSuffix1 = blocks + (vectorScale1 && !packed1 ? "_vs" : "");
     quantSuffix2 = blocks + (vectorScale2 && !packed2 ? "_vs" : "");

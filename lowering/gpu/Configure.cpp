@@ -106,7 +106,7 @@ struct MoEGPUConfigurePass : public moe::impl::MoEGPUConfigureBase<MoEGPUConfigu
     if (!config)
       return signalPassFailure();
     // Quantized expert weights run on the CUDA-core GEMMs, which dequantize
-    // each weight as they load it (docs/quantization.md, "On the GPU").
+    // each weight as they load it (docs/gpu.md, "Quantized expert weights").
     GpuConfigAttr cudaCore = GpuConfigAttr::get(
         &getContext(), GpuEngine::cuda_core, /*bigTileRows=*/0,
         static_cast<int64_t>(decodeSplitK), static_cast<int64_t>(mmaStages),

@@ -40,16 +40,6 @@ SharedFold gpu_lowering::splitSharedTiles(IRB &e, Value blockRow, Value T, Value
   return f;
 }
 
-/// The kernel-name part of a quantized weight format (the block sizes are
-/// compile-time constants of the kernel): _int4g<G>[_zp], _fp8b<BK>x<BN>.
-static std::string quantSuffix(const GroupedGemmDesc &desc) {
-  if (desc.format == WeightFormat::int4Group)
-    return "_int4g" + std::to_string(desc.blockK) + (desc.zeroPoint ? "_zp" : "");
-  if (desc.format == WeightFormat::fp8Block)
-    return "_fp8b" + std::to_string(desc.blockK) + "x" + std::to_string(desc.blockN);
-  return "";
-}
-
 /// The kernel arguments of quantized weights: the scales (f32) and, int4
 /// with zero points, the zero points (i4), after the others.
 static void appendQuantArgs(SmallVectorImpl<Type> &args, const GroupedGemmDesc &desc,
@@ -97,7 +87,7 @@ gpu::GPUFuncOp KernelLibrary::gemm1(const GroupedGemmDesc &desc, bool foldShared
   std::string name = std::string(gather ? "moe_gemm1_gather_kernel_" : "moe_gemm1_kernel_") +
                      stringifyActivation(act).str() + (bias ? "_bias" : "") +
                      (foldShared ? "_foldshared" : "") + typeSuffix({aType, wType, hType}) +
-                     quantSuffix(desc);
+                     desc.formatSuffix();
   SmallVector<Type> args{flat(aType),    flat(i32),   flat(i32), flat(i32), flat(i32), flat(wType),
                          flat(biasType), flat(hType), ix,        ix,        ix};
   if (foldShared)
@@ -235,7 +225,7 @@ gpu::GPUFuncOp KernelLibrary::gemm2(const GroupedGemmDesc &desc, bool shared, Ty
                      (bias ? "_bias" : "") +
                      (combine ? (shared ? "_combine_shared" : "_combine") : "") +
                      (foldShared ? (sharedGated ? "_foldshared_gated" : "_foldshared") : "") +
-                     typeSuffix(types) + quantSuffix(desc);
+                     typeSuffix(types) + desc.formatSuffix();
   SmallVector<Type> args{flat(hType),   flat(i32), flat(f32),      flat(i32),
                          flat(i32),     flat(wType), flat(biasType), flat(outType),
                          ix,            ix,        ix};
