@@ -454,28 +454,28 @@ static Value prepareWeights(ImplicitLocOpBuilder &b, const KernelSite &site, Val
                             Value *packedZeroPoints = nullptr) {
   cpu::PackedWeights pw =
       cpu::declarePackedWeights(b, site.module, w, site.config, gated, vnni, transposed);
-  const bool int4 = quant && quant.getKind() == QuantKind::int4;
-  int64_t blockK = !quant ? 0 : int4 ? quant.getGroup() : quant.getBlock()[0];
-  int64_t blockN = !quant ? 0 : int4 ? 1 : quant.getBlock()[1];
+  // The format's block sizes and kernel-name part (scales come with every
+  // quantized format, zero points with int4's zero_point).
+  GroupedGemmDesc format;
+  format.setQuant(quant);
+  const int64_t blockK = format.blockK, blockN = format.blockN;
+  assert(!scales == !quant && !zeroPoints == !format.zeroPoint &&
+         "the scales and zero points of the quantization");
   SmallVector<Value> args{w, pw.packed, pw.key};
-  std::string blocks;
   if (scales) {
     Value ps = cpu::declarePackedScales(b, site.module, w, site.config, gated, blockK);
     *packedScales = ps;
     args.append({scales, ps});
-    blocks = int4 ? "_int4g" + std::to_string(blockK)
-                  : "_fp8b" + std::to_string(blockK) + "x" + std::to_string(blockN);
   }
   if (zeroPoints) {
     Value pz = cpu::declarePackedScales(b, site.module, w, site.config, gated, blockK,
                                         /*zeroPoints=*/true);
     *packedZeroPoints = pz;
     args.append({zeroPoints, pz});
-    blocks += "_zp";
   }
   std::string name = site.kernelName(Twine("__moe_cpu_pack") + (gated ? "_gated" : "") +
                                      (vnni ? "_vnni" : "") + (transposed ? "_transposed" : "") +
-                                     blocks);
+                                     format.formatSuffix());
   kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     cpu::emitPackWeights(b, v[0], v[1], v[2], site.config, gated, vnni, transposed,
                          v.size() > 3 ? v[3] : Value(), v.size() > 3 ? v[4] : Value(), blockK,

@@ -32,6 +32,15 @@ Value zeroLoss(Host &h, Type type) {
       h.b, DenseElementsAttr::get(tt, h.b.getFloatAttr(tt.getElementType(), 0.0)));
 }
 
+/// The expert weights of moe.layer, moe.expert_ffn or moe.fused_experts on
+/// the device, with their quantization (scales and zero points), if any.
+template <typename OpT>
+Host::Experts expertsOf(Host &h, OpT op) {
+  return h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(), op.getActivationAttr(),
+                   op.getQuantAttr(), op.getW1Scale(), op.getW2Scale(), op.getW1ZeroPoint(),
+                   op.getW2ZeroPoint());
+}
+
 LogicalResult convert(LayerOp op, Host &h) {
   int64_t numExperts = op.getNumExperts();
   if (ShapedType::isDynamic(numExperts))
@@ -41,10 +50,7 @@ LogicalResult convert(LayerOp op, Host &h) {
   Value x = h.upload(op.getInput());
   Value wr = h.upload(op.getRouterWeight());
   Value br = op.getRouterBias() ? h.upload(op.getRouterBias()) : Value();
-  Host::Experts ex =
-      h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(), op.getActivationAttr(),
-                op.getQuantAttr(), op.getW1Scale(), op.getW2Scale(), op.getW1ZeroPoint(),
-                op.getW2ZeroPoint());
+  Host::Experts ex = expertsOf(h, op);
   Value sb = op.getSelectionBias() ? h.upload(op.getSelectionBias()) : Value();
   // Router + gate in one launch, align (+ the aux loss), GEMM1, GEMM2 with
   // the combine: 4 launches. A shared expert is folded into them (its gate
@@ -152,10 +158,7 @@ LogicalResult convert(ExpertFFNOp op, Host &h) {
     return op.emitError("cannot lower to the GPU: the number of experts is dynamic");
   Value N = h.dim(op.getRows(), 0);
   Value rows = h.upload(op.getRows()), offsets = h.upload(op.getOffsets());
-  Host::Experts ex =
-      h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(), op.getActivationAttr(),
-                op.getQuantAttr(), op.getW1Scale(), op.getW2Scale(), op.getW1ZeroPoint(),
-                op.getW2ZeroPoint());
+  Host::Experts ex = expertsOf(h, op);
   Value err = h.checkIndices ? h.errorWord() : Value();
   Type outElt = eltOf(op.getOutput());
   Host::Plan plan = h.tileMap(offsets, N, numExperts, err,
@@ -202,10 +205,7 @@ LogicalResult convert(FusedExpertsOp op, Host &h) {
   Value T = h.dim(op.getInput(), 0), K = h.dim(op.getIndices(), 1);
   Value x = h.upload(op.getInput()), indices = h.upload(op.getIndices());
   Value w = h.upload(op.getWeights());
-  Host::Experts ex =
-      h.experts(op.getW1(), op.getW2(), op.getB1(), op.getB2(), op.getActivationAttr(),
-                op.getQuantAttr(), op.getW1Scale(), op.getW2Scale(), op.getW1ZeroPoint(),
-                op.getW2ZeroPoint());
+  Host::Experts ex = expertsOf(h, op);
   Value shared = op.getSharedOutput() ? h.upload(op.getSharedOutput()) : Value();
   Value err = h.checkIndices ? h.errorWord() : Value();
   Value y = h.fusedExperts(x, indices, w, T, K, numExperts, op.getCapacityFactor(), ex,
