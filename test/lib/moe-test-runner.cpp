@@ -114,7 +114,9 @@ int main(int argc, char **argv) {
   auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!builder)
     return fail("cannot describe the host CPU: " + llvm::toString(builder.takeError()));
-  builder->setCodeGenOptLevel(*llvm::CodeGenOpt::getLevel(*level));
+  // AMX tile code is compiled at O1 at least (OptLevel.h, compileLevelFor).
+  unsigned compileLevel = moe::tools::compileLevelFor(*module, *level);
+  builder->setCodeGenOptLevel(*llvm::CodeGenOpt::getLevel(compileLevel));
   // The IR pipeline's machine (its costs); the engine makes its own from
   // the same builder.
   auto irMachine = builder->createTargetMachine();
@@ -124,12 +126,12 @@ int main(int argc, char **argv) {
 
   // The IR pipeline (ExecutionEngineOptions keeps a reference to it).
   std::function<llvm::Error(llvm::Module *)> transformer;
-  if (*level > 0)
-    transformer = makeOptimizingTransformer(*level, /*sizeLevel=*/0, irMachine->get());
+  if (compileLevel > 0)
+    transformer = makeOptimizingTransformer(compileLevel, /*sizeLevel=*/0, irMachine->get());
   ExecutionEngineOptions options;
   if (transformer)
     options.transformer = transformer;
-  options.jitCodeGenOptLevel = *llvm::CodeGenOpt::getLevel(*level);
+  options.jitCodeGenOptLevel = *llvm::CodeGenOpt::getLevel(compileLevel);
   std::vector<llvm::StringRef> libs(sharedLibs.begin(), sharedLibs.end());
   options.sharedLibPaths = libs;
   options.enableGDBNotificationListener = false;

@@ -2,6 +2,7 @@
 
 #include "tools/diagnostics/OptLevel.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "llvm/Support/CodeGen.h"
 
 #include <cstdlib>
@@ -27,4 +28,19 @@ llvm::Expected<unsigned> mlir::moe::tools::resolveOptLevel(int flag, bool given,
     return llvm::createStringError(envVar.str() + " must be 0, 1, 2 or 3, got '" + text.str() +
                                    "'");
   return static_cast<unsigned>(*level);
+}
+
+unsigned mlir::moe::tools::compileLevelFor(mlir::ModuleOp lowered, unsigned level) {
+  if (level > 0)
+    return level;
+  auto isTile = [](mlir::Type t) { return llvm::isa<mlir::LLVM::LLVMX86AMXType>(t); };
+  bool tiles = lowered
+                   ->walk([&](mlir::Operation *op) {
+                     if (llvm::any_of(op->getResultTypes(), isTile) ||
+                         llvm::any_of(op->getOperandTypes(), isTile))
+                       return mlir::WalkResult::interrupt();
+                     return mlir::WalkResult::advance();
+                   })
+                   .wasInterrupted();
+  return tiles ? 1 : level;
 }

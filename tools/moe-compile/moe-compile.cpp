@@ -134,7 +134,9 @@ llvm::cl::opt<int> optLevel(
     llvm::cl::desc("LLVM optimization level of the host code, 0 to 3: the IR pipeline "
                    "(O0..O3) and the code generator (default 3, or $MOE_COMPILE_OPT_LEVEL "
                    "when set); lower levels compile faster and run slower, with the same "
-                   "results bit for bit (the lowered code has no fast-math flags)"),
+                   "results bit for bit (the lowered code has no fast-math flags); code "
+                   "with AMX tiles compiles at 1 when 0 is asked for (LLVM cannot compile "
+                   "it at 0)"),
     llvm::cl::init(-1), llvm::cl::value_desc("N"), llvm::cl::cat(category));
 llvm::cl::opt<bool> keepObject("keep-object",
                                llvm::cl::desc("Also keep the object file (LIB.so.o)"),
@@ -847,6 +849,10 @@ int runMain(int argc, char **argv) {
     buildStringGetter(b, module->getLoc(), "moe_source_sha256", "__moe_aot_source_sha256",
                       sourceDigest);
   }
+
+  // AMX tile code is compiled at O1 at least (OptLevel.h, compileLevelFor).
+  level = mlir::moe::tools::compileLevelFor(*module, level);
+  machine->setOptLevel(*llvm::CodeGenOpt::getLevel(level));
 
   // LLVM IR, optimized for the host.
   llvm::LLVMContext llvmContext;

@@ -12,6 +12,7 @@
 
 #include "lowering/Pipelines.h"
 #include "tools/diagnostics/JitEngine.h"
+#include "tools/diagnostics/OptLevel.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -287,13 +288,18 @@ llvm::Error JitBackend::compile(ModuleOp module, const Signature &sig) {
     llvm::outs().flush();
   }
 
+  // AMX tile code is compiled at O1 at least (OptLevel.h, compileLevelFor;
+  // the object cache's key above has the level asked for).
+  unsigned level = mlir::moe::tools::compileLevelFor(lowered, options.optLevel);
+  codeGenLevel = *llvm::CodeGenOpt::getLevel(level);
+  tmBuilder->setCodeGenOptLevel(codeGenLevel);
   std::vector<llvm::StringRef> libs(options.sharedLibs.begin(), options.sharedLibs.end());
   auto targetMachine = tmBuilder->createTargetMachine();
   if (!targetMachine)
     return llvm::createStringError("cannot create a target machine for the host: " +
                                    llvm::toString(targetMachine.takeError()));
   hostMachine = std::move(*targetMachine);
-  auto transformer = makeOptimizingTransformer(/*optLevel=*/options.optLevel,
+  auto transformer = makeOptimizingTransformer(/*optLevel=*/level,
                                                /*sizeLevel=*/0,
                                                /*targetMachine=*/hostMachine.get());
   ExecutionEngineOptions engineOptions;

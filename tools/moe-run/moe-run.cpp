@@ -211,7 +211,8 @@ llvm::cl::opt<int> optLevel(
                    "(a small gradient at 0: under half the time) and run "
                    "slower; the results are the same bits (the lowered code "
                    "carries no fast-math flags, so no level reassociates or "
-                   "contracts)"),
+                   "contracts). Code with AMX tiles compiles at 1 when 0 "
+                   "is asked for (LLVM cannot compile it at 0)"),
     llvm::cl::value_desc("N"), llvm::cl::init(-1), llvm::cl::cat(runCategory));
 
 llvm::cl::opt<std::string> cacheDir(
