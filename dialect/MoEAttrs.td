@@ -545,9 +545,11 @@ def MoE_GpuConfigAttr : MoE_Attr<"GpuConfig", "gpu_config"> {
       biases are all bf16 (or all f16): `cuda_core` (FMA), `mma_sync`
       (warp-level m16n8k16, sm_80+), or `wgmma` (the 64- and 128-row tiles
       on warpgroup-level `wgmma.mma_async`, sm_90a; the 16-row decode tiles
-      keep `mma.sync`). f32 GEMMs and quantized expert weights (`#moe.quant`,
-      dequantized as they are loaded) always run on CUDA cores; the
-      configuration pass gives quantized ops `cuda_core`.
+      keep `mma.sync`). f32 GEMMs always run on CUDA cores. Quantized expert
+      weights (`#moe.quant`) of bf16/f16 layers whose blocks or groups along
+      K are multiples of 32 run on `mma.sync` with either tensor-core engine
+      (never `wgmma`), other quantized ones on CUDA cores; the configuration
+      pass gives quantized ops `mma_sync` where the chip has tensor cores.
     * `big_tile_rows`: with `wgmma`, a plan with at least this many rows per
       expert on average (T*k/E) takes 128-row tiles of two consumer
       warpgroups; 0: never (and always 0 without `wgmma`).

@@ -225,18 +225,23 @@ Value moe::buildFp8Value(ImplicitLocOpBuilder &b, Value codes) {
   return arith::MulFOp::create(b, arith::ExtFOp::create(b, f32, half), constantOf(b, f32, 256.0));
 }
 
-Value moe::buildDequantized(ImplicitLocOpBuilder &b, const GroupedGemmDesc &desc, Value code,
-                            Value scale, Value zero) {
+Value moe::buildQuantizedFactor(ImplicitLocOpBuilder &b, const GroupedGemmDesc &desc,
+                                Value code, Value zero) {
   assert(desc.quantized() && "a quantized weight format");
   if (desc.format == WeightFormat::fp8Block)
-    return arith::MulFOp::create(b, buildFp8Value(b, code), scale);
+    return buildFp8Value(b, code);
   Type type = code.getType();
   Type i32 = withElement(type, b.getI32Type()), f32 = withElement(type, b.getF32Type());
   auto value = [&](Value q) -> Value {
     return arith::SIToFPOp::create(b, f32, arith::ExtUIOp::create(b, i32, q));
   };
   Value z = zero ? value(zero) : constantOf(b, f32, 8.0);
-  return arith::MulFOp::create(b, arith::SubFOp::create(b, value(code), z), scale);
+  return arith::SubFOp::create(b, value(code), z);
+}
+
+Value moe::buildDequantized(ImplicitLocOpBuilder &b, const GroupedGemmDesc &desc, Value code,
+                            Value scale, Value zero) {
+  return arith::MulFOp::create(b, buildQuantizedFactor(b, desc, code, zero), scale);
 }
 
 void GroupedGemmDesc::setQuant(QuantAttr quant) {

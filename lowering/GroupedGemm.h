@@ -220,13 +220,22 @@ ActivationGradValues buildActivationGradEpilogue(ImplicitLocOpBuilder &b,
 /// f16 widens exactly to f32 and * 256 gives q.
 Value buildFp8Value(ImplicitLocOpBuilder &b, Value codes);
 
+/// The exact f32 factor of B's element that the scale multiplies
+/// (WeightFormat::fp8Block: the E4M3 value q; int4Group: q - z, z = 8
+/// without zero points); `code` and `zero` as for buildDequantized. Every
+/// factor is exact in bf16 and f16 too (an E4M3 value, or an integer in
+/// [-15, 15]): the tensor-core GEMMs stage it in the data type and apply
+/// the scale once per block or group (docs/spec.md §2.1).
+Value buildQuantizedFactor(ImplicitLocOpBuilder &b, const GroupedGemmDesc &desc, Value code,
+                           Value zero);
+
 /// B's element dequantized as the description's format defines it
 /// (WeightFormat::fp8Block: q * s; int4Group: (q - z) * s, z = 8 without
 /// zero points), computed exactly and rounded once to f32: `code` is the
 /// stored code (f8E4M3FN or i4, read unsigned), `scale` its f32 scale,
 /// `zero` (int4 with zero points) its i4 zero point; scalars, or vectors of
-/// one shape. Shared by the CPU's per-element dequantization and the GPU's
-/// CUDA-core GEMMs.
+/// one shape: buildQuantizedFactor times the scale. Shared by the CPU's
+/// per-element dequantization and the GPU's CUDA-core GEMMs.
 Value buildDequantized(ImplicitLocOpBuilder &b, const GroupedGemmDesc &desc, Value code,
                        Value scale, Value zero);
 

@@ -105,14 +105,17 @@ struct MoEGPUConfigurePass : public moe::impl::MoEGPUConfigureBase<MoEGPUConfigu
                                   static_cast<int64_t>(wgmmaGroupsInFlight));
     if (!config)
       return signalPassFailure();
-    // Quantized expert weights run on the CUDA-core GEMMs, which dequantize
-    // each weight as they load it (docs/gpu.md, "Quantized expert weights").
-    GpuConfigAttr cudaCore = GpuConfigAttr::get(
-        &getContext(), GpuEngine::cuda_core, /*bigTileRows=*/0,
-        static_cast<int64_t>(decodeSplitK), static_cast<int64_t>(mmaStages),
-        static_cast<int64_t>(wgmmaGroupsInFlight));
+    // Quantized expert weights run on mma.sync where the chip has tensor
+    // cores (staged as their exact factors, scaled once per block or
+    // group), never on wgmma (docs/gpu.md, "Quantized expert weights"); the
+    // GEMMs of f32 layers, and of blocks or groups that are not whole
+    // k-tiles, fall back to the CUDA cores as for dense f32.
+    GpuConfigAttr quantized = GpuConfigAttr::get(
+        &getContext(), engine == GpuEngine::cuda_core ? engine : GpuEngine::mma_sync,
+        /*bigTileRows=*/0, static_cast<int64_t>(decodeSplitK),
+        static_cast<int64_t>(mmaStages), static_cast<int64_t>(wgmmaGroupsInFlight));
     for (Operation *op : ops)
-      op->setAttr(name, hasQuantizedExperts(op) ? cudaCore : config);
+      op->setAttr(name, hasQuantizedExperts(op) ? quantized : config);
   }
 };
 

@@ -162,7 +162,7 @@ LogicalResult convert(ExpertFFNOp op, Host &h) {
   Value err = h.checkIndices ? h.errorWord() : Value();
   Type outElt = eltOf(op.getOutput());
   Host::Plan plan = h.tileMap(offsets, N, numExperts, err,
-                              h.bigTiles(h.mmaElt(rows, ex, outElt, Type())));
+                              h.bigTiles(h.mmaElt(rows, ex, outElt, Type()), ex));
   Value out = h.alloc(outElt, h.e.muli(N, ex.D));
   // Rows from offsets[E] on are zero.
   h.zero(out);
@@ -274,7 +274,7 @@ LogicalResult convertSoftLayer(OpT op, Host &h) {
   Value N = h.e.muli(f.ES, f.G);
   Value offsets = h.upload(h.softOffsets(numExperts, f.G, f.S));
   Host::Plan plan = h.tileMap(offsets, N, numExperts, /*err=*/{},
-                              h.bigTiles(h.mmaElt(f.rows, ex, h.e.f32(), Type())));
+                              h.bigTiles(h.mmaElt(f.rows, ex, h.e.f32(), Type()), ex));
   Value out = h.alloc(h.e.f32(), h.e.muli(N, f.D)); // every row is a slot
   h.ffn(f.rows, /*gather=*/false, plan, ex, out);
   Value y = h.softCombine(out, f.combineWeights, f.G, f.M, f.ES, f.S, f.D,
@@ -452,7 +452,7 @@ LogicalResult convert(SharedExpertGradOp op, Host &h) {
     sg = h.upload(op.getSharedGate());
     Value logits = h.route(x, sg, Value(), T, D, h.e.idx(1));
     // The backward's plan serves unless the forward runs the wgmma tiles.
-    bool big = h.bigTiles(h.mmaElt(x, ex, f32, Type()));
+    bool big = h.bigTiles(h.mmaElt(x, ex, f32, Type()), ex);
     Host::Plan forward =
         big ? h.tileMap(offsets, T, /*numExperts=*/1, /*err=*/{}, /*big=*/true) : plan;
     Value fx = h.alloc(f32, h.e.muli(T, D));

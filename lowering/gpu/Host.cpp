@@ -473,6 +473,14 @@ void Host::ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value o
   desc1.setQuant(x.quant);
   desc2.setQuant(x.quant);
   assert((!x.quant || !fold) && "quantized experts are not folded with the shared expert");
+  // Quantized weights: their scales (and zero points) last.
+  auto quantArgs = [&](SmallVector<Value> &args, Value s, Value z) {
+    if (!x.quant)
+      return;
+    args.push_back(s);
+    if (z)
+      args.push_back(z);
+  };
   if (mmaElt(A, x, eltOf(out), combine ? eltOf(combine->y) : Type())) {
     // Host buffers are made before forRowTile's branches (they are freed
     // after the op).
@@ -480,7 +488,8 @@ void Host::ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value o
     forRowTile(plan, [&](int64_t tileM) {
       MmaGemmConfig g1 = MmaGemmConfig::of(desc1);
       g1.tileM = tileM;
-      g1.wgmma = config.usesWgmma() && tileM >= warp_layout::Wgmma::M;
+      // Quantized weights: mma.sync (MmaGemmConfig::quantized).
+      g1.wgmma = config.usesWgmma() && tileM >= warp_layout::Wgmma::M && !x.quant;
       g1.wgmmaGroupsInFlight = config.getGroupsInFlight();
       g1.foldShared = fold != nullptr;
       g1.stages = tileM > kSmallTileM ? config.getStages() : 0;
@@ -492,9 +501,11 @@ void Host::ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value o
         return split && !(s && *s == 1);
       };
       g1.splitK = splitOn(split ? combine->split1 : Value());
+      // Without biases the kernels take a buffer of the bias type they
+      // never read (quantized weights: the biases have A's type).
       SmallVector<Value> args1{A, plan.sorted, gather ? plan.sourceRows : plan.sorted,
-                               plan.tileExpert, plan.numTiles, x.w1, x.b1 ? x.b1 : x.w1,
-                               h, x.D, x.H};
+                               plan.tileExpert, plan.numTiles, x.w1,
+                               x.b1 ? x.b1 : (x.quant ? A : x.w1), h, x.D, x.H};
       foldArgs1(args1);
       SmallVector<Value> grid1{blocks(g1Cols, g1.tileN()), gridRows(e.idx(tileM))};
       if (g1.splitK) {
@@ -502,6 +513,7 @@ void Host::ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value o
                       combine->split1});
         grid1.push_back(combine->split1);
       }
+      quantArgs(args1, x.s1, x.z1);
       launch(buildMmaGemm(lib.getModule(), g1), grid1, g1.threads(), args1);
       MmaGemmConfig g2 = MmaGemmConfig::of(desc2);
       g2.tileM = tileM;
@@ -512,7 +524,8 @@ void Host::ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value o
       g2.wgmma = g1.wgmma;
       g2.wgmmaGroupsInFlight = config.getGroupsInFlight();
       SmallVector<Value> args{h,     plan.sorted, rowWeights,
-                              plan.tileExpert, plan.numTiles, x.w2, x.b2 ? x.b2 : x.w2,
+                              plan.tileExpert, plan.numTiles, x.w2,
+                              x.b2 ? x.b2 : (x.quant ? h : x.w2),
                               out,   x.H,         x.D};
       if (combine) {
         args.append({plan.sourceRows, combine->positions, combine->counters, combine->y,
@@ -528,6 +541,7 @@ void Host::ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value o
                      combine->split2});
         grid2.push_back(combine->split2);
       }
+      quantArgs(args, x.s2, x.z2);
       launch(buildMmaGemm(lib.getModule(), g2), grid2, g2.threads(), args);
     });
     return;
@@ -539,14 +553,6 @@ void Host::ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value o
                            plan.tileExpert, plan.numTiles, x.w1,
                            x.b1 ? x.b1 : (x.quant ? A : x.w1), h, x.D, x.H, plan.tileRows};
   foldArgs1(args1);
-  // Quantized weights: their scales (and zero points) last.
-  auto quantArgs = [&](SmallVector<Value> &args, Value s, Value z) {
-    if (!x.quant)
-      return;
-    args.push_back(s);
-    if (z)
-      args.push_back(z);
-  };
   quantArgs(args1, x.s1, x.z1);
   launch(lib.gemm1(desc1, fold != nullptr),
          {blocks(g1Cols, kTileN), gridRows(plan.tileRows)}, kGemmThreads, args1);
@@ -610,7 +616,7 @@ Value Host::fusedExperts(Value x, Value indices, Value weights, Value T, Value K
   extras.err = err;
   extras.checkKind = MOE_INDEX_BAD_EXPERT_FUSED;
   Plan plan = align(indices, weights, T, K, numExperts, capacity(T, K, numExperts, cf),
-                    &extras, bigTiles(mmaType));
+                    &extras, bigTiles(mmaType, ex));
   Value rows = alloc(e.f32(), e.muli(e.muli(T, K), ex.D));
   FusedCombine combine{plan.positions, extras.counters, y, T, K, shared};
   if (split.S1) {
@@ -629,7 +635,7 @@ Value Host::sharedExpert(Value x, Value T, Value D, Value s1, Value s2, Value sg
                          ActivationAttr act) {
   Experts ex = sharedWeights(s1, s2, D, act);
   Plan plan = tileMap(oneGroup(T), T, /*numExperts=*/1, /*err=*/{},
-                      bigTiles(mmaElt(x, ex, e.f32(), Type())));
+                      bigTiles(mmaElt(x, ex, e.f32(), Type()), ex));
   if (sg) {
     Value logits = route(x, upload(sg), Value(), T, D, e.idx(1));
     plan.rowWeights = alloc(e.f32(), T);

@@ -319,8 +319,9 @@ public:
   Value chooseRowTile(Value rows, int64_t numExperts, bool big);
 
   /// Whether the GEMMs of a plan may take 128-row tiles: the sm_90a wgmma
-  /// kernels with bigTileRows set, for `elt` (the GEMMs' tensor-core type).
-  bool bigTiles(std::optional<MmaElt> elt) const;
+  /// kernels with bigTileRows set, for `elt` (the GEMMs' tensor-core type)
+  /// and dense experts `x` (quantized ones run on mma.sync).
+  bool bigTiles(std::optional<MmaElt> elt, const Experts &x) const;
 
   /// maxTiles = max(1, min(ceil(rows / R) + E, rows)): every tile holds at
   /// least one row, so the launched grid has at most rows + R (E + 1)
@@ -329,8 +330,10 @@ public:
 
   /// The element type of the tensor-core kernels (MmaGemm.h) for ffn()'s
   /// GEMMs, or nullopt for the CUDA-core kernels: tensor cores on; A, the
-  /// weights and the biases of one bf16/f16 type T; GEMM2's rows f32 or T
-  /// (f32 with a combine, whose y is T).
+  /// weights and the biases of one bf16/f16 type T (or quantized weights
+  /// whose blocks or groups along K are whole k-tiles, on mma.sync even
+  /// with engine = wgmma); GEMM2's rows f32 or T (f32 with a combine, whose
+  /// y is T).
   std::optional<MmaElt> mmaElt(Value A, const Experts &x, Type out, Type y);
 
   /// Emits `body(R)` for the plan's row tile R: once when R is a constant

@@ -54,8 +54,8 @@ Value Host::chooseRowTile(Value rows, int64_t numExperts, bool big) {
   return e.select(small, e.idx(kSmallTileM), prefill);
 }
 
-bool Host::bigTiles(std::optional<MmaElt> elt) const {
-  return elt && config.usesWgmma() && config.getBigTileRows() > 0;
+bool Host::bigTiles(std::optional<MmaElt> elt, const Experts &x) const {
+  return elt && !x.quant && config.usesWgmma() && config.getBigTileRows() > 0;
 }
 
 Value Host::maxTilesFor(Value rows, Value tileRows, int64_t numExperts) {
@@ -64,12 +64,21 @@ Value Host::maxTilesFor(Value rows, Value tileRows, int64_t numExperts) {
 }
 
 std::optional<MmaElt> Host::mmaElt(Value A, const Experts &x, Type out, Type y) {
-  // Quantized weights: the CUDA-core GEMMs, which dequantize as they load.
-  if (!config.usesTensorCores() || x.quant)
+  if (!config.usesTensorCores())
     return std::nullopt;
   Type t = eltOf(A);
   std::optional<MmaElt> elt = mmaEltOf(t);
-  if (!elt || eltOf(x.w1) != t || eltOf(x.w2) != t || (x.b1 && eltOf(x.b1) != t) ||
+  // Quantized weights: mma.sync when their blocks or groups along K are
+  // whole k-tiles (MmaGemmConfig::quantizedOk), else the CUDA-core GEMMs,
+  // which dequantize each weight as they load it.
+  if (x.quant) {
+    GroupedGemmDesc format;
+    format.setQuant(x.quant);
+    if (!MmaGemmConfig::quantizedOk(format))
+      return std::nullopt;
+  }
+  if (!elt || (!x.quant && (eltOf(x.w1) != t || eltOf(x.w2) != t)) ||
+      (x.b1 && eltOf(x.b1) != t) ||
       (x.b2 && eltOf(x.b2) != t) || (out != t && !out.isF32()) ||
       (y && (y != t || !out.isF32())))
     return std::nullopt;

@@ -33,6 +33,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/Support/Regex.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -48,9 +49,14 @@ MmaGemmConfig MmaGemmConfig::of(const GroupedGemmDesc &d) {
   const GemmEpilogue &ep = d.epilogue;
   MmaGemmConfig c;
   std::optional<MmaElt> elt = mmaEltOf(d.aType);
-  assert(elt && d.bType == d.aType && d.weights == GemmWeights::perGroup &&
-         "tensor-core GEMMs take bf16/f16 operands of one type, per-group weights");
+  assert(elt && (d.bType == d.aType || quantizedOk(d)) && d.weights == GemmWeights::perGroup &&
+         "tensor-core GEMMs take bf16/f16 operands of one type (or quantized B), per-group "
+         "weights");
   c.elt = *elt;
+  c.format = d.format;
+  c.blockK = d.blockK;
+  c.blockN = d.blockN;
+  c.zeroPoint = d.zeroPoint;
   c.bias = ep.has(EpilogueStep::bias);
   if (ep.has(EpilogueStep::activation)) {
     assert(d.cType == d.aType && !ep.has(EpilogueStep::routedWeight) &&
@@ -121,9 +127,21 @@ GroupedGemmDesc MmaGemmConfig::desc(MLIRContext *ctx) const {
     }
     return d;
   }
-  if (kind == Kind::gemm1)
-    return expertGemm1(gather, act, bias, t, t, t);
-  return expertGemm2(bias, weighted, combine, t, t, outF32 ? Float32Type::get(ctx) : t);
+  // Quantized B: the codes' type and the format.
+  Type w = t;
+  if (format == WeightFormat::int4Group)
+    w = IntegerType::get(ctx, 4);
+  else if (format == WeightFormat::fp8Block)
+    w = Float8E4M3FNType::get(ctx);
+  GroupedGemmDesc d = kind == Kind::gemm1
+                          ? expertGemm1(gather, act, bias, t, w, t)
+                          : expertGemm2(bias, weighted, combine, t, w,
+                                        outF32 ? Float32Type::get(ctx) : t);
+  d.format = format;
+  d.blockK = blockK;
+  d.blockN = blockN;
+  d.zeroPoint = zeroPoint;
+  return d;
 }
 
 std::string MmaGemmConfig::name() const {
@@ -168,10 +186,30 @@ std::string MmaGemmConfig::name() const {
     n += "_s" + std::to_string(stages);
   if (wgmma && wgmmaGroupsInFlight != kWgmmaGroupsInFlight)
     n += "_inflight" + std::to_string(wgmmaGroupsInFlight);
-  return n;
+  return n + formatDesc().formatSuffix();
 }
 
 std::optional<MmaGemmConfig> MmaGemmConfig::parse(StringRef fullName) {
+  // Quantized B: the format suffix ends the name; the rest is a dense
+  // forward variant's.
+  static const llvm::Regex quantSuffix("^(.+)(_int4g([0-9]+)(_zp)?|_fp8b([0-9]+)x([0-9]+))$");
+  SmallVector<StringRef, 7> m;
+  if (quantSuffix.match(fullName, &m)) {
+    std::optional<MmaGemmConfig> c = parse(m[1]);
+    if (!c || (c->kind != Kind::gemm1 && c->kind != Kind::gemm2))
+      return std::nullopt;
+    bool int4 = !m[3].empty();
+    c->format = int4 ? WeightFormat::int4Group : WeightFormat::fp8Block;
+    if ((int4 ? m[3] : m[5]).getAsInteger(10, c->blockK))
+      return std::nullopt;
+    c->blockN = 1;
+    if (!int4 && m[6].getAsInteger(10, c->blockN))
+      return std::nullopt;
+    c->zeroPoint = !m[4].empty();
+    if (c->blockK <= 0 || c->blockK % kMmaTileK != 0 || c->blockN <= 0 || c->name() != fullName)
+      return std::nullopt;
+    return c;
+  }
   // The inverse of name(), by enumeration (a few hundred variants) after
   // the suffixes of the wgmma groups in flight, the stage count and split-K.
   StringRef rest = fullName;
@@ -378,6 +416,13 @@ public:
   MmaGemmBuilder(IRB &e, const MmaGemmConfig &c, ValueRange args, ArrayRef<Value> smem)
       : e(e), b(e.b), c(c), g(c), args(args.begin(), args.end()) {
     ctx = b.getContext();
+    numArgs = args.size();
+    if (c.quantized()) {
+      // The scales (and zero points) follow every other argument.
+      numArgs -= c.zeroPoint ? 2 : 1;
+      scales = args[numArgs];
+      zeros = c.zeroPoint ? args[numArgs + 1] : Value();
+    }
     T = mmaElementType(ctx, c.elt);
     epilogueDesc = c.desc(ctx).epilogue;
     aSmem = smem[0];
@@ -395,6 +440,9 @@ private:
   const MmaGemmConfig &c;
   Geometry g;
   SmallVector<Value> args;
+  /// The arguments before the quantized weights' scales and zero points.
+  size_t numArgs;
+  Value scales, zeros;
   Value aSmem, bSmem; // the staging buffers (views of the dynamic shared memory)
   MLIRContext *ctx;
   Type T;
@@ -429,6 +477,8 @@ private:
   Value descriptor(Value smem, Value byteOffset, int64_t lbo, int64_t sbo);
   void issueStage(Value kt, Value stage);
   SmallVector<Value> computeStage(Value stage, ValueRange acc);
+  Value scaleOf(Value kTile, int part, Value n);
+  SmallVector<Value> applyScales(Value kTile, ValueRange acc, ValueRange partial);
   void epilogue(ArrayRef<Value> acc);
   void epilogueBackward(ArrayRef<Value> acc);
   void finishSplitK(ArrayRef<Value> acc, Value z, Value S, Value pidN, Value gx,
@@ -666,6 +716,12 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
   }
 
   // B: kMmaTileK rows x kMmaTileN columns (part p's columns at p * tileN).
+  // Quantized B: element loads of the codes (one per byte), staged as
+  // their exact factors in T (buildQuantizedFactor; zeros outside B).
+  GroupedGemmDesc format = c.formatDesc();
+  Value zeroRow;
+  if (c.zeroPoint)
+    zeroRow = e.addi(e.muli(ex, e.ceildiv(K, idx(c.blockK))), e.divui(k0, idx(c.blockK)));
   int64_t rowChunks = kMmaTileN / kChunk, partChunks = g.tileN / kChunk;
   int64_t bChunks = kMmaTileK * rowChunks;
   for (int64_t q = 0; q * g.threads < bChunks; ++q) {
@@ -679,9 +735,61 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
         e.addi(wBase, e.addi(e.muli(e.select(kOk, k, idx(0)), W),
                              e.addi(e.muli(part, N), col)));
     Value dstIndex = e.addi(bBase, bIndex(kr, e.muli(cc, c8)));
+    if (c.quantized()) {
+      for (int64_t h = 0; h < kChunk; ++h) {
+        Value hv = idx(h), n = e.addi(col, hv);
+        Value v = e.guardedLoad(e.andi(kOk, e.ult(n, N)), T, [&](IRB &e) {
+          Value code = e.load(Bw, e.addi(srcIndex, hv));
+          // A stage lies in one group (MmaGemmConfig::quantizedOk).
+          Value zero = c.zeroPoint ? e.load(zeros, e.addi(e.muli(zeroRow, W),
+                                                          e.addi(e.muli(part, N), n)))
+                                   : Value();
+          return arith::TruncFOp::create(e.b, T,
+                                         buildQuantizedFactor(e.b, format, code, zero));
+        });
+        e.store(v, bSmem, e.addi(dstIndex, hv));
+      }
+      continue;
+    }
     copy(Bw, srcIndex, bSmem, dstIndex, e.andi(kOk, e.ult(col, N)),
          [&](IRB &e, Value h) { return e.andi(kOk, e.ult(e.addi(col, h), N)); });
   }
+}
+
+/// The f32 scale of k-tile `kTile`'s block or group for column `n` of part
+/// `part` (0 past N): int4 scales are [E, ceil(K / G), W], FP8's [E,
+/// ceil(K / BK), ceil(W / BN)] (W = parts x N: gemm1's gate and up columns
+/// side by side).
+Value MmaGemmBuilder::scaleOf(Value kTile, int part, Value n) {
+  Value row = e.addi(e.muli(ex, e.ceildiv(K, idx(c.blockK))),
+                     e.divui(e.muli(kTile, idx(kMmaTileK)), idx(c.blockK)));
+  Value col = part ? e.addi(e.muli(idx(part), N), n) : n;
+  Value at = c.format == WeightFormat::int4Group
+                 ? e.addi(e.muli(row, W), col)
+                 : e.addi(e.muli(row, e.ceildiv(W, idx(c.blockN))), e.divui(col, idx(c.blockN)));
+  return e.guardedLoad(e.ult(n, N), e.f32(), [&](IRB &e) { return e.load(scales, at); });
+}
+
+/// Quantized B: acc + partial x s for every accumulator, s the scale of
+/// k-tile `kTile`'s block or group for the accumulator's column (the
+/// layout of epilogue()).
+SmallVector<Value> MmaGemmBuilder::applyScales(Value kTile, ValueRange acc,
+                                               ValueRange partial) {
+  SmallVector<Value> out(acc.begin(), acc.end());
+  for (int part = 0; part < g.parts; ++part)
+    for (int64_t nt = 0; nt < g.nTiles; ++nt)
+      for (int64_t ch = 0; ch < 2; ++ch) {
+        Value n = e.addi(e.addi(n0, e.addi(e.muli(wn, idx(g.warpN)),
+                                           idx(nt * M16N8K16::N + M16N8K16::cColOffset(ch)))),
+                         e.muli(tig, idx(2)));
+        Value s = scaleOf(kTile, part, n);
+        for (int64_t mt = 0; mt < g.mTiles; ++mt)
+          for (int64_t rh = 0; rh < 2; ++rh) {
+            int64_t i = g.accIndex(part, mt, nt, 2 * rh + ch);
+            out[i] = arith::AddFOp::create(b, out[i], arith::MulFOp::create(b, partial[i], s));
+          }
+      }
+  return out;
 }
 
 /// The MMAs of one stage: for each k16 step, A fragments by ldmatrix.x4, B
@@ -1018,7 +1126,7 @@ void MmaGemmBuilder::epilogueBackward(ArrayRef<Value> acc) {
 /// S = 1 `finish` runs on the block's own accumulators.
 void MmaGemmBuilder::finishSplitK(ArrayRef<Value> acc, Value z, Value S, Value pidN, Value gx,
                                   function_ref<void(ArrayRef<Value>)> finish) {
-  size_t n = args.size();
+  size_t n = numArgs;
   Value workspace = args[n - 4], counters = args[n - 3], counterBase = args[n - 2];
   int64_t slotSize = g.numAcc() * kMmaThreads;
   Value tileIndex = e.addi(e.muli(pidM, gx), pidN);
@@ -1190,8 +1298,10 @@ void MmaGemmBuilder::build() {
       ex = e.toIndex(e.guardedLoad(e.noti(isShared), e.i32(),
                                    [&](IRB &e) { return e.load(tileExpert, tile); }));
       wBase = e.muli(ex, e.muli(K, W));
-      aligned = e.andi(e.andi(multipleOf8(K), multipleOf8(N)),
-                       e.andi(alignedTo16(A), alignedTo16(Bw)));
+      // (Quantized B is read by element loads: only A's chunks matter.)
+      aligned = c.quantized() ? e.andi(multipleOf8(K), alignedTo16(A))
+                              : e.andi(e.andi(multipleOf8(K), multipleOf8(N)),
+                                       e.andi(alignedTo16(A), alignedTo16(Bw)));
       if (c.splitA)
         aligned = e.andi(aligned, alignedTo16(aLo));
       e.ifThen(e.ult(tid, idx(g.tileM)), [&](IRB &e) { e.store(aRowOf(tid), rows, tid); });
@@ -1207,7 +1317,7 @@ void MmaGemmBuilder::build() {
     Value z, S;
     if (c.splitK) {
       z = gpu::BlockIdOp::create(b, gpu::Dimension::z);
-      S = args[args.size() - 1];
+      S = args[numArgs - 1];
       Value per = e.ceildiv(numKAll, S);
       kBegin = e.mini(e.muli(z, per), numKAll);
       numK = e.subi(e.mini(e.addi(kBegin, per), numKAll), kBegin);
@@ -1226,6 +1336,13 @@ void MmaGemmBuilder::build() {
         acc = LLVM::InsertValueOp::create(b, acc, v, ArrayRef<int64_t>{static_cast<int64_t>(i)});
       init = {acc};
     }
+    // Quantized B: the loop carries the sums and the partial sums of the
+    // current block or group (MmaGemmConfig::format), which its last k-tile
+    // (or the slice's last) adds to the sums times their scales.
+    const bool quant = c.quantized();
+    const int64_t tilesPerGroup = quant ? c.blockK / kMmaTileK : 0;
+    if (quant)
+      init.append(g.numAcc(), e.cf32(0.0));
     // The stage buffer of k-tile kt (kt mod S) is carried by the loop: a
     // remainder by a stage count that is not a power of two cost the
     // 128-row combine kernels registers they do not have (spills at 3, 5, 6).
@@ -1267,6 +1384,26 @@ void MmaGemmBuilder::build() {
             res = {computeStageWgmma(stage, accIn[0])};
             gpu::BarrierOp::create(b);
             issueNext();
+          } else if (quant) {
+            issueNext();
+            int64_t n = g.numAcc();
+            SmallVector<Value> partial = computeStage(stage, accIn.drop_front(n));
+            Value kTile = e.addi(kBegin, kt);
+            Value last = e.ori(e.eq(e.remui(e.addi(kTile, idx(1)), idx(tilesPerGroup)), idx(0)),
+                               e.eq(e.addi(kt, idx(1)), numK));
+            SmallVector<Type> types(2 * n, e.f32());
+            res = e.ifElse(
+                last, types,
+                [&](IRB &) {
+                  SmallVector<Value> r = applyScales(kTile, accIn.take_front(n), partial);
+                  r.append(n, e.cf32(0.0));
+                  return r;
+                },
+                [&](IRB &) {
+                  SmallVector<Value> r(accIn.take_front(n));
+                  r.append(partial);
+                  return r;
+                });
           } else {
             issueNext();
             res = computeStage(stage, accIn);
@@ -1277,6 +1414,8 @@ void MmaGemmBuilder::build() {
           return res;
         });
     acc.pop_back();
+    if (quant)
+      acc.resize(g.numAcc());
     if (c.wgmma) {
       // Retire the last groups before the epilogue reads the accumulators.
       NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(0));
@@ -1344,7 +1483,7 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
     args = {flat(T), flat(i32), flat(T), flat(T), flat(f32), flat(f32), ix, ix, ix};
   else
     args = {flat(T),   flat(i32), gemm1 ? flat(i32) : flat(f32),
-            flat(i32), flat(i32), flat(T),
+            flat(i32), flat(i32), c.quantized() ? flat(c.desc(ctx).bType) : flat(T),
             flat(T),   gemm1 || !c.outF32 ? flat(T) : flat(f32),
             ix,        ix};
   if (c.scaledSplit()) // the split operand's largest finite magnitude (bits)
@@ -1371,6 +1510,14 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
   }
   if (c.splitK) // workspace, tile counters, counterBase, S
     args.append({flat(f32), flat(i32), ix, ix});
+  assert((!c.quantized() || ((gemm1 || c.kind == MmaGemmConfig::Kind::gemm2) && !c.wgmma &&
+                             !c.foldShared && c.blockK % kMmaTileK == 0 && c.blockN > 0)) &&
+         "quantized B: mma.sync forward GEMMs, blocks or groups of whole k-tiles, no fold");
+  if (c.quantized()) { // the scales, and the int4 zero points
+    args.push_back(flat(f32));
+    if (c.zeroPoint)
+      args.push_back(flat(IntegerType::get(ctx, 4)));
+  }
   assert((c.wgmma ? c.tileM == warp_layout::Wgmma::M || c.tileM == 2 * warp_layout::Wgmma::M
                   : c.tileM <= 64) &&
          "wgmma computes 64- or 128-row tiles, mma.sync 16 to 64");

@@ -155,6 +155,34 @@ struct MmaGemmConfig {
   /// rowGrad: the epilogue is EpilogueStep::activationGrad of `act`: C
   /// holds z, the split dZ and h (bf16) are written (MmaGemm.h, buildMmaGemm).
   bool actGrad = false;
+  /// gemm1 and gemm2 with quantized B (docs/gpu.md, "Quantized expert
+  /// weights"; the fields of GroupedGemmDesc): B holds codes (i4 or
+  /// f8E4M3FN, one per byte), staged by element loads as their exact
+  /// factors in the data type (buildQuantizedFactor: the E4M3 value, or
+  /// q - z), and the scales are applied once per block or group of K to
+  /// the f32 partial sums (docs/spec.md §2.1, the per-block form). The
+  /// block or group along K is a multiple of kMmaTileK (quantizedOk), so a
+  /// stage lies in one. The scales (f32) and the zero points (i4) are the
+  /// last arguments; the name ends with GroupedGemmDesc::formatSuffix.
+  WeightFormat format = WeightFormat::dense;
+  int64_t blockK = 0, blockN = 0;
+  bool zeroPoint = false;
+  bool quantized() const { return format != WeightFormat::dense; }
+  /// Whether the tensor-core GEMMs take a quantized `desc`: forward GEMMs
+  /// whose block or group along K is a multiple of kMmaTileK.
+  static bool quantizedOk(const GroupedGemmDesc &desc) {
+    return desc.quantized() && desc.blockK % kMmaTileK == 0;
+  }
+  /// The description of this variant's weight format (format fields only).
+  GroupedGemmDesc formatDesc() const {
+    GroupedGemmDesc d;
+    d.format = format;
+    d.blockK = blockK;
+    d.blockN = blockN;
+    d.zeroPoint = zeroPoint;
+    return d;
+  }
+
   /// cp.async pipeline stages; 0: the default (defaultStages()). A
   /// non-default value is part of the name (`_s<N>`).
   int64_t stages = 0;

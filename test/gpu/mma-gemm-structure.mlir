@@ -154,3 +154,33 @@ func.func private @__moe_launch_moe_mma_gemm1_gather_swiglu_bias_bf16_m64_wgmma(
 
 // expected-error @+1 {{moe-test-build-mma-kernels: 'moe_mma_gemm3_bf16_m64' is not a tensor-core GEMM kernel name}}
 func.func private @__moe_launch_moe_mma_gemm3_bf16_m64(index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm3_bf16_m64}
+
+// -----
+
+// Quantized B (the name ends with GroupedGemmDesc::formatSuffix; docs/gpu.md,
+// "Quantized expert weights"): B is the codes, the scales (and int4 zero
+// points) are the last arguments, and the codes are staged by element loads
+// (no cp.async of B) as their exact factors in bf16.
+func.func private @__moe_launch_moe_mma_gemm2_bf16_m16_outf32_fp8b64x128(index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm2_bf16_m16_outf32_fp8b64x128}
+func.func private @__moe_launch_moe_mma_gemm1_relu_bf16_m64_int4g32_zp(index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm1_relu_bf16_m64_int4g32_zp}
+
+// CHECK-LABEL: gpu.func @moe_mma_gemm2_bf16_m16_outf32_fp8b64x128(
+// CHECK-SAME: %arg5: memref<?xf8E4M3FN>
+// CHECK-SAME: %arg9: index, %arg10: memref<?xf32>) kernel
+// CHECK-NOT: nvgpu.device_async_copy %arg5
+// CHECK: memref.load %arg5[%{{.*}}] : memref<?xf8E4M3FN>
+// CHECK-LABEL: gpu.func @moe_mma_gemm1_relu_bf16_m64_int4g32_zp(
+// CHECK-SAME: %arg5: memref<?xi4>
+// CHECK-SAME: %arg9: index, %arg10: memref<?xf32>, %arg11: memref<?xi4>) kernel
+
+// -----
+
+// Blocks or groups along K must be whole k-tiles (32), and only the
+// forward GEMMs take quantized B.
+// expected-error @+1 {{moe-test-build-mma-kernels: 'moe_mma_gemm1_relu_bf16_m16_int4g48' is not a tensor-core GEMM kernel name}}
+func.func private @__moe_launch_moe_mma_gemm1_relu_bf16_m16_int4g48(index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_gemm1_relu_bf16_m16_int4g48}
+
+// -----
+
+// expected-error @+1 {{moe-test-build-mma-kernels: 'moe_mma_wgrad_bf16_m64_fp8b128x128' is not a tensor-core GEMM kernel name}}
+func.func private @__moe_launch_moe_mma_wgrad_bf16_m64_fp8b128x128(index) attributes {moe.gpu_kernel = @moe_kernels::@moe_mma_wgrad_bf16_m64_fp8b128x128}

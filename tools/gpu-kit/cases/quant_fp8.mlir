@@ -1,6 +1,7 @@
 // GPU check kit case (prepare.sh): FP8 E4M3 block-scaled expert weights
-// (#moe.quant, docs/spec.md §2.1) on the GPU path's CUDA-core GEMMs, which
-// dequantize each weight as they load it (docs/gpu.md, "Quantized expert
+// (#moe.quant, docs/spec.md §2.1) on the GPU path's mma.sync GEMMs (blocks
+// of 32 along K are whole k-tiles), which stage each code as its exact bf16
+// value and scale each block's partial sums (docs/gpu.md, "Quantized expert
 // weights"): bf16 tokens, top-2 of 8, SwiGLU, blocks of 32 x 32 (the gated
 // GEMM's 64 columns in two blocks).
 func.func @forward(%x: tensor<?x64xbf16>, %wr: tensor<64x8xbf16> {moe.param = "wr"},

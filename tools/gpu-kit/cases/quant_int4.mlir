@@ -1,7 +1,9 @@
 // GPU check kit case (prepare.sh): int4 group-quantized expert weights
 // (#moe.quant, docs/spec.md §2.1) with zero points on the GPU path's
-// CUDA-core GEMMs, which dequantize each weight as they load it (docs/gpu.md,
-// "Quantized expert weights"): bf16 tokens, top-2 of 8, SwiGLU, groups of 32.
+// mma.sync GEMMs (groups of 32 are whole k-tiles), which stage each code as
+// its exact bf16 factor q - z and scale each group's partial sums
+// (docs/gpu.md, "Quantized expert weights"): bf16 tokens, top-2 of 8,
+// SwiGLU, groups of 32.
 // moe-run --fill-random gives the codes and zero points uniform 0..15.
 func.func @forward(%x: tensor<?x64xbf16>, %wr: tensor<64x8xbf16> {moe.param = "wr"},
                    %w1: tensor<8x64x128xi4> {moe.param = "w1"},
