@@ -547,9 +547,9 @@ def MoE_GpuConfigAttr : MoE_Attr<"GpuConfig", "gpu_config"> {
       on warpgroup-level `wgmma.mma_async`, sm_90a; the 16-row decode tiles
       keep `mma.sync`). f32 GEMMs always run on CUDA cores. Quantized expert
       weights (`#moe.quant`) of bf16/f16 layers whose blocks or groups along
-      K are multiples of 32 run on `mma.sync` with either tensor-core engine
-      (never `wgmma`), other quantized ones on CUDA cores; the configuration
-      pass gives quantized ops `mma_sync` where the chip has tensor cores.
+      K are multiples of 32 run on the tensor cores, without 128-row tiles;
+      other quantized ones on CUDA cores. The configuration pass gives
+      quantized ops `big_tile_rows = 0`.
     * `big_tile_rows`: with `wgmma`, a plan with at least this many rows per
       expert on average (T*k/E) takes 128-row tiles of two consumer
       warpgroups; 0: never (and always 0 without `wgmma`).

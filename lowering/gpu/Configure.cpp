@@ -105,13 +105,13 @@ struct MoEGPUConfigurePass : public moe::impl::MoEGPUConfigureBase<MoEGPUConfigu
                                   static_cast<int64_t>(wgmmaGroupsInFlight));
     if (!config)
       return signalPassFailure();
-    // Quantized expert weights run on mma.sync where the chip has tensor
-    // cores (staged as their exact factors, scaled once per block or
-    // group), never on wgmma (docs/gpu.md, "Quantized expert weights"); the
+    // Quantized expert weights run on the chip's tensor cores (staged as
+    // their exact factors, scaled once per block or group) without the
+    // 128-row wgmma tiles (docs/gpu.md, "Quantized expert weights"); the
     // GEMMs of f32 layers, and of blocks or groups that are not whole
     // k-tiles, fall back to the CUDA cores as for dense f32.
     GpuConfigAttr quantized = GpuConfigAttr::get(
-        &getContext(), engine == GpuEngine::cuda_core ? engine : GpuEngine::mma_sync,
+        &getContext(), engine,
         /*bigTileRows=*/0, static_cast<int64_t>(decodeSplitK),
         static_cast<int64_t>(mmaStages), static_cast<int64_t>(wgmmaGroupsInFlight));
     for (Operation *op : ops)

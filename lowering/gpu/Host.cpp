@@ -488,8 +488,8 @@ void Host::ffn(Value A, bool gather, const Plan &plan, const Experts &x, Value o
     forRowTile(plan, [&](int64_t tileM) {
       MmaGemmConfig g1 = MmaGemmConfig::of(desc1);
       g1.tileM = tileM;
-      // Quantized weights: mma.sync (MmaGemmConfig::quantized).
-      g1.wgmma = config.usesWgmma() && tileM >= warp_layout::Wgmma::M && !x.quant;
+      // (Quantized weights: 64-row wgmma tiles at most, bigTiles.)
+      g1.wgmma = config.usesWgmma() && tileM >= warp_layout::Wgmma::M;
       g1.wgmmaGroupsInFlight = config.getGroupsInFlight();
       g1.foldShared = fold != nullptr;
       g1.stages = tileM > kSmallTileM ? config.getStages() : 0;

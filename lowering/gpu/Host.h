@@ -331,9 +331,8 @@ public:
   /// The element type of the tensor-core kernels (MmaGemm.h) for ffn()'s
   /// GEMMs, or nullopt for the CUDA-core kernels: tensor cores on; A, the
   /// weights and the biases of one bf16/f16 type T (or quantized weights
-  /// whose blocks or groups along K are whole k-tiles, on mma.sync even
-  /// with engine = wgmma); GEMM2's rows f32 or T (f32 with a combine, whose
-  /// y is T).
+  /// whose blocks or groups along K are whole k-tiles, without 128-row
+  /// tiles); GEMM2's rows f32 or T (f32 with a combine, whose y is T).
   std::optional<MmaElt> mmaElt(Value A, const Experts &x, Type out, Type y);
 
   /// Emits `body(R)` for the plan's row tile R: once when R is a constant

@@ -68,7 +68,7 @@ std::optional<MmaElt> Host::mmaElt(Value A, const Experts &x, Type out, Type y) 
     return std::nullopt;
   Type t = eltOf(A);
   std::optional<MmaElt> elt = mmaEltOf(t);
-  // Quantized weights: mma.sync when their blocks or groups along K are
+  // Quantized weights: tensor cores when their blocks or groups along K are
   // whole k-tiles (MmaGemmConfig::quantizedOk), else the CUDA-core GEMMs,
   // which dequantize each weight as they load it.
   if (x.quant) {

@@ -1327,28 +1327,32 @@ void MmaGemmBuilder::build() {
       NVVM::CpAsyncCommitGroupOp::create(b);
     }
     SmallVector<Value> init(g.numAcc(), e.cf32(0.0));
-    if (c.wgmma) {
-      // wgmma: the loop carries the accumulator registers as one struct
-      // (no access to them while a group is in flight).
-      SmallVector<Type> accTypes(init.size(), e.f32());
+    // wgmma: the loop carries the accumulator registers as one struct (no
+    // access to them while a group is in flight), of zeros at first.
+    auto zeroStruct = [&]() -> Value {
+      SmallVector<Type> accTypes(g.numAcc(), e.f32());
       Value acc = LLVM::PoisonOp::create(b, LLVM::LLVMStructType::getLiteral(ctx, accTypes));
-      for (auto [i, v] : llvm::enumerate(init))
-        acc = LLVM::InsertValueOp::create(b, acc, v, ArrayRef<int64_t>{static_cast<int64_t>(i)});
-      init = {acc};
-    }
+      Value zero = e.cf32(0.0);
+      for (int64_t i = 0; i < g.numAcc(); ++i)
+        acc = LLVM::InsertValueOp::create(b, acc, zero, ArrayRef<int64_t>{i});
+      return acc;
+    };
+    if (c.wgmma)
+      init = {zeroStruct()};
     // Quantized B: the loop carries the sums and the partial sums of the
     // current block or group (MmaGemmConfig::format), which its last k-tile
-    // (or the slice's last) adds to the sums times their scales.
+    // (or the slice's last) adds to the sums times their scales (mma.sync:
+    // the sums, then the partial sums; wgmma: a loop per block or group,
+    // below).
     const bool quant = c.quantized();
     const int64_t tilesPerGroup = quant ? c.blockK / kMmaTileK : 0;
-    if (quant)
+    if (quant && !c.wgmma)
       init.append(g.numAcc(), e.cf32(0.0));
     // The stage buffer of k-tile kt (kt mod S) is carried by the loop: a
     // remainder by a stage count that is not a power of two cost the
     // 128-row combine kernels registers they do not have (spills at 3, 5, 6).
     init.push_back(idx(0));
-    SmallVector<Value> acc = e.forLoop(
-        idx(0), numK, init, [&](IRB &le, Value kt, ValueRange carried) {
+    auto stageBody = [&](IRB &le, Value kt, ValueRange carried) -> SmallVector<Value> {
           ValueRange accIn = carried.drop_back();
           Value stage = carried.back();
           // Same builder state, nested insertion point.
@@ -1412,11 +1416,44 @@ void MmaGemmBuilder::build() {
           res.push_back(e.select(e.eq(following, idx(stages)), idx(0), following));
           le.b.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
           return res;
-        });
+        };
+    SmallVector<Value> acc;
+    if (quant && c.wgmma) {
+      // wgmma with quantized B: one loop per block or group of the slice
+      // (the partial sums' struct carried by it, as the dense kernels carry
+      // theirs: never read or written while its wgmmas are in flight), then
+      // its wgmmas retired and the partial sums, times their scales, added
+      // to the sums; the next starts from zeros.
+      Value perGroup = idx(tilesPerGroup), kEnd = e.addi(kBegin, numK);
+      SmallVector<Value> outer(g.numAcc(), e.cf32(0.0));
+      outer.push_back(idx(0));
+      acc = e.forLoop(
+          e.divui(kBegin, perGroup), e.ceildiv(kEnd, perGroup), outer,
+          [&](IRB &oe, Value group, ValueRange carried) -> SmallVector<Value> {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPoint(oe.b.getInsertionBlock(), oe.b.getInsertionPoint());
+            Value start = e.muli(group, perGroup);
+            Value lo = e.subi(arith::MaxUIOp::create(b, start, kBegin), kBegin);
+            Value hi = e.subi(e.mini(e.addi(start, perGroup), kEnd), kBegin);
+            SmallVector<Value> inner =
+                e.forLoop(lo, hi, ValueRange{zeroStruct(), carried.back()}, stageBody);
+            NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(0));
+            SmallVector<Value> partial;
+            for (int64_t i = 0; i < g.numAcc(); ++i)
+              partial.push_back(LLVM::ExtractValueOp::create(b, inner[0], ArrayRef<int64_t>{i}));
+            SmallVector<Value> res =
+                applyScales(e.addi(kBegin, lo), carried.drop_back(), partial);
+            res.push_back(inner[1]);
+            oe.b.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
+            return res;
+          });
+    } else {
+      acc = e.forLoop(idx(0), numK, init, stageBody);
+    }
     acc.pop_back();
-    if (quant)
-      acc.resize(g.numAcc());
-    if (c.wgmma) {
+    if (quant && !c.wgmma)
+      acc.resize(g.numAcc()); // the sums (the partial sums are 0)
+    if (c.wgmma && !quant) { // (quantized: retired after every group)
       // Retire the last groups before the epilogue reads the accumulators.
       NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(0));
       Value accStruct = acc[0];
@@ -1510,9 +1547,11 @@ gpu::GPUFuncOp gpu_lowering::buildMmaGemm(gpu::GPUModuleOp module, const MmaGemm
   }
   if (c.splitK) // workspace, tile counters, counterBase, S
     args.append({flat(f32), flat(i32), ix, ix});
-  assert((!c.quantized() || ((gemm1 || c.kind == MmaGemmConfig::Kind::gemm2) && !c.wgmma &&
+  assert((!c.quantized() || ((gemm1 || c.kind == MmaGemmConfig::Kind::gemm2) &&
+                             (!c.wgmma || c.tileM == warp_layout::Wgmma::M) &&
                              !c.foldShared && c.blockK % kMmaTileK == 0 && c.blockN > 0)) &&
-         "quantized B: mma.sync forward GEMMs, blocks or groups of whole k-tiles, no fold");
+         "quantized B: forward GEMMs (wgmma: 64-row tiles), blocks or groups of whole "
+         "k-tiles, no fold");
   if (c.quantized()) { // the scales, and the int4 zero points
     args.push_back(flat(f32));
     if (c.zeroPoint)

@@ -1,7 +1,8 @@
 // Quantized expert weights (#moe.quant, docs/spec.md §2.1) on the GPU path
 // (docs/gpu.md, "Quantized expert weights"). --moe-gpu-configure gives a
-// quantized op engine = mma_sync on a chip with tensor cores, never wgmma
-// (a bf16 layer beside it gets sm_90a's wgmma and 128-row tiles), and
+// quantized op the chip's tensor-core engine without 128-row tiles (sm_90a:
+// wgmma, big_tile_rows = 0; a bf16 layer beside it gets 128-row tiles),
+// and
 // --convert-moe-to-gpu lowers it
 //  * on the CUDA-core grouped GEMMs when its blocks or groups along K are
 //    not whole k-tiles of 32 (@int4, groups of 16; @fp8, blocks of 16 x
@@ -12,11 +13,12 @@
 //    FP8 the code's exact value (its 7 magnitude bits shifted into an f16,
 //    the sign to bit 15, the NaN code to the f16 NaN, widened, * 256) times
 //    its block's scale;
-//  * on the mma.sync GEMMs otherwise (@int4_mma, groups of 32; @fp8_mma,
-//    blocks of 128 x 128): the codes are staged as their exact bf16
-//    factors (buildQuantizedFactor: q - z, or the E4M3 value), and each
-//    block's or group's f32 partial sums are added to the sums times their
-//    scales, after its last k-tile (fp8_mma: every 4th, an scf.if).
+//  * on the tensor-core GEMMs otherwise (@int4_mma, groups of 32;
+//    @fp8_mma, blocks of 128 x 128; mma.sync for 16-row tiles, wgmma for
+//    64-row ones): the codes are staged as their exact bf16 factors
+//    (buildQuantizedFactor: q - z, or the E4M3 value), and each block's or
+//    group's f32 partial sums are added to the sums times their scales,
+//    after its last k-tile (fp8_mma: every 4th, an scf.if).
 // The emulated runs against the CPU path: test/gpu/emulated-quant.test
 // (CUDA cores) and emulated-quant-mma.test (mma.sync).
 // REQUIRES: host-supports-nvptx
@@ -26,11 +28,11 @@
 // RUN: moe-opt %s --moe-nvptx-pipeline="chip=sm_90a features=+ptx80 format=isa" -o /dev/null
 
 // CONFIG-LABEL: func.func @int4
-// CONFIG: moe.layer {{.*}}moe.gpu_config = #moe.gpu_config<engine = mma_sync, big_tile_rows = 0,
+// CONFIG: moe.layer {{.*}}moe.gpu_config = #moe.gpu_config<engine = wgmma, big_tile_rows = 0,
 // CONFIG-LABEL: func.func @fp8
-// CONFIG: moe.layer {{.*}}moe.gpu_config = #moe.gpu_config<engine = mma_sync, big_tile_rows = 0,
+// CONFIG: moe.layer {{.*}}moe.gpu_config = #moe.gpu_config<engine = wgmma, big_tile_rows = 0,
 // CONFIG-LABEL: func.func @int4_mma
-// CONFIG: moe.layer {{.*}}moe.gpu_config = #moe.gpu_config<engine = mma_sync, big_tile_rows = 0,
+// CONFIG: moe.layer {{.*}}moe.gpu_config = #moe.gpu_config<engine = wgmma, big_tile_rows = 0,
 // CONFIG-LABEL: func.func @dense
 // CONFIG: moe.layer {{.*}}moe.gpu_config = #moe.gpu_config<engine = wgmma, big_tile_rows = 128,
 
@@ -46,8 +48,8 @@
 // CHECK-NEXT: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m16_int4g32_zp(
 // CHECK-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_bf16_m16_outf32_int4g32_zp(
 // CHECK-NEXT: } else {
-// CHECK-NEXT: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m64_int4g32_zp(
-// CHECK-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_bf16_m64_outf32_int4g32_zp(
+// CHECK-NEXT: call @__moe_launch_moe_mma_gemm1_gather_swiglu_bf16_m64_wgmma_int4g32_zp(
+// CHECK-NEXT: call @__moe_launch_moe_mma_gemm2_weighted_combine_bf16_m64_outf32_wgmma_int4g32_zp(
 // CHECK-LABEL: func.func @fp8_mma
 // CHECK: call @__moe_launch_moe_mma_gemm1_gather_relu_bf16_m16_fp8b128x128(
 // CHECK-LABEL: func.func @dense
@@ -135,6 +137,26 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: %[[PS:.*]] = arith.mulf %{{.*}}, %[[SV]] : f32
 // CHECK-NEXT: arith.addf %{{.*}}, %[[PS]] : f32
+
+// wgmma (the 64-row tiles at sm_90a), int4 in groups of 32: a loop over
+// the groups of the k-tiles carries the sums; in it, a loop over the
+// group's k-tiles carries the partial sums' struct (zeros at first) through
+// the wgmma stages, then its wgmmas are retired and each sum gets the
+// partial sum times its scale.
+// CHECK-LABEL: gpu.func @moe_mma_gemm1_gather_swiglu_bf16_m64_wgmma_int4g32_zp(
+// CHECK: %[[SUMS:.*]]:65 = scf.for %{{.*}} iter_args(
+// CHECK: %[[P:.*]]:2 = scf.for %{{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (!llvm.struct<(f32,
+// CHECK: nvvm.wgmma.mma_async
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK: scf.yield %{{.*}}, %{{.*}} : !llvm.struct<(f32,
+// CHECK-NEXT: }
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT: %[[P0:.*]] = llvm.extractvalue %[[P]]#0[0]
+// CHECK: %[[S0:.*]] = scf.if %{{.*}} -> (f32) {
+// CHECK-NEXT: memref.load %{{.*}} : memref<?xf32>
+// CHECK: %[[PS0:.*]] = arith.mulf %[[P0]], %[[S0]] : f32
+// CHECK-NEXT: arith.addf %{{.*}}, %[[PS0]] : f32
 
 // mma.sync, FP8 in blocks of 128 (4 k-tiles): the codes staged as their
 // E4M3 values in bf16; the partial sums are scaled after the block's last

@@ -1,5 +1,5 @@
 // GPU check kit case (prepare.sh): FP8 E4M3 block-scaled expert weights
-// (#moe.quant, docs/spec.md §2.1) on the GPU path's mma.sync GEMMs (blocks
+// (#moe.quant, docs/spec.md §2.1) on the GPU path's tensor-core GEMMs (blocks
 // of 32 along K are whole k-tiles), which stage each code as its exact bf16
 // value and scale each block's partial sums (docs/gpu.md, "Quantized expert
 // weights"): bf16 tokens, top-2 of 8, SwiGLU, blocks of 32 x 32 (the gated

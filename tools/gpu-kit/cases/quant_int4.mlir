@@ -1,6 +1,6 @@
 // GPU check kit case (prepare.sh): int4 group-quantized expert weights
 // (#moe.quant, docs/spec.md §2.1) with zero points on the GPU path's
-// mma.sync GEMMs (groups of 32 are whole k-tiles), which stage each code as
+// tensor-core GEMMs (groups of 32 are whole k-tiles), which stage each code as
 // its exact bf16 factor q - z and scale each group's partial sums
 // (docs/gpu.md, "Quantized expert weights"): bf16 tokens, top-2 of 8,
 // SwiGLU, groups of 32.

@@ -47,17 +47,18 @@ func.func @fp8(%x: tensor<40x72xbf16>, %wr: tensor<72x4xbf16>, %w1: tensor<4x72x
   return %y : tensor<40x72xbf16>
 }
 
-// FP8 in DeepSeek-V3's blocks of 128 x 128 with SwiGLU: GEMM1's K = 160 =
-// 128 + 32 (four k-tiles in one block), its 2 x 136 columns two blocks of
-// 128 and a partial one, across the gate and up halves.
-func.func @fp8_128(%x: tensor<24x160xbf16>, %wr: tensor<160x4xbf16>,
+// FP8 in DeepSeek-V3's blocks of 128 x 128 with SwiGLU, a dynamic token
+// count: GEMM1's K = 160 = 128 + 32 (four k-tiles in one block), its 2 x
+// 136 columns two blocks of 128 and a partial one, across the gate and up
+// halves.
+func.func @fp8_128(%x: tensor<?x160xbf16>, %wr: tensor<160x4xbf16>,
                    %w1: tensor<4x160x272xf8E4M3FN>, %w2: tensor<4x136x160xf8E4M3FN>,
-                   %s1: tensor<4x2x3xf32>, %s2: tensor<4x2x2xf32>) -> tensor<24x160xbf16> {
+                   %s1: tensor<4x2x3xf32>, %s2: tensor<4x2x2xf32>) -> tensor<?x160xbf16> {
   %y = moe.layer %x router(%wr) experts(%w1, %w2) expert_scales(%s1, %s2)
          {routing = #moe.top_k<k = 2>, activation = #moe.activation<swiglu>,
           quant = #moe.quant<fp8_e4m3, block = [128, 128]>}
-         : (tensor<24x160xbf16>, tensor<160x4xbf16>, tensor<4x160x272xf8E4M3FN>,
+         : (tensor<?x160xbf16>, tensor<160x4xbf16>, tensor<4x160x272xf8E4M3FN>,
             tensor<4x136x160xf8E4M3FN>, tensor<4x2x3xf32>, tensor<4x2x2xf32>)
-         -> tensor<24x160xbf16>
-  return %y : tensor<24x160xbf16>
+         -> tensor<?x160xbf16>
+  return %y : tensor<?x160xbf16>
 }
