@@ -51,7 +51,12 @@ counted from this process's start; a few seconds are kept for the summary):
     token counts and dtypes, then the variants of manifest bench.variants
     (each: other moe-compile flags, a dtype, its token counts): ms, % of
     bandwidth (decode T) or % of the matmul rate, the default build's time
-    over the variant's, the largest |difference| from the default's output.
+    over the variant's, the largest |difference| from the default's output;
+    the quantized layer of manifest quant_bench (DeepSeek-V3's expert shape:
+    FP8 E4M3 codes with 128 x 128 block scales, generated on the device)
+    runs among the bf16 rows: our library, the Triton anchor's FP8
+    block-scaled variant (triton_moe.py, scales=) and a torch reference that
+    dequantizes the active experts' weights (W = q * s in f32).
     A group whose estimate exceeds the time left is skipped and listed.
 OUT_DIR/summary.txt (the tables so far, the failures, the skipped groups)
 is rewritten after every task, so even a kill leaves it. Exit status 1 when
@@ -81,6 +86,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 
 # "cuda", or "cpu" for a kit prepared with MOE_KIT_TARGET=cpu (a dry run of
 # the kit on the build machine: the same code path with host pointers).
@@ -159,7 +165,9 @@ def maybe_inject(task, late=False):
 
 
 def read_npy(path):
-    """A .npy (version 1-3, little-endian, C order) as a CPU torch tensor."""
+    """A .npy (version 1-3, little-endian, C order) as a CPU torch tensor;
+    NAME.npy.zs (pack_case.py): the header, then the body's byte planes
+    zlib-compressed."""
     npy = {"<f4": torch.float32, "<f2": torch.float16, "<i4": torch.int32,
            "<i8": torch.int64, "|b1": torch.bool, "<i2": torch.int16, "|u1": torch.uint8}
     with open(path, "rb") as f:
@@ -177,9 +185,16 @@ def read_npy(path):
     dtype = npy[header["descr"]]
     shape = tuple(header["shape"])
     body = bytearray(data[start + hlen:])
+    if path.endswith(".zs"):
+        planes = zlib.decompress(bytes(body))
+        size = torch.empty(0, dtype=dtype).element_size()
+        count = len(planes) // size
+        body = bytearray(len(planes))
+        for i in range(size):
+            body[i::size] = planes[i * count:(i + 1) * count]
     t = torch.frombuffer(body, dtype=dtype) if body else torch.empty(0, dtype=dtype)
     t = t[: math.prod(shape)].reshape(shape)
-    if path.endswith(".bf16.npy"):  # bf16 values as their 16 bits (pack_case.py)
+    if path.endswith((".bf16.npy", ".bf16.npy.zs")):  # bf16 values as their 16 bits (pack_case.py)
         t = t.view(torch.bfloat16)
     return t
 
@@ -424,6 +439,92 @@ class Worker:
             self.weights[dt] = (wr, w1, w2)
         return self.weights[dt]
 
+    def quant_weights(self):
+        """manifest quant_bench's FP8 layer: codes uniform over the finite
+        E4M3 codes (S.1111.111 becomes S.1111.110), block scales 2^-6 /
+        sqrt(fan-in) times a uniform factor in [0.5, 1] (|q| reaches 448),
+        a bf16 router; from a fixed seed, expert by expert."""
+        if "fp8" not in self.weights:
+            q = self.manifest["quant_bench"]
+            D, H, E = q["D"], q["H"], q["E"]
+            bk, bn = q["block"]
+            g = torch.Generator(device=DEVICE).manual_seed(20261206)
+
+            def codes(shape):
+                c = torch.randint(0, 256, shape, dtype=torch.int32, device=DEVICE, generator=g)
+                return torch.where((c & 0x7F) == 0x7F, c - 1, c).to(torch.uint8)
+
+            def scales(shape, fan_in):
+                u = torch.rand(shape, device=DEVICE, generator=g)
+                return (0.5 + 0.5 * u) * 2.0 ** -6 / fan_in ** 0.5
+
+            wr = (torch.randn(D, E, device=DEVICE, generator=g) / D ** 0.5).to(torch.bfloat16)
+            w1 = torch.empty(E, D, 2 * H, dtype=torch.uint8, device=DEVICE)
+            w2 = torch.empty(E, H, D, dtype=torch.uint8, device=DEVICE)
+            for e in range(E):
+                w1[e] = codes((D, 2 * H))
+                w2[e] = codes((H, D))
+            s1 = scales((E, -(-D // bk), -(-2 * H // bn)), D)
+            s2 = scales((E, -(-H // bk), -(-D // bn)), H)
+            self.weights["fp8"] = (wr, w1, w2, s1, s2)
+        return self.weights["fp8"]
+
+    def quant_bench(self, task):
+        """One row of the quantized benchmark at T tokens: our FP8 layer, the
+        Triton anchor's FP8 variant, the torch reference (errors of both
+        against it)."""
+        q = self.manifest["quant_bench"]
+        T, k = task["T"], q["k"]
+        bk, bn = q["block"]
+        step("generate FP8 weights")
+        wr, w1, w2, s1, s2 = self.quant_weights()
+        fn = self.function(q["lib"], q["entry"])
+        g = torch.Generator(device=DEVICE).manual_seed(20261206 + T)
+        x = torch.randn(T, q["D"], device=DEVICE, generator=g).to(torch.bfloat16)
+        y = torch.empty_like(x)
+        args = [x, wr, w1, w2, s1, s2]
+        step(f"call of {q['lib']} at T={T}")
+        maybe_inject(task)
+        ms = time_ours(fn, args, y, f"fp8   {T:>5}")
+        step("torch reference (dequantized active experts)")
+        ref = quant_reference(x, wr, w1, w2, s1, s2, k, (bk, bn))
+        err = float((y.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-30))
+        triton_ms = gemm_ms = None
+        terr = float("nan")
+        notes = []
+        if DEVICE == "cuda":
+            try:
+                step("triton FP8 anchor (import)")
+                import triton_moe  # noqa: E402 (needs triton)
+                f8 = torch.float8_e4m3fn
+                w1f, w2f = w1.view(f8), w2.view(f8)
+                step("triton FP8 anchor")
+                out = triton_moe.fused_moe(x, wr, w1f, w2f, k, scales=(s1, s2), block=(bk, bn))
+                terr = float((out.float() - ref.float()).abs().max()
+                             / ref.float().abs().max().clamp_min(1e-30))
+                triton_ms = timed(lambda: triton_moe.fused_moe(x, wr, w1f, w2f, k, scales=(s1, s2),
+                                                               block=(bk, bn)))
+                routing = triton_moe.plan(x, wr, w1f, k)
+                gemm_ms = timed(lambda: triton_moe.experts(x, w1f, w2f, k, routing, (s1, s2), (bk, bn)))
+            except Exception as ex:
+                notes.append(f"triton FP8 anchor failed at T={T}: {oneline(ex)}")
+                if not healthy():
+                    raise
+        # The active experts' codes (decode_bytes: one byte each) and f32 scales.
+        _, idx = torch.topk(x.float() @ wr.float(), k, dim=-1)
+        active = int(torch.unique(idx).numel())
+        moved = decode_bytes(x, wr, w1, w2, k) + active * (s1[0].numel() + s2[0].numel()) * 4
+        pct_bw = pct(moved / (ms * 1e-3) / 1e9, task.get("bandwidth"))
+        tri = f"{triton_ms:9.3f}" if triton_ms else f"{'n/a':>9}"
+        ratio = f"{triton_ms / ms:10.2f}" if triton_ms else f"{'n/a':>10}"
+        gratio = f"{gemm_ms / ms:10.2f}" if gemm_ms else f"{'n/a':>10}"
+        row = f"fp8   {T:>5} {ms:9.3f} {tri} {pct_bw:>6} {ratio} {gratio} {err:8.1e} {terr:8.1e}"
+        # The bf16 bound of the correctness cases: 1e-2 of max|reference|.
+        if not err <= 1e-2:
+            emit(partial={"rows": [row], "data": {"ms": ms}})
+            raise RuntimeError(f"rel-err {err:.1e} above the bound 1e-2")
+        return {"rows": [row], "notes": notes, "data": {"ms": ms}}
+
     def bench_x(self, T, dt):
         g = torch.Generator(device=DEVICE).manual_seed(20261201 + T)
         return torch.randn(T, self.manifest["bench"]["D"], device=DEVICE, generator=g).to(tdtype(dt))
@@ -457,12 +558,7 @@ class Worker:
         args = [x, wr, w1, w2]
         step(f"call of {task['lib']} at T={T}")
         maybe_inject(task)
-        ms = timed(lambda: fn(args, [y]))
-        sync()
-        # Our time first: if the references below fail or hang, the row
-        # still has it (and the variants their default).
-        emit(partial={"rows": [f"{dt:<5} {T:>5} {ms:9.3f} (the rest of the row did not finish)"],
-                      "data": {"ms": ms}})
+        ms = time_ours(fn, args, y, f"{dt:<5} {T:>5}")
         step("torch eager")
         maybe_inject(task, late=True)
         ref = torch_eager(x, wr, w1, w2, k)
@@ -679,6 +775,8 @@ class Worker:
             return self.train(task)
         if kind == "torch":
             return self.torch_layer(task)
+        if kind == "quant_bench":
+            return self.quant_bench(task)
         raise ValueError(f"unknown task kind {kind}")
 
 
@@ -705,6 +803,17 @@ def compare(actual, expected, dtype):
     err = float((a - e).abs().max()) if e.numel() else 0.0
     tol = (1e-4 if dtype == "f32" else 1e-2) * max(scale, 1e-30)
     return err <= tol, f"{err / max(scale, 1e-30):.2e}"
+
+
+def time_ours(fn, args, y, label):
+    """Median ms of our library's fn(args, [y]) (timed), emitted at once as
+    the row "LABEL ms": if the references that follow fail or hang, the row
+    still has our time (and the variants their default)."""
+    ms = timed(lambda: fn(args, [y]))
+    sync()
+    emit(partial={"rows": [f"{label} {ms:9.3f} (the rest of the row did not finish)"],
+                  "data": {"ms": ms}})
+    return ms
 
 
 def timed(fn):
@@ -761,6 +870,33 @@ def torch_eager(x, wr, w1, w2, k):
         u = x[tok] @ w1[e]
         h = torch.nn.functional.silu(u[:, :H]) * u[:, H:]
         y.index_add_(0, tok, (h @ w2[e]).float() * w[tok, slot, None])
+    return y.to(x.dtype)
+
+
+def quant_reference(x, wr, w1, w2, s1, s2, k, block):
+    """The FP8 layer in torch: every active expert's weights dequantized (W =
+    q * s, exact in f32; the codes' values from e4m3_values()), the layer's
+    sums in f32 from the bf16 x and h (h rounded to bf16, as docs/spec.md
+    §3 says)."""
+    T, D = x.shape
+    H = w2.shape[1]
+    bk, bn = block
+    table = e4m3_values().to(x.device)
+    logits = x.float() @ wr.float()
+    top, idx = torch.topk(logits, k, dim=-1)
+    w = torch.softmax(top, dim=-1)
+    y = torch.zeros((T, D), dtype=torch.float32, device=x.device)
+
+    def dequant(codes, s):
+        K, N = codes.shape
+        full = s.repeat_interleave(bk, 0)[:K].repeat_interleave(bn, 1)[:, :N]
+        return table[codes.long()] * full
+
+    for e in torch.unique(idx).tolist():
+        tok, slot = (idx == e).nonzero(as_tuple=True)
+        u = x[tok].float() @ dequant(w1[e], s1[e])
+        h = (torch.nn.functional.silu(u[:, :H]) * u[:, H:]).to(torch.bfloat16)
+        y.index_add_(0, tok, (h.float() @ dequant(w2[e], s2[e])) * w[tok, slot, None])
     return y.to(x.dtype)
 
 
@@ -1037,6 +1173,9 @@ class Driver:
                 libs.setdefault(spec["train"]["lib"], {"entry": spec["train"]["entry"], "args": None})
             if spec.get("torch_layer"):
                 libs.setdefault(spec["torch_layer"]["lib"], {"entry": "f", "args": None})
+        qspec = m.get("quant_bench", {})
+        if self.only in (None, "bench") and qspec:
+            libs.setdefault(qspec["lib"], {"entry": qspec["entry"], "args": None})
         for lib, info in libs.items():
             is_case = info["args"] is not None
             if self.only == "bench" and is_case:
@@ -1079,6 +1218,11 @@ class Driver:
                 # torch layer's autograd (its f32 copies of the weights)
                 groups.append({"id": f"torch:{tl['dtype']}:T={T}", "kind": "torch", "section": "torch",
                                "dtype": tl["dtype"], "T": T, "lib": tl["lib"], "est": 10})
+            for i, T in enumerate(qspec.get("tokens", []) if qspec else []):
+                # the first makes the FP8 weights (DeepSeek-V3's: 11 GB of
+                # codes) and compiles the Triton FP8 kernels
+                groups.append({"id": f"quant:fp8:T={T}", "kind": "quant_bench", "section": "quant",
+                               "T": T, "lib": qspec["lib"], "est": (40 if i == 0 else 8) + (8 if T >= 1024 else 0)})
             for v in spec.get("variants", []):
                 variants.append({"id": "variant:" + v["name"], "kind": "variant", "section": "variants",
                                  "variant": v, "lib": v["lib"], "est": 4 * len(v["tokens"]) + 2})
@@ -1096,6 +1240,8 @@ class Driver:
                 return (2, 1, g["T"])
             if g["kind"] == "torch":  # then the PyTorch layer
                 return (2, 2, g["T"])
+            if g["kind"] == "quant_bench":  # then the FP8 layer
+                return (2, 3, g["T"])
             first = g["dtype"] == spec["dtypes"][0]
             T = g["T"]
             if T in decode:
@@ -1252,6 +1398,18 @@ class Driver:
             L.append("moe: the layer's compiled @f then @f_vjp through torch.autograd (the package, python/);")
             L.append("plain: tools/train/plain_moe.py with torch autograd (f32 math from the bf16 values); errors:")
             L.append("max|moe - plain| / max|plain| of y and the largest over the gradients of x, wr, w1, w2.")
+        if any(t["section"] == "quant" for t in self.tasks):
+            q = m["quant_bench"]
+            L.append("== quantized layer (DeepSeek-V3 expert shape: D=%d H=%d E=%d top-%d SwiGLU, FP8 E4M3 weights with"
+                     % (q["D"], q["H"], q["E"], q["k"]))
+            L.append("   %d x %d block scales, bf16 tokens; weights on the device)" % tuple(q["block"]))
+            L.append(f"{'type':<5} {'T':>5} {'moe-ms':>9} {'triton-ms':>9} {'%bw':>6} {'triton/moe':>10} "
+                     f"{'tgemm/moe':>10} {'rel-err':>8} {'t-err':>8}")
+            L += self.rows_of("quant", lambda t, r: f"fp8   {t['T']:>5} {r['status'].upper()}: {r['reason']}")
+            L.append("moe: the compiled layer (tensor cores: the codes staged as bf16, each block's sums scaled; docs/gpu.md);")
+            L.append("triton: triton_moe.py's FP8 block-scaled variant (weight-only, the same numerics), tgemm its GEMMs")
+            L.append("alone; %bw: (active experts' codes + router + x + y) / time / copy bandwidth; rel-err, t-err:")
+            L.append("max|moe - ref| and max|triton - ref| over max|ref|, ref = torch on the dequantized weights (f32).")
         if any(t["section"] == "variants" for t in self.tasks):
             L.append("== variants (the layer compiled with other flags, on the default's inputs)")
             L.append(f"{'variant':<20} {'dtype':<5} {'T':>5} {'ms':>9} {'rate':>10} {'default/var':>11} {'max|diff|':>12}")

@@ -12,7 +12,9 @@
 #                 those over 64 KiB as stream seeds that kit.py regenerates
 #                 with fill_random.py, but quantized codes, always kept) and
 #                 the CPU path's results (outI.npy,
-#                 moe-run --device=cpu; bf16 values as 16 bits, .bf16.npy);
+#                 moe-run --device=cpu; bf16 values as 16 bits, .bf16.npy;
+#                 files over 64 KiB byte-shuffled and zlib-compressed,
+#                 .npy.zs: pack_case.py);
 #                 for each spec example also vjp/ (the gradient f_vjp: its
 #                 library, arguments and the CPU path's results)
 #   bench/        the Mixtral-shaped layer in bf16 and f32 (any token count;
@@ -22,7 +24,11 @@
 #                 machine from a seed
 #                 the layer's gradient (mixtral_vjp) for the training step,
 #                 and the same layer as moe_mlir.torch.MoELayer compiles it
-#                 (torch_layer_bf16.so: @f and @f_vjp)
+#                 (torch_layer_bf16.so: @f and @f_vjp); the quantized
+#                 layer at DeepSeek-V3's expert shape (deepseek_v3_fp8.so:
+#                 FP8 E4M3 experts with 128 x 128 block scales, E=256,
+#                 top-8, D=7168, H=2048; E=16, top-4, D=256, H=128 on the
+#                 cpu dry run), its weights generated on the GPU machine
 #   python/       the moe_mlir package and tools/train/plain_moe.py
 #   kit.py, triton_moe.py, fill_random.py, run.sh, manifest.json
 # and checks that the folder stays under 60 MiB.
@@ -177,8 +183,10 @@ done
 # kit.py run here too.
 if [ "$TARGET" = cuda ]; then
   D=4096 H=14336 TOKENS="1, 16, 128, 1024, 4096" TRAIN_TOKENS="1024, 4096" TORCH_TOKENS="1024"
+  QD=7168 QH=2048 QE=256 QK=8 QTOKENS="1, 16, 128, 4096"
 else
   D=64 H=128 TOKENS="1, 16, 64, 1024" TRAIN_TOKENS="64" TORCH_TOKENS="64"
+  QD=256 QH=128 QE=16 QK=4 QTOKENS="1, 16"
 fi
 mkdir -p "$KIT/bench/src"
 bench_src() { # DTYPE -> the layer's .mlir at the kit's shape
@@ -217,6 +225,32 @@ open(sys.argv[1], "w").write(text)
 PY
 compile "$KIT/bench/src/torch_layer_bf16.mlir" "$KIT/bench/torch_layer_bf16.so" --vjp
 
+# The quantized layer (issue 25): DeepSeek-V3's routed experts as their
+# checkpoint stores them (FP8 E4M3, 128 x 128 block scales), bf16 tokens,
+# top-k softmax routing (the expert GEMMs are what is timed; DeepSeek's
+# sigmoid group-limited router is not), any token count. kit.py generates
+# the codes and scales on the device and times it against the Triton
+# anchor's FP8 block-scaled variant and a torch reference.
+echo "prepare: bench deepseek_v3 fp8 (E=$QE top-$QK D=$QD H=$QH)"
+QSRC="$KIT/bench/src/deepseek_v3_fp8.mlir"
+QB=128
+qs1="${QE}x$(((QD + QB - 1) / QB))x$(((2 * QH + QB - 1) / QB))xf32"
+qs2="${QE}x$(((QH + QB - 1) / QB))x$(((QD + QB - 1) / QB))xf32"
+qtypes="tensor<?x${QD}xbf16>, tensor<${QD}x${QE}xbf16>, tensor<${QE}x${QD}x$((2 * QH))xf8E4M3FN>, tensor<${QE}x${QH}x${QD}xf8E4M3FN>, tensor<$qs1>, tensor<$qs2>"
+cat > "$QSRC" <<MLIR
+// GPU check kit benchmark: DeepSeek-V3's routed experts (FP8 E4M3 codes,
+// $QB x $QB block scales), bf16 tokens, top-$QK of $QE, SwiGLU, any token count.
+func.func @deepseek_v3_fp8(%x: tensor<?x${QD}xbf16>, %wr: tensor<${QD}x${QE}xbf16>,
+    %w1: tensor<${QE}x${QD}x$((2 * QH))xf8E4M3FN>, %w2: tensor<${QE}x${QH}x${QD}xf8E4M3FN>,
+    %s1: tensor<$qs1>, %s2: tensor<$qs2>) -> tensor<?x${QD}xbf16> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) expert_scales(%s1, %s2)
+         {routing = #moe.top_k<k = $QK>, activation = #moe.activation<swiglu>,
+          quant = #moe.quant<fp8_e4m3, block = [$QB, $QB]>}
+         : ($qtypes) -> tensor<?x${QD}xbf16>
+  return %y : tensor<?x${QD}xbf16>
+}
+MLIR
+compile "$QSRC" "$KIT/bench/deepseek_v3_fp8.so"
 # Variants: the layer compiled with other moe-compile flags, timed by kit.py
 # at the token counts given, next to the default build on the same inputs
 # (one variants table: ms, % of bandwidth or of the matmul rate, the
@@ -284,7 +318,10 @@ commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     sep=","; [ $i -eq $((${#VARIANTS_JSON[@]} - 1)) ] && sep=""
     echo "              ${VARIANTS_JSON[$i]}$sep"
   done
-  echo "            ]}"
+  echo "            ]},"
+  echo "  \"quant_bench\": {\"entry\": \"deepseek_v3_fp8\", \"lib\": \"bench/deepseek_v3_fp8.so\","
+  echo "                  \"D\": $QD, \"H\": $QH, \"E\": $QE, \"k\": $QK, \"block\": [$QB, $QB],"
+  echo "                  \"tokens\": [$QTOKENS]}"
   echo "}"
 } > "$KIT/manifest.json"
 python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$KIT/manifest.json"

@@ -17,6 +17,16 @@ Kernels of the forward:
 Row tiles are ordered in groups of GROUP_M over the column tiles, so
 consecutive programs reuse an expert's weight columns from L2.
 
+FP8 block-scaled experts (QUANT; experts(..., scales=(s1, s2)), the kit's
+DeepSeek-V3 anchor): w1 and w2 are float8_e4m3fn codes, s1 [E, ceil(D/QK),
+ceil(2H/QN)] and s2 [E, ceil(H/QK), ceil(D/QN)] their f32 block scales
+(docs/spec.md §2.1, W = q * s). Weight-only, as the compiler's default
+numerics: each K step (BK divides QK, so it lies in one block) is one
+tl.dot of the bf16 activations and the codes converted to bf16 (exact),
+added to the f32 accumulator times its block's scales, per column: the
+f32 promotion per block of K of vLLM's block-scaled fused_moe, without its
+FP8 activations.
+
 The training step (train_step: forward and backward of the layer, the
 kit's training anchor) keeps the pre-activations z = [x W1g | x W1u] of
 every routed row (SAVE_Z) and the unweighted rows p = h W2, then:
@@ -50,9 +60,11 @@ def _tile_ids(pid, num_m, num_n, GROUP_M: tl.constexpr):
 @triton.jit
 def _gemm1_swiglu(x_ptr, w1_ptr, h_ptr, z_ptr, rows_ptr, tile_expert_ptr, num_rows,
                   num_m, D, H, stride_x, stride_we, stride_wk, stride_h, stride_z,
+                  s_ptr, stride_se, stride_sk,
                   TOPK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                   BK: tl.constexpr, GROUP_M: tl.constexpr,
-                  PRECISION: tl.constexpr, SAVE_Z: tl.constexpr):
+                  PRECISION: tl.constexpr, SAVE_Z: tl.constexpr,
+                  QUANT: tl.constexpr, QK: tl.constexpr, QN: tl.constexpr):
     pid_m, pid_n = _tile_ids(tl.program_id(0), num_m, tl.cdiv(H, BN), GROUP_M)
     expert = tl.load(tile_expert_ptr + pid_m)
     if expert < 0:
@@ -67,6 +79,9 @@ def _gemm1_swiglu(x_ptr, w1_ptr, h_ptr, z_ptr, rows_ptr, tile_expert_ptr, num_ro
     a_ptrs = x_ptr + tokens[:, None] * stride_x + offs_k[None, :]
     g_ptrs = w1_ptr + expert * stride_we + offs_k[:, None] * stride_wk + offs_n[None, :]
     u_ptrs = g_ptrs + H
+    # QUANT: the gate and up columns' block scales (of W1's 2H columns).
+    sg_ptrs = s_ptr + expert * stride_se + offs_n // QN
+    su_ptrs = s_ptr + expert * stride_se + (H + offs_n) // QN
     acc_g = tl.zeros((BM, BN), dtype=tl.float32)
     acc_u = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, D, BK):
@@ -74,8 +89,14 @@ def _gemm1_swiglu(x_ptr, w1_ptr, h_ptr, z_ptr, rows_ptr, tile_expert_ptr, num_ro
         a = tl.load(a_ptrs, mask=valid[:, None] & k_ok[None, :], other=0.0)
         g = tl.load(g_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
         u = tl.load(u_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-        acc_g = tl.dot(a, g, acc_g, input_precision=PRECISION)
-        acc_u = tl.dot(a, u, acc_u, input_precision=PRECISION)
+        if QUANT:
+            sg = tl.load(sg_ptrs + (k0 // QK) * stride_sk, mask=n_ok, other=0.0)
+            su = tl.load(su_ptrs + (k0 // QK) * stride_sk, mask=n_ok, other=0.0)
+            acc_g += tl.dot(a, g.to(tl.bfloat16)) * sg[None, :]
+            acc_u += tl.dot(a, u.to(tl.bfloat16)) * su[None, :]
+        else:
+            acc_g = tl.dot(a, g, acc_g, input_precision=PRECISION)
+            acc_u = tl.dot(a, u, acc_u, input_precision=PRECISION)
         a_ptrs += BK
         g_ptrs += BK * stride_wk
         u_ptrs += BK * stride_wk
@@ -91,15 +112,18 @@ def _gemm1_swiglu(x_ptr, w1_ptr, h_ptr, z_ptr, rows_ptr, tile_expert_ptr, num_ro
 @triton.jit
 def _row_gemm(a_ptr, b_ptr, c_ptr, z_ptr, rows_ptr, tile_expert_ptr, row_weight_ptr,
               num_rows, num_m, K, N, stride_a, stride_be, stride_bk, stride_bn,
-              stride_c, stride_z, WEIGHTED: tl.constexpr, SWIGLU_BWD: tl.constexpr,
+              stride_c, stride_z, s_ptr, stride_se, stride_sk,
+              WEIGHTED: tl.constexpr, SWIGLU_BWD: tl.constexpr,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-              GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
+              GROUP_M: tl.constexpr, PRECISION: tl.constexpr,
+              QUANT: tl.constexpr, QK: tl.constexpr, QN: tl.constexpr):
     """C[r, n] = sum_k A[r, k] B[e][k, n] over the routed rows r of expert e,
     B[e][k, n] at b + e stride_be + k stride_bk + n stride_bn (so a
     transposed weight is the same kernel with its strides swapped).
     WEIGHTED: C[r] *= row_weight[r] (the forward's second GEMM).
     SWIGLU_BWD: C is dh, and the kernel stores dz = [dh u silu'(g) |
-    dh silu(g)] from z = [g | u] instead (the backward through W2)."""
+    dh silu(g)] from z = [g | u] instead (the backward through W2).
+    QUANT: B holds FP8 codes, s[e][k // QK][n // QN] their scales."""
     pid_m, pid_n = _tile_ids(tl.program_id(0), num_m, tl.cdiv(N, BN), GROUP_M)
     expert = tl.load(tile_expert_ptr + pid_m)
     if expert < 0:
@@ -113,12 +137,17 @@ def _row_gemm(a_ptr, b_ptr, c_ptr, z_ptr, rows_ptr, tile_expert_ptr, row_weight_
     a_ptrs = a_ptr + rows[:, None] * stride_a + offs_k[None, :]
     b_ptrs = (b_ptr + expert * stride_be + offs_k[:, None] * stride_bk
               + offs_n[None, :] * stride_bn)
+    s_ptrs = s_ptr + expert * stride_se + offs_n // QN
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         k_ok = offs_k < K - k0
         a = tl.load(a_ptrs, mask=valid[:, None] & k_ok[None, :], other=0.0)
         b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        if QUANT:
+            sc = tl.load(s_ptrs + (k0 // QK) * stride_sk, mask=n_ok, other=0.0)
+            acc += tl.dot(a, b.to(tl.bfloat16)) * sc[None, :]
+        else:
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += BK
         b_ptrs += BK * stride_bk
     mask = valid[:, None] & n_ok[None, :]
@@ -198,32 +227,41 @@ def plan(x, wr, w1, k):
     return weights, rows, tile_expert, num_m, config
 
 
-def experts(x, w1, w2, k, routing):
+def experts(x, w1, w2, k, routing, scales=None, block=(128, 128)):
     """The two Triton GEMM launches and the f32 slot sum of fused_moe, given
-    plan()'s routing: the kit times this alone as the strict anchor."""
+    plan()'s routing: the kit times this alone as the strict anchor.
+    scales=(s1, s2): w1 and w2 are float8_e4m3fn codes with block scales of
+    `block` = (QK, QN) (the module comment; BK must divide QK)."""
     weights, rows, tile_expert, num_m, (BM, BN, BK, GROUP_M, warps, stages) = routing
     T, D = x.shape
     H = w1.shape[2] // 2
     precision = "ieee" if x.dtype == torch.float32 else "tf32"
+    quant = scales is not None
+    s1, s2 = scales if quant else (x, x)  # unread without QUANT
+    QK, QN = block
+    assert not quant or QK % BK == 0, "a K step must lie in one scale block"
     h = torch.empty((T * k, H), dtype=x.dtype, device=x.device)
     grid1 = (num_m * triton.cdiv(H, BN),)
     _gemm1_swiglu[grid1](x, w1, h, h, rows, tile_expert, T * k, num_m, D, H,
                          x.stride(0), w1.stride(0), w1.stride(1), h.stride(0), 0,
+                         s1, s1.stride(0) if quant else 0, s1.stride(1) if quant else 0,
                          TOPK=k, BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M,
-                         PRECISION=precision, SAVE_Z=False, num_warps=warps,
-                         num_stages=stages)
+                         PRECISION=precision, SAVE_Z=False, QUANT=quant, QK=QK, QN=QN,
+                         num_warps=warps, num_stages=stages)
     o = torch.empty((T * k, D), dtype=torch.float32, device=x.device)
     grid2 = (num_m * triton.cdiv(D, BN),)
     _row_gemm[grid2](h, w2, o, o, rows, tile_expert, weights.reshape(-1), T * k, num_m, H, D,
                      h.stride(0), w2.stride(0), w2.stride(1), w2.stride(2), o.stride(0), 0,
+                     s2, s2.stride(0) if quant else 0, s2.stride(1) if quant else 0,
                      WEIGHTED=True, SWIGLU_BWD=False, BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M,
-                     PRECISION=precision, num_warps=warps, num_stages=stages)
+                     PRECISION=precision, QUANT=quant, QK=QK, QN=QN, num_warps=warps,
+                     num_stages=stages)
     return o.view(T, k, D).sum(dim=1).to(x.dtype)
 
 
-def fused_moe(x, wr, w1, w2, k):
+def fused_moe(x, wr, w1, w2, k, scales=None, block=(128, 128)):
     """The whole layer: routing, plan, both GEMMs, the slot sum."""
-    return experts(x, w1, w2, k, plan(x, wr, w1, k))
+    return experts(x, w1, w2, k, plan(x, wr, w1, k), scales, block)
 
 
 @triton.jit
@@ -285,15 +323,15 @@ def train_step(x, wr, w1, w2, dy, k):
     z = torch.empty((R, 2 * H), dtype=x.dtype, device=x.device)
     _gemm1_swiglu[(num_m * triton.cdiv(H, BN),)](
         x, w1, h, z, rows, tile_expert, R, num_m, D, H, x.stride(0), w1.stride(0),
-        w1.stride(1), h.stride(0), z.stride(0), TOPK=k, BM=BM, BN=BN, BK=BK,
-        GROUP_M=GROUP_M, PRECISION=precision, SAVE_Z=True, num_warps=warps,
-        num_stages=stages)
+        w1.stride(1), h.stride(0), z.stride(0), x, 0, 0, TOPK=k, BM=BM, BN=BN, BK=BK,
+        GROUP_M=GROUP_M, PRECISION=precision, SAVE_Z=True, QUANT=False, QK=1, QN=1,
+        num_warps=warps, num_stages=stages)
     p = torch.empty((R, D), dtype=torch.float32, device=x.device)
     _row_gemm[(num_m * triton.cdiv(D, BN),)](
         h, w2, p, p, rows, tile_expert, p, R, num_m, H, D, h.stride(0), w2.stride(0),
-        w2.stride(1), w2.stride(2), p.stride(0), 0, WEIGHTED=False, SWIGLU_BWD=False,
-        BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, PRECISION=precision, num_warps=warps,
-        num_stages=stages)
+        w2.stride(1), w2.stride(2), p.stride(0), 0, x, 0, 0, WEIGHTED=False,
+        SWIGLU_BWD=False, BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, PRECISION=precision,
+        QUANT=False, QK=1, QN=1, num_warps=warps, num_stages=stages)
     w = weights.reshape(R, 1)
     y = (w * p).view(T, k, D).sum(dim=1).to(x.dtype)
     # Backward.
@@ -305,15 +343,15 @@ def train_step(x, wr, w1, w2, dy, k):
     # the epilogue; then dx rows = dz W1[e]^T (B[e][k=c, n=d] = w1[e, d, c]).
     _row_gemm[(num_m * triton.cdiv(H, BN),)](
         dp, w2, dz, z, rows, tile_expert, dz, R, num_m, D, H, dp.stride(0), w2.stride(0),
-        w2.stride(2), w2.stride(1), dz.stride(0), z.stride(0), WEIGHTED=False,
+        w2.stride(2), w2.stride(1), dz.stride(0), z.stride(0), x, 0, 0, WEIGHTED=False,
         SWIGLU_BWD=True, BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, PRECISION=precision,
-        num_warps=warps, num_stages=stages)
+        QUANT=False, QK=1, QN=1, num_warps=warps, num_stages=stages)
     dxr = torch.empty((R, D), dtype=torch.float32, device=x.device)
     _row_gemm[(num_m * triton.cdiv(D, BN),)](
         dz, w1, dxr, dxr, rows, tile_expert, dxr, R, num_m, 2 * H, D, dz.stride(0),
-        w1.stride(0), w1.stride(2), w1.stride(1), dxr.stride(0), 0, WEIGHTED=False,
-        SWIGLU_BWD=False, BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, PRECISION=precision,
-        num_warps=warps, num_stages=stages)
+        w1.stride(0), w1.stride(2), w1.stride(1), dxr.stride(0), 0, x, 0, 0,
+        WEIGHTED=False, SWIGLU_BWD=False, BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M,
+        PRECISION=precision, QUANT=False, QK=1, QN=1, num_warps=warps, num_stages=stages)
     WM, WN, WK, wwarps, wstages = _wgrad_config(x.dtype)
     dw2 = torch.empty_like(w2)
     _wgrad[(triton.cdiv(H, WM) * triton.cdiv(D, WN), E)](

@@ -2,6 +2,7 @@
 import torch
 
 float32 = torch.float32
+bfloat16 = torch.bfloat16
 _PROGRAM = [0, 0, 0]
 
 
@@ -84,5 +85,6 @@ def store(ptr, value, mask=None):
     ptr.flat[offsets[mask]] = value[mask]
 
 
-def dot(a, b, acc, input_precision=None):
-    return acc + a.float() @ b.float()
+def dot(a, b, acc=None, input_precision=None):
+    product = a.float() @ b.float()
+    return product if acc is None else acc + product
