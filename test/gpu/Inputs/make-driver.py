@@ -30,8 +30,9 @@ words) instead of printMemrefF32/I32's text, which compare-memrefs.py also
 reads and which is slow to print and parse for millions of values.
 Quantized weights (#moe.quant): an i4 argument gets the codes floor((s + 1)
 * 7.999) of its sine values s, an f8E4M3FN one the E4M3 codes of
-magnitude floor(|s| * 119.99) (never NaN) with the sign of s; scales and
-zero points are ordinary f32 and i4 arguments.
+magnitude floor(|s| * 119.99) (never NaN) with the sign of s, or the NaN
+code S.1111.111 where --poison put a NaN; scales and zero points are
+ordinary f32 and i4 arguments.
 --function NAME drives that public function instead of the first one (a
 gradient @f_vjp that --moe-generate-vjp added next to @f); a file that moe-opt
 printed (`module { ... }`) gets its @main inside the module. --clean-first (with --poison) calls the function twice, first on the
@@ -150,7 +151,11 @@ CODES = {
                  '    %cq7 = arith.constant 0 : i8',
                  '    %cq8 = arith.select %cq5, %cq6, %cq7 : i8',
                  '    %cq9 = arith.ori %cq3, %cq8 : i8',
-                 '    %code = arith.bitcast %cq9 : i8 to f8E4M3FN'],
+                 # A NaN (--poison) becomes the NaN code S.1111.111.
+                 '    %cqn = arith.cmpf uno, {v}, {v} : f32',
+                 '    %cqm = arith.constant 127 : i8',
+                 '    %cqp = arith.select %cqn, %cqm, %cq9 : i8',
+                 '    %code = arith.bitcast %cqp : i8 to f8E4M3FN'],
 }
 
 TOP = re.compile(r'%(s\d+_\d+|[gftrecaxyub]\d+|ib\d+)\b')
