@@ -477,7 +477,7 @@ private:
   Value descriptor(Value smem, Value byteOffset, int64_t lbo, int64_t sbo);
   void issueStage(Value kt, Value stage);
   SmallVector<Value> computeStage(Value stage, ValueRange acc);
-  Value scaleOf(Value kTile, int part, Value n);
+  Value scaleOf(Value row, int part, Value n);
   SmallVector<Value> applyScales(Value kTile, ValueRange acc, ValueRange partial);
   void epilogue(ArrayRef<Value> acc);
   void epilogueBackward(ArrayRef<Value> acc);
@@ -756,13 +756,11 @@ void MmaGemmBuilder::issueStage(Value kt, Value stage) {
   }
 }
 
-/// The f32 scale of k-tile `kTile`'s block or group for column `n` of part
-/// `part` (0 past N): int4 scales are [E, ceil(K / G), W], FP8's [E,
-/// ceil(K / BK), ceil(W / BN)] (W = parts x N: gemm1's gate and up columns
-/// side by side).
-Value MmaGemmBuilder::scaleOf(Value kTile, int part, Value n) {
-  Value row = e.addi(e.muli(ex, e.ceildiv(K, idx(c.blockK))),
-                     e.divui(e.muli(kTile, idx(kMmaTileK)), idx(c.blockK)));
+/// The f32 scale at `row` (expert x blocks along K + the block) for column
+/// `n` of part `part` (0 past N): int4 scales are [E, ceil(K / G), W],
+/// FP8's [E, ceil(K / BK), ceil(W / BN)] (W = parts x N: gemm1's gate and up
+/// columns side by side).
+Value MmaGemmBuilder::scaleOf(Value row, int part, Value n) {
   Value col = part ? e.addi(e.muli(idx(part), N), n) : n;
   Value at = c.format == WeightFormat::int4Group
                  ? e.addi(e.muli(row, W), col)
@@ -776,13 +774,16 @@ Value MmaGemmBuilder::scaleOf(Value kTile, int part, Value n) {
 SmallVector<Value> MmaGemmBuilder::applyScales(Value kTile, ValueRange acc,
                                                ValueRange partial) {
   SmallVector<Value> out(acc.begin(), acc.end());
+  // The scales' row of this block or group, shared by every column.
+  Value row = e.addi(e.muli(ex, e.ceildiv(K, idx(c.blockK))),
+                     e.divui(e.muli(kTile, idx(kMmaTileK)), idx(c.blockK)));
   for (int part = 0; part < g.parts; ++part)
     for (int64_t nt = 0; nt < g.nTiles; ++nt)
       for (int64_t ch = 0; ch < 2; ++ch) {
         Value n = e.addi(e.addi(n0, e.addi(e.muli(wn, idx(g.warpN)),
                                            idx(nt * M16N8K16::N + M16N8K16::cColOffset(ch)))),
                          e.muli(tig, idx(2)));
-        Value s = scaleOf(kTile, part, n);
+        Value s = scaleOf(row, part, n);
         for (int64_t mt = 0; mt < g.mTiles; ++mt)
           for (int64_t rh = 0; rh < 2; ++rh) {
             int64_t i = g.accIndex(part, mt, nt, 2 * rh + ch);

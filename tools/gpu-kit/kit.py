@@ -510,10 +510,8 @@ class Worker:
                 notes.append(f"triton FP8 anchor failed at T={T}: {oneline(ex)}")
                 if not healthy():
                     raise
-        # The active experts' codes (decode_bytes: one byte each) and f32 scales.
-        _, idx = torch.topk(x.float() @ wr.float(), k, dim=-1)
-        active = int(torch.unique(idx).numel())
-        moved = decode_bytes(x, wr, w1, w2, k) + active * (s1[0].numel() + s2[0].numel()) * 4
+        # The active experts' codes (one byte each) and f32 scales.
+        moved = decode_bytes(x, wr, w1, w2, k, expert_extra=(s1[0].numel() + s2[0].numel()) * 4)
         pct_bw = pct(moved / (ms * 1e-3) / 1e9, task.get("bandwidth"))
         tri = f"{triton_ms:9.3f}" if triton_ms else f"{'n/a':>9}"
         ratio = f"{triton_ms / ms:10.2f}" if triton_ms else f"{'n/a':>10}"
@@ -900,14 +898,16 @@ def quant_reference(x, wr, w1, w2, s1, s2, k, block):
     return y.to(x.dtype)
 
 
-def decode_bytes(x, wr, w1, w2, k):
-    """Bytes a decode step must move: the active experts' weights, the
-    router, x and y (the %bw numerator)."""
+def decode_bytes(x, wr, w1, w2, k, expert_extra=0):
+    """Bytes a decode step must move: the active experts' weights (and
+    `expert_extra` more bytes each, e.g. their scales), the router, x and y
+    (the %bw numerator)."""
     T, D = x.shape
     E, H = wr.shape[1], w2.shape[1]
     _, idx = torch.topk(x.float() @ wr.float(), k, dim=-1)
     active = int(torch.unique(idx).numel())
-    return (active * (D * 2 * H + H * D) + D * E + 2 * T * D) * w1.element_size()
+    return ((active * (D * 2 * H + H * D) + D * E + 2 * T * D) * w1.element_size()
+            + active * expert_extra)
 
 
 def worker_main(kit):

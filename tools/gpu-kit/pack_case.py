@@ -35,16 +35,22 @@ REGENERATED = {"f32", "bf16", "f16", "i32", "i64"}
 
 
 def read_npy(path):
+    """(header dict, body bytes) of a .npy file."""
     with open(path, "rb") as f:
         data = f.read()
+    header, end = split_npy(path, data)
+    return header, data[end:]
+
+
+def split_npy(path, data):
+    """(header dict, offset of the body) of a .npy file's bytes."""
     if data[:6] != b"\x93NUMPY":
         raise SystemExit(f"pack_case: {path}: not a .npy file")
     if data[6] == 1:
         hlen, start = int.from_bytes(data[8:10], "little"), 10
     else:
         hlen, start = int.from_bytes(data[8:12], "little"), 12
-    header = ast.literal_eval(data[start:start + hlen].decode("latin1"))
-    return header, data[start + hlen:]
+    return ast.literal_eval(data[start:start + hlen].decode("latin1")), start + hlen
 
 
 def write_npy(path, descr, shape, body):
@@ -82,9 +88,9 @@ def shuffled_zlib(path):
         return path
     with open(path, "rb") as f:
         data = f.read()
-    header, body = read_npy(path)
+    header, end = split_npy(path, data)
     size = {"<f4": 4, "<f2": 2, "<i2": 2, "<i4": 4, "<i8": 8}.get(header["descr"], 1)
-    head = data[:len(data) - len(body)]
+    head, body = data[:end], data[end:]
     planes = b"".join(body[i::size] for i in range(size))
     packed = path + ".zs"
     with open(packed, "wb") as f:
