@@ -19,6 +19,7 @@
 #include "llvm/TargetParser/X86TargetParser.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 using namespace mlir;
@@ -776,13 +777,22 @@ void emitFp8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gro
 }
 
 /// The sums of each row of A over each group of K (WeightFormat::int4Group):
-/// memref<rows of A x ceil(K / group) x f32>, the elements widened to f32
-/// and added in increasing k; every row on its own core.
+/// memref<rows of A x ceil(K / group) x f32>, every row on its own core. The
+/// elements, widened to f32, are added in a fixed order that no
+/// configuration changes: 16 running sums (lane j takes k = k0 + j, k0 + 16
+/// + j, ... of the group's whole chunks of 16), added in lane order, then
+/// the group's last elements in increasing k. A sequential sum was a chain
+/// of dependent scalar additions: 2.4% of a Mixtral-shaped int4 layer at T
+/// = 16, one core.
 Value emitGroupSums(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
+  constexpr int64_t kSumLanes = 16;
   Value rows = memref::DimOp::create(b, g.a, 0);
   Value numGroups = ceilDiv(b, g.reduction, g.desc.blockK);
   auto type = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, b.getF32Type());
   Value sums = memref::AllocOp::create(b, type, ValueRange{rows, numGroups}, IntegerAttr());
+  Type elt = cast<MemRefType>(g.a.getType()).getElementType();
+  auto eltVec = VectorType::get({kSumLanes}, elt);
+  VectorType vt = f32Vec(b, kSumLanes);
   scf::ParallelOp::create(
       b, ValueRange{cIdx(b, 0)}, ValueRange{rows}, ValueRange{cIdx(b, 1)},
       [&](OpBuilder &pb, Location loc, ValueRange ivs) {
@@ -794,9 +804,28 @@ Value emitGroupSums(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
               Value k0 = arith::MulIOp::create(gb, kb, cIdx(gb, g.desc.blockK));
               Value k1 = minIdx(gb, g.reduction,
                                 arith::AddIOp::create(gb, k0, cIdx(gb, g.desc.blockK)));
+              Value len = arith::SubIOp::create(gb, k1, k0);
+              Value whole = arith::AddIOp::create(
+                  gb, k0,
+                  arith::SubIOp::create(
+                      gb, len, arith::RemSIOp::create(gb, len, cIdx(gb, kSumLanes))));
+              auto lanesSum = scf::ForOp::create(
+                  gb, k0, whole, cIdx(gb, kSumLanes),
+                  ValueRange{arith::ConstantOp::create(gb, vt, DenseElementsAttr::get(vt, 0.0f))},
+                  [&](OpBuilder &kBuilder, Location loc, Value k, ValueRange acc) {
+                    ImplicitLocOpBuilder kb2(loc, kBuilder);
+                    Value v = vector::LoadOp::create(kb2, eltVec, g.a, ValueRange{ivs[0], k});
+                    if (!elt.isF32())
+                      v = arith::ExtFOp::create(kb2, vt, v);
+                    scf::YieldOp::create(kb2, ValueRange{arith::AddFOp::create(kb2, acc[0], v)});
+                  });
+              // Without fast-math flags the reduction is ordered: lane 0
+              // first.
+              Value total = vector::ReductionOp::create(
+                  gb, vector::CombiningKind::ADD, lanesSum.getResult(0),
+                  arith::ConstantOp::create(gb, gb.getF32FloatAttr(0.0f)));
               auto sum = scf::ForOp::create(
-                  gb, k0, k1, cIdx(gb, 1),
-                  ValueRange{arith::ConstantOp::create(gb, gb.getF32FloatAttr(0.0f))},
+                  gb, whole, k1, cIdx(gb, 1), ValueRange{total},
                   [&](OpBuilder &kBuilder, Location loc, Value k, ValueRange acc) {
                     ImplicitLocOpBuilder kb2(loc, kBuilder);
                     Value a = toF32(kb2, memref::LoadOp::create(kb2, g.a, ValueRange{ivs[0], k}));
@@ -1171,11 +1200,21 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
               [&](OpBuilder &colBuilder, Location loc, Value col0, ValueRange) {
                 ImplicitLocOpBuilder cb2(loc, colBuilder);
                 // Micro-tiles of micro_rows rows, except a row tail that a
-                // tile of half as many rows (rounded up to a power of two)
-                // holds: at decode a group has a few rows, and a 6-row tile
-                // computing 4 spends a third of its FMAs on missing rows.
-                // Two micro-kernels per GEMM (more would cost compile time).
-                const int64_t small = g.amx ? 0 : llvm::PowerOf2Ceil(microRows) / 2;
+                // smaller tile holds: at decode a group has a few rows, and a
+                // 6-row tile computing 4 spends a third of its FMAs on
+                // missing rows. Dense weights: a tail of at most half as
+                // many rows (rounded up to a power of two: 4 of 6) in one
+                // such tile, two micro-kernels per GEMM (more would cost
+                // compile time). Quantized weights: every tail in a tile of
+                // its size, since the weights' decoding is shared by a tile's
+                // rows and the products of missing rows are not (at T = 16 on
+                // Mixtral's shape, 4 rows per expert on average, the bf16 dot
+                // products bound the quantized GEMMs: a tail of 2 in a 4-row
+                // tile doubled them, and tails of 3 and 5 in 4- and 6-row
+                // tiles spent 8% of them on missing rows).
+                const bool exactTails = g.desc.quantized() && !g.amx;
+                const int64_t small =
+                    g.amx ? 0 : exactTails ? microRows - 1 : llvm::PowerOf2Ceil(microRows) / 2;
                 Value count = arith::SubIOp::create(cb2, rowEnd, rowBegin);
                 Value tail = arith::RemSIOp::create(cb2, count, cIdx(cb2, microRows));
                 Value smallTail = arith::AndIOp::create(
@@ -1190,10 +1229,6 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
                       emitMicroTile(rb2, withA, group, row0, microRows, rowEnd, col0, kBegin, kEnd);
                       scf::YieldOp::create(rb2);
                     });
-                // Quantized weights: a row tail of 1 (decode: one token per
-                // expert) has its own 1-row tile, since the weights' decoding
-                // is shared by the rows and the FMAs of missing rows are not
-                // (a third micro-kernel only where it pays).
                 if (small >= 1 && small < microRows)
                   scf::IfOp::create(cb2, smallTail, [&](OpBuilder &tailBuilder, Location loc) {
                     ImplicitLocOpBuilder tb(loc, tailBuilder);
@@ -1201,38 +1236,33 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
                       emitMicroTile(at, withA, group, bigEnd, rows, rowEnd, col0, kBegin, kEnd);
                       scf::YieldOp::create(at);
                     };
-                    if (!g.desc.quantized()) {
+                    if (!exactTails) {
                       tile(tb, small);
                       return;
                     }
-                    // Tails of 1 and 2 rows get tiles of their size:
-                    // at T = 16 on Mixtral's shape (4 rows per expert on
-                    // average) the bf16 dot products bound the quantized
-                    // GEMMs, and a tail of 2 in a 4-row tile doubled them.
-                    auto exact = [&](ImplicitLocOpBuilder &at, int64_t rows,
-                                     function_ref<void(ImplicitLocOpBuilder &)> otherwise) {
-                      Value is = arith::CmpIOp::create(at, arith::CmpIPredicate::eq, tail,
-                                                       cIdx(at, rows));
-                      scf::IfOp::create(
-                          at, is,
-                          [&](OpBuilder &exactBuilder, Location loc) {
-                            ImplicitLocOpBuilder eb(loc, exactBuilder);
-                            tile(eb, rows);
-                          },
-                          [&](OpBuilder &otherBuilder, Location loc) {
-                            ImplicitLocOpBuilder xb(loc, otherBuilder);
-                            otherwise(xb);
-                          });
-                    };
-                    exact(tb, 1, [&](ImplicitLocOpBuilder &xb) {
-                      if (small <= 2) {
-                        tile(xb, small);
-                        return;
-                      }
-                      exact(xb, 2, [&](ImplicitLocOpBuilder &yb) { tile(yb, small); });
-                      scf::YieldOp::create(xb);
-                    });
-                    scf::YieldOp::create(tb);
+                    // if tail == 1 ... else if tail == small - 1 ... else
+                    // the small tile.
+                    std::function<void(ImplicitLocOpBuilder &, int64_t)> exact =
+                        [&](ImplicitLocOpBuilder &at, int64_t rows) {
+                          if (rows == small) {
+                            tile(at, rows);
+                            return;
+                          }
+                          Value is = arith::CmpIOp::create(at, arith::CmpIPredicate::eq, tail,
+                                                           cIdx(at, rows));
+                          scf::IfOp::create(
+                              at, is,
+                              [&](OpBuilder &exactBuilder, Location loc) {
+                                ImplicitLocOpBuilder eb(loc, exactBuilder);
+                                tile(eb, rows);
+                              },
+                              [&](OpBuilder &otherBuilder, Location loc) {
+                                ImplicitLocOpBuilder xb(loc, otherBuilder);
+                                exact(xb, rows + 1);
+                              });
+                          scf::YieldOp::create(at);
+                        };
+                    exact(tb, 1);
                   });
                 scf::YieldOp::create(cb2);
               });

@@ -151,18 +151,29 @@ func.func @forward(%x: tensor<?x40xf32>, %wr: tensor<40x4xf32>,
 // DOT: scf.yield
 // DOT: %[[PS:.*]] = vector.load %{{.*}}[%{{.*}}, %{{.*}}, %[[KB]], %{{.*}}] : memref<?x?x?x?xf32, {{.*}}>, vector<16xf32>
 // DOT: vector.fma %{{.*}}, %[[PS]], %{{.*}} : vector<16xf32>
-// A row tail of 1 or 2 rows (quantized weights: the decoding is shared by
-// a tile's rows, the dot products of missing rows are not) runs in a tile
-// of its size, one of 3 or 4 rows in the 4-row tile.
+// A row tail (quantized weights: the decoding is shared by a tile's rows,
+// the dot products of missing rows are not) runs in a tile of its size:
+// 1 to 4 rows by comparisons, 5 (micro_rows - 1) otherwise.
 // DOT: scf.if %[[SMALL]] {
 // DOT-NEXT: %[[C1:.*]] = arith.constant 1 : index
 // DOT-NEXT: %[[ONE:.*]] = arith.cmpi eq, %[[TAIL]], %[[C1]] : index
 // DOT-NEXT: scf.if %[[ONE]] {
 // DOT: %{{.*}}:4 = scf.for
+// DOT: } else {
 // DOT: %[[TWO:.*]] = arith.cmpi eq, %[[TAIL]], %c2{{(_[0-9]+)?}} : index
 // DOT-NEXT: scf.if %[[TWO]] {
 // DOT: %{{.*}}:8 = scf.for
+// DOT: } else {
+// DOT: %[[THREE:.*]] = arith.cmpi eq, %[[TAIL]], %c3{{(_[0-9]+)?}} : index
+// DOT-NEXT: scf.if %[[THREE]] {
+// DOT: %{{.*}}:12 = scf.for
+// DOT: } else {
+// DOT: %[[FOUR:.*]] = arith.cmpi eq, %[[TAIL]], %c4{{(_[0-9]+)?}} : index
+// DOT-NEXT: scf.if %[[FOUR]] {
 // DOT: %{{.*}}:16 = scf.for
+// DOT: } else {
+// DOT-NOT: arith.cmpi eq, %[[TAIL]]
+// DOT: %{{.*}}:20 = scf.for
 
 func.func @dot_forward(%x: tensor<?x40xbf16>, %wr: tensor<40x4xbf16>,
                        %w1: tensor<4x40x48xf8E4M3FN>, %w2: tensor<4x24x40xf8E4M3FN>,

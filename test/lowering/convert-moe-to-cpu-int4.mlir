@@ -9,7 +9,9 @@
 // Packed (the default, for an even group): the pack kernel puts the codes
 // of rows 2kk and 2kk + 1 of a panel column into one byte (low, high 4
 // bits) and the scales and zero points (as f32) into panels per group of
-// K. Each GEMM first sums every row of A over every group of K. The GEMMs
+// K. Each GEMM first sums every row of A over every group of K (16 running
+// sums over the group's whole chunks of 16, reduced in lane order, then the
+// last elements one by one). The GEMMs
 // loop over the groups; per pair of rows they load the bytes, widen them to
 // i32 and take the low (& 15) and the high (>> 4) codes, converted exactly;
 // the products with the two rows of A accumulate into partial sums P, and
@@ -47,7 +49,13 @@
 // CHECK-LABEL: func.func private @__moe_cpu_gemm1_swiglu_gather_packed_int4g16_zp_v512
 // CHECK: %[[SUMS:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x?xf32>
 // CHECK: scf.parallel
-// CHECK: %[[SUM:.*]] = scf.for %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32) {
+// CHECK: %[[LANES:.*]] = scf.for %{{.*}} iter_args(%[[VACC:.*]] = %{{.*}}) -> (vector<16xf32>) {
+// CHECK-NEXT: %[[AV:.*]] = vector.load %{{.*}} : memref<?x?xf32, {{.*}}>, vector<16xf32>
+// CHECK-NEXT: %[[VNEXT:.*]] = arith.addf %[[VACC]], %[[AV]] : vector<16xf32>
+// CHECK-NEXT: scf.yield %[[VNEXT]] : vector<16xf32>
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: %[[TOTAL:.*]] = vector.reduction <add>, %[[LANES]], %[[ZERO]] : vector<16xf32> into f32
+// CHECK: %[[SUM:.*]] = scf.for %{{.*}} iter_args(%[[ACC:.*]] = %[[TOTAL]]) -> (f32) {
 // CHECK-NEXT: %[[AK:.*]] = memref.load
 // CHECK-NEXT: %[[NEXT:.*]] = arith.addf %[[ACC]], %[[AK]] : f32
 // CHECK-NEXT: scf.yield %[[NEXT]] : f32

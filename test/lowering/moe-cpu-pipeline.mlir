@@ -22,6 +22,9 @@
 
 // The grouped FFN's expert loop runs on all cores through the async runtime,
 // unless parallel=false.
+// The loops are cut into blocks by the runtime's thread count (num-workers
+// = -1), not by a count fixed at compile time.
+// PAR: llvm.call @mlirAsyncRuntimGetNumWorkerThreads() : () -> i64
 // PAR: llvm.call @mlirAsyncRuntimeExecute
 // SEQ-NOT: mlirAsyncRuntime
 
@@ -30,5 +33,5 @@
 // PIPE: one-shot-bufferize
 // PIPE: convert-linalg-to-loops
 // PIPE: scf-forall-to-parallel
-// PIPE: async-parallel-for
+// PIPE: async-parallel-for{async-dispatch=true min-task-size=1 num-workers=-1}
 // PIPE: convert-to-llvm
