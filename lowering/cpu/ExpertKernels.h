@@ -30,8 +30,9 @@
 // handled with masked loads and stores, row tails by clamping the rows that
 // are read and skipping the stores of the missing rows; a tail that fits in
 // a tile of half as many rows (rounded up to a power of two: 4 of 6) runs in
-// such a tile, so that at decode (a few rows per group) few FMAs are spent
-// on missing rows. Decode (a few rows
+// such a tile, and with quantized weights every tail runs in a tile of its
+// size, so that at decode (a few rows per group) few FMAs are spent on
+// missing rows. Decode (a few rows
 // per expert) and prefill (hundreds) are the same loop nest: at decode the
 // column blocks give every core work, at prefill the row blocks do.
 //
