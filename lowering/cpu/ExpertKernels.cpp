@@ -1126,19 +1126,39 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   Value groups = g.numGroups ? g.numGroups : cIdx(b, 1);
   // The largest group bounds the row blocks of the iteration space (the
   // weight gradient: every group has numRows rows, A's columns).
+  // The forward's work items cover only the groups that have rows, listed
+  // in `active` by the same scan: at decode most experts of a large layer
+  // have none (8 of Qwen3-30B-A3B's 128 at T = 1), and the runtime cuts the
+  // work items into blocks of consecutive items, so that with every group
+  // in the iteration space a block held 0, 1 or 2 of the busy experts and
+  // the two threads of a 2-core machine finished far apart. A group without
+  // rows has no output rows: nothing of it is skipped that would be written
+  // (the weight gradient, which writes every group, keeps them all).
   Value maxRows;
+  Value active;
   if (g.groupOffsets && !weightGradient) {
+    active = memref::AllocOp::create(
+        b, MemRefType::get({ShapedType::kDynamic}, b.getIndexType()), ValueRange{groups},
+        IntegerAttr());
     auto scan = scf::ForOp::create(
-        b, cIdx(b, 0), groups, cIdx(b, 1), ValueRange{cIdx(b, 0)},
+        b, cIdx(b, 0), groups, cIdx(b, 1), ValueRange{cIdx(b, 0), cIdx(b, 0)},
         [&](OpBuilder &nested, Location loc, Value grp, ValueRange acc) {
           ImplicitLocOpBuilder nb(loc, nested);
           Value begin = loadIndex(nb, g.groupOffsets, {grp});
           Value end = loadIndex(nb, g.groupOffsets,
                                 {arith::AddIOp::create(nb, grp, cIdx(nb, 1))});
           Value n = arith::SubIOp::create(nb, end, begin);
-          scf::YieldOp::create(nb, ValueRange{arith::MaxSIOp::create(nb, acc[0], n)});
+          // Stored at the next free place in any case, kept only if the
+          // group has rows.
+          memref::StoreOp::create(nb, grp, active, ValueRange{acc[1]});
+          Value busy = arith::CmpIOp::create(nb, arith::CmpIPredicate::sgt, n, cIdx(nb, 0));
+          Value next = arith::AddIOp::create(
+              nb, acc[1], arith::SelectOp::create(nb, busy, cIdx(nb, 1), cIdx(nb, 0)));
+          scf::YieldOp::create(nb,
+                               ValueRange{arith::MaxSIOp::create(nb, acc[0], n), next});
         });
     maxRows = scan.getResult(0);
+    groups = scan.getResult(1);
   } else {
     maxRows = g.numRows;
   }
@@ -1174,7 +1194,9 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
       ValueRange{cIdx(b, 1), cIdx(b, 1), cIdx(b, 1)},
       [&](OpBuilder &nested, Location loc, ValueRange ivs) {
         ImplicitLocOpBuilder nb(loc, nested);
-        Value group = ivs[0], cb = ivs[1], rb = ivs[2];
+        Value group = active ? memref::LoadOp::create(nb, active, ValueRange{ivs[0]}).getResult()
+                             : ivs[0];
+        Value cb = ivs[1], rb = ivs[2];
         Value groupBegin = g.groupOffsets ? loadIndex(nb, g.groupOffsets, {group}) : cIdx(nb, 0);
         Value groupEnd =
             g.groupOffsets

@@ -21,7 +21,8 @@
 // the register blocking (micro_rows x micro_vectors vectors of
 // accumulators), the cache blocking and the prefetch distance.
 //
-// Work decomposition. A work item is (group, column block, row block):
+// Work decomposition. A work item is (group, column block, row block), the
+// forward's groups only those that have rows:
 // `row_block` plan rows of one group times `col_block` output columns, the
 // whole reduction dimension. Inside it, micro-tiles of micro_rows rows x
 // (micro_vectors x L) columns keep every accumulator in a register; the

@@ -219,13 +219,31 @@ func.func @dynamic_tokens(%x: tensor<?x16xf32>, %wr: tensor<16x4xf32>, %w1: tens
 // -----
 
 // A hand-written grouped FFN: rows read in place (no gather), GEMM2's result
-// stored without a routed weight.
+// stored without a routed weight. Each GEMM's work items cover only the
+// groups with rows: one scan of the offsets finds the largest group and
+// lists the others (each group stored at the next free place, which moves
+// on only if the group has rows), and the parallel loop's first index
+// reads that list.
 // CHECK-LABEL: func.func @expert_ffn
 // CHECK: linalg.fill
 // CHECK: call @[[G1:__moe_cpu_gemm1_relu_packed_v512_6x4_b48x256_p32_[0-9A-F]+]](
 // CHECK: call @[[G2:__moe_cpu_gemm2_packed_v512_6x4_b48x256_p32_[0-9A-F]+]](
-// CHECK: func.func private @[[G1]](
-// CHECK: scf.parallel
+// CHECK: func.func private @[[G1]](%{{.*}}: memref<?x?xf32, {{.*}}>, %{{.*}}: memref<?x?x?x?xf32, {{.*}}>, %[[OFF:[a-z0-9]+]]: memref<?xi32, {{.*}}>,
+// CHECK: %[[ACTIVE:.*]] = memref.alloc(%{{.*}}) : memref<?xindex>
+// CHECK: %[[SCAN:.*]]:2 = scf.for %[[GRP:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[MAX:.*]] = %{{.*}}, %[[NEXT:.*]] = %{{.*}}) -> (index, index) {
+// CHECK: %[[ROWS:.*]] = arith.subi
+// CHECK-NEXT: memref.store %[[GRP]], %[[ACTIVE]][%[[NEXT]]] : memref<?xindex>
+// CHECK-NEXT: %[[Z:.*]] = arith.constant 0 : index
+// CHECK-NEXT: %[[BUSY:.*]] = arith.cmpi sgt, %[[ROWS]], %[[Z]] : index
+// CHECK-NEXT: %[[ONE:.*]] = arith.constant 1 : index
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0 : index
+// CHECK-NEXT: %[[STEP:.*]] = arith.select %[[BUSY]], %[[ONE]], %[[ZERO]] : index
+// CHECK-NEXT: %[[MOVED:.*]] = arith.addi %[[NEXT]], %[[STEP]] : index
+// CHECK-NEXT: %[[LARGEST:.*]] = arith.maxsi %[[MAX]], %[[ROWS]] : index
+// CHECK-NEXT: scf.yield %[[LARGEST]], %[[MOVED]] : index, index
+// CHECK: scf.parallel (%[[ITEM:.*]], %{{.*}}, %{{.*}}) = ({{.*}}) to (%[[SCAN]]#1, %{{.*}}, %{{.*}})
+// CHECK-NEXT: %[[G:.*]] = memref.load %[[ACTIVE]][%[[ITEM]]] : memref<?xindex>
+// CHECK-NEXT: memref.load %[[OFF]][%[[G]]]
 // CHECK: vector.fma
 // CHECK: func.func private @[[G2]](
 // CHECK: scf.parallel
@@ -267,7 +285,7 @@ func.func @dynamic_experts(%x: tensor<8x16xf32>, %wr: tensor<16x?xf32>, %w1: ten
 // CHECK:       %[[Z:.*]] = memref.alloc({{.*}}) {{.*}} : memref<?x?xf32>
 // CHECK:       scf.parallel
 // CHECK:       %[[H:.*]] = memref.alloc({{.*}}) {{.*}} : memref<?x?xf32>
-// CHECK-NOT:   memref.alloc
+// CHECK-NOT:   memref.alloc({{.*}}) {{.*}} : memref<?x?xf32>
 // CHECK:       scf.parallel
 // CHECK:       vector.fma
 // CHECK:       scf.if
