@@ -1136,6 +1136,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   // (the weight gradient, which writes every group, keeps them all).
   Value maxRows;
   Value active;
+  Value workGroups = groups; // the first dimension of the work items
   if (g.groupOffsets && !weightGradient) {
     active = memref::AllocOp::create(
         b, MemRefType::get({ShapedType::kDynamic}, b.getIndexType()), ValueRange{groups},
@@ -1158,7 +1159,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
                                ValueRange{arith::MaxSIOp::create(nb, acc[0], n), next});
         });
     maxRows = scan.getResult(0);
-    groups = scan.getResult(1);
+    workGroups = scan.getResult(1);
   } else {
     maxRows = g.numRows;
   }
@@ -1168,7 +1169,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   // few rows: decode, the router of one token), so that every core gets
   // columns to stream. Nothing is reused across a decode row block anyway.
   constexpr int64_t kMinWorkItems = 16;
-  Value groupRowBlocks = arith::MulIOp::create(b, groups, rowBlocks);
+  Value groupRowBlocks = arith::MulIOp::create(b, workGroups, rowBlocks);
   Value coarseItems =
       arith::MulIOp::create(b, groupRowBlocks, ceilDiv(b, g.columns, colBlock));
   Value colBlockSize = arith::SelectOp::create(
@@ -1190,7 +1191,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   // that consecutive items share one column slab of B in the cache.
   scf::ParallelOp::create(
       b, ValueRange{cIdx(b, 0), cIdx(b, 0), cIdx(b, 0)},
-      ValueRange{groups, colBlocks, rowBlocks},
+      ValueRange{workGroups, colBlocks, rowBlocks},
       ValueRange{cIdx(b, 1), cIdx(b, 1), cIdx(b, 1)},
       [&](OpBuilder &nested, Location loc, ValueRange ivs) {
         ImplicitLocOpBuilder nb(loc, nested);
