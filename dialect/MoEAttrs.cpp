@@ -37,9 +37,10 @@ static void printCheckpointParams(AsmPrinter &printer,
                                   ArrayRef<StringAttr> int4Zeros, int64_t group);
 static ParseResult parseQuantParams(AsmParser &parser, QuantKind &kind,
                                     SmallVector<int64_t> &block, int64_t &group,
-                                    bool &zeroPoint);
+                                    bool &zeroPoint, bool &int8Activations);
 static void printQuantParams(AsmPrinter &printer, QuantKind kind,
-                             ArrayRef<int64_t> block, int64_t group, bool zeroPoint);
+                             ArrayRef<int64_t> block, int64_t group, bool zeroPoint,
+                             bool int8Activations);
 
 #define GET_ATTRDEF_CLASSES
 #include "dialect/MoEAttrs.cpp.inc"
@@ -430,7 +431,7 @@ LogicalResult CpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
                                     int64_t vectorBits, int64_t registers, int64_t microRows,
                                     int64_t microVectors, int64_t rowBlock, int64_t colBlock,
                                     int64_t prefetchRows, bool bf16Dot, bool amx,
-                                    bool fp8Dot) {
+                                    bool fp8Dot, bool int8Dot) {
   if (vectorBits != 128 && vectorBits != 256 && vectorBits != 512)
     return emitError() << "#moe.cpu_config needs vector_bits = 128, 256 or 512, got "
                        << vectorBits;
@@ -467,6 +468,9 @@ LogicalResult CpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
   if (fp8Dot && !bf16Dot)
     return emitError() << "#moe.cpu_config: fp8_dot needs bf16_dot (the FP8 codes become bf16 "
                           "pairs for the dot product)";
+  if (int8Dot && vectorBits == 128)
+    return emitError() << "#moe.cpu_config: int8_dot needs vector_bits = 512 (vpdpbusd) or 256 "
+                          "(vpmaddubsw), got 128";
   if (amx && rowBlock % 16 != 0)
     return emitError() << "#moe.cpu_config: amx needs row_block to be a multiple of 16 (the "
                           "rows of a tile), got "
@@ -514,7 +518,7 @@ GpuConfigAttr GpuConfigAttr::getDefault(MLIRContext *context) {
 
 static ParseResult parseQuantParams(AsmParser &parser, QuantKind &kind,
                                     SmallVector<int64_t> &block, int64_t &group,
-                                    bool &zeroPoint) {
+                                    bool &zeroPoint, bool &int8Activations) {
   StringRef keyword;
   SMLoc at = parser.getCurrentLocation();
   if (parser.parseKeyword(&keyword))
@@ -526,6 +530,7 @@ static ParseResult parseQuantParams(AsmParser &parser, QuantKind &kind,
   kind = *parsed;
   group = 0;
   zeroPoint = false;
+  int8Activations = false;
   while (succeeded(parser.parseOptionalComma())) {
     SMLoc fieldAt = parser.getCurrentLocation();
     if (parser.parseKeyword(&keyword))
@@ -545,16 +550,20 @@ static ParseResult parseQuantParams(AsmParser &parser, QuantKind &kind,
         return failure();
     } else if (keyword == "zero_point") {
       zeroPoint = true;
+    } else if (keyword == "int8_activations") {
+      int8Activations = true;
     } else {
-      return parser.emitError(fieldAt)
-             << "expected 'block', 'group' or 'zero_point', got '" << keyword << "'";
+      return parser.emitError(fieldAt) << "expected 'block', 'group', 'zero_point' or "
+                                          "'int8_activations', got '"
+                                       << keyword << "'";
     }
   }
   return success();
 }
 
 static void printQuantParams(AsmPrinter &printer, QuantKind kind,
-                             ArrayRef<int64_t> block, int64_t group, bool zeroPoint) {
+                             ArrayRef<int64_t> block, int64_t group, bool zeroPoint,
+                             bool int8Activations) {
   printer << stringifyQuantKind(kind);
   if (!block.empty()) {
     printer << ", block = [";
@@ -565,11 +574,13 @@ static void printQuantParams(AsmPrinter &printer, QuantKind kind,
     printer << ", group = " << group;
   if (zeroPoint)
     printer << ", zero_point";
+  if (int8Activations)
+    printer << ", int8_activations";
 }
 
 LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 QuantKind kind, ArrayRef<int64_t> block, int64_t group,
-                                bool zeroPoint) {
+                                bool zeroPoint, bool int8Activations) {
   if (kind == QuantKind::fp8_e4m3) {
     if (block.size() != 2)
       return emitError() << "#moe.quant<fp8_e4m3> needs block = [BK, BN] (two sizes), got "
@@ -580,6 +591,9 @@ LogicalResult QuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (group || zeroPoint)
       return emitError() << "#moe.quant<fp8_e4m3> takes no group or zero_point (one scale "
                             "per block)";
+    if (int8Activations)
+      return emitError() << "#moe.quant<fp8_e4m3> takes no int8_activations (a mode of int4 "
+                            "weights)";
     return success();
   }
   if (!block.empty())

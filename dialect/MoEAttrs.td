@@ -426,16 +426,29 @@ def MoE_QuantAttr : MoE_Attr<"Quant", "quant"> {
     Each product is of two exact factors, rounded once to f32; the rest of
     the layer computes as for its element type (docs/spec.md §2).
 
+    * `int8_activations` (int4 only; docs/spec.md §2.1, "int8 activations"):
+      a second numerics mode, llama.cpp's Q8 activations: each GEMM's left
+      operand (the tokens, then h rounded to the element type, f32
+      included) is replaced by its symmetric int8 quantization per row and
+      group of G consecutive k, `a^ = q_a * s_a` with `s_a = max|a| / 127`
+      (f32) and `q_a` = `a / s_a` (f32) rounded to nearest even (0 where
+      `s_a` is 0), so that the CPU multiplies codes with integer dot
+      products (`vpdpbusd`, `vpmaddubsw`). The products are then exact
+      integers; each group's sum is scaled once.
+
     Verified: fp8 takes `block` (two sizes >= 1) and neither `group` nor
-    `zero_point`; int4 takes `group` (>= 1) and no `block`.
+    `zero_point` nor `int8_activations`; int4 takes `group` (>= 1) and no
+    `block`.
   }];
   let parameters = (ins
     EnumParameter<MoE_QuantKind>:$kind,
     OptionalArrayRefParameter<"int64_t", "fp8: block sizes [BK, BN]">:$block,
     DefaultValuedParameter<"int64_t", "0", "int4: group size along K">:$group,
-    DefaultValuedParameter<"bool", "false", "int4: zero points given">:$zero_point);
-  // `<fp8_e4m3, block = [128, 128]>`, `<int4, group = 128, zero_point>`.
-  let assemblyFormat = "`<` custom<QuantParams>($kind, $block, $group, $zero_point) `>`";
+    DefaultValuedParameter<"bool", "false", "int4: zero points given">:$zero_point,
+    DefaultValuedParameter<"bool", "false", "int4: activations quantized to int8">:$int8_activations);
+  // `<fp8_e4m3, block = [128, 128]>`, `<int4, group = 128, zero_point>`,
+  // `<int4, group = 128, int8_activations>`.
+  let assemblyFormat = "`<` custom<QuantParams>($kind, $block, $group, $zero_point, $int8_activations) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// The weights' element type: f8E4M3FN or i4.
@@ -489,6 +502,14 @@ def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
       AVX512_VBMI), the high and low bytes, and the pairs of k are
       interleaved by byte unpacks (the packed panel stores the codes in that
       order).
+    * `int8_dot` (default false; needs `vector_bits` 512 or 256): int4
+      GEMMs in the int8-activation mode (`#moe.quant<..., int8_activations>`)
+      with packed weights multiply the activations' int8 codes by the
+      weights' codes with integer dot products: `vpdpbusd` at 512 bits
+      (AVX512_VNNI), `vpmaddubsw` + `vpmaddwd` at 256 (AVX2). Without it
+      (or with a group that is not a multiple of 8, or unpacked weights)
+      the lowering computes the same mode with the quantized activations'
+      f32 values on the FMA path.
 
     Example (the AVX2 + FMA choice, on a router GEMM):
 
@@ -509,7 +530,8 @@ def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
     "int64_t":$prefetch_rows,
     "bool":$bf16_dot,
     DefaultValuedParameter<"bool", "false">:$amx,
-    DefaultValuedParameter<"bool", "false">:$fp8_dot);
+    DefaultValuedParameter<"bool", "false">:$fp8_dot,
+    DefaultValuedParameter<"bool", "false">:$int8_dot);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

@@ -248,7 +248,7 @@ void GroupedGemmDesc::setQuant(QuantAttr quant) {
   if (!quant) {
     format = WeightFormat::dense;
     blockK = blockN = 0;
-    zeroPoint = false;
+    zeroPoint = int8Activations = false;
     return;
   }
   if (quant.getKind() == QuantKind::int4) {
@@ -256,17 +256,19 @@ void GroupedGemmDesc::setQuant(QuantAttr quant) {
     blockK = quant.getGroup();
     blockN = 1;
     zeroPoint = quant.getZeroPoint();
+    int8Activations = quant.getInt8Activations();
     return;
   }
   format = WeightFormat::fp8Block;
   blockK = quant.getBlock()[0];
   blockN = quant.getBlock()[1];
-  zeroPoint = false;
+  zeroPoint = int8Activations = false;
 }
 
 std::string GroupedGemmDesc::formatSuffix() const {
   if (format == WeightFormat::int4Group)
-    return "_int4g" + std::to_string(blockK) + (zeroPoint ? "_zp" : "");
+    return "_int4g" + std::to_string(blockK) + (zeroPoint ? "_zp" : "") +
+           (int8Activations ? "_a8" : "");
   if (format == WeightFormat::fp8Block)
     return "_fp8b" + std::to_string(blockK) + "x" + std::to_string(blockN);
   return "";

@@ -153,7 +153,11 @@ struct GroupedGemmDesc {
   int64_t blockK = 0, blockN = 0;
   /// WeightFormat::int4Group: zero points are operands (else 8).
   bool zeroPoint = false;
-  /// Element types of A, B (and the bias), C: f32, bf16 or f16.
+  /// WeightFormat::int4Group: #moe.quant's int8-activation mode (A is the
+  /// activations' int8 quantization; see the CPU's GroupedGemm::int8Dot).
+  bool int8Activations = false;
+  /// Element types of A, B (and the bias), C: f32, bf16 or f16 (i8: the
+  /// codes of the int8-activation mode).
   Type aType, bType, cType;
   GemmEpilogue epilogue;
 
@@ -165,7 +169,7 @@ struct GroupedGemmDesc {
   /// dense): fp8_e4m3 blocks [bk, bn], or int4 groups of G along K.
   void setQuant(QuantAttr quant);
   /// The kernel-name part of a quantized format, whose block sizes are
-  /// compile-time constants of a kernel: _int4g<G>[_zp], _fp8b<BK>x<BN>
+  /// compile-time constants of a kernel: _int4g<G>[_zp][_a8], _fp8b<BK>x<BN>
   /// ("" for dense weights).
   std::string formatSuffix() const;
   /// Why this is not a grouped GEMM the file comment defines (empty: it is).

@@ -525,6 +525,128 @@ static Value widenToF32(ImplicitLocOpBuilder &b, const KernelSite &site, Value a
   return wide;
 }
 
+/// The int8-activation mode's quantization of the left operand `a` ([rows,
+/// K], any float type) per row and group of `group` consecutive k
+/// (docs/spec.md §2.1): s = max|a| / 127 in f32 (NaN propagates), q = a / s
+/// rounded to nearest even, 0 where s is not a finite positive number (a
+/// zero group; a non-finite s makes the group's products NaN through s).
+/// With `codes` set: the codes as i8 in a new memref<rows x K8 x i8> (K8 = K
+/// rounded up to 8, zero-padded) and their scales and sums per row and
+/// group (f32, exact) for the int8 dot product; else the values q * s as
+/// f32 in a new [rows, K] buffer for the FMA path. Every row on its own
+/// core; two passes over each group (its maximum, then its codes).
+struct QuantizedActivations {
+  Value codes, scales, sums; // or `values` alone
+  Value values;
+};
+static QuantizedActivations quantizeActivations(ImplicitLocOpBuilder &b, const KernelSite &site,
+                                                Value a, int64_t group, bool codes) {
+  Value rows = memDim(b, a, 0), red = memDim(b, a, 1);
+  auto ceilTo = [&](ImplicitLocOpBuilder &ib, Value x, int64_t m) -> Value {
+    return arith::MulIOp::create(
+        ib, arith::CeilDivSIOp::create(ib, x, arith::ConstantIndexOp::create(ib, m)),
+        arith::ConstantIndexOp::create(ib, m));
+  };
+  Value numGroups = arith::CeilDivSIOp::create(b, red, arith::ConstantIndexOp::create(b, group));
+  QuantizedActivations q;
+  SmallVector<Value> args{a};
+  if (codes) {
+    q.codes = allocBuffer(b, {OpFoldResult(rows), OpFoldResult(ceilTo(b, red, 8))}, b.getI8Type());
+    q.scales = allocBuffer(b, {OpFoldResult(rows), OpFoldResult(numGroups)}, b.getF32Type());
+    q.sums = allocBuffer(b, {OpFoldResult(rows), OpFoldResult(numGroups)}, b.getF32Type());
+    args.append({q.codes, q.scales, q.sums});
+  } else {
+    q.values = allocBuffer(b, {OpFoldResult(rows), OpFoldResult(red)}, b.getF32Type());
+    args.push_back(q.values);
+  }
+  const int64_t lanes = site.config.getLanes();
+  std::string name = (Twine("__moe_cpu_quantize_a8_") + (codes ? "codes" : "values") + "_g" +
+                      Twine(group) + "_v" + Twine(site.config.getVectorBits()))
+                         .str();
+  kernel(b, site, name, args, [&](ImplicitLocOpBuilder &b, ValueRange v) {
+    Value c0 = arith::ConstantIndexOp::create(b, 0), c1 = arith::ConstantIndexOp::create(b, 1);
+    Value step = arith::ConstantIndexOp::create(b, lanes);
+    Value rows = memDim(b, v[0], 0), red = memDim(b, v[0], 1);
+    Value numGroups = arith::CeilDivSIOp::create(b, red, arith::ConstantIndexOp::create(b, group));
+    VectorType vt = VectorType::get({lanes}, b.getF32Type());
+    auto i32v = VectorType::get({lanes}, b.getI32Type());
+    auto i8v = VectorType::get({lanes}, b.getI8Type());
+    scf::ParallelOp::create(
+        b, ValueRange{c0}, ValueRange{rows}, ValueRange{c1},
+        [&](OpBuilder &nested, Location loc, ValueRange ivs) {
+          ImplicitLocOpBuilder rb(loc, nested);
+          Value row = ivs[0];
+          scf::ForOp::create(
+              rb, c0, numGroups, c1, ValueRange{},
+              [&](OpBuilder &gBuilder, Location loc, Value kb, ValueRange) {
+                ImplicitLocOpBuilder gb(loc, gBuilder);
+                Value k0 = arith::MulIOp::create(gb, kb, arith::ConstantIndexOp::create(gb, group));
+                Value k1 = arith::MinSIOp::create(
+                    gb, red,
+                    arith::AddIOp::create(gb, k0, arith::ConstantIndexOp::create(gb, group)));
+                auto load = [&](ImplicitLocOpBuilder &cb, Value col) {
+                  return cpu::loadF32Vector(cb, v[0], {row, col}, cpu::columnMask(cb, col, k1, lanes));
+                };
+                // max |a| over the group (maximumf: a NaN propagates).
+                Value zero = arith::ConstantOp::create(gb, vt, DenseElementsAttr::get(vt, 0.0f));
+                auto maxLoop = scf::ForOp::create(
+                    gb, k0, k1, step, ValueRange{zero},
+                    [&](OpBuilder &cBuilder, Location loc, Value col, ValueRange acc) {
+                      ImplicitLocOpBuilder cb(loc, cBuilder);
+                      Value x = math::AbsFOp::create(cb, load(cb, col));
+                      scf::YieldOp::create(cb, ValueRange{arith::MaximumFOp::create(cb, acc[0], x)});
+                    });
+                Value amax = vector::ReductionOp::create(gb, vector::CombiningKind::MAXIMUMF,
+                                                         maxLoop.getResult(0));
+                Value s = arith::DivFOp::create(
+                    gb, amax, arith::ConstantOp::create(gb, gb.getF32FloatAttr(127.0f)));
+                Value finitePositive = arith::AndIOp::create(
+                    gb,
+                    arith::CmpFOp::create(gb, arith::CmpFPredicate::OGT, s,
+                                          arith::ConstantOp::create(gb, gb.getF32FloatAttr(0.0f))),
+                    arith::CmpFOp::create(
+                        gb, arith::CmpFPredicate::OLT, s,
+                        arith::ConstantOp::create(
+                            gb, gb.getF32FloatAttr(std::numeric_limits<float>::infinity()))));
+                Value sVec = vector::BroadcastOp::create(gb, vt, s);
+                Value zeroI = arith::ConstantOp::create(gb, i32v,
+                                                        DenseElementsAttr::get(i32v, gb.getI32IntegerAttr(0)));
+                // The codes' store limit: the group rounded up to 8 (the
+                // padding of the last group's word, zeros).
+                Value storeEnd = codes ? ceilTo(gb, k1, 8) : k1;
+                auto codeLoop = scf::ForOp::create(
+                    gb, k0, k1, step, ValueRange{zeroI},
+                    [&](OpBuilder &cBuilder, Location loc, Value col, ValueRange acc) {
+                      ImplicitLocOpBuilder cb(loc, cBuilder);
+                      Value x = math::RoundEvenOp::create(
+                          cb, arith::DivFOp::create(cb, load(cb, col), sVec));
+                      x = arith::SelectOp::create(cb, finitePositive, x, zero);
+                      Value mask = cpu::columnMask(cb, col, storeEnd, lanes);
+                      if (!codes) {
+                        vector::MaskedStoreOp::create(cb, v[1], ValueRange{row, col}, mask,
+                                                      arith::MulFOp::create(cb, x, sVec));
+                        scf::YieldOp::create(cb, acc);
+                        return;
+                      }
+                      Value qi = arith::FPToSIOp::create(cb, i32v, x);
+                      vector::MaskedStoreOp::create(cb, v[1], ValueRange{row, col}, mask,
+                                                    arith::TruncIOp::create(cb, i8v, qi));
+                      scf::YieldOp::create(cb, ValueRange{arith::AddIOp::create(cb, acc[0], qi)});
+                    });
+                if (codes) {
+                  memref::StoreOp::create(gb, s, v[2], ValueRange{row, kb});
+                  Value sum = vector::ReductionOp::create(gb, vector::CombiningKind::ADD,
+                                                          codeLoop.getResult(0));
+                  memref::StoreOp::create(gb, arith::SIToFPOp::create(gb, gb.getF32Type(), sum),
+                                          v[3], ValueRange{row, kb});
+                }
+                scf::YieldOp::create(gb);
+              });
+        });
+  });
+  return q;
+}
+
 /// The expert FFNs over plan rows grouped by expert (docs/spec.md §2-§3,
 /// numerics for T = bf16/f16 included):
 ///   h[r]   = act(A[row(r)] W1[g] + b1[g]) (gated: act(u[:H]) * u[H:]),
@@ -559,7 +681,14 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   // FP8 with the configuration's fp8_dot and an even block of K (a pair of
   // rows in one block): its codes become their exact bf16s by byte lookups.
   const bool fp8 = quant && !int4;
-  bool dot = site.config.getBf16Dot() && elt.isBF16() &&
+  // The int8-activation mode: the GEMMs read the activations' int8
+  // quantization, its codes on the configuration's integer dot product
+  // (packed weights, groups of whole 8-k words), else its values on the
+  // FMA path.
+  const bool int8Act = int4 && quant.getInt8Activations();
+  const bool int8Dot = int8Act && site.config.getInt8Dot() && quant.getGroup() % 8 == 0;
+  const bool int8Dot1 = int8Dot && packed1, int8Dot2 = int8Dot && packed2;
+  bool dot = !int8Act && site.config.getBf16Dot() && elt.isBF16() &&
              (cast<MemRefType>(w1.getType()).getElementType().isBF16() || int4 ||
               (fp8 && site.config.getFp8Dot() && quant.getBlock()[0] % 2 == 0));
   bool dot1 = dot && packed1, dot2 = dot && packed2;
@@ -567,16 +696,18 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   // scales (applied per block of K); unpacked: each weight is dequantized
   // exactly as it is loaded.
   Value s1k = s1, s2k = s2, z1k = z1, z2k = z2;
-  Value w1k = packed1 ? prepareWeights(b, site, w1, gated, dot1 && !int4, false, s1, quant, &s1k,
-                                       z1, &z1k)
+  Value w1k = packed1 ? prepareWeights(b, site, w1, gated, (dot1 && !int4) || int8Dot1, false,
+                                       s1, quant, &s1k, z1, &z1k)
                       : w1;
-  Value w2k = packed2 ? prepareWeights(b, site, w2, /*gated=*/false, dot2 && !int4, false, s2,
-                                       quant, &s2k, z2, &z2k)
+  Value w2k = packed2 ? prepareWeights(b, site, w2, /*gated=*/false, (dot2 && !int4) || int8Dot2,
+                                       false, s2, quant, &s2k, z2, &z2k)
                       : w2;
   // Left operands of a narrow type reach the FMA micro-kernels as f32: the
   // tokens widened once, and h kept in f32 after its rounding to the
   // element type (the same values; the dot product reads them narrow).
-  bool widen1 = !elt.isF32() && !dot1, widen2 = !elt.isF32() && !dot2;
+  // (The int8-activation mode reads the quantization of the tokens and of
+  // h as stored, rounded to the element type.)
+  bool widen1 = !int8Act && !elt.isF32() && !dot1, widen2 = !int8Act && !elt.isF32() && !dot2;
   // AMX: the dot-product GEMMs on the tile unit; their tile shapes need the
   // (static) pair count of the packed weights, which the kernel names carry.
   int64_t pairs1 = dot1 && !quant ? amxPairs(site, w1k) : 0,
@@ -585,6 +716,11 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     emitRequestAmx(b, enclosingModule(b));
   if (widen1)
     a = widenToF32(b, site, a);
+  QuantizedActivations qa1;
+  if (int8Act) {
+    qa1 = quantizeActivations(b, site, a, quant.getGroup(), int8Dot1);
+    a = int8Dot1 ? qa1.codes : qa1.values;
+  }
   Value h = allocBuffer(b, {OpFoldResult(numRows), memref::getMixedSize(b, b.getLoc(), w2, 1)},
                         widen2 ? b.getF32Type() : elt);
 
@@ -621,10 +757,13 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   }
   KernelArgs args1{a, w1k, offsets, h};
   std::optional<unsigned> mapAt = args1.addOptional(rowMap), bias1At = args1.addOptional(b1),
-                          scales1At = args1.addOptional(s1k), zeros1At = args1.addOptional(z1k);
+                          scales1At = args1.addOptional(s1k), zeros1At = args1.addOptional(z1k),
+                          aScales1At = args1.addOptional(qa1.scales),
+                          aSums1At = args1.addOptional(qa1.sums);
   std::string name1 = site.kernelName("__moe_cpu_gemm1_" + stringifyActivation(act) +
                                       (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
                                       (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : "") +
+                                      (int8Dot1 ? "_i8dot" : "") +
                                       (pairs1 ? "_amx" + std::to_string(pairs1) : "") +
                                       (widen2 ? "_hround" : "") + quantSuffix1);
   kernel(b, site, name1, args1, [&](ImplicitLocOpBuilder &b, ValueRange v) {
@@ -636,16 +775,29 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     gemm.bScales = KernelArgs::at(v, scales1At);
     gemm.bZeroPoints = KernelArgs::at(v, zeros1At);
     gemm.fp8VectorScale = vectorScale1;
+    gemm.int8Dot = int8Dot1;
+    gemm.aScales = KernelArgs::at(v, aScales1At);
+    gemm.aCodeSums = KernelArgs::at(v, aSums1At);
     cpu::emitGroupedGemm(b, gemm);
   });
 
-  KernelArgs args2{h, w2k, offsets, out};
+  Value a2 = h;
+  QuantizedActivations qa2;
+  if (int8Act) {
+    qa2 = quantizeActivations(b, site, h, quant.getGroup(), int8Dot2);
+    a2 = int8Dot2 ? qa2.codes : qa2.values;
+    desc2.aType = getElementTypeOrSelf(a2.getType());
+  }
+  KernelArgs args2{a2, w2k, offsets, out};
   std::optional<unsigned> scaleAt = args2.addOptional(rowScale),
                           bias2At = args2.addOptional(b2), scales2At = args2.addOptional(s2k),
-                          zeros2At = args2.addOptional(z2k);
+                          zeros2At = args2.addOptional(z2k),
+                          aScales2At = args2.addOptional(qa2.scales),
+                          aSums2At = args2.addOptional(qa2.sums);
   std::string name2 =
       site.kernelName(Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
                       (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") + (dot2 ? "_bf16dot" : "") +
+                      (int8Dot2 ? "_i8dot" : "") +
                       (pairs2 ? "_amx" + std::to_string(pairs2) : "") + quantSuffix2);
   kernel(b, site, name2, args2, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     cpu::GroupedGemm gemm = groupedGemmOf(b, desc2, v, packed2, dot2, site.config);
@@ -656,6 +808,9 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
     gemm.bScales = KernelArgs::at(v, scales2At);
     gemm.bZeroPoints = KernelArgs::at(v, zeros2At);
     gemm.fp8VectorScale = vectorScale2;
+    gemm.int8Dot = int8Dot2;
+    gemm.aScales = KernelArgs::at(v, aScales2At);
+    gemm.aCodeSums = KernelArgs::at(v, aSums2At);
     cpu::emitGroupedGemm(b, gemm);
   });
 }

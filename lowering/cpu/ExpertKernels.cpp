@@ -655,6 +655,169 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
       pairStep, groupEnd, accs);
 }
 
+/// The integer dot products of the int8-activation mode (#moe.quant's
+/// int8_activations), called by their LLVM intrinsics' names as vpermi2b
+/// is: AVX512_VNNI's vpdpbusd (each 32-bit lane adds the four products of
+/// unsigned and signed bytes), and AVX2's vpmaddubsw (pairs of unsigned x
+/// signed bytes to 16 bits, saturating) and vpmaddwd (pairs of 16-bit
+/// words to 32 bits).
+constexpr StringLiteral kVpdpbusd = "llvm.x86.avx512.vpdpbusd.512";
+constexpr StringLiteral kPmaddubsw = "llvm.x86.avx2.pmadd.ub.sw";
+constexpr StringLiteral kPmaddwd = "llvm.x86.avx2.pmadd.wd";
+
+void declareInt8Dot(ImplicitLocOpBuilder &b, int64_t lanes) {
+  auto module = b.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
+  assert(module && "the kernel is in a module");
+  auto words = VectorType::get({lanes}, b.getI32Type());
+  auto bytes = VectorType::get({4 * lanes}, b.getI8Type());
+  if (lanes == 16) {
+    cpu::declareFunction(b, b.getLoc(), module, kVpdpbusd,
+                         b.getFunctionType({words, bytes, bytes}, {words}));
+    return;
+  }
+  assert(lanes == 8 && "the int8 dot product has 512- and 256-bit forms");
+  auto halves = VectorType::get({16}, b.getI16Type());
+  cpu::declareFunction(b, b.getLoc(), module, kPmaddubsw,
+                       b.getFunctionType({bytes, bytes}, {halves}));
+  cpu::declareFunction(b, b.getLoc(), module, kPmaddwd,
+                       b.getFunctionType({halves, halves}, {words}));
+}
+
+/// The products of an int4 micro-tile in the int8-activation mode: A is the
+/// rows' int8 codes (memref<rows x K8 x i8>, K8 = K rounded up to 8, the
+/// padding zeros), B the panels of declarePackedWeights with `vnni` (a
+/// 32-bit word holds the codes of 8 consecutive k of one column: byte j
+/// has k = 8kk + j in its low and 8kk + 4 + j in its high 4 bits). Per group
+/// of K (a multiple of 8), the integer sum I = sum q_a q_w is exact in 32
+/// bits (|I| <= G x 127 x 15); the group then adds (I - z S) s_w s_a to the
+/// f32 accumulators, S the group's sum of the row's codes, s_a its scale
+/// (g.aCodeSums, g.aScales), z and s_w the panel's zero points and scales.
+/// Each 8 k of 16 (8) columns: one load, three bit operations, and per row
+/// two vpdpbusd (AVX2: two vpmaddubsw, one vpaddw, one vpmaddwd, one
+/// vpaddd; the 16-bit sums of two products, at most 2 x 15 x 127 each,
+/// cannot saturate).
+void emitInt8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
+                         Value panel, ArrayRef<Value> aRows, int64_t microRows, Value kEnd,
+                         SmallVectorImpl<Value> &accs) {
+  const int64_t lanes = g.config.getLanes();
+  const int64_t microVecs = g.config.getMicroVectors();
+  const int64_t groupK = g.desc.blockK;
+  assert(groupK % 8 == 0 && "the int8 dot product needs groups of whole 8-k words");
+  assert((lanes == 16 || lanes == 8) && "vpdpbusd (512 bits) or vpmaddubsw (256 bits)");
+  VectorType vt = f32Vec(b, lanes);
+  auto i32v = VectorType::get({lanes}, b.getI32Type());
+  auto bytes = VectorType::get({4 * lanes}, b.getI8Type());
+  auto halves = VectorType::get({16}, b.getI16Type());
+  auto splatI32 = [&](ImplicitLocOpBuilder &nb, int32_t c) -> Value {
+    return arith::ConstantOp::create(nb, i32v,
+                                     DenseElementsAttr::get(i32v, nb.getI32IntegerAttr(c)));
+  };
+  // The four codes of A at (row, k) in every 32-bit lane, as bytes.
+  auto aWord = [&](ImplicitLocOpBuilder &nb, Value row, Value k) -> Value {
+    Value four = vector::LoadOp::create(nb, VectorType::get({4}, nb.getI8Type()), g.a,
+                                        ValueRange{row, k});
+    Value one = vector::BitCastOp::create(nb, VectorType::get({1}, nb.getI32Type()), four);
+    Value word = vector::ExtractOp::create(nb, one, ArrayRef<int64_t>{0});
+    return vector::BitCastOp::create(nb, bytes, vector::BroadcastOp::create(nb, i32v, word));
+  };
+  auto asBytes = [&](ImplicitLocOpBuilder &nb, Value x) -> Value {
+    return vector::BitCastOp::create(nb, bytes, x);
+  };
+  Value ones;
+  if (lanes == 8)
+    ones = arith::ConstantOp::create(b, halves,
+                                     DenseElementsAttr::get(halves, b.getI16IntegerAttr(1)));
+  Value zeroI = splatI32(b, 0);
+  SmallVector<Value> initI(microRows * microVecs, zeroI);
+  Value zeroF = arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, 0.0f));
+  SmallVector<Value> initF(microRows * microVecs, zeroF);
+  // Prefetch as many bytes ahead as the f32 panels: a word row of codes
+  // (4W bytes) holds 8 rows, an f32 row 4W bytes.
+  const int64_t int8PrefetchScale = 1;
+  emitBlockLoop(
+      b, kEnd, groupK, initF,
+      [&](ImplicitLocOpBuilder &ob, Value kb, Value k0, Value k1, ValueRange acc) {
+        Value w0 = arith::DivUIOp::create(ob, k0, cIdx(ob, 8));
+        Value w1 = ceilDiv(ob, k1, 8);
+        auto words = scf::ForOp::create(
+            ob, w0, w1, cIdx(ob, 1), initI,
+            [&](OpBuilder &nested, Location loc, Value kk, ValueRange part) {
+              ImplicitLocOpBuilder nb(loc, nested);
+              prefetchPanelRow(nb, g.b, group, panel, kk,
+                               g.config.getPrefetchRows() * int8PrefetchScale,
+                               microVecs * lanes);
+              Value k = arith::MulIOp::create(nb, kk, cIdx(nb, 8));
+              Value kHigh = arith::AddIOp::create(nb, k, cIdx(nb, 4));
+              SmallVector<Value> lo, hi;
+              for (int64_t v = 0; v < microVecs; ++v) {
+                Value x = vector::LoadOp::create(nb, i32v, g.b,
+                                                 ValueRange{group, panel, kk, cIdx(nb, v * lanes)});
+                Value nibbles = splatI32(nb, 0x0F0F0F0F);
+                lo.push_back(asBytes(nb, arith::AndIOp::create(nb, x, nibbles)));
+                hi.push_back(asBytes(
+                    nb, arith::AndIOp::create(nb, arith::ShRUIOp::create(nb, x, splatI32(nb, 4)),
+                                              nibbles)));
+              }
+              SmallVector<Value> next(part.begin(), part.end());
+              for (int64_t i = 0; i < microRows; ++i) {
+                Value aLo = aWord(nb, aRows[i], k), aHi = aWord(nb, aRows[i], kHigh);
+                for (int64_t v = 0; v < microVecs; ++v) {
+                  Value &p = next[i * microVecs + v];
+                  if (lanes == 16) {
+                    p = func::CallOp::create(nb, kVpdpbusd, TypeRange{i32v},
+                                             ValueRange{p, lo[v], aLo})
+                            .getResult(0);
+                    p = func::CallOp::create(nb, kVpdpbusd, TypeRange{i32v},
+                                             ValueRange{p, hi[v], aHi})
+                            .getResult(0);
+                  } else {
+                    Value pl = func::CallOp::create(nb, kPmaddubsw, TypeRange{halves},
+                                                    ValueRange{lo[v], aLo})
+                                   .getResult(0);
+                    Value ph = func::CallOp::create(nb, kPmaddubsw, TypeRange{halves},
+                                                    ValueRange{hi[v], aHi})
+                                   .getResult(0);
+                    Value sum = arith::AddIOp::create(nb, pl, ph);
+                    Value w = func::CallOp::create(nb, kPmaddwd, TypeRange{i32v},
+                                                   ValueRange{sum, ones})
+                                  .getResult(0);
+                    p = arith::AddIOp::create(nb, p, w);
+                  }
+                }
+              }
+              scf::YieldOp::create(nb, next);
+            });
+        // (I - z S) s_w s_a per group: I and S exact in f32 (|I| < 2^24).
+        SmallVector<Value> scales, negZeros, next;
+        for (int64_t v = 0; v < microVecs; ++v) {
+          Value at = cIdx(ob, v * lanes);
+          scales.push_back(
+              vector::LoadOp::create(ob, vt, g.bScales, ValueRange{group, panel, kb, at}));
+          Value z = g.bZeroPoints
+                        ? vector::LoadOp::create(ob, vt, g.bZeroPoints,
+                                                 ValueRange{group, panel, kb, at})
+                              .getResult()
+                        : arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 8.0f))
+                              .getResult();
+          negZeros.push_back(arith::NegFOp::create(ob, z));
+        }
+        for (int64_t i = 0; i < microRows; ++i) {
+          Value sumA = vector::BroadcastOp::create(
+              ob, vt, memref::LoadOp::create(ob, g.aCodeSums, ValueRange{aRows[i], kb}));
+          Value scaleA = vector::BroadcastOp::create(
+              ob, vt, memref::LoadOp::create(ob, g.aScales, ValueRange{aRows[i], kb}));
+          for (int64_t v = 0; v < microVecs; ++v) {
+            Value sum = arith::SIToFPOp::create(ob, vt, words.getResult(i * microVecs + v));
+            Value p = vector::FMAOp::create(ob, negZeros[v], sumA, sum);
+            Value s = arith::MulFOp::create(ob, scales[v], scaleA);
+            next.push_back(vector::FMAOp::create(ob, p, s, acc[i * microVecs + v]));
+          }
+        }
+        return next;
+      },
+      accs);
+}
+
 /// vpermi2b (AVX512_VBMI), called by its LLVM intrinsic's name: a function
 /// of that name declared in the module (declareVpermi2b) becomes the
 /// intrinsic when translated to LLVM IR, and a func.call, unlike
@@ -893,6 +1056,8 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
   if (g.amx) {
     assert(lanes == 16 && microRows <= 16 && "AMX micro-tiles are 16 rows of 16-lane vectors");
     accs = emitAmxProducts(b, g, group, panel, row0, microRows, microVecs);
+  } else if (g.desc.format == WeightFormat::int4Group && g.bPacked && g.int8Dot) {
+    emitInt8DotProducts(b, g, group, panel, aRows, microRows, kEnd, accs);
   } else if (g.desc.format == WeightFormat::int4Group && g.bPacked) {
     emitInt4PackedProducts(b, g, group, panel, aRows, microRows, kEnd, init, accs);
   } else if (g.desc.format == WeightFormat::fp8Block && g.bPacked && g.bf16Dot) {
@@ -1114,6 +1279,9 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
          "quantized weights are dequantized on the FMA path (packed: or the bf16 dot "
          "product), with their scales");
   assert(g.desc.zeroPoint == (g.bZeroPoints != nullptr) && "zero points of int4 weights");
+  assert((!g.int8Dot || (g.desc.format == WeightFormat::int4Group && g.bPacked && !g.bf16Dot &&
+                         g.aScales && g.aCodeSums)) &&
+         "the int8 dot product reads packed int4 weights and the codes of A");
   const int64_t tileCols = g.config.getTileColumns(g.gated());
   // AMX: tiles of 16 rows (the configuration's verifier makes row_block a
   // multiple of 16), and no smaller tail tile: the tile unit computes 16
@@ -1183,9 +1351,12 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   // Packed FP8 on the dot product: the byte lookup's declaration.
   if (g.desc.format == WeightFormat::fp8Block && g.bPacked && g.bf16Dot)
     declareVpermi2b(b);
-  // Packed int4: the rows' sums of A per group of K, built once per call.
-  if (g.desc.format == WeightFormat::int4Group && g.bPacked)
+  // Packed int4: the rows' sums of A per group of K, built once per call
+  // (the int8 dot product's come with its codes).
+  if (g.desc.format == WeightFormat::int4Group && g.bPacked && !g.int8Dot)
     withA.aGroupSums = emitGroupSums(b, g);
+  if (g.int8Dot)
+    declareInt8Dot(b, g.config.getLanes());
 
   // Work items (group, column block, row block): row blocks innermost, so
   // that consecutive items share one column slab of B in the cache.
@@ -1309,9 +1480,10 @@ PackedWeights cpu::declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symb
   int64_t tile = config.getTileColumns(gated);
   int64_t panels = (outCols + tile - 1) / tile;
   const bool int4 = srcType.getElementType().isInteger(4);
-  assert(!(int4 && (vnni || transposed)) && "int4 panels hold pairs of rows");
+  assert(!(int4 && transposed) && "int4 panels hold pairs of rows");
   auto packedType =
-      int4   ? MemRefType::get({groups, panels, (red + 1) / 2, panelWidth}, b.getI8Type())
+      int4 && vnni ? MemRefType::get({groups, panels, (red + 7) / 8, panelWidth}, b.getI32Type())
+      : int4 ? MemRefType::get({groups, panels, (red + 1) / 2, panelWidth}, b.getI8Type())
       : vnni ? MemRefType::get({groups, panels, (red + 1) / 2, 2 * panelWidth},
                                srcType.getElementType())
              : MemRefType::get({groups, panels, red, panelWidth},
@@ -1499,40 +1671,48 @@ static Value hashSamples(ImplicitLocOpBuilder &b, Value m, Value groups, Value r
 
 /// Panel p of group grp of i4 weights `w` (memref<G x K x N x i4>) into
 /// `packed` (declarePackedWeights' int4 layout): for every pair row kk and
-/// panel column, the codes of rows 2kk and 2kk + 1 in one byte (element by
-/// element: an i4 occupies a byte, and packing runs once per buffer).
+/// panel column, the codes of rows 2kk and 2kk + 1 in one byte; with
+/// `vnni`, for every word row kk, the codes of rows 8kk .. 8kk + 7 in one
+/// 32-bit word (byte j: rows 8kk + j and 8kk + 4 + j). Element by element:
+/// an i4 occupies a byte, and packing runs once per buffer.
 static void emitPackInt4Panel(ImplicitLocOpBuilder &b, Value w, Value packed, Value grp, Value p,
                               Value base, Value red, Value outCols, CpuConfigAttr config,
-                              bool gated) {
+                              bool gated, bool vnni) {
   const int64_t width = config.getMicroVectors() * config.getLanes();
-  Value pairRows = memref::DimOp::create(b, packed, 2);
-  Type i8 = b.getI8Type();
+  const int64_t rowsPerElement = vnni ? 8 : 2;
+  Value packedRows = memref::DimOp::create(b, packed, 2);
+  Type word = vnni ? b.getI32Type() : b.getI8Type();
   scf::ForOp::create(
-      b, cIdx(b, 0), pairRows, cIdx(b, 1), ValueRange{},
+      b, cIdx(b, 0), packedRows, cIdx(b, 1), ValueRange{},
       [&](OpBuilder &kBuilder, Location loc, Value kk, ValueRange) {
         ImplicitLocOpBuilder kb(loc, kBuilder);
-        Value k0 = arith::MulIOp::create(kb, kk, cIdx(kb, 2));
-        Value k1 = arith::AddIOp::create(kb, k0, cIdx(kb, 1));
-        Value hasOdd = arith::CmpIOp::create(kb, arith::CmpIPredicate::slt, k1, red);
-        Value k1c = arith::SelectOp::create(kb, hasOdd, k1, k0);
-        Value zero = arith::ConstantOp::create(kb, kb.getI8IntegerAttr(0));
+        Value k0 = arith::MulIOp::create(kb, kk, cIdx(kb, rowsPerElement));
+        Value zero = arith::ConstantOp::create(kb, kb.getIntegerAttr(word, 0));
         scf::ForOp::create(
             kb, cIdx(kb, 0), cIdx(kb, width), cIdx(kb, 1), ValueRange{},
             [&](OpBuilder &cBuilder, Location loc, Value c, ValueRange) {
               ImplicitLocOpBuilder cb(loc, cBuilder);
               auto [out, n, valid] = panelColumn(cb, base, c, outCols, width, gated);
               Value nc = arith::SelectOp::create(cb, valid, n, cIdx(cb, 0));
-              auto code = [&](Value k) -> Value {
-                return arith::ExtUIOp::create(cb, i8,
-                                              memref::LoadOp::create(cb, w, ValueRange{grp, k, nc}));
-              };
-              Value lo = code(k0);
-              Value hi = arith::SelectOp::create(cb, hasOdd, code(k1c), zero);
-              Value byte = arith::OrIOp::create(
-                  cb, arith::AndIOp::create(cb, lo, arith::ConstantOp::create(cb, cb.getI8IntegerAttr(15))),
-                  arith::ShLIOp::create(cb, hi, arith::ConstantOp::create(cb, cb.getI8IntegerAttr(4))));
-              byte = arith::SelectOp::create(cb, valid, byte, zero);
-              memref::StoreOp::create(cb, byte, packed, ValueRange{grp, p, kk, c});
+              // Row k0 + i's code in the layout's nibble, 0 past K.
+              // (Row k0 exists: kk < ceil(K / rows per element).)
+              Value packedWord = arith::ExtUIOp::create(
+                  cb, word, memref::LoadOp::create(cb, w, ValueRange{grp, k0, nc}));
+              for (int64_t i = 1; i < rowsPerElement; ++i) {
+                Value k = arith::AddIOp::create(cb, k0, cIdx(cb, i));
+                Value inside = arith::CmpIOp::create(cb, arith::CmpIPredicate::slt, k, red);
+                Value kc = arith::SelectOp::create(cb, inside, k, k0);
+                Value code = arith::ExtUIOp::create(
+                    cb, word, memref::LoadOp::create(cb, w, ValueRange{grp, kc, nc}));
+                code = arith::SelectOp::create(cb, inside, code, zero);
+                // Two rows: low, high nibble; eight: byte i % 4, nibble i / 4.
+                int64_t shift = vnni ? 8 * (i % 4) + 4 * (i / 4) : 4 * i;
+                Value shifted = arith::ShLIOp::create(
+                    cb, code, arith::ConstantOp::create(cb, cb.getIntegerAttr(word, shift)));
+                packedWord = arith::OrIOp::create(cb, packedWord, shifted);
+              }
+              packedWord = arith::SelectOp::create(cb, valid, packedWord, zero);
+              memref::StoreOp::create(cb, packedWord, packed, ValueRange{grp, p, kk, c});
               scf::YieldOp::create(cb);
             });
         scf::YieldOp::create(kb);
@@ -1684,7 +1864,7 @@ void cpu::emitPackWeights(ImplicitLocOpBuilder &b, Value w, Value packed, Value 
             return column;
           };
           if (int4) {
-            emitPackInt4Panel(ib, w, packed, grp, p, base, red, outCols, config, gated);
+            emitPackInt4Panel(ib, w, packed, grp, p, base, red, outCols, config, gated, vnni);
             return;
           }
           Value rowsOut = vnni ? arith::CeilDivSIOp::create(ib, red, cIdx(ib, 2)).getResult()
@@ -1883,7 +2063,7 @@ CpuConfigAttr cpu::defaultCpuConfig(MLIRContext *ctx) {
   return CpuConfigAttr::get(ctx, /*vector_bits=*/512, /*registers=*/32, /*micro_rows=*/6,
                             /*micro_vectors=*/4, /*row_block=*/48, /*col_block=*/256,
                             /*prefetch_rows=*/32, /*bf16_dot=*/false, /*amx=*/false,
-                            /*fp8_dot=*/false);
+                            /*fp8_dot=*/false, /*int8_dot=*/false);
 }
 
 CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool> &features) {
@@ -1895,10 +2075,11 @@ CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool>
     // is no faster than FMA: one port).
     // AVX512_VBMI: FP8 codes become bf16 by byte lookups (vpermi2b), so FP8
     // GEMMs take the dot product too.
+    // AVX512_VNNI: int4 GEMMs of the int8-activation mode on vpdpbusd.
     bool dot = has("avx512bf16");
     return CpuConfigAttr::get(ctx, 512, 32, 6, 4, 48, 256, 32, dot,
                               dot && has("amx-bf16") && has("amx-tile"),
-                              dot && has("avx512vbmi"));
+                              dot && has("avx512vbmi"), has("avx512vnni"));
   }
   // 16 ymm (AVX2) or xmm (SSE, NEON's 128-bit view): 6 x 2 accumulators + 2
   // panel vectors + 1 broadcast = 15, the 6 x 16 micro-kernel of BLIS and
@@ -1906,9 +2087,10 @@ CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool>
   // the prefetch runs 4x as many rows ahead (the same 8 KiB of f32 weights;
   // measured at decode, bf16 on the AVX2 configuration: 10.4 ms at 32 rows,
   // 8.6 ms at 128).
+  // AVX2: int4 GEMMs of the int8-activation mode on vpmaddubsw + vpmaddwd.
   int64_t bits = has("avx2") && has("fma") ? 256 : 128;
   return CpuConfigAttr::get(ctx, bits, 16, 6, 2, 48, 256, 128, /*bf16_dot=*/false,
-                            /*amx=*/false, /*fp8_dot=*/false);
+                            /*amx=*/false, /*fp8_dot=*/false, /*int8_dot=*/bits == 256);
 }
 
 FailureOr<llvm::StringMap<bool>> cpu::cpuFeatures(StringRef cpuName) {

@@ -149,6 +149,15 @@ struct GroupedGemm {
   int64_t amxPairs = 0;
   /// Set by emitGroupedGemm: A as the AMX tiles read it (emitAmxPackA).
   Value amxA;
+  /// The int8-activation mode (#moe.quant's int8_activations) with packed
+  /// int4 B in the `vnni` layout of declarePackedWeights: A holds the rows'
+  /// int8 codes, memref<? x K8 x i8> (K rounded up to 8, zero-padded), and
+  /// the products run on the int8 dot product of the vector width
+  /// (vpdpbusd at 512 bits, vpmaddubsw + vpmaddwd at 256).
+  bool int8Dot = false;
+  /// With int8Dot: the codes' scales and sums per row of A and group of K,
+  /// memref<? x ceil(K / group) x f32> each.
+  Value aScales, aCodeSums;
   /// Set by emitGroupedGemm for packed int4 weights: each row of A summed
   /// over each group of K, memref<rows x groups x f32>.
   Value aGroupSums;
@@ -186,7 +195,11 @@ struct PackedWeights {
 /// i4 weights (WeightFormat::int4Group) are packed two rows to a byte:
 /// memref<G x P x ceil(K / 2) x W x i8>, byte (kk, c) holding the code of
 /// row 2kk in its low and that of row 2kk + 1 in its high 4 bits (0 for a
-/// missing last odd row and for padding columns).
+/// missing last odd row and for padding columns). With `vnni` (the int8
+/// dot product of the int8-activation mode), eight rows to a 32-bit word:
+/// memref<G x P x ceil(K / 8) x W x i32>, byte j of word (kk, c) holding
+/// the code of row 8kk + j in its low and that of row 8kk + 4 + j in its
+/// high 4 bits (0 past K and for padding columns).
 PackedWeights declarePackedWeights(ImplicitLocOpBuilder &b, Operation *symbolTableOp,
                                    Value w, CpuConfigAttr config, bool gated,
                                    bool vnni = false, bool transposed = false);

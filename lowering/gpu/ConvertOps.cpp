@@ -606,6 +606,10 @@ LogicalResult convert(SoftDispatchGradOp op, Host &h) {
 } // namespace
 
 LogicalResult gpu_lowering::convertMoEOp(Operation *op, Host &h) {
+  // The int8-activation mode (docs/spec.md §2.1) has CPU kernels only.
+  if (auto quant = op->getAttrOfType<QuantAttr>("quant"); quant && quant.getInt8Activations())
+    return op->emitError("cannot lower to the GPU: #moe.quant's int8_activations mode has "
+                         "CPU kernels only (the GPU runs int4 weight-only)");
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<LayerOp, RouteOp, GateOp, DispatchOp, ExpertFFNOp, SharedExpertOp, CombineOp,
             FusedExpertsOp, SoftDispatchOp, SoftCombineOp, RouteGradOp, GateGradOp,

@@ -18,6 +18,12 @@ func.func private @f() attributes {q = #moe.quant<fp8_e4m3, block = [128, 128], 
 
 // -----
 
+// int8 activations are a mode of int4 weights.
+// expected-error @+1 {{#moe.quant<fp8_e4m3> takes no int8_activations (a mode of int4 weights)}}
+func.func private @f() attributes {q = #moe.quant<fp8_e4m3, block = [128, 128], int8_activations>}
+
+// -----
+
 // expected-error @+1 {{#moe.quant<int4> needs group = G >= 1, got 0}}
 func.func private @f() attributes {q = #moe.quant<int4>}
 
@@ -33,7 +39,7 @@ func.func private @f() attributes {q = #moe.quant<int8, group = 64>}
 
 // -----
 
-// expected-error @+1 {{expected 'block', 'group' or 'zero_point', got 'groups'}}
+// expected-error @+1 {{expected 'block', 'group', 'zero_point' or 'int8_activations', got 'groups'}}
 func.func private @f() attributes {q = #moe.quant<int4, groups = 64>}
 
 // -----

@@ -60,6 +60,32 @@ func.func @int4_symmetric(%x: tensor<4x16xf16>, %wr: tensor<16x2xf16>,
   return %y : tensor<4x16xf16>
 }
 
+// The int8-activation mode of int4 weights (docs/spec.md §2.1): a flag
+// printed after the zero point (parsed in any order after the format);
+// without zero points too.
+// CHECK-LABEL: func.func @int4_int8_activations
+// CHECK: moe.layer
+// CHECK-SAME: quant = #moe.quant<int4, group = 16, zero_point, int8_activations>
+// CHECK: moe.layer
+// CHECK-SAME: quant = #moe.quant<int4, group = 16, int8_activations>
+func.func @int4_int8_activations(%x: tensor<4x16xbf16>, %wr: tensor<16x2xbf16>,
+                                 %w1: tensor<2x16x48xi4>, %w2: tensor<2x48x16xi4>,
+                                 %s1: tensor<2x1x48xf32>, %s2: tensor<2x3x16xf32>,
+                                 %z1: tensor<2x1x48xi4>, %z2: tensor<2x3x16xi4>) -> tensor<4x16xbf16> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) expert_scales(%s1, %s2)
+         expert_zero_points(%z1, %z2)
+         {routing = #moe.dense, activation = #moe.activation<gelu>,
+          quant = #moe.quant<int4, int8_activations, zero_point, group = 16>}
+         : (tensor<4x16xbf16>, tensor<16x2xbf16>, tensor<2x16x48xi4>, tensor<2x48x16xi4>,
+            tensor<2x1x48xf32>, tensor<2x3x16xf32>, tensor<2x1x48xi4>, tensor<2x3x16xi4>) -> tensor<4x16xbf16>
+  %y2 = moe.layer %y router(%wr) experts(%w1, %w2) expert_scales(%s1, %s2)
+         {routing = #moe.dense, activation = #moe.activation<gelu>,
+          quant = #moe.quant<int4, group = 16, int8_activations>}
+         : (tensor<4x16xbf16>, tensor<16x2xbf16>, tensor<2x16x48xi4>, tensor<2x48x16xi4>,
+            tensor<2x1x48xf32>, tensor<2x3x16xf32>) -> tensor<4x16xbf16>
+  return %y2 : tensor<4x16xbf16>
+}
+
 // The chain ops that hold expert weights take them too (--moe-decompose and
 // --moe-fuse pass them on): moe.expert_ffn and moe.fused_experts.
 // CHECK-LABEL: func.func @chain

@@ -28,14 +28,16 @@
 // CHECK: scf.parallel
 // CHECK: %[[LO:.*]] = memref.load %{{.*}} : memref<?x?x?xi4, {{.*}}>
 // CHECK-NEXT: %[[LO8:.*]] = arith.extui %[[LO]] : i4 to i8
-// CHECK-NEXT: %[[HI:.*]] = memref.load %{{.*}} : memref<?x?x?xi4, {{.*}}>
+// CHECK-NEXT: %[[C1:.*]] = arith.constant 1 : index
+// CHECK-NEXT: %[[K1:.*]] = arith.addi %{{.*}}, %[[C1]] : index
+// CHECK-NEXT: %[[IN:.*]] = arith.cmpi slt, %[[K1]], %{{.*}} : index
+// CHECK-NEXT: %[[K1C:.*]] = arith.select %[[IN]], %[[K1]], %{{.*}} : index
+// CHECK-NEXT: %[[HI:.*]] = memref.load %{{.*}}[%{{.*}}, %[[K1C]], %{{.*}}] : memref<?x?x?xi4, {{.*}}>
 // CHECK-NEXT: %[[HI8:.*]] = arith.extui %[[HI]] : i4 to i8
-// CHECK-NEXT: %[[ODD:.*]] = arith.select %{{.*}}, %[[HI8]], %{{.*}} : i8
-// CHECK-NEXT: %[[C15:.*]] = arith.constant 15 : i8
-// CHECK-NEXT: %[[L:.*]] = arith.andi %[[LO8]], %[[C15]] : i8
+// CHECK-NEXT: %[[ODD:.*]] = arith.select %[[IN]], %[[HI8]], %{{.*}} : i8
 // CHECK-NEXT: %[[C4:.*]] = arith.constant 4 : i8
 // CHECK-NEXT: %[[H:.*]] = arith.shli %[[ODD]], %[[C4]] : i8
-// CHECK-NEXT: %[[BYTE:.*]] = arith.ori %[[L]], %[[H]] : i8
+// CHECK-NEXT: %[[BYTE:.*]] = arith.ori %[[LO8]], %[[H]] : i8
 // CHECK-NEXT: %[[PAD:.*]] = arith.select %{{.*}}, %[[BYTE]], %{{.*}} : i8
 // CHECK-NEXT: memref.store %[[PAD]], %{{.*}} : memref<?x?x?x?xi8, {{.*}}>
 // The zero points, as f32 (8 for padding columns).

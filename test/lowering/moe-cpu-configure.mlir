@@ -2,11 +2,12 @@
 // RUN: moe-opt %s --moe-cpu-configure=cpu=sapphirerapids | FileCheck %s --check-prefixes=CHECK,AMX
 // RUN: moe-opt %s --moe-cpu-configure="cpu=sapphirerapids features=-amx-tile" | FileCheck %s --check-prefixes=CHECK,FP8DOT
 // AVX512_BF16 and AVX512_VBMI: FP8 on the dot product (fp8_dot); either
-// one missing: not.
+// one missing: not. AVX512_VNNI (or AVX2 at 256 bits): the int8-activation
+// mode on the integer dot product (int8_dot); skylake-avx512 has no VNNI.
 // RUN: moe-opt %s --moe-cpu-configure=cpu=znver4 | FileCheck %s --check-prefixes=CHECK,FP8DOT
-// RUN: moe-opt %s --moe-cpu-configure="cpu=znver4 features=-avx512vbmi" | FileCheck %s --check-prefixes=CHECK,BF16
-// RUN: moe-opt %s --moe-cpu-configure=cpu=cooperlake | FileCheck %s --check-prefixes=CHECK,BF16
-// RUN: moe-opt %s --moe-cpu-configure=cpu=icelake-server | FileCheck %s --check-prefixes=CHECK,AVX512
+// RUN: moe-opt %s --moe-cpu-configure="cpu=znver4 features=-avx512vbmi" | FileCheck %s --check-prefixes=CHECK,BF16VNNI
+// RUN: moe-opt %s --moe-cpu-configure=cpu=cooperlake | FileCheck %s --check-prefixes=CHECK,BF16VNNI
+// RUN: moe-opt %s --moe-cpu-configure=cpu=icelake-server | FileCheck %s --check-prefixes=CHECK,AVX512VNNI
 // RUN: moe-opt %s --moe-cpu-configure=cpu=znver3 | FileCheck %s --check-prefixes=CHECK,AVX2
 // RUN: moe-opt %s --moe-cpu-configure=cpu=haswell | FileCheck %s --check-prefixes=CHECK,AVX2
 // RUN: moe-opt %s --moe-cpu-configure=cpu=x86-64-v3 | FileCheck %s --check-prefixes=CHECK,AVX2
@@ -42,10 +43,12 @@
 // kept (the user's override).
 // CHECK-LABEL: func.func @chain
 // AVX512: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>}
+// AVX512VNNI: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = true>}
 // BF16: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true>}
-// FP8DOT: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true>}
-// AMX: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true>}
-// AVX2: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>}
+// BF16VNNI: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = true>}
+// FP8DOT: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true, int8_dot = true>}
+// AMX: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true, int8_dot = true>}
+// AVX2: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = true>}
 // SSE: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>}
 // NATIVE: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits =
 // CHECK-NEXT: moe.gate
@@ -58,15 +61,19 @@
 // CHECK-NEXT: return
 // CHECK-LABEL: func.func @layers
 // AVX512: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>
+// AVX512VNNI: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = true>
 // AVX512-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>
+// AVX512VNNI-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = true>
 // BF16: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true>
-// FP8DOT: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true>
-// AMX: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true>
+// BF16VNNI: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = true>
+// FP8DOT: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true, int8_dot = true>
+// AMX: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true, int8_dot = true>
 // BF16-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true>
-// FP8DOT-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true>
-// AMX-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true>
-// AVX2: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>
-// AVX2-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>
+// BF16VNNI-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = true>
+// FP8DOT-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true, int8_dot = true>
+// AMX-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true, int8_dot = true>
+// AVX2: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = true>
+// AVX2-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = true>
 // SSE: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>
 // SSE-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>
 // NATIVE: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits =

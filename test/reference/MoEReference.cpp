@@ -270,10 +270,41 @@ void quantizeInt4Group(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
       }
 }
 
-void expertForward(const Experts &ex, int64_t e, const double *x,
+void quantizeActivationsInt8(double *a, int64_t n, int64_t group) {
+  check(group >= 1, "the activation group must be >= 1");
+  for (int64_t g0 = 0; g0 < n; g0 += group) {
+    const int64_t g1 = std::min(n, g0 + group);
+    float amax = 0.0f;
+    for (int64_t i = g0; i < g1; ++i) {
+      const float v = std::fabs(static_cast<float>(a[i]));
+      amax = (std::isnan(v) || std::isnan(amax)) ? std::numeric_limits<float>::quiet_NaN()
+                                                 : std::max(amax, v);
+    }
+    const float s = amax / 127.0f;
+    for (int64_t i = g0; i < g1; ++i) {
+      if (s == 0.0f) {
+        a[i] = 0.0;
+        continue;
+      }
+      // Round half to even (the default rounding mode's nearbyint).
+      const float q = std::nearbyint(static_cast<float>(a[i]) / s);
+      a[i] = double(q) * double(s);
+    }
+  }
+}
+
+void expertForward(const Experts &ex, int64_t e, const double *xIn,
                    double *out) {
   check(e >= 0 && e < ex.numExperts, "expert index out of range");
   const int64_t D = ex.modelDim, H = ex.hiddenDim, C = ex.w1Cols();
+  // The int8-activation mode: x as its int8 quantization.
+  std::vector<double> xq;
+  const double *x = xIn;
+  if (ex.int8ActivationGroup > 0) {
+    xq.assign(xIn, xIn + D);
+    quantizeActivationsInt8(xq.data(), D, ex.int8ActivationGroup);
+    x = xq.data();
+  }
   // u = x W1[e] + b1[e]
   std::vector<double> u(static_cast<size_t>(C), 0.0);
   const float *w1 = ex.w1.data() + e * D * C;
@@ -296,6 +327,12 @@ void expertForward(const Experts &ex, int64_t e, const double *x,
   if (ex.elementType != ElementType::F32)
     for (double &v : h)
       v = roundTo(ex.elementType, v);
+  // The int8-activation mode: h rounded to T (f32 too), then quantized.
+  if (ex.int8ActivationGroup > 0) {
+    for (double &v : h)
+      v = roundTo(ex.elementType, static_cast<float>(v));
+    quantizeActivationsInt8(h.data(), H, ex.int8ActivationGroup);
+  }
   // out = h W2[e] + b2[e]
   const float *w2 = ex.w2.data() + e * H * D;
   for (int64_t d = 0; d < D; ++d) {

@@ -158,6 +158,10 @@ struct Experts {
   /// dequantized f32 values (quantizeFp8Block), which are not values of T
   /// and are not rounded to it.
   bool quantizedWeights = false;
+  /// #moe.quant<int4, group = G, int8_activations> (docs/spec.md §2.1): G,
+  /// each GEMM's left operand (x, then h rounded to T, f32 included)
+  /// replaced by quantizeActivationsInt8 of it; 0: the operands as they are.
+  int64_t int8ActivationGroup = 0;
   std::vector<float> b1; // empty, or [E, H] / [E, 2H] when gated
   std::vector<float> b2; // empty, or [E, D]
 
@@ -202,6 +206,13 @@ void quantizeInt4Group(std::vector<float> &w, int64_t E, int64_t K, int64_t N,
                        int64_t group, bool zeroPoint, std::vector<uint8_t> &codes,
                        std::vector<float> &scales, std::vector<uint8_t> &zeros,
                        float (*roundScale)(float) = nullptr);
+
+/// The int8-activation mode's quantization of one row `a` of n values (each
+/// a float value) in place (docs/spec.md §2.1): per group of `group`
+/// consecutive values, s = max|a| / 127 computed in float (NaN if a value
+/// is NaN), q = the float a / s rounded to nearest even (0 where s is 0),
+/// and a replaced by q * s (exact in double).
+void quantizeActivationsInt8(double *a, int64_t n, int64_t group);
 
 /// f_e(x) for one row: x has D doubles, out receives D doubles. For T =
 /// bf16/f16 h is rounded to T (the weights are used as they are).

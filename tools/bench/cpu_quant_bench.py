@@ -1,7 +1,9 @@
 """CPU benchmark of quantized expert weights (issue 25, item 6): bf16, FP8
 block-scaled (#moe.quant<fp8_e4m3, block = [128, 128]>) and int4
 group-quantized (#moe.quant<int4, group = 128, zero_point>, GPTQ's and
-AWQ's form) layers through moe-run at decode (T = 1, 16) and prefill, side
+AWQ's form; "int4-a8": the same in the int8-activation mode,
+#moe.quant<..., int8_activations>, docs/spec.md §2.1) layers through
+moe-run at decode (T = 1, 16) and prefill, side
 by side in one run with the machine's read bandwidth (cpu_moe_bench.py's
 bandwidth worker, numpy).
 Called by tools/bench/cpu-quant-bench.sh, which documents the options;
@@ -36,7 +38,7 @@ def weight_bytes(kind, D, H, E, K, T, block=128):
     per = D * 3 * H
     if kind == "bf16":
         return experts * per * 2
-    if kind == "int4":
+    if kind in ("int4", "int4-a8"):
         groups = (-(-D // block)) * 2 * H + (-(-H // block)) * D
         return experts * (per * 0.5 + 8 * groups)
     scales = (-(-D // block)) * (-(-2 * H // block)) + (-(-H // block)) * (-(-D // block))
@@ -156,13 +158,16 @@ def main():
     for name, D, H, E, K, rows in shapes:
         for T, layers, runs in rows:
             res = {}
-            for kind in ("bf16", "fp8", "int4"):
+            for kind in ("bf16", "fp8", "int4", "int4-a8"):
                 opts = ["--dtype=bf16", "--dynamic", "--layers=%d" % layers]
                 if kind == "fp8":
                     opts.append("--quant=fp8:128,128")
                 if kind == "int4":
                     opts.append("--quant=int4:128,zero_point")
-                path = base.generate(opt.root, tmp, "%s_%s_%d" % (name.replace("/", "_"), kind, T),
+                if kind == "int4-a8":
+                    opts.append("--quant=int4:128,zero_point,int8_activations")
+                path = base.generate(opt.root, tmp, "%s_%s_%d" % (name.replace("/", "_"),
+                                                                  kind.replace("-", "_"), T),
                                      T, D, H, E, K, opts)
                 r = mr.run(path, runs, ["--dynamic-size=%d" % T] + extra)
                 res[kind] = r
@@ -195,7 +200,9 @@ def main():
     print()
     print("ms/layer: moe-run's median of the timed runs over the layers of the "
           "chain; weight bytes: the experts T tokens reach (uniform routing "
-          "estimate) per layer; x bf16: the FP8 or int4 time over the bf16 time.")
+          "estimate) per layer; x bf16: the FP8 or int4 time over the bf16 time; "
+          "int4-a8: int4 in the int8-activation mode (other numerics: the "
+          "activations rounded to int8 per group of 128).")
     if yardstick:
         print("ggml-q4_0 / ggml-q8_0: ggml's MUL_MAT_ID for the gate/up and the down "
               "projections only (no routing, no activation), its median graph time per "

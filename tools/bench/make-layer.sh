@@ -18,12 +18,14 @@
 #                  block = [BK, BN]>, docs/spec.md §2.1): w1 and w2 are
 #                  f8E4M3FN with their f32 scales (moe.param "...w1_scale",
 #                  "...w2_scale"); not with --fused
-#   --quant=int4:G[,zero_point]
+#   --quant=int4:G[,zero_point][,int8_activations]
 #                  the expert weights int4 group-quantized (#moe.quant<int4,
-#                  group = G[, zero_point]>): w1 and w2 are i4 with f32
-#                  scales [E, ceil(K/G), N] ("...w1_scale", "...w2_scale")
-#                  and, with zero_point, i4 zero points of the same shape
-#                  ("...w1_zero", "...w2_zero"); not with --fused
+#                  group = G[, zero_point][, int8_activations]>): w1 and w2
+#                  are i4 with f32 scales [E, ceil(K/G), N] ("...w1_scale",
+#                  "...w2_scale") and, with zero_point, i4 zero points of
+#                  the same shape ("...w1_zero", "...w2_zero"); with
+#                  int8_activations the layer in the int8-activation mode
+#                  (docs/spec.md §2.1); not with --fused
 #   --fused        the body is only moe.fused_experts (the expert phase, no
 #                  router or gate): the function takes the expert indices
 #                  [T, K] i32 and routing weights [T, K] first (inputs, bind
@@ -48,7 +50,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ $# -ne 5 ]; then
-  echo "usage: make-layer.sh [--act=A] [--routing=top_k|dense] [--dtype=f32|bf16|f16] [--dynamic] [--layers=N] [--quant=fp8:BK,BN|int4:G[,zero_point]] [--fused] T D H E K" >&2
+  echo "usage: make-layer.sh [--act=A] [--routing=top_k|dense] [--dtype=f32|bf16|f16] [--dynamic] [--layers=N] [--quant=fp8:BK,BN|int4:G[,zero_point][,int8_activations]] [--fused] T D H E K" >&2
   exit 1
 fi
 T=$1 D=$2 H=$3 E=$4 K=$5
@@ -89,9 +91,12 @@ Z1T="" Z2T=""
 if [ -n "$INT4" ]; then
   [ -n "$QUANT" ] && { echo "make-layer.sh: one --quant" >&2; exit 1; }
   G="${INT4%%,*}"
+  A8=""
   case "$INT4" in
+    *,zero_point,int8_activations) ZP=1 A8=", int8_activations" ;;
     *,zero_point) ZP=1 ;;
-    *,*) echo "make-layer.sh: --quant=int4:G[,zero_point], got int4:$INT4" >&2; exit 1 ;;
+    *,int8_activations) A8=", int8_activations" ;;
+    *,*) echo "make-layer.sh: --quant=int4:G[,zero_point][,int8_activations], got int4:$INT4" >&2; exit 1 ;;
   esac
   case "$G" in '' | *[!0-9]* | 0) echo "make-layer.sh: --quant=int4:G takes a group >= 1" >&2; exit 1 ;; esac
   [ "$FUSED" = 1 ] && { echo "make-layer.sh: --quant is not a --fused option" >&2; exit 1; }
@@ -103,9 +108,9 @@ if [ -n "$INT4" ]; then
   if [ "$ZP" = 1 ]; then
     Z1T="tensor<${E}x$(((D + G - 1) / G))x${H1}xi4>"
     Z2T="tensor<${E}x$(((H + G - 1) / G))x${D}xi4>"
-    QATTR=", quant = #moe.quant<int4, group = ${G}, zero_point>"
+    QATTR=", quant = #moe.quant<int4, group = ${G}, zero_point${A8}>"
   else
-    QATTR=", quant = #moe.quant<int4, group = ${G}>"
+    QATTR=", quant = #moe.quant<int4, group = ${G}${A8}>"
   fi
 fi
 

@@ -56,6 +56,13 @@ llvm::cl::opt<std::string> dtypeOption(
                    "default), f32, bf16 or f16"),
     llvm::cl::value_desc("auto|f32|bf16|f16"), llvm::cl::init("auto"),
     llvm::cl::cat(importCategory));
+llvm::cl::opt<bool> int8ActivationsOption(
+    "int8-activations",
+    llvm::cl::desc("int4 checkpoints: the layers in the int8-activation mode "
+                   "(#moe.quant<..., int8_activations>, docs/spec.md §2.1: the "
+                   "activations quantized to int8 per group, integer dot products "
+                   "on the CPU); an error for other checkpoints"),
+    llvm::cl::init(false), llvm::cl::cat(importCategory));
 llvm::cl::opt<std::string> layersOption(
     "layers",
     llvm::cl::desc("Layers to import: all (every MoE layer, default) or a "
@@ -87,8 +94,9 @@ f32 block scales, #moe.quant); FP8 shared experts are dequantized at load.
 int4 checkpoints (quant_method "gptq" or "awq", or compressed-tensors'
 pack-quantized) become int4 layers (i4 expert weights unpacked at load from
 the I32 words, #moe.checkpoint int4 = ..., f32 scales, zero points,
-#moe.quant<int4, group = G[, zero_point]>); int4 shared experts are
-dequantized at load (#moe.checkpoint int4_scales).
+#moe.quant<int4, group = G[, zero_point]>; with --int8-activations in the
+int8-activation mode); int4 shared experts are dequantized at load
+(#moe.checkpoint int4_scales).
 
 Errors: one line on stderr starting with "moe-import: ", exit code 1, and
 nothing written.
@@ -1150,7 +1158,8 @@ void emitLayer(std::string &out, const Model &m, int64_t layer,
            "]>";
   if (m.int4 != io::Int4Packing::None)
     out += ",\n          quant = #moe.quant<int4, group = " + std::to_string(m.quantGroup()) +
-           (m.int4ZeroPoint ? ", zero_point" : "") + ">";
+           (m.int4ZeroPoint ? ", zero_point" : "") +
+           (int8ActivationsOption ? ", int8_activations" : "") + ">";
   out += "}\n         : (";
   for (size_t i = 0; i < types.size(); ++i)
     out += (i ? ", " : "") + types[i];
@@ -1230,6 +1239,10 @@ int runMain() {
   Model model;
   if (auto f = describeModel(cfg, model))
     return fail(f->message);
+  if (int8ActivationsOption && model.int4 == io::Int4Packing::None)
+    return fail("--int8-activations is a mode of int4 layers, but " + configPath +
+                " has no int4 quantization_config (gptq, awq or compressed-tensors "
+                "pack-quantized)");
 
   // The layers to import.
   std::vector<int64_t> layers;

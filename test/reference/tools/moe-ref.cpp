@@ -824,10 +824,10 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   const double minMargin = args.real("min-margin", 1e-6);
   const uint64_t dataSeed = args.seed("data-seed");
 
-  // --quant fp8_e4m3:BK,BN or int4:G[,zero_point] (docs/spec.md §2.1,
+  // --quant fp8_e4m3:BK,BN or int4:G[,zero_point][,int8_activations] (docs/spec.md §2.1,
   // 'layer' only). int4: quantBlockK is the group, quantBlockN 0.
   int64_t quantBlockK = 0, quantBlockN = 0;
-  bool quantInt4 = false, quantZeroPoint = false;
+  bool quantInt4 = false, quantZeroPoint = false, quantInt8Activations = false;
   if (args.has("quant")) {
     if (mode != LayerMode::Layer)
       die("--quant is a 'layer' option");
@@ -835,7 +835,8 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
       die("--quant: no --vjp with quantized weights");
     const std::string q = args.str("quant");
     const std::string fp8 = "fp8_e4m3:", int4 = "int4:";
-    const std::string usage = "--quant: '" + q + "' is not fp8_e4m3:BK,BN or int4:G[,zero_point]";
+    const std::string usage = "--quant: '" + q +
+                              "' is not fp8_e4m3:BK,BN or int4:G[,zero_point][,int8_activations]";
     std::vector<std::string> sizes;
     if (q.compare(0, fp8.size(), fp8) == 0) {
       sizes = splitList(q.substr(fp8.size()));
@@ -847,10 +848,15 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
         die("--quant: the block sizes must be >= 1");
     } else if (q.compare(0, int4.size(), int4) == 0) {
       sizes = splitList(q.substr(int4.size()));
-      if (sizes.empty() || sizes.size() > 2 || (sizes.size() == 2 && sizes[1] != "zero_point"))
+      if (sizes.empty() || sizes.size() > 3)
         die(usage);
+      for (size_t i = 1; i < sizes.size(); ++i) {
+        bool &flag = sizes[i] == "zero_point" ? quantZeroPoint : quantInt8Activations;
+        if ((sizes[i] != "zero_point" && sizes[i] != "int8_activations") || flag)
+          die(usage);
+        flag = true;
+      }
       quantInt4 = true;
-      quantZeroPoint = sizes.size() == 2;
       quantBlockK = Args::parseInt(sizes[0], "--quant");
       if (quantBlockK < 1)
         die("--quant: the group must be >= 1");
@@ -941,6 +947,7 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
     if (quantInt4) {
       ref::Experts &ex = in.experts;
       ex.quantizedWeights = true;
+      ex.int8ActivationGroup = quantInt8Activations ? quantBlockK : 0;
       ref::quantizeInt4Group(ex.w1, E, D, ex.w1Cols(), quantBlockK, quantZeroPoint, codes1,
                              scales1, zeros1, roundScale);
       ref::quantizeInt4Group(ex.w2, E, H, D, quantBlockK, quantZeroPoint, codes2, scales2,
@@ -1094,9 +1101,9 @@ int cmdLayer(int argc, char **argv, LayerMode mode) {
   }
   if (quantInt4)
     std::printf("expert weights int4 codes (U8, one per byte) with F32 scales <name>_scale%s "
-                "per group of %" PRId64 " along K and column (docs/spec.md §2.1)\n",
+                "per group of %" PRId64 " along K and column%s (docs/spec.md §2.1)\n",
                 quantZeroPoint ? " and U8 zero points <name>_zero" : " (zero point 8)",
-                quantBlockK);
+                quantBlockK, quantInt8Activations ? ", activations quantized to int8" : "");
   else if (quantBlockK > 0)
     std::printf("expert weights F8_E4M3 with F32 scales <name>_scale per block "
                 "of %" PRId64 " x %" PRId64 " (docs/spec.md §2.1)%s\n",
@@ -1991,6 +1998,11 @@ moe-ref layer --tokens T --dim D --experts E --hidden H --activation A
   z = round(-min(w,0) / s); symmetric s = max|w| / 7, z = 8; q =
   clamp(round(w / s) + z, 0, 15); the reference computes with (q - z) * s
   exact in double, rounded once to f32. A NaN weight quantizes as 0.
+  --quant int4:G[,zero_point],int8_activations: the same weights, and the
+  layer in the int8-activation mode (#moe.quant<..., int8_activations>):
+  x and h (rounded to --dtype) quantized to int8 per row and group of G
+  (s = max|a| / 127 in float, q = a / s rounded to nearest even) and
+  replaced by q * s before their GEMMs.
   --quant-scales bf16|f16 (with --quant): every scale rounded to bf16 or
   f16 first (the codes made with it), so a checkpoint may store the scales
   as BF16 or F16 (GPTQ's and AWQ's are F16).

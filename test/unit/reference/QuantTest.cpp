@@ -1,8 +1,8 @@
 //===- QuantTest.cpp - the reference's FP8 dequantization ----------------===//
 //
 // fp8E4M3Value against values worked out by hand from the OCP E4M3 table,
-// and quantizeFp8Block's and quantizeInt4Group's exact properties
-// (docs/spec.md §2.1).
+// and quantizeFp8Block's and quantizeInt4Group's exact properties, and
+// quantizeActivationsInt8 against hand-worked groups (docs/spec.md §2.1).
 //
 //===----------------------------------------------------------------------===//
 
@@ -149,6 +149,35 @@ TEST(QuantizeInt4Group, ZeroPointProperties) {
   EXPECT_EQ(scales[0], float(4.5 / 15.0));
   EXPECT_EQ(zeros[0], 5);
   EXPECT_EQ(codes, (std::vector<uint8_t>{0, 15}));
+}
+
+// The int8-activation mode's quantization: s = max|a| / 127, q = a / s
+// rounded half to even. Groups of 5: {127, 0.5, 1.5, 2.5, -3.5} has s = 1
+// (ties go to even: 0, 2, 2, -4); {254, 1, 3, 0, -254} has s = 2 (0.5 -> 0,
+// 1.5 -> 2: 0 and 4); the partial last group {0, 0} has s = 0: zeros.
+TEST(QuantizeActivationsInt8, HandWorkedGroups) {
+  std::vector<double> a = {127, 0.5, 1.5, 2.5, -3.5, 254, 1, 3, 0, -254, 0, 0};
+  quantizeActivationsInt8(a.data(), int64_t(a.size()), 5);
+  const std::vector<double> expected = {127, 0, 2, 2, -4, 254, 0, 4, 0, -254, 0, 0};
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i], expected[i]) << "element " << i;
+}
+
+// s is computed in float: 1 / 127 is not exact, and the value q * s is
+// the product of the code and that float, exact in double. A NaN makes its
+// group NaN and leaves the next group alone.
+TEST(QuantizeActivationsInt8, FloatScaleAndNaN) {
+  std::vector<double> a = {1.0, -0.25, std::nan(""), 1.0, 2.0, 4.0};
+  quantizeActivationsInt8(a.data(), int64_t(a.size()), 2);
+  const float s = 1.0f / 127.0f;
+  EXPECT_EQ(a[0], 127.0 * double(s));
+  EXPECT_EQ(a[1], double(std::nearbyint(-0.25f / s)) * double(s)); // -31.75 -> -32
+  EXPECT_EQ(a[1], -32.0 * double(s));
+  EXPECT_TRUE(std::isnan(a[2]));
+  EXPECT_TRUE(std::isnan(a[3]));
+  const float s2 = 4.0f / 127.0f;
+  EXPECT_EQ(a[4], double(std::nearbyint(2.0f / s2)) * double(s2));
+  EXPECT_EQ(a[5], 127.0 * double(s2));
 }
 
 } // namespace
