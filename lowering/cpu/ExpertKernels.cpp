@@ -694,8 +694,8 @@ void declareInt8Dot(ImplicitLocOpBuilder &b, int64_t lanes) {
 /// (g.aCodeSums, g.aScales), z and s_w the panel's zero points and scales.
 /// Each 8 k of 16 (8) columns: one load, three bit operations, and per row
 /// two vpdpbusd (AVX2: two vpmaddubsw, one vpaddw, one vpmaddwd, one
-/// vpaddd; the 16-bit sums of two products, at most 2 x 15 x 127 each,
-/// cannot saturate).
+/// vpaddd; a vpmaddubsw lane sums two products, the vpaddw four, at most
+/// 4 x 15 x 127 = 7620 in magnitude: no saturation).
 void emitInt8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
                          Value panel, ArrayRef<Value> aRows, int64_t microRows, Value kEnd,
                          SmallVectorImpl<Value> &accs) {
@@ -787,7 +787,8 @@ void emitInt8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gr
               }
               scf::YieldOp::create(nb, next);
             });
-        // (I - z S) s_w s_a per group: I and S exact in f32 (|I| < 2^24).
+        // (I - z S) s_w s_a per group: I converted exactly while |I| <
+        // 2^24 (G x 127 x 15: G up to 8808), else with one f32 rounding.
         SmallVector<Value> scales, negZeros, next;
         for (int64_t v = 0; v < microVecs; ++v) {
           Value at = cIdx(ob, v * lanes);
