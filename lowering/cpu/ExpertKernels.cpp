@@ -526,6 +526,28 @@ SmallVector<Value> addScaledBlock(ImplicitLocOpBuilder &ob, const GroupedGemm &g
   return next;
 }
 
+/// Group kb's panel scales of packed int4 weights (declarePackedScales) and
+/// the negated zero points plus `zeroOffset` (8 without zero points), one
+/// vector per panel vector: the factors of a group's (P - z A) s.
+void loadGroupScales(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value panel,
+                     Value kb, float zeroOffset, SmallVectorImpl<Value> &scales,
+                     SmallVectorImpl<Value> &negZeros) {
+  const int64_t lanes = g.config.getLanes();
+  VectorType vt = f32Vec(b, lanes);
+  for (int64_t v = 0; v < g.config.getMicroVectors(); ++v) {
+    Value at = cIdx(b, v * lanes);
+    scales.push_back(vector::LoadOp::create(b, vt, g.bScales, ValueRange{group, panel, kb, at}));
+    Value z = g.bZeroPoints
+                  ? vector::LoadOp::create(b, vt, g.bZeroPoints, ValueRange{group, panel, kb, at})
+                        .getResult()
+                  : arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, 8.0f)).getResult();
+    if (zeroOffset != 0.0f)
+      z = arith::AddFOp::create(
+          b, z, arith::ConstantOp::create(b, vt, DenseElementsAttr::get(vt, zeroOffset)));
+    negZeros.push_back(arith::NegFOp::create(b, z));
+  }
+}
+
 /// The products of an int4 micro-tile from packed panels (two rows of
 /// codes to a byte, declarePackedWeights): per group of K, the partial sums
 /// P = sum a * q of the codes (converted exactly to f32), then (P - z A) s
@@ -620,22 +642,8 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
   auto groupEnd = [&](ImplicitLocOpBuilder &ob, Value kb, ValueRange partials,
                       ValueRange acc) -> SmallVector<Value> {
     SmallVector<Value> scales, negZeros, next;
-    for (int64_t v = 0; v < microVecs; ++v) {
-      Value at = cIdx(ob, v * lanes);
-      scales.push_back(
-          vector::LoadOp::create(ob, vt, g.bScales, ValueRange{group, panel, kb, at}));
-      Value z = g.bZeroPoints
-                    ? vector::LoadOp::create(ob, vt, g.bZeroPoints,
-                                             ValueRange{group, panel, kb, at})
-                          .getResult()
-                    : arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 8.0f))
-                          .getResult();
-      // The dot product's codes carry 128 (exact in f32 with z).
-      if (dot)
-        z = arith::AddFOp::create(
-            ob, z, arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 128.0f)));
-      negZeros.push_back(arith::NegFOp::create(ob, z));
-    }
+    // The dot product's codes carry 128 (exact in f32 with z).
+    loadGroupScales(ob, g, group, panel, kb, dot ? 128.0f : 0.0f, scales, negZeros);
     for (int64_t i = 0; i < microRows; ++i) {
       Value sumA = vector::BroadcastOp::create(
           ob, vt, memref::LoadOp::create(ob, g.aGroupSums, ValueRange{aRows[i], kb}));
@@ -790,18 +798,7 @@ void emitInt8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gr
         // (I - z S) s_w s_a per group: I converted exactly while |I| <
         // 2^24 (G x 127 x 15: G up to 8808), else with one f32 rounding.
         SmallVector<Value> scales, negZeros, next;
-        for (int64_t v = 0; v < microVecs; ++v) {
-          Value at = cIdx(ob, v * lanes);
-          scales.push_back(
-              vector::LoadOp::create(ob, vt, g.bScales, ValueRange{group, panel, kb, at}));
-          Value z = g.bZeroPoints
-                        ? vector::LoadOp::create(ob, vt, g.bZeroPoints,
-                                                 ValueRange{group, panel, kb, at})
-                              .getResult()
-                        : arith::ConstantOp::create(ob, vt, DenseElementsAttr::get(vt, 8.0f))
-                              .getResult();
-          negZeros.push_back(arith::NegFOp::create(ob, z));
-        }
+        loadGroupScales(ob, g, group, panel, kb, 0.0f, scales, negZeros);
         for (int64_t i = 0; i < microRows; ++i) {
           Value sumA = vector::BroadcastOp::create(
               ob, vt, memref::LoadOp::create(ob, g.aCodeSums, ValueRange{aRows[i], kb}));
