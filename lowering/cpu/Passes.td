@@ -104,11 +104,11 @@ def MoECpuConfigure : Pass<"moe-cpu-configure"> {
     CPU (`cpu`, LLVM's x86 CPU names or `native` for the host, then
     `features` on top):
 
-    | target | vector_bits | registers | micro-tile | bf16_dot | amx |
-    | --- | --- | --- | --- | --- | --- |
-    | AVX-512 (`avx512f`) | 512 | 32 | 6 x 4 vectors (6 x 64 floats) | `avx512bf16` | `avx512bf16`, `amx-bf16` and `amx-tile` |
-    | AVX2 + FMA | 256 | 16 | 6 x 2 vectors (6 x 16 floats) | false | false |
-    | anything else (SSE, other architectures) | 128 | 16 | 6 x 2 vectors | false | false |
+    | target | vector_bits | registers | micro-tile | bf16_dot | amx | fp8_dot | int8_dot |
+    | --- | --- | --- | --- | --- | --- | --- | --- |
+    | AVX-512 (`avx512f`) | 512 | 32 | 6 x 4 vectors (6 x 64 floats) | `avx512bf16` | `avx512bf16`, `amx-bf16` and `amx-tile` | `avx512bf16` and `avx512vbmi` | `avx512vnni` |
+    | AVX2 + FMA | 256 | 16 | 6 x 2 vectors (6 x 16 floats) | false | false | false | true |
+    | anything else (SSE, other architectures) | 128 | 16 | 6 x 2 vectors | false | false | false | false |
 
     An existing `moe.cpu_config` is kept: that is how a user overrides the
     choice. `--moe-cpu-pipeline` runs this pass just before
@@ -117,7 +117,9 @@ def MoECpuConfigure : Pass<"moe-cpu-configure"> {
     The f32 configurations change the blocking, never the order of a sum,
     so they compute the same bits; `bf16_dot` and `amx` add pairs of
     products before accumulating (within the bf16 tolerance of
-    docs/spec.md §2).
+    docs/spec.md §2); `int8_dot` serves int4 layers in the int8-activation
+    mode (`#moe.quant<..., int8_activations>`), whose integer products are
+    exact.
   }];
   let options = [
     Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",
