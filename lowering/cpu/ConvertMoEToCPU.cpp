@@ -585,7 +585,8 @@ static QuantizedActivations quantizeActivations(ImplicitLocOpBuilder &b, const K
                     gb, red,
                     arith::AddIOp::create(gb, k0, arith::ConstantIndexOp::create(gb, group)));
                 auto load = [&](ImplicitLocOpBuilder &cb, Value col) {
-                  return cpu::loadF32Vector(cb, v[0], {row, col}, cpu::columnMask(cb, col, k1, lanes));
+                  return cpu::loadF32Vector(cb, v[0], {row, col},
+                                            cpu::columnMask(cb, col, k1, lanes));
                 };
                 // max |a| over the group (maximumf: a NaN propagates).
                 Value zero = arith::ConstantOp::create(gb, vt, DenseElementsAttr::get(vt, 0.0f));
@@ -594,7 +595,8 @@ static QuantizedActivations quantizeActivations(ImplicitLocOpBuilder &b, const K
                     [&](OpBuilder &cBuilder, Location loc, Value col, ValueRange acc) {
                       ImplicitLocOpBuilder cb(loc, cBuilder);
                       Value x = math::AbsFOp::create(cb, load(cb, col));
-                      scf::YieldOp::create(cb, ValueRange{arith::MaximumFOp::create(cb, acc[0], x)});
+                      scf::YieldOp::create(cb,
+                                           ValueRange{arith::MaximumFOp::create(cb, acc[0], x)});
                     });
                 Value amax = vector::ReductionOp::create(gb, vector::CombiningKind::MAXIMUMF,
                                                          maxLoop.getResult(0));
@@ -609,8 +611,8 @@ static QuantizedActivations quantizeActivations(ImplicitLocOpBuilder &b, const K
                         arith::ConstantOp::create(
                             gb, gb.getF32FloatAttr(std::numeric_limits<float>::infinity()))));
                 Value sVec = vector::BroadcastOp::create(gb, vt, s);
-                Value zeroI = arith::ConstantOp::create(gb, i32v,
-                                                        DenseElementsAttr::get(i32v, gb.getI32IntegerAttr(0)));
+                Value zeroI = arith::ConstantOp::create(
+                    gb, i32v, DenseElementsAttr::get(i32v, gb.getI32IntegerAttr(0)));
                 // The codes' store limit: the group rounded up to 8 (the
                 // padding of the last group's word, zeros).
                 Value storeEnd = codes ? ceilTo(gb, k1, 8) : k1;
