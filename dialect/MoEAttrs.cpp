@@ -431,7 +431,7 @@ LogicalResult CpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
                                     int64_t vectorBits, int64_t registers, int64_t microRows,
                                     int64_t microVectors, int64_t rowBlock, int64_t colBlock,
                                     int64_t prefetchRows, bool bf16Dot, bool amx,
-                                    bool fp8Dot, bool int8Dot) {
+                                    bool fp8Dot, Int8Dot int8Dot) {
   if (vectorBits != 128 && vectorBits != 256 && vectorBits != 512)
     return emitError() << "#moe.cpu_config needs vector_bits = 128, 256 or 512, got "
                        << vectorBits;
@@ -468,9 +468,13 @@ LogicalResult CpuConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError
   if (fp8Dot && !bf16Dot)
     return emitError() << "#moe.cpu_config: fp8_dot needs bf16_dot (the FP8 codes become bf16 "
                           "pairs for the dot product)";
-  if (int8Dot && vectorBits == 128)
-    return emitError() << "#moe.cpu_config: int8_dot needs vector_bits = 512 (vpdpbusd) or 256 "
-                          "(vpmaddubsw), got 128";
+  if (int8Dot == Int8Dot::vpdpbusd && vectorBits == 128)
+    return emitError() << "#moe.cpu_config: int8_dot = vpdpbusd needs vector_bits = 512 "
+                          "(AVX512_VNNI) or 256 (AVX-VNNI), got 128";
+  if (int8Dot == Int8Dot::vpmaddubsw && vectorBits != 256)
+    return emitError() << "#moe.cpu_config: int8_dot = vpmaddubsw needs vector_bits = 256 "
+                          "(AVX2), got "
+                       << vectorBits;
   if (amx && rowBlock % 16 != 0)
     return emitError() << "#moe.cpu_config: amx needs row_block to be a multiple of 16 (the "
                           "rows of a tile), got "

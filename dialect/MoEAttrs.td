@@ -50,6 +50,15 @@ def MoE_GpuEngine : I32EnumAttr<"GpuEngine",
   let genSpecializedAttr = 0;
 }
 
+def MoE_Int8Dot : I32EnumAttr<"Int8Dot",
+    "the integer dot product of the CPU's int8-activation GEMMs", [
+      I32EnumAttrCase<"none", 0>,
+      I32EnumAttrCase<"vpdpbusd", 1>,
+      I32EnumAttrCase<"vpmaddubsw", 2>]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
 def MoE_QuantKind : I32EnumAttr<"QuantKind",
     "the storage format of quantized expert weights", [
       I32EnumAttrCase<"fp8_e4m3", 0>,
@@ -502,14 +511,14 @@ def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
       AVX512_VBMI), the high and low bytes, and the pairs of k are
       interleaved by byte unpacks (the packed panel stores the codes in that
       order).
-    * `int8_dot` (default false; needs `vector_bits` 512 or 256): int4
-      GEMMs in the int8-activation mode (`#moe.quant<..., int8_activations>`)
-      with packed weights multiply the activations' int8 codes by the
-      weights' codes with integer dot products: `vpdpbusd` at 512 bits
-      (AVX512_VNNI), `vpmaddubsw` + `vpmaddwd` at 256 (AVX2). Without it
-      (or with a group that is not a multiple of 8, or unpacked weights)
-      the lowering computes the same mode with the quantized activations'
-      f32 values on the FMA path.
+    * `int8_dot` (default `none`): int4 GEMMs in the int8-activation mode
+      (`#moe.quant<..., int8_activations>`) with packed weights multiply the
+      activations' int8 codes by the weights' codes with an integer dot
+      product: `vpdpbusd` (AVX512_VNNI at 512 bits, AVX-VNNI at 256) or
+      `vpmaddubsw` + `vpmaddwd` (AVX2, 256 bits only). With `none` (or a
+      group that is not a multiple of 8, or unpacked weights) the lowering
+      computes the same mode with the quantized activations' f32 values on
+      the FMA path.
 
     Example (the AVX2 + FMA choice, on a router GEMM):
 
@@ -531,7 +540,7 @@ def MoE_CpuConfigAttr : MoE_Attr<"CpuConfig", "cpu_config"> {
     "bool":$bf16_dot,
     DefaultValuedParameter<"bool", "false">:$amx,
     DefaultValuedParameter<"bool", "false">:$fp8_dot,
-    DefaultValuedParameter<"bool", "false">:$int8_dot);
+    DefaultValuedParameter<"::mlir::moe::Int8Dot", "::mlir::moe::Int8Dot::none">:$int8_dot);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

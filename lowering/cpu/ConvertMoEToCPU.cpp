@@ -688,7 +688,12 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   // (packed weights, groups of whole 8-k words), else its values on the
   // FMA path.
   const bool int8Act = int4 && quant.getInt8Activations();
-  const bool int8Dot = int8Act && site.config.getInt8Dot() && quant.getGroup() % 8 == 0;
+  const bool int8Dot =
+      int8Act && site.config.getInt8Dot() != Int8Dot::none && quant.getGroup() % 8 == 0;
+  // The kernel names say which dot product (two 256-bit configurations
+  // differ only in it).
+  const std::string int8DotName =
+      "_" + stringifyInt8Dot(site.config.getInt8Dot()).str();
   const bool int8Dot1 = int8Dot && packed1, int8Dot2 = int8Dot && packed2;
   bool dot = !int8Act && site.config.getBf16Dot() && elt.isBF16() &&
              (cast<MemRefType>(w1.getType()).getElementType().isBF16() || int4 ||
@@ -765,7 +770,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   std::string name1 = site.kernelName("__moe_cpu_gemm1_" + stringifyActivation(act) +
                                       (rowMap ? "_gather" : "") + (b1 ? "_bias" : "") +
                                       (packed1 ? "_packed" : "") + (dot1 ? "_bf16dot" : "") +
-                                      (int8Dot1 ? "_i8dot" : "") +
+                                      (int8Dot1 ? int8DotName : "") +
                                       (pairs1 ? "_amx" + std::to_string(pairs1) : "") +
                                       (widen2 ? "_hround" : "") + quantSuffix1);
   kernel(b, site, name1, args1, [&](ImplicitLocOpBuilder &b, ValueRange v) {
@@ -799,7 +804,7 @@ static void emitExpertFFN(ImplicitLocOpBuilder &b, const KernelSite &site, Value
   std::string name2 =
       site.kernelName(Twine("__moe_cpu_gemm2") + (rowScale ? "_scaled" : "") +
                       (b2 ? "_bias" : "") + (packed2 ? "_packed" : "") + (dot2 ? "_bf16dot" : "") +
-                      (int8Dot2 ? "_i8dot" : "") +
+                      (int8Dot2 ? int8DotName : "") +
                       (pairs2 ? "_amx" + std::to_string(pairs2) : "") + quantSuffix2);
   kernel(b, site, name2, args2, [&](ImplicitLocOpBuilder &b, ValueRange v) {
     cpu::GroupedGemm gemm = groupedGemmOf(b, desc2, v, packed2, dot2, site.config);

@@ -670,20 +670,26 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
 /// signed bytes to 16 bits, saturating) and vpmaddwd (pairs of 16-bit
 /// words to 32 bits).
 constexpr StringLiteral kVpdpbusd = "llvm.x86.avx512.vpdpbusd.512";
+constexpr StringLiteral kVpdpbusd256 = "llvm.x86.avx512.vpdpbusd.256";
 constexpr StringLiteral kPmaddubsw = "llvm.x86.avx2.pmadd.ub.sw";
 constexpr StringLiteral kPmaddwd = "llvm.x86.avx2.pmadd.wd";
 
-void declareInt8Dot(ImplicitLocOpBuilder &b, int64_t lanes) {
+/// The intrinsic of vpdpbusd at `lanes` 32-bit lanes (16: AVX512_VNNI; 8:
+/// AVX-VNNI, which LLVM selects as the VEX form without AVX512VL).
+StringLiteral vpdpbusdName(int64_t lanes) { return lanes == 16 ? kVpdpbusd : kVpdpbusd256; }
+
+void declareInt8Dot(ImplicitLocOpBuilder &b, int64_t lanes, Int8Dot kind) {
   auto module = b.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
   assert(module && "the kernel is in a module");
+  assert((lanes == 16 || lanes == 8) && "the int8 dot product has 512- and 256-bit forms");
   auto words = VectorType::get({lanes}, b.getI32Type());
   auto bytes = VectorType::get({4 * lanes}, b.getI8Type());
-  if (lanes == 16) {
-    cpu::declareFunction(b, b.getLoc(), module, kVpdpbusd,
+  if (kind == Int8Dot::vpdpbusd) {
+    cpu::declareFunction(b, b.getLoc(), module, vpdpbusdName(lanes),
                          b.getFunctionType({words, bytes, bytes}, {words}));
     return;
   }
-  assert(lanes == 8 && "the int8 dot product has 512- and 256-bit forms");
+  assert(kind == Int8Dot::vpmaddubsw && lanes == 8 && "vpmaddubsw at 256 bits");
   auto halves = VectorType::get({16}, b.getI16Type());
   cpu::declareFunction(b, b.getLoc(), module, kPmaddubsw,
                        b.getFunctionType({bytes, bytes}, {halves}));
@@ -701,7 +707,7 @@ void declareInt8Dot(ImplicitLocOpBuilder &b, int64_t lanes) {
 /// f32 accumulators, S the group's sum of the row's codes, s_a its scale
 /// (g.aCodeSums, g.aScales), z and s_w the panel's zero points and scales.
 /// Each 8 k of 16 (8) columns: one load, three bit operations, and per row
-/// two vpdpbusd (AVX2: two vpmaddubsw, one vpaddw, one vpmaddwd, one
+/// two vpdpbusd (AVX2 without AVX-VNNI: two vpmaddubsw, one vpaddw, one vpmaddwd, one
 /// vpaddd; a vpmaddubsw lane sums two products, the vpaddw four, at most
 /// 4 x 15 x 127 = 7620 in magnitude: no saturation).
 void emitInt8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
@@ -711,7 +717,9 @@ void emitInt8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gr
   const int64_t microVecs = g.config.getMicroVectors();
   const int64_t groupK = g.desc.blockK;
   assert(groupK % 8 == 0 && "the int8 dot product needs groups of whole 8-k words");
-  assert((lanes == 16 || lanes == 8) && "vpdpbusd (512 bits) or vpmaddubsw (256 bits)");
+  const Int8Dot kind = g.config.getInt8Dot();
+  assert((lanes == 16 || lanes == 8) && kind != Int8Dot::none &&
+         "vpdpbusd (512 or 256 bits) or vpmaddubsw (256 bits)");
   VectorType vt = f32Vec(b, lanes);
   auto i32v = VectorType::get({lanes}, b.getI32Type());
   auto bytes = VectorType::get({4 * lanes}, b.getI8Type());
@@ -732,7 +740,7 @@ void emitInt8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gr
     return vector::BitCastOp::create(nb, bytes, x);
   };
   Value ones;
-  if (lanes == 8)
+  if (kind == Int8Dot::vpmaddubsw)
     ones = arith::ConstantOp::create(b, halves,
                                      DenseElementsAttr::get(halves, b.getI16IntegerAttr(1)));
   Value zeroI = splatI32(b, 0);
@@ -771,11 +779,11 @@ void emitInt8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gr
                 Value aLo = aWord(nb, aRows[i], k), aHi = aWord(nb, aRows[i], kHigh);
                 for (int64_t v = 0; v < microVecs; ++v) {
                   Value &p = next[i * microVecs + v];
-                  if (lanes == 16) {
-                    p = func::CallOp::create(nb, kVpdpbusd, TypeRange{i32v},
+                  if (kind == Int8Dot::vpdpbusd) {
+                    p = func::CallOp::create(nb, vpdpbusdName(lanes), TypeRange{i32v},
                                              ValueRange{p, lo[v], aLo})
                             .getResult(0);
-                    p = func::CallOp::create(nb, kVpdpbusd, TypeRange{i32v},
+                    p = func::CallOp::create(nb, vpdpbusdName(lanes), TypeRange{i32v},
                                              ValueRange{p, hi[v], aHi})
                             .getResult(0);
                   } else {
@@ -1354,7 +1362,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   if (g.desc.format == WeightFormat::int4Group && g.bPacked && !g.int8Dot)
     withA.aGroupSums = emitGroupSums(b, g);
   if (g.int8Dot)
-    declareInt8Dot(b, g.config.getLanes());
+    declareInt8Dot(b, g.config.getLanes(), g.config.getInt8Dot());
 
   // Work items (group, column block, row block): row blocks innermost, so
   // that consecutive items share one column slab of B in the cache.
@@ -2061,7 +2069,7 @@ CpuConfigAttr cpu::defaultCpuConfig(MLIRContext *ctx) {
   return CpuConfigAttr::get(ctx, /*vector_bits=*/512, /*registers=*/32, /*micro_rows=*/6,
                             /*micro_vectors=*/4, /*row_block=*/48, /*col_block=*/256,
                             /*prefetch_rows=*/32, /*bf16_dot=*/false, /*amx=*/false,
-                            /*fp8_dot=*/false, /*int8_dot=*/false);
+                            /*fp8_dot=*/false, /*int8_dot=*/Int8Dot::none);
 }
 
 CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool> &features) {
@@ -2077,7 +2085,8 @@ CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool>
     bool dot = has("avx512bf16");
     return CpuConfigAttr::get(ctx, 512, 32, 6, 4, 48, 256, 32, dot,
                               dot && has("amx-bf16") && has("amx-tile"),
-                              dot && has("avx512vbmi"), has("avx512vnni"));
+                              dot && has("avx512vbmi"),
+                              has("avx512vnni") ? Int8Dot::vpdpbusd : Int8Dot::none);
   }
   // 16 ymm (AVX2) or xmm (SSE, NEON's 128-bit view): 6 x 2 accumulators + 2
   // panel vectors + 1 broadcast = 15, the 6 x 16 micro-kernel of BLIS and
@@ -2085,10 +2094,14 @@ CpuConfigAttr cpu::chooseCpuConfig(MLIRContext *ctx, const llvm::StringMap<bool>
   // the prefetch runs 4x as many rows ahead (the same 8 KiB of f32 weights;
   // measured at decode, bf16 on the AVX2 configuration: 10.4 ms at 32 rows,
   // 8.6 ms at 128).
-  // AVX2: int4 GEMMs of the int8-activation mode on vpmaddubsw + vpmaddwd.
+  // AVX2: int4 GEMMs of the int8-activation mode on vpmaddubsw + vpmaddwd,
+  // or with AVX-VNNI (Alder Lake and later clients) on 256-bit vpdpbusd.
   int64_t bits = has("avx2") && has("fma") ? 256 : 128;
+  Int8Dot int8Dot = bits != 256        ? Int8Dot::none
+                    : has("avxvnni") ? Int8Dot::vpdpbusd
+                                     : Int8Dot::vpmaddubsw;
   return CpuConfigAttr::get(ctx, bits, 16, 6, 2, 48, 256, 128, /*bf16_dot=*/false,
-                            /*amx=*/false, /*fp8_dot=*/false, /*int8_dot=*/bits == 256);
+                            /*amx=*/false, /*fp8_dot=*/false, int8Dot);
 }
 
 FailureOr<llvm::StringMap<bool>> cpu::cpuFeatures(StringRef cpuName) {
@@ -2099,8 +2112,13 @@ FailureOr<llvm::StringMap<bool>> cpu::cpuFeatures(StringRef cpuName) {
   SmallVector<StringRef> names;
   llvm::X86::getFeaturesForCPU(cpuName, names, /*NeedPlus=*/false);
   llvm::StringMap<bool> features;
-  for (StringRef name : names)
+  // With the features each one implies: LLVM lists some CPUs' features
+  // without them (alderlake: avxvnni but not avx2 or fma), which made such
+  // a CPU look like an SSE one.
+  for (StringRef name : names) {
     features[name] = true;
+    llvm::X86::updateImpliedFeatures(name, /*Enabled=*/true, features);
+  }
   return features;
 }
 

@@ -152,8 +152,8 @@ struct GroupedGemm {
   /// The int8-activation mode (#moe.quant's int8_activations) with packed
   /// int4 B in the `vnni` layout of declarePackedWeights: A holds the rows'
   /// int8 codes, memref<? x K8 x i8> (K rounded up to 8, zero-padded), and
-  /// the products run on the int8 dot product of the vector width
-  /// (vpdpbusd at 512 bits, vpmaddubsw + vpmaddwd at 256).
+  /// the products run on the configuration's int8 dot product (vpdpbusd at
+  /// 512 or 256 bits, or vpmaddubsw + vpmaddwd at 256).
   bool int8Dot = false;
   /// With int8Dot: the codes' scales and sums per row of A and group of K,
   /// memref<? x ceil(K / group) x f32> each.

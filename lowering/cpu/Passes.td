@@ -102,13 +102,14 @@ def MoECpuConfigure : Pass<"moe-cpu-configure"> {
     `moe.expert_ffn`, `moe.shared_expert`, `moe.fused_experts`,
     `moe.fused_soft_experts`) that has none, from the features of the target
     CPU (`cpu`, LLVM's x86 CPU names or `native` for the host, then
-    `features` on top):
+    `features` on top; a named CPU's features with those they imply, as
+    LLVM lists some without them):
 
     | target | vector_bits | registers | micro-tile | bf16_dot | amx | fp8_dot | int8_dot |
     | --- | --- | --- | --- | --- | --- | --- | --- |
-    | AVX-512 (`avx512f`) | 512 | 32 | 6 x 4 vectors (6 x 64 floats) | `avx512bf16` | `avx512bf16`, `amx-bf16` and `amx-tile` | `avx512bf16` and `avx512vbmi` | `avx512vnni` |
-    | AVX2 + FMA | 256 | 16 | 6 x 2 vectors (6 x 16 floats) | false | false | false | true |
-    | anything else (SSE, other architectures) | 128 | 16 | 6 x 2 vectors | false | false | false | false |
+    | AVX-512 (`avx512f`) | 512 | 32 | 6 x 4 vectors (6 x 64 floats) | `avx512bf16` | `avx512bf16`, `amx-bf16` and `amx-tile` | `avx512bf16` and `avx512vbmi` | `vpdpbusd` with `avx512vnni`, else `none` |
+    | AVX2 + FMA | 256 | 16 | 6 x 2 vectors (6 x 16 floats) | false | false | false | `vpdpbusd` with `avxvnni` (AVX-VNNI), else `vpmaddubsw` |
+    | anything else (SSE, other architectures) | 128 | 16 | 6 x 2 vectors | false | false | false | `none` |
 
     An existing `moe.cpu_config` is kept: that is how a user overrides the
     choice. `--moe-cpu-pipeline` runs this pass just before

@@ -117,7 +117,24 @@ func.func @amx_row_block(%x: tensor<4x8xf32>, %wr: tensor<8x4xf32>) -> tensor<4x
 // -----
 
 func.func @int8_dot_128(%x: tensor<4x8xf32>, %wr: tensor<8x4xf32>) -> tensor<4x4xf32> {
-  // expected-error @+1 {{#moe.cpu_config: int8_dot needs vector_bits = 512 (vpdpbusd) or 256 (vpmaddubsw), got 128}}
-  %o = moe.route %x router(%wr) {moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = true>} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  // expected-error @+1 {{#moe.cpu_config: int8_dot = vpdpbusd needs vector_bits = 512 (AVX512_VNNI) or 256 (AVX-VNNI), got 128}}
+  %o = moe.route %x router(%wr) {moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = vpdpbusd>} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  return %o : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @int8_dot_pmaddubsw_512(%x: tensor<4x8xf32>, %wr: tensor<8x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{#moe.cpu_config: int8_dot = vpmaddubsw needs vector_bits = 256 (AVX2), got 512}}
+  %o = moe.route %x router(%wr) {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = vpmaddubsw>} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  return %o : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @int8_dot_unknown(%x: tensor<4x8xf32>, %wr: tensor<8x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+2 {{expected one of [none, vpdpbusd, vpmaddubsw] for the integer dot product of the CPU's int8-activation GEMMs, got: true}}
+  // expected-error @+1 {{failed to parse MoE_CpuConfigAttr parameter 'int8_dot'}}
+  %o = moe.route %x router(%wr) {moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = true>} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
   return %o : tensor<4x4xf32>
 }

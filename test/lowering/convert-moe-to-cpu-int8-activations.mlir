@@ -17,14 +17,14 @@
 // 32-bit sums I; per group the accumulators get (I - z S) s_w s_a. Else the
 // quantized values, q * s in f32, go to the FMA path.
 
-// AVX-512 with int8_dot: vpdpbusd.
+// AVX-512 with int8_dot = vpdpbusd (AVX512_VNNI).
 // CHECK-LABEL: func.func @vnni
 // CHECK: call @__moe_cpu_pack_gated_vnni_int4g16_zp_a8_v512
 // CHECK: call @__moe_cpu_pack_vnni_int4g16_zp_a8_v512
 // CHECK: call @__moe_cpu_quantize_a8_codes_g16_v512_{{.*}}(%{{.*}}) : (memref<?x?xbf16, {{.*}}>, memref<?x?xi8, {{.*}}>, memref<?x?xf32, {{.*}}>, memref<?x?xf32, {{.*}}>) -> ()
-// CHECK: call @__moe_cpu_gemm1_swiglu_gather_packed_i8dot_int4g16_zp_a8_v512
+// CHECK: call @__moe_cpu_gemm1_swiglu_gather_packed_vpdpbusd_int4g16_zp_a8_v512
 // CHECK: call @__moe_cpu_quantize_a8_codes_g16_v512
-// CHECK: call @__moe_cpu_gemm2_scaled_packed_i8dot_int4g16_zp_a8_v512
+// CHECK: call @__moe_cpu_gemm2_scaled_packed_vpdpbusd_int4g16_zp_a8_v512
 
 // The packing: rows 8kk .. 8kk + 7 of a panel column into one i32, row
 // 8kk + i at bit 8 (i % 4) + 4 (i / 4); a row past K is 0.
@@ -77,7 +77,7 @@
 
 // The GEMM: no sums of A of its own; per word row the nibbles, per row the
 // broadcast words of A and vpdpbusd; per group (I - z S) s_w s_a.
-// CHECK-LABEL: func.func private @__moe_cpu_gemm1_swiglu_gather_packed_i8dot_int4g16_zp_a8_v512
+// CHECK-LABEL: func.func private @__moe_cpu_gemm1_swiglu_gather_packed_vpdpbusd_int4g16_zp_a8_v512
 // CHECK-NOT: memref.alloc({{.*}}) : memref<?x?xf32>
 // CHECK: scf.for {{.*}} -> (vector<16xi32>, vector<16xi32>,
 // CHECK: %[[WORDS:.*]] = vector.load %{{.*}} : memref<?x?x?x?xi32, {{.*}}>, vector<16xi32>
@@ -109,7 +109,7 @@ func.func @vnni(%x: tensor<?x40xbf16>, %wr: tensor<40x4xbf16>, %w1: tensor<4x40x
   %s1: tensor<4x3x48xf32>, %s2: tensor<4x2x40xf32>, %z1: tensor<4x3x48xi4>, %z2: tensor<4x2x40xi4>) -> tensor<?x40xbf16> {
   %y = moe.layer %x router(%wr) experts(%w1, %w2) expert_scales(%s1, %s2) expert_zero_points(%z1, %z2)
     {routing = #moe.top_k<k = 2>, activation = #moe.activation<swiglu>, quant = #moe.quant<int4, group = 16, zero_point, int8_activations>,
-     moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = true>}
+     moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = vpdpbusd>}
     : (tensor<?x40xbf16>, tensor<40x4xbf16>, tensor<4x40x48xi4>, tensor<4x24x40xi4>,
        tensor<4x3x48xf32>, tensor<4x2x40xf32>, tensor<4x3x48xi4>, tensor<4x2x40xi4>) -> tensor<?x40xbf16>
   return %y : tensor<?x40xbf16>
@@ -117,11 +117,11 @@ func.func @vnni(%x: tensor<?x40xbf16>, %wr: tensor<40x4xbf16>, %w1: tensor<4x40x
 
 // -----
 
-// AVX2 with int8_dot (256 bits): vpmaddubsw twice, their 16-bit sum, then
+// AVX2 with int8_dot = vpmaddubsw (256 bits): vpmaddubsw twice, their 16-bit sum, then
 // vpmaddwd by ones, added to the 32-bit sums. Symmetric: z = 8.
 // CHECK-LABEL: func.func @avx2
-// CHECK: call @__moe_cpu_gemm1_relu_gather_packed_i8dot_int4g8_a8_v256
-// CHECK-LABEL: func.func private @__moe_cpu_gemm1_relu_gather_packed_i8dot_int4g8_a8_v256
+// CHECK: call @__moe_cpu_gemm1_relu_gather_packed_vpmaddubsw_int4g8_a8_v256
+// CHECK-LABEL: func.func private @__moe_cpu_gemm1_relu_gather_packed_vpmaddubsw_int4g8_a8_v256
 // CHECK: %[[ONES:.*]] = arith.constant dense<1> : vector<16xi16>
 // CHECK: %[[PL:.*]] = func.call @llvm.x86.avx2.pmadd.ub.sw(%{{.*}}, %{{.*}}) : (vector<32xi8>, vector<32xi8>) -> vector<16xi16>
 // CHECK-NEXT: %[[PH:.*]] = func.call @llvm.x86.avx2.pmadd.ub.sw(%{{.*}}, %{{.*}}) : (vector<32xi8>, vector<32xi8>) -> vector<16xi16>
@@ -133,13 +133,34 @@ func.func @avx2(%x: tensor<?x40xf32>, %wr: tensor<40x4xf32>, %w1: tensor<4x40x24
   %s1: tensor<4x5x24xf32>, %s2: tensor<4x3x40xf32>) -> tensor<?x40xf32> {
   %y = moe.layer %x router(%wr) experts(%w1, %w2) expert_scales(%s1, %s2)
     {routing = #moe.top_k<k = 2>, activation = #moe.activation<relu>, quant = #moe.quant<int4, group = 8, int8_activations>,
-     moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = true>}
+     moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = vpmaddubsw>}
     : (tensor<?x40xf32>, tensor<40x4xf32>, tensor<4x40x24xi4>, tensor<4x24x40xi4>,
        tensor<4x5x24xf32>, tensor<4x3x40xf32>) -> tensor<?x40xf32>
   return %y : tensor<?x40xf32>
 }
 
 // -----
+
+// AVX-VNNI (256 bits, int8_dot = vpdpbusd): the 256-bit vpdpbusd, two per
+// row and panel vector, no vpmaddubsw.
+// CHECK-LABEL: func.func @avx_vnni
+// CHECK: call @__moe_cpu_gemm1_relu_gather_packed_vpdpbusd_int4g8_a8_v256
+// CHECK-LABEL: func.func private @__moe_cpu_gemm1_relu_gather_packed_vpdpbusd_int4g8_a8_v256
+// CHECK-NOT: pmadd
+// CHECK: %[[P:.*]] = func.call @llvm.x86.avx512.vpdpbusd.256(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<8xi32>, vector<32xi8>, vector<32xi8>) -> vector<8xi32>
+// CHECK-NEXT: %{{.*}} = func.call @llvm.x86.avx512.vpdpbusd.256(%[[P]], %{{.*}}, %{{.*}}) : (vector<8xi32>, vector<32xi8>, vector<32xi8>) -> vector<8xi32>
+func.func @avx_vnni(%x: tensor<?x40xf32>, %wr: tensor<40x4xf32>, %w1: tensor<4x40x24xi4>, %w2: tensor<4x24x40xi4>,
+  %s1: tensor<4x5x24xf32>, %s2: tensor<4x3x40xf32>) -> tensor<?x40xf32> {
+  %y = moe.layer %x router(%wr) experts(%w1, %w2) expert_scales(%s1, %s2)
+    {routing = #moe.top_k<k = 2>, activation = #moe.activation<relu>, quant = #moe.quant<int4, group = 8, int8_activations>,
+     moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = vpdpbusd>}
+    : (tensor<?x40xf32>, tensor<40x4xf32>, tensor<4x40x24xi4>, tensor<4x24x40xi4>,
+       tensor<4x5x24xf32>, tensor<4x3x40xf32>) -> tensor<?x40xf32>
+  return %y : tensor<?x40xf32>
+}
+
+// -----
+
 
 // No int8_dot (AVX-512 without VNNI), or a group that is not a multiple of
 // 8: the quantized values (q * s, f32) on the FMA path, the weights packed
@@ -175,7 +196,7 @@ func.func @group_12(%x: tensor<?x32xbf16>, %wr: tensor<32x4xbf16>, %w1: tensor<4
   %s1: tensor<4x3x48xf32>, %s2: tensor<4x2x32xf32>) -> tensor<?x32xbf16> {
   %y = moe.layer %x router(%wr) experts(%w1, %w2) expert_scales(%s1, %s2)
     {routing = #moe.top_k<k = 2>, activation = #moe.activation<swiglu>, quant = #moe.quant<int4, group = 12, int8_activations>,
-     moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = true>}
+     moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = vpdpbusd>}
     : (tensor<?x32xbf16>, tensor<32x4xbf16>, tensor<4x32x48xi4>, tensor<4x24x32xi4>,
        tensor<4x3x48xf32>, tensor<4x2x32xf32>) -> tensor<?x32xbf16>
   return %y : tensor<?x32xbf16>

@@ -11,10 +11,12 @@
 // RUN: moe-opt %s --moe-cpu-configure=cpu=znver3 | FileCheck %s --check-prefixes=CHECK,AVX2
 // RUN: moe-opt %s --moe-cpu-configure=cpu=haswell | FileCheck %s --check-prefixes=CHECK,AVX2
 // RUN: moe-opt %s --moe-cpu-configure=cpu=x86-64-v3 | FileCheck %s --check-prefixes=CHECK,AVX2
+// AVX-VNNI without AVX-512 (Alder Lake): vpdpbusd at 256 bits.
+// RUN: moe-opt %s --moe-cpu-configure=cpu=alderlake | FileCheck %s --check-prefixes=CHECK,AVX2VNNI
 // RUN: moe-opt %s --moe-cpu-configure=cpu=x86-64 | FileCheck %s --check-prefixes=CHECK,SSE
 // Removing a feature removes those that imply it: an AVX-512 CPU without
 // avx512f is configured as an AVX2 one; without fma, as a 128-bit one.
-// RUN: moe-opt %s --moe-cpu-configure="cpu=sapphirerapids features=-avx512f" | FileCheck %s --check-prefixes=CHECK,AVX2
+// RUN: moe-opt %s --moe-cpu-configure="cpu=sapphirerapids features=-avx512f" | FileCheck %s --check-prefixes=CHECK,AVX2VNNI
 // RUN: moe-opt %s --moe-cpu-configure="cpu=haswell features=-fma" | FileCheck %s --check-prefixes=CHECK,SSE
 // RUN: moe-opt %s --moe-cpu-configure="cpu=haswell features=+avx512bf16" | FileCheck %s --check-prefixes=CHECK,BF16
 // RUN: moe-opt %s --moe-cpu-configure="cpu=skylake-avx512 features=+avx512bf16" | FileCheck %s --check-prefixes=CHECK,BF16
@@ -43,12 +45,13 @@
 // kept (the user's override).
 // CHECK-LABEL: func.func @chain
 // AVX512: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>}
-// AVX512VNNI: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = true>}
+// AVX512VNNI: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = vpdpbusd>}
 // BF16: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true>}
-// BF16VNNI: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = true>}
-// FP8DOT: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true, int8_dot = true>}
-// AMX: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true, int8_dot = true>}
-// AVX2: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = true>}
+// BF16VNNI: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = vpdpbusd>}
+// FP8DOT: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true, int8_dot = vpdpbusd>}
+// AMX: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true, int8_dot = vpdpbusd>}
+// AVX2: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = vpmaddubsw>}
+// AVX2VNNI: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = vpdpbusd>}
 // SSE: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>}
 // NATIVE: moe.route {{.*}} {moe.cpu_config = #moe.cpu_config<vector_bits =
 // CHECK-NEXT: moe.gate
@@ -61,19 +64,21 @@
 // CHECK-NEXT: return
 // CHECK-LABEL: func.func @layers
 // AVX512: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>
-// AVX512VNNI: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = true>
+// AVX512VNNI: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = vpdpbusd>
 // AVX512-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false>
-// AVX512VNNI-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = true>
+// AVX512VNNI-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = false, int8_dot = vpdpbusd>
 // BF16: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true>
-// BF16VNNI: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = true>
-// FP8DOT: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true, int8_dot = true>
-// AMX: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true, int8_dot = true>
+// BF16VNNI: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = vpdpbusd>
+// FP8DOT: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true, int8_dot = vpdpbusd>
+// AMX: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true, int8_dot = vpdpbusd>
 // BF16-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true>
-// BF16VNNI-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = true>
-// FP8DOT-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true, int8_dot = true>
-// AMX-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true, int8_dot = true>
-// AVX2: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = true>
-// AVX2-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = true>
+// BF16VNNI-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, int8_dot = vpdpbusd>
+// FP8DOT-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, fp8_dot = true, int8_dot = vpdpbusd>
+// AMX-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 512, registers = 32, micro_rows = 6, micro_vectors = 4, row_block = 48, col_block = 256, prefetch_rows = 32, bf16_dot = true, amx = true, fp8_dot = true, int8_dot = vpdpbusd>
+// AVX2: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = vpmaddubsw>
+// AVX2VNNI: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = vpdpbusd>
+// AVX2-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = vpmaddubsw>
+// AVX2VNNI-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 256, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false, int8_dot = vpdpbusd>
 // SSE: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>
 // SSE-NEXT: moe.soft_layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits = 128, registers = 16, micro_rows = 6, micro_vectors = 2, row_block = 48, col_block = 256, prefetch_rows = 128, bf16_dot = false>
 // NATIVE: moe.layer {{.*}} moe.cpu_config = #moe.cpu_config<vector_bits =
