@@ -67,23 +67,33 @@ void prefetchPanelRow(ImplicitLocOpBuilder &b, Value packed, Value group, Value 
                                /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
 }
 
+/// The 32 bits of A from (row, k) (two bf16 or four i8 elements) in every
+/// one of `lanes` 32-bit lanes: the left operand of a dot product that
+/// multiplies a 32-bit group of A by every lane of B.
+Value broadcastWordOfA(ImplicitLocOpBuilder &b, Value a, Value row, Value k, int64_t lanes) {
+  Type elt = cast<MemRefType>(a.getType()).getElementType();
+  auto partType = VectorType::get({32 / int64_t(elt.getIntOrFloatBitWidth())}, elt);
+  Value part = vector::LoadOp::create(b, partType, a, ValueRange{row, k});
+  Value one = vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), part);
+  Value word = vector::ExtractOp::create(b, one, ArrayRef<int64_t>{0});
+  return vector::BroadcastOp::create(b, VectorType::get({lanes}, b.getI32Type()), word);
+}
+
 /// The bf16 pair (A[row, k], A[row, k + 1]) of a bf16 A, or with `single`
 /// (an odd K's last row) (A[row, k], 0), in every one of `lanes` 32-bit
 /// lanes (vector<2 lanes x bf16>): the left operand of the AVX512_BF16 dot
 /// product for a pair of k.
 Value bf16PairVector(ImplicitLocOpBuilder &b, Value a, Value row, Value k, bool single,
                      int64_t lanes) {
-  Value word;
+  Value words;
   if (single) {
     Value x = memref::LoadOp::create(b, a, ValueRange{row, k});
-    word = arith::ExtUIOp::create(b, b.getI32Type(), arith::BitcastOp::create(b, b.getI16Type(), x));
+    Value word =
+        arith::ExtUIOp::create(b, b.getI32Type(), arith::BitcastOp::create(b, b.getI16Type(), x));
+    words = vector::BroadcastOp::create(b, VectorType::get({lanes}, b.getI32Type()), word);
   } else {
-    Value two = vector::LoadOp::create(b, VectorType::get({2}, b.getBF16Type()), a,
-                                       ValueRange{row, k});
-    Value one = vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), two);
-    word = vector::ExtractOp::create(b, one, ArrayRef<int64_t>{0});
+    words = broadcastWordOfA(b, a, row, k, lanes);
   }
-  Value words = vector::BroadcastOp::create(b, VectorType::get({lanes}, b.getI32Type()), word);
   return vector::BitCastOp::create(b, VectorType::get({2 * lanes}, b.getBF16Type()), words);
 }
 
@@ -730,11 +740,7 @@ void emitInt8DotProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value gr
   };
   // The four codes of A at (row, k) in every 32-bit lane, as bytes.
   auto aWord = [&](ImplicitLocOpBuilder &nb, Value row, Value k) -> Value {
-    Value four = vector::LoadOp::create(nb, VectorType::get({4}, nb.getI8Type()), g.a,
-                                        ValueRange{row, k});
-    Value one = vector::BitCastOp::create(nb, VectorType::get({1}, nb.getI32Type()), four);
-    Value word = vector::ExtractOp::create(nb, one, ArrayRef<int64_t>{0});
-    return vector::BitCastOp::create(nb, bytes, vector::BroadcastOp::create(nb, i32v, word));
+    return vector::BitCastOp::create(nb, bytes, broadcastWordOfA(nb, g.a, row, k, lanes));
   };
   auto asBytes = [&](ImplicitLocOpBuilder &nb, Value x) -> Value {
     return vector::BitCastOp::create(nb, bytes, x);
