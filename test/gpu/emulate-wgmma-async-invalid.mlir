@@ -7,7 +7,7 @@
 // clean; each broken one fails with a one-line error naming the kernel and
 // the op, exit status 1.
 //
-// RUN: moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.ll.mlir
+// RUN: moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode -o %t.ll.mlir
 // DEFINE: %{run} = moe-test-runner %t.ll.mlir -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp
 // RUN: %{run} -e ok | FileCheck %s --check-prefix=OK
 // RUN: %{run} -e ok_wait1 | FileCheck %s --check-prefix=OK

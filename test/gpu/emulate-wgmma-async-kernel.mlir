@@ -7,7 +7,7 @@
 // kernel and the op, and the run fails.
 //
 // RUN: moe-opt %s --moe-test-build-mma-kernels -o %t.kernel.mlir
-// RUN: moe-opt %t.kernel.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN: moe-opt %t.kernel.mlir --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp \
 // RUN:   | FileCheck %s --check-prefix=OK
 // OK: mismatches
@@ -38,7 +38,7 @@
 // RUN: sed -e 's/moe_mma_gemm2_bf16_m64_wgmma_s3\([(}]\)/moe_mma_gemm2_bf16_m64_wgmma_s3_inflight0\1/g' %s \
 // RUN:   | moe-opt --moe-test-build-mma-kernels -o %t.kernel0.mlir
 // RUN: FileCheck %s --check-prefix=WAITS0 --input-file=%t.kernel0.mlir
-// RUN: moe-opt %t.kernel0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN: moe-opt %t.kernel0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp \
 // RUN:   | FileCheck %s --check-prefix=OK
 // WAITS0-LABEL: gpu.func @moe_mma_gemm2_bf16_m64_wgmma_s3_inflight0(

@@ -8,12 +8,12 @@
 // returned as is), and a Soft MoE layer whose scale is read on the host.
 // Also through the unfused chain, whose ops pass device tensors to each other.
 //
-// RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
+// RUN: moe-opt %s --moe-cpu-pipeline=parallel=false --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
-// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_device_abi_pipeline" \
+// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_device_abi_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.gpu | FileCheck %s
-// RUN: moe-opt %s --moe-decompose | moe-opt --pass-pipeline="%moe_emulate_gpu_device_abi_pipeline" \
+// RUN: moe-opt %s --moe-decompose | moe-opt --pass-pipeline="%moe_emulate_gpu_device_abi_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.chain
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.chain | FileCheck %s
 // CHECK: compare: OK, {{[0-9]+}} values

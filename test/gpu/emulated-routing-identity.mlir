@@ -7,9 +7,9 @@
 // MOESART inference, classic top-k and a DeepSeek-style production router.
 // The test compares the printed outputs exactly (diff, addresses removed).
 //
-// RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
+// RUN: moe-opt %s --moe-cpu-pipeline=parallel=false --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
-// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: sed -e 's/base@ = 0x[0-9a-f]*//' %t.cpu > %t.cpu.txt
 // RUN: sed -e 's/base@ = 0x[0-9a-f]*//' %t.gpu > %t.gpu.txt

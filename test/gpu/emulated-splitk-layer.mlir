@@ -17,10 +17,10 @@
 //
 // The CPU side without AVX512_BF16's pairwise dot product (which sums in
 // another order than the tensor cores' emulation), on any host:
-// RUN: moe-opt %s --moe-cpu-pipeline="parallel=false cpu-features=-avx512bf16" \
+// RUN: moe-opt %s --moe-cpu-pipeline="parallel=false cpu-features=-avx512bf16" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
 // RUN: for s in 0 1 3 5; do \
-// RUN:   moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{decode-split-k=$s},%moe_emulate_tail)" \
+// RUN:   moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{decode-split-k=$s},%moe_emulate_tail)" --emit-bytecode \
 // RUN:     | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu$s || exit 1; \
 // RUN: done
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.cpu %t.gpu0 | FileCheck %s
@@ -31,7 +31,7 @@
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.gpu1 %t.gpu5 | FileCheck %s
 // RUN: for s in 3 5; do for o in reverse "shuffle seed=$s"; do \
 // RUN:   MOE_EMULATE_OPTIONS="block-order=$o"; echo "== S=$s $o"; \
-// RUN:   moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{decode-split-k=$s},%moe_emulate_tail)" \
+// RUN:   moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{decode-split-k=$s},%moe_emulate_tail)" --emit-bytecode \
 // RUN:     | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.order \
 // RUN:     && %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.gpu$s %t.order || exit 1; \
 // RUN: done; done | FileCheck %s --check-prefix=ORDER

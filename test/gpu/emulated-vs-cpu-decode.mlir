@@ -11,9 +11,9 @@
 //  * a single token, a dynamic T (the row tile chosen at run time), and
 //    MOESART training at T = 16 (the aux loss reduced in the align kernel).
 //
-// RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
+// RUN: moe-opt %s --moe-cpu-pipeline=parallel=false --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
-// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.gpu | FileCheck %s
 // CHECK: compare: OK, 5697 values
@@ -23,7 +23,7 @@
 // not depend on the order a GPU runs the blocks in.
 // RUN: for o in reverse "shuffle seed=1" "shuffle seed=2"; do \
 // RUN:   MOE_EMULATE_OPTIONS="block-order=$o"; echo "== $o"; \
-// RUN:   moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN:   moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" --emit-bytecode \
 // RUN:     | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.order \
 // RUN:     && %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.gpu %t.order || exit 1; \
 // RUN: done | FileCheck %s --check-prefix=ORDER

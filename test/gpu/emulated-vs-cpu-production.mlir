@@ -7,17 +7,17 @@
 // moe.combine shared_output) and the fused chain (moe.fused_experts
 // shared_output). A different expert choice would show as a large difference.
 //
-// RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
+// RUN: moe-opt %s --moe-cpu-pipeline=parallel=false --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
-// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.gpu | FileCheck %s
 // RUN: moe-opt %s --moe-decompose | FileCheck %s --check-prefix=CHAIN
-// RUN: moe-opt %s --moe-decompose | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN: moe-opt %s --moe-decompose | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.chain
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.chain | FileCheck %s
 // RUN: moe-opt %s --moe-decompose --moe-fuse | FileCheck %s --check-prefix=FUSED
-// RUN: moe-opt %s --moe-decompose --moe-fuse | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN: moe-opt %s --moe-decompose --moe-fuse | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.fused
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.fused | FileCheck %s
 // CHECK: compare: OK, {{[0-9]+}} values

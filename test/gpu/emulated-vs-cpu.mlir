@@ -4,15 +4,15 @@
 // MOESART inference and training (same Philox selection, trimmed lasso,
 // GShard capacity), dense and Soft MoE layers.
 //
-// RUN: moe-opt %s --moe-cpu-pipeline=parallel=false \
+// RUN: moe-opt %s --moe-cpu-pipeline=parallel=false --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
-// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.gpu | FileCheck %s
-// RUN: moe-opt %s --moe-decompose | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN: moe-opt %s --moe-decompose | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.chain
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.chain | FileCheck %s
-// RUN: moe-opt %s --moe-decompose --moe-fuse | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN: moe-opt %s --moe-decompose --moe-fuse | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.fused
 // RUN: %python %S/Inputs/compare-memrefs.py %t.cpu %t.fused | FileCheck %s
 // CHECK: compare: OK, {{[0-9]+}} values
@@ -22,7 +22,7 @@
 // not depend on the order a GPU runs the blocks in.
 // RUN: for o in reverse "shuffle seed=1" "shuffle seed=2"; do \
 // RUN:   MOE_EMULATE_OPTIONS="block-order=$o"; echo "== $o"; \
-// RUN:   moe-opt %s --moe-decompose --moe-fuse | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" \
+// RUN:   moe-opt %s --moe-decompose --moe-fuse | moe-opt --pass-pipeline="%moe_emulate_gpu_pipeline" --emit-bytecode \
 // RUN:     | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.order \
 // RUN:     && %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.fused %t.order || exit 1; \
 // RUN: done | FileCheck %s --check-prefix=ORDER

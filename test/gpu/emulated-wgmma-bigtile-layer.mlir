@@ -20,14 +20,14 @@
 //
 // The CPU side without AVX512_BF16's pairwise dot product (which sums in
 // another order than the tensor cores' emulation), on any host:
-// RUN: moe-opt %s --moe-cpu-pipeline="parallel=false cpu-features=-avx512bf16" \
+// RUN: moe-opt %s --moe-cpu-pipeline="parallel=false cpu-features=-avx512bf16" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs > %t.cpu
-// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_wgmma_pipeline" \
+// RUN: moe-opt %s --pass-pipeline="%moe_emulate_gpu_wgmma_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --dtype bf16 %t.cpu %t.gpu | FileCheck %s
 // CHECK: compare: OK, 70144 values, max abs diff 0{{$}}
 // With wgmma-groups-in-flight=0: the same bits as the default.
-// RUN: moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{chip=sm_90a wgmma-groups-in-flight=0},%moe_emulate_tail)" \
+// RUN: moe-opt %s --pass-pipeline="builtin.module(moe-gpu-launch-pipeline{chip=sm_90a wgmma-groups-in-flight=0},%moe_emulate_tail)" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu0
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.gpu %t.gpu0 | FileCheck %s
 // RUN: moe-opt %s %moe_gpu_target_sm90a --moe-gpu-configure --convert-moe-to-gpu --canonicalize | FileCheck %s --check-prefix=BIG

@@ -6,7 +6,7 @@
 // a team of one. Printed: the mismatches (0), the sum of what was read
 // (0 + 1 + ... + 255 = 32640), the team size seen inside (256) and outside
 // (1) the region, and the nested team's size (1).
-// RUN: moe-opt %s --pass-pipeline="builtin.module(convert-scf-to-cf,convert-openmp-to-llvm,finalize-memref-to-llvm,convert-func-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts)" \
+// RUN: moe-opt %s --pass-pipeline="builtin.module(convert-scf-to-cf,convert-openmp-to-llvm,finalize-memref-to-llvm,convert-func-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts)" --emit-bytecode \
 // RUN:   | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp | FileCheck %s
 // CHECK:      0
 // CHECK-NEXT: 32640

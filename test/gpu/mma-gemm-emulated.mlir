@@ -22,13 +22,13 @@
 // difference is a wrong fragment, address, stage or tail.
 //
 // RUN: cat %s %S/Inputs/mma-plan.mlir > %t.src.mlir
-// RUN: moe-opt %t.src.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.bf16.ll.mlir
+// RUN: moe-opt %t.src.mlir --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode -o %t.bf16.ll.mlir
 // RUN: moe-test-runner %t.bf16.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.bf16.ref
 // RUN: moe-test-runner %t.bf16.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.bf16.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.bf16.gpu | FileCheck %s
 // The same cases in f16.
 // RUN: sed -e 's/bf16/f16/g' %t.src.mlir > %t.f16.mlir
-// RUN: moe-opt %t.f16.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.f16.ll.mlir
+// RUN: moe-opt %t.f16.mlir --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode -o %t.f16.ll.mlir
 // RUN: moe-test-runner %t.f16.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.f16.ref
 // RUN: moe-test-runner %t.f16.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.f16.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.f16.ref %t.f16.gpu | FileCheck %s
@@ -38,7 +38,7 @@
 // emulated from the PTX ISA layouts, WarpLayouts.h); cases 3, 4 and 6 keep
 // their 16- and 32-row mma.sync kernels. Same plain loops, bit for bit.
 // RUN: sed -e 's/_m64\([(}]\)/_m64_wgmma\1/g' %t.src.mlir > %t.wgmma.mlir
-// RUN: moe-opt %t.wgmma.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.wgmma.ll.mlir
+// RUN: moe-opt %t.wgmma.mlir --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode -o %t.wgmma.ll.mlir
 // RUN: moe-test-runner %t.wgmma.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.wgmma.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.wgmma.gpu | FileCheck %s
 // RUN: moe-opt %t.wgmma.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=WGMMA
@@ -49,7 +49,7 @@
 // 3 inactive ones), the blocks 256 threads; the plain loops of case 7 read
 // h at that plan's padded positions. Bit for bit again.
 // RUN: sed -e 's/_m64\([(}]\)/_m128_wgmma\1/g' -e '/_m128_wgmma(%%gx/s/%%c1, %%c128, %%c1, %%c1,/%%c1, %%c256, %%c1, %%c1,/' -e 's/%%c32, %%c64 : index/%%c32, %%c128 : index/' -e 's/%%c16, %%c64 : index/%%c16, %%c128 : index/' -e 's/@ref2(%%H24, %%D40, %%c64,/@ref2(%%H24, %%D40, %%c128,/' %t.src.mlir > %t.m128.mlir
-// RUN: moe-opt %t.m128.mlir --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.m128.ll.mlir
+// RUN: moe-opt %t.m128.mlir --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode -o %t.m128.ll.mlir
 // RUN: moe-test-runner %t.m128.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.m128.ref
 // RUN: moe-test-runner %t.m128.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.m128.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.m128.ref %t.m128.gpu | FileCheck %s
@@ -58,11 +58,11 @@
 // `_inflight0` kernels: wait_group 0 at the end of every stage): the same
 // bits as the plain loops (and so as the default kernels).
 // RUN: sed -e 's/_wgmma\([(}]\)/_wgmma_inflight0\1/g' %t.wgmma.mlir > %t.wgmma0.mlir
-// RUN: moe-opt %t.wgmma0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN: moe-opt %t.wgmma0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.wgmma0.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.bf16.ref %t.wgmma0.gpu | FileCheck %s
 // RUN: sed -e 's/_wgmma\([(}]\)/_wgmma_inflight0\1/g' %t.m128.mlir > %t.m128.0.mlir
-// RUN: moe-opt %t.m128.0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN: moe-opt %t.m128.0.mlir --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.m128.0.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.m128.ref %t.m128.0.gpu | FileCheck %s
 // RUN: moe-opt %t.wgmma0.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=INFLIGHT0

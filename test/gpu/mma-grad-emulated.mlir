@@ -33,7 +33,7 @@
 // The same bits with the blocks in a shuffled order (no block reads another's
 // output: every gradient element is one block's).
 // RUN: MOE_EMULATE_OPTIONS="block-order=shuffle seed=5" \
-// RUN:   moe-opt %t.src.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN:   moe-opt %t.src.mlir --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.shuffled.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.ref %t.shuffled.gpu | FileCheck %s
 // The 64-row kernels on sm_90a's wgmma (the stages in the canonical
@@ -41,7 +41,7 @@
 // the weight gradients; a split operand's terms two wgmmas of each k16
 // step): the same bits.
 // RUN: sed -e 's/grad\(_[a-z0-9_]*\)\{0,1\}_m64\([(}]\)/grad\1_m64_wgmma\2/g' %t.src.mlir > %t.wgmma.mlir
-// RUN: moe-opt %t.wgmma.mlir --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN: moe-opt %t.wgmma.mlir --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode \
 // RUN:   | moe-test-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.wgmma.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.ref %t.wgmma.gpu | FileCheck %s
 // RUN: moe-opt %t.wgmma.mlir --moe-test-build-mma-kernels | FileCheck %s --check-prefix=WGMMA

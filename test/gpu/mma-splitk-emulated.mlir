@@ -25,13 +25,13 @@
 // test/lit.cfg.py's MOE_EMULATE_OPTIONS), so the last arriver of a tile is
 // a different slice; a reduction in arrival order fails the last three.
 //
-// RUN: moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" -o %t.ll.mlir
+// RUN: moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode -o %t.ll.mlir
 // RUN: moe-test-runner %t.ll.mlir -e ref -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.ref
 // RUN: moe-test-runner %t.ll.mlir -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.gpu
 // RUN: %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.ref %t.gpu | FileCheck %s
 // RUN: for o in reverse "shuffle seed=1" "shuffle seed=2"; do \
 // RUN:   MOE_EMULATE_OPTIONS="block-order=$o"; echo "== $o"; \
-// RUN:   moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" \
+// RUN:   moe-opt %s --pass-pipeline="%moe_emulate_mma_pipeline" --emit-bytecode \
 // RUN:     | moe-test-runner -e gpu -entry-point-result=void -shared-libs=%mlir_runner_libs,%emulation_omp > %t.order.gpu \
 // RUN:     && %python %S/Inputs/compare-memrefs.py --atol 0 --rtol 0 %t.ref %t.order.gpu || exit 1; \
 // RUN: done | FileCheck %s --check-prefix=ORDER

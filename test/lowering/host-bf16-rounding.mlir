@@ -6,7 +6,7 @@
 // constant folding decides the result. Without the pass, a CPU with
 // AVX512_BF16 rounds the subnormal cases to 0 and one without it has no
 // __truncsfbf2 to call.
-// RUN: moe-opt %s --moe-cpu-pipeline | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs | FileCheck %s
+// RUN: moe-opt %s --moe-cpu-pipeline --emit-bytecode | moe-test-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs | FileCheck %s
 
 memref.global "private" @inputs : memref<12xi32> = dense<[
   1065353216,   // 0x3F800000 1.0                        -> 0x3F80
