@@ -518,34 +518,40 @@ void emitBlockPairLoop(
 }
 
 /// FP8 block kb's partial sums times its panel scales (declarePackedScales),
-/// added to the accumulators `acc` of a micro-tile of `microRows` rows.
+/// added to the accumulators `acc` of a micro-tile of `microRows` rows over
+/// the packed panels `panels` (micro_vectors vectors each).
 SmallVector<Value> addScaledBlock(ImplicitLocOpBuilder &ob, const GroupedGemm &g, Value group,
-                                  Value panel, Value kb, ValueRange partials, ValueRange acc,
-                                  int64_t microRows) {
+                                  ArrayRef<Value> panels, Value kb, ValueRange partials,
+                                  ValueRange acc, int64_t microRows) {
   const int64_t lanes = g.config.getLanes();
   const int64_t microVecs = g.config.getMicroVectors();
+  const int64_t vecs = microVecs * panels.size();
   VectorType vt = f32Vec(ob, lanes);
   SmallVector<Value> scales, next;
-  for (int64_t v = 0; v < microVecs; ++v)
-    scales.push_back(vector::LoadOp::create(ob, vt, g.bScales,
-                                            ValueRange{group, panel, kb, cIdx(ob, v * lanes)}));
+  for (int64_t v = 0; v < vecs; ++v)
+    scales.push_back(vector::LoadOp::create(
+        ob, vt, g.bScales,
+        ValueRange{group, panels[v / microVecs], kb, cIdx(ob, (v % microVecs) * lanes)}));
   for (int64_t i = 0; i < microRows; ++i)
-    for (int64_t v = 0; v < microVecs; ++v)
-      next.push_back(vector::FMAOp::create(ob, partials[i * microVecs + v], scales[v],
-                                           acc[i * microVecs + v]));
+    for (int64_t v = 0; v < vecs; ++v)
+      next.push_back(
+          vector::FMAOp::create(ob, partials[i * vecs + v], scales[v], acc[i * vecs + v]));
   return next;
 }
 
 /// Group kb's panel scales of packed int4 weights (declarePackedScales) and
 /// the negated zero points plus `zeroOffset` (8 without zero points), one
-/// vector per panel vector: the factors of a group's (P - z A) s.
-void loadGroupScales(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value panel,
-                     Value kb, float zeroOffset, SmallVectorImpl<Value> &scales,
-                     SmallVectorImpl<Value> &negZeros) {
+/// vector per vector of the panels `panels`: the factors of a group's (P -
+/// z A) s.
+void loadGroupScales(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
+                     ArrayRef<Value> panels, Value kb, float zeroOffset,
+                     SmallVectorImpl<Value> &scales, SmallVectorImpl<Value> &negZeros) {
   const int64_t lanes = g.config.getLanes();
+  const int64_t microVecs = g.config.getMicroVectors();
   VectorType vt = f32Vec(b, lanes);
-  for (int64_t v = 0; v < g.config.getMicroVectors(); ++v) {
-    Value at = cIdx(b, v * lanes);
+  for (int64_t v = 0; v < microVecs * static_cast<int64_t>(panels.size()); ++v) {
+    Value panel = panels[v / microVecs];
+    Value at = cIdx(b, (v % microVecs) * lanes);
     scales.push_back(vector::LoadOp::create(b, vt, g.bScales, ValueRange{group, panel, kb, at}));
     Value z = g.bZeroPoints
                   ? vector::LoadOp::create(b, vt, g.bZeroPoints, ValueRange{group, panel, kb, at})
@@ -559,9 +565,10 @@ void loadGroupScales(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
 }
 
 /// The products of an int4 micro-tile from packed panels (two rows of
-/// codes to a byte, declarePackedWeights): per group of K, the partial sums
-/// P = sum a * q of the codes (converted exactly to f32), then (P - z A) s
-/// added to the accumulators, A the group's sum of the row's a
+/// codes to a byte, declarePackedWeights; the tile's columns are those of
+/// `panels`, one panel or the two of a wide tile, emitGroupedGemm): per
+/// group of K, the partial sums P = sum a * q of the codes (converted
+/// exactly to f32), then (P - z A) s added to the accumulators, A the group's sum of the row's a
 /// (g.aGroupSums), z and s the group's panel zero points and scales: the
 /// zero point and the scale once per group, as the block-scaled kernels
 /// apply their scales (docs/spec.md §2.1). The group is even (the lowering
@@ -575,10 +582,12 @@ void loadGroupScales(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
 /// 0x4300 | q), and one vdpbf16ps per row adds a_k (128 + q_k) + a_k+1 (128 +
 /// q_k+1), exact products, to P; the group adds (P - (128 + z) A) s.
 void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
-                            Value panel, ArrayRef<Value> aRows, int64_t microRows, Value kEnd,
-                            ArrayRef<Value> init, SmallVectorImpl<Value> &accs) {
+                            ArrayRef<Value> panels, ArrayRef<Value> aRows, int64_t microRows,
+                            Value kEnd, ArrayRef<Value> init, SmallVectorImpl<Value> &accs) {
   const int64_t lanes = g.config.getLanes();
-  const int64_t microVecs = g.config.getMicroVectors();
+  const int64_t panelVecs = g.config.getMicroVectors();
+  // The tile's vectors: micro_vectors in each of its panels.
+  const int64_t microVecs = panelVecs * panels.size();
   const int64_t group4 = g.desc.blockK;
   assert(group4 % 2 == 0 && "packed int4 weights need an even group");
   VectorType vt = f32Vec(b, lanes);
@@ -608,8 +617,9 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
   };
   // The codes of vector v of pair row kk: the low or high halves.
   auto codes = [&](ImplicitLocOpBuilder &nb, Value kk, int64_t v) -> Value {
-    Value bytes =
-        vector::LoadOp::create(nb, i8v, g.b, ValueRange{group, panel, kk, cIdx(nb, v * lanes)});
+    Value bytes = vector::LoadOp::create(
+        nb, i8v, g.b,
+        ValueRange{group, panels[v / panelVecs], kk, cIdx(nb, (v % panelVecs) * lanes)});
     return arith::ExtUIOp::create(nb, i32v, bytes);
   };
   auto weights = [&](ImplicitLocOpBuilder &nb, Value x, bool high) -> Value {
@@ -653,7 +663,7 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
                       ValueRange acc) -> SmallVector<Value> {
     SmallVector<Value> scales, negZeros, next;
     // The dot product's codes carry 128 (exact in f32 with z).
-    loadGroupScales(ob, g, group, panel, kb, dot ? 128.0f : 0.0f, scales, negZeros);
+    loadGroupScales(ob, g, group, panels, kb, dot ? 128.0f : 0.0f, scales, negZeros);
     for (int64_t i = 0; i < microRows; ++i) {
       Value sumA = vector::BroadcastOp::create(
           ob, vt, memref::LoadOp::create(ob, g.aGroupSums, ValueRange{aRows[i], kb}));
@@ -667,8 +677,9 @@ void emitInt4PackedProducts(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value
   emitBlockPairLoop(
       b, kEnd, group4, init,
       [&](ImplicitLocOpBuilder &nb, Value kk) {
-        prefetchPanelRow(nb, g.b, group, panel, kk,
-                         g.config.getPrefetchRows() * int4PrefetchScale, microVecs * lanes);
+        for (Value panel : panels)
+          prefetchPanelRow(nb, g.b, group, panel, kk,
+                           g.config.getPrefetchRows() * int4PrefetchScale, panelVecs * lanes);
       },
       pairStep, groupEnd, accs);
 }
@@ -1015,15 +1026,25 @@ Value emitGroupSums(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
 
 /// One micro-tile: `tileRows` rows (the configuration's micro_rows, or the
 /// smaller tile of a row tail) from row0, clamped to `rowEnd` (the missing
-/// rows read row0 and store nothing), output columns [col0, col0 + L * vecs).
+/// rows read row0 and store nothing), output columns [col0, col0 + L * vecs)
+/// of one packed panel or, with `wide` (packed int4 weights on the FMA path:
+/// the wide tail tile, emitGroupedGemm), of two consecutive panels, twice
+/// the accumulators per row.
 void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, Value row0,
-                   int64_t tileRows, Value rowEnd, Value col0, Value kBegin, Value kEnd) {
+                   int64_t tileRows, Value rowEnd, Value col0, Value kBegin, Value kEnd,
+                   bool wide = false) {
   const bool weightGradient = g.desc.weightGradient();
   const int64_t lanes = g.config.getLanes();
   const int64_t microRows = tileRows;
-  const int64_t microVecs = g.config.getMicroVectors();
+  const int64_t numPanels = wide ? 2 : 1;
+  assert((!wide || (g.bPacked && g.desc.format == WeightFormat::int4Group && !g.bf16Dot &&
+                    !g.int8Dot && !g.amx)) &&
+         "wide tiles are for packed int4 weights on the FMA path");
+  // One panel's vectors, and the tile's.
+  const int64_t panelVecs = g.config.getMicroVectors();
+  const int64_t microVecs = panelVecs * numPanels;
   const int64_t prefetchRows = g.config.getPrefetchRows();
-  const int64_t outVecs = g.gated() ? microVecs / 2 : microVecs;
+  const int64_t outVecs = g.gated() ? panelVecs / 2 : panelVecs;
   VectorType vt = f32Vec(b, lanes);
 
   // Rows: plan row r_i (clamped to an existing row for the tail) and the row
@@ -1039,13 +1060,16 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     aRows.push_back(g.aRowMap && !weightGradient ? loadIndex(b, g.aRowMap, {clamped})
                                                  : clamped);
   }
-  // Columns of B read by every accumulator vector, and their masks.
+  // Columns of B read by every accumulator vector, and their masks (per
+  // panel: outVecs output vectors).
+  const int64_t tileCols = g.config.getTileColumns(g.gated());
   SmallVector<Value> outCols, bCols, masks;
-  for (int64_t v = 0; v < outVecs; ++v) {
-    Value c = arith::AddIOp::create(b, col0, cIdx(b, v * lanes));
-    outCols.push_back(c);
-    masks.push_back(columnMask(b, c, g.columns, lanes));
-  }
+  for (int64_t p = 0; p < numPanels; ++p)
+    for (int64_t v = 0; v < outVecs; ++v) {
+      Value c = arith::AddIOp::create(b, col0, cIdx(b, p * tileCols + v * lanes));
+      outCols.push_back(c);
+      masks.push_back(columnMask(b, c, g.columns, lanes));
+    }
   for (int64_t v = 0; v < outVecs; ++v)
     bCols.push_back(outCols[v]);
   if (g.gated())
@@ -1053,8 +1077,11 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
       bCols.push_back(arith::AddIOp::create(b, outCols[v], g.columns));
 
   Value panel = g.bPacked || g.bPackedRows
-                    ? arith::DivSIOp::create(b, col0, cIdx(b, g.config.getTileColumns(g.gated())))
+                    ? arith::DivSIOp::create(b, col0, cIdx(b, tileCols)).getResult()
                     : Value();
+  SmallVector<Value> panels{panel};
+  if (wide)
+    panels.push_back(arith::AddIOp::create(b, panel, cIdx(b, 1)));
   // The packed A of a weight gradient: the micro-tile's panel of columns
   // (row0 is a multiple of micro_rows; the rows of a smaller tail tile are
   // the first of their panel).
@@ -1071,7 +1098,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
   } else if (g.desc.format == WeightFormat::int4Group && g.bPacked && g.int8Dot) {
     emitInt8DotProducts(b, g, group, panel, aRows, microRows, kEnd, accs);
   } else if (g.desc.format == WeightFormat::int4Group && g.bPacked) {
-    emitInt4PackedProducts(b, g, group, panel, aRows, microRows, kEnd, init, accs);
+    emitInt4PackedProducts(b, g, group, panels, aRows, microRows, kEnd, init, accs);
   } else if (g.desc.format == WeightFormat::fp8Block && g.bPacked && g.bf16Dot) {
     emitFp8DotProducts(b, g, group, panel, aRows, microRows, kEnd, init, accs);
   } else if (g.desc.format == WeightFormat::fp8Block && g.bPacked) {
@@ -1095,15 +1122,17 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
                 ImplicitLocOpBuilder nb(loc, nested);
                 // The configuration's distance is in rows of f32 panels: the
                 // same bytes ahead are 4x as many rows of codes.
-                prefetchPanelRow(nb, g.b, group, panel, k, prefetchRows * fp8PrefetchScale,
-                                 microVecs * lanes);
+                for (Value p : panels)
+                  prefetchPanelRow(nb, g.b, group, p, k, prefetchRows * fp8PrefetchScale,
+                                   panelVecs * lanes);
                 Type elt = cast<MemRefType>(g.b.getType()).getElementType();
                 SmallVector<Value> bVecs;
                 for (int64_t v = 0; v < microVecs; ++v)
                   bVecs.push_back(fp8TimesTwoToMinus8(
-                      nb, vector::LoadOp::create(nb, VectorType::get({lanes}, elt), g.b,
-                                                 ValueRange{group, panel, k,
-                                                            cIdx(nb, v * lanes)})));
+                      nb, vector::LoadOp::create(
+                              nb, VectorType::get({lanes}, elt), g.b,
+                              ValueRange{group, panels[v / panelVecs], k,
+                                         cIdx(nb, (v % panelVecs) * lanes)})));
                 SmallVector<Value> next;
                 for (int64_t i = 0; i < microRows; ++i) {
                   Value aVec = broadcastF32(nb, g.a, aRows[i], k, lanes);
@@ -1113,7 +1142,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
                 }
                 scf::YieldOp::create(nb, next);
               });
-          return addScaledBlock(ob, g, group, panel, kb, inner.getResults(), acc, microRows);
+          return addScaledBlock(ob, g, group, panels, kb, inner.getResults(), acc, microRows);
         },
         accs);
   } else if (g.bf16Dot) {
@@ -1224,15 +1253,19 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
     accs.assign(loop.getResults().begin(), loop.getResults().end());
   }
 
-  // Epilogues of the rows that exist.
+  // Epilogues of the rows that exist: per panel, its outVecs output vectors
+  // (gated: the up half's after the gate's).
   for (int64_t i = 0; i < microRows; ++i) {
     scf::IfOp::create(b, rowValid[i], [&](OpBuilder &nested, Location loc) {
       ImplicitLocOpBuilder nb(loc, nested);
-      for (int64_t v = 0; v < outVecs; ++v) {
-        Value acc = accs[i * microVecs + v];
-        Value accUp = g.gated() ? accs[i * microVecs + outVecs + v] : Value();
-        emitEpilogue(nb, g, group, rows[i], outCols[v], masks[v], acc, accUp);
-      }
+      for (int64_t p = 0; p < numPanels; ++p)
+        for (int64_t v = 0; v < outVecs; ++v) {
+          int64_t at = i * microVecs + p * panelVecs + v;
+          Value acc = accs[at];
+          Value accUp = g.gated() ? accs[at + outVecs] : Value();
+          emitEpilogue(nb, g, group, rows[i], outCols[p * outVecs + v], masks[p * outVecs + v],
+                       acc, accUp);
+        }
       scf::YieldOp::create(nb);
     });
   }
@@ -1345,16 +1378,25 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   }
   Value rowBlocks = ceilDiv(b, maxRows, rowBlock);
   // Column blocks of col_block columns (B's slab reused by a block's rows),
-  // or of one tile where that leaves fewer than kMinWorkItems work items (a
-  // few rows: decode, the router of one token), so that every core gets
-  // columns to stream. Nothing is reused across a decode row block anyway.
+  // or of one tile (two with wide tails, below) where that leaves fewer
+  // than kMinWorkItems work items (a few rows: decode, the router of one
+  // token), so that every core gets columns to stream. Nothing is reused
+  // across a decode row block anyway.
   constexpr int64_t kMinWorkItems = 16;
+  // Packed int4 weights on the FMA path: the columns in pairs of panels, so
+  // that a one-row tail runs in a wide tile over both. (Measured with AVX2
+  // code on the AMD EPYC, 4 Qwen3-30B-A3B layers at T = 1: int4 5.4-5.8 ->
+  // 4.3-4.7 ms, but FP8 6.6-7.2 -> 7.2-7.4 ms: FP8's conversion, one per
+  // weight rather than per pair, already balances the FMA latency.)
+  const bool wideTails = g.bPacked && g.desc.format == WeightFormat::int4Group && !g.bf16Dot &&
+                         !g.int8Dot && !g.amx && !weightGradient;
+  const int64_t colStep = wideTails ? 2 * tileCols : tileCols;
   Value groupRowBlocks = arith::MulIOp::create(b, workGroups, rowBlocks);
   Value coarseItems =
       arith::MulIOp::create(b, groupRowBlocks, ceilDiv(b, g.columns, colBlock));
   Value colBlockSize = arith::SelectOp::create(
       b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, coarseItems, cIdx(b, kMinWorkItems)),
-      cIdx(b, tileCols), cIdx(b, colBlock));
+      cIdx(b, std::min(colStep, colBlock)), cIdx(b, colBlock));
   Value colBlocks = arith::CeilDivSIOp::create(b, g.columns, colBlockSize);
   // AMX: the left operand as the tiles read it, built once per call.
   GroupedGemm withA = g;
@@ -1401,75 +1443,123 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
         Value hasRows = arith::CmpIOp::create(nb, arith::CmpIPredicate::slt, rowBegin, rowEnd);
         scf::IfOp::create(nb, hasRows, [&](OpBuilder &ifBuilder, Location loc) {
           ImplicitLocOpBuilder ib(loc, ifBuilder);
-          scf::ForOp::create(
-              ib, colBegin, colEnd, cIdx(ib, tileCols), ValueRange{},
-              [&](OpBuilder &colBuilder, Location loc, Value col0, ValueRange) {
-                ImplicitLocOpBuilder cb2(loc, colBuilder);
-                // Micro-tiles of micro_rows rows, except a row tail that a
-                // smaller tile holds: at decode a group has a few rows, and a
-                // 6-row tile computing 4 spends a third of its FMAs on
-                // missing rows. Dense weights: a tail of at most half as
-                // many rows (rounded up to a power of two: 4 of 6) in one
-                // such tile, two micro-kernels per GEMM (more would cost
-                // compile time). Quantized weights: every tail in a tile of
-                // its size, since the weights' decoding is shared by a tile's
-                // rows and the products of missing rows are not (at T = 16 on
-                // Mixtral's shape, 4 rows per expert on average, the bf16 dot
-                // products bound the quantized GEMMs: a tail of 2 in a 4-row
-                // tile doubled them, and tails of 3 and 5 in 4- and 6-row
-                // tiles spent 8% of them on missing rows).
-                const bool exactTails = g.desc.quantized() && !g.amx;
-                const int64_t small =
-                    g.amx ? 0 : exactTails ? microRows - 1 : llvm::PowerOf2Ceil(microRows) / 2;
-                Value count = arith::SubIOp::create(cb2, rowEnd, rowBegin);
-                Value tail = arith::RemSIOp::create(cb2, count, cIdx(cb2, microRows));
-                Value smallTail = arith::AndIOp::create(
-                    cb2, arith::CmpIOp::create(cb2, arith::CmpIPredicate::sgt, tail, cIdx(cb2, 0)),
-                    arith::CmpIOp::create(cb2, arith::CmpIPredicate::sle, tail, cIdx(cb2, small)));
-                Value bigEnd = arith::SelectOp::create(
-                    cb2, smallTail, arith::SubIOp::create(cb2, rowEnd, tail), rowEnd);
-                scf::ForOp::create(
-                    cb2, rowBegin, bigEnd, cIdx(cb2, microRows), ValueRange{},
-                    [&](OpBuilder &rowBuilder, Location loc, Value row0, ValueRange) {
-                      ImplicitLocOpBuilder rb2(loc, rowBuilder);
-                      emitMicroTile(rb2, withA, group, row0, microRows, rowEnd, col0, kBegin, kEnd);
-                      scf::YieldOp::create(rb2);
-                    });
-                if (small >= 1 && small < microRows)
-                  scf::IfOp::create(cb2, smallTail, [&](OpBuilder &tailBuilder, Location loc) {
-                    ImplicitLocOpBuilder tb(loc, tailBuilder);
-                    auto tile = [&](ImplicitLocOpBuilder &at, int64_t rows) {
-                      emitMicroTile(at, withA, group, bigEnd, rows, rowEnd, col0, kBegin, kEnd);
-                      scf::YieldOp::create(at);
-                    };
-                    if (!exactTails) {
-                      tile(tb, small);
+          // Micro-tiles of micro_rows rows, except a row tail that a
+          // smaller tile holds: at decode a group has a few rows, and a
+          // 6-row tile computing 4 spends a third of its FMAs on missing
+          // rows. Dense weights: a tail of at most half as many rows
+          // (rounded up to a power of two: 4 of 6) in one such tile, two
+          // micro-kernels per GEMM (more would cost compile time). Quantized
+          // weights: every tail in a tile of its size, since the weights'
+          // decoding is shared by a tile's rows and the products of missing
+          // rows are not (at T = 16 on Mixtral's shape, 4 rows per expert on
+          // average, the bf16 dot products bound the quantized GEMMs: a tail
+          // of 2 in a 4-row tile doubled them, and tails of 3 and 5 in 4- and
+          // 6-row tiles spent 8% of them on missing rows).
+          const bool exactTails = g.desc.quantized() && !g.amx;
+          const int64_t small =
+              g.amx ? 0 : exactTails ? microRows - 1 : llvm::PowerOf2Ceil(microRows) / 2;
+          Value count = arith::SubIOp::create(ib, rowEnd, rowBegin);
+          Value tail = arith::RemSIOp::create(ib, count, cIdx(ib, microRows));
+          Value smallTail = arith::AndIOp::create(
+              ib, arith::CmpIOp::create(ib, arith::CmpIPredicate::sgt, tail, cIdx(ib, 0)),
+              arith::CmpIOp::create(ib, arith::CmpIPredicate::sle, tail, cIdx(ib, small)));
+          Value bigEnd = arith::SelectOp::create(
+              ib, smallTail, arith::SubIOp::create(ib, rowEnd, tail), rowEnd);
+          // The full micro-tiles of the panel at column c.
+          auto fullTiles = [&](ImplicitLocOpBuilder &at, Value c) {
+            scf::ForOp::create(
+                at, rowBegin, bigEnd, cIdx(at, microRows), ValueRange{},
+                [&](OpBuilder &rowBuilder, Location loc, Value row0, ValueRange) {
+                  ImplicitLocOpBuilder rb2(loc, rowBuilder);
+                  emitMicroTile(rb2, withA, group, row0, microRows, rowEnd, c, kBegin, kEnd);
+                  scf::YieldOp::create(rb2);
+                });
+          };
+          // The tail's tile of the panel at column c.
+          auto tailTiles = [&](ImplicitLocOpBuilder &at, Value c) {
+            if (small < 1 || small >= microRows)
+              return;
+            scf::IfOp::create(at, smallTail, [&](OpBuilder &tailBuilder, Location loc) {
+              ImplicitLocOpBuilder tb(loc, tailBuilder);
+              auto tile = [&](ImplicitLocOpBuilder &tileBuilder, int64_t rows) {
+                emitMicroTile(tileBuilder, withA, group, bigEnd, rows, rowEnd, c, kBegin, kEnd);
+                scf::YieldOp::create(tileBuilder);
+              };
+              if (!exactTails) {
+                tile(tb, small);
+                return;
+              }
+              // if tail == 1 ... else if tail == small - 1 ... else the
+              // small tile.
+              std::function<void(ImplicitLocOpBuilder &, int64_t)> exact =
+                  [&](ImplicitLocOpBuilder &eb0, int64_t rows) {
+                    if (rows == small) {
+                      tile(eb0, rows);
                       return;
                     }
-                    // if tail == 1 ... else if tail == small - 1 ... else
-                    // the small tile.
-                    std::function<void(ImplicitLocOpBuilder &, int64_t)> exact =
-                        [&](ImplicitLocOpBuilder &at, int64_t rows) {
-                          if (rows == small) {
-                            tile(at, rows);
-                            return;
-                          }
-                          Value is = arith::CmpIOp::create(at, arith::CmpIPredicate::eq, tail,
-                                                           cIdx(at, rows));
-                          scf::IfOp::create(
-                              at, is,
-                              [&](OpBuilder &exactBuilder, Location loc) {
-                                ImplicitLocOpBuilder eb(loc, exactBuilder);
-                                tile(eb, rows);
-                              },
-                              [&](OpBuilder &otherBuilder, Location loc) {
-                                ImplicitLocOpBuilder xb(loc, otherBuilder);
-                                exact(xb, rows + 1);
-                              });
-                          scf::YieldOp::create(at);
-                        };
-                    exact(tb, 1);
-                  });
+                    Value is = arith::CmpIOp::create(eb0, arith::CmpIPredicate::eq, tail,
+                                                     cIdx(eb0, rows));
+                    scf::IfOp::create(
+                        eb0, is,
+                        [&](OpBuilder &exactBuilder, Location loc) {
+                          ImplicitLocOpBuilder eb(loc, exactBuilder);
+                          tile(eb, rows);
+                        },
+                        [&](OpBuilder &otherBuilder, Location loc) {
+                          ImplicitLocOpBuilder xb(loc, otherBuilder);
+                          exact(xb, rows + 1);
+                        });
+                    scf::YieldOp::create(eb0);
+                  };
+              exact(tb, 1);
+            });
+          };
+          scf::ForOp::create(
+              ib, colBegin, colEnd, cIdx(ib, colStep), ValueRange{},
+              [&](OpBuilder &colBuilder, Location loc, Value col0, ValueRange) {
+                ImplicitLocOpBuilder cb2(loc, colBuilder);
+                if (!wideTails) {
+                  fullTiles(cb2, col0);
+                  tailTiles(cb2, col0);
+                  scf::YieldOp::create(cb2);
+                  return;
+                }
+                // Two panels: their full tiles, then a tail of one row in
+                // one wide tile over both (twice the independent
+                // accumulators of a one-row tile: at decode, one row per
+                // expert, the FMA latency bound the one-panel tile on AVX2,
+                // two accumulators per row), other tails per panel. The
+                // second panel may be missing at the block's end.
+                Value col1 = arith::AddIOp::create(cb2, col0, cIdx(cb2, tileCols));
+                Value hasSecond =
+                    arith::CmpIOp::create(cb2, arith::CmpIPredicate::slt, col1, colEnd);
+                fullTiles(cb2, col0);
+                scf::IfOp::create(cb2, hasSecond, [&](OpBuilder &nested, Location loc) {
+                  ImplicitLocOpBuilder sb(loc, nested);
+                  fullTiles(sb, col1);
+                  scf::YieldOp::create(sb);
+                });
+                Value oneRow = arith::AndIOp::create(
+                    cb2, hasSecond,
+                    arith::CmpIOp::create(cb2, arith::CmpIPredicate::eq, tail, cIdx(cb2, 1)));
+                scf::IfOp::create(
+                    cb2, oneRow,
+                    [&](OpBuilder &nested, Location loc) {
+                      ImplicitLocOpBuilder wb(loc, nested);
+                      emitMicroTile(wb, withA, group, bigEnd, 1, rowEnd, col0, kBegin, kEnd,
+                                    /*wide=*/true);
+                      scf::YieldOp::create(wb);
+                    },
+                    [&](OpBuilder &nested, Location loc) {
+                      ImplicitLocOpBuilder ob(loc, nested);
+                      tailTiles(ob, col0);
+                      scf::IfOp::create(ob, hasSecond, [&](OpBuilder &nested2, Location loc2) {
+                        ImplicitLocOpBuilder sb(loc2, nested2);
+                        tailTiles(sb, col1);
+                        scf::YieldOp::create(sb);
+                      });
+                      scf::YieldOp::create(ob);
+                    });
                 scf::YieldOp::create(cb2);
               });
           scf::YieldOp::create(ib);

@@ -33,7 +33,11 @@
 // a tile of half as many rows (rounded up to a power of two: 4 of 6) runs in
 // such a tile, and with quantized weights every tail runs in a tile of its
 // size, so that at decode (a few rows per group) few FMAs are spent on
-// missing rows. Decode (a few rows
+// missing rows. Packed int4 weights on the FMA path (no dot product) take
+// the columns two panels at a time, and a tail of one row runs in one
+// wide tile over both: a one-row tile has micro_vectors independent
+// accumulators (2 on AVX2), too few to hide the FMA latency at decode, when
+// every expert has about one row. Decode (a few rows
 // per expert) and prefill (hundreds) are the same loop nest: at decode the
 // column blocks give every core work, at prefill the row blocks do.
 //

@@ -89,6 +89,30 @@
 // CHECK-NEXT: %[[CORR:.*]] = vector.fma %[[NEGZ]], %[[ASV]], %[[LAST]]#0 : vector<16xf32>
 // CHECK-NEXT: vector.fma %[[CORR]], %[[PS]], %{{.*}} : vector<16xf32>
 
+// GEMM2 on the FMA path: the columns two panels (2 x 64) at a time, their
+// full 6-row tiles, then a tail of one row in one wide tile over both
+// panels (1 x 8 accumulators: the codes of panel P and P + 1), where the
+// second panel is in the column block.
+// CHECK-LABEL: func.func private @__moe_cpu_gemm2_scaled_packed_int4g16_zp_v512
+// CHECK: scf.for %[[COL0:.*]] = %{{.*}} to %[[COLEND:.*]] step %c128{{(_[0-9]+)?}} {
+// CHECK-NEXT: %[[C64:.*]] = arith.constant 64 : index
+// CHECK-NEXT: %[[COL1:.*]] = arith.addi %[[COL0]], %[[C64]] : index
+// CHECK-NEXT: %[[SECOND:.*]] = arith.cmpi slt, %[[COL1]], %[[COLEND]] : index
+// CHECK: %{{.*}}:24 = scf.for
+// CHECK: scf.if %[[SECOND]] {
+// CHECK: %{{.*}}:24 = scf.for
+// CHECK: %[[ONE:.*]] = arith.cmpi eq, %{{.*}}, %{{.*}} : index
+// CHECK-NEXT: %[[WIDE:.*]] = arith.andi %[[SECOND]], %[[ONE]] : i1
+// CHECK-NEXT: scf.if %[[WIDE]] {
+// CHECK: %[[P0:.*]] = arith.divsi %[[COL0]], %{{.*}} : index
+// CHECK-NEXT: %[[C1:.*]] = arith.constant 1 : index
+// CHECK-NEXT: %[[P1:.*]] = arith.addi %[[P0]], %[[C1]] : index
+// CHECK: %{{.*}}:8 = scf.for
+// CHECK: %{{.*}}:8 = scf.for %[[KK:[a-z0-9_]+]] =
+// CHECK: vector.load %{{.*}}[%{{.*}}, %[[P0]], %[[KK]], %{{.*}}] : memref<?x?x?x?xi8, {{.*}}>, vector<16xi8>
+// CHECK: vector.load %{{.*}}[%{{.*}}, %[[P1]], %[[KK]], %{{.*}}] : memref<?x?x?x?xi8, {{.*}}>, vector<16xi8>
+// CHECK: } else {
+
 // Unpacked (pack-weights=false): each weight (q - z) * s exactly as it is
 // loaded, the codes and zero points one per lane (an i4 vector would be
 // packed 2 to a byte, unlike the i4 memref), the scales one masked vector
