@@ -518,24 +518,21 @@ void emitBlockPairLoop(
 }
 
 /// FP8 block kb's partial sums times its panel scales (declarePackedScales),
-/// added to the accumulators `acc` of a micro-tile of `microRows` rows over
-/// the packed panels `panels` (micro_vectors vectors each).
+/// added to the accumulators `acc` of a micro-tile of `microRows` rows.
 SmallVector<Value> addScaledBlock(ImplicitLocOpBuilder &ob, const GroupedGemm &g, Value group,
-                                  ArrayRef<Value> panels, Value kb, ValueRange partials,
-                                  ValueRange acc, int64_t microRows) {
+                                  Value panel, Value kb, ValueRange partials, ValueRange acc,
+                                  int64_t microRows) {
   const int64_t lanes = g.config.getLanes();
   const int64_t microVecs = g.config.getMicroVectors();
-  const int64_t vecs = microVecs * panels.size();
   VectorType vt = f32Vec(ob, lanes);
   SmallVector<Value> scales, next;
-  for (int64_t v = 0; v < vecs; ++v)
-    scales.push_back(vector::LoadOp::create(
-        ob, vt, g.bScales,
-        ValueRange{group, panels[v / microVecs], kb, cIdx(ob, (v % microVecs) * lanes)}));
+  for (int64_t v = 0; v < microVecs; ++v)
+    scales.push_back(vector::LoadOp::create(ob, vt, g.bScales,
+                                            ValueRange{group, panel, kb, cIdx(ob, v * lanes)}));
   for (int64_t i = 0; i < microRows; ++i)
-    for (int64_t v = 0; v < vecs; ++v)
-      next.push_back(
-          vector::FMAOp::create(ob, partials[i * vecs + v], scales[v], acc[i * vecs + v]));
+    for (int64_t v = 0; v < microVecs; ++v)
+      next.push_back(vector::FMAOp::create(ob, partials[i * microVecs + v], scales[v],
+                                           acc[i * microVecs + v]));
   return next;
 }
 
@@ -568,15 +565,16 @@ void loadGroupScales(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group,
 /// codes to a byte, declarePackedWeights; the tile's columns are those of
 /// `panels`, one panel or the two of a wide tile, emitGroupedGemm): per
 /// group of K, the partial sums P = sum a * q of the codes (converted
-/// exactly to f32), then (P - z A) s added to the accumulators, A the group's sum of the row's a
-/// (g.aGroupSums), z and s the group's panel zero points and scales: the
-/// zero point and the scale once per group, as the block-scaled kernels
-/// apply their scales (docs/spec.md §2.1). The group is even (the lowering
-/// packs int4 weights only then), so a byte never straddles two groups; an
-/// odd K ends with a single row, the low half of its byte. A code becomes
-/// f32 by a mask (low) or a shift (high) and a conversion: two vector
-/// instructions per panel vector besides the widening load, where
-/// subtracting the zero point per weight would take a third.
+/// exactly to f32), then (P - z A) s added to the accumulators, A the
+/// group's sum of the row's a (g.aGroupSums), z and s the group's panel
+/// zero points and scales: the zero point and the scale once per group, as
+/// the block-scaled kernels apply their scales (docs/spec.md §2.1). The
+/// group is even (the lowering packs int4 weights only then), so a byte
+/// never straddles two groups; an odd K ends with a single row, the low
+/// half of its byte. A code becomes f32 by a mask (low) or a shift (high)
+/// and a conversion: two vector instructions per panel vector besides the
+/// widening load, where subtracting the zero point per weight would take a
+/// third.
 /// With g.bf16Dot (bf16 A, AVX512_BF16) a byte becomes the bf16 pair (128
 /// + q_lo, 128 + q_hi) by masks and an or (the bf16 of 128 + q, q < 128, is
 /// 0x4300 | q), and one vdpbf16ps per row adds a_k (128 + q_k) + a_k+1 (128 +
@@ -1122,17 +1120,15 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
                 ImplicitLocOpBuilder nb(loc, nested);
                 // The configuration's distance is in rows of f32 panels: the
                 // same bytes ahead are 4x as many rows of codes.
-                for (Value p : panels)
-                  prefetchPanelRow(nb, g.b, group, p, k, prefetchRows * fp8PrefetchScale,
-                                   panelVecs * lanes);
+                prefetchPanelRow(nb, g.b, group, panel, k, prefetchRows * fp8PrefetchScale,
+                                 microVecs * lanes);
                 Type elt = cast<MemRefType>(g.b.getType()).getElementType();
                 SmallVector<Value> bVecs;
                 for (int64_t v = 0; v < microVecs; ++v)
                   bVecs.push_back(fp8TimesTwoToMinus8(
-                      nb, vector::LoadOp::create(
-                              nb, VectorType::get({lanes}, elt), g.b,
-                              ValueRange{group, panels[v / panelVecs], k,
-                                         cIdx(nb, (v % panelVecs) * lanes)})));
+                      nb, vector::LoadOp::create(nb, VectorType::get({lanes}, elt), g.b,
+                                                 ValueRange{group, panel, k,
+                                                            cIdx(nb, v * lanes)})));
                 SmallVector<Value> next;
                 for (int64_t i = 0; i < microRows; ++i) {
                   Value aVec = broadcastF32(nb, g.a, aRows[i], k, lanes);
@@ -1142,7 +1138,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
                 }
                 scf::YieldOp::create(nb, next);
               });
-          return addScaledBlock(ob, g, group, panels, kb, inner.getResults(), acc, microRows);
+          return addScaledBlock(ob, g, group, panel, kb, inner.getResults(), acc, microRows);
         },
         accs);
   } else if (g.bf16Dot) {
