@@ -91,6 +91,8 @@ void moe::buildCpuPipeline(OpPassManager &pm, const CpuPipelineOptions &options)
   // Expert parallelism: OpenMPI's reduction handles as OpenMPI names them.
   pm.addPass(createMoEFixOpenMPISymbols());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  // bf16 moved as i16, so that LLVM adds no bf16 arithmetic of its own.
+  pm.addPass(createMoEHostBF16MemoryAsI16());
 }
 
 void moe::registerCpuPipeline() {

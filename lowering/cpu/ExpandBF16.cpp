@@ -10,12 +10,17 @@
 // subnormal inputs as zero, on a CPU with it: the host's bf16 results would
 // depend on the host.
 //
+// `--moe-host-bf16-memory-as-i16`: afterwards, on the LLVM dialect, the bf16
+// loads and stores move i16 instead, so that LLVM never sees a bf16 value
+// it could turn into arithmetic (Passes.td has why).
+//
 //===----------------------------------------------------------------------===//
 
 #include "lowering/cpu/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -26,6 +31,7 @@
 namespace mlir {
 namespace moe {
 #define GEN_PASS_DEF_MOEHOSTEXPANDBF16
+#define GEN_PASS_DEF_MOEHOSTBF16MEMORYASI16
 #include "lowering/cpu/Passes.h.inc"
 } // namespace moe
 } // namespace mlir
@@ -59,6 +65,119 @@ struct HostExpandBF16Pass : public moe::impl::MoEHostExpandBF16Base<HostExpandBF
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
     if (failed(applyOpPatternsGreedily(conversions, std::move(patterns), config)))
+      return signalPassFailure();
+  }
+};
+
+/// The i16 type of the shape of `type` when it is bf16 or a vector of bf16;
+/// null otherwise.
+Type asI16(Type type) {
+  if (type.isBF16())
+    return IntegerType::get(type.getContext(), 16);
+  if (auto vector = dyn_cast<VectorType>(type); vector && vector.getElementType().isBF16())
+    return vector.clone(IntegerType::get(type.getContext(), 16));
+  return nullptr;
+}
+
+/// `value` (bf16) as i16: the operand of the bitcast that made it, or a new
+/// bitcast.
+Value bitsOf(PatternRewriter &rewriter, Location loc, Value value, Type i16) {
+  if (auto cast = value.getDefiningOp<LLVM::BitcastOp>(); cast && cast.getArg().getType() == i16)
+    return cast.getArg();
+  return LLVM::BitcastOp::create(rewriter, loc, i16, value);
+}
+
+/// A bf16 result of `op` (a load) becomes i16: the users that bitcast it to
+/// i16 take it directly, the others through one bitcast back to bf16.
+void retypeResult(PatternRewriter &rewriter, Operation *op, Type i16) {
+  Value result = op->getResult(0);
+  Type bf16 = result.getType();
+  rewriter.modifyOpInPlace(op, [&] { result.setType(i16); });
+  rewriter.setInsertionPointAfter(op);
+  Value back;
+  for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
+    auto cast = dyn_cast<LLVM::BitcastOp>(use.getOwner());
+    if (cast && cast.getType() == i16) {
+      rewriter.replaceOp(cast, result);
+      continue;
+    }
+    if (!back)
+      back = LLVM::BitcastOp::create(rewriter, op->getLoc(), bf16, result);
+    rewriter.modifyOpInPlace(use.getOwner(), [&] { use.set(back); });
+  }
+}
+
+struct LoadAsI16 : OpRewritePattern<LLVM::LoadOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LLVM::LoadOp op, PatternRewriter &rewriter) const override {
+    Type i16 = asI16(op.getType());
+    if (!i16)
+      return failure();
+    retypeResult(rewriter, op, i16);
+    return success();
+  }
+};
+
+struct MaskedLoadAsI16 : OpRewritePattern<LLVM::MaskedLoadOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LLVM::MaskedLoadOp op, PatternRewriter &rewriter) const override {
+    Type i16 = asI16(op.getType());
+    if (!i16)
+      return failure();
+    if (Value passThru = op.getPassThru()) {
+      rewriter.setInsertionPoint(op);
+      Value bits = bitsOf(rewriter, op.getLoc(), passThru, i16);
+      rewriter.modifyOpInPlace(op, [&] { op.getPassThruMutable().assign(bits); });
+    }
+    retypeResult(rewriter, op, i16);
+    return success();
+  }
+};
+
+struct StoreAsI16 : OpRewritePattern<LLVM::StoreOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LLVM::StoreOp op, PatternRewriter &rewriter) const override {
+    Type i16 = asI16(op.getValue().getType());
+    if (!i16)
+      return failure();
+    Value bits = bitsOf(rewriter, op.getLoc(), op.getValue(), i16);
+    rewriter.modifyOpInPlace(op, [&] { op.getValueMutable().assign(bits); });
+    return success();
+  }
+};
+
+struct MaskedStoreAsI16 : OpRewritePattern<LLVM::MaskedStoreOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LLVM::MaskedStoreOp op, PatternRewriter &rewriter) const override {
+    Type i16 = asI16(op.getValue().getType());
+    if (!i16)
+      return failure();
+    Value bits = bitsOf(rewriter, op.getLoc(), op.getValue(), i16);
+    rewriter.modifyOpInPlace(op, [&] { op.getValueMutable().assign(bits); });
+    return success();
+  }
+};
+
+/// A bitcast whose result nothing reads (the stores above took its operand).
+struct DropDeadBitcast : OpRewritePattern<LLVM::BitcastOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LLVM::BitcastOp op, PatternRewriter &rewriter) const override {
+    if (!op->use_empty())
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct HostBF16MemoryAsI16Pass
+    : public moe::impl::MoEHostBF16MemoryAsI16Base<HostBF16MemoryAsI16Pass> {
+  void runOnOperation() override {
+    LLVM_DEBUG(llvm::dbgs() << "[moe-host-bf16-memory-as-i16] on "
+                            << getOperation()->getName() << "\n");
+    RewritePatternSet patterns(&getContext());
+    patterns.add<LoadAsI16, MaskedLoadAsI16, StoreAsI16, MaskedStoreAsI16, DropDeadBitcast>(
+        &getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
 };

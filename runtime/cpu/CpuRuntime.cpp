@@ -67,13 +67,15 @@ extern "C" void moeCpuAllocError(int64_t bytes) {
 /// f32 -> bf16, rounded to nearest even; a NaN stays a NaN (quiet, with its
 /// sign and top payload bits). The x86 backend calls this (compiler-rt's
 /// name) for conversions it introduces itself on a CPU without AVX512_BF16,
-/// e.g. when it moves the bf16 lanes of a masked load or store through f32
+/// e.g. when it moves the lanes of a select of bf16 vectors through f32
 /// registers: those values came from bf16, so any correct rounding returns
 /// them unchanged. Neither libc nor Debian 12's libgcc (GCC 12) defines it;
 /// without it the JIT cannot resolve the call and an ahead-of-time library
-/// does not link. The lowered code's own conversions never call it
-/// (--moe-host-expand-bf16 makes them integer arithmetic, with the same
-/// rounding).
+/// does not link. The lowered code does not call it: its own conversions are
+/// integer arithmetic (--moe-host-expand-bf16, with the same rounding) and
+/// its bf16 loads and stores move i16 (--moe-host-bf16-memory-as-i16), so
+/// LLVM makes no bf16 select (test/tools/moe-compile/portable-cpu.test
+/// checks the libraries for calls); it stays for code that does.
 extern "C" __bf16 __truncsfbf2(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof(bits));
