@@ -94,16 +94,20 @@ void retypeResult(PatternRewriter &rewriter, Operation *op, Type i16) {
   Type bf16 = result.getType();
   rewriter.modifyOpInPlace(op, [&] { result.setType(i16); });
   rewriter.setInsertionPointAfter(op);
+  // The uses before the bitcast back adds its own.
+  SmallVector<OpOperand *> uses;
+  for (OpOperand &use : result.getUses())
+    uses.push_back(&use);
   Value back;
-  for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
-    auto cast = dyn_cast<LLVM::BitcastOp>(use.getOwner());
+  for (OpOperand *use : uses) {
+    auto cast = dyn_cast<LLVM::BitcastOp>(use->getOwner());
     if (cast && cast.getType() == i16) {
       rewriter.replaceOp(cast, result);
       continue;
     }
     if (!back)
       back = LLVM::BitcastOp::create(rewriter, op->getLoc(), bf16, result);
-    rewriter.modifyOpInPlace(use.getOwner(), [&] { use.set(back); });
+    rewriter.modifyOpInPlace(use->getOwner(), [&] { use->set(back); });
   }
 }
 
