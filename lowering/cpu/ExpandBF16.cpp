@@ -111,48 +111,32 @@ void retypeResult(PatternRewriter &rewriter, Operation *op, Type i16) {
   }
 }
 
-struct LoadAsI16 : OpRewritePattern<LLVM::LoadOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(LLVM::LoadOp op, PatternRewriter &rewriter) const override {
+/// A load or masked load of a bf16 value loads its i16 bits (a masked
+/// load's pass-through value too).
+template <typename LoadOp>
+struct LoadAsI16 : OpRewritePattern<LoadOp> {
+  using OpRewritePattern<LoadOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(LoadOp op, PatternRewriter &rewriter) const override {
     Type i16 = asI16(op.getType());
     if (!i16)
       return failure();
-    retypeResult(rewriter, op, i16);
-    return success();
-  }
-};
-
-struct MaskedLoadAsI16 : OpRewritePattern<LLVM::MaskedLoadOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(LLVM::MaskedLoadOp op, PatternRewriter &rewriter) const override {
-    Type i16 = asI16(op.getType());
-    if (!i16)
-      return failure();
-    if (Value passThru = op.getPassThru()) {
-      rewriter.setInsertionPoint(op);
-      Value bits = bitsOf(rewriter, op.getLoc(), passThru, i16);
-      rewriter.modifyOpInPlace(op, [&] { op.getPassThruMutable().assign(bits); });
+    if constexpr (std::is_same_v<LoadOp, LLVM::MaskedLoadOp>) {
+      if (Value passThru = op.getPassThru()) {
+        rewriter.setInsertionPoint(op);
+        Value bits = bitsOf(rewriter, op.getLoc(), passThru, i16);
+        rewriter.modifyOpInPlace(op, [&] { op.getPassThruMutable().assign(bits); });
+      }
     }
     retypeResult(rewriter, op, i16);
     return success();
   }
 };
 
-struct StoreAsI16 : OpRewritePattern<LLVM::StoreOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(LLVM::StoreOp op, PatternRewriter &rewriter) const override {
-    Type i16 = asI16(op.getValue().getType());
-    if (!i16)
-      return failure();
-    Value bits = bitsOf(rewriter, op.getLoc(), op.getValue(), i16);
-    rewriter.modifyOpInPlace(op, [&] { op.getValueMutable().assign(bits); });
-    return success();
-  }
-};
-
-struct MaskedStoreAsI16 : OpRewritePattern<LLVM::MaskedStoreOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(LLVM::MaskedStoreOp op, PatternRewriter &rewriter) const override {
+/// A store or masked store of a bf16 value stores its i16 bits.
+template <typename StoreOp>
+struct StoreAsI16 : OpRewritePattern<StoreOp> {
+  using OpRewritePattern<StoreOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(StoreOp op, PatternRewriter &rewriter) const override {
     Type i16 = asI16(op.getValue().getType());
     if (!i16)
       return failure();
@@ -179,7 +163,8 @@ struct HostBF16MemoryAsI16Pass
     LLVM_DEBUG(llvm::dbgs() << "[moe-host-bf16-memory-as-i16] on "
                             << getOperation()->getName() << "\n");
     RewritePatternSet patterns(&getContext());
-    patterns.add<LoadAsI16, MaskedLoadAsI16, StoreAsI16, MaskedStoreAsI16, DropDeadBitcast>(
+    patterns.add<LoadAsI16<LLVM::LoadOp>, LoadAsI16<LLVM::MaskedLoadOp>,
+                 StoreAsI16<LLVM::StoreOp>, StoreAsI16<LLVM::MaskedStoreOp>, DropDeadBitcast>(
         &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
