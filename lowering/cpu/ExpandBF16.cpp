@@ -146,17 +146,6 @@ struct StoreAsI16 : OpRewritePattern<StoreOp> {
   }
 };
 
-/// A bitcast whose result nothing reads (the stores above took its operand).
-struct DropDeadBitcast : OpRewritePattern<LLVM::BitcastOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(LLVM::BitcastOp op, PatternRewriter &rewriter) const override {
-    if (!op->use_empty())
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
-
 struct HostBF16MemoryAsI16Pass
     : public moe::impl::MoEHostBF16MemoryAsI16Base<HostBF16MemoryAsI16Pass> {
   void runOnOperation() override {
@@ -164,7 +153,7 @@ struct HostBF16MemoryAsI16Pass
                             << getOperation()->getName() << "\n");
     RewritePatternSet patterns(&getContext());
     patterns.add<LoadAsI16<LLVM::LoadOp>, LoadAsI16<LLVM::MaskedLoadOp>,
-                 StoreAsI16<LLVM::StoreOp>, StoreAsI16<LLVM::MaskedStoreOp>, DropDeadBitcast>(
+                 StoreAsI16<LLVM::StoreOp>, StoreAsI16<LLVM::MaskedStoreOp>>(
         &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();

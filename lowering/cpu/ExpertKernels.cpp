@@ -1022,6 +1022,14 @@ Value emitGroupSums(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   return sums;
 }
 
+/// Whether `g` runs a tail of one row in a wide tile over two panels
+/// (emitGroupedGemm): packed int4 weights on the FMA path (no dot product,
+/// no AMX) in a forward GEMM.
+bool hasWideTails(const GroupedGemm &g) {
+  return g.bPacked && g.desc.format == WeightFormat::int4Group && !g.bf16Dot && !g.int8Dot &&
+         !g.amx && !g.desc.weightGradient();
+}
+
 /// One micro-tile: `tileRows` rows (the configuration's micro_rows, or the
 /// smaller tile of a row tail) from row0, clamped to `rowEnd` (the missing
 /// rows read row0 and store nothing), output columns [col0, col0 + L * vecs)
@@ -1035,9 +1043,7 @@ void emitMicroTile(ImplicitLocOpBuilder &b, const GroupedGemm &g, Value group, V
   const int64_t lanes = g.config.getLanes();
   const int64_t microRows = tileRows;
   const int64_t numPanels = wide ? 2 : 1;
-  assert((!wide || (g.bPacked && g.desc.format == WeightFormat::int4Group && !g.bf16Dot &&
-                    !g.int8Dot && !g.amx)) &&
-         "wide tiles are for packed int4 weights on the FMA path");
+  assert((!wide || hasWideTails(g)) && "wide tiles are for packed int4 weights on the FMA path");
   // One panel's vectors, and the tile's.
   const int64_t panelVecs = g.config.getMicroVectors();
   const int64_t microVecs = panelVecs * numPanels;
@@ -1384,8 +1390,7 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   // code on the AMD EPYC, 4 Qwen3-30B-A3B layers at T = 1: int4 5.4-5.8 ->
   // 4.3-4.7 ms, but FP8 6.6-7.2 -> 7.2-7.4 ms: FP8's conversion, one per
   // weight rather than per pair, already balances the FMA latency.)
-  const bool wideTails = g.bPacked && g.desc.format == WeightFormat::int4Group && !g.bf16Dot &&
-                         !g.int8Dot && !g.amx && !weightGradient;
+  const bool wideTails = hasWideTails(g);
   const int64_t colStep = wideTails ? 2 * tileCols : tileCols;
   Value groupRowBlocks = arith::MulIOp::create(b, workGroups, rowBlocks);
   Value coarseItems =
