@@ -1388,8 +1388,9 @@ void cpu::emitGroupedGemm(ImplicitLocOpBuilder &b, const GroupedGemm &g) {
   // Packed int4 weights on the FMA path: the columns in pairs of panels, so
   // that a one-row tail runs in a wide tile over both. (Measured with AVX2
   // code on the AMD EPYC, 4 Qwen3-30B-A3B layers at T = 1: int4 5.4-5.8 ->
-  // 4.3-4.7 ms, but FP8 6.6-7.2 -> 7.2-7.4 ms: FP8's conversion, one per
-  // weight rather than per pair, already balances the FMA latency.)
+  // 4.3-4.7 ms, but FP8 6.6-7.2 -> 7.2-7.4 ms; measured again after the
+  // bf16 stores stopped calling __truncsfbf2: FP8 unchanged, its
+  // conversions bound the loop, docs/quantization.md.)
   const bool wideTails = hasWideTails(g);
   const int64_t colStep = wideTails ? 2 * tileCols : tileCols;
   Value groupRowBlocks = arith::MulIOp::create(b, workGroups, rowBlocks);
